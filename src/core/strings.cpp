@@ -1,0 +1,171 @@
+#include "core/strings.h"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+
+#include <cctype>
+#include <cstdio>
+#include <ctime>
+#include <stdexcept>
+
+namespace ty {
+
+namespace {
+void RandomBytes(unsigned char* out, size_t n) {
+  if (RAND_bytes(out, static_cast<int>(n)) != 1) throw std::runtime_error("RAND_bytes failed");
+}
+}  // namespace
+
+std::string ToHex(std::string_view bytes) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
+std::string NewUuid() {
+  unsigned char b[16];
+  RandomBytes(b, sizeof b);
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  std::string hex = ToHex(std::string_view(reinterpret_cast<char*>(b), sizeof b));
+  return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" +
+         hex.substr(16, 4) + "-" + hex.substr(20, 12);
+}
+
+std::string RandomHex(size_t n_bytes) {
+  std::string b(n_bytes, '\0');
+  RandomBytes(reinterpret_cast<unsigned char*>(b.data()), n_bytes);
+  return ToHex(b);
+}
+
+std::string RandomAlnum(size_t n, bool upper_only) {
+  static const std::string kUpper = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  static const std::string kAll =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  const std::string& alphabet = upper_only ? kUpper : kAll;
+  std::string out(n, '\0');
+  std::string raw(n, '\0');
+  RandomBytes(reinterpret_cast<unsigned char*>(raw.data()), n);
+  for (size_t i = 0; i < n; ++i) out[i] = alphabet[static_cast<unsigned char>(raw[i]) % alphabet.size()];
+  return out;
+}
+
+std::string Sha256Hex(std::string_view data) {
+  unsigned char md[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), md);
+  return ToHex(std::string_view(reinterpret_cast<char*>(md), sizeof md));
+}
+
+std::string HmacSha256(std::string_view key, std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(data.data()), data.size(), md, &len);
+  return std::string(reinterpret_cast<char*>(md), len);
+}
+
+std::string ToLower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string ToUpper(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::vector<std::string> Split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    size_t pos = s.find(sep, start);
+    if (pos == std::string_view::npos) {
+      out.emplace_back(s.substr(start));
+      return out;
+    }
+    out.emplace_back(s.substr(start, pos - start));
+    start = pos + 1;
+  }
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool EndsWith(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
+
+bool GlobMatch(std::string_view pattern, std::string_view text) {
+  // Iterative wildcard match with single backtrack point: linear in practice, no recursion.
+  size_t p = 0, t = 0, star = std::string_view::npos, mark = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      mark = t;
+    } else if (p < pattern.size() && pattern[p] == text[t]) {
+      ++p;
+      ++t;
+    } else if (star != std::string_view::npos) {
+      p = star + 1;
+      t = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+std::string FormatAmzDate(int64_t epoch_ms) {
+  std::time_t t = static_cast<std::time_t>(epoch_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
+  return buf;
+}
+
+bool ParseAmzDate(std::string_view s, int64_t* epoch_ms) {
+  if (s.size() != 16 || s[8] != 'T' || s[15] != 'Z') return false;
+  for (size_t i : {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14})
+    if (!std::isdigit(static_cast<unsigned char>(s[i]))) return false;
+  auto num = [&](size_t pos, size_t len) { return std::stoi(std::string(s.substr(pos, len))); };
+  std::tm tm{};
+  tm.tm_year = num(0, 4) - 1900;
+  tm.tm_mon = num(4, 2) - 1;
+  tm.tm_mday = num(6, 2);
+  tm.tm_hour = num(9, 2);
+  tm.tm_min = num(11, 2);
+  tm.tm_sec = num(13, 2);
+  if (tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 ||
+      tm.tm_sec > 60)
+    return false;
+  *epoch_ms = static_cast<int64_t>(timegm(&tm)) * 1000;
+  return true;
+}
+
+std::string FormatIso8601(int64_t epoch_ms) {
+  std::time_t t = static_cast<std::time_t>(epoch_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[40];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  char out[48];
+  std::snprintf(out, sizeof out, "%s.%03dZ", buf, static_cast<int>(epoch_ms % 1000));
+  return out;
+}
+
+}  // namespace ty

@@ -1,0 +1,40 @@
+// Small string and id helpers shared by every component.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ty {
+
+// A random RFC 4122 version-4 UUID (lower-case hex), from the OS's CSPRNG.
+std::string NewUuid();
+
+// `n` random bytes as lower-case hex, from the OS's CSPRNG.
+std::string RandomHex(size_t n_bytes);
+
+// Random alphanumeric string of length n (A-Z0-9 when upper, else a-zA-Z0-9), from the CSPRNG.
+std::string RandomAlnum(size_t n, bool upper_only);
+
+std::string ToHex(std::string_view bytes);
+std::string Sha256Hex(std::string_view data);
+std::string HmacSha256(std::string_view key, std::string_view data);
+
+std::string ToLower(std::string_view s);
+std::string ToUpper(std::string_view s);
+std::vector<std::string> Split(std::string_view s, char sep);
+std::string_view Trim(std::string_view s);
+bool StartsWith(std::string_view s, std::string_view p);
+bool EndsWith(std::string_view s, std::string_view p);
+
+// AWS-style glob: `*` matches any run of characters (including none), everything else literally.
+bool GlobMatch(std::string_view pattern, std::string_view text);
+
+// ISO-8601 basic format used by SigV4 ("20260102T030405Z") <-> epoch ms.
+std::string FormatAmzDate(int64_t epoch_ms);
+bool ParseAmzDate(std::string_view s, int64_t* epoch_ms);
+// RFC 3339 UTC with milliseconds ("2026-01-02T03:04:05.123Z").
+std::string FormatIso8601(int64_t epoch_ms);
+
+}  // namespace ty
