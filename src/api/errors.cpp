@@ -1,1 +1,46 @@
-// placeholder
+#include "api/errors.h"
+
+#include <nlohmann/json.hpp>
+
+namespace ty::api {
+
+WireError ToWireError(Protocol protocol, const Status& st) {
+  const bool batch = protocol == Protocol::kBatchRestJson;
+  switch (st.code()) {
+    case Code::kOk:
+      return {200, "", ""};
+    case Code::kUnauthenticated:
+      return {403, "MissingAuthenticationTokenException", st.message()};
+    case Code::kUnknownKey:
+      return {403, "UnrecognizedClientException", st.message()};
+    case Code::kBadSignature:
+      return {403, "InvalidSignatureException", st.message()};
+    case Code::kExpired:
+      return {403, "InvalidSignatureException", st.message()};
+    case Code::kUnknownOperation:
+      return {400, "UnknownOperationException", st.message()};
+    case Code::kPayloadTooLarge:
+      return {413, batch ? "ClientException" : "ValidationException", st.message()};
+    case Code::kInvalidArgument:
+    case Code::kFailedPrecondition:
+      return {400, batch ? "ClientException" : "ValidationException", st.message()};
+    case Code::kNotFound:
+      return {400, batch ? "ClientException" : "ResourceNotFound", st.message()};
+    case Code::kAlreadyExists:
+      return {400, batch ? "ClientException" : "ResourceInUse", st.message()};
+    case Code::kLimitExceeded:
+      return {400, batch ? "ClientException" : "ResourceLimitExceeded", st.message()};
+    case Code::kUnavailable:
+      return {503, "ServiceUnavailableException", st.message()};
+    case Code::kInternal:
+      return {500, batch ? "ServerException" : "InternalFailure", st.message()};
+  }
+  return {500, "InternalFailure", st.message()};
+}
+
+std::string ErrorBody(Protocol protocol, const WireError& e) {
+  nlohmann::json body = {{"__type", e.type}, {"message", e.message}};
+  return body.dump();
+}
+
+}  // namespace ty::api

@@ -1,1 +1,195 @@
-// placeholder
+// SageMaker (json 1.1) training-job operations, and trainyard's log reader.
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+
+#include "api/handlers.h"
+#include "control/controller.h"
+#include "core/strings.h"
+
+namespace ty::api {
+
+using nlohmann::json;
+using control::Controller;
+using control::State;
+
+namespace {
+
+double Seconds(EpochMs ms) { return static_cast<double>(ms) / 1000.0; }
+
+int64_t BillableSeconds(const TrainingJob& tj) {
+  if (!tj.training_start_time || !tj.training_end_time) return 0;
+  int64_t s = (tj.training_end_time - tj.training_start_time + 999) / 1000;
+  return std::max<int64_t>(1, s);
+}
+
+json EncodeDescribe(const TrainingJob& tj) {
+  json req = json::parse(tj.request_json);
+  json j;
+  j["TrainingJobName"] = tj.name;
+  j["TrainingJobArn"] = tj.arn;
+  for (const char* k : {"HyperParameters", "AlgorithmSpecification", "RoleArn", "InputDataConfig", "OutputDataConfig",
+                        "ResourceConfig", "VpcConfig", "StoppingCondition", "EnableNetworkIsolation",
+                        "EnableInterContainerTrafficEncryption", "EnableManagedSpotTraining", "CheckpointConfig",
+                        "DebugHookConfig", "ExperimentConfig", "TensorBoardOutputConfig", "Environment",
+                        "RetryStrategy", "ProfilerConfig"})
+    if (req.contains(k)) j[k] = req[k];
+  if (!j.contains("StoppingCondition")) j["StoppingCondition"] = {{"MaxRuntimeInSeconds", 86400}};
+  if (!j.contains("EnableNetworkIsolation")) j["EnableNetworkIsolation"] = false;
+  if (!j.contains("EnableInterContainerTrafficEncryption")) j["EnableInterContainerTrafficEncryption"] = false;
+  if (!j.contains("EnableManagedSpotTraining")) j["EnableManagedSpotTraining"] = false;
+  j["TrainingJobStatus"] = tj.status;
+  j["SecondaryStatus"] = tj.secondary_status;
+  if (!tj.failure_reason.empty()) j["FailureReason"] = tj.failure_reason;
+  j["ModelArtifacts"] = {{"S3ModelArtifacts", tj.model_artifacts}};
+  j["CreationTime"] = Seconds(tj.creation_time);
+  if (tj.training_start_time) j["TrainingStartTime"] = Seconds(tj.training_start_time);
+  if (tj.training_end_time) j["TrainingEndTime"] = Seconds(tj.training_end_time);
+  j["LastModifiedTime"] = Seconds(tj.last_modified_time);
+  json transitions = json::array();
+  for (const auto& t : tj.transitions) {
+    json tr = {{"Status", t.status}, {"StartTime", Seconds(t.start)}, {"StatusMessage", t.message}};
+    if (t.end) tr["EndTime"] = Seconds(t.end);
+    transitions.push_back(tr);
+  }
+  j["SecondaryStatusTransitions"] = transitions;
+  json metrics = json::array();
+  for (const auto& m : tj.final_metrics)
+    metrics.push_back({{"MetricName", m.name}, {"Value", m.value}, {"Timestamp", Seconds(m.timestamp)}});
+  j["FinalMetricDataList"] = metrics;
+  if (int64_t b = BillableSeconds(tj)) {
+    j["TrainingTimeInSeconds"] = b;
+    j["BillableTimeInSeconds"] = b;
+  }
+  return j;
+}
+
+json EncodeSummary(const TrainingJob& tj) {
+  json j = {{"TrainingJobName", tj.name},
+            {"TrainingJobArn", tj.arn},
+            {"CreationTime", Seconds(tj.creation_time)},
+            {"LastModifiedTime", Seconds(tj.last_modified_time)},
+            {"TrainingJobStatus", tj.status},
+            {"SecondaryStatus", tj.secondary_status}};
+  if (tj.training_end_time) j["TrainingEndTime"] = Seconds(tj.training_end_time);
+  return j;
+}
+
+// Timestamps arrive as epoch seconds (numbers) from boto3; ISO strings are not sent by it.
+EpochMs TimeArg(const json& req, const char* key, EpochMs fallback) {
+  auto it = req.find(key);
+  if (it == req.end() || !it->is_number()) return fallback;
+  return static_cast<EpochMs>(std::llround(it->get<double>() * 1000.0));
+}
+
+Response ListTrainingJobs(Controller& c, const json& req) {
+  EpochMs created_after = TimeArg(req, "CreationTimeAfter", INT64_MIN);
+  EpochMs created_before = TimeArg(req, "CreationTimeBefore", INT64_MAX);
+  EpochMs modified_after = TimeArg(req, "LastModifiedTimeAfter", INT64_MIN);
+  EpochMs modified_before = TimeArg(req, "LastModifiedTimeBefore", INT64_MAX);
+  std::string contains = ToLower(req.value("NameContains", ""));
+  std::string status = req.value("StatusEquals", "");
+  std::string sort_by = req.value("SortBy", "CreationTime");
+  bool ascending = req.value("SortOrder", "Descending") == "Ascending";
+  size_t max = req.value("MaxResults", 10);
+  std::string token = req.value("NextToken", "");
+  size_t offset = 0;
+  if (!token.empty()) {
+    if (token.find_first_not_of("0123456789") != std::string::npos) return InvalidArgument("NextToken is not valid");
+    offset = std::stoull(token);
+  }
+  if (req.contains("WarmPoolStatusEquals"))
+    return InvalidArgument("WarmPoolStatusEquals: warm pools are not offered by this server yet");
+  return c.Read([&](const State& s) -> Response {
+    std::vector<const TrainingJob*> jobs;
+    for (const auto& [name, tj] : s.training_jobs) {
+      if (tj.creation_time <= created_after || tj.creation_time >= created_before) continue;
+      if (tj.last_modified_time <= modified_after || tj.last_modified_time >= modified_before) continue;
+      if (!contains.empty() && ToLower(name).find(contains) == std::string::npos) continue;
+      if (!status.empty() && tj.status != status) continue;
+      jobs.push_back(&tj);
+    }
+    // Total order: the sort key, then creation sequence.
+    std::sort(jobs.begin(), jobs.end(), [&](const TrainingJob* a, const TrainingJob* b) {
+      auto key = [&](const TrainingJob* t) {
+        if (sort_by == "Name") return std::make_tuple(t->name, int64_t{0}, t->seq);
+        if (sort_by == "Status") return std::make_tuple(t->status, int64_t{0}, t->seq);
+        return std::make_tuple(std::string(), t->creation_time, t->seq);
+      };
+      return ascending ? key(a) < key(b) : key(b) < key(a);
+    });
+    json list = json::array();
+    for (size_t i = offset; i < jobs.size() && list.size() < max; ++i) list.push_back(EncodeSummary(*jobs[i]));
+    json out = {{"TrainingJobSummaries", list}};
+    if (offset + max < jobs.size()) out["NextToken"] = std::to_string(offset + max);
+    return out;
+  });
+}
+
+}  // namespace
+
+bool SageMakerImplements(const std::string& op) {
+  static const std::set<std::string> kOps = {"CreateTrainingJob", "DescribeTrainingJob", "ListTrainingJobs",
+                                             "StopTrainingJob"};
+  return kOps.count(op) > 0;
+}
+
+Response HandleSageMaker(Controller& c, const std::string& op, const json& req) {
+  if (op == "CreateTrainingJob") {
+    auto tj = c.CreateTrainingJob(req);
+    if (!tj.ok()) return tj.status();
+    return json{{"TrainingJobArn", tj->arn}};
+  }
+  if (op == "DescribeTrainingJob") {
+    std::string name = req.value("TrainingJobName", "");
+    return c.Read([&](const State& s) -> Response {
+      const TrainingJob* tj = s.FindTrainingJob(name);
+      if (!tj) return NotFound("Requested resource not found: training job " + name);
+      return EncodeDescribe(*tj);
+    });
+  }
+  if (op == "ListTrainingJobs") return ListTrainingJobs(c, req);
+  if (op == "StopTrainingJob") {
+    Status st = c.StopTrainingJob(req.value("TrainingJobName", ""));
+    if (!st.ok()) return st;
+    return json::object();
+  }
+  return Status(Code::kUnknownOperation, "Operation " + op + " is not supported by this server");
+}
+
+Response HandleGetLogs(Controller& c, const json& req) {
+  if (!req.contains("trainingJobName") || !req["trainingJobName"].is_string())
+    return InvalidArgument("trainingJobName is required and must be a string");
+  std::string name = req["trainingJobName"];
+  int instance = req.value("instance", 1);
+  int64_t offset = req.value("startOffset", int64_t{0});
+  int64_t limit = std::clamp<int64_t>(req.value("limitBytes", int64_t{1 << 20}), 1, 8 << 20);
+  auto found = c.Read([&](const State& s) -> StatusOr<std::pair<int64_t, bool>> {
+    const TrainingJob* tj = s.FindTrainingJob(name);
+    if (!tj) return NotFound("Requested resource not found: training job " + name);
+    name = tj->name;
+    bool done = tj->status != "InProgress" && tj->status != "Stopping";
+    return std::make_pair(tj->instance_count, done);
+  });
+  if (!found.ok()) return found.status();
+  if (instance < 1 || instance > found->first)
+    return InvalidArgument("instance must be between 1 and " + std::to_string(found->first));
+  json events = json::array();
+  std::ifstream in(c.LogPath(name, instance), std::ios::binary);
+  int64_t next = offset;
+  if (in) {
+    in.seekg(offset);
+    std::string line;
+    while (next - offset < limit && std::getline(in, line)) {
+      if (in.eof()) break;  // partial line: wait for its end
+      next += static_cast<int64_t>(line.size()) + 1;
+      auto sp = line.find(' ');
+      if (sp == std::string::npos) continue;
+      events.push_back({{"timestamp", std::strtoll(line.c_str(), nullptr, 10)}, {"message", line.substr(sp + 1)}});
+    }
+  }
+  return json{{"events", events}, {"nextOffset", next}, {"complete", found->second}};
+}
+
+}  // namespace ty::api

@@ -1,1 +1,160 @@
-// placeholder
+#include "api/server.h"
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "api/errors.h"
+#include "api/handlers.h"
+#include "api/service_model.h"
+#include "api/sigv4.h"
+#include "control/controller.h"
+
+namespace ty::api {
+
+using nlohmann::json;
+
+struct ApiServer::Impl {
+  control::Controller& controller;
+  RootCredential root;
+  httplib::Server http;
+
+  Impl(control::Controller& c, RootCredential r) : controller(c), root(std::move(r)) {}
+
+  void Reply(httplib::Response& res, Protocol protocol, const Status& st) {
+    WireError e = ToWireError(protocol, st);
+    res.status = e.http_status;
+    res.set_header("x-amzn-ErrorType", e.type);
+    res.set_header("x-amzn-RequestId", NewRequestId());
+    res.set_content(ErrorBody(protocol, e),
+                    protocol == Protocol::kSageMakerJson ? "application/x-amz-json-1.1" : "application/json");
+  }
+
+  void Reply(httplib::Response& res, Protocol protocol, const json& body) {
+    res.status = 200;
+    res.set_header("x-amzn-RequestId", NewRequestId());
+    res.set_content(body.dump(), protocol == Protocol::kSageMakerJson ? "application/x-amz-json-1.1" : "application/json");
+  }
+
+  static std::string NewRequestId() { return NewUuid(); }
+
+  Status Authenticate(const httplib::Request& req, const std::string& service) {
+    HttpRequestView view;
+    view.method = req.method;
+    auto q = req.target.find('?');
+    view.path = q == std::string::npos ? req.target : req.target.substr(0, q);
+    view.query = q == std::string::npos ? "" : req.target.substr(q + 1);
+    for (const auto& [k, v] : req.headers) view.headers.emplace_back(k, v);
+    view.body = req.body;
+    SecretLookup lookup = [this](std::string_view key) -> std::optional<std::string> {
+      if (key == root.access_key_id) return root.secret_access_key;
+      return std::nullopt;
+    };
+    auto caller = VerifySigV4(view, lookup, controller.config().region, {service}, SystemClock::instance().now_ms());
+    return caller.status();
+  }
+
+  StatusOr<json> ParseBody(const httplib::Request& req) {
+    if (static_cast<int64_t>(req.body.size()) > controller.config().max_request_bytes)
+      return Status(Code::kPayloadTooLarge, "Request body of " + std::to_string(req.body.size()) +
+                                                " bytes exceeds the limit of " +
+                                                std::to_string(controller.config().max_request_bytes) + " bytes");
+    if (req.body.empty()) return json::object();
+    json j = json::parse(req.body, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+      return InvalidArgument("The request body is not a JSON object");
+    return j;
+  }
+
+  void Handle(const httplib::Request& req, httplib::Response& res, Protocol protocol, const std::string& service,
+              const ServiceModel* model, const std::string& operation) {
+    auto t0 = std::chrono::steady_clock::now();
+    Status auth = Authenticate(req, service);
+    if (!auth.ok()) return Reply(res, protocol, auth);
+    auto body = ParseBody(req);
+    if (!body.ok()) return Reply(res, protocol, body.status());
+    Response out = Status(Code::kUnknownOperation, "");
+    if (model) {
+      const ServiceModel::Operation* op = model->FindOperation(operation);
+      bool implemented = protocol == Protocol::kBatchRestJson ? BatchImplements(operation) : SageMakerImplements(operation);
+      if (!op || !implemented)
+        return Reply(res, protocol, Status(Code::kUnknownOperation, "Operation " + operation + " is not supported by this server"));
+      Status valid = model->ValidateInput(*op, *body);
+      if (!valid.ok()) return Reply(res, protocol, valid);
+      out = protocol == Protocol::kBatchRestJson ? HandleBatch(controller, operation, *body)
+                                                  : HandleSageMaker(controller, operation, *body);
+    } else {
+      out = HandleGetLogs(controller, *body);
+    }
+    if (!out.ok()) {
+      if (out.status().code() == Code::kInternal) spdlog::error("{}: {}", operation, out.status().message());
+      Reply(res, protocol, out.status());
+    } else {
+      Reply(res, protocol, *out);
+    }
+    auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+    spdlog::debug("{} {} -> {} in {} us", service, operation, res.status, us);
+  }
+};
+
+ApiServer::ApiServer(control::Controller& controller, RootCredential root)
+    : impl_(std::make_unique<Impl>(controller, std::move(root))) {
+  auto& http = impl_->http;
+  Impl* impl = impl_.get();
+  http.set_keep_alive_max_count(100000);
+  http.set_keep_alive_timeout(60);
+  http.set_payload_max_length(static_cast<size_t>(controller.config().max_request_bytes) + 1);
+  http.set_tcp_nodelay(true);
+  int threads = controller.config().http_threads;
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+
+  // Batch: POST /v1/<operation>, routed by the model's requestUri.
+  http.Post(R"(/v1/[a-z]+)", [impl](const httplib::Request& req, httplib::Response& res) {
+    const ServiceModel& m = ServiceModel::Batch();
+    const ServiceModel::Operation* op = m.FindByHttp("POST", req.path);
+    impl->Handle(req, res, Protocol::kBatchRestJson, "batch", &m, op ? op->name : req.path);
+  });
+  // SageMaker: POST / with X-Amz-Target: SageMaker.<Operation>.
+  http.Post("/", [impl](const httplib::Request& req, httplib::Response& res) {
+    std::string target = req.get_header_value("X-Amz-Target");
+    const ServiceModel& m = ServiceModel::SageMaker();
+    std::string prefix = m.target_prefix() + ".";
+    if (target.rfind(prefix, 0) != 0) {
+      impl->Reply(res, Protocol::kSageMakerJson,
+                  Status(Code::kUnknownOperation, "X-Amz-Target must name a SageMaker operation, not '" + target + "'"));
+      return;
+    }
+    impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", &m, target.substr(prefix.size()));
+  });
+  http.Post("/trainyard/v1/logs", [impl](const httplib::Request& req, httplib::Response& res) {
+    impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", nullptr, "GetLogs");
+  });
+  http.set_error_handler([impl](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    Protocol p = req.has_header("X-Amz-Target") ? Protocol::kSageMakerJson : Protocol::kBatchRestJson;
+    if (res.status == 413) {
+      impl->Reply(res, p, Status(Code::kPayloadTooLarge, "Request body exceeds the limit of " +
+                                                             std::to_string(impl->controller.config().max_request_bytes) + " bytes"));
+      res.status = 413;
+    } else if (res.status == 404) {
+      impl->Reply(res, p, Status(Code::kUnknownOperation, "No operation at " + req.method + " " + req.path));
+      res.status = 404;
+    }
+  });
+}
+
+ApiServer::~ApiServer() = default;
+
+StatusOr<int> ApiServer::Bind(const std::string& host, int port) {
+  int bound = port == 0 ? impl_->http.bind_to_any_port(host) : (impl_->http.bind_to_port(host, port) ? port : -1);
+  if (bound < 0) return Unavailable("cannot listen on " + host + ":" + std::to_string(port));
+  return bound;
+}
+
+void ApiServer::Run() { impl_->http.listen_after_bind(); }
+
+void ApiServer::Stop() { impl_->http.stop(); }
+
+}  // namespace ty::api

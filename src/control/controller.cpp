@@ -1,1 +1,514 @@
-// placeholder
+#include "control/controller.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "control/turn.h"
+#include "core/strings.h"
+#include "exec/executor.h"
+#include "exec/local_executor.h"
+#include "store/store.h"
+
+namespace ty::control {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Reads an optional member; the request was validated against the model, so types are right.
+template <typename T>
+T Get(const json& j, const char* key, T fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  return it->get<T>();
+}
+
+std::string NameFromArnOrName(const std::string& s) {
+  auto slash = s.rfind('/');
+  return StartsWith(s, "arn:") && slash != std::string::npos ? s.substr(slash + 1) : s;
+}
+
+bool SandboxWorks() {
+  return std::system("bwrap --dev-bind / / --unshare-uts true >/dev/null 2>&1") == 0;
+}
+
+Tags ReadTags(const json& req) {
+  Tags tags;
+  if (auto it = req.find("tags"); it != req.end() && it->is_object())
+    for (auto& [k, v] : it->items()) tags[k] = v.get<std::string>();
+  return tags;
+}
+
+Status CheckCapacityLimits(const json& limits) {
+  for (size_t i = 0; i < limits.size(); ++i) {
+    const json& l = limits[i];
+    std::string unit = Get<std::string>(l, "capacityUnit", "");
+    int64_t max = Get<int64_t>(l, "maxCapacity", -1);
+    std::string where = "capacityLimits[" + std::to_string(i) + "]";
+    if (unit != "NUM_INSTANCES")
+      return InvalidArgument(where + ".capacityUnit must be NUM_INSTANCES (instance-type units belong to "
+                                     "quota management, which this server does not offer yet)");
+    if (max < 0) return InvalidArgument(where + ".maxCapacity is required and must be >= 0");
+  }
+  if (limits.size() != 1) return InvalidArgument("capacityLimits must hold exactly one NUM_INSTANCES limit");
+  return Status::Ok();
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------
+// Construction, loading, the loop.
+
+Controller::Controller(Config config, const Clock& clock) : config_(std::move(config)), clock_(clock) {}
+
+Controller::~Controller() { Shutdown(); }
+
+std::string Controller::Arn(const std::string& service, const std::string& resource) const {
+  return "arn:aws:" + service + ":" + config_.region + ":" + config_.account_id + ":" + resource;
+}
+
+StatusOr<std::unique_ptr<Controller>> Controller::Open(const Config& config, const Clock& clock,
+                                                       const std::string& self_exe) {
+  std::unique_ptr<Controller> c(new Controller(config, clock));
+  c->data_dir_ = fs::absolute(config.data_dir).lexically_normal().string();
+  std::error_code ec;
+  for (const char* sub : {"", "attempts", "buckets", "run"}) {
+    fs::create_directories(fs::path(c->data_dir_) / sub, ec);
+    if (ec) return Internal("cannot create " + (fs::path(c->data_dir_) / sub).string() + ": " + ec.message());
+  }
+  if (config.sandbox == "bwrap" || (config.sandbox == "auto" && SandboxWorks())) {
+    c->sandbox_ = "bwrap";
+  } else {
+    c->sandbox_ = "none";
+  }
+  if (config.sandbox == "bwrap" && !SandboxWorks())
+    return FailedPrecondition("executor.sandbox = \"bwrap\" but bubblewrap does not work on this machine");
+
+  auto store = store::OpenSqliteStore(c->data_dir_ + "/trainyard.db", config.sqlite_synchronous_full);
+  if (!store.ok()) return store.status();
+  c->store_ = std::move(store).value();
+
+  exec::LocalExecutor::Options eo;
+  eo.attempts_root = c->data_dir_ + "/attempts";
+  eo.supervisor_binary = self_exe;
+  eo.notify_socket = c->data_dir_ + "/run/executor.sock";
+  Controller* self = c.get();
+  eo.wake = [self] {
+    std::lock_guard lock(self->queue_mu_);
+    self->wake_ = true;
+    self->queue_cv_.notify_one();
+  };
+  eo.clock = &clock;
+  c->executor_ = std::make_unique<exec::LocalExecutor>(eo);
+
+  c->LoadState();
+  c->ReadoptAttempts();
+  return c;
+}
+
+void Controller::LoadState() {
+  State& s = state_;
+  auto must = [](Status st) {
+    if (!st.ok()) {
+      spdlog::critical("cannot load state: {}", st.message());
+      std::abort();
+    }
+  };
+  must(store_->LoadAll(store::Kind::kServiceEnvironment, [&](const std::string&, const std::string& doc) {
+    ServiceEnvironment e;
+    if (DecodeDoc(doc, &e)) s.environments[e.name] = e;
+  }));
+  must(store_->LoadAll(store::Kind::kJobQueue, [&](const std::string&, const std::string& doc) {
+    JobQueue q;
+    if (DecodeDoc(doc, &q)) s.queues[q.name] = q;
+  }));
+  must(store_->LoadAll(store::Kind::kServiceJob, [&](const std::string&, const std::string& doc) {
+    auto j = json::parse(doc, nullptr, false);
+    ServiceJobState js;
+    if (j.is_discarded() || !DecodeDoc(j["job"].dump(), &js.job)) return;
+    js.service_environment = j.value("service_environment", "");
+    for (auto& h : j.value("history", json::array())) js.history.emplace_back(h[0].get<std::string>(), h[1].get<EpochMs>());
+    uint64_t seq = js.job.seq;
+    s.job_seq_by_id[js.job.id] = seq;
+    if (!js.job.client_token.empty()) s.job_seq_by_token[js.job.client_token] = seq;
+    s.by_queue_status[js.job.queue][js.job.status].insert(seq);
+    if (IsActive(js.job.status)) s.environment_in_use[js.service_environment] += js.job.instance_count;
+    s.next_seq = std::max(s.next_seq, seq + 1);
+    s.jobs.emplace(seq, std::move(js));
+  }));
+  must(store_->LoadAll(store::Kind::kTrainingJob, [&](const std::string&, const std::string& doc) {
+    TrainingJob t;
+    if (!DecodeDoc(doc, &t)) return;
+    s.next_seq = std::max(s.next_seq, t.seq + 1);
+    bool live = t.status == "InProgress" || t.status == "Stopping";
+    if (live && t.launched) s.host_in_use[t.instance_type] += t.instance_count;
+    s.AddTrainingJob(t);
+  }));
+  must(store_->LoadAll(store::Kind::kMetricSeries, [&](const std::string& key, const std::string& doc) {
+    auto j = json::parse(doc, nullptr, false);
+    if (j.is_discarded()) return;
+    auto& series = s.metric_series[key];
+    for (auto& m : j) series.push_back({m[0].get<std::string>(), m[1].get<double>(), m[2].get<EpochMs>()});
+  }));
+  spdlog::info("loaded {} environments, {} queues, {} service jobs, {} training jobs", s.environments.size(),
+               s.queues.size(), s.jobs.size(), s.training_jobs.size());
+}
+
+void Controller::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Controller::Shutdown() {
+  {
+    std::lock_guard lock(queue_mu_);
+    if (stopping_) {
+      // fallthrough to join below
+    }
+    stopping_ = true;
+    accepting_ = false;
+    queue_cv_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+  executor_.reset();  // stops its listener; attempts keep running under their supervisors
+}
+
+void Controller::Loop() {
+  using namespace std::chrono_literals;
+  while (true) {
+    std::deque<std::pair<Command, std::function<void()>>> batch;
+    {
+      std::unique_lock lock(queue_mu_);
+      queue_cv_.wait_for(lock, 500ms, [&] { return !commands_.empty() || wake_ || stopping_; });
+      batch.swap(commands_);
+      wake_ = false;
+      if (stopping_ && batch.empty()) break;
+    }
+    RunTurn(batch);
+  }
+}
+
+template <typename T>
+StatusOr<T> Controller::Execute(std::function<StatusOr<T>(Turn&)> fn) {
+  std::optional<StatusOr<T>> result;
+  std::promise<void> done;
+  auto fut = done.get_future();
+  {
+    std::lock_guard lock(queue_mu_);
+    if (!accepting_) return Unavailable("the server is shutting down");
+    commands_.emplace_back([&](Turn& t) { result.emplace(fn(t)); }, [&] { done.set_value(); });
+    queue_cv_.notify_one();
+  }
+  fut.wait();
+  return std::move(*result);
+}
+
+Status Controller::ExecuteStatus(std::function<Status(Turn&)> fn) {
+  auto r = Execute<bool>([&](Turn& t) -> StatusOr<bool> {
+    Status st = fn(t);
+    if (!st.ok()) return st;
+    return true;
+  });
+  return r.status();
+}
+
+void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& batch) {
+  Turn t(clock_.now_ms());
+  {
+    std::unique_lock lock(state_mu_);
+    for (auto& [cmd, ack] : batch) cmd(t);
+    AdmitSubmitted(t);
+    ApplyExecutorEvents(t);
+    if (t.now - last_tick_ >= 500) {
+      last_tick_ = t.now;
+      EnforceTimeouts(t);
+      TailMetrics(t);
+    }
+    StartPendingTrainingJobs(t);
+    SchedulePass(t);
+
+    std::vector<store::Write> writes;
+    for (const auto& n : t.environments)
+      if (auto it = state_.environments.find(n); it != state_.environments.end())
+        writes.push_back({store::Kind::kServiceEnvironment, n, EncodeDoc(it->second)});
+    for (const auto& n : t.deleted_environments) writes.push_back({store::Kind::kServiceEnvironment, n, ""});
+    for (const auto& n : t.queues)
+      if (auto it = state_.queues.find(n); it != state_.queues.end())
+        writes.push_back({store::Kind::kJobQueue, n, EncodeDoc(it->second)});
+    for (const auto& n : t.deleted_queues) writes.push_back({store::Kind::kJobQueue, n, ""});
+    for (uint64_t seq : t.jobs) {
+      const ServiceJobState& js = state_.jobs.at(seq);
+      json doc = {{"job", json::parse(EncodeDoc(js.job))},
+                  {"service_environment", js.service_environment},
+                  {"history", json::array()}};
+      for (auto& [st, at] : js.history) doc["history"].push_back({st, at});
+      writes.push_back({store::Kind::kServiceJob, js.job.id, doc.dump()});
+    }
+    for (const auto& n : t.training_jobs)
+      writes.push_back({store::Kind::kTrainingJob, n, EncodeDoc(state_.training_jobs.at(n))});
+    for (const auto& n : t.metric_series) {
+      json doc = json::array();
+      for (auto& m : state_.metric_series[n]) doc.push_back({m.name, m.value, m.timestamp});
+      writes.push_back({store::Kind::kMetricSeries, n, doc.dump()});
+    }
+    Status st = store_->Commit(writes);
+    if (!st.ok()) {
+      // The in-memory state is now ahead of the durable state; the only safe way on is a restart.
+      spdlog::critical("store commit failed: {}; exiting so that a restart recovers", st.message());
+      std::_Exit(70);
+    }
+  }
+  for (auto& [cmd, ack] : batch) ack();
+  for (auto& [id, spec] : t.starts) {
+    Status st = executor_->Start(id, spec);
+    if (!st.ok()) {
+      spdlog::error("cannot start attempt {}: {}", id, st.message());
+      exec::AttemptEvent e;
+      e.attempt_id = id;
+      e.phase = exec::Phase::kLost;
+      e.at = clock_.now_ms();
+      e.message = "the executor could not start the attempt: " + st.message();
+      deferred_events_.push_back(e);
+      std::lock_guard qlock(queue_mu_);
+      wake_ = true;
+    }
+  }
+  for (auto& [id, grace] : t.stops) executor_->Stop(id, grace);
+  if (!t.submitted_now.empty() || t.reschedule) {
+    std::lock_guard lock(queue_mu_);
+    wake_ = true;
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Lookups.
+
+const TrainingJob* State::FindTrainingJob(const std::string& name) const {
+  auto it = training_jobs.find(name);
+  if (it != training_jobs.end()) return &it->second;
+  auto lower = training_job_by_lower.find(ToLower(name));
+  return lower == training_job_by_lower.end() ? nullptr : &training_jobs.at(lower->second);
+}
+
+void State::AddTrainingJob(TrainingJob tj) {
+  training_job_by_lower[ToLower(tj.name)] = tj.name;
+  std::string name = tj.name;
+  training_jobs[name] = std::move(tj);
+}
+
+const JobQueue* Controller::FindQueue(const State& s, const std::string& name_or_arn) {
+  auto it = s.queues.find(NameFromArnOrName(name_or_arn));
+  if (it == s.queues.end()) return nullptr;
+  if (StartsWith(name_or_arn, "arn:") && it->second.arn != name_or_arn) return nullptr;
+  return &it->second;
+}
+
+const ServiceEnvironment* Controller::FindEnvironment(const State& s, const std::string& name_or_arn) {
+  auto it = s.environments.find(NameFromArnOrName(name_or_arn));
+  if (it == s.environments.end()) return nullptr;
+  if (StartsWith(name_or_arn, "arn:") && it->second.arn != name_or_arn) return nullptr;
+  return &it->second;
+}
+
+// ------------------------------------------------------------------------------------------
+// Service environments.
+
+StatusOr<ServiceEnvironment> Controller::CreateServiceEnvironment(const json& req) {
+  ServiceEnvironment e;
+  e.name = Get<std::string>(req, "serviceEnvironmentName", "");
+  e.type = Get<std::string>(req, "serviceEnvironmentType", "");
+  e.state = Get<std::string>(req, "state", "ENABLED");
+  e.tags = ReadTags(req);
+  json limits = Get<json>(req, "capacityLimits", json::array());
+  TY_RETURN_IF_ERROR(CheckCapacityLimits(limits));
+  for (auto& l : limits) e.capacity_limits.push_back({l["capacityUnit"], l["maxCapacity"]});
+  if (e.type != "SAGEMAKER_TRAINING")
+    return InvalidArgument("serviceEnvironmentType must be SAGEMAKER_TRAINING");
+  e.arn = Arn("batch", "service-environment/" + e.name);
+  return Execute<ServiceEnvironment>([&](Turn& t) -> StatusOr<ServiceEnvironment> {
+    if (state_.environments.count(e.name))
+      return AlreadyExists("Service environment " + e.name + " already exists");
+    if (state_.environments.size() >= 50)
+      return LimitExceeded("at most 50 service environments may exist");
+    e.seq = state_.next_seq++;
+    state_.environments[e.name] = e;
+    t.environments.insert(e.name);
+    t.reschedule = true;
+    return e;
+  });
+}
+
+StatusOr<ServiceEnvironment> Controller::UpdateServiceEnvironment(const json& req) {
+  std::string id = Get<std::string>(req, "serviceEnvironment", "");
+  std::optional<json> limits;
+  if (req.contains("capacityLimits") && !req["capacityLimits"].is_null()) {
+    limits = req["capacityLimits"];
+    TY_RETURN_IF_ERROR(CheckCapacityLimits(*limits));
+  }
+  std::string new_state = Get<std::string>(req, "state", "");
+  return Execute<ServiceEnvironment>([&](Turn& t) -> StatusOr<ServiceEnvironment> {
+    const ServiceEnvironment* found = FindEnvironment(state_, id);
+    if (!found) return NotFound("Service environment " + id + " does not exist");
+    ServiceEnvironment& e = state_.environments[found->name];
+    if (!new_state.empty()) e.state = new_state;
+    if (limits) {
+      e.capacity_limits.clear();
+      for (auto& l : *limits) e.capacity_limits.push_back({l["capacityUnit"], l["maxCapacity"]});
+    }
+    t.environments.insert(e.name);
+    t.reschedule = true;
+    return e;
+  });
+}
+
+Status Controller::DeleteServiceEnvironment(const json& req) {
+  std::string id = Get<std::string>(req, "serviceEnvironment", "");
+  return ExecuteStatus([&](Turn& t) -> Status {
+    const ServiceEnvironment* e = FindEnvironment(state_, id);
+    if (!e) return NotFound("Service environment " + id + " does not exist");
+    if (e->state != "DISABLED")
+      return FailedPrecondition("Service environment " + e->name + " must be DISABLED before it is deleted");
+    for (const auto& [qn, q] : state_.queues)
+      for (const auto& o : q.service_environment_order)
+        if (o.service_environment == e->name)
+          return FailedPrecondition("Service environment " + e->name + " is still associated with job queue " + qn);
+    if (state_.environment_in_use[e->name] > 0)
+      return FailedPrecondition("Service environment " + e->name + " still has active training jobs");
+    std::string name = e->name;
+    state_.environments.erase(name);
+    state_.environment_in_use.erase(name);
+    t.deleted_environments.insert(name);
+    return Status::Ok();
+  });
+}
+
+// ------------------------------------------------------------------------------------------
+// Job queues.
+
+namespace {
+StatusOr<std::vector<ServiceEnvironmentOrder>> ResolveOrder(const State& s, const json& order) {
+  std::vector<ServiceEnvironmentOrder> out;
+  std::set<int> orders;
+  std::set<std::string> names;
+  for (size_t i = 0; i < order.size(); ++i) {
+    std::string where = "serviceEnvironmentOrder[" + std::to_string(i) + "]";
+    std::string ref = order[i].value("serviceEnvironment", "");
+    int o = order[i].value("order", 0);
+    const ServiceEnvironment* e = Controller::FindEnvironment(s, ref);
+    if (!e) return InvalidArgument(where + ".serviceEnvironment: service environment " + ref + " does not exist");
+    if (!orders.insert(o).second) return InvalidArgument(where + ".order " + std::to_string(o) + " is used twice");
+    if (!names.insert(e->name).second) return InvalidArgument(where + ": service environment " + e->name + " is listed twice");
+    out.push_back({o, e->name});
+  }
+  if (out.empty()) return InvalidArgument("serviceEnvironmentOrder must name at least one service environment");
+  if (out.size() > 3) return InvalidArgument("serviceEnvironmentOrder may name at most 3 service environments");
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.order < b.order; });
+  return out;
+}
+
+Status CheckTimeLimitActions(const json& actions) {
+  for (size_t i = 0; i < actions.size(); ++i) {
+    std::string where = "jobStateTimeLimitActions[" + std::to_string(i) + "]";
+    if (actions[i].value("action", "") != "TERMINATE")
+      return InvalidArgument(where + ".action must be TERMINATE for SAGEMAKER_TRAINING job queues");
+    if (actions[i].value("state", "") != "RUNNABLE") return InvalidArgument(where + ".state must be RUNNABLE");
+    int64_t secs = actions[i].value("maxTimeSeconds", int64_t{0});
+    if (secs < 600 || secs > 86400) return InvalidArgument(where + ".maxTimeSeconds must be between 600 and 86400");
+  }
+  return Status::Ok();
+}
+}  // namespace
+
+StatusOr<JobQueue> Controller::CreateJobQueue(const json& req) {
+  JobQueue q;
+  q.name = Get<std::string>(req, "jobQueueName", "");
+  q.state = Get<std::string>(req, "state", "ENABLED");
+  q.priority = Get<int>(req, "priority", 0);
+  q.job_queue_type = Get<std::string>(req, "jobQueueType", "");
+  q.scheduling_policy_arn = Get<std::string>(req, "schedulingPolicyArn", "");
+  q.tags = ReadTags(req);
+  json actions = Get<json>(req, "jobStateTimeLimitActions", json::array());
+  if (q.job_queue_type != "SAGEMAKER_TRAINING")
+    return InvalidArgument("jobQueueType must be SAGEMAKER_TRAINING: this server runs service jobs only");
+  if (req.contains("computeEnvironmentOrder") && !req["computeEnvironmentOrder"].empty())
+    return InvalidArgument("computeEnvironmentOrder is not supported for SAGEMAKER_TRAINING job queues; use serviceEnvironmentOrder");
+  if (!q.scheduling_policy_arn.empty())
+    return InvalidArgument("schedulingPolicyArn: scheduling policies are not supported by this server yet; omit it for a FIFO queue");
+  TY_RETURN_IF_ERROR(CheckTimeLimitActions(actions));
+  q.job_state_time_limit_actions_json = actions.dump();
+  q.arn = Arn("batch", "job-queue/" + q.name);
+  json order = Get<json>(req, "serviceEnvironmentOrder", json::array());
+  return Execute<JobQueue>([&](Turn& t) -> StatusOr<JobQueue> {
+    if (state_.queues.count(q.name)) return AlreadyExists("Job queue " + q.name + " already exists");
+    if (state_.queues.size() >= 50) return LimitExceeded("at most 50 job queues may exist");
+    auto resolved = ResolveOrder(state_, order);
+    if (!resolved.ok()) return resolved.status();
+    q.service_environment_order = *resolved;
+    q.seq = state_.next_seq++;
+    state_.queues[q.name] = q;
+    t.queues.insert(q.name);
+    t.reschedule = true;
+    return q;
+  });
+}
+
+StatusOr<JobQueue> Controller::UpdateJobQueue(const json& req) {
+  std::string id = Get<std::string>(req, "jobQueue", "");
+  if (req.contains("schedulingPolicyArn") && !req["schedulingPolicyArn"].is_null())
+    return InvalidArgument("schedulingPolicyArn: a job queue created without a scheduling policy can't have one added");
+  if (req.contains("computeEnvironmentOrder") && !req["computeEnvironmentOrder"].empty())
+    return InvalidArgument("computeEnvironmentOrder is not supported for SAGEMAKER_TRAINING job queues");
+  std::optional<json> actions;
+  if (req.contains("jobStateTimeLimitActions") && !req["jobStateTimeLimitActions"].is_null()) {
+    actions = req["jobStateTimeLimitActions"];
+    TY_RETURN_IF_ERROR(CheckTimeLimitActions(*actions));
+  }
+  return Execute<JobQueue>([&](Turn& t) -> StatusOr<JobQueue> {
+    const JobQueue* found = FindQueue(state_, id);
+    if (!found) return NotFound("Job queue " + id + " does not exist");
+    JobQueue updated = *found;
+    if (req.contains("state") && !req["state"].is_null()) updated.state = req["state"];
+    if (req.contains("priority") && !req["priority"].is_null()) updated.priority = req["priority"];
+    if (req.contains("serviceEnvironmentOrder") && !req["serviceEnvironmentOrder"].is_null()) {
+      auto resolved = ResolveOrder(state_, req["serviceEnvironmentOrder"]);
+      if (!resolved.ok()) return resolved.status();
+      updated.service_environment_order = *resolved;
+    }
+    if (actions) updated.job_state_time_limit_actions_json = actions->dump();
+    state_.queues[updated.name] = updated;
+    t.queues.insert(updated.name);
+    t.reschedule = true;
+    return updated;
+  });
+}
+
+Status Controller::DeleteJobQueue(const json& req) {
+  std::string id = Get<std::string>(req, "jobQueue", "");
+  return ExecuteStatus([&](Turn& t) -> Status {
+    const JobQueue* q = FindQueue(state_, id);
+    if (!q) return NotFound("Job queue " + id + " does not exist");
+    if (q->state != "DISABLED") return FailedPrecondition("Job queue " + q->name + " must be DISABLED before it is deleted");
+    std::string name = q->name;
+    for (JobStatus st : {JobStatus::kScheduled, JobStatus::kStarting, JobStatus::kRunning})
+      if (!state_.JobsIn(name, st).empty())
+        return FailedPrecondition("Job queue " + name + " still has jobs in " + JobStatusName(st) +
+                                  "; terminate them first");
+    // Jobs that never started fail with the queue.
+    for (JobStatus st : {JobStatus::kSubmitted, JobStatus::kPending, JobStatus::kRunnable}) {
+      std::vector<uint64_t> seqs(state_.JobsIn(name, st).begin(), state_.JobsIn(name, st).end());
+      for (uint64_t seq : seqs) {
+        auto& js = state_.jobs.at(seq);
+        js.job.is_terminated = true;
+        SetJobStatus(t, js, JobStatus::kFailed, "Job queue " + name + " was deleted");
+      }
+    }
+    state_.queues.erase(name);
+    t.deleted_queues.insert(name);
+    return Status::Ok();
+  });
+}
+
+}  // namespace ty::control

@@ -1,1 +1,111 @@
-// placeholder
+#include "core/config.h"
+
+#include <toml++/toml.h>
+
+#include <set>
+
+namespace ty {
+
+const InstanceTypeSpec* Config::FindInstanceType(const std::string& name) const {
+  for (const auto& t : instance_types)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+Config DefaultConfig() {
+  Config c;
+  // A small catalogue that fits a laptop or CI box: CPU types for script-mode jobs, and GPU
+  // types with zero count (enable them in a config file on a GPU machine).
+  c.instance_types = {
+      {"ml.m5.large", 4, 2, 0, 8192},     {"ml.m5.xlarge", 2, 4, 0, 16384},
+      {"ml.m5.2xlarge", 1, 8, 0, 32768},  {"ml.c5.xlarge", 2, 4, 0, 8192},
+      {"ml.c5.2xlarge", 1, 8, 0, 16384},  {"ml.g5.xlarge", 0, 4, 1, 16384},
+      {"ml.g5.12xlarge", 0, 48, 4, 196608}, {"ml.p4d.24xlarge", 0, 96, 8, 1179648},
+  };
+  return c;
+}
+
+namespace {
+
+Status CheckKeys(const toml::table& t, const std::set<std::string>& allowed, const std::string& where) {
+  for (const auto& [k, v] : t) {
+    if (!allowed.count(std::string(k.str())))
+      return InvalidArgument("config: unknown key '" + std::string(k.str()) + "' in " + where);
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status Read(const toml::table& t, const char* key, T* out, const std::string& where) {
+  const toml::node* n = t.get(key);
+  if (!n) return Status::Ok();
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (!n->is_string()) return InvalidArgument("config: " + where + key + " must be a string");
+    *out = n->as_string()->get();
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (!n->is_boolean()) return InvalidArgument("config: " + where + key + " must be a boolean");
+    *out = n->as_boolean()->get();
+  } else {
+    if (!n->is_integer()) return InvalidArgument("config: " + where + key + " must be an integer");
+    *out = static_cast<T>(n->as_integer()->get());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    return InvalidArgument("config: " + path + ": " + std::string(e.description()));
+  }
+  TY_RETURN_IF_ERROR(CheckKeys(root, {"server", "executor", "instance_types"}, "the top level"));
+  if (auto* s = root["server"].as_table()) {
+    TY_RETURN_IF_ERROR(CheckKeys(*s, {"listen", "data_dir", "region", "account_id", "max_request_bytes",
+                                      "max_submit_payload_bytes", "http_threads", "sqlite_synchronous_full"},
+                                 "[server]"));
+    TY_RETURN_IF_ERROR(Read(*s, "listen", &c.listen, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "data_dir", &c.data_dir, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "region", &c.region, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "account_id", &c.account_id, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "max_request_bytes", &c.max_request_bytes, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "max_submit_payload_bytes", &c.max_submit_payload_bytes, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "http_threads", &c.http_threads, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "sqlite_synchronous_full", &c.sqlite_synchronous_full, "server."));
+  }
+  if (auto* e = root["executor"].as_table()) {
+    TY_RETURN_IF_ERROR(CheckKeys(*e, {"sandbox", "stop_grace_seconds"}, "[executor]"));
+    TY_RETURN_IF_ERROR(Read(*e, "sandbox", &c.sandbox, "executor."));
+    TY_RETURN_IF_ERROR(Read(*e, "stop_grace_seconds", &c.stop_grace_seconds, "executor."));
+    if (c.sandbox != "auto" && c.sandbox != "bwrap" && c.sandbox != "none")
+      return InvalidArgument("config: executor.sandbox must be one of auto, bwrap, none");
+    if (c.stop_grace_seconds < 0) return InvalidArgument("config: executor.stop_grace_seconds must be >= 0");
+  }
+  if (auto* arr = root["instance_types"].as_array()) {
+    // Entries replace defaults of the same name and add new types.
+    for (size_t i = 0; i < arr->size(); ++i) {
+      auto* t = arr->get(i)->as_table();
+      std::string where = "instance_types[" + std::to_string(i) + "].";
+      if (!t) return InvalidArgument("config: " + where + " must be a table");
+      TY_RETURN_IF_ERROR(CheckKeys(*t, {"name", "count", "vcpus", "gpus", "memory_mib"}, where));
+      InstanceTypeSpec spec;
+      TY_RETURN_IF_ERROR(Read(*t, "name", &spec.name, where));
+      if (spec.name.empty()) return InvalidArgument("config: " + where + "name is required");
+      if (const auto* existing = c.FindInstanceType(spec.name)) spec = *existing;
+      TY_RETURN_IF_ERROR(Read(*t, "count", &spec.count, where));
+      TY_RETURN_IF_ERROR(Read(*t, "vcpus", &spec.vcpus, where));
+      TY_RETURN_IF_ERROR(Read(*t, "gpus", &spec.gpus, where));
+      TY_RETURN_IF_ERROR(Read(*t, "memory_mib", &spec.memory_mib, where));
+      if (spec.count < 0) return InvalidArgument("config: " + where + "count must be >= 0");
+      bool replaced = false;
+      for (auto& existing : c.instance_types)
+        if (existing.name == spec.name) existing = spec, replaced = true;
+      if (!replaced) c.instance_types.push_back(spec);
+    }
+  }
+  return c;
+}
+
+}  // namespace ty

@@ -1,1 +1,81 @@
-// placeholder
+#include "core/model.h"
+
+#include <nlohmann/json.hpp>
+
+namespace ty {
+
+namespace {
+constexpr const char* kJobStatusNames[] = {"SUBMITTED", "PENDING",   "RUNNABLE",  "SCHEDULED",
+                                           "STARTING",  "RUNNING",   "SUCCEEDED", "FAILED"};
+}  // namespace
+
+const char* JobStatusName(JobStatus s) { return kJobStatusNames[static_cast<int>(s)]; }
+
+std::optional<JobStatus> ParseJobStatus(std::string_view s) {
+  for (int i = 0; i < 8; ++i)
+    if (s == kJobStatusNames[i]) return static_cast<JobStatus>(i);
+  return std::nullopt;
+}
+
+NLOHMANN_JSON_SERIALIZE_ENUM(JobStatus, {{JobStatus::kSubmitted, "SUBMITTED"},
+                                         {JobStatus::kPending, "PENDING"},
+                                         {JobStatus::kRunnable, "RUNNABLE"},
+                                         {JobStatus::kScheduled, "SCHEDULED"},
+                                         {JobStatus::kStarting, "STARTING"},
+                                         {JobStatus::kRunning, "RUNNING"},
+                                         {JobStatus::kSucceeded, "SUCCEEDED"},
+                                         {JobStatus::kFailed, "FAILED"}})
+
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CapacityLimit, capacity_unit, max_capacity)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ServiceEnvironment, name, arn, type, state, status,
+                                                capacity_limits, tags, seq)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ServiceEnvironmentOrder, order, service_environment)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobQueue, name, arn, state, status, status_reason,
+                                                priority, job_queue_type, scheduling_policy_arn,
+                                                service_environment_order,
+                                                job_state_time_limit_actions_json, tags, seq)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ServiceJobAttempt, training_job_arn,
+                                                training_job_name, started_at, stopped_at,
+                                                status_reason)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
+    ServiceJob, id, arn, name, queue, seq, status, status_reason, created_at, scheduled_at,
+    started_at, stopped_at, scheduling_priority, has_scheduling_priority, share_identifier,
+    quota_share_name, retry_strategy_json, timeout_config_json, preemption_configuration_json, tags,
+    payload, client_token, request_hash, is_terminated, terminate_reason, attempts, instance_type,
+    instance_count)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StatusTransition, status, start, end, message)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(MetricValue, name, value, timestamp)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
+    TrainingJob, name, arn, request_json, status, secondary_status, transitions, failure_reason,
+    creation_time, training_start_time, training_end_time, last_modified_time, final_metrics,
+    model_artifacts, instance_type, instance_count, service_job_id, attempt_number, seq, launched,
+    stop_requested, stop_cause, stop_grace_seconds)
+
+namespace {
+template <typename T>
+std::string Encode(const T& v) {
+  return nlohmann::json(v).dump();
+}
+template <typename T>
+bool Decode(const std::string& doc, T* v) {
+  auto j = nlohmann::json::parse(doc, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return false;
+  try {
+    *v = j.get<T>();
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+  return true;
+}
+}  // namespace
+
+std::string EncodeDoc(const ServiceEnvironment& v) { return Encode(v); }
+std::string EncodeDoc(const JobQueue& v) { return Encode(v); }
+std::string EncodeDoc(const ServiceJob& v) { return Encode(v); }
+std::string EncodeDoc(const TrainingJob& v) { return Encode(v); }
+bool DecodeDoc(const std::string& doc, ServiceEnvironment* v) { return Decode(doc, v); }
+bool DecodeDoc(const std::string& doc, JobQueue* v) { return Decode(doc, v); }
+bool DecodeDoc(const std::string& doc, ServiceJob* v) { return Decode(doc, v); }
+bool DecodeDoc(const std::string& doc, TrainingJob* v) { return Decode(doc, v); }
+
+}  // namespace ty

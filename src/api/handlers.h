@@ -1,0 +1,29 @@
+// Operation handlers: map validated wire requests onto controller calls and encode replies.
+// No business logic lives here.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/status.h"
+
+namespace ty::control {
+class Controller;
+}
+
+namespace ty::api {
+
+using Response = StatusOr<nlohmann::json>;
+
+// REQUIRES: `req` passed model validation for `operation`.
+Response HandleBatch(control::Controller& c, const std::string& operation, const nlohmann::json& req);
+Response HandleSageMaker(control::Controller& c, const std::string& operation, const nlohmann::json& req);
+
+// trainyard's own read of a training job's log (POST /trainyard/v1/logs, signed as "sagemaker").
+Response HandleGetLogs(control::Controller& c, const nlohmann::json& req);
+
+// Operations each handler implements (for routing and the coverage docs).
+bool BatchImplements(const std::string& operation);
+bool SageMakerImplements(const std::string& operation);
+
+}  // namespace ty::api

@@ -1,0 +1,94 @@
+#include "cli/client.h"
+
+#include <httplib.h>
+
+#include "api/sigv4.h"
+#include "cli/cli.h"
+#include "core/clock.h"
+#include "core/strings.h"
+
+namespace ty::cli {
+
+using nlohmann::json;
+
+struct Client::Impl {
+  std::string host_header;
+  std::unique_ptr<httplib::Client> http;
+  api::Credential cred;
+  std::string region;
+};
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions opts) {
+  auto impl = std::make_unique<Impl>();
+  if (opts.endpoint.empty()) {
+    const char* e = std::getenv("TRAINYARD_ENDPOINT_URL");
+    opts.endpoint = e && *e ? e : "http://127.0.0.1:8080";
+  }
+  if (!StartsWith(opts.endpoint, "http://"))
+    return InvalidArgument("--endpoint-url must start with http:// (got '" + opts.endpoint + "')");
+  std::string hostport = opts.endpoint.substr(7);
+  while (EndsWith(hostport, "/")) hostport.pop_back();
+  impl->host_header = hostport;
+  impl->http = std::make_unique<httplib::Client>(opts.endpoint);
+  impl->http->set_keep_alive(true);
+  impl->http->set_read_timeout(120, 0);
+  if (opts.region.empty()) {
+    const char* r = std::getenv("AWS_REGION");
+    if (!r || !*r) r = std::getenv("AWS_DEFAULT_REGION");
+    opts.region = r && *r ? r : "us-east-1";
+  }
+  impl->region = opts.region;
+  const char* id = std::getenv("AWS_ACCESS_KEY_ID");
+  const char* secret = std::getenv("AWS_SECRET_ACCESS_KEY");
+  if (id && secret && *id && *secret) {
+    impl->cred = {id, secret};
+  } else {
+    if (opts.data_dir.empty()) {
+      const char* d = std::getenv("TRAINYARD_DATA_DIR");
+      opts.data_dir = d && *d ? d : "trainyard-data";
+    }
+    auto c = ReadCredentialsFile(opts.data_dir + "/credentials", "trainyard");
+    if (!c.ok())
+      return NotFound("no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or point --data-dir at the "
+                      "server's data directory (" + c.status().message() + ")");
+    impl->cred = {c->first, c->second};
+  }
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+StatusOr<json> Client::Post(const std::string& service, const std::string& path, const json& body,
+                            const std::string& target) {
+  api::HttpRequestView req;
+  req.method = "POST";
+  req.path = path;
+  req.body = body.dump();
+  std::string content_type = target.empty() ? "application/json" : "application/x-amz-json-1.1";
+  req.headers = {{"host", impl_->host_header}, {"content-type", content_type}};
+  if (!target.empty()) req.headers.emplace_back("x-amz-target", target);
+  api::SignSigV4(req, impl_->cred, impl_->region, service, SystemClock::instance().now_ms());
+  httplib::Headers headers;
+  for (const auto& [k, v] : req.headers)
+    if (ToLower(k) != "host" && ToLower(k) != "content-type") headers.emplace(k, v);
+  auto res = impl_->http->Post(path, headers, req.body, content_type);
+  if (!res) return Unavailable("cannot reach the server: " + httplib::to_string(res.error()));
+  json out = json::parse(res->body.empty() ? "{}" : res->body, nullptr, false);
+  if (res->status != 200) {
+    std::string type = res->get_header_value("x-amzn-ErrorType");
+    std::string message = out.is_object() ? out.value("message", res->body) : res->body;
+    if (type.empty() && out.is_object()) type = out.value("__type", "Error");
+    return Status(res->status == 403 ? Code::kBadSignature : Code::kInvalidArgument, type + ": " + message);
+  }
+  if (out.is_discarded()) return Internal("the server answered with something that is not JSON");
+  return out;
+}
+
+StatusOr<json> Client::Call(const std::string& service, const std::string& operation, const json& body) {
+  if (service == "batch") return Post("batch", "/v1/" + ToLower(operation), body);
+  if (service == "sagemaker") return Post("sagemaker", "/", body, "SageMaker." + operation);
+  return InvalidArgument("service must be batch or sagemaker, not '" + service + "'");
+}
+
+}  // namespace ty::cli

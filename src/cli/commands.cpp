@@ -1,0 +1,358 @@
+// Client subcommands: call, submit, jobs, describe, wait, logs, stop, snapshot.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "cli/cli.h"
+#include "cli/client.h"
+#include "core/strings.h"
+
+namespace ty::cli {
+
+using nlohmann::json;
+
+namespace {
+
+struct Common {
+  ClientOptions client;
+  bool as_json = false;
+};
+
+void AddCommon(CLI::App* cmd, Common& c) {
+  cmd->add_option("--endpoint-url", c.client.endpoint, "Server URL (default $TRAINYARD_ENDPOINT_URL or http://127.0.0.1:8080)");
+  cmd->add_option("--data-dir", c.client.data_dir, "Server data directory, for its credentials file when AWS_ACCESS_KEY_ID is unset (default $TRAINYARD_DATA_DIR or ./trainyard-data)");
+  cmd->add_option("--region", c.client.region, "Region to sign for (default $AWS_REGION or us-east-1)");
+  cmd->add_flag("--json", c.as_json, "Print the raw JSON answer");
+}
+
+int Fail(const Status& st) {
+  std::fprintf(stderr, "trainyard: %s\n", st.message().c_str());
+  return 1;
+}
+
+// "file://path" or "@path" reads a file; anything else is the text itself.
+StatusOr<std::string> TextArg(const std::string& v) {
+  std::string path;
+  if (StartsWith(v, "file://")) path = v.substr(7);
+  else if (StartsWith(v, "@")) path = v.substr(1);
+  else return v;
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string FormatMs(int64_t ms) {
+  if (!ms) return "-";
+  std::string iso = FormatIso8601(ms);
+  return iso.substr(0, 10) + " " + iso.substr(11, 8);
+}
+
+void PrintTable(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> w(header.size());
+  for (size_t i = 0; i < header.size(); ++i) w[i] = header[i].size();
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.size() && i < w.size(); ++i) w[i] = std::max(w[i], r[i].size());
+  auto line = [&](const std::vector<std::string>& r) {
+    std::string out;
+    for (size_t i = 0; i < r.size(); ++i) {
+      out += r[i];
+      if (i + 1 < r.size()) out += std::string(w[i] - r[i].size() + 2, ' ');
+    }
+    std::printf("%s\n", out.c_str());
+  };
+  line(header);
+  for (const auto& r : rows) line(r);
+}
+
+bool LooksLikeJobId(const std::string& s) {
+  return s.size() == 36 && s[8] == '-' && s[13] == '-' && s[18] == '-' && s[23] == '-';
+}
+
+template <typename F>
+std::function<int()> WithClient(Common& common, F body) {
+  return [&common, body]() -> int {
+    auto client = Client::Connect(common.client);
+    if (!client.ok()) return Fail(client.status());
+    return body(**client);
+  };
+}
+
+// The latest training job of a service job id, or the name itself.
+StatusOr<std::string> TrainingJobOf(Client& c, const std::string& id) {
+  if (!LooksLikeJobId(id)) return id;
+  auto d = c.Call("batch", "DescribeServiceJob", {{"jobId", id}});
+  if (!d.ok()) return d.status();
+  if (!d->contains("latestAttempt")) return FailedPrecondition("service job " + id + " has not started an attempt yet");
+  std::string arn = (*d)["latestAttempt"]["serviceResourceId"]["value"];
+  auto attempts = (*d)["attempts"];
+  return attempts.empty() ? arn.substr(arn.rfind('/') + 1) : attempts.back().value("serviceResourceId", json::object()).value("value", arn).substr(arn.rfind('/') + 1);
+}
+
+}  // namespace
+
+void AddClientCommands(CLI::App& app, std::function<int()>& run) {
+  static Common common;
+
+  // ---- call ----
+  {
+    auto* cmd = app.add_subcommand("call", "Call any supported API operation with a JSON body, e.g.\n"
+                                           "  trainyard call batch CreateJobQueue file://queue.json");
+    static std::string service, operation, body = "{}";
+    cmd->add_option("service", service, "batch or sagemaker")->required();
+    cmd->add_option("operation", operation, "Operation name, e.g. DescribeJobQueues")->required();
+    cmd->add_option("body", body, "JSON text, file://PATH or @PATH (default {})");
+    AddCommon(cmd, common);
+    cmd->callback([&run] {
+      run = WithClient(common, [](Client& c) {
+        auto text = TextArg(body);
+        if (!text.ok()) return Fail(text.status());
+        json j = json::parse(*text, nullptr, false);
+        if (j.is_discarded()) return Fail(InvalidArgument("body is not valid JSON"));
+        auto out = c.Call(service, operation, j);
+        if (!out.ok()) return Fail(out.status());
+        std::printf("%s\n", out->dump(2).c_str());
+        return 0;
+      });
+    });
+  }
+
+  // ---- submit ----
+  {
+    auto* cmd = app.add_subcommand("submit", "Submit a SageMaker training job to a job queue (SubmitServiceJob).");
+    static std::string queue, name, payload, share, token;
+    static int priority = -1;
+    cmd->add_option("--queue,-q", queue, "Job queue name or ARN")->required();
+    cmd->add_option("--name,-n", name, "Job name (default: the payload's TrainingJobName)");
+    cmd->add_option("--payload,-p", payload, "CreateTrainingJob request: JSON text, file://PATH or @PATH")->required();
+    cmd->add_option("--priority", priority, "schedulingPriority (0..9999)");
+    cmd->add_option("--share", share, "shareIdentifier (fair-share queues)");
+    cmd->add_option("--client-token", token, "Idempotency token");
+    AddCommon(cmd, common);
+    cmd->callback([&run] {
+      run = WithClient(common, [](Client& c) {
+        auto text = TextArg(payload);
+        if (!text.ok()) return Fail(text.status());
+        json p = json::parse(*text, nullptr, false);
+        if (p.is_discarded()) return Fail(InvalidArgument("--payload is not valid JSON"));
+        json req = {{"jobName", name.empty() ? p.value("TrainingJobName", "job") : name},
+                    {"jobQueue", queue},
+                    {"serviceJobType", "SAGEMAKER_TRAINING"},
+                    {"serviceRequestPayload", p.dump()}};
+        if (priority >= 0) req["schedulingPriority"] = priority;
+        if (!share.empty()) req["shareIdentifier"] = share;
+        if (!token.empty()) req["clientToken"] = token;
+        auto out = c.Call("batch", "SubmitServiceJob", req);
+        if (!out.ok()) return Fail(out.status());
+        if (common.as_json) std::printf("%s\n", out->dump(2).c_str());
+        else std::printf("%s\n", (*out)["jobId"].get<std::string>().c_str());
+        return 0;
+      });
+    });
+  }
+
+  // ---- jobs ----
+  {
+    auto* cmd = app.add_subcommand("jobs", "List a queue's service jobs (all statuses unless --status is given).");
+    static std::string queue, status;
+    cmd->add_option("--queue,-q", queue, "Job queue name or ARN")->required();
+    cmd->add_option("--status,-s", status, "Only this status (SUBMITTED, RUNNABLE, SCHEDULED, STARTING, RUNNING, SUCCEEDED, FAILED)");
+    AddCommon(cmd, common);
+    cmd->callback([&run] {
+      run = WithClient(common, [](Client& c) {
+        std::vector<std::string> statuses = {"SUBMITTED", "PENDING", "RUNNABLE", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED"};
+        if (!status.empty()) statuses = {ToUpper(status)};
+        json all = json::array();
+        for (const auto& s : statuses) {
+          std::string next;
+          do {
+            json req = {{"jobQueue", queue}, {"jobStatus", s}, {"maxResults", 100}};
+            if (!next.empty()) req["nextToken"] = next;
+            auto out = c.Call("batch", "ListServiceJobs", req);
+            if (!out.ok()) return Fail(out.status());
+            for (auto& j : (*out)["jobSummaryList"]) all.push_back(j);
+            next = out->value("nextToken", "");
+          } while (!next.empty());
+        }
+        if (common.as_json) {
+          std::printf("%s\n", all.dump(2).c_str());
+          return 0;
+        }
+        std::vector<std::vector<std::string>> rows;
+        for (auto& j : all)
+          rows.push_back({j.value("jobId", ""), j.value("jobName", ""), j.value("status", ""),
+                          FormatMs(j.value("createdAt", int64_t{0})), FormatMs(j.value("startedAt", int64_t{0})),
+                          FormatMs(j.value("stoppedAt", int64_t{0})), j.value("statusReason", "")});
+        PrintTable({"JOB ID", "NAME", "STATUS", "CREATED", "STARTED", "STOPPED", "REASON"}, rows);
+        return 0;
+      });
+    });
+  }
+
+  // ---- describe ----
+  {
+    auto* cmd = app.add_subcommand("describe", "Describe a service job (by job id) or a training job (by name).");
+    static std::string id;
+    cmd->add_option("id", id, "Service job id or training job name")->required();
+    AddCommon(cmd, common);
+    cmd->callback([&run] {
+      run = WithClient(common, [](Client& c) {
+        bool service = LooksLikeJobId(id);
+        auto out = service ? c.Call("batch", "DescribeServiceJob", {{"jobId", id}})
+                           : c.Call("sagemaker", "DescribeTrainingJob", {{"TrainingJobName", id}});
+        if (!out.ok()) return Fail(out.status());
+        if (common.as_json) {
+          std::printf("%s\n", out->dump(2).c_str());
+          return 0;
+        }
+        const json& j = *out;
+        if (service) {
+          std::printf("job:        %s (%s)\nqueue:      %s\nstatus:     %s\n", j.value("jobName", "").c_str(),
+                      j.value("jobId", "").c_str(), j.value("jobQueue", "").c_str(), j.value("status", "").c_str());
+          if (j.contains("statusReason")) std::printf("reason:     %s\n", j["statusReason"].get<std::string>().c_str());
+          if (j.contains("trainyardWaitReason")) std::printf("waiting:    %s\n", j["trainyardWaitReason"].get<std::string>().c_str());
+          std::printf("history:   ");
+          for (auto& h : j.value("trainyardStatusHistory", json::array()))
+            std::printf(" %s@%s", h["status"].get<std::string>().c_str(), FormatMs(h["at"]).c_str());
+          std::printf("\nattempts:\n");
+          for (auto& a : j.value("attempts", json::array()))
+            std::printf("  %s  %s\n", a["serviceResourceId"]["value"].get<std::string>().c_str(), a.value("statusReason", "").c_str());
+        } else {
+          std::printf("training job: %s\nstatus:       %s / %s\n", j.value("TrainingJobName", "").c_str(),
+                      j.value("TrainingJobStatus", "").c_str(), j.value("SecondaryStatus", "").c_str());
+          if (j.contains("FailureReason")) std::printf("failure:      %s\n", j["FailureReason"].get<std::string>().c_str());
+          std::printf("model:        %s\n", j["ModelArtifacts"].value("S3ModelArtifacts", "").c_str());
+          for (auto& t : j.value("SecondaryStatusTransitions", json::array()))
+            std::printf("  %-20s %s\n", t.value("Status", "").c_str(), t.value("StatusMessage", "").c_str());
+          for (auto& m : j.value("FinalMetricDataList", json::array()))
+            std::printf("metric %s = %g\n", m.value("MetricName", "").c_str(), m.value("Value", 0.0));
+        }
+        return 0;
+      });
+    });
+  }
+
+  // ---- wait ----
+  {
+    auto* cmd = app.add_subcommand("wait", "Wait until service jobs finish, printing each status change.");
+    static std::vector<std::string> ids;
+    static int timeout = 600;
+    cmd->add_option("ids", ids, "Service job ids")->required();
+    cmd->add_option("--timeout", timeout, "Give up after this many seconds (default 600)");
+    AddCommon(cmd, common);
+    cmd->callback([&run] {
+      run = WithClient(common, [](Client& c) {
+        std::map<std::string, size_t> seen;
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout);
+        bool all_ok = true;
+        while (true) {
+          size_t done = 0;
+          for (const auto& id : ids) {
+            auto out = c.Call("batch", "DescribeServiceJob", {{"jobId", id}});
+            if (!out.ok()) return Fail(out.status());
+            auto history = out->value("trainyardStatusHistory", json::array());
+            for (size_t i = seen[id]; i < history.size(); ++i)
+              std::printf("%s  %-28s %s\n", FormatMs(history[i]["at"]).c_str(), out->value("jobName", id).c_str(),
+                          history[i]["status"].get<std::string>().c_str());
+            std::fflush(stdout);
+            seen[id] = history.size();
+            std::string st = out->value("status", "");
+            if (st == "SUCCEEDED" || st == "FAILED") {
+              ++done;
+              if (st == "FAILED") all_ok = false;
+            }
+          }
+          if (done == ids.size()) return all_ok ? 0 : 3;
+          if (std::chrono::steady_clock::now() > deadline) return Fail(Unavailable("timed out waiting"));
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        }
+      });
+    });
+  }
+
+  // ---- logs ----
+  {
+    auto* cmd = app.add_subcommand("logs", "Print a training job's log (by training job name or service job id).");
+    static std::string id;
+    static bool follow = false;
+    static int instance = 1;
+    cmd->add_option("id", id, "Training job name or service job id")->required();
+    cmd->add_flag("-f,--follow", follow, "Keep printing new lines until the job ends");
+    cmd->add_option("--instance", instance, "Instance number (algo-N), default 1");
+    AddCommon(cmd, common);
+    cmd->callback([&run] {
+      run = WithClient(common, [](Client& c) {
+        auto name = TrainingJobOf(c, id);
+        if (!name.ok()) return Fail(name.status());
+        int64_t offset = 0;
+        while (true) {
+          auto out = c.Post("sagemaker", "/trainyard/v1/logs",
+                            {{"trainingJobName", *name}, {"instance", instance}, {"startOffset", offset}});
+          if (!out.ok()) return Fail(out.status());
+          for (auto& e : (*out)["events"]) std::printf("%s\n", e["message"].get<std::string>().c_str());
+          std::fflush(stdout);
+          int64_t next = (*out)["nextOffset"];
+          bool complete = (*out)["complete"];
+          if (!follow || (complete && next == offset)) return 0;
+          if (next == offset) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          offset = next;
+        }
+      });
+    });
+  }
+
+  // ---- stop ----
+  {
+    auto* cmd = app.add_subcommand("stop", "Stop a training job (by name) or terminate a service job (by id).");
+    static std::string id, reason = "Terminated from the trainyard CLI";
+    cmd->add_option("id", id, "Service job id or training job name")->required();
+    cmd->add_option("--reason", reason, "Reason recorded on a terminated service job");
+    AddCommon(cmd, common);
+    cmd->callback([&run] {
+      run = WithClient(common, [](Client& c) {
+        auto out = LooksLikeJobId(id) ? c.Call("batch", "TerminateServiceJob", {{"jobId", id}, {"reason", reason}})
+                                      : c.Call("sagemaker", "StopTrainingJob", {{"TrainingJobName", id}});
+        if (!out.ok()) return Fail(out.status());
+        return 0;
+      });
+    });
+  }
+
+  // ---- snapshot ----
+  {
+    auto* cmd = app.add_subcommand("snapshot", "Show what runs next in a queue, and why each job waits.");
+    static std::string queue;
+    cmd->add_option("queue", queue, "Job queue name or ARN")->required();
+    AddCommon(cmd, common);
+    cmd->callback([&run] {
+      run = WithClient(common, [](Client& c) {
+        auto out = c.Call("batch", "GetJobQueueSnapshot", {{"jobQueue", queue}});
+        if (!out.ok()) return Fail(out.status());
+        if (common.as_json) {
+          std::printf("%s\n", out->dump(2).c_str());
+          return 0;
+        }
+        std::printf("capacity in use:");
+        for (auto& u : (*out)["queueUtilization"]["totalCapacityUsage"])
+          std::printf(" %lld x %s", static_cast<long long>(u.value("quantity", int64_t{0})), u.value("capacityUnit", "").c_str());
+        std::printf("\n");
+        std::vector<std::vector<std::string>> rows;
+        int pos = 1;
+        for (auto& j : (*out)["frontOfQueue"]["jobs"]) {
+          std::string arn = j.value("jobArn", "");
+          rows.push_back({std::to_string(pos++), arn.substr(arn.rfind('/') + 1),
+                          FormatMs(j.value("earliestTimeAtPosition", int64_t{0})), j.value("trainyardWaitReason", "")});
+        }
+        PrintTable({"#", "JOB ID", "AT POSITION SINCE", "WHY IT WAITS"}, rows);
+        return 0;
+      });
+    });
+  }
+}
+
+}  // namespace ty::cli

@@ -1,0 +1,129 @@
+// `trainyard serve`: the server process.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "api/server.h"
+#include "cli/cli.h"
+#include "control/controller.h"
+#include "core/config.h"
+#include "core/strings.h"
+
+namespace ty::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The root credential: from the environment, else the data directory's credentials file,
+// created on first start (mode 0600, AWS shared-credentials format, profile "trainyard").
+StatusOr<api::RootCredential> RootCredentialFor(const std::string& data_dir) {
+  const char* id = std::getenv("TRAINYARD_ROOT_ACCESS_KEY_ID");
+  const char* secret = std::getenv("TRAINYARD_ROOT_SECRET_ACCESS_KEY");
+  if (id && secret && *id && *secret) return api::RootCredential{id, secret};
+  std::string path = data_dir + "/credentials";
+  if (auto c = ReadCredentialsFile(path, "trainyard"); c.ok()) return api::RootCredential{c->first, c->second};
+  api::RootCredential cred{"AKIA" + RandomAlnum(16, true), RandomAlnum(40, false)};
+  std::string tmp = path + ".tmp";
+  {
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) return Internal("cannot write " + tmp);
+    std::string text = "[trainyard]\naws_access_key_id = " + cred.access_key_id +
+                       "\naws_secret_access_key = " + cred.secret_access_key + "\n";
+    bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+    ::close(fd);
+    if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) return Internal("cannot write " + path);
+  }
+  spdlog::info("generated a root credential in {}", path);
+  return cred;
+}
+
+}  // namespace
+
+void AddServeCommand(CLI::App& app, std::function<int()>& run) {
+  auto* cmd = app.add_subcommand("serve", "Start the trainyard server (API, scheduler and local executor).");
+  auto opts = std::make_shared<std::tuple<std::string, std::string, std::string, std::string, std::string, std::string>>();
+  cmd->add_option("--listen", std::get<0>(*opts), "HOST:PORT to listen on (default 127.0.0.1:8080; port 0 picks a free port)");
+  cmd->add_option("--data-dir", std::get<1>(*opts), "Directory for state, attempts, buckets and credentials (default ./trainyard-data)");
+  cmd->add_option("--config", std::get<2>(*opts), "TOML configuration file (see docs/configuration.md)");
+  cmd->add_option("--region", std::get<3>(*opts), "AWS region this server answers as (default us-east-1)");
+  cmd->add_option("--account-id", std::get<4>(*opts), "Account id used in ARNs (default 000000000000)");
+  cmd->add_option("--log-level", std::get<5>(*opts), "trace, debug, info, warn or error (default info)");
+  cmd->callback([&run, opts] {
+    run = [opts]() -> int {
+      auto& [listen, data_dir, config_path, region, account, level] = *opts;
+      spdlog::set_level(level.empty() ? spdlog::level::info : spdlog::level::from_str(level));
+      Config config = DefaultConfig();
+      if (!config_path.empty()) {
+        auto loaded = LoadConfigFile(config_path, config);
+        if (!loaded.ok()) {
+          std::fprintf(stderr, "trainyard: %s\n", loaded.status().message().c_str());
+          return 2;
+        }
+        config = *loaded;
+      }
+      if (!listen.empty()) config.listen = listen;
+      if (!data_dir.empty()) config.data_dir = data_dir;
+      if (!region.empty()) config.region = region;
+      if (!account.empty()) config.account_id = account;
+      auto colon = config.listen.rfind(':');
+      if (colon == std::string::npos) {
+        std::fprintf(stderr, "trainyard: --listen must be HOST:PORT, not '%s'\n", config.listen.c_str());
+        return 2;
+      }
+      std::string host = config.listen.substr(0, colon);
+      int port = std::atoi(config.listen.c_str() + colon + 1);
+
+      // Signals are taken synchronously by the main thread; every other thread blocks them.
+      sigset_t sigs;
+      sigemptyset(&sigs);
+      sigaddset(&sigs, SIGTERM);
+      sigaddset(&sigs, SIGINT);
+      pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+      signal(SIGPIPE, SIG_IGN);
+
+      std::error_code ec;
+      fs::create_directories(config.data_dir, ec);
+      auto cred = RootCredentialFor(config.data_dir);
+      if (!cred.ok()) {
+        std::fprintf(stderr, "trainyard: %s\n", cred.status().message().c_str());
+        return 1;
+      }
+      char exe[4096];
+      ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+      std::string self = n > 0 ? std::string(exe, static_cast<size_t>(n)) : "trainyard";
+      auto controller = control::Controller::Open(config, SystemClock::instance(), self);
+      if (!controller.ok()) {
+        std::fprintf(stderr, "trainyard: %s\n", controller.status().message().c_str());
+        return 1;
+      }
+      (*controller)->Start();
+      api::ApiServer server(**controller, *cred);
+      auto bound = server.Bind(host, port);
+      if (!bound.ok()) {
+        std::fprintf(stderr, "trainyard: %s\n", bound.status().message().c_str());
+        (*controller)->Shutdown();
+        return 1;
+      }
+      std::thread http([&] { server.Run(); });
+      std::printf("listening on http://%s:%d\n", host.c_str(), *bound);
+      std::fflush(stdout);
+      int sig = 0;
+      sigwait(&sigs, &sig);
+      spdlog::info("received signal {}; shutting down", sig);
+      server.Stop();
+      http.join();
+      (*controller)->Shutdown();
+      spdlog::info("stopped");
+      return 0;
+    };
+  });
+}
+
+}  // namespace ty::cli

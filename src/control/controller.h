@@ -1,0 +1,142 @@
+// The controller: the one owner of live state.
+//
+// Mutations arrive as commands from API threads and are applied on the controller thread, in
+// arrival order. Each loop turn applies every pending command, folds in executor events, runs a
+// scheduling pass, commits all resulting changes in one store transaction, and only then answers
+// the callers and tells the executor what to start or stop (persist, then act, then acknowledge).
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+
+#include "control/state.h"
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/status.h"
+
+namespace ty::store {
+class Store;
+}
+#include "exec/executor.h"
+
+namespace ty::control {
+
+class Controller {
+ public:
+  // Opens (or creates) the data directory, loads durable state, re-adopts running attempts.
+  static StatusOr<std::unique_ptr<Controller>> Open(const Config& config, const Clock& clock,
+                                                    const std::string& self_exe);
+  ~Controller();
+
+  void Start();     // starts the loop thread
+  void Shutdown();  // stops accepting commands, finishes the current turn, joins
+
+  const Config& config() const { return config_; }
+  std::string Arn(const std::string& service, const std::string& resource) const;
+
+  // Runs f(const State&) under the shared lock and returns its result.
+  template <typename F>
+  auto Read(F&& f) const {
+    std::shared_lock lock(state_mu_);
+    return f(static_cast<const State&>(state_));
+  }
+
+  // ---- Batch: service environments and job queues. Requests are model-validated JSON. ----
+  StatusOr<ServiceEnvironment> CreateServiceEnvironment(const nlohmann::json& req);
+  StatusOr<ServiceEnvironment> UpdateServiceEnvironment(const nlohmann::json& req);
+  Status DeleteServiceEnvironment(const nlohmann::json& req);
+  StatusOr<JobQueue> CreateJobQueue(const nlohmann::json& req);
+  StatusOr<JobQueue> UpdateJobQueue(const nlohmann::json& req);
+  Status DeleteJobQueue(const nlohmann::json& req);
+
+  // ---- Batch: service jobs ----
+  StatusOr<ServiceJob> SubmitServiceJob(const nlohmann::json& req);
+  Status TerminateServiceJob(const nlohmann::json& req);
+  StatusOr<ServiceJob> UpdateServiceJob(const nlohmann::json& req);
+
+  // ---- SageMaker ----
+  StatusOr<TrainingJob> CreateTrainingJob(const nlohmann::json& req);
+  Status StopTrainingJob(const std::string& name);
+
+  // Resolves a queue / environment given by name or ARN. Call under Read().
+  static const JobQueue* FindQueue(const State& s, const std::string& name_or_arn);
+  static const ServiceEnvironment* FindEnvironment(const State& s, const std::string& name_or_arn);
+
+  // Path of one instance's log of a training job ("" when unknown).
+  std::string LogPath(const std::string& training_job, int instance) const;
+
+  // Validates a CreateTrainingJob request against what this host can run (instance catalogue,
+  // URIs, script mode). Model validation has already happened.
+  Status CheckTrainingRequest(const nlohmann::json& req) const;
+
+ private:
+  class Turn;  // the changes of one loop turn (defined in controller.cpp)
+  using Command = std::function<void(Turn&)>;
+
+  Controller(Config config, const Clock& clock);
+
+  // Queues a command and waits until its turn has been committed. The command sets *result.
+  template <typename T>
+  StatusOr<T> Execute(std::function<StatusOr<T>(Turn&)> fn);
+  Status ExecuteStatus(std::function<Status(Turn&)> fn);
+
+  void Loop();
+  void RunTurn(std::deque<std::pair<Command, std::function<void()>>>& batch);
+  void LoadState();
+  void ReadoptAttempts();
+
+  // Steps of a turn (controller thread, exclusive lock held).
+  void AdmitSubmitted(Turn& t);
+  void ApplyExecutorEvents(Turn& t);
+  void ApplyEvent(Turn& t, const exec::AttemptEvent& e);
+  void EnforceTimeouts(Turn& t);
+  void SchedulePass(Turn& t);
+  void StartPendingTrainingJobs(Turn& t);
+  void TailMetrics(Turn& t, bool final_only_for = false);
+  void LaunchTrainingJob(Turn& t, TrainingJob& tj);
+  void FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const TrainingJob& tj);
+  void SetJobStatus(Turn& t, ServiceJobState& js, JobStatus status, const std::string& reason);
+  void AddTransition(Turn& t, TrainingJob& tj, const std::string& secondary, const std::string& message, EpochMs at);
+  void ReleaseCapacity(TrainingJob& tj);
+  std::string BuildAttemptSpec(const TrainingJob& tj) const;
+  std::string ResolveS3(const std::string& uri) const;  // s3://b/k -> <data>/buckets/b/k
+
+  // ---- constant after construction ----
+  Config config_;
+  const Clock& clock_;
+  std::string data_dir_;
+  std::string sandbox_;  // resolved: "bwrap" or "none"
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<exec::Executor> executor_;
+
+  // ---- guarded by state_mu_ (exclusive on the controller thread when writing) ----
+  mutable std::shared_mutex state_mu_;
+  State state_;
+
+  // ---- controller-thread only ----
+  struct Tail;
+  std::map<std::string, std::unique_ptr<Tail>> tails_;  // training job name -> metric tail state
+  EpochMs last_tick_ = 0;
+  std::vector<exec::AttemptEvent> deferred_events_;  // events made by the controller itself
+
+  // ---- guarded by queue_mu_ ----
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::deque<std::pair<Command, std::function<void()>>> commands_;
+  bool wake_ = false;
+  bool stopping_ = false;
+  bool accepting_ = true;
+
+  std::thread thread_;
+};
+
+}  // namespace ty::control

@@ -1,0 +1,272 @@
+// Service jobs: submit, terminate, update, admission and the scheduling pass.
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+
+#include "control/controller.h"
+#include "control/turn.h"
+#include "core/strings.h"
+#include "sched/sched.h"
+
+namespace ty::control {
+
+using nlohmann::json;
+
+void Controller::SetJobStatus(Turn& t, ServiceJobState& js, JobStatus status, const std::string& reason) {
+  ServiceJob& job = js.job;
+  if (job.status != status) {
+    state_.by_queue_status[job.queue][job.status].erase(job.seq);
+    state_.by_queue_status[job.queue][status].insert(job.seq);
+    if (IsActive(job.status) && !IsActive(status)) {
+      state_.environment_in_use[js.service_environment] -= job.instance_count;
+      t.reschedule = true;
+    }
+    job.status = status;
+    js.history.emplace_back(JobStatusName(status), t.now);
+  }
+  job.status_reason = reason;
+  if (status == JobStatus::kScheduled && job.scheduled_at == 0) job.scheduled_at = t.now;
+  if (IsTerminal(status)) job.stopped_at = t.now;
+  if (status != JobStatus::kRunnable) js.wait_reason.clear();
+  t.jobs.insert(job.seq);
+}
+
+StatusOr<ServiceJob> Controller::SubmitServiceJob(const json& req) {
+  ServiceJob job;
+  job.name = req.value("jobName", "");
+  std::string queue_ref = req.value("jobQueue", "");
+  if (req.value("serviceJobType", "") != "SAGEMAKER_TRAINING")
+    return InvalidArgument("serviceJobType must be SAGEMAKER_TRAINING");
+  job.payload = req.value("serviceRequestPayload", "");
+  if (static_cast<int64_t>(job.payload.size()) > config_.max_submit_payload_bytes)
+    return InvalidArgument("serviceRequestPayload is " + std::to_string(job.payload.size()) +
+                           " bytes; the limit is " + std::to_string(config_.max_submit_payload_bytes));
+  json payload = json::parse(job.payload, nullptr, false);
+  if (payload.is_discarded() || !payload.is_object())
+    return InvalidArgument("serviceRequestPayload must be a JSON object (a CreateTrainingJob request)");
+  TY_RETURN_IF_ERROR(CheckTrainingRequest(payload));
+  const json& rc = payload["ResourceConfig"];
+  job.instance_type = rc.value("InstanceType", "");
+  job.instance_count = std::max<int64_t>(1, rc.value("InstanceCount", int64_t{1}));
+  if (req.contains("schedulingPriority") && !req["schedulingPriority"].is_null()) {
+    job.scheduling_priority = req["schedulingPriority"];
+    job.has_scheduling_priority = true;
+  }
+  job.share_identifier = req.value("shareIdentifier", "");
+  job.quota_share_name = req.value("quotaShareName", "");
+  auto dump_if = [&](const char* key) {
+    return req.contains(key) && !req[key].is_null() ? req[key].dump() : std::string();
+  };
+  job.retry_strategy_json = dump_if("retryStrategy");
+  job.timeout_config_json = dump_if("timeoutConfig");
+  job.preemption_configuration_json = dump_if("preemptionConfiguration");
+  if (req.contains("tags") && req["tags"].is_object())
+    for (auto& [k, v] : req["tags"].items()) job.tags[k] = v.get<std::string>();
+  job.client_token = req.value("clientToken", "");
+  {
+    json canonical = req;
+    canonical.erase("clientToken");
+    job.request_hash = Sha256Hex(canonical.dump());
+  }
+  if (!job.retry_strategy_json.empty()) {
+    int attempts = req["retryStrategy"].value("attempts", 0);
+    if (attempts < 1 || attempts > 10) return InvalidArgument("retryStrategy.attempts must be between 1 and 10");
+    auto eval = req["retryStrategy"].value("evaluateOnExit", json::array());
+    if (eval.size() > 5) return InvalidArgument("retryStrategy.evaluateOnExit may have at most 5 entries");
+  }
+  if (!job.timeout_config_json.empty()) {
+    int64_t secs = req["timeoutConfig"].value("attemptDurationSeconds", int64_t{60});
+    if (secs < 60) return InvalidArgument("timeoutConfig.attemptDurationSeconds must be at least 60");
+  }
+
+  return Execute<ServiceJob>([&](Turn& t) -> StatusOr<ServiceJob> {
+    if (!job.client_token.empty()) {
+      if (auto it = state_.job_seq_by_token.find(job.client_token); it != state_.job_seq_by_token.end()) {
+        const ServiceJob& prior = state_.jobs.at(it->second).job;
+        if (prior.request_hash == job.request_hash) return prior;  // same request: same answer
+        return InvalidArgument("clientToken " + job.client_token +
+                               " was already used with different request parameters");
+      }
+    }
+    const JobQueue* q = FindQueue(state_, queue_ref);
+    if (!q) return InvalidArgument("jobQueue: job queue " + queue_ref + " does not exist");
+    if (q->job_queue_type != "SAGEMAKER_TRAINING")
+      return InvalidArgument("jobQueue: job queue " + q->name + " is not a SAGEMAKER_TRAINING queue");
+    if (q->state != "ENABLED") return InvalidArgument("jobQueue: job queue " + q->name + " is DISABLED and accepts no new jobs");
+    if (!job.share_identifier.empty() && q->scheduling_policy_arn.empty())
+      return InvalidArgument("shareIdentifier: job queue " + q->name +
+                             " has no fair-share scheduling policy, so shareIdentifier is not allowed");
+    if (!job.quota_share_name.empty())
+      return InvalidArgument("quotaShareName: job queue " + q->name +
+                             " has no quota-share scheduling policy, so quotaShareName is not allowed");
+    job.queue = q->name;
+    job.seq = state_.next_seq++;
+    job.id = NewUuid();
+    job.arn = Arn("batch", "service-job/" + job.id);
+    job.created_at = t.now;
+    job.status = JobStatus::kSubmitted;
+    ServiceJobState js;
+    js.job = job;
+    js.history.emplace_back("SUBMITTED", t.now);
+    state_.job_seq_by_id[job.id] = job.seq;
+    if (!job.client_token.empty()) state_.job_seq_by_token[job.client_token] = job.seq;
+    state_.by_queue_status[job.queue][JobStatus::kSubmitted].insert(job.seq);
+    state_.jobs.emplace(job.seq, std::move(js));
+    t.jobs.insert(job.seq);
+    t.submitted_now.insert(job.seq);
+    return job;
+  });
+}
+
+Status Controller::TerminateServiceJob(const json& req) {
+  std::string id = req.value("jobId", "");
+  std::string reason = req.value("reason", "");
+  return ExecuteStatus([&](Turn& t) -> Status {
+    ServiceJobState* js = state_.FindJob(id);
+    if (!js) return InvalidArgument("jobId: service job " + id + " does not exist");
+    ServiceJob& job = js->job;
+    if (IsTerminal(job.status)) return Status::Ok();  // as AWS: terminating a finished job succeeds
+    job.is_terminated = true;
+    if (!IsActive(job.status)) {
+      SetJobStatus(t, *js, JobStatus::kFailed, reason);
+      return Status::Ok();
+    }
+    job.terminate_reason = reason.empty() ? "Terminated by user" : reason;
+    t.jobs.insert(job.seq);
+    if (!job.attempts.empty()) {
+      auto it = state_.training_jobs.find(job.attempts.back().training_job_name);
+      if (it != state_.training_jobs.end()) {
+        TrainingJob& tj = it->second;
+        if (!tj.stop_requested && (tj.status == "InProgress")) {
+          tj.stop_requested = true;
+          tj.stop_cause = "terminate";
+          tj.status = "Stopping";
+          AddTransition(t, tj, "Stopping", "Stopping the training job: " + job.terminate_reason, t.now);
+          if (tj.launched) t.stops.emplace_back(tj.name, config_.stop_grace_seconds);
+        }
+      }
+    }
+    return Status::Ok();
+  });
+}
+
+StatusOr<ServiceJob> Controller::UpdateServiceJob(const json& req) {
+  std::string id = req.value("jobId", "");
+  int priority = req.value("schedulingPriority", 0);
+  return Execute<ServiceJob>([&](Turn& t) -> StatusOr<ServiceJob> {
+    ServiceJobState* js = state_.FindJob(id);
+    if (!js) return InvalidArgument("jobId: service job " + id + " does not exist");
+    if (IsTerminal(js->job.status))
+      return InvalidArgument("jobId: service job " + id + " is " + JobStatusName(js->job.status) + " and can no longer be updated");
+    js->job.scheduling_priority = priority;
+    js->job.has_scheduling_priority = true;
+    t.jobs.insert(js->job.seq);
+    t.reschedule = true;
+    return js->job;
+  });
+}
+
+void Controller::AdmitSubmitted(Turn& t) {
+  for (auto& [qname, by_status] : state_.by_queue_status) {
+    auto it = by_status.find(JobStatus::kSubmitted);
+    if (it == by_status.end() || it->second.empty()) continue;
+    std::vector<uint64_t> seqs;
+    for (uint64_t seq : it->second)
+      if (!t.submitted_now.count(seq)) seqs.push_back(seq);
+    for (uint64_t seq : seqs) SetJobStatus(t, state_.jobs.at(seq), JobStatus::kRunnable, "");
+    if (!seqs.empty()) t.reschedule = true;
+  }
+}
+
+void Controller::SchedulePass(Turn& t) {
+  if (!t.reschedule && state_.last_pass_at != 0) return;
+  state_.last_pass_at = t.now;
+
+  sched::Snapshot snap;
+  std::map<std::string, int> env_index;
+  for (const auto& [name, e] : state_.environments) {
+    env_index[name] = static_cast<int>(snap.environments.size());
+    int64_t max = 0;
+    for (const auto& l : e.capacity_limits)
+      if (l.capacity_unit == "NUM_INSTANCES") max = l.max_capacity;
+    snap.environments.push_back({name, e.state == "ENABLED", max, state_.environment_in_use[name]});
+  }
+  int64_t free_total = 0;
+  for (const auto& it : config_.instance_types) {
+    int64_t used = state_.host_in_use[it.name];
+    snap.host.push_back({it.name, it.count, it.count - used});
+    free_total += std::max<int64_t>(0, it.count - used);
+  }
+  // FIFO can start at most free_total jobs per pass; a margin lets it skip misconfigured ones.
+  const size_t prefix = static_cast<size_t>(free_total) + 64;
+  std::vector<const JobQueue*> queue_refs;
+  for (const auto& [name, q] : state_.queues) {
+    sched::Queue sq;
+    sq.name = name;
+    sq.priority = q.priority;
+    sq.seq = q.seq;
+    sq.enabled = q.state == "ENABLED";
+    for (const auto& o : q.service_environment_order)
+      if (auto it = env_index.find(o.service_environment); it != env_index.end()) sq.environments.push_back(it->second);
+    const auto& runnable = state_.JobsIn(name, JobStatus::kRunnable);
+    for (uint64_t seq : runnable) {
+      if (sq.runnable.size() >= prefix) {
+        sq.truncated = true;
+        break;
+      }
+      const ServiceJob& j = state_.jobs.at(seq).job;
+      sq.runnable.push_back({seq, j.instance_type, j.instance_count});
+    }
+    snap.queues.push_back(std::move(sq));
+  }
+
+  sched::Decisions d = sched::ScheduleFifo(snap);
+
+  for (const auto& w : d.waits) {
+    ServiceJobState& js = state_.jobs.at(w.job_seq);
+    js.wait_reason = w.reason;
+    if (w.kind == sched::WaitKind::kMisconfiguration && js.job.status_reason != w.reason) {
+      js.job.status_reason = w.reason;
+      t.jobs.insert(w.job_seq);
+    }
+  }
+  for (const auto& s : d.starts) {
+    ServiceJobState& js = state_.jobs.at(s.job_seq);
+    ServiceJob& job = js.job;
+    const std::string& env = snap.environments[s.environment].name;
+    js.service_environment = env;
+    state_.environment_in_use[env] += job.instance_count;
+    SetJobStatus(t, js, JobStatus::kScheduled, "");
+
+    int attempt = static_cast<int>(job.attempts.size()) + 1;
+    json payload = json::parse(job.payload);
+    std::string base = payload.value("TrainingJobName", job.name);
+    std::string name = attempt == 1 ? base : base + "-attempt-" + std::to_string(attempt);
+    if (state_.FindTrainingJob(name)) {
+      SetJobStatus(t, js, JobStatus::kFailed,
+                   "Received status from SageMaker: ResourceInUse: Training job names must be unique within an "
+                   "AWS account and region, and a training job with this name already exists (" + name + ")");
+      continue;
+    }
+    payload["TrainingJobName"] = name;
+    TrainingJob tj;
+    tj.name = name;
+    tj.arn = Arn("sagemaker", "training-job/" + ToLower(name));
+    tj.request_json = payload.dump();
+    tj.creation_time = t.now;
+    tj.last_modified_time = t.now;
+    tj.instance_type = job.instance_type;
+    tj.instance_count = job.instance_count;
+    tj.service_job_id = job.id;
+    tj.attempt_number = attempt;
+    tj.seq = state_.next_seq++;
+    tj.transitions.push_back({"Starting", t.now, 0, "Starting the training job."});
+    tj.secondary_status = "Starting";
+    job.attempts.push_back({tj.arn, tj.name, 0, 0, ""});
+    state_.AddTrainingJob(std::move(tj));
+    t.training_jobs.insert(name);
+    LaunchTrainingJob(t, state_.training_jobs.at(name));
+  }
+}
+
+}  // namespace ty::control

@@ -1,0 +1,63 @@
+// The controller's live state. Owned by the controller; read by API handlers under a shared
+// lock (Controller::Read), written only on the controller thread under the exclusive lock.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/model.h"
+
+namespace ty::control {
+
+struct ServiceJobState {
+  ServiceJob job;
+  std::string service_environment;  // where it holds capacity while active
+  std::vector<std::pair<std::string, EpochMs>> history;  // status transitions (trainyard extension)
+  std::string wait_reason;          // why it waits (RUNNABLE only), from the last scheduling pass
+};
+
+struct State {
+  std::map<std::string, ServiceEnvironment> environments;  // by name
+  std::map<std::string, JobQueue> queues;                  // by name
+  std::map<uint64_t, ServiceJobState> jobs;                // by submit sequence
+  std::unordered_map<std::string, uint64_t> job_seq_by_id;
+  std::unordered_map<std::string, uint64_t> job_seq_by_token;  // clientToken -> job
+  // queue name -> status -> job seqs, for listing and scheduling in submit order.
+  std::map<std::string, std::map<JobStatus, std::set<uint64_t>>> by_queue_status;
+  std::map<std::string, TrainingJob> training_jobs;        // by name
+  // Training job names are unique regardless of case (ARNs carry them lower-cased, as AWS's do).
+  std::unordered_map<std::string, std::string> training_job_by_lower;
+  std::map<std::string, std::vector<MetricValue>> metric_series;  // by training job name
+  std::map<std::string, int64_t> host_in_use;              // instance type -> instances held
+  std::map<std::string, int64_t> environment_in_use;       // environment -> instances held
+  uint64_t next_seq = 1;
+  EpochMs last_pass_at = 0;
+
+  const ServiceJobState* FindJob(const std::string& id) const {
+    auto it = job_seq_by_id.find(id);
+    return it == job_seq_by_id.end() ? nullptr : &jobs.at(it->second);
+  }
+  ServiceJobState* FindJob(const std::string& id) {
+    auto it = job_seq_by_id.find(id);
+    return it == job_seq_by_id.end() ? nullptr : &jobs.at(it->second);
+  }
+  const TrainingJob* FindTrainingJob(const std::string& name) const;
+  TrainingJob* FindTrainingJob(const std::string& name) {
+    return const_cast<TrainingJob*>(static_cast<const State*>(this)->FindTrainingJob(name));
+  }
+  void AddTrainingJob(TrainingJob tj);
+
+  const std::set<uint64_t>& JobsIn(const std::string& queue, JobStatus s) const {
+    static const std::set<uint64_t> kEmpty;
+    auto q = by_queue_status.find(queue);
+    if (q == by_queue_status.end()) return kEmpty;
+    auto it = q->second.find(s);
+    return it == q->second.end() ? kEmpty : it->second;
+  }
+};
+
+}  // namespace ty::control

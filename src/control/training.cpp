@@ -1,0 +1,535 @@
+// Training jobs: creation, launch, executor events, stopping, timeouts and metrics.
+#include <re2/re2.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "control/controller.h"
+#include "control/turn.h"
+#include "core/strings.h"
+#include "exec/executor.h"
+
+namespace ty::control {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kSmPrefix = "Received status from SageMaker: ";
+
+// s3://bucket/key -> (bucket, key); false when the URI is not an s3:// URI with a valid bucket.
+bool SplitS3(const std::string& uri, std::string* bucket, std::string* key) {
+  if (!StartsWith(uri, "s3://")) return false;
+  std::string rest = uri.substr(5);
+  auto slash = rest.find('/');
+  *bucket = rest.substr(0, slash);
+  *key = slash == std::string::npos ? "" : rest.substr(slash + 1);
+  static const RE2 kBucket("[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]");
+  if (!RE2::FullMatch(*bucket, kBucket)) return false;
+  for (const auto& seg : Split(*key, '/'))
+    if (seg == "..") return false;
+  return true;
+}
+
+std::string Unquote(const std::string& v) {
+  // The SageMaker Python SDK JSON-encodes hyperparameter values ("\"s3://...\"").
+  if (v.size() >= 2 && v.front() == '"' && v.back() == '"') {
+    auto j = json::parse(v, nullptr, false);
+    if (!j.is_discarded() && j.is_string()) return j.get<std::string>();
+  }
+  return v;
+}
+
+int PhaseRank(const std::string& secondary) {
+  if (secondary == "Downloading") return 1;
+  if (secondary == "Training") return 2;
+  if (secondary == "Uploading") return 3;
+  return 0;
+}
+
+}  // namespace
+
+std::string Controller::ResolveS3(const std::string& uri) const {
+  std::string bucket, key;
+  if (!SplitS3(uri, &bucket, &key)) return "";
+  return data_dir_ + "/buckets/" + bucket + (key.empty() ? "" : "/" + key);
+}
+
+std::string Controller::LogPath(const std::string& training_job, int instance) const {
+  return executor_ ? executor_->LogPath(training_job, instance) : "";
+}
+
+Status Controller::CheckTrainingRequest(const json& req) const {
+  const json spec = req.value("AlgorithmSpecification", json::object());
+  auto hps = req.value("HyperParameters", json::object());
+  bool has_entry = spec.contains("ContainerEntrypoint") && !spec["ContainerEntrypoint"].empty();
+  bool script = hps.contains("sagemaker_program");
+  if (!has_entry && !script)
+    return InvalidArgument(
+        "AlgorithmSpecification.ContainerEntrypoint: required unless HyperParameters.sagemaker_program selects "
+        "script mode (this server runs commands on its own hosts; TrainingImage alone names nothing it can run)");
+  if (spec.contains("AlgorithmName") && !spec["AlgorithmName"].is_null())
+    return InvalidArgument("AlgorithmSpecification.AlgorithmName: built-in and marketplace algorithms are not available here");
+  if (script && hps.contains("sagemaker_submit_directory")) {
+    std::string dir = Unquote(hps["sagemaker_submit_directory"].get<std::string>());
+    if (ResolveS3(dir).empty())
+      return InvalidArgument("HyperParameters.sagemaker_submit_directory must be an s3://bucket/key URI of a tar.gz, not '" + dir + "'");
+  }
+  const json rc = req.value("ResourceConfig", json::object());
+  if (rc.contains("InstanceGroups") && !rc["InstanceGroups"].empty())
+    return InvalidArgument("ResourceConfig.InstanceGroups: heterogeneous clusters are not supported yet; use InstanceType and InstanceCount");
+  std::string type = rc.value("InstanceType", "");
+  int64_t count = rc.value("InstanceCount", int64_t{1});
+  if (type.empty()) return InvalidArgument("ResourceConfig.InstanceType is required");
+  if (count < 1) return InvalidArgument("ResourceConfig.InstanceCount must be at least 1");
+  const InstanceTypeSpec* it = config_.FindInstanceType(type);
+  int64_t offered = it ? it->count : 0;
+  if (count > offered)
+    return LimitExceeded("The account-level service limit '" + type + " for training job usage' is " +
+                         std::to_string(offered) + " Instances, with current utilization of 0 Instances and a "
+                         "request delta of " + std::to_string(count) + " Instances. This host's instance "
+                         "catalogue sets the limit (see [[instance_types]] in the configuration).");
+  std::string out = req.value("OutputDataConfig", json::object()).value("S3OutputPath", "");
+  if (ResolveS3(out).empty())
+    return InvalidArgument("OutputDataConfig.S3OutputPath must be an s3://bucket/prefix URI, not '" + out + "'");
+  auto channels = req.value("InputDataConfig", json::array());
+  std::set<std::string> names;
+  for (size_t i = 0; i < channels.size(); ++i) {
+    std::string where = "InputDataConfig[" + std::to_string(i) + "]";
+    const json& ch = channels[i];
+    if (!names.insert(ch.value("ChannelName", "")).second)
+      return InvalidArgument(where + ".ChannelName '" + ch.value("ChannelName", "") + "' is used twice");
+    const json ds = ch.value("DataSource", json::object());
+    if (!ds.contains("S3DataSource"))
+      return InvalidArgument(where + ".DataSource: only S3DataSource is supported here");
+    const json s3 = ds["S3DataSource"];
+    if (s3.value("S3DataType", "") != "S3Prefix")
+      return InvalidArgument(where + ".DataSource.S3DataSource.S3DataType: only S3Prefix is supported here");
+    if (ResolveS3(s3.value("S3Uri", "")).empty())
+      return InvalidArgument(where + ".DataSource.S3DataSource.S3Uri must be an s3://bucket/key URI");
+    std::string mode = ch.value("InputMode", spec.value("TrainingInputMode", "File"));
+    if (mode != "File") return InvalidArgument(where + ".InputMode: only File mode is supported here");
+  }
+  if (req.contains("CheckpointConfig") && !req["CheckpointConfig"].is_null()) {
+    if (ResolveS3(req["CheckpointConfig"].value("S3Uri", "")).empty())
+      return InvalidArgument("CheckpointConfig.S3Uri must be an s3://bucket/prefix URI");
+  }
+  if (req.value("EnableManagedSpotTraining", false))
+    return InvalidArgument("EnableManagedSpotTraining: managed spot capacity is not offered by this server yet");
+  return Status::Ok();
+}
+
+StatusOr<TrainingJob> Controller::CreateTrainingJob(const json& req) {
+  TY_RETURN_IF_ERROR(CheckTrainingRequest(req));
+  TrainingJob tj;
+  tj.name = req.value("TrainingJobName", "");
+  tj.arn = Arn("sagemaker", "training-job/" + ToLower(tj.name));
+  tj.request_json = req.dump();
+  const json& rc = req["ResourceConfig"];
+  tj.instance_type = rc.value("InstanceType", "");
+  tj.instance_count = rc.value("InstanceCount", int64_t{1});
+  return Execute<TrainingJob>([&](Turn& t) -> StatusOr<TrainingJob> {
+    if (state_.FindTrainingJob(tj.name))
+      return AlreadyExists("Training job names must be unique within an AWS account and region, and a training job with this name already exists (" + tj.arn + ")");
+    tj.seq = state_.next_seq++;
+    tj.creation_time = tj.last_modified_time = t.now;
+    tj.secondary_status = "Starting";
+    tj.transitions.push_back({"Starting", t.now, 0, "Starting the training job."});
+    state_.AddTrainingJob(tj);
+    t.training_jobs.insert(tj.name);
+    t.reschedule = true;
+    return tj;
+  });
+}
+
+Status Controller::StopTrainingJob(const std::string& name) {
+  return ExecuteStatus([&](Turn& t) -> Status {
+    TrainingJob* found = state_.FindTrainingJob(name);
+    if (!found) return NotFound("Requested resource not found: training job " + name);
+    TrainingJob& tj = *found;
+    if (tj.status != "InProgress")
+      return FailedPrecondition("The training job " + name + " is " + tj.status + " and cannot be stopped");
+    tj.stop_requested = true;
+    tj.stop_cause = "user";
+    tj.status = "Stopping";
+    AddTransition(t, tj, "Stopping", "Stopping the training job.", t.now);
+    if (tj.launched) {
+      t.stops.emplace_back(tj.name, config_.stop_grace_seconds);
+    } else {
+      // Never launched: nothing to stop, it is Stopped at once.
+      exec::AttemptEvent e;
+      e.attempt_id = tj.name;
+      e.phase = exec::Phase::kExited;
+      e.at = t.now;
+      e.stopped = true;
+      ApplyEvent(t, e);
+    }
+    return Status::Ok();
+  });
+}
+
+void Controller::AddTransition(Turn& t, TrainingJob& tj, const std::string& secondary, const std::string& message,
+                               EpochMs at) {
+  if (!tj.transitions.empty() && tj.transitions.back().end == 0) tj.transitions.back().end = at;
+  tj.transitions.push_back({secondary, at, 0, message});
+  tj.secondary_status = secondary;
+  tj.last_modified_time = t.now;
+  t.training_jobs.insert(tj.name);
+}
+
+void Controller::ReleaseCapacity(TrainingJob& tj) {
+  if (tj.launched) state_.host_in_use[tj.instance_type] -= tj.instance_count;
+}
+
+void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj) {
+  tj.launched = true;
+  state_.host_in_use[tj.instance_type] += tj.instance_count;
+  AddTransition(t, tj, "Starting", "Launching requested ML instances on this host.", t.now);
+  t.starts.emplace_back(tj.name, BuildAttemptSpec(tj));
+}
+
+void Controller::StartPendingTrainingJobs(Turn& t) {
+  // Jobs created through CreateTrainingJob wait for host capacity in creation order, ahead of
+  // queued service jobs (they are already InProgress in SageMaker's terms).
+  std::vector<TrainingJob*> waiting;
+  for (auto& [name, tj] : state_.training_jobs)
+    if (!tj.launched && tj.service_job_id.empty() && tj.status == "InProgress") waiting.push_back(&tj);
+  std::sort(waiting.begin(), waiting.end(), [](auto* a, auto* b) { return a->seq < b->seq; });
+  for (TrainingJob* tj : waiting) {
+    const InstanceTypeSpec* spec = config_.FindInstanceType(tj->instance_type);
+    int64_t free = (spec ? spec->count : 0) - state_.host_in_use[tj->instance_type];
+    if (free >= tj->instance_count) {
+      LaunchTrainingJob(t, *tj);
+    } else if (tj->secondary_status != "Pending") {
+      AddTransition(t, *tj, "Pending", "Waiting for capacity: " + std::to_string(std::max<int64_t>(0, free)) +
+                                            " free " + tj->instance_type + " instances on this host.", t.now);
+    }
+  }
+}
+
+std::string Controller::BuildAttemptSpec(const TrainingJob& tj) const {
+  json req = json::parse(tj.request_json);
+  const json alg = req.value("AlgorithmSpecification", json::object());
+  const InstanceTypeSpec* it = config_.FindInstanceType(tj.instance_type);
+  json spec;
+  spec["attempt_id"] = tj.name;
+  spec["training_job_name"] = tj.name;
+  spec["training_job_arn"] = tj.arn;
+  spec["region"] = config_.region;
+  spec["instance_type"] = tj.instance_type;
+  spec["instance_count"] = tj.instance_count;
+  spec["vcpus"] = it ? it->vcpus : 1;
+  spec["gpus"] = it ? it->gpus : 0;
+  spec["memory_mib"] = it ? it->memory_mib : 1024;
+  spec["sandbox"] = sandbox_;
+  json command = json::array();
+  for (auto& a : alg.value("ContainerEntrypoint", json::array())) command.push_back(a);
+  for (auto& a : alg.value("ContainerArguments", json::array())) command.push_back(a);
+  spec["command"] = command;
+  json hps = req.value("HyperParameters", json::object());
+  spec["hyperparameters"] = hps;
+  if (command.empty()) {
+    std::string tarball;
+    if (hps.contains("sagemaker_submit_directory"))
+      tarball = ResolveS3(Unquote(hps["sagemaker_submit_directory"].get<std::string>()));
+    spec["script_mode"] = {{"program", Unquote(hps.value("sagemaker_program", ""))}, {"submit_tarball", tarball}};
+  }
+  spec["environment"] = req.value("Environment", json::object());
+  json extra = json::object();
+  if (!tj.service_job_id.empty()) {
+    auto seq = state_.job_seq_by_id.find(tj.service_job_id);
+    if (seq != state_.job_seq_by_id.end()) {
+      const ServiceJobState& js = state_.jobs.at(seq->second);
+      extra["AWS_BATCH_JOB_ID"] = js.job.id;
+      extra["AWS_BATCH_JOB_ARN"] = js.job.arn;
+      extra["AWS_BATCH_JOB_NAME"] = js.job.name;
+      extra["AWS_BATCH_JQ_NAME"] = js.job.queue;
+      extra["AWS_BATCH_SE_NAME"] = js.service_environment;
+      extra["AWS_BATCH_JOB_ATTEMPT"] = std::to_string(tj.attempt_number);
+    }
+  }
+  spec["extra_env"] = extra;
+  json channels = json::array();
+  for (auto& ch : req.value("InputDataConfig", json::array())) {
+    const json s3 = ch["DataSource"]["S3DataSource"];
+    channels.push_back({{"name", ch["ChannelName"]},
+                        {"source", ResolveS3(s3["S3Uri"])},
+                        {"content_type", ch.value("ContentType", "")},
+                        {"input_mode", ch.value("InputMode", alg.value("TrainingInputMode", "File"))},
+                        {"distribution", s3.value("S3DataDistributionType", "FullyReplicated")},
+                        {"record_wrapper", ch.value("RecordWrapperType", "None")}});
+  }
+  spec["channels"] = channels;
+  const json out = req["OutputDataConfig"];
+  std::string prefix = out.value("S3OutputPath", "");
+  while (EndsWith(prefix, "/")) prefix.pop_back();
+  spec["model_tar"] = ResolveS3(prefix + "/" + tj.name + "/output/model.tar.gz");
+  spec["output_tar"] = ResolveS3(prefix + "/" + tj.name + "/output/output.tar.gz");
+  spec["compress"] = out.value("CompressionType", "GZIP") != "NONE";
+  if (req.contains("CheckpointConfig") && !req["CheckpointConfig"].is_null()) {
+    spec["checkpoint"] = {{"source", ResolveS3(req["CheckpointConfig"]["S3Uri"])},
+                          {"local_path", req["CheckpointConfig"].value("LocalPath", "/opt/ml/checkpoints")}};
+  } else {
+    spec["checkpoint"] = nullptr;
+  }
+  spec["stop_grace_seconds"] = config_.stop_grace_seconds;
+  spec["max_runtime_seconds"] = req.value("StoppingCondition", json::object()).value("MaxRuntimeInSeconds", 86400);
+  return spec.dump();
+}
+
+// ------------------------------------------------------------------------------------------
+// Executor events.
+
+void Controller::ReadoptAttempts() {
+  for (auto& [name, tj] : state_.training_jobs) {
+    if (!tj.launched || (tj.status != "InProgress" && tj.status != "Stopping")) continue;
+    Status st = executor_->Adopt(name);
+    if (st.ok()) {
+      spdlog::info("re-adopted running attempt {}", name);
+      continue;
+    }
+    // The launch was committed but the executor never started it (the server died in between):
+    // start it now. It cannot be running, so this never runs an attempt twice.
+    spdlog::warn("attempt {} was never started ({}); starting it now", name, st.message());
+    std::error_code ec;
+    fs::remove_all(fs::path(data_dir_) / "attempts" / name, ec);
+    Status started = executor_->Start(name, BuildAttemptSpec(tj));
+    if (!started.ok()) spdlog::error("cannot start attempt {}: {}", name, started.message());
+  }
+}
+
+void Controller::ApplyExecutorEvents(Turn& t) {
+  std::vector<exec::AttemptEvent> deferred;
+  deferred.swap(deferred_events_);
+  for (const auto& e : deferred) ApplyEvent(t, e);
+  for (const auto& e : executor_->Poll()) ApplyEvent(t, e);
+}
+
+void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
+  auto it = state_.training_jobs.find(e.attempt_id);
+  if (it == state_.training_jobs.end()) return;
+  TrainingJob& tj = it->second;
+  if (tj.status != "InProgress" && tj.status != "Stopping") return;  // already final
+  ServiceJobState* js = tj.service_job_id.empty() ? nullptr : state_.FindJob(tj.service_job_id);
+  const bool stopping = tj.status == "Stopping";
+
+  switch (e.phase) {
+    case exec::Phase::kPreparing:
+      if (PhaseRank(tj.secondary_status) >= 1) return;
+      if (!stopping) {
+        AddTransition(t, tj, "Downloading", e.message.empty() ? "Preparing the instances for training and downloading input data." : e.message, e.at);
+      }
+      tj.training_start_time = e.at;
+      t.training_jobs.insert(tj.name);
+      if (js && js->job.status == JobStatus::kScheduled) SetJobStatus(t, *js, JobStatus::kStarting, "");
+      return;
+    case exec::Phase::kTraining:
+      if (PhaseRank(tj.secondary_status) >= 2) return;
+      if (tj.training_start_time == 0) tj.training_start_time = e.at;
+      if (!stopping) {
+        AddTransition(t, tj, "Training",
+                      "Training in progress" + std::string(sandbox_ == "bwrap" ? " (sandboxed)." : " (no sandbox)."), e.at);
+      }
+      t.training_jobs.insert(tj.name);
+      if (js) {
+        if (js->job.status == JobStatus::kScheduled) SetJobStatus(t, *js, JobStatus::kStarting, "");
+        if (js->job.status == JobStatus::kStarting) SetJobStatus(t, *js, JobStatus::kRunning, "");
+        if (js->job.started_at == 0) js->job.started_at = e.at;
+        if (!js->job.attempts.empty()) js->job.attempts.back().started_at = e.at;
+        t.jobs.insert(js->job.seq);
+      }
+      return;
+    case exec::Phase::kUploading:
+      if (PhaseRank(tj.secondary_status) >= 3) return;
+      if (!stopping) AddTransition(t, tj, "Uploading", "Uploading generated training model.", e.at);
+      return;
+    case exec::Phase::kExited:
+    case exec::Phase::kLost:
+      break;
+  }
+
+  // Final: the attempt is over.
+  TailMetrics(t, true);
+  tails_.erase(tj.name);
+  ReleaseCapacity(tj);
+  t.reschedule = true;
+  tj.training_end_time = e.at;
+  json req = json::parse(tj.request_json);
+  if (e.phase == exec::Phase::kExited && e.model_uploaded) {
+    std::string prefix = req["OutputDataConfig"].value("S3OutputPath", "");
+    while (EndsWith(prefix, "/")) prefix.pop_back();
+    tj.model_artifacts = prefix + "/" + tj.name + "/output/model.tar.gz";
+  }
+  if (e.phase == exec::Phase::kLost) {
+    tj.status = "Failed";
+    tj.failure_reason = "InternalServerError: " + (e.message.empty() ? "the instance was lost: its supervisor exited without recording an outcome" : e.message);
+    AddTransition(t, tj, "Failed", tj.failure_reason, e.at);
+  } else if (e.max_runtime_exceeded) {
+    tj.status = "Stopped";
+    AddTransition(t, tj, "MaxRuntimeExceeded", "Training job runtime exceeded MaxRuntimeInSeconds provided", e.at);
+  } else if (e.stopped || tj.stop_requested) {
+    tj.status = "Stopped";
+    AddTransition(t, tj, "Stopped", "Training job stopped.", e.at);
+  } else if (e.exit_code == 0) {
+    tj.status = "Completed";
+    AddTransition(t, tj, "Completed", "Training job completed", e.at);
+  } else {
+    tj.status = "Failed";
+    tj.failure_reason = e.failure_reason.empty()
+                            ? "AlgorithmError: the training process exited with code " + std::to_string(e.exit_code)
+                            : e.failure_reason;
+    if (tj.failure_reason.size() > 1024) tj.failure_reason.resize(1024);
+    AddTransition(t, tj, "Failed", "Training job failed: " + tj.failure_reason, e.at);
+  }
+  if (!tj.transitions.empty()) tj.transitions.back().end = e.at;
+  t.training_jobs.insert(tj.name);
+  if (js) FinishServiceJobAttempt(t, *js, tj);
+}
+
+void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const TrainingJob& tj) {
+  ServiceJob& job = js.job;
+  std::string reason;
+  if (tj.status == "Completed") {
+    reason = std::string(kSmPrefix) + "Training job completed";
+  } else if (tj.status == "Stopped" && tj.secondary_status == "MaxRuntimeExceeded") {
+    reason = std::string(kSmPrefix) + "MaxRuntimeExceeded: Training job runtime exceeded MaxRuntimeInSeconds provided";
+  } else if (tj.status == "Stopped") {
+    reason = std::string(kSmPrefix) + "Training job stopped";
+  } else {
+    reason = std::string(kSmPrefix) + tj.failure_reason;
+  }
+  if (!job.attempts.empty()) {
+    job.attempts.back().stopped_at = tj.training_end_time;
+    job.attempts.back().status_reason = reason;
+  }
+  if (tj.status == "Completed") {
+    SetJobStatus(t, js, JobStatus::kSucceeded, reason);
+    return;
+  }
+  if (!job.terminate_reason.empty()) {
+    SetJobStatus(t, js, JobStatus::kFailed, job.terminate_reason);
+    return;
+  }
+  if (tj.stop_cause == "timeout") {
+    SetJobStatus(t, js, JobStatus::kFailed, "Job attempt duration exceeded timeout");
+    return;
+  }
+  if (tj.stop_cause == "user") {  // StopTrainingJob on the attempt: the service job fails, no retry
+    SetJobStatus(t, js, JobStatus::kFailed, reason);
+    return;
+  }
+  // A failure after STARTING: the retry strategy decides.
+  int attempts = 1;
+  json rules = json::array();
+  if (!job.retry_strategy_json.empty()) {
+    json rs = json::parse(job.retry_strategy_json);
+    attempts = rs.value("attempts", 1);
+    rules = rs.value("evaluateOnExit", json::array());
+  }
+  bool retry = static_cast<int>(job.attempts.size()) < attempts;
+  if (retry) {
+    for (const auto& r : rules) {
+      std::string pattern = r.value("onStatusReason", "*");
+      if (GlobMatch(pattern, reason)) {
+        retry = ToUpper(r.value("action", "RETRY")) == "RETRY";
+        break;
+      }
+    }
+  }
+  SetJobStatus(t, js, retry ? JobStatus::kRunnable : JobStatus::kFailed, reason);
+}
+
+void Controller::EnforceTimeouts(Turn& t) {
+  for (const auto& q : state_.queues) {
+    for (JobStatus st : {JobStatus::kScheduled, JobStatus::kStarting, JobStatus::kRunning}) {
+      for (uint64_t seq : state_.JobsIn(q.first, st)) {
+        ServiceJobState& js = state_.jobs.at(seq);
+        if (js.job.timeout_config_json.empty() || js.job.attempts.empty()) continue;
+        int64_t secs = json::parse(js.job.timeout_config_json).value("attemptDurationSeconds", int64_t{0});
+        EpochMs started = js.job.attempts.back().started_at;
+        if (secs <= 0 || started == 0 || t.now - started < secs * 1000) continue;
+        auto it = state_.training_jobs.find(js.job.attempts.back().training_job_name);
+        if (it == state_.training_jobs.end() || it->second.stop_requested) continue;
+        TrainingJob& tj = it->second;
+        tj.stop_requested = true;
+        tj.stop_cause = "timeout";
+        tj.status = "Stopping";
+        AddTransition(t, tj, "Stopping", "Stopping: the service job's attemptDurationSeconds was reached.", t.now);
+        t.stops.emplace_back(tj.name, config_.stop_grace_seconds);
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Metrics: MetricDefinitions regexes (RE2: linear time) over each instance's log.
+
+struct Controller::Tail {
+  std::vector<std::pair<std::string, std::unique_ptr<RE2>>> metrics;
+  std::vector<std::streamoff> offsets;  // per instance
+};
+
+void Controller::TailMetrics(Turn& t, bool only_final) {
+  (void)only_final;
+  for (auto& [name, tj] : state_.training_jobs) {
+    if (!tj.launched || (tj.status != "InProgress" && tj.status != "Stopping")) continue;
+    auto& tail = tails_[name];
+    if (!tail) {
+      tail = std::make_unique<Tail>();
+      json req = json::parse(tj.request_json);
+      for (auto& md : req.value("AlgorithmSpecification", json::object()).value("MetricDefinitions", json::array())) {
+        RE2::Options opts;
+        opts.set_log_errors(false);
+        auto re = std::make_unique<RE2>(md.value("Regex", ""), opts);
+        if (re->ok() && re->NumberOfCapturingGroups() >= 1) tail->metrics.emplace_back(md.value("Name", ""), std::move(re));
+      }
+      tail->offsets.assign(static_cast<size_t>(tj.instance_count), 0);
+      // Re-reading from the start after a restart rebuilds the series exactly.
+      state_.metric_series.erase(name);
+    }
+    if (tail->metrics.empty()) continue;
+    bool changed = false;
+    auto& series = state_.metric_series[name];
+    for (int i = 0; i < tj.instance_count; ++i) {
+      std::ifstream in(executor_->LogPath(name, i + 1), std::ios::binary);
+      if (!in) continue;
+      in.seekg(tail->offsets[i]);
+      std::string line;
+      std::streamoff consumed = tail->offsets[i];
+      while (std::getline(in, line)) {
+        if (in.eof()) break;  // partial last line: read it next time
+        consumed += static_cast<std::streamoff>(line.size()) + 1;
+        auto sp = line.find(' ');
+        if (sp == std::string::npos) continue;
+        EpochMs ts = std::strtoll(line.c_str(), nullptr, 10);
+        std::string_view text(line.data() + sp + 1, line.size() - sp - 1);
+        for (auto& [mname, re] : tail->metrics) {
+          std::string value;
+          if (RE2::PartialMatch(text, *re, &value)) {
+            char* end = nullptr;
+            double v = std::strtod(value.c_str(), &end);
+            if (end != value.c_str()) {
+              series.push_back({mname, v, ts});
+              changed = true;
+            }
+          }
+        }
+      }
+      tail->offsets[i] = consumed;
+    }
+    if (changed) {
+      std::map<std::string, MetricValue> last;
+      for (const auto& m : series) last[m.name] = m;
+      tj.final_metrics.clear();
+      for (auto& [mname, re] : tail->metrics)
+        if (last.count(mname)) tj.final_metrics.push_back(last[mname]);
+      t.training_jobs.insert(name);
+      t.metric_series.insert(name);
+    }
+  }
+}
+
+}  // namespace ty::control

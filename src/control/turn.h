@@ -1,0 +1,38 @@
+// The changes of one controller turn: what to persist, what to do after the commit.
+// Private to control/.
+#pragma once
+
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "control/controller.h"
+
+namespace ty::control {
+
+class Controller::Turn {
+ public:
+  explicit Turn(EpochMs now) : now(now) {}
+
+  const EpochMs now;
+
+  // Dirty entities, persisted (from State) at the end of the turn.
+  std::set<std::string> environments, deleted_environments;
+  std::set<std::string> queues, deleted_queues;
+  std::set<uint64_t> jobs;
+  std::set<std::string> training_jobs;
+  std::set<std::string> metric_series;
+  bool meta = false;
+
+  // Jobs submitted during this turn stay SUBMITTED until the next one.
+  std::set<uint64_t> submitted_now;
+  // Something changed that may let a job start.
+  bool reschedule = false;
+
+  // Actions, carried out after the commit, in order.
+  std::vector<std::pair<std::string, std::string>> starts;  // attempt id, spec json
+  std::vector<std::pair<std::string, int>> stops;           // attempt id, grace seconds
+};
+
+}  // namespace ty::control

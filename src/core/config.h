@@ -1,0 +1,44 @@
+// Server configuration: embedded defaults, optionally overridden by a TOML file
+// (reference: docs/configuration.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace ty {
+
+// One entry of the instance catalogue: the capacity this host offers for an instance type.
+struct InstanceTypeSpec {
+  std::string name;       // e.g. "ml.m5.large"
+  int64_t count = 0;      // how many instances of this type may run at once on this host
+  int vcpus = 2;          // reported to jobs (SM_NUM_CPUS)
+  int gpus = 0;           // reported to jobs (SM_NUM_GPUS)
+  int64_t memory_mib = 8192;
+};
+
+struct Config {
+  std::string listen = "127.0.0.1:8080";
+  std::string data_dir = "trainyard-data";
+  std::string region = "us-east-1";
+  std::string account_id = "000000000000";
+  int stop_grace_seconds = 120;        // StopTrainingJob / TerminateServiceJob grace
+  std::string sandbox = "auto";        // auto | bwrap | none
+  int64_t max_request_bytes = 6 * 1024 * 1024;   // bodies above this are refused (413)
+  int64_t max_submit_payload_bytes = 30 * 1024;  // serviceRequestPayload limit
+  int http_threads = 8;
+  bool sqlite_synchronous_full = true;
+  std::vector<InstanceTypeSpec> instance_types;
+
+  const InstanceTypeSpec* FindInstanceType(const std::string& name) const;
+};
+
+// The embedded defaults (used when no --config is given).
+Config DefaultConfig();
+
+// Reads a TOML file over the defaults. Unknown keys are errors, so typos do not pass silently.
+StatusOr<Config> LoadConfigFile(const std::string& path, Config base);
+
+}  // namespace ty

@@ -1,0 +1,150 @@
+// Domain types: the resources trainyard manages, as the controller holds them in memory.
+//
+// These are plain values. Wire encoding lives in api/; durable encoding (JSON documents) in
+// model.cpp, so that nlohmann::json stays out of this widely included header.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+
+namespace ty {
+
+using Tags = std::map<std::string, std::string>;
+
+struct CapacityLimit {
+  std::string capacity_unit;  // "NUM_INSTANCES" or an instance type
+  int64_t max_capacity = 0;
+};
+
+struct ServiceEnvironment {
+  std::string name;
+  std::string arn;
+  std::string type = "SAGEMAKER_TRAINING";
+  std::string state = "ENABLED";  // ENABLED | DISABLED
+  std::string status = "VALID";   // CREATING | UPDATING | DELETING | DELETED | VALID | INVALID
+  std::vector<CapacityLimit> capacity_limits;
+  Tags tags;
+  uint64_t seq = 0;  // creation order; tie-breaker
+};
+
+struct ServiceEnvironmentOrder {
+  int order = 0;
+  std::string service_environment;  // name (resolved from name or ARN at create time)
+};
+
+struct JobQueue {
+  std::string name;
+  std::string arn;
+  std::string state = "ENABLED";
+  std::string status = "VALID";
+  std::string status_reason = "JobQueue Healthy";
+  int priority = 0;
+  std::string job_queue_type = "SAGEMAKER_TRAINING";
+  std::string scheduling_policy_arn;  // empty: FIFO
+  std::vector<ServiceEnvironmentOrder> service_environment_order;
+  std::string job_state_time_limit_actions_json;  // stored as given ("[]" when absent)
+  Tags tags;
+  uint64_t seq = 0;
+};
+
+enum class JobStatus { kSubmitted, kPending, kRunnable, kScheduled, kStarting, kRunning, kSucceeded, kFailed };
+const char* JobStatusName(JobStatus s);
+std::optional<JobStatus> ParseJobStatus(std::string_view s);
+inline bool IsTerminal(JobStatus s) { return s == JobStatus::kSucceeded || s == JobStatus::kFailed; }
+inline bool IsActive(JobStatus s) {  // holds capacity
+  return s == JobStatus::kScheduled || s == JobStatus::kStarting || s == JobStatus::kRunning;
+}
+
+struct ServiceJobAttempt {
+  std::string training_job_arn;
+  std::string training_job_name;
+  EpochMs started_at = 0;
+  EpochMs stopped_at = 0;
+  std::string status_reason;
+};
+
+struct ServiceJob {
+  std::string id;
+  std::string arn;
+  std::string name;
+  std::string queue;  // queue name
+  uint64_t seq = 0;   // submit order, the last tie-breaker everywhere
+  JobStatus status = JobStatus::kSubmitted;
+  std::string status_reason;
+  EpochMs created_at = 0;
+  EpochMs scheduled_at = 0;
+  EpochMs started_at = 0;
+  EpochMs stopped_at = 0;
+  int scheduling_priority = 0;
+  bool has_scheduling_priority = false;
+  std::string share_identifier;
+  std::string quota_share_name;
+  std::string retry_strategy_json;           // "" when absent
+  std::string timeout_config_json;           // "" when absent
+  std::string preemption_configuration_json; // "" when absent
+  Tags tags;
+  std::string payload;       // serviceRequestPayload, verbatim
+  std::string client_token;  // "" when absent
+  std::string request_hash;  // sha256 of the submit request, for idempotency checks
+  bool is_terminated = false;
+  std::string terminate_reason;  // set when TerminateServiceJob arrives for an active job
+  std::vector<ServiceJobAttempt> attempts;
+  // Derived from the payload at submit time.
+  std::string instance_type;
+  int64_t instance_count = 1;
+};
+
+struct StatusTransition {
+  std::string status;
+  EpochMs start = 0;
+  EpochMs end = 0;  // 0: open
+  std::string message;
+};
+
+struct MetricValue {
+  std::string name;
+  double value = 0;
+  EpochMs timestamp = 0;
+};
+
+struct TrainingJob {
+  std::string name;
+  std::string arn;
+  std::string request_json;  // the CreateTrainingJob request as accepted (normalised JSON)
+  std::string status = "InProgress";  // InProgress | Completed | Failed | Stopping | Stopped
+  std::string secondary_status = "Starting";
+  std::vector<StatusTransition> transitions;
+  std::string failure_reason;
+  EpochMs creation_time = 0;
+  EpochMs training_start_time = 0;
+  EpochMs training_end_time = 0;
+  EpochMs last_modified_time = 0;
+  std::vector<MetricValue> final_metrics;
+  std::string model_artifacts;  // S3ModelArtifacts
+  std::string instance_type;
+  int64_t instance_count = 1;
+  std::string service_job_id;  // "" for jobs created directly through CreateTrainingJob
+  int attempt_number = 0;      // 1-based for service-job attempts
+  uint64_t seq = 0;
+  bool launched = false;       // handed to the executor
+  bool stop_requested = false;
+  std::string stop_cause;      // "user" | "terminate" | "timeout"
+  int stop_grace_seconds = 0;
+};
+
+// Durable encodings (JSON documents). Decode errors return false.
+std::string EncodeDoc(const ServiceEnvironment& v);
+std::string EncodeDoc(const JobQueue& v);
+std::string EncodeDoc(const ServiceJob& v);
+std::string EncodeDoc(const TrainingJob& v);
+bool DecodeDoc(const std::string& doc, ServiceEnvironment* v);
+bool DecodeDoc(const std::string& doc, JobQueue* v);
+bool DecodeDoc(const std::string& doc, ServiceJob* v);
+bool DecodeDoc(const std::string& doc, TrainingJob* v);
+
+}  // namespace ty

@@ -1,0 +1,82 @@
+// The scheduling core: a pure function from a value snapshot to decisions.
+//
+// It reads no clock, file, socket or global; the controller, the simulator and the tests call the
+// same code. Orders are total: queues by descending priority then creation order, jobs by submit
+// sequence number.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ty::sched {
+
+struct Environment {
+  std::string name;
+  bool enabled = true;
+  int64_t max_instances = 0;  // capacityLimits NUM_INSTANCES
+  int64_t in_use = 0;         // instances held by SCHEDULED/STARTING/RUNNING jobs
+};
+
+struct Job {
+  uint64_t seq = 0;           // submit order; also the job's identity in decisions
+  std::string instance_type;
+  int64_t instance_count = 1;
+};
+
+struct Queue {
+  std::string name;
+  int priority = 0;
+  uint64_t seq = 0;               // creation order, tie-breaker between equal priorities
+  bool enabled = true;
+  std::vector<int> environments;  // indices into Snapshot::environments, in serviceEnvironmentOrder
+  // A prefix of the queue's RUNNABLE jobs in submit order. Jobs past the prefix wait behind it.
+  std::vector<Job> runnable;
+  bool truncated = false;         // true when more runnable jobs exist past `runnable`
+};
+
+// Free instances on this host per instance type (the instance catalogue minus what runs).
+struct HostCapacity {
+  std::string instance_type;
+  int64_t total = 0;
+  int64_t free = 0;
+};
+
+struct Snapshot {
+  std::vector<Environment> environments;
+  std::vector<Queue> queues;
+  std::vector<HostCapacity> host;
+};
+
+struct Start {
+  uint64_t job_seq;
+  int environment;  // index into Snapshot::environments
+};
+
+enum class WaitKind {
+  kCapacity,          // at the head of its queue; not enough free capacity now
+  kBehind,            // FIFO: waits behind the queue's head
+  kMisconfiguration,  // can never fit any environment of its queue
+  kQueueDisabled,     // the queue or all of its environments are disabled
+};
+
+struct Wait {
+  uint64_t job_seq;
+  WaitKind kind;
+  std::string reason;  // AWS-style "CATEGORY:CODE - text" for misconfiguration, prose otherwise
+};
+
+struct Decisions {
+  std::vector<Start> starts;
+  // Every job of every queue's `runnable` prefix that does not start gets one Wait.
+  std::vector<Wait> waits;
+};
+
+Decisions ScheduleFifo(const Snapshot& snapshot);
+
+// The AWS reason string for a job that can never fit.
+inline constexpr const char* kMaxResourceReason =
+    "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE - Service environment(s) associated with "
+    "the job queue cannot meet the capacity requirement of the job.";
+
+}  // namespace ty::sched

@@ -1,0 +1,207 @@
+"""Test harness: starts a real trainyard server on port 0 and hands out boto3 clients.
+
+Every test gets its own data directory and server process; the server is stopped (SIGTERM,
+then SIGKILL) and every process it started is cleaned up when the test ends.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+import boto3
+import botocore.config
+
+SOURCE_DIR = os.environ.get("TRAINYARD_SOURCE_DIR",
+                            os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+BIN = os.environ.get("TRAINYARD_BIN", os.path.join(SOURCE_DIR, "build", "trainyard"))
+QUICKSTART = os.path.join(SOURCE_DIR, "examples", "quickstart")
+REGION = "us-east-1"
+
+
+class Server:
+    def __init__(self, data_dir, env=None, config=None):
+        self.data_dir = data_dir
+        self.env = dict(os.environ)
+        self.env.update(env or {})
+        self.config = config
+        self.proc = None
+        self.url = None
+
+    def start(self, timeout=20):
+        args = [BIN, "serve", "--listen", "127.0.0.1:0", "--data-dir", self.data_dir]
+        if self.config:
+            path = os.path.join(self.data_dir, "test-config.toml")
+            with open(path, "w") as f:
+                f.write(self.config)
+            args += ["--config", path]
+        self.log = open(os.path.join(self.data_dir, "server.log"), "ab")
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, env=self.env)
+        deadline = time.time() + timeout
+        line = self.proc.stdout.readline().decode()
+        if not line.startswith("listening on "):
+            raise RuntimeError(f"server did not start: {line!r}; log: {self.read_log()}")
+        self.url = line.split()[-1]
+        assert time.time() < deadline
+        return self
+
+    def read_log(self):
+        try:
+            with open(os.path.join(self.data_dir, "server.log"), "rb") as f:
+                return f.read().decode(errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc:
+            self.proc.stdout.close()
+            self.log.close()
+
+    def kill9(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+        self.log.close()
+
+    def credentials(self):
+        key = secret = None
+        with open(os.path.join(self.data_dir, "credentials")) as f:
+            for line in f:
+                if line.startswith("aws_access_key_id"):
+                    key = line.split("=", 1)[1].strip()
+                if line.startswith("aws_secret_access_key"):
+                    secret = line.split("=", 1)[1].strip()
+        return key, secret
+
+    def client(self, service, **kw):
+        key, secret = self.credentials()
+        cfg = botocore.config.Config(retries={"max_attempts": 1}, read_timeout=120)
+        return boto3.client(service, endpoint_url=self.url, region_name=kw.get("region", REGION),
+                            aws_access_key_id=kw.get("key", key), aws_secret_access_key=kw.get("secret", secret),
+                            config=cfg)
+
+
+def kill_attempt_processes(data_dir):
+    """Kills every supervisor (and with it every job process) started for data_dir."""
+    attempts = os.path.join(data_dir, "attempts")
+    if not os.path.isdir(attempts):
+        return
+    for name in os.listdir(attempts):
+        try:
+            with open(os.path.join(attempts, name, "status.json")) as f:
+                pid = json.load(f).get("supervisor_pid")
+            if pid:
+                os.kill(int(pid), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+
+
+class ServerTest(unittest.TestCase):
+    """Base class: self.server is running; self.batch and self.sm are boto3 clients."""
+
+    server_env = None
+    server_config = None
+
+    def setUp(self):
+        self.data_dir = tempfile.mkdtemp(prefix="trainyard-test-")
+        self.server = Server(self.data_dir, env=self.server_env, config=self.server_config).start()
+        self.batch = self.server.client("batch")
+        self.sm = self.server.client("sagemaker")
+
+    def tearDown(self):
+        self.server.stop()
+        kill_attempt_processes(self.data_dir)
+        if os.environ.get("TRAINYARD_KEEP_TEST_DATA"):
+            print("kept", self.data_dir)
+        else:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    # ---- helpers ----
+    def bucket_path(self, bucket, key=""):
+        return os.path.join(self.data_dir, "buckets", bucket, key)
+
+    def stage_quickstart(self, bucket="qs"):
+        os.makedirs(self.bucket_path(bucket, "code"), exist_ok=True)
+        os.makedirs(self.bucket_path(bucket, "data/train"), exist_ok=True)
+        subprocess.check_call(["tar", "-czf", self.bucket_path(bucket, "code/sourcedir.tar.gz"), "-C",
+                               os.path.join(QUICKSTART, "code"), "."])
+        subprocess.check_call(["python3", os.path.join(QUICKSTART, "make_data.py"),
+                               self.bucket_path(bucket, "data/train/train.csv")])
+
+    def create_queue(self, name="q", capacity=1, env_name=None, priority=1):
+        env_name = env_name or name + "-env"
+        self.batch.create_service_environment(
+            serviceEnvironmentName=env_name, serviceEnvironmentType="SAGEMAKER_TRAINING",
+            capacityLimits=[{"maxCapacity": capacity, "capacityUnit": "NUM_INSTANCES"}])
+        self.batch.create_job_queue(jobQueueName=name, jobQueueType="SAGEMAKER_TRAINING", priority=priority,
+                                    serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": env_name}])
+        return name
+
+    def script_payload(self, name, bucket="qs", epochs=3, **extra):
+        payload = {
+            "TrainingJobName": name,
+            "RoleArn": "arn:aws:iam::000000000000:role/SageMakerRole",
+            "AlgorithmSpecification": {
+                "TrainingImage": "local/python3", "TrainingInputMode": "File",
+                "MetricDefinitions": [{"Name": "train:loss", "Regex": "loss=([0-9.]+)"}]},
+            "HyperParameters": {"sagemaker_program": "train.py",
+                                "sagemaker_submit_directory": f"s3://{bucket}/code/sourcedir.tar.gz",
+                                "epochs": str(epochs)},
+            "InputDataConfig": [{"ChannelName": "train", "DataSource": {"S3DataSource": {
+                "S3DataType": "S3Prefix", "S3Uri": f"s3://{bucket}/data/train/"}}}],
+            "OutputDataConfig": {"S3OutputPath": f"s3://{bucket}/output"},
+            "ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": 1, "VolumeSizeInGB": 1},
+            "StoppingCondition": {"MaxRuntimeInSeconds": 300},
+        }
+        payload.update(extra)
+        return payload
+
+    def command_payload(self, name, command, bucket="qs", **extra):
+        payload = {
+            "TrainingJobName": name,
+            "RoleArn": "arn:aws:iam::000000000000:role/SageMakerRole",
+            "AlgorithmSpecification": {"TrainingImage": "local/shell", "TrainingInputMode": "File",
+                                       "ContainerEntrypoint": ["/bin/sh", "-c"],
+                                       "ContainerArguments": [command]},
+            "OutputDataConfig": {"S3OutputPath": f"s3://{bucket}/output"},
+            "ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": 1, "VolumeSizeInGB": 1},
+            "StoppingCondition": {"MaxRuntimeInSeconds": 300},
+        }
+        payload.update(extra)
+        return payload
+
+    def submit(self, queue, payload, name=None, **kw):
+        return self.batch.submit_service_job(jobName=name or payload["TrainingJobName"], jobQueue=queue,
+                                             serviceJobType="SAGEMAKER_TRAINING",
+                                             serviceRequestPayload=json.dumps(payload), **kw)["jobId"]
+
+    def wait_jobs(self, job_ids, timeout=120, statuses=("SUCCEEDED", "FAILED")):
+        deadline = time.time() + timeout
+        while True:
+            jobs = [self.batch.describe_service_job(jobId=j) for j in job_ids]
+            if all(j["status"] in statuses for j in jobs):
+                return jobs
+            if time.time() > deadline:
+                self.fail(f"timed out waiting for {statuses}: {[(j['jobName'], j['status']) for j in jobs]}\n"
+                          f"{self.server.read_log()}")
+            time.sleep(0.1)
+
+    def wait_training(self, name, statuses=("Completed", "Failed", "Stopped"), timeout=120):
+        deadline = time.time() + timeout
+        while True:
+            tj = self.sm.describe_training_job(TrainingJobName=name)
+            if tj["TrainingJobStatus"] in statuses:
+                return tj
+            if time.time() > deadline:
+                self.fail(f"timed out waiting for {name}: {tj['TrainingJobStatus']}/{tj['SecondaryStatus']}")
+            time.sleep(0.1)
