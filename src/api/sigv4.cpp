@@ -1,1 +1,513 @@
-// placeholder
+#include "api/sigv4.h"
+
+#include <openssl/crypto.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstdint>
+
+#include "core/strings.h"
+
+namespace ty::api {
+
+namespace {
+
+constexpr std::string_view kAlgorithm = "AWS4-HMAC-SHA256";
+constexpr std::string_view kTerminator = "aws4_request";
+constexpr int64_t kMaxPresignExpiresS = 7 * 24 * 3600;
+
+constexpr std::string_view kSignatureMismatch =
+    "The request signature we calculated does not match the signature you provided. Check your AWS "
+    "Secret Access Key and signing method. Consult the service documentation for details.";
+
+// Headers botocore's SigV4Auth never signs (SIGNED_HEADERS_BLACKLIST), plus the signature itself.
+constexpr std::array<std::string_view, 13> kUnsignedHeaders = {
+    "authorization", "connection", "expect", "keep-alive", "proxy-authenticate",
+    "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade", "user-agent",
+    "x-amzn-trace-id", "x-amz-signature"};
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+using Params = std::vector<std::pair<std::string, std::string>>;
+
+Status Unauthenticated(std::string m) { return {Code::kUnauthenticated, std::move(m)}; }
+Status BadSignature(std::string m) { return {Code::kBadSignature, std::move(m)}; }
+Status Expired(std::string m) { return {Code::kExpired, std::move(m)}; }
+
+bool IsUnreserved(unsigned char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.' || c == '~';
+}
+
+// Python's str.split() whitespace, restricted to ASCII.
+bool IsSpace(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); }
+
+// Percent-encodes every byte except unreserved ones (and '/' when keep_slash), hex upper-case.
+std::string UriEncode(std::string_view s, bool keep_slash) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    if (IsUnreserved(c) || (keep_slash && c == '/')) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Decodes %XX escapes; a malformed escape stays literal (as Python's unquote) and '+' stays '+'.
+std::string UriDecode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size()) {
+      int hi = HexValue(s[i + 1]), lo = HexValue(s[i + 2]);
+      if (hi >= 0 && lo >= 0) {
+        out.push_back(static_cast<char>(hi * 16 + lo));
+        i += 2;
+        continue;
+      }
+    }
+    out.push_back(s[i]);
+  }
+  return out;
+}
+
+// botocore.utils.remove_dot_segments: RFC 3986 dot-segment removal that also drops empty segments.
+std::string RemoveDotSegments(std::string_view path) {
+  if (path.empty()) return "";
+  std::vector<std::string> kept;
+  for (auto& seg : Split(path, '/')) {
+    if (seg.empty() || seg == ".") continue;
+    if (seg == "..") {
+      if (!kept.empty()) kept.pop_back();
+    } else {
+      kept.push_back(std::move(seg));
+    }
+  }
+  std::string out = path.front() == '/' ? "/" : "";
+  for (size_t i = 0; i < kept.size(); ++i) {
+    if (i) out.push_back('/');
+    out += kept[i];
+  }
+  if (path.back() == '/' && !kept.empty()) out.push_back('/');
+  return out;
+}
+
+std::string CanonicalUri(std::string_view path) {
+  if (path.empty()) return "/";
+  return UriEncode(RemoveDotSegments(path), /*keep_slash=*/true);
+}
+
+// Splits a raw query into percent-decoded (key, value) pairs; a param without '=' has value "".
+Params ParseQuery(std::string_view query) {
+  Params out;
+  if (query.empty()) return out;
+  for (const auto& part : Split(query, '&')) {
+    size_t eq = part.find('=');
+    std::string_view p = part;
+    if (eq == std::string::npos) {
+      out.emplace_back(UriDecode(p), "");
+    } else {
+      out.emplace_back(UriDecode(p.substr(0, eq)), UriDecode(p.substr(eq + 1)));
+    }
+  }
+  return out;
+}
+
+// Canonical query of decoded params, leaving out `skip_key` (X-Amz-Signature for presigned URLs).
+std::string CanonicalQuery(const Params& params, std::string_view skip_key = {}) {
+  std::vector<std::pair<std::string, std::string>> encoded;
+  encoded.reserve(params.size());
+  for (const auto& [k, v] : params) {
+    if (!skip_key.empty() && k == skip_key) continue;
+    encoded.emplace_back(UriEncode(k, false), UriEncode(v, false));
+  }
+  std::sort(encoded.begin(), encoded.end());
+  std::string out;
+  for (const auto& [k, v] : encoded) {
+    if (!out.empty()) out.push_back('&');
+    out += k;
+    out.push_back('=');
+    out += v;
+  }
+  return out;
+}
+
+const std::string* FindParam(const Params& params, std::string_view key) {
+  for (const auto& [k, v] : params)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+// First header named `lower_name` (compared case-insensitively), or null.
+const std::string* FindHeader(const Headers& headers, std::string_view lower_name) {
+  for (const auto& [k, v] : headers)
+    if (ToLower(k) == lower_name) return &v;
+  return nullptr;
+}
+
+// Trimall from the SigV4 spec: trims and collapses every whitespace run to one space.
+std::string TrimAll(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  bool pending_space = false;
+  for (unsigned char c : v) {
+    if (IsSpace(c)) {
+      pending_space = !out.empty();
+      continue;
+    }
+    if (pending_space) out.push_back(' ');
+    pending_space = false;
+    out.push_back(static_cast<char>(c));
+  }
+  return out;
+}
+
+// Canonical headers block ("name:value\n" per name) for `names` (lowercase, sorted, unique), or
+// nullopt when one of them is absent from the request.
+std::optional<std::string> CanonicalHeaders(const Headers& headers,
+                                            const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& name : names) {
+    bool found = false;
+    std::string value;
+    for (const auto& [k, v] : headers) {
+      if (ToLower(k) != name) continue;
+      if (found) value.push_back(',');
+      value += TrimAll(v);
+      found = true;
+    }
+    if (!found) return std::nullopt;
+    out += name;
+    out.push_back(':');
+    out += value;
+    out.push_back('\n');
+  }
+  return out;
+}
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) {
+    if (!out.empty()) out.push_back(';');
+    out += n;
+  }
+  return out;
+}
+
+std::string PayloadHash(const HttpRequestView& req) {
+  if (const std::string* h = FindHeader(req.headers, "x-amz-content-sha256")) return *h;
+  return Sha256Hex(req.body);
+}
+
+struct Scope {
+  std::string access_key_id;
+  std::string date;  // YYYYMMDD
+  std::string region;
+  std::string service;
+
+  std::string ToString() const {
+    return date + "/" + region + "/" + service + "/" + std::string(kTerminator);
+  }
+};
+
+// Hex signature of the canonical request parts under `secret`.
+std::string ComputeSignature(std::string_view secret, const Scope& scope, std::string_view amz_date,
+                             std::string_view method, std::string_view path, std::string_view query,
+                             std::string_view canonical_headers, std::string_view signed_headers,
+                             std::string_view payload_hash) {
+  std::string canonical_request = ToUpper(method);
+  canonical_request += '\n';
+  canonical_request += CanonicalUri(path);
+  canonical_request += '\n';
+  canonical_request += query;
+  canonical_request += '\n';
+  canonical_request += canonical_headers;
+  canonical_request += '\n';
+  canonical_request += signed_headers;
+  canonical_request += '\n';
+  canonical_request += payload_hash;
+
+  std::string string_to_sign(kAlgorithm);
+  string_to_sign += '\n';
+  string_to_sign += amz_date;
+  string_to_sign += '\n';
+  string_to_sign += scope.ToString();
+  string_to_sign += '\n';
+  string_to_sign += Sha256Hex(canonical_request);
+
+  std::string key = HmacSha256("AWS4" + std::string(secret), scope.date);
+  key = HmacSha256(key, scope.region);
+  key = HmacSha256(key, scope.service);
+  key = HmacSha256(key, kTerminator);
+  return ToHex(HmacSha256(key, string_to_sign));
+}
+
+// The signature parameters, from the Authorization header or from a presigned URL's query.
+struct SignatureParams {
+  std::string credential;
+  std::string signed_headers;
+  std::string signature;
+  bool presigned = false;
+  std::string amz_date;     // presigned only
+  int64_t expires_s = 0;    // presigned only
+};
+
+Status ParseAuthorizationHeader(std::string_view header, SignatureParams* out) {
+  std::string_view h = Trim(header);
+  size_t sp = h.find_first_of(" \t");
+  std::string_view algorithm = h.substr(0, sp);
+  if (algorithm != kAlgorithm)
+    return Unauthenticated("Unsupported Authorization Type: '" + std::string(algorithm) +
+                           "'. Only " + std::string(kAlgorithm) + " is supported.");
+  std::string_view rest = sp == std::string_view::npos ? std::string_view() : h.substr(sp);
+  bool has_credential = false, has_signed_headers = false, has_signature = false;
+  for (const auto& part : Split(rest, ',')) {
+    std::string_view kv = Trim(part);
+    size_t eq = kv.find('=');
+    if (eq == std::string_view::npos) continue;
+    std::string_view key = Trim(kv.substr(0, eq));
+    std::string value(Trim(kv.substr(eq + 1)));
+    if (key == "Credential") {
+      out->credential = std::move(value);
+      has_credential = true;
+    } else if (key == "SignedHeaders") {
+      out->signed_headers = std::move(value);
+      has_signed_headers = true;
+    } else if (key == "Signature") {
+      out->signature = std::move(value);
+      has_signature = true;
+    }
+  }
+  std::string missing;
+  if (!has_credential) missing += "Authorization header requires 'Credential' parameter. ";
+  if (!has_signature) missing += "Authorization header requires 'Signature' parameter. ";
+  if (!has_signed_headers) missing += "Authorization header requires 'SignedHeaders' parameter. ";
+  if (!missing.empty())
+    return Unauthenticated(missing + "Authorization=" + std::string(h));
+  return Status::Ok();
+}
+
+Status ParsePresignedQuery(const Params& params, SignatureParams* out) {
+  out->presigned = true;
+  const std::string* algorithm = FindParam(params, "X-Amz-Algorithm");
+  if (!algorithm || *algorithm != kAlgorithm)
+    return Unauthenticated("X-Amz-Algorithm only supports '" + std::string(kAlgorithm) + "'");
+  std::string missing;
+  auto take = [&](std::string_view key, std::string* dst) {
+    if (const std::string* v = FindParam(params, key)) {
+      *dst = *v;
+    } else {
+      missing += "AWS query-string parameters must include '" + std::string(key) + "'. ";
+    }
+  };
+  std::string expires;
+  take("X-Amz-Credential", &out->credential);
+  take("X-Amz-Signature", &out->signature);
+  take("X-Amz-SignedHeaders", &out->signed_headers);
+  take("X-Amz-Date", &out->amz_date);
+  take("X-Amz-Expires", &expires);
+  if (!missing.empty()) return Unauthenticated(missing + "Re-examine the query-string parameters.");
+  auto [ptr, ec] = std::from_chars(expires.data(), expires.data() + expires.size(), out->expires_s);
+  if (ec != std::errc() || ptr != expires.data() + expires.size() || out->expires_s <= 0 ||
+      out->expires_s > kMaxPresignExpiresS)
+    return Unauthenticated("X-Amz-Expires must be a positive number of seconds no greater than " +
+                           std::to_string(kMaxPresignExpiresS) + ", not '" + expires + "'");
+  return Status::Ok();
+}
+
+Status ParseScope(std::string_view credential, Scope* out) {
+  std::vector<std::string> parts = Split(credential, '/');
+  if (parts.size() != 5 || parts[0].empty() || parts[1].empty() || parts[2].empty() ||
+      parts[3].empty())
+    return Unauthenticated(
+        "Credential should be of the form '<AccessKeyId>/<YYYYMMDD>/<region>/<service>/"
+        "aws4_request', not '" + std::string(credential) + "'.");
+  if (parts[4] != kTerminator)
+    return Unauthenticated("Credential should be scoped with a valid terminator: 'aws4_request', not '" +
+                           parts[4] + "'.");
+  out->access_key_id = std::move(parts[0]);
+  out->date = std::move(parts[1]);
+  out->region = std::move(parts[2]);
+  out->service = std::move(parts[3]);
+  return Status::Ok();
+}
+
+// Parses an HTTP Date header: IMF-fixdate / RFC 1123 ("Fri, 02 Jan 2026 03:04:05 GMT", also with a
+// "+0000"/"-0000" zone as Python's formatdate writes it), or ISO-8601 basic as in X-Amz-Date.
+bool ParseHttpDate(std::string_view s, EpochMs* out) {
+  s = Trim(s);
+  if (ParseAmzDate(s, out)) return true;
+  if (size_t comma = s.find(','); comma != std::string_view::npos) s = Trim(s.substr(comma + 1));
+  std::vector<std::string> f;
+  for (auto& tok : Split(s, ' '))
+    if (!tok.empty()) f.push_back(std::move(tok));
+  if (f.size() != 5) return false;
+  static constexpr std::array<std::string_view, 12> kMonths = {
+      "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  auto month = std::find(kMonths.begin(), kMonths.end(), f[1]);
+  if (month == kMonths.end()) return false;
+  if (f[4] != "GMT" && f[4] != "UTC" && f[4] != "+0000" && f[4] != "-0000" && f[4] != "Z")
+    return false;
+  std::string day = f[0].size() == 1 ? "0" + f[0] : f[0];
+  const std::string& t = f[3];
+  if (day.size() != 2 || f[2].size() != 4 || t.size() != 8 || t[2] != ':' || t[5] != ':')
+    return false;
+  int m = static_cast<int>(month - kMonths.begin()) + 1;
+  std::string amz = f[2] + (m < 10 ? "0" : "") + std::to_string(m) + day + "T" + t.substr(0, 2) +
+                    t.substr(3, 2) + t.substr(6, 2) + "Z";
+  return ParseAmzDate(amz, out);
+}
+
+std::string SkewText(EpochMs skew_ms) {
+  if (skew_ms % 60000 == 0) return std::to_string(skew_ms / 60000) + " min.";
+  return std::to_string(skew_ms / 1000) + " sec.";
+}
+
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+}  // namespace
+
+StatusOr<VerifiedCaller> VerifySigV4(const HttpRequestView& req, const SecretLookup& lookup,
+                                     std::string_view region,
+                                     const std::vector<std::string>& allowed_services, EpochMs now,
+                                     EpochMs max_skew_ms) {
+  const Params query = ParseQuery(req.query);
+  const std::string* authorization = FindHeader(req.headers, "authorization");
+  SignatureParams sp;
+  if (authorization) {
+    TY_RETURN_IF_ERROR(ParseAuthorizationHeader(*authorization, &sp));
+  } else if (FindParam(query, "X-Amz-Algorithm")) {
+    TY_RETURN_IF_ERROR(ParsePresignedQuery(query, &sp));
+  } else {
+    return Unauthenticated("Missing Authentication Token");
+  }
+
+  Scope scope;
+  TY_RETURN_IF_ERROR(ParseScope(sp.credential, &scope));
+
+  std::optional<std::string> secret;
+  if (lookup) secret = lookup(scope.access_key_id);
+  if (!secret)
+    return Status(Code::kUnknownKey, "The security token included in the request is invalid.");
+
+  if (scope.region != region)
+    return BadSignature("Credential should be scoped to a valid region, not '" + scope.region +
+                        "'. Expected '" + std::string(region) + "'.");
+  if (std::find(allowed_services.begin(), allowed_services.end(), scope.service) ==
+      allowed_services.end()) {
+    std::string expected;
+    for (const auto& s : allowed_services) expected += (expected.empty() ? "'" : " or '") + s + "'";
+    return BadSignature("Credential should be scoped to correct service: " +
+                        (expected.empty() ? std::string("''") : expected) + ".");
+  }
+
+  // The request time, and the time it is written as in the string to sign.
+  EpochMs request_ms = 0;
+  std::string amz_date;
+  if (sp.presigned) {
+    if (!ParseAmzDate(sp.amz_date, &request_ms))
+      return Unauthenticated("X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"");
+    amz_date = sp.amz_date;
+  } else if (const std::string* x = FindHeader(req.headers, "x-amz-date")) {
+    amz_date = std::string(Trim(*x));
+    if (!ParseAmzDate(amz_date, &request_ms))
+      return Unauthenticated("X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\"");
+  } else if (const std::string* d = FindHeader(req.headers, "date")) {
+    if (!ParseHttpDate(*d, &request_ms))
+      return Unauthenticated("Date must be in RFC 1123 format, e.g. 'Fri, 02 Jan 2026 03:04:05 GMT'");
+    amz_date = FormatAmzDate(request_ms);
+  } else {
+    return Unauthenticated(
+        "Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header.");
+  }
+
+  if (request_ms > now + max_skew_ms)
+    return Expired("Signature not yet current: " + amz_date + " is still later than " +
+                   FormatAmzDate(now + max_skew_ms) + " (" + FormatAmzDate(now) + " + " +
+                   SkewText(max_skew_ms) + ")");
+  if (sp.presigned) {
+    if (now > request_ms + sp.expires_s * 1000)
+      return Expired("Request has expired: " + amz_date + " + " + std::to_string(sp.expires_s) +
+                     " s is earlier than " + FormatAmzDate(now) + ".");
+  } else if (request_ms < now - max_skew_ms) {
+    return Expired("Signature expired: " + amz_date + " is now earlier than " +
+                   FormatAmzDate(now - max_skew_ms) + " (" + FormatAmzDate(now) + " - " +
+                   SkewText(max_skew_ms) + ")");
+  }
+
+  if (scope.date != std::string_view(amz_date).substr(0, 8))
+    return BadSignature("Date in Credential scope does not match YYYYMMDD from ISO-8601 version of "
+                        "date from HTTP: '" + scope.date + "' != '" + amz_date.substr(0, 8) +
+                        "', from '" + amz_date + "'.");
+
+  std::vector<std::string> signed_names;
+  for (const auto& n : Split(sp.signed_headers, ';')) signed_names.push_back(ToLower(Trim(n)));
+  std::sort(signed_names.begin(), signed_names.end());
+  signed_names.erase(std::unique(signed_names.begin(), signed_names.end()), signed_names.end());
+  if (!std::binary_search(signed_names.begin(), signed_names.end(), std::string("host")))
+    return BadSignature("'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization.");
+
+  std::optional<std::string> canonical_headers = CanonicalHeaders(req.headers, signed_names);
+  if (!canonical_headers) return BadSignature(std::string(kSignatureMismatch));
+
+  std::string payload_hash = PayloadHash(req);
+  if (payload_hash != Sha256Hex(req.body))
+    return BadSignature("The provided 'x-amz-content-sha256' header does not match what was computed.");
+
+  std::string canonical_query =
+      sp.presigned ? CanonicalQuery(query, "X-Amz-Signature") : CanonicalQuery(query);
+  std::string expected =
+      ComputeSignature(*secret, scope, amz_date, req.method, req.path, canonical_query,
+                       *canonical_headers, JoinNames(signed_names), payload_hash);
+  if (!ConstantTimeEquals(expected, ToLower(sp.signature)))
+    return BadSignature(std::string(kSignatureMismatch));
+
+  return VerifiedCaller{scope.access_key_id, scope.service, scope.region};
+}
+
+void SignSigV4(HttpRequestView& req, const Credential& cred, std::string_view region,
+               std::string_view service, EpochMs now) {
+  std::erase_if(req.headers, [](const auto& h) {
+    std::string n = ToLower(h.first);
+    return n == "authorization" || n == "x-amz-date";
+  });
+  const std::string amz_date = FormatAmzDate(now);
+  req.headers.emplace_back("X-Amz-Date", amz_date);
+
+  std::vector<std::string> names;
+  for (const auto& [k, v] : req.headers) {
+    std::string n = ToLower(k);
+    if (std::find(kUnsignedHeaders.begin(), kUnsignedHeaders.end(), n) == kUnsignedHeaders.end())
+      names.push_back(std::move(n));
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+
+  Scope scope{cred.access_key_id, amz_date.substr(0, 8), std::string(region), std::string(service)};
+  std::string signed_headers = JoinNames(names);
+  std::string signature = ComputeSignature(
+      cred.secret_access_key, scope, amz_date, req.method, req.path,
+      CanonicalQuery(ParseQuery(req.query)), CanonicalHeaders(req.headers, names).value_or(""),
+      signed_headers, PayloadHash(req));
+  req.headers.emplace_back("Authorization", std::string(kAlgorithm) + " Credential=" +
+                                                cred.access_key_id + "/" + scope.ToString() +
+                                                ", SignedHeaders=" + signed_headers +
+                                                ", Signature=" + signature);
+}
+
+}  // namespace ty::api

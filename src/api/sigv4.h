@@ -1,0 +1,79 @@
+// AWS Signature Version 4 (AWS4-HMAC-SHA256): verification of incoming requests (server) and
+// signing of outgoing ones (CLI client).
+//
+// The canonical request is built exactly as botocore's SigV4Auth builds it for non-S3 services, so
+// requests from boto3 and the `aws` CLI verify:
+//   - canonical URI: the wire path with dot segments and empty segments removed, then URI-encoded
+//     again with '/' and unreserved characters kept (already-encoded paths are encoded twice); an
+//     empty path is "/";
+//   - canonical query: '&'-separated params, each key and value percent-decoded then re-encoded
+//     (unreserved A-Za-z0-9-_.~ kept, everything else %XX upper-case; '+' is not a space), sorted by
+//     key then value;
+//   - canonical headers: "lowercase-name:value\n" for each signed header in sorted order, the value
+//     trimmed with inner whitespace runs collapsed to one space, repeated headers joined by ',';
+//   - payload hash: the x-amz-content-sha256 header when present, else hex SHA-256 of the body.
+// Every function here reports failures through Status; none throws.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/status.h"
+
+namespace ty::api {
+
+struct HttpRequestView {
+  std::string method;                 // "POST"
+  std::string path;                   // as sent on the wire (already percent-encoded), no query
+  std::string query;                  // raw query string without '?', may be empty
+  std::vector<std::pair<std::string, std::string>> headers;  // names as received, any case
+  std::string body;
+};
+
+struct Credential {
+  std::string access_key_id;
+  std::string secret_access_key;
+};
+
+// Returns the secret for a key id, or nullopt if unknown. Must not throw.
+using SecretLookup = std::function<std::optional<std::string>(std::string_view access_key_id)>;
+
+struct VerifiedCaller {
+  std::string access_key_id;
+  std::string service;
+  std::string region;
+};
+
+// Verifies a request signed with an `Authorization: AWS4-HMAC-SHA256 Credential=<key>/<date>/
+// <region>/<service>/aws4_request, SignedHeaders=..., Signature=...` header, or (when there is no
+// Authorization header) a presigned URL carrying X-Amz-Algorithm, X-Amz-Credential, X-Amz-Date,
+// X-Amz-Expires, X-Amz-SignedHeaders and X-Amz-Signature in the query.
+//
+// The scope's region must equal `region` and its service must be one of `allowed_services`. The
+// request time comes from X-Amz-Date, else from the Date header (RFC 1123 or ISO-8601 basic); it
+// must be within `max_skew_ms` (>= 0) of `now` (a presigned URL is valid from its X-Amz-Date, less
+// the skew, until X-Amz-Date + X-Amz-Expires). 'host' must be a signed header. When the request
+// carries x-amz-content-sha256 it must equal the body's hash: the body is always covered.
+//
+// Errors (AWS messages): kUnauthenticated for a missing or malformed signature or date, kUnknownKey
+// when `lookup` does not know the key, kBadSignature for a wrong region/service/scope date, an
+// unsigned host header or a signature mismatch, kExpired when outside the allowed time window.
+StatusOr<VerifiedCaller> VerifySigV4(const HttpRequestView& req, const SecretLookup& lookup,
+                                     std::string_view region,
+                                     const std::vector<std::string>& allowed_services, EpochMs now,
+                                     EpochMs max_skew_ms = 15 * 60 * 1000);
+
+// Signs `req` in place for `service` in `region` at time `now`: replaces any X-Amz-Date and
+// Authorization headers with fresh ones and signs every header present (lowercased, sorted), except
+// those botocore never signs (user-agent, expect, transfer-encoding, connection, x-amzn-trace-id and
+// other hop-by-hop headers). Precondition: the caller has set the Host header to the value the HTTP
+// client will send; it is not derived here. No x-amz-content-sha256 header is added (non-S3).
+void SignSigV4(HttpRequestView& req, const Credential& cred, std::string_view region,
+               std::string_view service, EpochMs now);
+
+}  // namespace ty::api
