@@ -1,0 +1,94 @@
+// ServiceModel: a botocore service-2.json model (AWS Batch, SageMaker), parsed once, and the
+// request validation it drives.
+//
+// The embedded models (models/*.json, linked in via embedded_models.S) are the source of truth for
+// operation names, HTTP routes and input constraints. ValidateInput() reproduces the checks AWS
+// front ends apply before a request reaches the service: required members, JSON types, lengths,
+// ranges, enums, patterns and unions, reported in the AWS ValidationException wording:
+//
+//   2 validation errors detected: Value null at 'RoleArn' failed to satisfy constraint: Member
+//   must not be null; Value '-1' at 'ResourceConfig.InstanceCount' failed to satisfy constraint:
+//   Member must have value greater than or equal to 0
+//
+// Paths use wire member names joined by '.', list items as `Name[i]` (0-based) and map entries
+// as `Name.<key>`. Unknown members are ignored, JSON null counts as absent.
+//
+// Patterns in the models are Java regular expressions; each distinct one is translated to RE2
+// (POSIX \p{Alnum}-style classes, \uXXXX escapes, possessive quantifiers, repetition counts over
+// RE2's limit of 1000, leading lookaheads and trailing lookbehinds become separate checks) and
+// compiled once at Parse() time. Patterns that still do not compile are skipped and listed by
+// unsupported_patterns().
+//
+// A parsed model is immutable; all const methods are safe to call from any thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/status.h"
+
+namespace ty::api {
+
+class ServiceModel {
+ public:
+  struct Operation {
+    std::string name, http_method, request_uri, input_shape, output_shape;
+  };
+
+  // Parses a botocore service-2.json document. Fails with kInvalidArgument on malformed input
+  // (not JSON, missing sections, references to undefined shapes).
+  static StatusOr<std::unique_ptr<ServiceModel>> Parse(std::string_view json_text);
+
+  // The embedded models, parsed on first use (thread-safe). A broken embedded model is a build
+  // defect: these abort the process with a message rather than return an error.
+  static const ServiceModel& Batch();
+  static const ServiceModel& SageMaker();
+
+  ~ServiceModel();
+  ServiceModel(const ServiceModel&) = delete;
+  ServiceModel& operator=(const ServiceModel&) = delete;
+
+  const Operation* FindOperation(std::string_view name) const;
+  // rest-json routing: exact match on method and requestUri (a query string on `path` is ignored);
+  // when nothing matches exactly, URIs with {param} segments match any one non-empty segment.
+  const Operation* FindByHttp(std::string_view method, std::string_view path) const;
+
+  const std::string& target_prefix() const;  // "SageMaker"; "" when the model has none
+  const std::string& signing_name() const;   // signingName, else endpointPrefix: "batch"
+  const std::string& protocol() const;       // "rest-json" / "json"
+  const std::string& api_version() const;    // "2016-08-10"
+
+  // Validates a request body against the operation's input shape. Members bound to the URI,
+  // query string or headers are not expected in the body and are not checked. A null `input`
+  // is an empty body. OK when the operation has no input shape.
+  Status ValidateInput(const Operation& op, const nlohmann::json& input) const;
+  // Validates a value against any named shape; `path` is the prefix for messages ("" at top
+  // level). kNotFound when the shape does not exist.
+  Status ValidateShape(std::string_view shape_name, const nlohmann::json& value,
+                       std::string_view path) const;
+
+  // Wire names of all members of a structure shape, in model order (empty if not a structure).
+  std::vector<std::string> MemberNames(std::string_view structure_shape) const;
+  // All operation names, sorted.
+  std::vector<std::string> OperationNames() const;
+  bool HasShape(std::string_view shape_name) const;
+
+  // Distinct patterns (as written in the model) of the shapes reachable from the operation's
+  // input and output shapes, sorted. Empty for an unknown operation.
+  std::vector<std::string> PatternsFor(std::string_view operation_name) const;
+  // Whether a model pattern is enforced (false for unsupported or unknown patterns).
+  bool PatternSupported(std::string_view pattern) const;
+  // Patterns of this model that RE2 cannot run even after translation; they are not enforced.
+  const std::vector<std::string>& unsupported_patterns() const;
+
+ private:
+  struct Impl;
+  explicit ServiceModel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ty::api
