@@ -85,7 +85,8 @@ class Server:
 
     def client(self, service, **kw):
         key, secret = self.credentials()
-        cfg = botocore.config.Config(retries={"max_attempts": 1}, read_timeout=120)
+        cfg = botocore.config.Config(retries={"max_attempts": 1}, read_timeout=120,
+                                     parameter_validation=kw.get("validate", True))
         return boto3.client(service, endpoint_url=self.url, region_name=kw.get("region", REGION),
                             aws_access_key_id=kw.get("key", key), aws_secret_access_key=kw.get("secret", secret),
                             config=cfg)

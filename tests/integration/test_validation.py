@@ -1,0 +1,195 @@
+"""Bad input: each class of validation rule gets a clear, AWS-shaped error and changes nothing."""
+import json
+import os
+import unittest
+
+from botocore.exceptions import ClientError, ParamValidationError
+
+from harness import ServerTest
+
+
+class ValidationTest(ServerTest):
+    def setUp(self):
+        super().setUp()
+        self.create_queue("vq", capacity=1)
+        # botocore validates parameters client-side; turn that off to reach the server's checks.
+        self.batch = self.server.client("batch", validate=False)
+        self.sm = self.server.client("sagemaker", validate=False)
+
+    def error(self, fn, **kw):
+        with self.assertRaises(ClientError) as e:
+            fn(**kw)
+        return e.exception.response["Error"]["Code"], e.exception.response["Error"]["Message"], \
+            e.exception.response["ResponseMetadata"]["HTTPStatusCode"]
+
+    def assertUnchanged(self):
+        self.assertEqual(len(self.batch.describe_service_environments()["serviceEnvironments"]), 1)
+        self.assertEqual(len(self.batch.describe_job_queues()["jobQueues"]), 1)
+        for status in ("SUBMITTED", "RUNNABLE", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED"):
+            self.assertEqual(self.batch.list_service_jobs(jobQueue="vq", jobStatus=status)["jobSummaryList"], [])
+        self.assertEqual(self.sm.list_training_jobs()["TrainingJobSummaries"], [])
+
+    def submit_payload(self, payload, **kw):
+        return self.error(self.batch.submit_service_job, jobName="j", jobQueue="vq",
+                          serviceJobType="SAGEMAKER_TRAINING", serviceRequestPayload=json.dumps(payload), **kw)
+
+    # ---- rule classes, Batch (ClientException) ----
+    def test_missing_required_member(self):
+        code, msg, status = self.error(self.batch.submit_service_job, jobQueue="vq", serviceJobType="SAGEMAKER_TRAINING",
+                                       serviceRequestPayload="{}")
+        self.assertEqual((code, status), ("ClientException", 400))
+        self.assertIn("jobName", msg)
+        self.assertIn("must not be null", msg)
+        self.assertUnchanged()
+
+    def test_wrong_type(self):
+        code, msg, _ = self.error(self.batch.create_job_queue, jobQueueName="x", priority="high",
+                                  serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": "vq-env"}],
+                                  jobQueueType="SAGEMAKER_TRAINING")
+        self.assertEqual(code, "ClientException")
+        self.assertIn("priority", msg)
+        self.assertUnchanged()
+
+    def test_enum(self):
+        code, msg, _ = self.error(self.batch.submit_service_job, jobName="j", jobQueue="vq",
+                                  serviceJobType="EKS_TRAINING", serviceRequestPayload="{}")
+        self.assertEqual(code, "ClientException")
+        self.assertIn("serviceJobType", msg)
+        self.assertIn("enum", msg)
+        self.assertUnchanged()
+
+    def test_range(self):
+        code, msg, _ = self.submit_payload(self.command_payload("ok-name", "true"), schedulingPriority=10000)
+        self.assertEqual(code, "ClientException")
+        self.assertIn("schedulingPriority", msg)
+        self.assertUnchanged()
+
+    def test_retry_attempts_range(self):
+        code, msg, _ = self.submit_payload(self.command_payload("ok-name", "true"), retryStrategy={"attempts": 11})
+        self.assertEqual(code, "ClientException")
+        self.assertIn("attempts", msg)
+        self.assertUnchanged()
+
+    def test_unknown_queue(self):
+        code, msg, _ = self.error(self.batch.submit_service_job, jobName="j", jobQueue="nope",
+                                  serviceJobType="SAGEMAKER_TRAINING",
+                                  serviceRequestPayload=json.dumps(self.command_payload("n", "true")))
+        self.assertEqual(code, "ClientException")
+        self.assertIn("nope", msg)
+        self.assertUnchanged()
+
+    def test_share_identifier_forbidden_on_fifo_queue(self):
+        code, msg, _ = self.submit_payload(self.command_payload("ok-name", "true"), shareIdentifier="team-a")
+        self.assertEqual(code, "ClientException")
+        self.assertIn("shareIdentifier", msg)
+        self.assertUnchanged()
+
+    # ---- the payload: beyond AWS, checked at submit time ----
+    def test_payload_is_not_json(self):
+        code, msg, _ = self.error(self.batch.submit_service_job, jobName="j", jobQueue="vq",
+                                  serviceJobType="SAGEMAKER_TRAINING", serviceRequestPayload="not json")
+        self.assertEqual(code, "ClientException")
+        self.assertIn("serviceRequestPayload", msg)
+        self.assertUnchanged()
+
+    def test_payload_pattern(self):
+        code, msg, _ = self.submit_payload(self.command_payload("bad_name!", "true"))
+        self.assertEqual(code, "ClientException")
+        self.assertIn("serviceRequestPayload.TrainingJobName", msg)
+        self.assertIn("pattern", msg)
+        self.assertUnchanged()
+
+    def test_payload_range_and_missing_member(self):
+        p = self.command_payload("ok-name", "true")
+        p["ResourceConfig"]["InstanceCount"] = -1
+        del p["RoleArn"]
+        code, msg, _ = self.submit_payload(p)
+        self.assertIn("serviceRequestPayload.ResourceConfig.InstanceCount", msg)
+        self.assertIn("serviceRequestPayload.RoleArn", msg)
+        self.assertUnchanged()
+
+    def test_payload_length(self):
+        p = self.command_payload("ok-name", "true")
+        p["HyperParameters"] = {"k": "v" * 2501}
+        code, msg, _ = self.submit_payload(p)
+        self.assertIn("HyperParameters", msg)
+        self.assertIn("length", msg)
+        self.assertUnchanged()
+
+    def test_payload_instance_type_not_offered(self):
+        p = self.command_payload("ok-name", "true")
+        p["ResourceConfig"]["InstanceType"] = "ml.p4d.24xlarge"
+        code, msg, _ = self.submit_payload(p)
+        self.assertEqual(code, "ClientException")
+        self.assertIn("ml.p4d.24xlarge", msg)
+        self.assertUnchanged()
+
+    def test_payload_without_anything_to_run(self):
+        p = self.command_payload("ok-name", "true")
+        del p["AlgorithmSpecification"]["ContainerEntrypoint"]
+        del p["AlgorithmSpecification"]["ContainerArguments"]
+        code, msg, _ = self.submit_payload(p)
+        self.assertIn("ContainerEntrypoint", msg)
+        self.assertUnchanged()
+
+    # ---- SageMaker (ValidationException and friends) ----
+    def test_sagemaker_validation_exception_names_the_field(self):
+        p = self.command_payload("ok-name", "true")
+        p["StoppingCondition"]["MaxRuntimeInSeconds"] = 0
+        code, msg, status = self.error(self.sm.create_training_job, **p)
+        self.assertEqual((code, status), ("ValidationException", 400))
+        self.assertIn("StoppingCondition.MaxRuntimeInSeconds", msg)
+        p = self.command_payload("ok-name", "true")
+        p["AlgorithmSpecification"]["TrainingInputMode"] = "Stream"
+        code, msg, _ = self.error(self.sm.create_training_job, **p)
+        self.assertIn("AlgorithmSpecification.TrainingInputMode", msg)
+        self.assertUnchanged()
+
+    def test_sagemaker_not_found(self):
+        code, _, _ = self.error(self.sm.describe_training_job, TrainingJobName="missing")
+        self.assertEqual(code, "ResourceNotFound")
+        code, _, _ = self.error(self.sm.stop_training_job, TrainingJobName="missing")
+        self.assertEqual(code, "ResourceNotFound")
+
+    def test_sagemaker_limit_exceeded_for_instance_type_not_in_catalogue(self):
+        p = self.command_payload("ok-name", "true")
+        p["ResourceConfig"]["InstanceType"] = "ml.g5.xlarge"
+        code, msg, _ = self.error(self.sm.create_training_job, **p)
+        self.assertEqual(code, "ResourceLimitExceeded")
+        self.assertIn("ml.g5.xlarge", msg)
+        self.assertUnchanged()
+
+    def test_body_over_the_limit_is_refused(self):
+        code, msg, status = self.error(self.batch.submit_service_job, jobName="j", jobQueue="vq",
+                                       serviceJobType="SAGEMAKER_TRAINING", serviceRequestPayload="x" * (7 << 20))
+        self.assertEqual(status, 413)
+        self.assertIn("exceeds", msg)
+        self.assertUnchanged()
+
+    def test_duplicate_names_are_refused(self):
+        code, msg, _ = self.error(self.batch.create_service_environment, serviceEnvironmentName="vq-env",
+                                  serviceEnvironmentType="SAGEMAKER_TRAINING",
+                                  capacityLimits=[{"maxCapacity": 1, "capacityUnit": "NUM_INSTANCES"}])
+        self.assertEqual(code, "ClientException")
+        self.assertIn("already exists", msg)
+        self.assertUnchanged()
+
+    def test_delete_enabled_environment_is_refused(self):
+        code, msg, _ = self.error(self.batch.delete_service_environment, serviceEnvironment="vq-env")
+        self.assertIn("DISABLED", msg)
+        self.assertUnchanged()
+
+    def test_unknown_operation(self):
+        code, _, status = self.error(self.batch.list_jobs, jobQueue="vq")
+        self.assertEqual(status, 400)
+        self.assertEqual(code, "UnknownOperationException")
+
+    def test_client_side_checks_are_not_needed_for_a_clear_error(self):
+        # The aws CLI and boto3 also check parameters locally; both paths say what is wrong.
+        strict = self.server.client("batch")
+        with self.assertRaises(ParamValidationError):
+            strict.submit_service_job(jobName="j", jobQueue="vq", serviceJobType="SAGEMAKER_TRAINING")
+
+
+if __name__ == "__main__":
+    unittest.main()
