@@ -191,21 +191,6 @@ void Controller::Loop() {
   }
 }
 
-template <typename T>
-StatusOr<T> Controller::Execute(std::function<StatusOr<T>(Turn&)> fn) {
-  std::optional<StatusOr<T>> result;
-  std::promise<void> done;
-  auto fut = done.get_future();
-  {
-    std::lock_guard lock(queue_mu_);
-    if (!accepting_) return Unavailable("the server is shutting down");
-    commands_.emplace_back([&](Turn& t) { result.emplace(fn(t)); }, [&] { done.set_value(); });
-    queue_cv_.notify_one();
-  }
-  fut.wait();
-  return std::move(*result);
-}
-
 Status Controller::ExecuteStatus(std::function<Status(Turn&)> fn) {
   auto r = Execute<bool>([&](Turn& t) -> StatusOr<bool> {
     Status st = fn(t);

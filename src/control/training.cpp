@@ -467,11 +467,6 @@ void Controller::EnforceTimeouts(Turn& t) {
 // ------------------------------------------------------------------------------------------
 // Metrics: MetricDefinitions regexes (RE2: linear time) over each instance's log.
 
-struct Controller::Tail {
-  std::vector<std::pair<std::string, std::unique_ptr<RE2>>> metrics;
-  std::vector<std::streamoff> offsets;  // per instance
-};
-
 void Controller::TailMetrics(Turn& t, bool only_final) {
   (void)only_final;
   for (auto& [name, tj] : state_.training_jobs) {

@@ -7,6 +7,13 @@
 #include <utility>
 #include <vector>
 
+#include <re2/re2.h>
+
+#include <future>
+#include <ios>
+#include <optional>
+#include <memory>
+
 #include "control/controller.h"
 
 namespace ty::control {
@@ -33,6 +40,27 @@ class Controller::Turn {
   // Actions, carried out after the commit, in order.
   std::vector<std::pair<std::string, std::string>> starts;  // attempt id, spec json
   std::vector<std::pair<std::string, int>> stops;           // attempt id, grace seconds
+};
+
+template <typename T>
+inline StatusOr<T> Controller::Execute(std::function<StatusOr<T>(Turn&)> fn) {
+  std::optional<StatusOr<T>> result;
+  std::promise<void> done;
+  auto fut = done.get_future();
+  {
+    std::lock_guard lock(queue_mu_);
+    if (!accepting_) return Unavailable("the server is shutting down");
+    commands_.emplace_back([&](Turn& t) { result.emplace(fn(t)); }, [&] { done.set_value(); });
+    queue_cv_.notify_one();
+  }
+  fut.wait();
+  return std::move(*result);
+}
+
+// Where metric extraction stands in one training job's logs.
+struct Controller::Tail {
+  std::vector<std::pair<std::string, std::unique_ptr<RE2>>> metrics;
+  std::vector<std::streamoff> offsets;  // per instance
 };
 
 }  // namespace ty::control

@@ -1,0 +1,23 @@
+// Files shared by the local executor and the supervisor inside an attempt directory
+// (docs/design/attempt-spec.md).
+#pragma once
+
+#include <string>
+
+namespace ty::exec::local {
+
+inline std::string SpecPath(const std::string& dir) { return dir + "/spec.json"; }
+inline std::string StatusPath(const std::string& dir) { return dir + "/status.json"; }
+inline std::string StopPath(const std::string& dir) { return dir + "/stop"; }
+inline std::string LockPath(const std::string& dir) { return dir + "/lock"; }
+inline std::string LogDir(const std::string& dir) { return dir + "/logs"; }
+inline std::string HostDir(const std::string& dir, int n) { return dir + "/hosts/algo-" + std::to_string(n); }
+
+// Writes `text` to `path` atomically (temp file, fsync, rename).
+bool WriteFileAtomic(const std::string& path, const std::string& text);
+// Reads a whole file; false when it cannot be read.
+bool ReadFile(const std::string& path, std::string* out);
+// True when some process holds the attempt's lock (its supervisor, alive).
+bool SupervisorAlive(const std::string& dir);
+
+}  // namespace ty::exec::local

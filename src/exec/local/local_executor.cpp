@@ -1,0 +1,198 @@
+#include "exec/local_executor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "exec/local/attempt_files.h"
+
+namespace ty::exec {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+constexpr EpochMs kStartupGraceMs = 10000;
+
+Phase ParsePhase(const std::string& s) {
+  if (s == "Training") return Phase::kTraining;
+  if (s == "Uploading") return Phase::kUploading;
+  if (s == "Exited") return Phase::kExited;
+  return Phase::kPreparing;
+}
+}  // namespace
+
+const char* PhaseName(Phase p) {
+  switch (p) {
+    case Phase::kPreparing: return "Preparing";
+    case Phase::kTraining: return "Training";
+    case Phase::kUploading: return "Uploading";
+    case Phase::kExited: return "Exited";
+    case Phase::kLost: return "Lost";
+  }
+  return "?";
+}
+
+LocalExecutor::LocalExecutor(Options options) : options_(std::move(options)) {
+  std::error_code ec;
+  fs::create_directories(options_.attempts_root, ec);
+  if (!options_.notify_socket.empty() && options_.notify_socket.size() < sizeof(sockaddr_un::sun_path)) {
+    ::unlink(options_.notify_socket.c_str());
+    socket_fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, options_.notify_socket.c_str(), options_.notify_socket.size());
+    if (socket_fd_ >= 0 && ::bind(socket_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+      timeval tv{0, 200000};
+      ::setsockopt(socket_fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      listener_ = std::thread([this] { Listen(); });
+    }
+  }
+}
+
+LocalExecutor::~LocalExecutor() {
+  stopping_ = true;
+  if (listener_.joinable()) listener_.join();
+  if (socket_fd_ >= 0) ::close(socket_fd_);
+}
+
+void LocalExecutor::Listen() {
+  char buf[512];
+  while (!stopping_) {
+    ssize_t n = ::recv(socket_fd_, buf, sizeof buf, 0);
+    if (n >= 0 && options_.wake) options_.wake();
+  }
+}
+
+Status LocalExecutor::Start(const std::string& id, const std::string& spec_json) {
+  std::string dir = Dir(id);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Internal("cannot create " + dir + ": " + ec.message());
+  json spec = json::parse(spec_json, nullptr, false);
+  if (spec.is_discarded()) return InvalidArgument("attempt spec is not JSON");
+  spec["notify_socket"] = options_.notify_socket;
+  if (!local::WriteFileAtomic(local::SpecPath(dir), spec.dump())) return Internal("cannot write the spec of " + id);
+
+  // Double fork + setsid: the supervisor is re-parented away from the server and survives it.
+  pid_t child = ::fork();
+  if (child < 0) return Internal(std::string("fork: ") + std::strerror(errno));
+  if (child == 0) {
+    ::setsid();
+    pid_t grandchild = ::fork();
+    if (grandchild != 0) ::_exit(grandchild < 0 ? 1 : 0);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    int log = ::open((dir + "/supervisor.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    ::dup2(devnull, 0);
+    ::dup2(log, 1);
+    ::dup2(log, 2);
+    ::close_range(3, ~0U, 0);
+    const char* argv[] = {options_.supervisor_binary.c_str(), "supervise", dir.c_str(), nullptr};
+    ::execv(argv[0], const_cast<char* const*>(argv));
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  tracked_[id] = Tracked{0, options_.clock ? options_.clock->now_ms() : 0};
+  return Status::Ok();
+}
+
+Status LocalExecutor::Stop(const std::string& id, int grace_seconds) {
+  std::string dir = Dir(id);
+  if (!fs::exists(dir)) return NotFound("no attempt " + id);
+  // The stop file carries the grace and survives a signal that races the supervisor's start.
+  local::WriteFileAtomic(local::StopPath(dir), std::to_string(grace_seconds));
+  std::string text;
+  if (local::ReadFile(local::StatusPath(dir), &text) && local::SupervisorAlive(dir)) {
+    json st = json::parse(text, nullptr, false);
+    if (!st.is_discarded()) {
+      pid_t pid = st.value("supervisor_pid", 0);
+      if (pid > 0) ::kill(pid, SIGTERM);
+    }
+  }
+  return Status::Ok();
+}
+
+Status LocalExecutor::Adopt(const std::string& id) {
+  std::string dir = Dir(id);
+  bool has_status = fs::exists(local::StatusPath(dir));
+  if (!has_status && !local::SupervisorAlive(dir)) return NotFound("attempt " + id + " was never started");
+  tracked_[id] = Tracked{0, options_.clock ? options_.clock->now_ms() : 0};
+  return Status::Ok();
+}
+
+std::vector<AttemptEvent> LocalExecutor::Poll() {
+  std::vector<AttemptEvent> events;
+  EpochMs now = options_.clock ? options_.clock->now_ms() : 0;
+  for (auto it = tracked_.begin(); it != tracked_.end();) {
+    const std::string& id = it->first;
+    Tracked& t = it->second;
+    std::string dir = Dir(id);
+    std::string text;
+    json st;
+    bool readable = local::ReadFile(local::StatusPath(dir), &text) &&
+                    !(st = json::parse(text, nullptr, false)).is_discarded();
+    bool done = false;
+    if (readable) {
+      const json& transitions = st["transitions"];
+      for (size_t i = t.transitions_seen; i < transitions.size(); ++i) {
+        AttemptEvent e;
+        e.attempt_id = id;
+        e.phase = ParsePhase(transitions[i].value("phase", ""));
+        e.at = transitions[i].value("at", EpochMs{0});
+        e.message = transitions[i].value("message", "");
+        if (e.phase == Phase::kExited) {
+          e.exit_code = st.value("exit_code", 0);
+          e.stopped = st.value("stopped", false);
+          e.max_runtime_exceeded = st.value("max_runtime_exceeded", false);
+          e.failure_reason = st.value("failure_reason", "");
+          e.model_uploaded = st.value("model_uploaded", false);
+          done = true;
+        }
+        events.push_back(e);
+      }
+      t.transitions_seen = transitions.size();
+    }
+    if (!done && !local::SupervisorAlive(dir) && (readable || now - t.since > kStartupGraceMs)) {
+      // The supervisor is gone; read once more in case it finished between the two checks.
+      std::string again;
+      json st2;
+      if (local::ReadFile(local::StatusPath(dir), &again) &&
+          !(st2 = json::parse(again, nullptr, false)).is_discarded() && st2.value("phase", "") == "Exited") {
+        ++it;  // picked up by the next Poll
+        continue;
+      }
+      AttemptEvent e;
+      e.attempt_id = id;
+      e.phase = Phase::kLost;
+      e.at = now;
+      e.message = "the instance was lost: its supervisor exited without recording an outcome";
+      events.push_back(e);
+      done = true;
+    }
+    it = done ? tracked_.erase(it) : std::next(it);
+  }
+  return events;
+}
+
+std::string LocalExecutor::LogPath(const std::string& id, int instance) const {
+  return local::LogDir(Dir(id)) + "/algo-" + std::to_string(instance) + ".log";
+}
+
+void LocalExecutor::Cleanup(const std::string& id) {
+  std::error_code ec;
+  fs::remove_all(Dir(id) + "/hosts", ec);
+}
+
+}  // namespace ty::exec

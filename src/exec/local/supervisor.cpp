@@ -1,0 +1,596 @@
+// The supervisor of one attempt: `trainyard supervise <attempt_dir>`.
+//
+// It runs detached from the server (its own session), holds <dir>/lock for its whole life (so a
+// restarted server can tell it is alive without trusting pids), builds each instance's /opt/ml
+// tree, starts every instance together, captures their output as timestamped log lines, enforces
+// stop requests, the grace period and MaxRuntimeInSeconds, packs the artifacts, and records every
+// phase in <dir>/status.json.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "exec/local/attempt_files.h"
+#include "exec/supervisor.h"
+
+namespace ty::exec {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+int64_t NowMs() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+int g_signal_pipe[2] = {-1, -1};
+void OnSignal(int) {
+  char c = 1;
+  [[maybe_unused]] ssize_t n = ::write(g_signal_pipe[1], &c, 1);
+}
+
+std::string ProcStartTime(pid_t pid) {
+  std::string stat;
+  if (!local::ReadFile("/proc/" + std::to_string(pid) + "/stat", &stat)) return "";
+  auto close = stat.rfind(')');
+  if (close == std::string::npos) return "";
+  std::vector<std::string> fields;
+  std::string cur;
+  for (size_t i = close + 2; i < stat.size(); ++i) {
+    if (stat[i] == ' ') {
+      fields.push_back(cur);
+      cur.clear();
+    } else {
+      cur.push_back(stat[i]);
+    }
+  }
+  fields.push_back(cur);
+  return fields.size() > 19 ? fields[19] : "";  // field 22 overall
+}
+
+// Runs a command to completion (used for tar). Returns its exit status, or -1.
+int RunCommand(const std::vector<std::string>& argv, const std::string& log_path) {
+  pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// A JSON-decoded hyperparameter value when it is JSON, else the raw string.
+json DecodeHp(const std::string& v) {
+  json j = json::parse(v, nullptr, false);
+  return j.is_discarded() ? json(v) : j;
+}
+
+std::string HpArg(const std::string& v) {
+  json j = json::parse(v, nullptr, false);
+  if (!j.is_discarded() && j.is_string()) return j.get<std::string>();
+  return v;
+}
+
+struct Instance {
+  int n = 0;
+  pid_t pid = -1;
+  int out_fd = -1;
+  std::string pending;  // partial line
+  FILE* log = nullptr;
+  bool exited = false;
+  int exit_code = 0;
+};
+
+class Supervisor {
+ public:
+  explicit Supervisor(std::string dir) : dir_(std::move(dir)) {}
+
+  int Run() {
+    lock_fd_ = ::open(local::LockPath(dir_).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock_fd_ < 0 || ::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) return 3;  // another supervisor runs
+    std::string text;
+    if (!local::ReadFile(local::SpecPath(dir_), &text)) return 4;
+    spec_ = json::parse(text, nullptr, false);
+    if (spec_.is_discarded()) return 4;
+    status_ = {{"supervisor_pid", ::getpid()}, {"supervisor_start_time", ProcStartTime(::getpid())},
+               {"phase", "Preparing"}, {"transitions", json::array()}};
+    // Resuming after a crash of the supervisor itself is not attempted: a new one starts clean.
+    Enter("Preparing", "Preparing the instances for training and downloading input data.");
+
+    ::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK);
+    struct sigaction sa {};
+    sa.sa_handler = OnSignal;
+    ::sigaction(SIGTERM, &sa, nullptr);
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);
+
+    count_ = spec_.value("instance_count", 1);
+    sandbox_ = spec_.value("sandbox", "none") == "bwrap";
+    grace_ms_ = spec_.value("stop_grace_seconds", 120) * 1000;
+    fs::create_directories(local::LogDir(dir_));
+
+    std::string error;
+    if (!StopRequested()) {
+      if (!Prepare(&error)) {
+        failure_ = "ClientError: " + error;
+        exit_code_ = 1;
+      } else if (!StopRequested()) {
+        Launch();
+        Enter("Training", "Training in progress.");
+        Supervise();
+      }
+    }
+    if (StopRequested() && launched_ == 0) stopped_ = true;
+    Enter("Uploading", "Uploading generated training model.");
+    Upload();
+    status_["exit_code"] = exit_code_;
+    status_["stopped"] = stopped_;
+    status_["max_runtime_exceeded"] = max_runtime_exceeded_;
+    status_["failure_reason"] = failure_;
+    status_["model_uploaded"] = model_uploaded_;
+    Enter("Exited", "");
+    return 0;
+  }
+
+ private:
+  void Enter(const std::string& phase, const std::string& message) {
+    status_["phase"] = phase;
+    status_["transitions"].push_back({{"phase", phase}, {"at", NowMs()}, {"message", message}});
+    local::WriteFileAtomic(local::StatusPath(dir_), status_.dump());
+    Notify();
+  }
+
+  void Notify() {
+    std::string path = spec_.value("notify_socket", "");
+    if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path)) return;
+    int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return;
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.c_str(), path.size());
+    std::string msg = spec_.value("attempt_id", "");
+    ::sendto(fd, msg.data(), msg.size(), MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    ::close(fd);
+  }
+
+  bool StopRequested() {
+    if (stop_requested_) return true;
+    struct stat st;
+    if (signal_seen_) stop_requested_ = true;
+    if (::stat(local::StopPath(dir_).c_str(), &st) == 0) {
+      std::string g;
+      if (local::ReadFile(local::StopPath(dir_), &g) && !g.empty()) grace_ms_ = std::atoll(g.c_str()) * 1000;
+      stop_requested_ = true;
+    }
+    return stop_requested_;
+  }
+
+  std::string OptMl(int n) const { return sandbox_ ? "/opt/ml" : fs::absolute(local::HostDir(dir_, n)).string(); }
+
+  bool Prepare(std::string* error) {
+    std::vector<std::string> hosts;
+    for (int n = 1; n <= count_; ++n) hosts.push_back("algo-" + std::to_string(n));
+    std::sort(hosts.begin(), hosts.end());
+    json inputcfg = json::object();
+    for (const auto& ch : spec_.value("channels", json::array())) {
+      json c = {{"TrainingInputMode", ch.value("input_mode", "File")},
+                {"S3DistributionType", ch.value("distribution", "FullyReplicated")},
+                {"RecordWrapperType", ch.value("record_wrapper", "None")}};
+      if (!ch.value("content_type", "").empty()) c["ContentType"] = ch["content_type"];
+      inputcfg[ch.value("name", "")] = c;
+    }
+    std::string etc_hosts = "127.0.0.1 localhost\n::1 localhost\n";
+    for (int n = 1; n <= count_; ++n)
+      etc_hosts += "127.0.1." + std::to_string(n) + " algo-" + std::to_string(n) + "\n";
+    std::ofstream(dir_ + "/hosts-file") << etc_hosts;
+
+    std::error_code ec;
+    for (int n = 1; n <= count_; ++n) {
+      fs::path h = local::HostDir(dir_, n);
+      for (const char* sub : {"input/config", "input/data", "model", "output/data", "output/intermediate",
+                              "checkpoints", "code", "sagemaker/warmpoolcache"})
+        fs::create_directories(h / sub, ec);
+      std::string type = spec_.value("instance_type", "");
+      json rc = {{"current_host", hosts[n - 1]},
+                 {"hosts", hosts},
+                 {"network_interface_name", "eth0"},
+                 {"current_instance_type", type},
+                 {"current_group_name", "homogeneousCluster"},
+                 {"instance_groups", json::array({{{"instance_group_name", "homogeneousCluster"},
+                                                   {"instance_type", type},
+                                                   {"hosts", hosts}}})}};
+      std::ofstream(h / "input/config/resourceconfig.json") << rc.dump();
+      std::ofstream(h / "input/config/hyperparameters.json") << spec_.value("hyperparameters", json::object()).dump();
+      std::ofstream(h / "input/config/inputdataconfig.json") << inputcfg.dump();
+      for (const auto& ch : spec_.value("channels", json::array())) {
+        fs::path dest = h / "input/data" / ch.value("name", "");
+        fs::create_directories(dest, ec);
+        fs::path src = ch.value("source", "");
+        if (fs::is_directory(src)) {
+          fs::copy(src, dest, fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
+        } else if (fs::is_regular_file(src)) {
+          fs::copy_file(src, dest / src.filename(), fs::copy_options::overwrite_existing, ec);
+        } else {
+          *error = "input channel " + ch.value("name", "") + ": no data at " + src.string();
+          return false;
+        }
+        if (ec) {
+          *error = "input channel " + ch.value("name", "") + ": " + ec.message();
+          return false;
+        }
+      }
+      if (spec_.contains("checkpoint") && spec_["checkpoint"].is_object()) {
+        fs::path src = spec_["checkpoint"].value("source", "");
+        if (fs::is_directory(src)) fs::copy(src, h / "checkpoints", fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
+      }
+      if (spec_.contains("script_mode")) {
+        std::string tarball = spec_["script_mode"].value("submit_tarball", "");
+        if (!tarball.empty()) {
+          if (!fs::exists(tarball)) {
+            *error = "sagemaker_submit_directory: no archive at " + tarball;
+            return false;
+          }
+          if (RunCommand({"tar", "-xzf", tarball, "-C", (h / "code").string()}, dir_ + "/supervisor.log") != 0) {
+            *error = "sagemaker_submit_directory: cannot unpack " + tarball;
+            return false;
+          }
+        }
+      }
+    }
+    return true;
+  }
+
+  std::map<std::string, std::string> Environment(int n) {
+    std::map<std::string, std::string> env;
+    for (const char* k : {"PATH", "HOME", "LANG", "LC_ALL", "TERM", "PYTHONPATH", "LD_LIBRARY_PATH",
+                          "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "PYENV_ROOT", "PYENV_VERSION"})
+      if (const char* v = std::getenv(k)) env[k] = v;
+    if (!env.count("PATH")) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
+    std::string ml = OptMl(n);
+    std::vector<std::string> hosts;
+    for (int k = 1; k <= count_; ++k) hosts.push_back("algo-" + std::to_string(k));
+    json channels = json::array();
+    for (const auto& ch : spec_.value("channels", json::array())) channels.push_back(ch.value("name", ""));
+    std::sort(channels.begin(), channels.end());
+    json hps = json::object();
+    json hps_raw = spec_.value("hyperparameters", json::object());
+    json user_args = json::array();
+    for (auto& [k, v] : hps_raw.items()) {
+      std::string s = v.is_string() ? v.get<std::string>() : v.dump();
+      if (k.rfind("sagemaker_", 0) == 0) continue;
+      hps[k] = DecodeHp(s);
+      env["SM_HP_" + Upper(k)] = HpArg(s);
+      user_args.push_back("--" + k);
+      user_args.push_back(HpArg(s));
+    }
+    std::string program = spec_.contains("script_mode") ? spec_["script_mode"].value("program", "") : "";
+    json resource = json::parse(ReadOr(local::HostDir(dir_, n) + "/input/config/resourceconfig.json", "{}"), nullptr, false);
+    json inputcfg = json::parse(ReadOr(local::HostDir(dir_, n) + "/input/config/inputdataconfig.json", "{}"), nullptr, false);
+    env["SM_MODEL_DIR"] = ml + "/model";
+    env["SM_CHANNELS"] = channels.dump();
+    for (const auto& c : channels) env["SM_CHANNEL_" + Upper(c.get<std::string>())] = ml + "/input/data/" + c.get<std::string>();
+    env["SM_HPS"] = hps.dump();
+    env["SM_CURRENT_HOST"] = hosts[n - 1];
+    env["SM_HOSTS"] = json(hosts).dump();
+    env["SM_NUM_GPUS"] = std::to_string(spec_.value("gpus", 0));
+    env["SM_NUM_CPUS"] = std::to_string(spec_.value("vcpus", 1));
+    env["SM_NUM_NEURONS"] = "0";
+    env["SM_LOG_LEVEL"] = "20";
+    env["SM_NETWORK_INTERFACE_NAME"] = "eth0";
+    env["SM_INPUT_DIR"] = ml + "/input";
+    env["SM_INPUT_CONFIG_DIR"] = ml + "/input/config";
+    env["SM_OUTPUT_DIR"] = ml + "/output";
+    env["SM_OUTPUT_DATA_DIR"] = ml + "/output/data";
+    env["SM_OUTPUT_INTERMEDIATE_DIR"] = ml + "/output/intermediate";
+    env["SM_RESOURCE_CONFIG"] = resource.dump();
+    env["SM_INPUT_DATA_CONFIG"] = inputcfg.dump();
+    env["SM_CURRENT_INSTANCE_TYPE"] = spec_.value("instance_type", "");
+    env["SM_CURRENT_INSTANCE_GROUP"] = "homogeneousCluster";
+    env["SM_IS_HETERO"] = "false";
+    env["SM_MODULE_DIR"] = ml + "/code";
+    env["SM_MODULE_NAME"] = program.substr(0, program.rfind('.'));
+    env["SM_USER_ENTRY_POINT"] = program;
+    env["SM_USER_ARGS"] = user_args.dump();
+    env["SAGEMAKER_SUBMIT_DIRECTORY"] = ml + "/code";
+    env["SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"] = ml + "/sagemaker/warmpoolcache";
+    json training_env = {{"model_dir", ml + "/model"}, {"channel_input_dirs", json::object()},
+                         {"hyperparameters", hps}, {"current_host", hosts[n - 1]}, {"hosts", hosts},
+                         {"num_gpus", spec_.value("gpus", 0)}, {"num_cpus", spec_.value("vcpus", 1)},
+                         {"input_dir", ml + "/input"}, {"output_dir", ml + "/output"},
+                         {"output_data_dir", ml + "/output/data"}, {"resource_config", resource},
+                         {"input_data_config", inputcfg}, {"job_name", spec_.value("training_job_name", "")},
+                         {"user_entry_point", program}, {"module_dir", ml + "/code"}};
+    for (const auto& c : channels)
+      training_env["channel_input_dirs"][c.get<std::string>()] = ml + "/input/data/" + c.get<std::string>();
+    env["SM_TRAINING_ENV"] = training_env.dump();
+    env["TRAINING_JOB_NAME"] = spec_.value("training_job_name", "");
+    env["TRAINING_JOB_ARN"] = spec_.value("training_job_arn", "");
+    env["AWS_REGION"] = spec_.value("region", "");
+    env["MASTER_ADDR"] = sandbox_ ? "algo-1" : "127.0.0.1";
+    env["MASTER_PORT"] = "29500";
+    env["WORLD_SIZE"] = std::to_string(count_);
+    env["RANK"] = std::to_string(n - 1);
+    env["NODE_RANK"] = std::to_string(n - 1);
+    if (!sandbox_) env["TRAINYARD_OPT_ML"] = ml;
+    const json job_env = spec_.value("environment", json::object());
+    const json extra_env = spec_.value("extra_env", json::object());
+    for (auto& [k, v] : job_env.items()) env[k] = v.get<std::string>();
+    for (auto& [k, v] : extra_env.items()) env[k] = v.get<std::string>();
+    return env;
+  }
+
+  static std::string Upper(std::string s) {
+    for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return s;
+  }
+  static std::string ReadOr(const std::string& path, const std::string& fallback) {
+    std::string s;
+    return local::ReadFile(path, &s) ? s : fallback;
+  }
+
+  std::vector<std::string> Command(int n) {
+    std::vector<std::string> cmd;
+    for (const auto& a : spec_.value("command", json::array())) cmd.push_back(a.get<std::string>());
+    if (cmd.empty() && spec_.contains("script_mode")) {
+      cmd = {"python3", spec_["script_mode"].value("program", "train.py")};
+      const json hps = spec_.value("hyperparameters", json::object());
+      for (auto& [k, v] : hps.items()) {
+        if (k.rfind("sagemaker_", 0) == 0) continue;
+        cmd.push_back("--" + k);
+        cmd.push_back(HpArg(v.is_string() ? v.get<std::string>() : v.dump()));
+      }
+    }
+    if (!sandbox_) return cmd;
+    std::vector<std::string> bw = {"bwrap", "--dev-bind", "/", "/"};
+    if (!fs::exists("/opt/ml")) {
+      std::error_code ec;
+      fs::create_directories("/opt/ml", ec);
+      if (ec) bw.insert(bw.end(), {"--tmpfs", "/opt"});
+    }
+    bw.insert(bw.end(), {"--bind", fs::absolute(local::HostDir(dir_, n)).string(), "/opt/ml", "--ro-bind",
+                         fs::absolute(dir_ + "/hosts-file").string(), "/etc/hosts", "--unshare-uts", "--hostname",
+                         "algo-" + std::to_string(n), "--die-with-parent", "--chdir", "/opt/ml/code", "--"});
+    bw.insert(bw.end(), cmd.begin(), cmd.end());
+    return bw;
+  }
+
+  void Launch() {
+    for (int n = 1; n <= count_; ++n) {
+      Instance inst;
+      inst.n = n;
+      std::string log_path = local::LogDir(dir_) + "/algo-" + std::to_string(n) + ".log";
+      inst.log = std::fopen(log_path.c_str(), "a");
+      int fds[2];
+      if (::pipe2(fds, O_CLOEXEC) != 0) continue;
+      auto env = Environment(n);
+      auto argv = Command(n);
+      std::string cwd = sandbox_ ? "/" : local::HostDir(dir_, n) + "/code";
+      pid_t pid = ::fork();
+      if (pid == 0) {
+        ::setpgid(0, 0);
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        ::dup2(fds[1], 1);
+        ::dup2(fds[1], 2);
+        int devnull = ::open("/dev/null", O_RDONLY);
+        if (devnull >= 0) ::dup2(devnull, 0);
+        sigset_t none;
+        sigemptyset(&none);
+        ::sigprocmask(SIG_SETMASK, &none, nullptr);
+        ::signal(SIGTERM, SIG_DFL);
+        ::signal(SIGINT, SIG_DFL);
+        ::signal(SIGPIPE, SIG_DFL);
+        if (::chdir(cwd.c_str()) != 0) {
+        }
+        std::vector<std::string> envs;
+        for (auto& [k, v] : env) envs.push_back(k + "=" + v);
+        std::vector<char*> envp, args;
+        for (auto& e : envs) envp.push_back(e.data());
+        envp.push_back(nullptr);
+        for (auto& a : argv) args.push_back(a.data());
+        args.push_back(nullptr);
+        if (!argv.empty()) ::execvpe(args[0], args.data(), envp.data());
+        std::fprintf(stderr, "cannot run %s: %s\n", argv.empty() ? "(nothing)" : argv[0].c_str(), std::strerror(errno));
+        ::_exit(127);
+      }
+      ::close(fds[1]);
+      if (pid < 0) {
+        ::close(fds[0]);
+        continue;
+      }
+      ::setpgid(pid, pid);
+      inst.pid = pid;
+      inst.out_fd = fds[0];
+      ::fcntl(inst.out_fd, F_SETFL, O_NONBLOCK);
+      instances_.push_back(inst);
+      ++launched_;
+    }
+    train_start_ = NowMs();
+  }
+
+  void Signal(int sig) {
+    for (auto& i : instances_)
+      if (!i.exited && i.pid > 0) ::kill(-i.pid, sig);
+  }
+
+  void BeginStop() {
+    if (kill_deadline_ != 0) return;
+    Signal(SIGTERM);
+    kill_deadline_ = NowMs() + grace_ms_;
+  }
+
+  void WriteLines(Instance& i, const char* data, size_t len, bool flush_partial) {
+    i.pending.append(data, len);
+    size_t start = 0, nl;
+    int64_t now = NowMs();
+    while ((nl = i.pending.find('\n', start)) != std::string::npos || i.pending.size() - start > 65536) {
+      size_t end = nl == std::string::npos ? start + 65536 : nl;
+      if (i.log) std::fprintf(i.log, "%lld %.*s\n", static_cast<long long>(now), static_cast<int>(end - start), i.pending.data() + start);
+      start = nl == std::string::npos ? end : nl + 1;
+    }
+    i.pending.erase(0, start);
+    if (flush_partial && !i.pending.empty()) {
+      if (i.log) std::fprintf(i.log, "%lld %s\n", static_cast<long long>(now), i.pending.c_str());
+      i.pending.clear();
+    }
+    if (i.log) std::fflush(i.log);
+  }
+
+  void Supervise() {
+    int64_t max_ms = spec_.value("max_runtime_seconds", int64_t{0}) * 1000;
+    char buf[65536];
+    while (true) {
+      std::vector<pollfd> pfds;
+      pfds.push_back({g_signal_pipe[0], POLLIN, 0});
+      for (auto& i : instances_)
+        if (i.out_fd >= 0) pfds.push_back({i.out_fd, POLLIN, 0});
+      ::poll(pfds.data(), pfds.size(), 100);
+      if (pfds[0].revents & POLLIN) {
+        while (::read(g_signal_pipe[0], buf, sizeof buf) > 0) {
+        }
+        signal_seen_ = true;
+      }
+      for (auto& i : instances_) {
+        if (i.out_fd < 0) continue;
+        while (true) {
+          ssize_t n = ::read(i.out_fd, buf, sizeof buf);
+          if (n > 0) {
+            WriteLines(i, buf, static_cast<size_t>(n), false);
+            continue;
+          }
+          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+            WriteLines(i, "", 0, true);
+            ::close(i.out_fd);
+            i.out_fd = -1;
+          }
+          break;
+        }
+      }
+      int status;
+      pid_t pid;
+      while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+        for (auto& i : instances_) {
+          if (i.pid != pid) continue;
+          i.exited = true;
+          i.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+          if (i.exit_code != 0 && exit_code_ == 0) {
+            exit_code_ = i.exit_code;
+            BeginStop();  // the gang fails together
+          }
+        }
+      }
+      bool all_exited = std::all_of(instances_.begin(), instances_.end(), [](auto& i) { return i.exited; });
+      bool all_drained = std::all_of(instances_.begin(), instances_.end(), [](auto& i) { return i.out_fd < 0; });
+      if (all_exited && all_drained) break;
+      if (all_exited) continue;
+      int64_t now = NowMs();
+      if (!stopped_ && StopRequested()) {
+        stopped_ = true;
+        BeginStop();
+      }
+      if (max_ms > 0 && !max_runtime_exceeded_ && !stopped_ && now - train_start_ > max_ms) {
+        max_runtime_exceeded_ = true;
+        BeginStop();
+      }
+      if (kill_deadline_ && now >= kill_deadline_) {
+        Signal(SIGKILL);
+        kill_deadline_ = now + 3600 * 1000;
+      }
+    }
+    if ((stopped_ || max_runtime_exceeded_) && exit_code_ == 0) {
+      for (auto& i : instances_)
+        if (i.exit_code != 0) exit_code_ = i.exit_code;
+    }
+    for (auto& i : instances_)
+      if (i.log) std::fclose(i.log);
+  }
+
+  void Upload() {
+    std::string log = dir_ + "/supervisor.log";
+    for (int n = 1; n <= count_ && failure_.empty(); ++n) {
+      std::string f;
+      if (local::ReadFile(local::HostDir(dir_, n) + "/output/failure", &f) && !f.empty()) failure_ = f.substr(0, 1024);
+    }
+    bool compress = spec_.value("compress", true);
+    auto pack = [&](const std::string& dest, const char* sub) {
+      if (dest.empty()) return false;
+      std::error_code ec;
+      fs::create_directories(fs::path(dest).parent_path(), ec);
+      std::string tmp = dest + ".tmp";
+      std::vector<std::string> argv = {"tar", compress ? "-czf" : "-cf", tmp};
+      bool any = false;
+      for (int n = 1; n <= count_; ++n) {
+        std::string d = local::HostDir(dir_, n) + "/" + sub;
+        if (fs::is_directory(d)) {
+          argv.insert(argv.end(), {"-C", d, "."});
+          any = true;
+        }
+      }
+      if (!any) argv.insert(argv.end(), {"-T", "/dev/null"});
+      return RunCommand(argv, log) == 0 && ::rename(tmp.c_str(), dest.c_str()) == 0;
+    };
+    model_uploaded_ = pack(spec_.value("model_tar", ""), "model");
+    pack(spec_.value("output_tar", ""), "output/data");
+    if (spec_.contains("checkpoint") && spec_["checkpoint"].is_object()) {
+      std::string dest = spec_["checkpoint"].value("source", "");
+      std::error_code ec;
+      if (!dest.empty()) {
+        fs::create_directories(dest, ec);
+        fs::copy(local::HostDir(dir_, 1) + "/checkpoints", dest,
+                 fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
+      }
+    }
+  }
+
+  std::string dir_;
+  json spec_;
+  json status_;
+  int lock_fd_ = -1;
+  int count_ = 1;
+  bool sandbox_ = false;
+  int64_t grace_ms_ = 120000;
+  std::vector<Instance> instances_;
+  int launched_ = 0;
+  int64_t train_start_ = 0;
+  int64_t kill_deadline_ = 0;
+  bool stop_requested_ = false;
+  bool signal_seen_ = false;
+  bool stopped_ = false;
+  bool max_runtime_exceeded_ = false;
+  int exit_code_ = 0;
+  std::string failure_;
+  bool model_uploaded_ = false;
+};
+
+}  // namespace
+
+int RunSupervisor(const std::string& attempt_dir) { return Supervisor(attempt_dir).Run(); }
+
+}  // namespace ty::exec

@@ -1,0 +1,53 @@
+// The local executor: each attempt runs on this host under a detached supervisor process.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "exec/executor.h"
+
+namespace ty::exec {
+
+class LocalExecutor final : public Executor {
+ public:
+  struct Options {
+    std::string attempts_root;      // <data-dir>/attempts
+    std::string supervisor_binary;  // the trainyard binary (runs `supervise DIR`)
+    std::string notify_socket;      // unix datagram socket supervisors poke on each phase change
+    std::function<void()> wake;     // called (from a listener thread) when a supervisor pokes
+    const Clock* clock = nullptr;
+  };
+
+  explicit LocalExecutor(Options options);
+  ~LocalExecutor() override;
+
+  Status Start(const std::string& attempt_id, const std::string& spec_json) override;
+  Status Stop(const std::string& attempt_id, int grace_seconds) override;
+  Status Adopt(const std::string& attempt_id) override;
+  std::vector<AttemptEvent> Poll() override;
+  std::string LogPath(const std::string& attempt_id, int instance) const override;
+  void Cleanup(const std::string& attempt_id) override;
+
+ private:
+  struct Tracked {
+    size_t transitions_seen = 0;
+    EpochMs since = 0;  // when tracking began (a supervisor gets a moment to write its status)
+  };
+
+  std::string Dir(const std::string& id) const { return options_.attempts_root + "/" + id; }
+  void Listen();
+
+  // ---- constant after construction ----
+  Options options_;
+  // ---- controller thread only ----
+  std::map<std::string, Tracked> tracked_;
+  // ---- listener ----
+  int socket_fd_ = -1;
+  std::atomic<bool> stopping_{false};
+  std::thread listener_;
+};
+
+}  // namespace ty::exec
