@@ -11,6 +11,7 @@
 #include "api/service_model.h"
 #include "api/sigv4.h"
 #include "control/controller.h"
+#include "core/strings.h"
 
 namespace ty::api {
 

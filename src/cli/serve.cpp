@@ -1,4 +1,5 @@
 // `trainyard serve`: the server process.
+#include <fcntl.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
