@@ -105,7 +105,7 @@ ApiServer::ApiServer(control::Controller& controller, RootCredential root)
   auto& http = impl_->http;
   Impl* impl = impl_.get();
   http.set_keep_alive_max_count(100000);
-  http.set_keep_alive_timeout(60);
+  http.set_keep_alive_timeout(5);
   http.set_payload_max_length(static_cast<size_t>(controller.config().max_request_bytes) + 1);
   http.set_tcp_nodelay(true);
   int threads = controller.config().http_threads;

@@ -1,6 +1,7 @@
 // `trainyard serve`: the server process.
 #include <fcntl.h>
 #include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "api/server.h"
@@ -59,6 +61,8 @@ void AddServeCommand(CLI::App& app, std::function<int()>& run) {
   cmd->callback([&run, opts] {
     run = [opts]() -> int {
       auto& [listen, data_dir, config_path, region, account, level] = *opts;
+      // stdout carries only the "listening on" line; logs go to stderr.
+      spdlog::set_default_logger(spdlog::stderr_color_mt("trainyard"));
       spdlog::set_level(level.empty() ? spdlog::level::info : spdlog::level::from_str(level));
       Config config = DefaultConfig();
       if (!config_path.empty()) {
@@ -112,16 +116,30 @@ void AddServeCommand(CLI::App& app, std::function<int()>& run) {
         (*controller)->Shutdown();
         return 1;
       }
-      std::thread http([&] { server.Run(); });
+      std::promise<void> http_done;
+      auto http_stopped = http_done.get_future();
+      std::thread http([&] {
+        server.Run();
+        http_done.set_value();
+      });
       std::printf("listening on http://%s:%d\n", host.c_str(), *bound);
       std::fflush(stdout);
       int sig = 0;
       sigwait(&sigs, &sig);
       spdlog::info("received signal {}; shutting down", sig);
       server.Stop();
-      http.join();
-      (*controller)->Shutdown();
+      (*controller)->Shutdown();  // finishes the current turn; later commands get ServiceUnavailable
+      // Idle keep-alive connections hold HTTP workers for up to their timeout; the state is
+      // durable by now, so do not wait for them.
+      if (http_stopped.wait_for(std::chrono::seconds(2)) == std::future_status::ready) {
+        http.join();
+      } else {
+        http.detach();
+      }
       spdlog::info("stopped");
+      spdlog::shutdown();
+      std::fflush(nullptr);
+      std::_Exit(0);
       return 0;
     };
   });

@@ -50,6 +50,8 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const json& req) {
   job.instance_count = std::max<int64_t>(1, rc.value("InstanceCount", int64_t{1}));
   if (req.contains("schedulingPriority") && !req["schedulingPriority"].is_null()) {
     job.scheduling_priority = req["schedulingPriority"];
+    if (job.scheduling_priority < 0 || job.scheduling_priority > 9999)
+      return InvalidArgument("schedulingPriority must be between 0 and 9999, not " + std::to_string(job.scheduling_priority));
     job.has_scheduling_priority = true;
   }
   job.share_identifier = req.value("shareIdentifier", "");
@@ -153,6 +155,8 @@ Status Controller::TerminateServiceJob(const json& req) {
 StatusOr<ServiceJob> Controller::UpdateServiceJob(const json& req) {
   std::string id = req.value("jobId", "");
   int priority = req.value("schedulingPriority", 0);
+  if (priority < 0 || priority > 9999)
+    return InvalidArgument("schedulingPriority must be between 0 and 9999, not " + std::to_string(priority));
   return Execute<ServiceJob>([&](Turn& t) -> StatusOr<ServiceJob> {
     ServiceJobState* js = state_.FindJob(id);
     if (!js) return InvalidArgument("jobId: service job " + id + " does not exist");

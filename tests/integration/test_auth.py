@@ -38,10 +38,7 @@ class AuthTest(ServerTest):
         if when is None:
             botocore.auth.SigV4Auth(creds, service, region).add_auth(req)
         else:
-            with mock.patch("botocore.auth.datetime") as dt:
-                dt.datetime.utcnow.return_value = when
-                dt.datetime.now.return_value = when
-                dt.timezone = datetime.timezone
+            with mock.patch("botocore.auth.get_current_datetime", return_value=when):
                 botocore.auth.SigV4Auth(creds, service, region).add_auth(req)
         return dict(req.headers.items())
 

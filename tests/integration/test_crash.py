@@ -10,7 +10,7 @@ from harness import Server, ServerTest
 class CrashTest(ServerTest):
     def test_kill9_while_jobs_run_then_restart(self):
         queue = self.create_queue("crash", capacity=2)
-        runs = self.bucket_path("qs", "runs.log")
+        runs = self.bucket_path("trainyard-test", "runs.log")
         os.makedirs(os.path.dirname(runs), exist_ok=True)
         ids = []
         for n in range(5):

@@ -1,5 +1,6 @@
 """FIFO order with capacity 1, queue priority, and the snapshot's account of who waits and why."""
 import json
+import os
 import time
 import unittest
 
@@ -9,7 +10,8 @@ from harness import ServerTest
 class FifoTest(ServerTest):
     def test_jobs_run_one_at_a_time_in_submit_order(self):
         queue = self.create_queue("fifo", capacity=1)
-        log = self.bucket_path("qs", "order.log")
+        log = self.bucket_path("trainyard-test", "order.log")
+        os.makedirs(os.path.dirname(log), exist_ok=True)
         ids = []
         for n in range(4):
             cmd = f"echo start-{n} >> {log}; sleep 0.3; echo end-{n} >> {log}"
@@ -18,14 +20,14 @@ class FifoTest(ServerTest):
         deadline = time.time() + 30
         while self.batch.describe_service_job(jobId=ids[0])["status"] != "RUNNING" and time.time() < deadline:
             time.sleep(0.05)
-        snap = self.batch.get_job_queue_snapshot(jobQueue=queue)
+        snap = self.server.raw_call("batch", "GetJobQueueSnapshot", {"jobQueue": queue})
         front = [j["jobArn"].split("/")[-1] for j in snap["frontOfQueue"]["jobs"]]
         self.assertEqual(front, ids[1:])
         self.assertEqual(snap["queueUtilization"]["totalCapacityUsage"], [{"capacityUnit": "ml.m5.large", "quantity": 1}])
-        head = self.batch.describe_service_job(jobId=ids[1])
+        head = self.describe_raw(ids[1])
         self.assertEqual(head["status"], "RUNNABLE")
         self.assertIn("waiting for capacity", head["trainyardWaitReason"])
-        behind = self.batch.describe_service_job(jobId=ids[2])
+        behind = self.describe_raw(ids[2])
         self.assertIn("behind", behind["trainyardWaitReason"])
 
         jobs = self.wait_jobs(ids)

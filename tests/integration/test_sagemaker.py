@@ -28,7 +28,7 @@ class TrainingJobTest(ServerTest):
         self.assertEqual(tj["FinalMetricDataList"][0]["MetricName"], "loss")
         self.assertEqual(tj["FinalMetricDataList"][0]["Value"], 0.25)
         self.assertEqual(tj["Environment"], {"GREETING": "hi"})
-        self.assertTrue(os.path.exists(self.bucket_path("qs", "output/direct-1/output/model.tar.gz")))
+        self.assertTrue(os.path.exists(self.bucket_path("trainyard-test", "output/direct-1/output/model.tar.gz")))
         with self.assertRaises(ClientError) as e:
             self.sm.create_training_job(**self.command_payload("direct-1", "true"))
         self.assertEqual(e.exception.response["Error"]["Code"], "ResourceInUse")
@@ -53,6 +53,8 @@ class TrainingJobTest(ServerTest):
                       ("Stopping", "Stopped"))
         tj = self.wait_training("stopme", timeout=30)
         self.assertEqual((tj["TrainingJobStatus"], tj["SecondaryStatus"]), ("Stopped", "Stopped"))
+        with open(os.path.join(self.data_dir, "attempts", "stopme", "logs", "algo-1.log")) as f:
+            self.assertIn("got-term", f.read())  # the job saw SIGTERM and could clean up
         with self.assertRaises(ClientError) as e:
             self.sm.stop_training_job(TrainingJobName="stopme")
         self.assertEqual(e.exception.response["Error"]["Code"], "ValidationException")
@@ -126,7 +128,7 @@ class ServiceJobTest(ServerTest):
 
     def test_failed_attempts_are_retried_as_the_strategy_says(self):
         queue = self.create_queue("r", capacity=1)
-        marker = self.bucket_path("qs", "tries")
+        marker = self.bucket_path("trainyard-test", "tries")
         os.makedirs(os.path.dirname(marker), exist_ok=True)
         job = self.submit(queue, self.command_payload("flaky", f"echo x >> {marker}; test $(wc -l < {marker}) -ge 3"),
                           retryStrategy={"attempts": 3})

@@ -43,8 +43,8 @@ class WalkthroughTest(ServerTest):
             self.assertIn("TrainingEndTime", tj)
 
             artifact = tj["ModelArtifacts"]["S3ModelArtifacts"]
-            self.assertEqual(artifact, f"s3://qs/output/{name}/output/model.tar.gz")
-            path = self.bucket_path("qs", f"output/{name}/output/model.tar.gz")
+            self.assertEqual(artifact, f"s3://trainyard-test/output/{name}/output/model.tar.gz")
+            path = self.bucket_path("trainyard-test", f"output/{name}/output/model.tar.gz")
             with tarfile.open(path) as t:
                 names = {m.name.lstrip("./") for m in t.getmembers() if m.isfile()}
                 self.assertIn("model.json", names)
@@ -61,7 +61,7 @@ class WalkthroughTest(ServerTest):
             self.assertEqual(env["SM_CHANNELS"], '["train"]')
             self.assertEqual(env["AWS_BATCH_JOB_ID"], job["jobId"])
             self.assertEqual(env["AWS_BATCH_JOB_ATTEMPT"], "1")
-            self.assertTrue(os.path.exists(self.bucket_path("qs", f"output/{name}/output/output.tar.gz")))
+            self.assertTrue(os.path.exists(self.bucket_path("trainyard-test", f"output/{name}/output/output.tar.gz")))
 
         # Each attempt is also visible as a training job in the SageMaker API.
         listed = self.sm.list_training_jobs(SortBy="Name", SortOrder="Ascending")["TrainingJobSummaries"]

@@ -435,9 +435,32 @@ class Supervisor {
     train_start_ = NowMs();
   }
 
+  // Signals every process of each running instance. In the sandbox the group leader is bwrap,
+  // which would turn a SIGTERM into an immediate SIGKILL of the job (--die-with-parent), so
+  // SIGTERM goes to the group's other members only.
   void Signal(int sig) {
-    for (auto& i : instances_)
-      if (!i.exited && i.pid > 0) ::kill(-i.pid, sig);
+    for (auto& i : instances_) {
+      if (i.exited || i.pid <= 0) continue;
+      if (!sandbox_ || sig == SIGKILL) {
+        ::kill(-i.pid, sig);
+        continue;
+      }
+      for (const auto& entry : fs::directory_iterator("/proc")) {
+        std::string name = entry.path().filename().string();
+        if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+        pid_t pid = std::atoi(name.c_str());
+        if (pid == i.pid) continue;
+        std::string stat;
+        if (!local::ReadFile("/proc/" + name + "/stat", &stat)) continue;
+        auto close = stat.rfind(')');
+        if (close == std::string::npos) continue;
+        // After "pid (comm) ": state, ppid, pgrp.
+        int ppid = 0, pgrp = 0;
+        char state;
+        if (std::sscanf(stat.c_str() + close + 2, "%c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == i.pid)
+          ::kill(pid, sig);
+      }
+    }
   }
 
   void BeginStop() {
