@@ -26,6 +26,20 @@ std::string Slurp(const fs::path& p) {
   return ss.str();
 }
 
+// Processes of a process group that are still running (zombies do not count).
+int LiveMembers(int pgid) {
+  int n = 0;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::string stat = Slurp(entry.path() / "stat");
+    auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    int ppid = 0, pgrp = 0;
+    if (std::sscanf(stat.c_str() + close + 2, "%c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == pgid && state != 'Z') ++n;
+  }
+  return n;
+}
+
 bool BwrapWorks() { return std::system("bwrap --dev-bind / / --unshare-uts true >/dev/null 2>&1") == 0; }
 
 class LocalExecutorTest : public ::testing::TestWithParam<std::string> {
@@ -212,12 +226,16 @@ TEST_P(LocalExecutorTest, ANewExecutorAdoptsARunningAttempt) {
 }
 
 TEST_P(LocalExecutorTest, ASupervisorKilledWithoutAnOutcomeIsLost) {
-  ASSERT_TRUE(executor_->Start("lost", Spec("lost", "sleep 30").dump()).ok());
+  ASSERT_TRUE(executor_->Start("lost", Spec("lost", "sleep 30; echo never").dump()).ok());
   WaitForPhase(*executor_, "lost", "Training");
   json st = json::parse(Slurp(root_ / "attempts/lost/status.json"));
   ASSERT_EQ(::kill(st["supervisor_pid"].get<int>(), SIGKILL), 0);
   auto events = RunToEnd(*executor_, "lost");
   EXPECT_EQ(events.back().phase, Phase::kLost);
+  // Nothing of the attempt is left running.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (const auto& pgid : st.value("instance_pgids", json::array()))
+    EXPECT_EQ(LiveMembers(pgid.get<int>()), 0) << "process group " << pgid << " still runs";
 }
 
 INSTANTIATE_TEST_SUITE_P(Sandboxes, LocalExecutorTest, ::testing::Values("none", "bwrap"));

@@ -173,6 +173,11 @@ std::vector<AttemptEvent> LocalExecutor::Poll() {
         ++it;  // picked up by the next Poll
         continue;
       }
+      // Its instances may have outlived it (children of a job's shell do not get the
+      // supervisor's death signal): end their process groups.
+      if (readable)
+        for (const auto& pgid : st.value("instance_pgids", json::array()))
+          if (pgid.get<int>() > 1) ::kill(-pgid.get<pid_t>(), SIGKILL);
       AttemptEvent e;
       e.attempt_id = id;
       e.phase = Phase::kLost;

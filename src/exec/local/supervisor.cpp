@@ -433,6 +433,10 @@ class Supervisor {
       ++launched_;
     }
     train_start_ = NowMs();
+    // Recorded so that whoever finds this supervisor dead can still end its instances.
+    json pgids = json::array();
+    for (const auto& i : instances_) pgids.push_back(i.pid);
+    status_["instance_pgids"] = pgids;
   }
 
   // Signals every process of each running instance. In the sandbox the group leader is bwrap,
