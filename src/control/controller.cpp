@@ -280,6 +280,7 @@ const TrainingJob* State::FindTrainingJob(const std::string& name) const {
 
 void State::AddTrainingJob(TrainingJob tj) {
   training_job_by_lower[ToLower(tj.name)] = tj.name;
+  if (tj.status == "InProgress" || tj.status == "Stopping") live_training_jobs.emplace(tj.seq, tj.name);
   std::string name = tj.name;
   training_jobs[name] = std::move(tj);
 }

@@ -31,6 +31,8 @@ struct State {
   std::map<std::string, TrainingJob> training_jobs;        // by name
   // Training job names are unique regardless of case (ARNs carry them lower-cased, as AWS's do).
   std::unordered_map<std::string, std::string> training_job_by_lower;
+  // Training jobs that are InProgress or Stopping, by creation order: the only ones a turn visits.
+  std::set<std::pair<uint64_t, std::string>> live_training_jobs;
   std::map<std::string, std::vector<MetricValue>> metric_series;  // by training job name
   std::map<std::string, int64_t> host_in_use;              // instance type -> instances held
   std::map<std::string, int64_t> environment_in_use;       // environment -> instances held

@@ -194,11 +194,9 @@ void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj) {
 void Controller::StartPendingTrainingJobs(Turn& t) {
   // Jobs created through CreateTrainingJob wait for host capacity in creation order, ahead of
   // queued service jobs (they are already InProgress in SageMaker's terms).
-  std::vector<TrainingJob*> waiting;
-  for (auto& [name, tj] : state_.training_jobs)
-    if (!tj.launched && tj.service_job_id.empty() && tj.status == "InProgress") waiting.push_back(&tj);
-  std::sort(waiting.begin(), waiting.end(), [](auto* a, auto* b) { return a->seq < b->seq; });
-  for (TrainingJob* tj : waiting) {
+  for (const auto& [seq, name] : state_.live_training_jobs) {
+    TrainingJob* tj = &state_.training_jobs.at(name);
+    if (tj->launched || !tj->service_job_id.empty() || tj->status != "InProgress") continue;
     const InstanceTypeSpec* spec = config_.FindInstanceType(tj->instance_type);
     int64_t free = (spec ? spec->count : 0) - state_.host_in_use[tj->instance_type];
     if (free >= tj->instance_count) {
@@ -284,8 +282,9 @@ std::string Controller::BuildAttemptSpec(const TrainingJob& tj) const {
 // Executor events.
 
 void Controller::ReadoptAttempts() {
-  for (auto& [name, tj] : state_.training_jobs) {
-    if (!tj.launched || (tj.status != "InProgress" && tj.status != "Stopping")) continue;
+  for (const auto& [seq, name] : state_.live_training_jobs) {
+    TrainingJob& tj = state_.training_jobs.at(name);
+    if (!tj.launched) continue;
     Status st = executor_->Adopt(name);
     if (st.ok()) {
       spdlog::info("re-adopted running attempt {}", name);
@@ -385,6 +384,7 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
     AddTransition(t, tj, "Failed", "Training job failed: " + tj.failure_reason, e.at);
   }
   if (!tj.transitions.empty()) tj.transitions.back().end = e.at;
+  state_.live_training_jobs.erase({tj.seq, tj.name});
   t.training_jobs.insert(tj.name);
   if (js) FinishServiceJobAttempt(t, *js, tj);
 }
@@ -469,8 +469,9 @@ void Controller::EnforceTimeouts(Turn& t) {
 
 void Controller::TailMetrics(Turn& t, bool only_final) {
   (void)only_final;
-  for (auto& [name, tj] : state_.training_jobs) {
-    if (!tj.launched || (tj.status != "InProgress" && tj.status != "Stopping")) continue;
+  for (const auto& [seq, name] : state_.live_training_jobs) {
+    TrainingJob& tj = state_.training_jobs.at(name);
+    if (!tj.launched) continue;
     auto& tail = tails_[name];
     if (!tail) {
       tail = std::make_unique<Tail>();
