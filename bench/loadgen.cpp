@@ -46,6 +46,7 @@ class Conn {
  public:
   explicit Conn(const Args& a) : a_(a), http_(a.endpoint) {
     http_.set_keep_alive(true);
+    http_.set_tcp_nodelay(true);
     host_ = a.endpoint.substr(7);
   }
   json Call(const std::string& op, const json& body) {

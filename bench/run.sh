@@ -26,9 +26,11 @@ ty call batch CreateJobQueue '{"jobQueueName":"idle","jobQueueType":"SAGEMAKER_T
 
 rss() { awk '/VmRSS/ {print $2}' "/proc/$pid/status"; }
 rss_before=$(rss)
-"$gen" submit --endpoint "$url" --key "$key" --secret "$secret" --queue parked --jobs "$jobs" --connections 4 | tee "$out/submit.json"
+jobs_total=$((jobs + jobs / 4))
+"$gen" submit --endpoint "$url" --key "$key" --secret "$secret" --queue parked --jobs "$((jobs / 4))" --connections 4 | tee "$out/submit-4.json"
+"$gen" submit --endpoint "$url" --key "$key" --secret "$secret" --queue parked --jobs "$jobs" --connections 16 | tee "$out/submit-16.json"
 rss_after=$(rss)
-python3 - "$rss_before" "$rss_after" "$jobs" <<'PY' | tee "$out/memory.json"
+python3 - "$rss_before" "$rss_after" "$jobs_total" <<'PY' | tee "$out/memory.json"
 import json, sys
 before, after, jobs = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 print(json.dumps({"mode": "memory", "queued_jobs": jobs, "rss_before_kib": before, "rss_after_kib": after,

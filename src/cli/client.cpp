@@ -34,6 +34,7 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions opts) {
   impl->host_header = hostport;
   impl->http = std::make_unique<httplib::Client>(opts.endpoint);
   impl->http->set_keep_alive(true);
+  impl->http->set_tcp_nodelay(true);
   impl->http->set_read_timeout(120, 0);
   if (opts.region.empty()) {
     const char* r = std::getenv("AWS_REGION");

@@ -94,7 +94,9 @@ StatusOr<std::unique_ptr<Controller>> Controller::Open(const Config& config, con
 
   exec::LocalExecutor::Options eo;
   eo.attempts_root = c->data_dir_ + "/attempts";
-  eo.supervisor_binary = self_exe;
+  // The small supervisor binary beside this one starts faster; the server itself can also do it.
+  fs::path small = fs::path(self_exe).parent_path() / "trainyard-supervisor";
+  eo.supervisor_binary = fs::exists(small) ? small.string() : self_exe;
   eo.notify_socket = c->data_dir_ + "/run/executor.sock";
   Controller* self = c.get();
   eo.wake = [self] {
@@ -226,11 +228,11 @@ void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& 
     for (const auto& n : t.deleted_queues) writes.push_back({store::Kind::kJobQueue, n, ""});
     for (uint64_t seq : t.jobs) {
       const ServiceJobState& js = state_.jobs.at(seq);
-      json doc = {{"job", json::parse(EncodeDoc(js.job))},
-                  {"service_environment", js.service_environment},
-                  {"history", json::array()}};
-      for (auto& [st, at] : js.history) doc["history"].push_back({st, at});
-      writes.push_back({store::Kind::kServiceJob, js.job.id, doc.dump()});
+      json extra = {{"service_environment", js.service_environment}, {"history", json::array()}};
+      for (auto& [st, at] : js.history) extra["history"].push_back({st, at});
+      std::string doc = extra.dump();
+      doc.insert(1, "\"job\":" + EncodeDoc(js.job) + ",");  // {"job":{...},"history":...}
+      writes.push_back({store::Kind::kServiceJob, js.job.id, std::move(doc)});
     }
     for (const auto& n : t.training_jobs)
       writes.push_back({store::Kind::kTrainingJob, n, EncodeDoc(state_.training_jobs.at(n))});

@@ -28,7 +28,7 @@ struct Config {
   std::string sandbox = "auto";        // auto | bwrap | none
   int64_t max_request_bytes = 6 * 1024 * 1024;   // bodies above this are refused (413)
   int64_t max_submit_payload_bytes = 30 * 1024;  // serviceRequestPayload limit
-  int http_threads = 8;
+  int http_threads = 16;
   bool sqlite_synchronous_full = true;
   std::vector<InstanceTypeSpec> instance_types;
 

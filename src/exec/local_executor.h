@@ -15,7 +15,7 @@ class LocalExecutor final : public Executor {
  public:
   struct Options {
     std::string attempts_root;      // <data-dir>/attempts
-    std::string supervisor_binary;  // the trainyard binary (runs `supervise DIR`)
+    std::string supervisor_binary;  // trainyard-supervisor, or the trainyard binary (`supervise DIR`)
     std::string notify_socket;      // unix datagram socket supervisors poke on each phase change
     std::function<void()> wake;     // called (from a listener thread) when a supervisor pokes
     const Clock* clock = nullptr;
@@ -44,6 +44,7 @@ class LocalExecutor final : public Executor {
   Options options_;
   // ---- controller thread only ----
   std::map<std::string, Tracked> tracked_;
+  std::vector<int> children_;  // supervisor pids started by this process, until reaped
   // ---- listener ----
   int socket_fd_ = -1;
   std::atomic<bool> stopping_{false};

@@ -9,7 +9,7 @@
 
 namespace ty::exec::local {
 
-bool WriteFileAtomic(const std::string& path, const std::string& text) {
+bool WriteFileAtomic(const std::string& path, const std::string& text, bool durable) {
   std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return false;
@@ -24,7 +24,7 @@ bool WriteFileAtomic(const std::string& path, const std::string& text) {
     p += n;
     left -= static_cast<size_t>(n);
   }
-  bool ok = ::fsync(fd) == 0;
+  bool ok = !durable || ::fsync(fd) == 0;
   ::close(fd);
   return ok && ::rename(tmp.c_str(), path.c_str()) == 0;
 }

@@ -164,7 +164,8 @@ class Supervisor {
   void Enter(const std::string& phase, const std::string& message) {
     status_["phase"] = phase;
     status_["transitions"].push_back({{"phase", phase}, {"at", NowMs()}, {"message", message}});
-    local::WriteFileAtomic(local::StatusPath(dir_), status_.dump());
+    // Only the outcome must survive a machine crash; earlier phases are progress reports.
+    local::WriteFileAtomic(local::StatusPath(dir_), status_.dump(), phase == "Exited");
     Notify();
   }
 

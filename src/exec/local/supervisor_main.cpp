@@ -1,0 +1,14 @@
+// trainyard-supervisor DIR: the supervisor as a small binary of its own, so that starting an
+// attempt does not load the whole server (`trainyard supervise DIR` does the same thing).
+#include <cstdio>
+#include <string>
+
+#include "exec/supervisor.h"
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: trainyard-supervisor ATTEMPT_DIR\n(started by the trainyard server; see docs/design/attempt-spec.md)\n");
+    return 2;
+  }
+  return ty::exec::RunSupervisor(argv[1]);
+}
