@@ -45,6 +45,14 @@ class AuthTest(ServerTest):
     def assertNothingCreated(self):
         self.assertEqual(self.batch.describe_service_environments()["serviceEnvironments"], [])
 
+    def test_generated_credentials_file_is_private(self):
+        import os
+        import stat
+        path = os.path.join(self.data_dir, "credentials")
+        self.assertEqual(stat.S_IMODE(os.stat(path).st_mode), 0o600)
+        with open(path) as f:
+            self.assertEqual(f.readline().strip(), "[trainyard]")
+
     def test_correctly_signed_request_is_accepted(self):
         status, _, body = self.raw("/v1/createserviceenvironment", ENV_BODY, self.signed_headers(ENV_BODY))
         self.assertEqual(status, 200, body)

@@ -203,6 +203,18 @@ TEST_P(LocalExecutorTest, GangOfTwoStartsTogetherAndSeesEachOther) {
   }
 }
 
+TEST_P(LocalExecutorTest, InTheSandboxInstancesReachEachOtherByName) {
+  if (GetParam() != "bwrap") GTEST_SKIP() << "names resolve only inside the sandbox";
+  std::string cmd = "echo \"name=$(hostname) peer=$(getent hosts algo-2 | cut -d' ' -f1) "
+                    "ml=$(ls /opt/ml/input/config | tr '\\n' ,)\"";
+  ASSERT_TRUE(executor_->Start("names", Spec("names", cmd, 2).dump()).ok());
+  auto events = RunToEnd(*executor_, "names");
+  EXPECT_EQ(events.back().exit_code, 0);
+  std::string log = Slurp(executor_->LogPath("names", 1));
+  EXPECT_NE(log.find("name=algo-1 peer=127.0.1.2 ml=hyperparameters.json,inputdataconfig.json,resourceconfig.json,"),
+            std::string::npos) << log;
+}
+
 TEST_P(LocalExecutorTest, AFailingInstanceStopsTheRestOfTheGang) {
   std::string cmd = "if [ \"$SM_CURRENT_HOST\" = algo-2 ]; then exit 5; fi; sleep 30";
   json spec = Spec("half", cmd, 2);
