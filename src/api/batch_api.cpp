@@ -278,38 +278,34 @@ bool BatchImplements(const std::string& op) {
   return kOps.count(op) > 0;
 }
 
+namespace {
+// The small replies of mutating operations.
+Response Reply(const StatusOr<ServiceEnvironment>& e) {
+  if (!e.ok()) return e.status();
+  return json{{"serviceEnvironmentName", e->name}, {"serviceEnvironmentArn", e->arn}};
+}
+Response Reply(const StatusOr<JobQueue>& q) {
+  if (!q.ok()) return q.status();
+  return json{{"jobQueueName", q->name}, {"jobQueueArn", q->arn}};
+}
+Response Reply(const StatusOr<ServiceJob>& j) {
+  if (!j.ok()) return j.status();
+  return json{{"jobArn", j->arn}, {"jobName", j->name}, {"jobId", j->id}};
+}
+Response Reply(const Status& st) {
+  if (!st.ok()) return st;
+  return json::object();
+}
+}  // namespace
+
 Response HandleBatch(Controller& c, const std::string& op, const json& req) {
-  if (op == "CreateServiceEnvironment") {
-    auto e = c.CreateServiceEnvironment(req);
-    if (!e.ok()) return e.status();
-    return json{{"serviceEnvironmentName", e->name}, {"serviceEnvironmentArn", e->arn}};
-  }
-  if (op == "UpdateServiceEnvironment") {
-    auto e = c.UpdateServiceEnvironment(req);
-    if (!e.ok()) return e.status();
-    return json{{"serviceEnvironmentName", e->name}, {"serviceEnvironmentArn", e->arn}};
-  }
-  if (op == "DeleteServiceEnvironment") {
-    Status st = c.DeleteServiceEnvironment(req);
-    if (!st.ok()) return st;
-    return json::object();
-  }
+  if (op == "CreateServiceEnvironment") return Reply(c.CreateServiceEnvironment(req));
+  if (op == "UpdateServiceEnvironment") return Reply(c.UpdateServiceEnvironment(req));
+  if (op == "DeleteServiceEnvironment") return Reply(c.DeleteServiceEnvironment(req));
   if (op == "DescribeServiceEnvironments") return DescribeEnvironments(c, req);
-  if (op == "CreateJobQueue") {
-    auto q = c.CreateJobQueue(req);
-    if (!q.ok()) return q.status();
-    return json{{"jobQueueName", q->name}, {"jobQueueArn", q->arn}};
-  }
-  if (op == "UpdateJobQueue") {
-    auto q = c.UpdateJobQueue(req);
-    if (!q.ok()) return q.status();
-    return json{{"jobQueueName", q->name}, {"jobQueueArn", q->arn}};
-  }
-  if (op == "DeleteJobQueue") {
-    Status st = c.DeleteJobQueue(req);
-    if (!st.ok()) return st;
-    return json::object();
-  }
+  if (op == "CreateJobQueue") return Reply(c.CreateJobQueue(req));
+  if (op == "UpdateJobQueue") return Reply(c.UpdateJobQueue(req));
+  if (op == "DeleteJobQueue") return Reply(c.DeleteJobQueue(req));
   if (op == "DescribeJobQueues") return DescribeQueues(c, req);
   if (op == "SubmitServiceJob") {
     // Beyond AWS: the payload is checked against CreateTrainingJob's shape now, not at dispatch.
@@ -321,9 +317,7 @@ Response HandleBatch(Controller& c, const std::string& op, const json& req) {
     const ServiceModel::Operation* op_ctj = sm.FindOperation("CreateTrainingJob");
     Status st = sm.ValidateShape(op_ctj->input_shape, payload, "serviceRequestPayload");
     if (!st.ok()) return st;
-    auto j = c.SubmitServiceJob(req);
-    if (!j.ok()) return j.status();
-    return json{{"jobArn", j->arn}, {"jobName", j->name}, {"jobId", j->id}};
+    return Reply(c.SubmitServiceJob(req));
   }
   if (op == "DescribeServiceJob") {
     std::string id = req.value("jobId", "");
@@ -334,16 +328,8 @@ Response HandleBatch(Controller& c, const std::string& op, const json& req) {
     });
   }
   if (op == "ListServiceJobs") return ListServiceJobs(c, req);
-  if (op == "TerminateServiceJob") {
-    Status st = c.TerminateServiceJob(req);
-    if (!st.ok()) return st;
-    return json::object();
-  }
-  if (op == "UpdateServiceJob") {
-    auto j = c.UpdateServiceJob(req);
-    if (!j.ok()) return j.status();
-    return json{{"jobArn", j->arn}, {"jobName", j->name}, {"jobId", j->id}};
-  }
+  if (op == "TerminateServiceJob") return Reply(c.TerminateServiceJob(req));
+  if (op == "UpdateServiceJob") return Reply(c.UpdateServiceJob(req));
   if (op == "GetJobQueueSnapshot") return Snapshot(c, req);
   return Status(Code::kUnknownOperation, "Operation " + op + " is not supported by this server");
 }

@@ -58,6 +58,13 @@ Status CheckCapacityLimits(const json& limits) {
   return Status::Ok();
 }
 
+// REQUIRES: CheckCapacityLimits(limits) passed.
+std::vector<CapacityLimit> ParseCapacityLimits(const json& limits) {
+  std::vector<CapacityLimit> out;
+  for (auto& l : limits) out.push_back({l["capacityUnit"], l["maxCapacity"]});
+  return out;
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------------------------------
@@ -312,7 +319,7 @@ StatusOr<ServiceEnvironment> Controller::CreateServiceEnvironment(const json& re
   e.tags = ReadTags(req);
   json limits = Get<json>(req, "capacityLimits", json::array());
   TY_RETURN_IF_ERROR(CheckCapacityLimits(limits));
-  for (auto& l : limits) e.capacity_limits.push_back({l["capacityUnit"], l["maxCapacity"]});
+  e.capacity_limits = ParseCapacityLimits(limits);
   if (e.type != "SAGEMAKER_TRAINING")
     return InvalidArgument("serviceEnvironmentType must be SAGEMAKER_TRAINING");
   e.arn = Arn("batch", "service-environment/" + e.name);
@@ -342,10 +349,7 @@ StatusOr<ServiceEnvironment> Controller::UpdateServiceEnvironment(const json& re
     if (!found) return NotFound("Service environment " + id + " does not exist");
     ServiceEnvironment& e = state_.environments[found->name];
     if (!new_state.empty()) e.state = new_state;
-    if (limits) {
-      e.capacity_limits.clear();
-      for (auto& l : *limits) e.capacity_limits.push_back({l["capacityUnit"], l["maxCapacity"]});
-    }
+    if (limits) e.capacity_limits = ParseCapacityLimits(*limits);
     t.environments.insert(e.name);
     t.reschedule = true;
     return e;
