@@ -90,8 +90,7 @@ StatusOr<std::string> TrainingJobOf(Client& c, const std::string& id) {
   if (!d.ok()) return d.status();
   if (!d->contains("latestAttempt")) return FailedPrecondition("service job " + id + " has not started an attempt yet");
   std::string arn = (*d)["latestAttempt"]["serviceResourceId"]["value"];
-  auto attempts = (*d)["attempts"];
-  return attempts.empty() ? arn.substr(arn.rfind('/') + 1) : attempts.back().value("serviceResourceId", json::object()).value("value", arn).substr(arn.rfind('/') + 1);
+  return arn.substr(arn.rfind('/') + 1);  // lower-cased like AWS's; names are found regardless of case
 }
 
 }  // namespace

@@ -101,7 +101,7 @@ class Controller {
   void EnforceTimeouts(Turn& t);
   void SchedulePass(Turn& t);
   void StartPendingTrainingJobs(Turn& t);
-  void TailMetrics(Turn& t, bool final_only_for = false);
+  void TailMetrics(Turn& t);
   void LaunchTrainingJob(Turn& t, TrainingJob& tj);
   void FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const TrainingJob& tj);
   void SetJobStatus(Turn& t, ServiceJobState& js, JobStatus status, const std::string& reason);

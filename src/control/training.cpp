@@ -351,7 +351,7 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   }
 
   // Final: the attempt is over.
-  TailMetrics(t, true);
+  TailMetrics(t);  // the last lines of the log count too
   tails_.erase(tj.name);
   ReleaseCapacity(tj);
   t.reschedule = true;
@@ -467,8 +467,7 @@ void Controller::EnforceTimeouts(Turn& t) {
 // ------------------------------------------------------------------------------------------
 // Metrics: MetricDefinitions regexes (RE2: linear time) over each instance's log.
 
-void Controller::TailMetrics(Turn& t, bool only_final) {
-  (void)only_final;
+void Controller::TailMetrics(Turn& t) {
   for (const auto& [seq, name] : state_.live_training_jobs) {
     TrainingJob& tj = state_.training_jobs.at(name);
     if (!tj.launched) continue;
