@@ -50,6 +50,14 @@ json EncodeQueue(const State& s, const JobQueue& q) {
   return j;
 }
 
+json EncodePolicy(const SchedulingPolicy& p) {
+  json j = {{"name", p.name}, {"arn", p.arn}};
+  if (!p.fairshare_policy_json.empty()) j["fairsharePolicy"] = json::parse(p.fairshare_policy_json);
+  if (!p.quotashare_policy_json.empty()) j["quotaSharePolicy"] = json::parse(p.quotashare_policy_json);
+  if (!p.tags.empty()) j["tags"] = EncodeTags(p.tags);
+  return j;
+}
+
 json EncodeResourceId(const std::string& arn) { return {{"name", "TrainingJobArn"}, {"value", arn}}; }
 
 json CapacityUsage(const ServiceJob& j) {
@@ -117,6 +125,29 @@ std::string Paginate(It begin, It end, Key key, const std::string& token, size_t
     ++n;
   }
   return "";
+}
+
+Response DescribePolicies(Controller& c, const json& req) {
+  std::vector<std::string> arns = req.value("arns", std::vector<std::string>{});
+  return c.Read([&](const State& s) -> Response {
+    json list = json::array();
+    for (const auto& a : arns)
+      if (const SchedulingPolicy* p = Controller::FindPolicy(s, a)) list.push_back(EncodePolicy(*p));
+    return json{{"schedulingPolicies", list}};
+  });
+}
+
+Response ListPolicies(Controller& c, const json& req) {
+  size_t max = req.value("maxResults", 100);
+  std::string token = req.value("nextToken", "");
+  return c.Read([&](const State& s) -> Response {
+    json list = json::array();
+    std::string next = Paginate(s.policies.begin(), s.policies.end(), [](auto& p) { return p.first; }, token, max,
+                                [&](auto& p) { list.push_back({{"arn", p.second.arn}}); });
+    json out = {{"schedulingPolicies", list}};
+    if (!next.empty()) out["nextToken"] = next;
+    return out;
+  });
 }
 
 Response DescribeEnvironments(Controller& c, const json& req) {
@@ -274,7 +305,8 @@ bool BatchImplements(const std::string& op) {
       "CreateServiceEnvironment", "DescribeServiceEnvironments", "UpdateServiceEnvironment",
       "DeleteServiceEnvironment", "CreateJobQueue", "DescribeJobQueues", "UpdateJobQueue", "DeleteJobQueue",
       "SubmitServiceJob", "DescribeServiceJob", "ListServiceJobs", "TerminateServiceJob", "UpdateServiceJob",
-      "GetJobQueueSnapshot"};
+      "GetJobQueueSnapshot", "CreateSchedulingPolicy", "UpdateSchedulingPolicy", "DeleteSchedulingPolicy",
+      "DescribeSchedulingPolicies", "ListSchedulingPolicies"};
   return kOps.count(op) > 0;
 }
 
@@ -287,6 +319,10 @@ Response Reply(const StatusOr<ServiceEnvironment>& e) {
 Response Reply(const StatusOr<JobQueue>& q) {
   if (!q.ok()) return q.status();
   return json{{"jobQueueName", q->name}, {"jobQueueArn", q->arn}};
+}
+Response Reply(const StatusOr<SchedulingPolicy>& p) {
+  if (!p.ok()) return p.status();
+  return json{{"name", p->name}, {"arn", p->arn}};
 }
 Response Reply(const StatusOr<ServiceJob>& j) {
   if (!j.ok()) return j.status();
@@ -307,6 +343,15 @@ Response HandleBatch(Controller& c, const std::string& op, const json& req) {
   if (op == "UpdateJobQueue") return Reply(c.UpdateJobQueue(req));
   if (op == "DeleteJobQueue") return Reply(c.DeleteJobQueue(req));
   if (op == "DescribeJobQueues") return DescribeQueues(c, req);
+  if (op == "CreateSchedulingPolicy") return Reply(c.CreateSchedulingPolicy(req));
+  if (op == "UpdateSchedulingPolicy") {
+    auto p = c.UpdateSchedulingPolicy(req);
+    if (!p.ok()) return p.status();
+    return json::object();
+  }
+  if (op == "DeleteSchedulingPolicy") return Reply(c.DeleteSchedulingPolicy(req));
+  if (op == "DescribeSchedulingPolicies") return DescribePolicies(c, req);
+  if (op == "ListSchedulingPolicies") return ListPolicies(c, req);
   if (op == "SubmitServiceJob") {
     // Beyond AWS: the payload is checked against CreateTrainingJob's shape now, not at dispatch.
     std::string payload_text = req.value("serviceRequestPayload", "");

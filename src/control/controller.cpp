@@ -135,6 +135,10 @@ void Controller::LoadState() {
     JobQueue q;
     if (DecodeDoc(doc, &q)) s.queues[q.name] = q;
   }));
+  must(store_->LoadAll(store::Kind::kSchedulingPolicy, [&](const std::string&, const std::string& doc) {
+    SchedulingPolicy p;
+    if (DecodeDoc(doc, &p)) s.policies[p.name] = p;
+  }));
   must(store_->LoadAll(store::Kind::kServiceJob, [&](const std::string&, const std::string& doc) {
     auto j = json::parse(doc, nullptr, false);
     ServiceJobState js;
@@ -233,6 +237,10 @@ void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& 
       if (auto it = state_.queues.find(n); it != state_.queues.end())
         writes.push_back({store::Kind::kJobQueue, n, EncodeDoc(it->second)});
     for (const auto& n : t.deleted_queues) writes.push_back({store::Kind::kJobQueue, n, ""});
+    for (const auto& n : t.policies)
+      if (auto it = state_.policies.find(n); it != state_.policies.end())
+        writes.push_back({store::Kind::kSchedulingPolicy, n, EncodeDoc(it->second)});
+    for (const auto& n : t.deleted_policies) writes.push_back({store::Kind::kSchedulingPolicy, n, ""});
     for (uint64_t seq : t.jobs) {
       const ServiceJobState& js = state_.jobs.at(seq);
       json extra = {{"service_environment", js.service_environment}, {"history", json::array()}};

@@ -58,6 +58,12 @@ class Controller {
   StatusOr<JobQueue> UpdateJobQueue(const nlohmann::json& req);
   Status DeleteJobQueue(const nlohmann::json& req);
 
+  // ---- Batch: scheduling policies ----
+  StatusOr<SchedulingPolicy> CreateSchedulingPolicy(const nlohmann::json& req);
+  StatusOr<SchedulingPolicy> UpdateSchedulingPolicy(const nlohmann::json& req);
+  Status DeleteSchedulingPolicy(const nlohmann::json& req);
+  static const SchedulingPolicy* FindPolicy(const State& s, const std::string& arn);
+
   // ---- Batch: service jobs ----
   StatusOr<ServiceJob> SubmitServiceJob(const nlohmann::json& req);
   Status TerminateServiceJob(const nlohmann::json& req);

@@ -23,6 +23,7 @@ struct ServiceJobState {
 struct State {
   std::map<std::string, ServiceEnvironment> environments;  // by name
   std::map<std::string, JobQueue> queues;                  // by name
+  std::map<std::string, SchedulingPolicy> policies;        // by name
   std::map<uint64_t, ServiceJobState> jobs;                // by submit sequence
   std::unordered_map<std::string, uint64_t> job_seq_by_id;
   std::unordered_map<std::string, uint64_t> job_seq_by_token;  // clientToken -> job

@@ -27,6 +27,7 @@ class Controller::Turn {
   // Dirty entities, persisted (from State) at the end of the turn.
   std::set<std::string> environments, deleted_environments;
   std::set<std::string> queues, deleted_queues;
+  std::set<std::string> policies, deleted_policies;
   std::set<uint64_t> jobs;
   std::set<std::string> training_jobs;
   std::set<std::string> metric_series;

@@ -29,6 +29,8 @@ NLOHMANN_JSON_SERIALIZE_ENUM(JobStatus, {{JobStatus::kSubmitted, "SUBMITTED"},
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CapacityLimit, capacity_unit, max_capacity)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ServiceEnvironment, name, arn, type, state, status,
                                                 capacity_limits, tags, seq)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SchedulingPolicy, name, arn, fairshare_policy_json,
+                                                quotashare_policy_json, tags, seq)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ServiceEnvironmentOrder, order, service_environment)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobQueue, name, arn, state, status, status_reason,
                                                 priority, job_queue_type, scheduling_policy_arn,
@@ -70,6 +72,8 @@ bool Decode(const std::string& doc, T* v) {
 }  // namespace
 
 std::string EncodeDoc(const ServiceEnvironment& v) { return Encode(v); }
+std::string EncodeDoc(const SchedulingPolicy& v) { return Encode(v); }
+bool DecodeDoc(const std::string& doc, SchedulingPolicy* v) { return Decode(doc, v); }
 std::string EncodeDoc(const JobQueue& v) { return Encode(v); }
 std::string EncodeDoc(const ServiceJob& v) { return Encode(v); }
 std::string EncodeDoc(const TrainingJob& v) { return Encode(v); }

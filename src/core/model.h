@@ -32,6 +32,17 @@ struct ServiceEnvironment {
   uint64_t seq = 0;  // creation order; tie-breaker
 };
 
+// A scheduling policy: exactly one of a fair-share or a quota-share policy, kept as given
+// (validated) in its wire form.
+struct SchedulingPolicy {
+  std::string name;
+  std::string arn;
+  std::string fairshare_policy_json;   // "" when absent
+  std::string quotashare_policy_json;  // "" when absent
+  Tags tags;
+  uint64_t seq = 0;
+};
+
 struct ServiceEnvironmentOrder {
   int order = 0;
   std::string service_environment;  // name (resolved from name or ARN at create time)
@@ -139,6 +150,8 @@ struct TrainingJob {
 
 // Durable encodings (JSON documents). Decode errors return false.
 std::string EncodeDoc(const ServiceEnvironment& v);
+std::string EncodeDoc(const SchedulingPolicy& v);
+bool DecodeDoc(const std::string& doc, SchedulingPolicy* v);
 std::string EncodeDoc(const JobQueue& v);
 std::string EncodeDoc(const ServiceJob& v);
 std::string EncodeDoc(const TrainingJob& v);

@@ -7,8 +7,9 @@
 namespace ty::store {
 namespace {
 
-constexpr std::array<const char*, 6> kTables = {"service_environments", "job_queues", "service_jobs",
-                                                "training_jobs", "metric_series", "meta"};
+constexpr std::array<const char*, 7> kTables = {"service_environments", "job_queues", "service_jobs",
+                                                "training_jobs",        "metric_series", "meta",
+                                                "scheduling_policies"};
 
 // Versioned migrations: entry i takes the schema from version i to i+1. Never edit a shipped
 // entry; append a new one.
@@ -20,6 +21,8 @@ const std::vector<const char*>& Migrations() {
       "CREATE TABLE training_jobs (key TEXT PRIMARY KEY, doc TEXT NOT NULL);"
       "CREATE TABLE metric_series (key TEXT PRIMARY KEY, doc TEXT NOT NULL);"
       "CREATE TABLE meta (key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
+      // 2: scheduling policies.
+      "CREATE TABLE scheduling_policies (key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
   };
   return m;
 }

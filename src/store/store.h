@@ -14,7 +14,7 @@
 
 namespace ty::store {
 
-enum class Kind { kServiceEnvironment, kJobQueue, kServiceJob, kTrainingJob, kMetricSeries, kMeta };
+enum class Kind { kServiceEnvironment, kJobQueue, kServiceJob, kTrainingJob, kMetricSeries, kMeta, kSchedulingPolicy };
 
 struct Write {
   Kind kind;
