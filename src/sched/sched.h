@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,15 +25,33 @@ struct Job {
   int64_t instance_count = 1;
 };
 
+// One share of a fair-share queue: its jobs in dispatch order (schedulingPriority descending,
+// then submit order), its weight, and its usage.
+struct Share {
+  std::string identifier;
+  double weight_factor = 1.0;  // lower gets more
+  double decayed_usage = 0;    // instance-seconds, decayed (see DecayedUsage)
+  int64_t held = 0;            // instances its jobs hold now
+  std::vector<Job> runnable;   // a prefix, in dispatch order
+};
+
+struct FairShare {
+  int compute_reservation = 0;  // percent; (r/100)^activeShares of capacity is held back
+  std::vector<Share> shares;
+};
+
 struct Queue {
   std::string name;
   int priority = 0;
   uint64_t seq = 0;               // creation order, tie-breaker between equal priorities
   bool enabled = true;
   std::vector<int> environments;  // indices into Snapshot::environments, in serviceEnvironmentOrder
-  // A prefix of the queue's RUNNABLE jobs in submit order. Jobs past the prefix wait behind it.
+  // FIFO queues: a prefix of the queue's RUNNABLE jobs in submit order. Jobs past the prefix
+  // wait behind it.
   std::vector<Job> runnable;
   bool truncated = false;         // true when more runnable jobs exist past `runnable`
+  // Fair-share queues: set instead of `runnable`.
+  std::optional<FairShare> fair_share;
 };
 
 // Free instances on this host per instance type (the instance catalogue minus what runs).
@@ -72,7 +91,17 @@ struct Decisions {
   std::vector<Wait> waits;
 };
 
-Decisions ScheduleFifo(const Snapshot& snapshot);
+// One scheduling pass over every queue (FIFO or fair share).
+Decisions Schedule(const Snapshot& snapshot);
+inline Decisions ScheduleFifo(const Snapshot& snapshot) { return Schedule(snapshot); }
+
+// Fair-share usage after `dt_ms` more milliseconds during which the share held `held`
+// instances: the exponentially decayed integral of held capacity, time constant
+// `decay_seconds` (0 means 600 s). Pure; callers keep the value between passes.
+double DecayedUsage(double usage, int64_t held, int64_t dt_ms, int64_t decay_seconds);
+
+// The order key of a share: lower goes first.
+inline double ShareKey(const Share& s) { return (s.decayed_usage + static_cast<double>(s.held)) * s.weight_factor; }
 
 // The AWS reason string for a job that can never fit.
 inline constexpr const char* kMaxResourceReason =

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "sched/sched.h"
 
 namespace ty::sched {
@@ -116,6 +118,94 @@ TEST(Fifo, SameInputSameDecisions) {
   auto b = ScheduleFifo(s);
   EXPECT_EQ(Started(a), Started(b));
   EXPECT_EQ(a.waits.size(), b.waits.size());
+}
+
+}  // namespace
+}  // namespace ty::sched
+
+namespace ty::sched {
+namespace {
+
+Snapshot FairShareQueue(int64_t capacity, std::vector<Share> shares, int reservation = 0) {
+  Snapshot s;
+  s.environments.push_back({"env", true, capacity, 0});
+  s.host.push_back({"ml.m5.large", 1000, 1000});
+  Queue q;
+  q.name = "fs";
+  q.environments = {0};
+  q.fair_share = FairShare{reservation, std::move(shares)};
+  s.queues.push_back(q);
+  return s;
+}
+
+std::vector<Job> Jobs(uint64_t first_seq, int n) {
+  std::vector<Job> out;
+  for (int i = 0; i < n; ++i) out.push_back({first_seq + static_cast<uint64_t>(i), "ml.m5.large", 1});
+  return out;
+}
+
+TEST(FairShare, WithEqualUsageTheLowerWeightFactorGoesFirst) {
+  // The tutorial: LOWPRI (weight 5) submitted before MIDPRI (weight 3); MIDPRI runs first.
+  auto d = Schedule(FairShareQueue(1, {{"LOWPRI", 5, 0, 0, Jobs(1, 1)}, {"MIDPRI", 3, 0, 0, Jobs(2, 1)}}));
+  ASSERT_EQ(d.starts.size(), 1u);
+  EXPECT_EQ(d.starts[0].job_seq, 2u);
+  ASSERT_EQ(d.waits.size(), 1u);
+  EXPECT_EQ(d.waits[0].job_seq, 1u);
+}
+
+TEST(FairShare, LowerWeightedUsageGoesFirst) {
+  // shares: a = 1000 x 1 = 1000, b = 0 x 3 = 0
+  auto d = Schedule(FairShareQueue(1, {{"a", 1, 1000, 0, Jobs(1, 1)}, {"b", 3, 0, 0, Jobs(2, 1)}}));
+  EXPECT_EQ(Started(d), (std::vector<uint64_t>{2}));
+}
+
+TEST(FairShare, CapacityIsSplitByWeightWithinOnePass) {
+  // keys after each start: a0 b0 -> a; a1 b0 -> b; a1 b3 -> a; a2 b3 -> a  => a gets 3, b gets 1.
+  auto d = Schedule(FairShareQueue(4, {{"a", 1, 0, 0, Jobs(1, 4)}, {"b", 3, 0, 0, Jobs(10, 4)}}));
+  EXPECT_EQ(Started(d), (std::vector<uint64_t>{1, 10, 2, 3}));
+}
+
+TEST(FairShare, ComputeReservationHoldsCapacityBackForNewShares) {
+  // 50% reservation, one active share: 4 x 0.5^1 = 2 instances held back.
+  auto d = Schedule(FairShareQueue(4, {{"a", 1, 0, 0, Jobs(1, 4)}}, 50));
+  EXPECT_EQ(d.starts.size(), 2u);
+  // Two active shares: 4 x 0.5^2 = 1 held back.
+  d = Schedule(FairShareQueue(4, {{"a", 1, 0, 0, Jobs(1, 4)}, {"b", 1, 0, 0, Jobs(10, 4)}}, 50));
+  EXPECT_EQ(d.starts.size(), 3u);
+}
+
+TEST(FairShare, DecayedUsageConvergesToHeldTimesTheTimeConstant) {
+  double u = 0;
+  for (int i = 0; i < 100; ++i) u = DecayedUsage(u, 2, 60'000, 600);
+  EXPECT_NEAR(u, 2 * 600.0, 1.0);
+  // Idle for ln(2) time constants halves it; 0 means the default of 600 s.
+  EXPECT_NEAR(DecayedUsage(1000, 0, static_cast<int64_t>(600'000 * std::log(2.0)), 0), 500.0, 0.5);
+}
+
+TEST(FairShare, TwoSaturatingSharesConvergeToTheirWeights) {
+  // Weights 1 and 3: over a long run, share a receives 3x the capacity of share b (within 5%).
+  double usage_a = 0, usage_b = 0;
+  int64_t got_a = 0, got_b = 0;
+  uint64_t seq = 1;
+  for (int step = 0; step < 2000; ++step) {
+    // Every job runs one 10 s step; both shares always have more work than capacity.
+    auto d = Schedule(FairShareQueue(16, {{"a", 1, usage_a, 0, Jobs(seq, 16)}, {"b", 3, usage_b, 0, Jobs(seq + 100, 16)}}));
+    int64_t a = 0, b = 0;
+    for (const auto& s : d.starts) (s.job_seq < seq + 100 ? a : b) += 1;
+    seq += 1000;
+    ASSERT_EQ(a + b, 16) << "work conservation";
+    usage_a = DecayedUsage(usage_a, a, 10'000, 600);
+    usage_b = DecayedUsage(usage_b, b, 10'000, 600);
+    if (step >= 500) got_a += a, got_b += b;
+  }
+  EXPECT_NEAR(static_cast<double>(got_a) / static_cast<double>(got_b), 3.0, 0.15);
+}
+
+TEST(FairShare, AShareThatWasIdleIsServedFirstWhenItReturns) {
+  double busy = 0;
+  for (int i = 0; i < 30; ++i) busy = DecayedUsage(busy, 4, 60'000, 600);
+  auto d = Schedule(FairShareQueue(1, {{"busy", 1, busy, 0, Jobs(1, 1)}, {"back", 1, 0, 0, Jobs(2, 1)}}));
+  EXPECT_EQ(Started(d), (std::vector<uint64_t>{2}));
 }
 
 }  // namespace
