@@ -274,7 +274,17 @@ Response Snapshot(Controller& c, const json& req) {
     const JobQueue* q = Controller::FindQueue(s, queue_ref);
     if (!q) return InvalidArgument("jobQueue: job queue " + queue_ref + " does not exist");
     json front = json::array();
+    // Dispatch order from the last scheduling pass; jobs admitted since then follow in submit order.
+    std::vector<uint64_t> order;
+    std::set<uint64_t> listed;
+    if (auto it = s.front_of_queue.find(q->name); it != s.front_of_queue.end())
+      for (uint64_t seq : it->second)
+        if (s.jobs.at(seq).job.status == JobStatus::kRunnable && listed.insert(seq).second) order.push_back(seq);
     for (uint64_t seq : s.JobsIn(q->name, JobStatus::kRunnable)) {
+      if (order.size() >= 100) break;
+      if (listed.insert(seq).second) order.push_back(seq);
+    }
+    for (uint64_t seq : order) {
       if (front.size() == 100) break;
       const ServiceJobState& js = s.jobs.at(seq);
       EpochMs since = js.job.created_at;

@@ -150,6 +150,8 @@ void Controller::LoadState() {
     if (!js.job.client_token.empty()) s.job_seq_by_token[js.job.client_token] = seq;
     s.by_queue_status[js.job.queue][js.job.status].insert(seq);
     if (IsActive(js.job.status)) s.environment_in_use[js.service_environment] += js.job.instance_count;
+    if (!IsTerminal(js.job.status) && !js.job.share_identifier.empty())
+      ++s.unfinished_by_share[js.job.queue][js.job.share_identifier];
     s.next_seq = std::max(s.next_seq, seq + 1);
     s.jobs.emplace(seq, std::move(js));
   }));
@@ -224,6 +226,9 @@ void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& 
       last_tick_ = t.now;
       EnforceTimeouts(t);
       TailMetrics(t);
+      // Fair-share order moves as usage decays: look again while such queues have work waiting.
+      for (const auto& [name, q] : state_.queues)
+        if (!q.scheduling_policy_arn.empty() && !state_.JobsIn(name, JobStatus::kRunnable).empty()) t.reschedule = true;
     }
     StartPendingTrainingJobs(t);
     SchedulePass(t);
@@ -435,8 +440,6 @@ StatusOr<JobQueue> Controller::CreateJobQueue(const json& req) {
     return InvalidArgument("jobQueueType must be SAGEMAKER_TRAINING: this server runs service jobs only");
   if (req.contains("computeEnvironmentOrder") && !req["computeEnvironmentOrder"].empty())
     return InvalidArgument("computeEnvironmentOrder is not supported for SAGEMAKER_TRAINING job queues; use serviceEnvironmentOrder");
-  if (!q.scheduling_policy_arn.empty())
-    return InvalidArgument("schedulingPolicyArn: scheduling policies are not supported by this server yet; omit it for a FIFO queue");
   TY_RETURN_IF_ERROR(CheckTimeLimitActions(actions));
   q.job_state_time_limit_actions_json = actions.dump();
   q.arn = Arn("batch", "job-queue/" + q.name);
@@ -447,6 +450,13 @@ StatusOr<JobQueue> Controller::CreateJobQueue(const json& req) {
     auto resolved = ResolveOrder(state_, order);
     if (!resolved.ok()) return resolved.status();
     q.service_environment_order = *resolved;
+    if (!q.scheduling_policy_arn.empty()) {
+      const SchedulingPolicy* p = FindPolicy(state_, q.scheduling_policy_arn);
+      if (!p) return InvalidArgument("schedulingPolicyArn: scheduling policy " + q.scheduling_policy_arn + " does not exist");
+      if (p->fairshare_policy_json.empty())
+        return InvalidArgument("schedulingPolicyArn: quota-share scheduling is not available on this server yet; use a fair-share policy");
+      q.scheduling_policy_arn = p->arn;
+    }
     q.seq = state_.next_seq++;
     state_.queues[q.name] = q;
     t.queues.insert(q.name);
@@ -457,8 +467,6 @@ StatusOr<JobQueue> Controller::CreateJobQueue(const json& req) {
 
 StatusOr<JobQueue> Controller::UpdateJobQueue(const json& req) {
   std::string id = Get<std::string>(req, "jobQueue", "");
-  if (req.contains("schedulingPolicyArn") && !req["schedulingPolicyArn"].is_null())
-    return InvalidArgument("schedulingPolicyArn: a job queue created without a scheduling policy can't have one added");
   if (req.contains("computeEnvironmentOrder") && !req["computeEnvironmentOrder"].empty())
     return InvalidArgument("computeEnvironmentOrder is not supported for SAGEMAKER_TRAINING job queues");
   std::optional<json> actions;
@@ -472,6 +480,16 @@ StatusOr<JobQueue> Controller::UpdateJobQueue(const json& req) {
     JobQueue updated = *found;
     if (req.contains("state") && !req["state"].is_null()) updated.state = req["state"];
     if (req.contains("priority") && !req["priority"].is_null()) updated.priority = req["priority"];
+    if (req.contains("schedulingPolicyArn") && !req["schedulingPolicyArn"].is_null()) {
+      std::string arn = req["schedulingPolicyArn"];
+      if (updated.scheduling_policy_arn.empty())
+        return InvalidArgument("schedulingPolicyArn: a job queue created without a scheduling policy can't have one added");
+      const SchedulingPolicy* p = FindPolicy(state_, arn);
+      if (!p) return InvalidArgument("schedulingPolicyArn: scheduling policy " + arn + " does not exist");
+      if (p->fairshare_policy_json.empty())
+        return InvalidArgument("schedulingPolicyArn: the policy type of a queue can't be switched");
+      updated.scheduling_policy_arn = p->arn;
+    }
     if (req.contains("serviceEnvironmentOrder") && !req["serviceEnvironmentOrder"].is_null()) {
       auto resolved = ResolveOrder(state_, req["serviceEnvironmentOrder"]);
       if (!resolved.ok()) return resolved.status();

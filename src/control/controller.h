@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "control/state.h"
+#include "sched/sched.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/status.h"
@@ -106,6 +107,7 @@ class Controller {
   void ApplyEvent(Turn& t, const exec::AttemptEvent& e);
   void EnforceTimeouts(Turn& t);
   void SchedulePass(Turn& t);
+  sched::FairShare FairShareOf(Turn& t, const JobQueue& q, size_t prefix);
   void StartPendingTrainingJobs(Turn& t);
   void TailMetrics(Turn& t);
   void LaunchTrainingJob(Turn& t, TrainingJob& tj);

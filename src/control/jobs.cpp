@@ -14,6 +14,7 @@ using nlohmann::json;
 
 void Controller::SetJobStatus(Turn& t, ServiceJobState& js, JobStatus status, const std::string& reason) {
   ServiceJob& job = js.job;
+  const bool was_terminal = IsTerminal(job.status);
   if (job.status != status) {
     state_.by_queue_status[job.queue][job.status].erase(job.seq);
     state_.by_queue_status[job.queue][status].insert(job.seq);
@@ -26,7 +27,13 @@ void Controller::SetJobStatus(Turn& t, ServiceJobState& js, JobStatus status, co
   }
   job.status_reason = reason;
   if (status == JobStatus::kScheduled && job.scheduled_at == 0) job.scheduled_at = t.now;
-  if (IsTerminal(status)) job.stopped_at = t.now;
+  if (IsTerminal(status)) {
+    job.stopped_at = t.now;
+    if (!was_terminal && !job.share_identifier.empty()) {
+      auto& shares = state_.unfinished_by_share[job.queue];
+      if (--shares[job.share_identifier] <= 0) shares.erase(job.share_identifier);
+    }
+  }
   if (status != JobStatus::kRunnable) js.wait_reason.clear();
   t.jobs.insert(job.seq);
 }
@@ -98,6 +105,16 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const json& req) {
     if (!job.share_identifier.empty() && q->scheduling_policy_arn.empty())
       return InvalidArgument("shareIdentifier: job queue " + q->name +
                              " has no fair-share scheduling policy, so shareIdentifier is not allowed");
+    if (job.share_identifier.empty() && !q->scheduling_policy_arn.empty())
+      return InvalidArgument("shareIdentifier is required: job queue " + q->name + " has a fair-share scheduling policy");
+    if (!job.share_identifier.empty()) {
+      if (job.share_identifier.size() > 255 || job.share_identifier.find('*') != std::string::npos)
+        return InvalidArgument("shareIdentifier must be at most 255 characters and hold no '*'");
+      // At most 500 active shares per queue (a share is active while it has unfinished jobs).
+      const auto& active = state_.unfinished_by_share[q->name];
+      if (!active.count(job.share_identifier) && active.size() >= 500)
+        return LimitExceeded("shareIdentifier: job queue " + q->name + " already has 500 active shares");
+    }
     if (!job.quota_share_name.empty())
       return InvalidArgument("quotaShareName: job queue " + q->name +
                              " has no quota-share scheduling policy, so quotaShareName is not allowed");
@@ -113,6 +130,7 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const json& req) {
     state_.job_seq_by_id[job.id] = job.seq;
     if (!job.client_token.empty()) state_.job_seq_by_token[job.client_token] = job.seq;
     state_.by_queue_status[job.queue][JobStatus::kSubmitted].insert(job.seq);
+    if (!job.share_identifier.empty()) ++state_.unfinished_by_share[job.queue][job.share_identifier];
     state_.jobs.emplace(job.seq, std::move(js));
     t.jobs.insert(job.seq);
     t.submitted_now.insert(job.seq);
@@ -182,6 +200,76 @@ void Controller::AdmitSubmitted(Turn& t) {
   }
 }
 
+namespace {
+// The weight of a share: its exact entry, else the longest matching '*' prefix, else 1.
+double WeightFor(const json& distribution, const std::string& share) {
+  double weight = 1.0;
+  size_t best = 0;
+  for (const auto& e : distribution) {
+    std::string id = e.value("shareIdentifier", "");
+    double w = e.value("weightFactor", 1.0);
+    if (id == share) return w;
+    if (EndsWith(id, "*") && StartsWith(share, id.substr(0, id.size() - 1)) && id.size() > best) {
+      best = id.size();
+      weight = w;
+    }
+  }
+  return weight;
+}
+}  // namespace
+
+sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t prefix) {
+  const SchedulingPolicy* p = FindPolicy(state_, q.scheduling_policy_arn);
+  json fs = p && !p->fairshare_policy_json.empty() ? json::parse(p->fairshare_policy_json) : json::object();
+  int64_t decay = fs.value("shareDecaySeconds", int64_t{0});
+  json distribution = fs.value("shareDistribution", json::array());
+  sched::FairShare out;
+  out.compute_reservation = fs.value("computeReservation", 0);
+
+  std::map<std::string, int64_t> held;
+  for (JobStatus st : {JobStatus::kScheduled, JobStatus::kStarting, JobStatus::kRunning})
+    for (uint64_t seq : state_.JobsIn(q.name, st)) {
+      const ServiceJob& j = state_.jobs.at(seq).job;
+      held[j.share_identifier] += j.instance_count;
+    }
+  // Runnable jobs per share, in dispatch order: schedulingPriority descending, then submit order.
+  std::map<std::string, std::vector<const ServiceJob*>> runnable;
+  for (uint64_t seq : state_.JobsIn(q.name, JobStatus::kRunnable)) {
+    const ServiceJob& j = state_.jobs.at(seq).job;
+    runnable[j.share_identifier].push_back(&j);
+  }
+  auto& usage = state_.share_usage[q.name];
+  for (const auto& [share, h] : held) usage[share];
+  for (const auto& [share, jobs] : runnable) usage[share];
+  for (auto it = usage.begin(); it != usage.end();) {
+    auto& u = it->second;
+    int64_t h = held.count(it->first) ? held[it->first] : 0;
+    if (u.at) u.usage = sched::DecayedUsage(u.usage, h, t.now - u.at, decay);
+    u.at = t.now;
+    // Forget shares whose usage has decayed away and that have nothing to do.
+    bool idle = h == 0 && !runnable.count(it->first);
+    it = idle && u.usage < 1e-3 ? usage.erase(it) : std::next(it);
+  }
+  for (auto& [share, jobs] : runnable) {
+    std::sort(jobs.begin(), jobs.end(), [](const ServiceJob* a, const ServiceJob* b) {
+      if (a->scheduling_priority != b->scheduling_priority) return a->scheduling_priority > b->scheduling_priority;
+      return a->seq < b->seq;
+    });
+    sched::Share sh;
+    sh.identifier = share;
+    sh.weight_factor = WeightFor(distribution, share);
+    sh.decayed_usage = usage[share].usage;
+    sh.held = held.count(share) ? held[share] : 0;
+    for (size_t i = 0; i < jobs.size() && i < prefix; ++i)
+      sh.runnable.push_back({jobs[i]->seq, jobs[i]->instance_type, jobs[i]->instance_count});
+    out.shares.push_back(std::move(sh));
+  }
+  // Shares that hold capacity but wait for nothing still count as active (compute reservation).
+  for (const auto& [share, h] : held)
+    if (!runnable.count(share)) out.shares.push_back({share, WeightFor(distribution, share), usage[share].usage, h, {}});
+  return out;
+}
+
 void Controller::SchedulePass(Turn& t) {
   if (!t.reschedule && state_.last_pass_at != 0) return;
   state_.last_pass_at = t.now;
@@ -212,23 +300,29 @@ void Controller::SchedulePass(Turn& t) {
     sq.enabled = q.state == "ENABLED";
     for (const auto& o : q.service_environment_order)
       if (auto it = env_index.find(o.service_environment); it != env_index.end()) sq.environments.push_back(it->second);
-    const auto& runnable = state_.JobsIn(name, JobStatus::kRunnable);
-    for (uint64_t seq : runnable) {
-      if (sq.runnable.size() >= prefix) {
-        sq.truncated = true;
-        break;
+    if (!q.scheduling_policy_arn.empty()) {
+      sq.fair_share = FairShareOf(t, q, prefix);
+    } else {
+      for (uint64_t seq : state_.JobsIn(name, JobStatus::kRunnable)) {
+        if (sq.runnable.size() >= prefix) {
+          sq.truncated = true;
+          break;
+        }
+        const ServiceJob& j = state_.jobs.at(seq).job;
+        sq.runnable.push_back({seq, j.instance_type, j.instance_count});
       }
-      const ServiceJob& j = state_.jobs.at(seq).job;
-      sq.runnable.push_back({seq, j.instance_type, j.instance_count});
     }
     snap.queues.push_back(std::move(sq));
   }
 
-  sched::Decisions d = sched::ScheduleFifo(snap);
+  sched::Decisions d = sched::Schedule(snap);
 
+  state_.front_of_queue.clear();
   for (const auto& w : d.waits) {
     ServiceJobState& js = state_.jobs.at(w.job_seq);
     js.wait_reason = w.reason;
+    auto& front = state_.front_of_queue[js.job.queue];
+    if (front.size() < 100) front.push_back(w.job_seq);
     if (w.kind == sched::WaitKind::kMisconfiguration && js.job.status_reason != w.reason) {
       js.job.status_reason = w.reason;
       t.jobs.insert(w.job_seq);

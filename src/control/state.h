@@ -37,6 +37,17 @@ struct State {
   std::map<std::string, std::vector<MetricValue>> metric_series;  // by training job name
   std::map<std::string, int64_t> host_in_use;              // instance type -> instances held
   std::map<std::string, int64_t> environment_in_use;       // environment -> instances held
+  // Fair-share usage per queue and share: decayed instance-seconds as of `at`. Rebuilt from zero
+  // after a restart (see docs/design/decisions.md).
+  struct ShareUsage {
+    double usage = 0;
+    EpochMs at = 0;
+  };
+  std::map<std::string, std::map<std::string, ShareUsage>> share_usage;
+  // The first RUNNABLE jobs of each queue in dispatch order, from the last scheduling pass.
+  std::map<std::string, std::vector<uint64_t>> front_of_queue;
+  // queue -> share -> number of its jobs that are not finished (the queue's active shares).
+  std::map<std::string, std::map<std::string, int64_t>> unfinished_by_share;
   uint64_t next_seq = 1;
   EpochMs last_pass_at = 0;
 

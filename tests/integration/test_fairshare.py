@@ -1,0 +1,66 @@
+"""Fair-share queues through the real API: the tutorial order, and priority inside a share."""
+import time
+import unittest
+
+from botocore.exceptions import ClientError
+
+from harness import ServerTest
+
+
+class FairShareTest(ServerTest):
+    def fair_queue(self, name, shares, capacity=1):
+        arn = self.batch.create_scheduling_policy(
+            name=name + "-policy",
+            fairsharePolicy={"shareDecaySeconds": 600,
+                             "shareDistribution": [{"shareIdentifier": s, "weightFactor": w} for s, w in shares]})["arn"]
+        self.batch.create_service_environment(
+            serviceEnvironmentName=name + "-env", serviceEnvironmentType="SAGEMAKER_TRAINING",
+            capacityLimits=[{"maxCapacity": capacity, "capacityUnit": "NUM_INSTANCES"}])
+        self.batch.create_job_queue(jobQueueName=name, jobQueueType="SAGEMAKER_TRAINING", priority=1,
+                                    schedulingPolicyArn=arn,
+                                    serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": name + "-env"}])
+        return name
+
+    def test_tutorial_order(self):
+        q = self.fair_queue("tut", [("HIGHPRI", 1), ("MIDPRI", 3), ("LOWPRI", 5)])
+        blocker = self.submit(q, self.command_payload("blocker", "sleep 1.5"), shareIdentifier="OTHER")
+        self.wait_jobs([blocker], statuses=("RUNNING",))
+        low = self.submit(q, self.command_payload("low", "sleep 1"), shareIdentifier="LOWPRI")
+        mid = self.submit(q, self.command_payload("mid", "sleep 1"), shareIdentifier="MIDPRI")
+        self.wait_jobs([mid], statuses=("RUNNING", "SUCCEEDED"))
+        self.assertEqual(self.batch.describe_service_job(jobId=low)["status"], "RUNNABLE")
+        high = self.submit(q, self.command_payload("high", "true"), shareIdentifier="HIGHPRI")
+        jobs = {j["jobName"]: j for j in self.wait_jobs([blocker, low, mid, high], timeout=60)}
+        order = sorted(jobs, key=lambda n: jobs[n]["startedAt"])
+        self.assertEqual(order, ["blocker", "mid", "high", "low"])
+        self.assertTrue(all(j["status"] == "SUCCEEDED" for j in jobs.values()))
+
+    def test_priority_orders_jobs_inside_a_share_and_can_be_updated(self):
+        q = self.fair_queue("prio", [("A", 1)])
+        blocker = self.submit(q, self.command_payload("p-blocker", "sleep 1"), shareIdentifier="A")
+        self.wait_jobs([blocker], statuses=("RUNNING",))
+        first = self.submit(q, self.command_payload("p-first", "true"), shareIdentifier="A", schedulingPriority=10)
+        second = self.submit(q, self.command_payload("p-second", "true"), shareIdentifier="A", schedulingPriority=10)
+        self.batch.update_service_job(jobId=second, schedulingPriority=50)
+        snap = self.server.raw_call("batch", "GetJobQueueSnapshot", {"jobQueue": q})
+        front = [j["jobArn"].split("/")[-1] for j in snap["frontOfQueue"]["jobs"]]
+        self.assertEqual(front, [second, first])
+        jobs = {j["jobName"]: j for j in self.wait_jobs([blocker, first, second], timeout=60)}
+        self.assertLess(jobs["p-second"]["startedAt"], jobs["p-first"]["startedAt"])
+
+    def test_share_identifier_rules(self):
+        q = self.fair_queue("rules", [("A", 1)])
+        with self.assertRaises(ClientError) as e:
+            self.submit(q, self.command_payload("no-share", "true"))
+        self.assertIn("shareIdentifier is required", e.exception.response["Error"]["Message"])
+        fifo = self.create_queue("fifo-q")
+        with self.assertRaises(ClientError) as e:
+            self.submit(fifo, self.command_payload("share-on-fifo", "true"), shareIdentifier="A")
+        self.assertIn("shareIdentifier", e.exception.response["Error"]["Message"])
+        with self.assertRaises(ClientError) as e:
+            self.batch.update_job_queue(jobQueue=fifo, schedulingPolicyArn="arn:aws:batch:us-east-1:000000000000:scheduling-policy/rules-policy")
+        self.assertIn("can't have one added", e.exception.response["Error"]["Message"])
+
+
+if __name__ == "__main__":
+    unittest.main()
