@@ -420,6 +420,12 @@ Status CheckTimeLimitActions(const json& actions) {
     if (actions[i].value("action", "") != "TERMINATE")
       return InvalidArgument(where + ".action must be TERMINATE for SAGEMAKER_TRAINING job queues");
     if (actions[i].value("state", "") != "RUNNABLE") return InvalidArgument(where + ".state must be RUNNABLE");
+    static const std::set<std::string> kReasons = {"CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY",
+                                                   "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE",
+                                                   "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED"};
+    if (!kReasons.count(actions[i].value("reason", "")))
+      return InvalidArgument(where + ".reason must be one of CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY, "
+                             "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE, MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED");
     int64_t secs = actions[i].value("maxTimeSeconds", int64_t{0});
     if (secs < 600 || secs > 86400) return InvalidArgument(where + ".maxTimeSeconds must be between 600 and 86400");
   }

@@ -34,7 +34,10 @@ void Controller::SetJobStatus(Turn& t, ServiceJobState& js, JobStatus status, co
       if (--shares[job.share_identifier] <= 0) shares.erase(job.share_identifier);
     }
   }
-  if (status != JobStatus::kRunnable) js.wait_reason.clear();
+  if (status != JobStatus::kRunnable) {
+    js.wait_reason.clear();
+    js.wait_code.clear();
+  }
   t.jobs.insert(job.seq);
 }
 
@@ -321,6 +324,9 @@ void Controller::SchedulePass(Turn& t) {
   for (const auto& w : d.waits) {
     ServiceJobState& js = state_.jobs.at(w.job_seq);
     js.wait_reason = w.reason;
+    js.wait_code = w.kind == sched::WaitKind::kMisconfiguration ? "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"
+                   : w.kind == sched::WaitKind::kCapacity   ? "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
+                                                            : "";
     auto& front = state_.front_of_queue[js.job.queue];
     if (front.size() < 100) front.push_back(w.job_seq);
     if (w.kind == sched::WaitKind::kMisconfiguration && js.job.status_reason != w.reason) {

@@ -18,6 +18,10 @@ struct ServiceJobState {
   std::string service_environment;  // where it holds capacity while active
   std::vector<std::pair<std::string, EpochMs>> history;  // status transitions (trainyard extension)
   std::string wait_reason;          // why it waits (RUNNABLE only), from the last scheduling pass
+  // The AWS reason code of that wait when it has one ("CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
+  // for the head of a queue that waits for capacity, "MISCONFIGURATION:..." for a job that can
+  // never fit); what jobStateTimeLimitActions match against.
+  std::string wait_code;
 };
 
 struct State {

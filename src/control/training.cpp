@@ -443,6 +443,31 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
 }
 
 void Controller::EnforceTimeouts(Turn& t) {
+  // jobStateTimeLimitActions: a RUNNABLE job that has waited for one of the listed reasons for
+  // maxTimeSeconds is terminated (SAGEMAKER_TRAINING queues allow only TERMINATE).
+  for (const auto& [qname, q] : state_.queues) {
+    if (q.job_state_time_limit_actions_json.empty() || q.job_state_time_limit_actions_json == "[]") continue;
+    json actions = json::parse(q.job_state_time_limit_actions_json);
+    auto front = state_.front_of_queue.find(qname);
+    if (front == state_.front_of_queue.end()) continue;
+    std::vector<uint64_t> seqs = front->second;
+    for (uint64_t seq : seqs) {
+      ServiceJobState& js = state_.jobs.at(seq);
+      if (js.job.status != JobStatus::kRunnable || js.wait_code.empty()) continue;
+      EpochMs since = js.job.created_at;
+      for (const auto& [st, at] : js.history)
+        if (st == "RUNNABLE") since = at;
+      for (const auto& a : actions) {
+        if (a.value("reason", "") != js.wait_code) continue;
+        if (t.now - since < a.value("maxTimeSeconds", int64_t{0}) * 1000) continue;
+        js.job.is_terminated = true;
+        SetJobStatus(t, js, JobStatus::kFailed,
+                     "Terminated by JobStateTimeLimit action due to reason: " + js.wait_code);
+        t.reschedule = true;
+        break;
+      }
+    }
+  }
   for (const auto& q : state_.queues) {
     for (JobStatus st : {JobStatus::kScheduled, JobStatus::kStarting, JobStatus::kRunning}) {
       for (uint64_t seq : state_.JobsIn(q.first, st)) {
