@@ -295,16 +295,39 @@ Response Snapshot(Controller& c, const json& req) {
       front.push_back(item);
     }
     std::map<std::string, int64_t> usage;
+    std::map<std::string, std::map<std::string, int64_t>> by_share;  // share -> instance type -> count
     for (JobStatus st : {JobStatus::kScheduled, JobStatus::kStarting, JobStatus::kRunning})
       for (uint64_t seq : s.JobsIn(q->name, st)) {
         const ServiceJob& j = s.jobs.at(seq).job;
         usage[j.instance_type] += j.instance_count;
+        if (!j.share_identifier.empty()) by_share[j.share_identifier][j.instance_type] += j.instance_count;
       }
-    json total = json::array();
-    for (const auto& [unit, qty] : usage) total.push_back({{"capacityUnit", unit}, {"quantity", qty}});
+    auto capacity = [](const std::map<std::string, int64_t>& m) {
+      json out = json::array();
+      for (const auto& [unit, qty] : m) out.push_back({{"capacityUnit", unit}, {"quantity", qty}});
+      return out;
+    };
     EpochMs at = s.last_pass_at;
-    return json{{"frontOfQueue", {{"jobs", front}, {"lastUpdatedAt", at}}},
-                {"queueUtilization", {{"totalCapacityUsage", total}, {"lastUpdatedAt", at}}}};
+    json utilization = {{"totalCapacityUsage", capacity(usage)}, {"lastUpdatedAt", at}};
+    if (!q->scheduling_policy_arn.empty()) {
+      // The 20 shares that hold the most, largest first (ties by name).
+      std::vector<std::pair<int64_t, std::string>> top;
+      for (const auto& [share, m] : by_share) {
+        int64_t n = 0;
+        for (const auto& [unit, qty] : m) n += qty;
+        top.emplace_back(-n, share);
+      }
+      std::sort(top.begin(), top.end());
+      if (top.size() > 20) top.resize(20);
+      json shares = json::array();
+      for (const auto& [neg, share] : top)
+        shares.push_back({{"shareIdentifier", share}, {"capacityUsage", capacity(by_share[share])}});
+      auto active = s.unfinished_by_share.find(q->name);
+      utilization["fairshareUtilization"] = {
+          {"activeShareCount", active == s.unfinished_by_share.end() ? 0 : static_cast<int64_t>(active->second.size())},
+          {"topCapacityUtilization", shares}};
+    }
+    return json{{"frontOfQueue", {{"jobs", front}, {"lastUpdatedAt", at}}}, {"queueUtilization", utilization}};
   });
 }
 

@@ -29,6 +29,10 @@ class FairShareTest(ServerTest):
         mid = self.submit(q, self.command_payload("mid", "sleep 1"), shareIdentifier="MIDPRI")
         self.wait_jobs([mid], statuses=("RUNNING", "SUCCEEDED"))
         self.assertEqual(self.batch.describe_service_job(jobId=low)["status"], "RUNNABLE")
+        fsu = self.batch.get_job_queue_snapshot(jobQueue=q)["queueUtilization"]["fairshareUtilization"]
+        self.assertEqual(fsu["activeShareCount"], 2)  # MIDPRI runs, LOWPRI waits
+        self.assertEqual(fsu["topCapacityUtilization"],
+                         [{"shareIdentifier": "MIDPRI", "capacityUsage": [{"capacityUnit": "ml.m5.large", "quantity": 1}]}])
         high = self.submit(q, self.command_payload("high", "true"), shareIdentifier="HIGHPRI")
         jobs = {j["jobName"]: j for j in self.wait_jobs([blocker, low, mid, high], timeout=60)}
         order = sorted(jobs, key=lambda n: jobs[n]["startedAt"])
