@@ -150,8 +150,11 @@ Response ListPolicies(Controller& c, const json& req) {
   });
 }
 
-Response DescribeEnvironments(Controller& c, const json& req) {
-  std::vector<std::string> wanted = req.value("serviceEnvironments", std::vector<std::string>{});
+// Describe* of named resources: the ones asked for by name or ARN, else every one, paginated.
+template <typename Map, typename Find, typename Encode>
+Response DescribeNamed(Controller& c, const json& req, const char* wanted_key, const char* list_key, Map State::*map,
+                       Find find, Encode encode) {
+  std::vector<std::string> wanted = req.value(wanted_key, std::vector<std::string>{});
   size_t max = req.value("maxResults", 100);
   std::string token = req.value("nextToken", "");
   return c.Read([&](const State& s) -> Response {
@@ -159,35 +162,26 @@ Response DescribeEnvironments(Controller& c, const json& req) {
     std::string next;
     if (!wanted.empty()) {
       for (const auto& w : wanted)
-        if (const ServiceEnvironment* e = Controller::FindEnvironment(s, w)) list.push_back(EncodeEnvironment(*e));
+        if (const auto* item = find(s, w)) list.push_back(encode(s, *item));
     } else {
-      next = Paginate(s.environments.begin(), s.environments.end(), [](auto& p) { return p.first; }, token, max,
-                      [&](auto& p) { list.push_back(EncodeEnvironment(p.second)); });
+      const Map& all = s.*map;
+      next = Paginate(all.begin(), all.end(), [](auto& p) { return p.first; }, token, max,
+                      [&](auto& p) { list.push_back(encode(s, p.second)); });
     }
-    json out = {{"serviceEnvironments", list}};
+    json out = {{list_key, list}};
     if (!next.empty()) out["nextToken"] = next;
     return out;
   });
 }
 
+Response DescribeEnvironments(Controller& c, const json& req) {
+  return DescribeNamed(c, req, "serviceEnvironments", "serviceEnvironments", &State::environments,
+                       Controller::FindEnvironment,
+                       [](const State&, const ServiceEnvironment& e) { return EncodeEnvironment(e); });
+}
+
 Response DescribeQueues(Controller& c, const json& req) {
-  std::vector<std::string> wanted = req.value("jobQueues", std::vector<std::string>{});
-  size_t max = req.value("maxResults", 100);
-  std::string token = req.value("nextToken", "");
-  return c.Read([&](const State& s) -> Response {
-    json list = json::array();
-    std::string next;
-    if (!wanted.empty()) {
-      for (const auto& w : wanted)
-        if (const JobQueue* q = Controller::FindQueue(s, w)) list.push_back(EncodeQueue(s, *q));
-    } else {
-      next = Paginate(s.queues.begin(), s.queues.end(), [](auto& p) { return p.first; }, token, max,
-                      [&](auto& p) { list.push_back(EncodeQueue(s, p.second)); });
-    }
-    json out = {{"jobQueues", list}};
-    if (!next.empty()) out["nextToken"] = next;
-    return out;
-  });
+  return DescribeNamed(c, req, "jobQueues", "jobQueues", &State::queues, Controller::FindQueue, EncodeQueue);
 }
 
 Response ListServiceJobs(Controller& c, const json& req) {
