@@ -323,14 +323,14 @@ void Controller::SchedulePass(Turn& t) {
   state_.front_of_queue.clear();
   for (const auto& w : d.waits) {
     ServiceJobState& js = state_.jobs.at(w.job_seq);
-    js.wait_reason = w.reason;
+    js.wait_reason = d.ReasonOf(w);
     js.wait_code = w.kind == sched::WaitKind::kMisconfiguration ? "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"
                    : w.kind == sched::WaitKind::kCapacity   ? "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
                                                             : "";
     auto& front = state_.front_of_queue[js.job.queue];
     if (front.size() < 100) front.push_back(w.job_seq);
-    if (w.kind == sched::WaitKind::kMisconfiguration && js.job.status_reason != w.reason) {
-      js.job.status_reason = w.reason;
+    if (w.kind == sched::WaitKind::kMisconfiguration && js.job.status_reason != js.wait_reason) {
+      js.job.status_reason = js.wait_reason;
       t.jobs.insert(w.job_seq);
     }
   }

@@ -82,13 +82,21 @@ enum class WaitKind {
 struct Wait {
   uint64_t job_seq;
   WaitKind kind;
-  std::string reason;  // AWS-style "CATEGORY:CODE - text" for misconfiguration, prose otherwise
+  uint32_t reason;  // index into Decisions::reasons (many waiting jobs share one reason)
 };
 
 struct Decisions {
   std::vector<Start> starts;
   // Every job of every queue's `runnable` prefix that does not start gets one Wait.
   std::vector<Wait> waits;
+  // AWS-style "CATEGORY:CODE - text" for misconfiguration, prose otherwise.
+  std::vector<std::string> reasons;
+
+  uint32_t AddReason(std::string text) {
+    reasons.push_back(std::move(text));
+    return static_cast<uint32_t>(reasons.size() - 1);
+  }
+  const std::string& ReasonOf(const Wait& w) const { return reasons[w.reason]; }
 };
 
 // One scheduling pass over every queue (FIFO or fair share).

@@ -63,7 +63,8 @@ class Placer {
     if (!ever) {
       // Such a job would block the queue forever; it waits aside with its reason, and the jobs
       // behind it go on (see docs/design/decisions.md).
-      d_.waits.push_back({job.seq, WaitKind::kMisconfiguration, kMaxResourceReason});
+      if (misconfigured_reason_ < 0) misconfigured_reason_ = d_.AddReason(kMaxResourceReason);
+      d_.waits.push_back({job.seq, WaitKind::kMisconfiguration, static_cast<uint32_t>(misconfigured_reason_)});
       return Outcome::kNever;
     }
     for (int e : q_.environments) {
@@ -79,7 +80,7 @@ class Placer {
     }
     std::string why = CapacityText(job, envs_, q_, host_);
     if (reserve_ > 0) why += "; " + std::to_string(reserve_) + " instances are reserved for shares not active yet";
-    d_.waits.push_back({job.seq, WaitKind::kCapacity, why});
+    d_.waits.push_back({job.seq, WaitKind::kCapacity, d_.AddReason(std::move(why))});
     return Outcome::kBlocked;
   }
 
@@ -89,24 +90,34 @@ class Placer {
   const Queue& q_;
   Decisions& d_;
   int64_t reserve_;
+  int64_t misconfigured_reason_ = -1;
 };
 
 void ScheduleFifoQueue(const Queue& q, Placer& placer, Decisions& d) {
   const Job* head = nullptr;
+  uint32_t behind = 0;
   for (const Job& job : q.runnable) {
     if (head) {
-      d.waits.push_back({job.seq, WaitKind::kBehind, "queued behind job #" + std::to_string(head->seq)});
+      d.waits.push_back({job.seq, WaitKind::kBehind, behind});
       continue;
     }
-    if (placer.Try(job) == Placer::Outcome::kBlocked) head = &job;
+    if (placer.Try(job) == Placer::Outcome::kBlocked) {
+      head = &job;
+      behind = d.AddReason("queued behind job #" + std::to_string(head->seq));
+    }
   }
 }
+
+// How many waiting jobs behind a blocked fair-share queue are listed in dispatch order (the
+// snapshot shows the first 100 of a queue).
+constexpr size_t kOrderedBehind = 128;
 
 void ScheduleFairShareQueue(const Queue& q, Placer& placer, Decisions& d) {
   std::vector<Share> shares = q.fair_share->shares;  // held grows as jobs are placed
   std::vector<size_t> next(shares.size(), 0);
   const Job* head = nullptr;
-  std::string head_share;
+  uint32_t behind = 0;
+  size_t ordered_behind = 0;
   while (true) {
     // The runnable share with the lowest (usage + held) x weight; ties: lower weight, then the
     // earlier-submitted head job.
@@ -127,18 +138,23 @@ void ScheduleFairShareQueue(const Queue& q, Placer& placer, Decisions& d) {
     }
     if (best < 0) break;
     size_t bi = static_cast<size_t>(best);
-    const Job& job = shares[bi].runnable[next[bi]++];
+    const Job& job = shares[bi].runnable[next[bi]++];  // stays valid: shares is not resized
     if (head) {
-      d.waits.push_back({job.seq, WaitKind::kBehind,
-                         "share '" + shares[bi].identifier + "' waits: share '" + head_share + "' goes first (job #" +
-                             std::to_string(head->seq) + ")"});
-      continue;
+      d.waits.push_back({job.seq, WaitKind::kBehind, behind});
+      if (++ordered_behind < kOrderedBehind) continue;
+      // Past the front of the queue the order of waiting jobs no longer matters: list the rest
+      // share by share instead of choosing among all shares for each one.
+      for (size_t i = 0; i < shares.size(); ++i)
+        for (; next[i] < shares[i].runnable.size(); ++next[i])
+          d.waits.push_back({shares[i].runnable[next[i]].seq, WaitKind::kBehind, behind});
+      break;
     }
     Placer::Outcome o = placer.Try(job);
     if (o == Placer::Outcome::kStarted) shares[bi].held += job.instance_count;
     if (o == Placer::Outcome::kBlocked) {
       head = &job;
-      head_share = shares[bi].identifier;
+      behind = d.AddReason("waiting: share '" + shares[bi].identifier + "' goes first, with job #" +
+                           std::to_string(head->seq));
     }
   }
 }
@@ -165,8 +181,8 @@ Decisions Schedule(const Snapshot& snap) {
     bool any_env_enabled = std::any_of(q.environments.begin(), q.environments.end(),
                                        [&](int e) { return envs[e].enabled; });
     if (!q.enabled || !any_env_enabled) {
-      std::string why = !q.enabled ? "job queue '" + q.name + "' is disabled"
-                                   : "every service environment of job queue '" + q.name + "' is disabled";
+      uint32_t why = d.AddReason(!q.enabled ? "job queue '" + q.name + "' is disabled"
+                                            : "every service environment of job queue '" + q.name + "' is disabled");
       auto park = [&](const std::vector<Job>& jobs) {
         for (const Job& job : jobs) d.waits.push_back({job.seq, WaitKind::kQueueDisabled, why});
       };

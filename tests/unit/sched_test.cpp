@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
 #include "sched/sched.h"
 
@@ -49,7 +50,7 @@ TEST(Fifo, JobLargerThanEnvironmentGetsMisconfigurationAndDoesNotBlock) {
   EXPECT_EQ(Started(d), (std::vector<uint64_t>{2}));
   ASSERT_EQ(d.waits.size(), 1u);
   EXPECT_EQ(d.waits[0].kind, WaitKind::kMisconfiguration);
-  EXPECT_EQ(d.waits[0].reason, kMaxResourceReason);
+  EXPECT_EQ(d.ReasonOf(d.waits[0]), kMaxResourceReason);
 }
 
 TEST(Fifo, HostCatalogueLimitsInstancesOfAType) {
@@ -199,6 +200,17 @@ TEST(FairShare, TwoSaturatingSharesConvergeToTheirWeights) {
     if (step >= 500) got_a += a, got_b += b;
   }
   EXPECT_NEAR(static_cast<double>(got_a) / static_cast<double>(got_b), 3.0, 0.15);
+}
+
+TEST(FairShare, EveryJobGetsExactlyOneDecisionBehindABlockedQueue) {
+  // 3 shares x 200 jobs, 5 instances: 5 starts, 595 waits (past the ordered front too).
+  auto d = Schedule(FairShareQueue(5, {{"a", 1, 0, 0, Jobs(1, 200)}, {"b", 2, 0, 0, Jobs(1001, 200)},
+                                      {"c", 3, 0, 0, Jobs(2001, 200)}}));
+  std::set<uint64_t> seen;
+  for (const auto& s : d.starts) EXPECT_TRUE(seen.insert(s.job_seq).second);
+  for (const auto& w : d.waits) EXPECT_TRUE(seen.insert(w.job_seq).second);
+  EXPECT_EQ(d.starts.size(), 5u);
+  EXPECT_EQ(seen.size(), 600u);
 }
 
 TEST(FairShare, AShareThatWasIdleIsServedFirstWhenItReturns) {
