@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -11,6 +12,16 @@
 
 namespace ty::exec {
 
+// Contracts beyond the port's:
+//  - Start() returns within milliseconds: it writes spec.json (with "notify_socket" set to ours)
+//    and spawns `<supervisor_binary> [supervise] <dir>` in a session of its own, with no file
+//    descriptor of this process but stdio (stdout/stderr go to <dir>/supervisor.log). The
+//    supervisor outlives this process; while this process lives, Poll() reaps it.
+//  - Liveness of a supervisor is the flock it holds on <dir>/lock (immune to pid reuse); Stop()
+//    also checks /proc/<pid>/stat's start time against status.json before signalling.
+//  - Poll() reports kLost when a supervisor is gone without an Exited status (10 s of grace for
+//    one that never wrote a status), and SIGKILLs the process groups it recorded.
+//  - The listener thread only calls wake(); the destructor ends it promptly.
 class LocalExecutor final : public Executor {
  public:
   struct Options {
@@ -35,6 +46,11 @@ class LocalExecutor final : public Executor {
   struct Tracked {
     size_t transitions_seen = 0;
     EpochMs since = 0;  // when tracking began (a supervisor gets a moment to write its status)
+    // Identity of the status.json last parsed (it is replaced by rename, so a new inode means
+    // new content); Poll() skips the parse while it is unchanged.
+    uint64_t status_ino = 0;
+    int64_t status_mtime_ns = 0;
+    int64_t status_size = -1;
   };
 
   std::string Dir(const std::string& id) const { return options_.attempts_root + "/" + id; }

@@ -46,4 +46,21 @@ bool SupervisorAlive(const std::string& dir) {
   return held;
 }
 
+std::string ProcStartTime(int pid) {
+  std::string stat;
+  if (pid <= 0 || !ReadFile("/proc/" + std::to_string(pid) + "/stat", &stat)) return "";
+  // "pid (comm) state ppid ...": comm may contain spaces and parentheses, so count from the
+  // last ')'. Field 3 (state) is the first one after it, so starttime is the 20th.
+  auto close = stat.rfind(')');
+  if (close == std::string::npos) return "";
+  size_t pos = close + 2;
+  for (int field = 3; field < 22 && pos < stat.size(); ++field) {
+    pos = stat.find(' ', pos);
+    if (pos == std::string::npos) return "";
+    ++pos;
+  }
+  size_t end = stat.find(' ', pos);
+  return pos < stat.size() ? stat.substr(pos, end == std::string::npos ? std::string::npos : end - pos) : "";
+}
+
 }  // namespace ty::exec::local

@@ -19,5 +19,8 @@ bool WriteFileAtomic(const std::string& path, const std::string& text, bool dura
 bool ReadFile(const std::string& path, std::string* out);
 // True when some process holds the attempt's lock (its supervisor, alive).
 bool SupervisorAlive(const std::string& dir);
+// Field 22 (starttime, clock ticks since boot) of /proc/<pid>/stat; "" when there is no such
+// process. Together with the pid it names one process for good (pids get reused).
+std::string ProcStartTime(int pid);
 
 }  // namespace ty::exec::local

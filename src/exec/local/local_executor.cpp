@@ -4,6 +4,7 @@
 #include <spawn.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,17 +31,6 @@ Phase ParsePhase(const std::string& s) {
 }
 }  // namespace
 
-const char* PhaseName(Phase p) {
-  switch (p) {
-    case Phase::kPreparing: return "Preparing";
-    case Phase::kTraining: return "Training";
-    case Phase::kUploading: return "Uploading";
-    case Phase::kExited: return "Exited";
-    case Phase::kLost: return "Lost";
-  }
-  return "?";
-}
-
 LocalExecutor::LocalExecutor(Options options) : options_(std::move(options)) {
   std::error_code ec;
   fs::create_directories(options_.attempts_root, ec);
@@ -60,6 +50,8 @@ LocalExecutor::LocalExecutor(Options options) : options_(std::move(options)) {
 
 LocalExecutor::~LocalExecutor() {
   stopping_ = true;
+  // shutdown() wakes a recv() blocked on the socket at once; the receive timeout is the backstop.
+  if (socket_fd_ >= 0) ::shutdown(socket_fd_, SHUT_RDWR);
   if (listener_.joinable()) listener_.join();
   if (socket_fd_ >= 0) ::close(socket_fd_);
 }
@@ -68,6 +60,7 @@ void LocalExecutor::Listen() {
   char buf[512];
   while (!stopping_) {
     ssize_t n = ::recv(socket_fd_, buf, sizeof buf, 0);
+    if (stopping_) break;
     if (n >= 0 && options_.wake) options_.wake();
   }
 }
@@ -78,7 +71,7 @@ Status LocalExecutor::Start(const std::string& id, const std::string& spec_json)
   fs::create_directories(dir, ec);
   if (ec) return Internal("cannot create " + dir + ": " + ec.message());
   json spec = json::parse(spec_json, nullptr, false);
-  if (spec.is_discarded()) return InvalidArgument("attempt spec is not JSON");
+  if (spec.is_discarded() || !spec.is_object()) return InvalidArgument("attempt spec is not a JSON object");
   spec["notify_socket"] = options_.notify_socket;
   if (!local::WriteFileAtomic(local::SpecPath(dir), spec.dump())) return Internal("cannot write the spec of " + id);
 
@@ -91,6 +84,9 @@ Status LocalExecutor::Start(const std::string& id, const std::string& spec_json)
   std::string log = dir + "/supervisor.log";
   posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  // Nothing else of the server goes along: an inherited listening socket or client connection
+  // would outlive a server crash inside every running supervisor.
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t none;
@@ -121,11 +117,14 @@ Status LocalExecutor::Stop(const std::string& id, int grace_seconds) {
   std::string text;
   if (local::ReadFile(local::StatusPath(dir), &text) && local::SupervisorAlive(dir)) {
     json st = json::parse(text, nullptr, false);
-    if (!st.is_discarded()) {
-      pid_t pid = st.value("supervisor_pid", 0);
-      if (pid > 0) ::kill(pid, SIGTERM);
+    if (st.is_object() && st["supervisor_pid"].is_number_integer() && st["supervisor_start_time"].is_string()) {
+      pid_t pid = st["supervisor_pid"].get<pid_t>();
+      // The same process, not a later one that got its pid.
+      if (pid > 0 && local::ProcStartTime(pid) == st["supervisor_start_time"].get<std::string>())
+        ::kill(pid, SIGTERM);
     }
   }
+  // Without a status the supervisor has not started yet; it finds the stop file when it does.
   return Status::Ok();
 }
 

@@ -5,6 +5,11 @@
 // tree, starts every instance together, captures their output as timestamped log lines, enforces
 // stop requests, the grace period and MaxRuntimeInSeconds, packs the artifacts, and records every
 // phase in <dir>/status.json.
+//
+// It never lets an exception out (a failure of its own is recorded as the attempt's outcome) and
+// never leaves a process of the attempt behind: on exit every instance's process group is gone,
+// and if it is killed itself the instances get SIGKILL from the kernel (PR_SET_PDEATHSIG, and
+// bubblewrap's --die-with-parent inside the sandbox).
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -16,6 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -41,28 +48,12 @@ int64_t NowMs() {
 }
 
 int g_signal_pipe[2] = {-1, -1};
+// Async-signal-safe: one byte into the self-pipe, errno preserved; the main loop does the rest.
 void OnSignal(int) {
+  int saved = errno;
   char c = 1;
   [[maybe_unused]] ssize_t n = ::write(g_signal_pipe[1], &c, 1);
-}
-
-std::string ProcStartTime(pid_t pid) {
-  std::string stat;
-  if (!local::ReadFile("/proc/" + std::to_string(pid) + "/stat", &stat)) return "";
-  auto close = stat.rfind(')');
-  if (close == std::string::npos) return "";
-  std::vector<std::string> fields;
-  std::string cur;
-  for (size_t i = close + 2; i < stat.size(); ++i) {
-    if (stat[i] == ' ') {
-      fields.push_back(cur);
-      cur.clear();
-    } else {
-      cur.push_back(stat[i]);
-    }
-  }
-  fields.push_back(cur);
-  return fields.size() > 19 ? fields[19] : "";  // field 22 overall
+  errno = saved;
 }
 
 // Runs a command to completion (used for tar). Returns its exit status, or -1.
@@ -93,6 +84,10 @@ json DecodeHp(const std::string& v) {
   return j.is_discarded() ? json(v) : j;
 }
 
+// A spec value that should be a string (environment values, hyperparameters): as is, or its
+// JSON text when the controller handed something else.
+std::string AsString(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
 std::string HpArg(const std::string& v) {
   json j = json::parse(v, nullptr, false);
   if (!j.is_discarded() && j.is_string()) return j.get<std::string>();
@@ -107,34 +102,54 @@ struct Instance {
   FILE* log = nullptr;
   bool exited = false;
   int exit_code = 0;
+  int64_t drain_deadline = 0;  // once exited: when to stop waiting for its pipe to close
 };
+
+// How long the output of an exited instance may keep coming (from processes that left its
+// process group) before the supervisor stops reading it.
+constexpr int64_t kDrainMs = 2000;
 
 class Supervisor {
  public:
   explicit Supervisor(std::string dir) : dir_(std::move(dir)) {}
 
   int Run() {
-    lock_fd_ = ::open(local::LockPath(dir_).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (lock_fd_ < 0 || ::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) return 3;  // another supervisor runs
-    std::string text;
-    if (!local::ReadFile(local::SpecPath(dir_), &text)) return 4;
-    spec_ = json::parse(text, nullptr, false);
-    if (spec_.is_discarded()) return 4;
-    status_ = {{"supervisor_pid", ::getpid()}, {"supervisor_start_time", ProcStartTime(::getpid())},
-               {"phase", "Preparing"}, {"transitions", json::array()}};
-    // Resuming after a crash of the supervisor itself is not attempted: a new one starts clean.
-    Enter("Preparing", "Preparing the instances for training and downloading input data.");
-
-    ::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK);
+    // SIGTERM (Executor::Stop) must never kill the supervisor: the handler is in place before
+    // anything about this supervisor is visible to the executor.
+    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return 5;
     struct sigaction sa {};
     sa.sa_handler = OnSignal;
     ::sigaction(SIGTERM, &sa, nullptr);
     ::sigaction(SIGINT, &sa, nullptr);
     ::signal(SIGPIPE, SIG_IGN);
+    ::signal(SIGHUP, SIG_IGN);
 
-    count_ = spec_.value("instance_count", 1);
+    lock_fd_ = ::open(local::LockPath(dir_).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock_fd_ < 0 || ::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) return 3;  // another supervisor runs
+    std::string text;
+    if (!local::ReadFile(local::SpecPath(dir_), &text)) return 4;
+    spec_ = json::parse(text, nullptr, false);
+    if (spec_.is_discarded() || !spec_.is_object()) return 4;
+    status_ = {{"supervisor_pid", ::getpid()}, {"supervisor_start_time", local::ProcStartTime(::getpid())},
+               {"phase", "Preparing"}, {"transitions", json::array()}};
+    try {
+      RunAttempt();
+      return 0;
+    } catch (const std::exception& e) {
+      return RecordOwnFailure(e.what());
+    } catch (...) {
+      return RecordOwnFailure("unknown error");
+    }
+  }
+
+ private:
+  // Preparing -> Training -> Uploading -> Exited.
+  void RunAttempt() {
+    // Resuming after a crash of the supervisor itself is not attempted: a new one starts clean.
+    Enter("Preparing", "Preparing the instances for training and downloading input data.");
+    count_ = std::max(1, spec_.value("instance_count", 1));
     sandbox_ = spec_.value("sandbox", "none") == "bwrap";
-    grace_ms_ = spec_.value("stop_grace_seconds", 120) * 1000;
+    grace_ms_ = spec_.value("stop_grace_seconds", int64_t{120}) * 1000;
     fs::create_directories(local::LogDir(dir_));
 
     std::string error;
@@ -143,7 +158,11 @@ class Supervisor {
         failure_ = "ClientError: " + error;
         exit_code_ = 1;
       } else if (!StopRequested()) {
-        Launch();
+        if (!Launch(&error)) {
+          failure_ = "InternalServerError: " + error;
+          exit_code_ = 1;
+          BeginStop();
+        }
         Enter("Training", "Training in progress.");
         Supervise();
       }
@@ -151,16 +170,37 @@ class Supervisor {
     if (StopRequested() && launched_ == 0) stopped_ = true;
     Enter("Uploading", "Uploading generated training model.");
     Upload();
+    RecordOutcome();
+  }
+
+  void RecordOutcome() {
     status_["exit_code"] = exit_code_;
     status_["stopped"] = stopped_;
     status_["max_runtime_exceeded"] = max_runtime_exceeded_;
     status_["failure_reason"] = failure_;
     status_["model_uploaded"] = model_uploaded_;
     Enter("Exited", "");
-    return 0;
   }
 
- private:
+  // An error of the supervisor itself (an exception): no process of the attempt survives it, and
+  // the outcome says what happened.
+  int RecordOwnFailure(const std::string& what) {
+    try {
+      for (auto& i : instances_)
+        if (i.pid > 0) ::kill(-i.pid, SIGKILL);
+      for (auto& i : instances_) {
+        int st;
+        if (i.pid > 0 && !i.exited) ::waitpid(i.pid, &st, 0);
+      }
+      if (exit_code_ == 0) exit_code_ = 1;
+      failure_ = "InternalServerError: the supervisor failed: " + what;
+      RecordOutcome();
+      return 0;
+    } catch (...) {
+      return 5;
+    }
+  }
+
   void Enter(const std::string& phase, const std::string& message) {
     status_["phase"] = phase;
     status_["transitions"].push_back({{"phase", phase}, {"at", NowMs()}, {"message", message}});
@@ -182,8 +222,11 @@ class Supervisor {
     ::close(fd);
   }
 
+  // True once a stop was asked for: SIGTERM/SIGINT, or the stop file (which also carries the
+  // grace, and which Executor::Stop writes before signalling, so no request is missed).
   bool StopRequested() {
     if (stop_requested_) return true;
+    DrainSignals();
     struct stat st;
     if (signal_seen_) stop_requested_ = true;
     if (::stat(local::StopPath(dir_).c_str(), &st) == 0) {
@@ -192,6 +235,11 @@ class Supervisor {
       stop_requested_ = true;
     }
     return stop_requested_;
+  }
+
+  void DrainSignals() {
+    char buf[64];
+    while (::read(g_signal_pipe[0], buf, sizeof buf) > 0) signal_seen_ = true;
   }
 
   std::string OptMl(int n) const { return sandbox_ ? "/opt/ml" : fs::absolute(local::HostDir(dir_, n)).string(); }
@@ -209,12 +257,15 @@ class Supervisor {
       inputcfg[ch.value("name", "")] = c;
     }
     std::string etc_hosts = "127.0.0.1 localhost\n::1 localhost\n";
-    for (int n = 1; n <= count_; ++n)
-      etc_hosts += "127.0.1." + std::to_string(n) + " algo-" + std::to_string(n) + "\n";
-    std::ofstream(dir_ + "/hosts-file") << etc_hosts;
+    for (int n = 1; n <= count_; ++n) etc_hosts += HostAddress(n) + " algo-" + std::to_string(n) + "\n";
+    if (!(std::ofstream(dir_ + "/hosts-file") << etc_hosts)) {
+      *error = "cannot write " + dir_ + "/hosts-file";
+      return false;
+    }
 
     std::error_code ec;
     for (int n = 1; n <= count_; ++n) {
+      if (StopRequested()) return true;  // staging can take long; Run() sees the stop
       fs::path h = local::HostDir(dir_, n);
       for (const char* sub : {"input/config", "input/data", "model", "output/data", "output/intermediate",
                               "checkpoints", "code", "sagemaker/warmpoolcache"})
@@ -267,6 +318,11 @@ class Supervisor {
       }
     }
     return true;
+  }
+
+  // The loopback address of algo-<n> in the sandbox's /etc/hosts: 127.0.1.n for n < 256.
+  static std::string HostAddress(int n) {
+    return "127.0." + std::to_string(1 + n / 256) + "." + std::to_string(n % 256);
   }
 
   std::map<std::string, std::string> Environment(int n) {
@@ -343,8 +399,8 @@ class Supervisor {
     if (!sandbox_) env["TRAINYARD_OPT_ML"] = ml;
     const json job_env = spec_.value("environment", json::object());
     const json extra_env = spec_.value("extra_env", json::object());
-    for (auto& [k, v] : job_env.items()) env[k] = v.get<std::string>();
-    for (auto& [k, v] : extra_env.items()) env[k] = v.get<std::string>();
+    for (auto& [k, v] : job_env.items()) env[k] = AsString(v);
+    for (auto& [k, v] : extra_env.items()) env[k] = AsString(v);
     return env;
   }
 
@@ -359,7 +415,7 @@ class Supervisor {
 
   std::vector<std::string> Command(int n) {
     std::vector<std::string> cmd;
-    for (const auto& a : spec_.value("command", json::array())) cmd.push_back(a.get<std::string>());
+    for (const auto& a : spec_.value("command", json::array())) cmd.push_back(AsString(a));
     if (cmd.empty() && spec_.contains("script_mode")) {
       cmd = {"python3", spec_["script_mode"].value("program", "train.py")};
       const json hps = spec_.value("hyperparameters", json::object());
@@ -383,21 +439,45 @@ class Supervisor {
     return bw;
   }
 
-  void Launch() {
+  // Gang start: every instance's environment and command line are built first, then the
+  // processes are forked back to back, each in a process group of its own with its stdout and
+  // stderr on one pipe. False (with *error) when one could not be started; the ones that were
+  // are in instances_.
+  bool Launch(std::string* error) {
+    std::vector<std::map<std::string, std::string>> envs;
+    std::vector<std::vector<std::string>> argvs;
     for (int n = 1; n <= count_; ++n) {
+      envs.push_back(Environment(n));
+      argvs.push_back(Command(n));
+    }
+    const pid_t self = ::getpid();
+    bool ok = true;
+    for (int n = 1; n <= count_ && ok; ++n) {
       Instance inst;
       inst.n = n;
       std::string log_path = local::LogDir(dir_) + "/algo-" + std::to_string(n) + ".log";
-      inst.log = std::fopen(log_path.c_str(), "a");
+      inst.log = std::fopen(log_path.c_str(), "ae");
       int fds[2];
-      if (::pipe2(fds, O_CLOEXEC) != 0) continue;
-      auto env = Environment(n);
-      auto argv = Command(n);
+      if (::pipe2(fds, O_CLOEXEC) != 0) {
+        *error = "cannot start algo-" + std::to_string(n) + ": pipe: " + std::strerror(errno);
+        if (inst.log) std::fclose(inst.log);
+        ok = false;
+        break;
+      }
+      // Everything the child needs is built before fork (the child only makes system calls).
+      std::vector<std::string> env_strings;
+      for (auto& [k, v] : envs[n - 1]) env_strings.push_back(k + "=" + v);
+      std::vector<char*> envp, args;
+      for (auto& e : env_strings) envp.push_back(e.data());
+      envp.push_back(nullptr);
+      for (auto& a : argvs[n - 1]) args.push_back(a.data());
+      args.push_back(nullptr);
       std::string cwd = sandbox_ ? "/" : local::HostDir(dir_, n) + "/code";
       pid_t pid = ::fork();
       if (pid == 0) {
         ::setpgid(0, 0);
         ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() != self) ::_exit(137);  // the supervisor died before the line above
         ::dup2(fds[1], 1);
         ::dup2(fds[1], 2);
         int devnull = ::open("/dev/null", O_RDONLY);
@@ -408,25 +488,22 @@ class Supervisor {
         ::signal(SIGTERM, SIG_DFL);
         ::signal(SIGINT, SIG_DFL);
         ::signal(SIGPIPE, SIG_DFL);
+        ::signal(SIGHUP, SIG_DFL);
         if (::chdir(cwd.c_str()) != 0) {
         }
-        std::vector<std::string> envs;
-        for (auto& [k, v] : env) envs.push_back(k + "=" + v);
-        std::vector<char*> envp, args;
-        for (auto& e : envs) envp.push_back(e.data());
-        envp.push_back(nullptr);
-        for (auto& a : argv) args.push_back(a.data());
-        args.push_back(nullptr);
-        if (!argv.empty()) ::execvpe(args[0], args.data(), envp.data());
-        std::fprintf(stderr, "cannot run %s: %s\n", argv.empty() ? "(nothing)" : argv[0].c_str(), std::strerror(errno));
+        if (args[0] != nullptr) ::execvpe(args[0], args.data(), envp.data());
+        std::fprintf(stderr, "cannot run %s: %s\n", args[0] ? args[0] : "(no command)", std::strerror(errno));
         ::_exit(127);
       }
       ::close(fds[1]);
       if (pid < 0) {
+        *error = "cannot start algo-" + std::to_string(n) + ": fork: " + std::strerror(errno);
         ::close(fds[0]);
-        continue;
+        if (inst.log) std::fclose(inst.log);
+        ok = false;
+        break;
       }
-      ::setpgid(pid, pid);
+      ::setpgid(pid, pid);  // also in the child: whichever runs first
       inst.pid = pid;
       inst.out_fd = fds[0];
       ::fcntl(inst.out_fd, F_SETFL, O_NONBLOCK);
@@ -438,6 +515,7 @@ class Supervisor {
     json pgids = json::array();
     for (const auto& i : instances_) pgids.push_back(i.pid);
     status_["instance_pgids"] = pgids;
+    return ok;
   }
 
   // Signals every process of each running instance. In the sandbox the group leader is bwrap,
@@ -450,8 +528,9 @@ class Supervisor {
         ::kill(-i.pid, sig);
         continue;
       }
-      for (const auto& entry : fs::directory_iterator("/proc")) {
-        std::string name = entry.path().filename().string();
+      std::error_code ec;
+      for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+        std::string name = it->path().filename().string();
         if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
         pid_t pid = std::atoi(name.c_str());
         if (pid == i.pid) continue;
@@ -500,11 +579,7 @@ class Supervisor {
       for (auto& i : instances_)
         if (i.out_fd >= 0) pfds.push_back({i.out_fd, POLLIN, 0});
       ::poll(pfds.data(), pfds.size(), 100);
-      if (pfds[0].revents & POLLIN) {
-        while (::read(g_signal_pipe[0], buf, sizeof buf) > 0) {
-        }
-        signal_seen_ = true;
-      }
+      if (pfds[0].revents & POLLIN) DrainSignals();
       for (auto& i : instances_) {
         if (i.out_fd < 0) continue;
         while (true) {
@@ -528,6 +603,10 @@ class Supervisor {
           if (i.pid != pid) continue;
           i.exited = true;
           i.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+          // Like a container whose entry point ended: what the instance left running in the
+          // background goes with it (and stops holding the output pipe open).
+          ::kill(-i.pid, SIGKILL);
+          i.drain_deadline = NowMs() + kDrainMs;
           if (i.exit_code != 0 && exit_code_ == 0) {
             exit_code_ = i.exit_code;
             BeginStop();  // the gang fails together
@@ -537,8 +616,15 @@ class Supervisor {
       bool all_exited = std::all_of(instances_.begin(), instances_.end(), [](auto& i) { return i.exited; });
       bool all_drained = std::all_of(instances_.begin(), instances_.end(), [](auto& i) { return i.out_fd < 0; });
       if (all_exited && all_drained) break;
-      if (all_exited) continue;
       int64_t now = NowMs();
+      for (auto& i : instances_) {
+        if (i.exited && i.out_fd >= 0 && now >= i.drain_deadline) {  // a process that left the group
+          WriteLines(i, "", 0, true);
+          ::close(i.out_fd);
+          i.out_fd = -1;
+        }
+      }
+      if (all_exited) continue;
       if (!stopped_ && StopRequested()) {
         stopped_ = true;
         BeginStop();

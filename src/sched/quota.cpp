@@ -1,0 +1,197 @@
+#include "sched/quota.h"
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+
+#include "sched/sched.h"
+
+namespace ty::sched {
+
+namespace {
+
+constexpr int64_t kUnlimited = std::numeric_limits<int64_t>::max() / 4;
+
+int64_t Get(const std::map<std::string, int64_t>& m, const std::string& k) {
+  auto it = m.find(k);
+  return it == m.end() ? 0 : it->second;
+}
+
+bool Lends(SharingStrategy s) { return s != SharingStrategy::kReserve; }
+
+class QuotaPass {
+ public:
+  explicit QuotaPass(const QuotaSnapshot& snap) : snap_(snap), used_(snap.shares.size()), running_(snap.running) {
+    for (const auto& r : running_) {
+      in_use_[r.instance_type] += r.instance_count;
+      if (r.preempting) {
+        leaving_[r.instance_type] += r.instance_count;
+      } else {
+        used_[static_cast<size_t>(r.share)][r.instance_type] += r.instance_count;
+      }
+    }
+  }
+
+  QuotaDecisions Run() {
+    for (const auto& [share, job] : Order()) Consider(share, job);
+    return std::move(d_);
+  }
+
+ private:
+  // Jobs in the order they are offered capacity: inside a share by schedulingPriority (higher
+  // first) then submit order; across shares, the share whose next job was submitted first
+  // (FIFO assignment of idle capacity).
+  std::vector<std::pair<size_t, QuotaJob>> Order() const {
+    std::vector<std::vector<QuotaJob>> lists;
+    for (const auto& s : snap_.shares) {
+      auto jobs = s.runnable;
+      std::sort(jobs.begin(), jobs.end(), [](const QuotaJob& a, const QuotaJob& b) {
+        return a.priority != b.priority ? a.priority > b.priority : a.seq < b.seq;
+      });
+      lists.push_back(std::move(jobs));
+    }
+    std::vector<size_t> next(lists.size(), 0);
+    std::vector<std::pair<size_t, QuotaJob>> out;
+    while (true) {
+      int best = -1;
+      for (size_t i = 0; i < lists.size(); ++i)
+        if (next[i] < lists[i].size() &&
+            (best < 0 || lists[i][next[i]].seq < lists[static_cast<size_t>(best)][next[static_cast<size_t>(best)]].seq))
+          best = static_cast<int>(i);
+      if (best < 0) return out;
+      size_t b = static_cast<size_t>(best);
+      out.emplace_back(b, lists[b][next[b]++]);
+    }
+  }
+
+  int64_t Limit(size_t s, const std::string& t) const { return Get(snap_.shares[s].limit, t); }
+  int64_t Used(size_t s, const std::string& t) const { return Get(used_[s], t); }
+  int64_t Free(const std::string& t) const { return Get(snap_.capacity, t) - Get(in_use_, t); }
+
+  void Wait(const QuotaJob& j, std::string reason) { d_.waits.push_back({j.seq, std::move(reason)}); }
+
+  void Start(size_t s, const QuotaJob& j, bool borrowing) {
+    used_[s][j.instance_type] += j.instance_count;
+    in_use_[j.instance_type] += j.instance_count;
+    d_.starts.push_back({j.seq, borrowing});
+  }
+
+  // Marks victims as leaving; their capacity is promised to `for_job`.
+  void Preempt(const std::vector<size_t>& victims, const QuotaJob& for_job, bool in_share) {
+    for (size_t v : victims) {
+      QuotaRunningJob& r = running_[v];
+      r.preempting = true;
+      used_[static_cast<size_t>(r.share)][r.instance_type] -= r.instance_count;
+      d_.preemptions.push_back({r.seq, for_job.seq, in_share});
+    }
+  }
+
+  // Victims in preference order: lowest priority, then most recently started, then submit order.
+  std::vector<size_t> Candidates(const std::function<bool(const QuotaRunningJob&)>& eligible) const {
+    std::vector<size_t> c;
+    for (size_t i = 0; i < running_.size(); ++i)
+      if (!running_[i].preempting && running_[i].preemptible && eligible(running_[i])) c.push_back(i);
+    std::sort(c.begin(), c.end(), [&](size_t a, size_t b) {
+      const auto& x = running_[a];
+      const auto& y = running_[b];
+      if (x.priority != y.priority) return x.priority < y.priority;
+      if (x.start_order != y.start_order) return x.start_order > y.start_order;
+      return x.seq < y.seq;
+    });
+    return c;
+  }
+
+  void Consider(size_t s, const QuotaJob& j) {
+    const QuotaShareSpec& share = snap_.shares[s];
+    const std::string& t = j.instance_type;
+    const int64_t n = j.instance_count;
+    const int64_t limit = Limit(s, t);
+    const bool borrows = share.strategy == SharingStrategy::kLendAndBorrow;
+    const int64_t max_with_borrow =
+        !borrows ? limit : share.borrow_limit_percent < 0 ? kUnlimited : limit + limit * share.borrow_limit_percent / 100;
+    int64_t borrowable = limit;
+    for (size_t o = 0; o < snap_.shares.size(); ++o)
+      if (o != s && Lends(snap_.shares[o].strategy)) borrowable += Limit(o, t);
+
+    // Jobs that can never run, with AWS's reasons.
+    if (n > Get(snap_.capacity, t)) return Wait(j, kMaxResourceReason);
+    if (!borrows && n > limit) return Wait(j, kQuotaLimitReason);
+    if (borrows && n > max_with_borrow) return Wait(j, kQuotaBorrowLimitReason);
+    if (borrows && n > borrowable) return Wait(j, kQuotaBorrowableReason);
+
+    if (Used(s, t) + n <= limit) {
+      // Inside its own quota: idle capacity, else capacity already on its way back, else reclaim.
+      if (Free(t) >= n) return Start(s, j, false);
+      int64_t need = n - Free(t);
+      int64_t& leaving = leaving_[t];
+      if (leaving >= need) {
+        leaving -= need;
+        return Wait(j, "waiting for preempted jobs to give capacity back");
+      }
+      need -= leaving;
+      // Cross-share reclaim: only from shares running above their own quota, never below it.
+      std::map<size_t, int64_t> over;
+      for (size_t o = 0; o < snap_.shares.size(); ++o)
+        if (o != s) over[o] = Used(o, t) - Limit(o, t);
+      std::vector<size_t> victims;
+      int64_t freed = 0;
+      for (size_t v : Candidates([&](const QuotaRunningJob& r) {
+             return r.instance_type == t && static_cast<size_t>(r.share) != s;
+           })) {
+        if (freed >= need) break;
+        size_t o = static_cast<size_t>(running_[v].share);
+        if (over[o] <= 0) continue;
+        over[o] -= running_[v].instance_count;
+        freed += running_[v].instance_count;
+        victims.push_back(v);
+      }
+      if (freed < need) return Wait(j, "waiting for capacity: the share is within its quota, but the capacity is in use and not borrowed");
+      leaving = 0;
+      leaving_[t] += freed - need;  // what the victims free beyond this job's need
+      Preempt(victims, j, false);
+      return Wait(j, "reclaiming capacity lent to other shares (" + std::to_string(victims.size()) + " job(s) preempted)");
+    }
+
+    // Above its own quota: in-share priority preemption, then borrowing.
+    if (share.in_share_preemption) {
+      std::vector<size_t> victims;
+      int64_t freed = 0;
+      int64_t excess = Used(s, t) + n - limit;
+      for (size_t v : Candidates([&](const QuotaRunningJob& r) {
+             return r.instance_type == t && static_cast<size_t>(r.share) == s && r.priority < j.priority;
+           })) {
+        if (freed >= excess) break;
+        freed += running_[v].instance_count;
+        victims.push_back(v);
+      }
+      if (freed >= excess) {
+        Preempt(victims, j, true);
+        return Wait(j, "preempting " + std::to_string(victims.size()) + " lower-priority job(s) of share '" +
+                           share.name + "'");
+      }
+    }
+    if (borrows && Used(s, t) + n <= max_with_borrow) {
+      // Idle capacity that is not held back for RESERVE shares' own quota.
+      int64_t reserved = 0;
+      for (size_t o = 0; o < snap_.shares.size(); ++o)
+        if (o != s && !Lends(snap_.shares[o].strategy)) reserved += std::max<int64_t>(0, Limit(o, t) - Used(o, t));
+      if (Free(t) - reserved >= n) return Start(s, j, true);
+      return Wait(j, "waiting to borrow: share '" + share.name + "' is at its quota and no idle capacity can be lent");
+    }
+    return Wait(j, "waiting: share '" + share.name + "' is at its quota (" + std::to_string(Used(s, t)) + " of " +
+                       std::to_string(limit) + " " + t + ")");
+  }
+
+  const QuotaSnapshot& snap_;
+  std::vector<std::map<std::string, int64_t>> used_;  // per share, without jobs that are leaving
+  std::vector<QuotaRunningJob> running_;
+  std::map<std::string, int64_t> in_use_;   // everything running, leaving jobs included
+  std::map<std::string, int64_t> leaving_;  // capacity of preempted jobs not yet promised
+  QuotaDecisions d_;
+};
+
+}  // namespace
+
+QuotaDecisions ScheduleQuotaShares(const QuotaSnapshot& snapshot) { return QuotaPass(snapshot).Run(); }
+
+}  // namespace ty::sched

@@ -1,0 +1,81 @@
+// Quota-share scheduling: guaranteed capacity per share, lending of idle capacity, borrowing
+// within limits, and preemption to give borrowed capacity back or to honour priorities inside a
+// share. Pure: a value snapshot in, decisions out (SEMANTICS.md §2.9 and its decisions table).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ty::sched {
+
+enum class SharingStrategy { kReserve, kLend, kLendAndBorrow };
+
+struct QuotaJob {
+  uint64_t seq = 0;  // submit order; identity in decisions
+  std::string instance_type;
+  int64_t instance_count = 1;
+  int priority = 0;  // schedulingPriority
+};
+
+struct QuotaRunningJob {
+  uint64_t seq = 0;
+  int share = 0;  // index into QuotaSnapshot::shares
+  std::string instance_type;
+  int64_t instance_count = 1;
+  int priority = 0;
+  uint64_t start_order = 0;  // larger = started more recently
+  bool preempting = false;   // already told to stop; its capacity is on its way back
+  bool preemptible = true;   // false while inside the queue's minimum runtime
+};
+
+struct QuotaShareSpec {
+  std::string name;
+  std::map<std::string, int64_t> limit;  // instance type -> instances guaranteed
+  SharingStrategy strategy = SharingStrategy::kLendAndBorrow;
+  int64_t borrow_limit_percent = -1;     // of its own limit per type; -1: unlimited
+  bool in_share_preemption = false;
+  std::vector<QuotaJob> runnable;        // any order; the library orders them
+};
+
+struct QuotaSnapshot {
+  std::map<std::string, int64_t> capacity;  // the environment's limit per instance type
+  std::vector<QuotaShareSpec> shares;
+  std::vector<QuotaRunningJob> running;
+};
+
+struct QuotaStart {
+  uint64_t job_seq;
+  bool borrowing;  // runs on capacity lent by other shares
+};
+
+struct QuotaPreemption {
+  uint64_t victim_seq;
+  uint64_t for_job_seq;
+  bool in_share;  // true: priority inside a share; false: reclaim of borrowed capacity
+};
+
+struct QuotaWait {
+  uint64_t job_seq;
+  std::string reason;  // "MISCONFIGURATION:..." codes as AWS; prose otherwise
+};
+
+struct QuotaDecisions {
+  std::vector<QuotaStart> starts;
+  std::vector<QuotaPreemption> preemptions;
+  std::vector<QuotaWait> waits;
+};
+
+QuotaDecisions ScheduleQuotaShares(const QuotaSnapshot& snapshot);
+
+inline constexpr const char* kQuotaLimitReason =
+    "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED - Job requirements exceed quota share capacity limits.";
+inline constexpr const char* kQuotaBorrowLimitReason =
+    "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED - Job requirements exceed quota share capacity limits and "
+    "borrow limits.";
+inline constexpr const char* kQuotaBorrowableReason =
+    "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED - Job requires borrowing that exceeds all configured borrowable "
+    "capacity.";
+
+}  // namespace ty::sched
