@@ -250,6 +250,232 @@ TEST_P(LocalExecutorTest, ASupervisorKilledWithoutAnOutcomeIsLost) {
     EXPECT_EQ(LiveMembers(pgid.get<int>()), 0) << "process group " << pgid << " still runs";
 }
 
+// Script mode: the program comes from the submit tarball, hyperparameters become arguments, the
+// channels are staged, and the job sees SageMaker's files and variables (it dumps them into its
+// model directory, which comes back in model.tar.gz).
+TEST_P(LocalExecutorTest, ScriptModeStagesCodeDataConfigAndEnvironment) {
+  const bool sandbox = GetParam() == "bwrap";
+  fs::path src = root_ / "src";
+  fs::create_directories(src / "pkg");
+  std::ofstream(src / "train.py") << R"PY(
+import json, os, sys
+model = os.environ["SM_MODEL_DIR"]
+cfg = os.environ["SM_INPUT_CONFIG_DIR"]
+train = os.environ["SM_CHANNEL_TRAINING"]
+out = {
+  "argv": sys.argv[1:],
+  "cwd": os.getcwd(),
+  "env": {k: v for k, v in os.environ.items()},
+  "hyperparameters": json.load(open(os.path.join(cfg, "hyperparameters.json"))),
+  "resourceconfig": json.load(open(os.path.join(cfg, "resourceconfig.json"))),
+  "inputdataconfig": json.load(open(os.path.join(cfg, "inputdataconfig.json"))),
+  "train_files": sorted(os.path.relpath(os.path.join(d, f), train) for d, _, fs in os.walk(train) for f in fs),
+  "nested": open(os.path.join(train, "sub", "b.csv")).read(),
+  "single": sorted(os.listdir(os.environ["SM_CHANNEL_LABELS"])),
+  "ckpt_in": sorted(os.listdir("/opt/ml/checkpoints" if os.environ.get("TRAINYARD_OPT_ML") is None
+                               else os.path.join(os.environ["TRAINYARD_OPT_ML"], "checkpoints"))),
+  "helper": open("pkg/helper.txt").read(),
+}
+json.dump(out, open(os.path.join(model, "env.json"), "w"))
+open(os.path.join(os.environ["SM_OUTPUT_DATA_DIR"], "metrics.txt"), "w").write("acc=1\n")
+root = os.environ.get("TRAINYARD_OPT_ML", "/opt/ml")
+open(os.path.join(root, "checkpoints", "step-2.ckpt"), "w").write("2")
+print("epoch 1 loss=0.5")
+print("epoch 2 loss=0.25", flush=True)
+)PY";
+  std::ofstream(src / "pkg/helper.txt") << "helper";
+  ASSERT_EQ(std::system(("tar -czf " + (root_ / "sourcedir.tar.gz").string() + " -C " + src.string() + " .").c_str()), 0);
+  fs::create_directories(root_ / "data/train/sub");
+  std::ofstream(root_ / "data/train/a.csv") << "1,2\n";
+  std::ofstream(root_ / "data/train/sub/b.csv") << "3,4\n";
+  std::ofstream(root_ / "data/labels.csv") << "x\n";
+  fs::create_directories(root_ / "ckpt");
+  std::ofstream(root_ / "ckpt/step-1.ckpt") << "1";
+
+  json spec = Spec("script", "");
+  spec["command"] = json::array();
+  spec["script_mode"] = {{"program", "train.py"}, {"submit_tarball", (root_ / "sourcedir.tar.gz").string()}};
+  spec["hyperparameters"] = {{"lr", "0.1"}, {"name", "\"abc\""}, {"layers", "[1,2]"},
+                             {"sagemaker_program", "\"train.py\""}, {"sagemaker_submit_directory", "\"s3://b/x\""}};
+  spec["environment"] = {{"FOO", "bar"}, {"SM_LOG_LEVEL", "10"}};
+  spec["extra_env"] = {{"FOO", "extra"}, {"AWS_BATCH_JOB_ID", "j-1"}};
+  spec["channels"] = {{{"name", "training"}, {"source", (root_ / "data/train").string()}, {"content_type", "text/csv"},
+                       {"input_mode", "File"}, {"distribution", "FullyReplicated"}, {"record_wrapper", "None"}},
+                      {{"name", "labels"}, {"source", (root_ / "data/labels.csv").string()}, {"content_type", ""},
+                       {"input_mode", "File"}, {"distribution", "ShardedByS3Key"}, {"record_wrapper", "RecordIO"}}};
+  spec["checkpoint"] = {{"source", (root_ / "ckpt").string()}, {"local_path", "/opt/ml/checkpoints"}};
+  ASSERT_TRUE(executor_->Start("script", spec.dump()).ok());
+  auto events = RunToEnd(*executor_, "script");
+  ASSERT_EQ(events.size(), 4u);
+  ASSERT_EQ(events.back().phase, Phase::kExited);
+  EXPECT_EQ(events.back().exit_code, 0) << Slurp(executor_->LogPath("script", 1));
+  EXPECT_TRUE(events.back().model_uploaded);
+
+  // Logs: "<epoch_ms> <text>" lines.
+  std::istringstream log(Slurp(executor_->LogPath("script", 1)));
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(log, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 2u);
+  for (const auto& line : lines) {
+    size_t sp = line.find(' ');
+    ASSERT_NE(sp, std::string::npos);
+    int64_t ms = std::stoll(line.substr(0, sp));
+    EXPECT_NEAR(static_cast<double>(ms), static_cast<double>(events.back().at), 60000.0);
+  }
+  EXPECT_EQ(lines[1].substr(lines[1].find(' ') + 1), "epoch 2 loss=0.25");
+
+  // The model archive holds what the job wrote; the output archive its output/data.
+  fs::path x = root_ / "x";
+  fs::create_directories(x);
+  ASSERT_EQ(std::system(("tar -xzf " + (root_ / "out/script/model.tar.gz").string() + " -C " + x.string()).c_str()), 0);
+  json got = json::parse(Slurp(x / "env.json"));
+  std::string listing = (root_ / "listing.txt").string();
+  ASSERT_EQ(std::system(("tar -tzf " + (root_ / "out/script/output.tar.gz").string() + " > " + listing).c_str()), 0);
+  EXPECT_NE(Slurp(listing).find("metrics.txt"), std::string::npos);
+
+  EXPECT_EQ(got["argv"], json({"--layers", "[1,2]", "--lr", "0.1", "--name", "abc"}));
+  std::string ml = sandbox ? "/opt/ml" : fs::absolute(root_ / "attempts/script/hosts/algo-1").string();
+  EXPECT_EQ(got["cwd"], ml + "/code");
+  EXPECT_EQ(got["helper"], "helper");
+  EXPECT_EQ(got["hyperparameters"], spec["hyperparameters"]);
+  EXPECT_EQ(got["resourceconfig"],
+            json::parse(R"({"current_host":"algo-1","hosts":["algo-1"],"network_interface_name":"eth0",
+              "current_instance_type":"ml.m5.large","current_group_name":"homogeneousCluster",
+              "instance_groups":[{"instance_group_name":"homogeneousCluster","instance_type":"ml.m5.large",
+              "hosts":["algo-1"]}]})"));
+  EXPECT_EQ(got["inputdataconfig"],
+            json::parse(R"({"training":{"ContentType":"text/csv","TrainingInputMode":"File",
+              "S3DistributionType":"FullyReplicated","RecordWrapperType":"None"},
+              "labels":{"TrainingInputMode":"File","S3DistributionType":"ShardedByS3Key","RecordWrapperType":"RecordIO"}})"));
+  EXPECT_EQ(got["train_files"], json({"a.csv", "sub/b.csv"}));
+  EXPECT_EQ(got["nested"], "3,4\n");
+  EXPECT_EQ(got["single"], json({"labels.csv"}));
+  EXPECT_EQ(got["ckpt_in"], json({"step-1.ckpt"}));
+  EXPECT_TRUE(fs::exists(root_ / "ckpt/step-2.ckpt"));  // checkpoints go back to their source
+
+  const json& env = got["env"];
+  EXPECT_EQ(env["SM_MODEL_DIR"], ml + "/model");
+  EXPECT_EQ(env["SM_CHANNELS"], "[\"labels\",\"training\"]");
+  EXPECT_EQ(env["SM_CHANNEL_TRAINING"], ml + "/input/data/training");
+  EXPECT_EQ(json::parse(env["SM_HPS"].get<std::string>()),
+            json::parse(R"({"lr":0.1,"name":"abc","layers":[1,2]})"));
+  EXPECT_EQ(env["SM_HP_LR"], "0.1");
+  EXPECT_EQ(env["SM_HP_NAME"], "abc");
+  EXPECT_FALSE(env.contains("SM_HP_SAGEMAKER_PROGRAM"));
+  EXPECT_EQ(env["SM_CURRENT_HOST"], "algo-1");
+  EXPECT_EQ(env["SM_HOSTS"], "[\"algo-1\"]");
+  EXPECT_EQ(env["SM_NUM_CPUS"], "2");
+  EXPECT_EQ(env["SM_NUM_GPUS"], "0");
+  EXPECT_EQ(env["SM_LOG_LEVEL"], "10");  // the job's Environment wins over ours
+  EXPECT_EQ(env["SM_USER_ENTRY_POINT"], "train.py");
+  EXPECT_EQ(env["SM_USER_ARGS"], "[\"--layers\",\"[1,2]\",\"--lr\",\"0.1\",\"--name\",\"abc\"]");
+  EXPECT_EQ(env["SM_OUTPUT_DATA_DIR"], ml + "/output/data");
+  EXPECT_EQ(env["SM_INPUT_CONFIG_DIR"], ml + "/input/config");
+  EXPECT_EQ(json::parse(env["SM_RESOURCE_CONFIG"].get<std::string>()), got["resourceconfig"]);
+  EXPECT_EQ(json::parse(env["SM_TRAINING_ENV"].get<std::string>())["hosts"], json({"algo-1"}));
+  EXPECT_EQ(env["TRAINING_JOB_NAME"], "script");
+  EXPECT_EQ(env["TRAINING_JOB_ARN"], "arn:aws:sagemaker:us-east-1:000000000000:training-job/script");
+  EXPECT_EQ(env["AWS_REGION"], "us-east-1");
+  EXPECT_EQ(env["FOO"], "extra");  // extra_env wins over Environment
+  EXPECT_EQ(env["AWS_BATCH_JOB_ID"], "j-1");
+  if (sandbox) {
+    EXPECT_FALSE(env.contains("TRAINYARD_OPT_ML"));
+    EXPECT_EQ(env["MASTER_ADDR"], "algo-1");
+  } else {
+    EXPECT_EQ(env["TRAINYARD_OPT_ML"], ml);
+    EXPECT_EQ(env["MASTER_ADDR"], "127.0.0.1");
+  }
+
+  executor_->Cleanup("script");
+  EXPECT_FALSE(fs::exists(root_ / "attempts/script/hosts"));
+  EXPECT_TRUE(fs::exists(executor_->LogPath("script", 1)));
+}
+
+TEST_P(LocalExecutorTest, UncompressedArtifactsArePlainTar) {
+  json spec = Spec("plain", "echo m > $SM_MODEL_DIR/m.txt");
+  spec["compress"] = false;
+  ASSERT_TRUE(executor_->Start("plain", spec.dump()).ok());
+  auto events = RunToEnd(*executor_, "plain");
+  EXPECT_EQ(events.back().exit_code, 0);
+  std::string listing = (root_ / "listing.txt").string();
+  ASSERT_EQ(std::system(("tar -tf " + (root_ / "out/plain/model.tar.gz").string() + " > " + listing).c_str()), 0);
+  EXPECT_NE(Slurp(listing).find("m.txt"), std::string::npos);
+  EXPECT_NE(std::system(("gzip -t " + (root_ / "out/plain/model.tar.gz").string() + " 2>/dev/null").c_str()), 0);
+}
+
+// A stop that races the supervisor's start is neither lost nor ignored: the job never runs.
+TEST_P(LocalExecutorTest, StopRightAfterStartEndsStoppedWithoutRunningTheJob) {
+  ASSERT_TRUE(executor_->Start("early", Spec("early", "echo ran; sleep 30").dump()).ok());
+  ASSERT_TRUE(executor_->Stop("early", 30).ok());
+  auto start = std::chrono::steady_clock::now();
+  auto events = RunToEnd(*executor_, "early");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  ASSERT_EQ(events.back().phase, Phase::kExited);
+  EXPECT_TRUE(events.back().stopped);
+  EXPECT_EQ(Slurp(executor_->LogPath("early", 1)).find("ran"), std::string::npos);
+}
+
+// A job that leaves a background process behind (holding its output open) still finishes, and
+// the background process goes with it, as in a container.
+TEST_P(LocalExecutorTest, BackgroundLeftoversDoNotKeepTheAttemptAlive) {
+  std::string marker = (root_ / "bg.pid").string();
+  ASSERT_TRUE(executor_->Start("bg", Spec("bg", "sleep 1000 & echo $! > " + marker + "; echo main done").dump()).ok());
+  auto start = std::chrono::steady_clock::now();
+  auto events = RunToEnd(*executor_, "bg");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_EQ(events.back().exit_code, 0);
+  EXPECT_NE(Slurp(executor_->LogPath("bg", 1)).find("main done"), std::string::npos);
+  int pid = std::atoi(Slurp(marker).c_str());
+  ASSERT_GT(pid, 0);
+  bool gone = false;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+       !gone && std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
+    std::string stat = Slurp("/proc/" + std::to_string(pid) + "/stat");
+    auto close = stat.rfind(')');
+    gone = close == std::string::npos || stat[close + 2] == 'Z';
+  }
+  EXPECT_TRUE(gone) << "the background sleep " << pid << " survived its attempt";
+}
+
+// The supervisor takes nothing of the server with it but stdio: a descriptor the server leaked
+// (here a pipe without O_CLOEXEC) is not open in the supervisor.
+TEST_P(LocalExecutorTest, TheSupervisorInheritsNoDescriptorsOfTheServer) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  char want[256] = {0};
+  ASSERT_GT(::readlink(("/proc/self/fd/" + std::to_string(fds[1])).c_str(), want, sizeof want - 1), 0);
+  ASSERT_TRUE(executor_->Start("fds", Spec("fds", "sleep 30").dump()).ok());
+  WaitForPhase(*executor_, "fds", "Training");
+  json st = json::parse(Slurp(root_ / "attempts/fds/status.json"));
+  std::string fd_dir = "/proc/" + std::to_string(st["supervisor_pid"].get<int>()) + "/fd";
+  int open_fds = 0;
+  for (const auto& entry : fs::directory_iterator(fd_dir)) {
+    ++open_fds;
+    std::error_code ec;
+    EXPECT_NE(fs::read_symlink(entry.path(), ec).string(), std::string(want)) << entry.path();
+  }
+  EXPECT_GT(open_fds, 0);
+  ::close(fds[0]);
+  ::close(fds[1]);
+  ASSERT_TRUE(executor_->Stop("fds", 0).ok());
+  EXPECT_TRUE(RunToEnd(*executor_, "fds").back().stopped);
+}
+
+TEST_P(LocalExecutorTest, StopAndAdoptOfUnknownAttemptsAreNotFound) {
+  EXPECT_EQ(executor_->Stop("nope", 1).code(), Code::kNotFound);
+  EXPECT_EQ(executor_->Adopt("nope").code(), Code::kNotFound);
+  EXPECT_EQ(executor_->Start("notjson", "{").code(), Code::kInvalidArgument);
+  EXPECT_TRUE(executor_->Poll().empty());
+}
+
+TEST(PhaseNameTest, NamesEveryPhase) {
+  EXPECT_STREQ(PhaseName(Phase::kPreparing), "Preparing");
+  EXPECT_STREQ(PhaseName(Phase::kTraining), "Training");
+  EXPECT_STREQ(PhaseName(Phase::kUploading), "Uploading");
+  EXPECT_STREQ(PhaseName(Phase::kExited), "Exited");
+  EXPECT_STREQ(PhaseName(Phase::kLost), "Lost");
+}
+
 INSTANTIATE_TEST_SUITE_P(Sandboxes, LocalExecutorTest, ::testing::Values("none", "bwrap"));
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -23,11 +24,61 @@ using nlohmann::json;
 namespace {
 constexpr EpochMs kStartupGraceMs = 10000;
 
+// Typed reads of a status.json that tolerate anything (no exceptions).
+int64_t IntField(const json& o, const char* key, int64_t def) {
+  auto it = o.find(key);
+  return it != o.end() && it->is_number_integer() ? it->get<int64_t>() : def;
+}
+bool BoolField(const json& o, const char* key) {
+  auto it = o.find(key);
+  return it != o.end() && it->is_boolean() && it->get<bool>();
+}
+std::string StringField(const json& o, const char* key) {
+  auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// The parsed status file, or a discarded value when it is missing or not JSON.
+json ReadStatus(const std::string& path) {
+  std::string text;
+  if (!local::ReadFile(path, &text)) return json(json::value_t::discarded);
+  return json::parse(text, nullptr, false);
+}
+
 Phase ParsePhase(const std::string& s) {
   if (s == "Training") return Phase::kTraining;
   if (s == "Uploading") return Phase::kUploading;
   if (s == "Exited") return Phase::kExited;
   return Phase::kPreparing;
+}
+
+// Appends the transitions of `st` (a parsed status.json) past *seen, advancing it; true when
+// they include Exited.
+bool EmitTransitions(const std::string& id, const json& st, size_t* seen, std::vector<AttemptEvent>* events) {
+  auto it = st.find("transitions");
+  if (it == st.end() || !it->is_array()) return false;
+  const json& transitions = *it;
+  bool exited = false;
+  for (size_t i = *seen; i < transitions.size(); ++i) {
+    const json& tr = transitions[i];
+    if (!tr.is_object()) continue;
+    AttemptEvent e;
+    e.attempt_id = id;
+    e.phase = ParsePhase(StringField(tr, "phase"));
+    e.at = IntField(tr, "at", 0);
+    e.message = StringField(tr, "message");
+    if (e.phase == Phase::kExited) {
+      e.exit_code = static_cast<int>(IntField(st, "exit_code", 0));
+      e.stopped = BoolField(st, "stopped");
+      e.max_runtime_exceeded = BoolField(st, "max_runtime_exceeded");
+      e.failure_reason = StringField(st, "failure_reason");
+      e.model_uploaded = BoolField(st, "model_uploaded");
+      exited = true;
+    }
+    events->push_back(std::move(e));
+  }
+  *seen = std::max(*seen, transitions.size());
+  return exited;
 }
 }  // namespace
 
@@ -35,7 +86,8 @@ LocalExecutor::LocalExecutor(Options options) : options_(std::move(options)) {
   std::error_code ec;
   fs::create_directories(options_.attempts_root, ec);
   if (!options_.notify_socket.empty() && options_.notify_socket.size() < sizeof(sockaddr_un::sun_path)) {
-    ::unlink(options_.notify_socket.c_str());
+    fs::create_directories(fs::path(options_.notify_socket).parent_path(), ec);
+    ::unlink(options_.notify_socket.c_str());  // a stale one from an earlier server
     socket_fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
@@ -148,57 +200,44 @@ std::vector<AttemptEvent> LocalExecutor::Poll() {
     const std::string& id = it->first;
     Tracked& t = it->second;
     std::string dir = Dir(id);
-    std::string text;
-    json st;
-    bool readable = local::ReadFile(local::StatusPath(dir), &text) &&
-                    !(st = json::parse(text, nullptr, false)).is_discarded();
+    std::string path = local::StatusPath(dir);
     bool done = false;
-    if (readable) {
-      const json& transitions = st["transitions"];
-      for (size_t i = t.transitions_seen; i < transitions.size(); ++i) {
+    struct stat sb {};
+    bool exists = ::stat(path.c_str(), &sb) == 0;
+    int64_t mtime_ns = static_cast<int64_t>(sb.st_mtim.tv_sec) * 1'000'000'000 + sb.st_mtim.tv_nsec;
+    if (exists && (sb.st_ino != t.status_ino || mtime_ns != t.status_mtime_ns || sb.st_size != t.status_size)) {
+      json st = ReadStatus(path);
+      if (st.is_object()) {
+        t.status_ino = sb.st_ino;
+        t.status_mtime_ns = mtime_ns;
+        t.status_size = sb.st_size;
+        done = EmitTransitions(id, st, &t.transitions_seen, &events);
+      }
+    }
+    if (!done && !local::SupervisorAlive(dir) && (exists || now - t.since > kStartupGraceMs)) {
+      // The supervisor is gone; read once more in case it finished between the two checks.
+      json st = ReadStatus(path);
+      if (st.is_object()) done = EmitTransitions(id, st, &t.transitions_seen, &events);
+      if (!done) {
+        // Its instances may have outlived it (children of a job's shell do not get the
+        // supervisor's death signal): end their process groups.
+        if (st.is_object() && st["instance_pgids"].is_array())
+          for (const auto& pgid : st["instance_pgids"])
+            if (pgid.is_number_integer() && pgid.get<int64_t>() > 1) ::kill(-pgid.get<pid_t>(), SIGKILL);
         AttemptEvent e;
         e.attempt_id = id;
-        e.phase = ParsePhase(transitions[i].value("phase", ""));
-        e.at = transitions[i].value("at", EpochMs{0});
-        e.message = transitions[i].value("message", "");
-        if (e.phase == Phase::kExited) {
-          e.exit_code = st.value("exit_code", 0);
-          e.stopped = st.value("stopped", false);
-          e.max_runtime_exceeded = st.value("max_runtime_exceeded", false);
-          e.failure_reason = st.value("failure_reason", "");
-          e.model_uploaded = st.value("model_uploaded", false);
-          done = true;
-        }
+        e.phase = Phase::kLost;
+        e.at = now;
+        e.message = "the instance was lost: its supervisor exited without recording an outcome";
         events.push_back(e);
+        done = true;
       }
-      t.transitions_seen = transitions.size();
-    }
-    if (!done && !local::SupervisorAlive(dir) && (readable || now - t.since > kStartupGraceMs)) {
-      // The supervisor is gone; read once more in case it finished between the two checks.
-      std::string again;
-      json st2;
-      if (local::ReadFile(local::StatusPath(dir), &again) &&
-          !(st2 = json::parse(again, nullptr, false)).is_discarded() && st2.value("phase", "") == "Exited") {
-        ++it;  // picked up by the next Poll
-        continue;
-      }
-      // Its instances may have outlived it (children of a job's shell do not get the
-      // supervisor's death signal): end their process groups.
-      if (readable)
-        for (const auto& pgid : st.value("instance_pgids", json::array()))
-          if (pgid.get<int>() > 1) ::kill(-pgid.get<pid_t>(), SIGKILL);
-      AttemptEvent e;
-      e.attempt_id = id;
-      e.phase = Phase::kLost;
-      e.at = now;
-      e.message = "the instance was lost: its supervisor exited without recording an outcome";
-      events.push_back(e);
-      done = true;
     }
     it = done ? tracked_.erase(it) : std::next(it);
   }
   return events;
 }
+
 
 std::string LocalExecutor::LogPath(const std::string& id, int instance) const {
   return local::LogDir(Dir(id)) + "/algo-" + std::to_string(instance) + ".log";
