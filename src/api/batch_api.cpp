@@ -58,6 +58,21 @@ json EncodePolicy(const SchedulingPolicy& p) {
   return j;
 }
 
+json EncodeQuotaShare(const State& s, const QuotaShare& q) {
+  json limits = json::array();
+  for (const auto& l : q.capacity_limits) limits.push_back({{"maxCapacity", l.max_capacity}, {"capacityUnit", l.capacity_unit}});
+  json sharing = {{"strategy", q.strategy}};
+  if (q.strategy == "LEND_AND_BORROW") sharing["borrowLimit"] = q.borrow_limit;
+  auto queue = s.queues.find(q.queue);
+  json j = {{"quotaShareName", q.name}, {"quotaShareArn", q.arn},
+            {"jobQueueArn", queue == s.queues.end() ? q.queue : queue->second.arn},
+            {"capacityLimits", limits}, {"resourceSharingConfiguration", sharing},
+            {"preemptionConfiguration", {{"inSharePreemption", q.in_share_preemption}}},
+            {"state", q.state}, {"status", "VALID"}};
+  if (!q.tags.empty()) j["tags"] = EncodeTags(q.tags);
+  return j;
+}
+
 json EncodeResourceId(const std::string& arn) { return {{"name", "TrainingJobArn"}, {"value", arn}}; }
 
 json CapacityUsage(const ServiceJob& j) {
@@ -106,6 +121,18 @@ json EncodeJobDetail(const State& s, const ServiceJobState& js) {
     attempts.push_back(aj);
   }
   j["attempts"] = attempts;
+  if (job.preempted_attempt_count > 0) {
+    json recent = json::array();
+    for (const auto& a : job.attempts) {
+      if (a.status_reason.rfind("Preempted", 0) != 0) continue;
+      json aj = {{"serviceResourceId", EncodeResourceId(a.training_job_arn)}, {"statusReason", a.status_reason}};
+      PutIf(aj, "startedAt", a.started_at);
+      PutIf(aj, "stoppedAt", a.stopped_at);
+      recent.push_back(aj);
+    }
+    while (recent.size() > 5) recent.erase(recent.begin());
+    j["preemptionSummary"] = {{"preemptedAttemptCount", job.preempted_attempt_count}, {"recentPreemptedAttempts", recent}};
+  }
   // trainyard extensions (clients ignore members they do not know).
   json history = json::array();
   for (const auto& [st, at] : js.history) history.push_back({{"status", st}, {"at", at}});
@@ -333,7 +360,8 @@ bool BatchImplements(const std::string& op) {
       "DeleteServiceEnvironment", "CreateJobQueue", "DescribeJobQueues", "UpdateJobQueue", "DeleteJobQueue",
       "SubmitServiceJob", "DescribeServiceJob", "ListServiceJobs", "TerminateServiceJob", "UpdateServiceJob",
       "GetJobQueueSnapshot", "CreateSchedulingPolicy", "UpdateSchedulingPolicy", "DeleteSchedulingPolicy",
-      "DescribeSchedulingPolicies", "ListSchedulingPolicies"};
+      "DescribeSchedulingPolicies", "ListSchedulingPolicies", "CreateQuotaShare", "UpdateQuotaShare",
+      "DeleteQuotaShare", "DescribeQuotaShare", "ListQuotaShares"};
   return kOps.count(op) > 0;
 }
 
@@ -350,6 +378,10 @@ Response Reply(const StatusOr<JobQueue>& q) {
 Response Reply(const StatusOr<SchedulingPolicy>& p) {
   if (!p.ok()) return p.status();
   return json{{"name", p->name}, {"arn", p->arn}};
+}
+Response Reply(const StatusOr<QuotaShare>& q) {
+  if (!q.ok()) return q.status();
+  return json{{"quotaShareName", q->name}, {"quotaShareArn", q->arn}};
 }
 Response Reply(const StatusOr<ServiceJob>& j) {
   if (!j.ok()) return j.status();
@@ -379,6 +411,28 @@ Response HandleBatch(Controller& c, const std::string& op, const json& req) {
   if (op == "DeleteSchedulingPolicy") return Reply(c.DeleteSchedulingPolicy(req));
   if (op == "DescribeSchedulingPolicies") return DescribePolicies(c, req);
   if (op == "ListSchedulingPolicies") return ListPolicies(c, req);
+  if (op == "CreateQuotaShare") return Reply(c.CreateQuotaShare(req));
+  if (op == "UpdateQuotaShare") return Reply(c.UpdateQuotaShare(req));
+  if (op == "DeleteQuotaShare") return Reply(c.DeleteQuotaShare(req));
+  if (op == "DescribeQuotaShare") {
+    std::string arn = req.value("quotaShareArn", "");
+    return c.Read([&](const State& s) -> Response {
+      const QuotaShare* q = Controller::FindQuotaShareByArn(s, arn);
+      if (!q) return InvalidArgument("quotaShareArn: quota share " + arn + " does not exist");
+      return EncodeQuotaShare(s, *q);
+    });
+  }
+  if (op == "ListQuotaShares") {
+    std::string queue_ref = req.value("jobQueue", "");
+    return c.Read([&](const State& s) -> Response {
+      const JobQueue* q = Controller::FindQueue(s, queue_ref);
+      if (!q) return InvalidArgument("jobQueue: job queue " + queue_ref + " does not exist");
+      json list = json::array();
+      for (const auto& [key, share] : s.quota_shares)
+        if (share.queue == q->name) list.push_back(EncodeQuotaShare(s, share));
+      return json{{"quotaShares", list}};
+    });
+  }
   if (op == "SubmitServiceJob") {
     // Beyond AWS: the payload is checked against CreateTrainingJob's shape now, not at dispatch.
     std::string payload_text = req.value("serviceRequestPayload", "");

@@ -43,18 +43,22 @@ Tags ReadTags(const json& req) {
   return tags;
 }
 
+// Either one NUM_INSTANCES limit, or 1..5 limits in instance-type units (quota management).
 Status CheckCapacityLimits(const json& limits) {
+  std::set<std::string> units;
   for (size_t i = 0; i < limits.size(); ++i) {
     const json& l = limits[i];
     std::string unit = Get<std::string>(l, "capacityUnit", "");
     int64_t max = Get<int64_t>(l, "maxCapacity", -1);
     std::string where = "capacityLimits[" + std::to_string(i) + "]";
-    if (unit != "NUM_INSTANCES")
-      return InvalidArgument(where + ".capacityUnit must be NUM_INSTANCES (instance-type units belong to "
-                                     "quota management, which this server does not offer yet)");
+    if (unit != "NUM_INSTANCES" && !StartsWith(unit, "ml."))
+      return InvalidArgument(where + ".capacityUnit must be NUM_INSTANCES or an instance type such as ml.m5.large");
     if (max < 0) return InvalidArgument(where + ".maxCapacity is required and must be >= 0");
+    if (!units.insert(unit).second) return InvalidArgument(where + ".capacityUnit " + unit + " is listed twice");
   }
-  if (limits.size() != 1) return InvalidArgument("capacityLimits must hold exactly one NUM_INSTANCES limit");
+  if (units.count("NUM_INSTANCES") && limits.size() != 1)
+    return InvalidArgument("capacityLimits: a NUM_INSTANCES limit can't be combined with instance-type limits");
+  if (limits.empty() || limits.size() > 5) return InvalidArgument("capacityLimits must hold 1 to 5 limits");
   return Status::Ok();
 }
 
@@ -139,6 +143,10 @@ void Controller::LoadState() {
     SchedulingPolicy p;
     if (DecodeDoc(doc, &p)) s.policies[p.name] = p;
   }));
+  must(store_->LoadAll(store::Kind::kQuotaShare, [&](const std::string& key, const std::string& doc) {
+    QuotaShare q;
+    if (DecodeDoc(doc, &q)) s.quota_shares[key] = q;
+  }));
   must(store_->LoadAll(store::Kind::kServiceJob, [&](const std::string&, const std::string& doc) {
     auto j = json::parse(doc, nullptr, false);
     ServiceJobState js;
@@ -150,8 +158,7 @@ void Controller::LoadState() {
     if (!js.job.client_token.empty()) s.job_seq_by_token[js.job.client_token] = seq;
     s.by_queue_status[js.job.queue][js.job.status].insert(seq);
     if (IsActive(js.job.status)) s.environment_in_use[js.service_environment] += js.job.instance_count;
-    if (!IsTerminal(js.job.status) && !js.job.share_identifier.empty())
-      ++s.unfinished_by_share[js.job.queue][js.job.share_identifier];
+    if (!IsTerminal(js.job.status) && !ShareOf(js.job).empty()) ++s.unfinished_by_share[js.job.queue][ShareOf(js.job)];
     s.next_seq = std::max(s.next_seq, seq + 1);
     s.jobs.emplace(seq, std::move(js));
   }));
@@ -246,6 +253,10 @@ void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& 
       if (auto it = state_.policies.find(n); it != state_.policies.end())
         writes.push_back({store::Kind::kSchedulingPolicy, n, EncodeDoc(it->second)});
     for (const auto& n : t.deleted_policies) writes.push_back({store::Kind::kSchedulingPolicy, n, ""});
+    for (const auto& n : t.quota_shares)
+      if (auto it = state_.quota_shares.find(n); it != state_.quota_shares.end())
+        writes.push_back({store::Kind::kQuotaShare, n, EncodeDoc(it->second)});
+    for (const auto& n : t.deleted_quota_shares) writes.push_back({store::Kind::kQuotaShare, n, ""});
     for (uint64_t seq : t.jobs) {
       const ServiceJobState& js = state_.jobs.at(seq);
       json extra = {{"service_environment", js.service_environment}, {"history", json::array()}};
@@ -414,6 +425,24 @@ StatusOr<std::vector<ServiceEnvironmentOrder>> ResolveOrder(const State& s, cons
   return out;
 }
 
+// Quota-management queues use exactly one service environment with instance-type capacity units
+// (and that environment serves no other queue); other queues use NUM_INSTANCES environments.
+Status CheckEnvironmentUnits(const State& s, const std::vector<ServiceEnvironmentOrder>& order, bool quota) {
+  for (const auto& o : order) {
+    const ServiceEnvironment& e = s.environments.at(o.service_environment);
+    bool instance_units = !e.capacity_limits.empty() && e.capacity_limits[0].capacity_unit != "NUM_INSTANCES";
+    if (quota && !instance_units)
+      return InvalidArgument("serviceEnvironmentOrder: a quota-share job queue needs a service environment with "
+                             "instance-type capacity units; " + e.name + " uses NUM_INSTANCES");
+    if (!quota && instance_units)
+      return InvalidArgument("serviceEnvironmentOrder: service environment " + e.name +
+                             " uses instance-type capacity units, which need a quota-share scheduling policy");
+  }
+  if (quota && order.size() != 1)
+    return InvalidArgument("serviceEnvironmentOrder: a quota-share job queue uses exactly one service environment");
+  return Status::Ok();
+}
+
 Status CheckTimeLimitActions(const json& actions) {
   for (size_t i = 0; i < actions.size(); ++i) {
     std::string where = "jobStateTimeLimitActions[" + std::to_string(i) + "]";
@@ -456,13 +485,14 @@ StatusOr<JobQueue> Controller::CreateJobQueue(const json& req) {
     auto resolved = ResolveOrder(state_, order);
     if (!resolved.ok()) return resolved.status();
     q.service_environment_order = *resolved;
+    bool quota = false;
     if (!q.scheduling_policy_arn.empty()) {
       const SchedulingPolicy* p = FindPolicy(state_, q.scheduling_policy_arn);
       if (!p) return InvalidArgument("schedulingPolicyArn: scheduling policy " + q.scheduling_policy_arn + " does not exist");
-      if (p->fairshare_policy_json.empty())
-        return InvalidArgument("schedulingPolicyArn: quota-share scheduling is not available on this server yet; use a fair-share policy");
       q.scheduling_policy_arn = p->arn;
+      quota = !p->quotashare_policy_json.empty();
     }
+    TY_RETURN_IF_ERROR(CheckEnvironmentUnits(state_, q.service_environment_order, quota));
     q.seq = state_.next_seq++;
     state_.queues[q.name] = q;
     t.queues.insert(q.name);
@@ -492,7 +522,8 @@ StatusOr<JobQueue> Controller::UpdateJobQueue(const json& req) {
         return InvalidArgument("schedulingPolicyArn: a job queue created without a scheduling policy can't have one added");
       const SchedulingPolicy* p = FindPolicy(state_, arn);
       if (!p) return InvalidArgument("schedulingPolicyArn: scheduling policy " + arn + " does not exist");
-      if (p->fairshare_policy_json.empty())
+      const SchedulingPolicy* current = FindPolicy(state_, updated.scheduling_policy_arn);
+      if (current && p->fairshare_policy_json.empty() != current->fairshare_policy_json.empty())
         return InvalidArgument("schedulingPolicyArn: the policy type of a queue can't be switched");
       updated.scheduling_policy_arn = p->arn;
     }

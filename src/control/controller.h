@@ -65,6 +65,12 @@ class Controller {
   Status DeleteSchedulingPolicy(const nlohmann::json& req);
   static const SchedulingPolicy* FindPolicy(const State& s, const std::string& arn);
 
+  // ---- Batch: quota shares ----
+  StatusOr<QuotaShare> CreateQuotaShare(const nlohmann::json& req);
+  StatusOr<QuotaShare> UpdateQuotaShare(const nlohmann::json& req);
+  Status DeleteQuotaShare(const nlohmann::json& req);
+  static const QuotaShare* FindQuotaShareByArn(const State& s, const std::string& arn);
+
   // ---- Batch: service jobs ----
   StatusOr<ServiceJob> SubmitServiceJob(const nlohmann::json& req);
   Status TerminateServiceJob(const nlohmann::json& req);
@@ -108,6 +114,9 @@ class Controller {
   void EnforceTimeouts(Turn& t);
   void SchedulePass(Turn& t);
   sched::FairShare FairShareOf(Turn& t, const JobQueue& q, size_t prefix);
+  bool IsQuotaQueue(const JobQueue& q) const;
+  void ScheduleQuotaQueue(Turn& t, const JobQueue& q);
+  void StartServiceJob(Turn& t, ServiceJobState& js, const std::string& environment);
   void StartPendingTrainingJobs(Turn& t);
   void TailMetrics(Turn& t);
   void LaunchTrainingJob(Turn& t, TrainingJob& tj);

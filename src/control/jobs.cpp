@@ -6,6 +6,7 @@
 #include "control/controller.h"
 #include "control/turn.h"
 #include "core/strings.h"
+#include "sched/quota.h"
 #include "sched/sched.h"
 
 namespace ty::control {
@@ -29,9 +30,9 @@ void Controller::SetJobStatus(Turn& t, ServiceJobState& js, JobStatus status, co
   if (status == JobStatus::kScheduled && job.scheduled_at == 0) job.scheduled_at = t.now;
   if (IsTerminal(status)) {
     job.stopped_at = t.now;
-    if (!was_terminal && !job.share_identifier.empty()) {
+    if (!was_terminal && !ShareOf(job).empty()) {
       auto& shares = state_.unfinished_by_share[job.queue];
-      if (--shares[job.share_identifier] <= 0) shares.erase(job.share_identifier);
+      if (--shares[ShareOf(job)] <= 0) shares.erase(ShareOf(job));
     }
   }
   if (status != JobStatus::kRunnable) {
@@ -105,11 +106,26 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const json& req) {
     if (q->job_queue_type != "SAGEMAKER_TRAINING")
       return InvalidArgument("jobQueue: job queue " + q->name + " is not a SAGEMAKER_TRAINING queue");
     if (q->state != "ENABLED") return InvalidArgument("jobQueue: job queue " + q->name + " is DISABLED and accepts no new jobs");
-    if (!job.share_identifier.empty() && q->scheduling_policy_arn.empty())
+    const SchedulingPolicy* policy = FindPolicy(state_, q->scheduling_policy_arn);
+    const bool fair = policy && !policy->fairshare_policy_json.empty();
+    const bool quota = policy && !policy->quotashare_policy_json.empty();
+    if (!job.share_identifier.empty() && !fair)
       return InvalidArgument("shareIdentifier: job queue " + q->name +
                              " has no fair-share scheduling policy, so shareIdentifier is not allowed");
-    if (job.share_identifier.empty() && !q->scheduling_policy_arn.empty())
+    if (job.share_identifier.empty() && fair)
       return InvalidArgument("shareIdentifier is required: job queue " + q->name + " has a fair-share scheduling policy");
+    if (!job.quota_share_name.empty() && !quota)
+      return InvalidArgument("quotaShareName: job queue " + q->name +
+                             " has no quota-share scheduling policy, so quotaShareName is not allowed");
+    if (quota) {
+      if (job.quota_share_name.empty())
+        return InvalidArgument("quotaShareName is required: job queue " + q->name + " has a quota-share scheduling policy");
+      auto share = state_.quota_shares.find(q->name + "/" + job.quota_share_name);
+      if (share == state_.quota_shares.end())
+        return InvalidArgument("quotaShareName: quota share " + job.quota_share_name + " does not exist in job queue " + q->name);
+      if (share->second.state != "ENABLED")
+        return InvalidArgument("quotaShareName: quota share " + job.quota_share_name + " is DISABLED");
+    }
     if (!job.share_identifier.empty()) {
       if (job.share_identifier.size() > 255 || job.share_identifier.find('*') != std::string::npos)
         return InvalidArgument("shareIdentifier must be at most 255 characters and hold no '*'");
@@ -118,9 +134,6 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const json& req) {
       if (!active.count(job.share_identifier) && active.size() >= 500)
         return LimitExceeded("shareIdentifier: job queue " + q->name + " already has 500 active shares");
     }
-    if (!job.quota_share_name.empty())
-      return InvalidArgument("quotaShareName: job queue " + q->name +
-                             " has no quota-share scheduling policy, so quotaShareName is not allowed");
     job.queue = q->name;
     job.seq = state_.next_seq++;
     job.id = NewUuid();
@@ -133,7 +146,7 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const json& req) {
     state_.job_seq_by_id[job.id] = job.seq;
     if (!job.client_token.empty()) state_.job_seq_by_token[job.client_token] = job.seq;
     state_.by_queue_status[job.queue][JobStatus::kSubmitted].insert(job.seq);
-    if (!job.share_identifier.empty()) ++state_.unfinished_by_share[job.queue][job.share_identifier];
+    if (!ShareOf(job).empty()) ++state_.unfinished_by_share[job.queue][ShareOf(job)];
     state_.jobs.emplace(job.seq, std::move(js));
     t.jobs.insert(job.seq);
     t.submitted_now.insert(job.seq);
@@ -296,6 +309,7 @@ void Controller::SchedulePass(Turn& t) {
   const size_t prefix = static_cast<size_t>(free_total) + 64;
   std::vector<const JobQueue*> queue_refs;
   for (const auto& [name, q] : state_.queues) {
+    if (IsQuotaQueue(q)) continue;  // scheduled by ScheduleQuotaQueue
     sched::Queue sq;
     sq.name = name;
     sq.priority = q.priority;
@@ -334,43 +348,151 @@ void Controller::SchedulePass(Turn& t) {
       t.jobs.insert(w.job_seq);
     }
   }
-  for (const auto& s : d.starts) {
-    ServiceJobState& js = state_.jobs.at(s.job_seq);
-    ServiceJob& job = js.job;
-    const std::string& env = snap.environments[s.environment].name;
-    js.service_environment = env;
-    state_.environment_in_use[env] += job.instance_count;
-    SetJobStatus(t, js, JobStatus::kScheduled, "");
+  for (const auto& s : d.starts) StartServiceJob(t, state_.jobs.at(s.job_seq), snap.environments[s.environment].name);
+  for (const auto& [name, q] : state_.queues)
+    if (IsQuotaQueue(q)) ScheduleQuotaQueue(t, q);
+}
 
-    int attempt = static_cast<int>(job.attempts.size()) + 1;
-    json payload = json::parse(job.payload);
-    std::string base = payload.value("TrainingJobName", job.name);
-    std::string name = attempt == 1 ? base : base + "-attempt-" + std::to_string(attempt);
-    if (state_.FindTrainingJob(name)) {
-      SetJobStatus(t, js, JobStatus::kFailed,
-                   "Received status from SageMaker: ResourceInUse: Training job names must be unique within an "
-                   "AWS account and region, and a training job with this name already exists (" + name + ")");
+bool Controller::IsQuotaQueue(const JobQueue& q) const {
+  const SchedulingPolicy* p = FindPolicy(state_, q.scheduling_policy_arn);
+  return p && !p->quotashare_policy_json.empty();
+}
+
+void Controller::StartServiceJob(Turn& t, ServiceJobState& js, const std::string& env) {
+  ServiceJob& job = js.job;
+  js.service_environment = env;
+  state_.environment_in_use[env] += job.instance_count;
+  SetJobStatus(t, js, JobStatus::kScheduled, "");
+
+  int attempt = static_cast<int>(job.attempts.size()) + 1;
+  json payload = json::parse(job.payload);
+  std::string base = payload.value("TrainingJobName", job.name);
+  std::string name = attempt == 1 ? base : base + "-attempt-" + std::to_string(attempt);
+  if (state_.FindTrainingJob(name)) {
+    SetJobStatus(t, js, JobStatus::kFailed,
+                 "Received status from SageMaker: ResourceInUse: Training job names must be unique within an "
+                 "AWS account and region, and a training job with this name already exists (" + name + ")");
+    return;
+  }
+  payload["TrainingJobName"] = name;
+  TrainingJob tj;
+  tj.name = name;
+  tj.arn = Arn("sagemaker", "training-job/" + ToLower(name));
+  tj.request_json = payload.dump();
+  tj.creation_time = t.now;
+  tj.last_modified_time = t.now;
+  tj.instance_type = job.instance_type;
+  tj.instance_count = job.instance_count;
+  tj.service_job_id = job.id;
+  tj.attempt_number = attempt;
+  tj.seq = state_.next_seq++;
+  tj.transitions.push_back({"Starting", t.now, 0, "Starting the training job."});
+  tj.secondary_status = "Starting";
+  job.attempts.push_back({tj.arn, tj.name, 0, 0, ""});
+  state_.AddTrainingJob(std::move(tj));
+  t.training_jobs.insert(name);
+  LaunchTrainingJob(t, state_.training_jobs.at(name));
+}
+
+void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
+  const std::string& env_name = q.service_environment_order.front().service_environment;
+  const ServiceEnvironment& env = state_.environments.at(env_name);
+  const auto& runnable = state_.JobsIn(q.name, JobStatus::kRunnable);
+  if (q.state != "ENABLED" || env.state != "ENABLED") {
+    for (uint64_t seq : runnable) state_.jobs.at(seq).wait_reason = "the job queue or its service environment is disabled";
+    return;
+  }
+  sched::QuotaSnapshot snap;
+  std::map<std::string, int64_t> queue_used;
+  std::vector<uint64_t> active;
+  for (JobStatus st : {JobStatus::kScheduled, JobStatus::kStarting, JobStatus::kRunning})
+    for (uint64_t seq : state_.JobsIn(q.name, st)) {
+      active.push_back(seq);
+      const ServiceJob& j = state_.jobs.at(seq).job;
+      queue_used[j.instance_type] += j.instance_count;
+    }
+  // Capacity per type: the environment's limit, and no more than this host can run beside
+  // everything outside this queue.
+  for (const auto& l : env.capacity_limits) {
+    const InstanceTypeSpec* spec = config_.FindInstanceType(l.capacity_unit);
+    int64_t host = (spec ? spec->count : 0) - (state_.host_in_use[l.capacity_unit] - queue_used[l.capacity_unit]);
+    snap.capacity[l.capacity_unit] = std::max<int64_t>(0, std::min(l.max_capacity, host));
+  }
+  std::map<std::string, int> index;
+  for (const auto& [key, share] : state_.quota_shares) {
+    if (share.queue != q.name) continue;
+    sched::QuotaShareSpec spec;
+    spec.name = share.name;
+    for (const auto& l : share.capacity_limits) spec.limit[l.capacity_unit] = l.max_capacity;
+    spec.strategy = share.strategy == "RESERVE" ? sched::SharingStrategy::kReserve
+                    : share.strategy == "LEND"  ? sched::SharingStrategy::kLend
+                                                : sched::SharingStrategy::kLendAndBorrow;
+    spec.borrow_limit_percent = share.borrow_limit;
+    spec.in_share_preemption = share.in_share_preemption == "ENABLED";
+    index[share.name] = static_cast<int>(snap.shares.size());
+    snap.shares.push_back(std::move(spec));
+  }
+  for (uint64_t seq : runnable) {
+    ServiceJobState& js = state_.jobs.at(seq);
+    auto it = index.find(js.job.quota_share_name);
+    if (it == index.end()) {
+      js.wait_reason = "quota share " + js.job.quota_share_name + " no longer exists";
       continue;
     }
-    payload["TrainingJobName"] = name;
-    TrainingJob tj;
-    tj.name = name;
-    tj.arn = Arn("sagemaker", "training-job/" + ToLower(name));
-    tj.request_json = payload.dump();
-    tj.creation_time = t.now;
-    tj.last_modified_time = t.now;
-    tj.instance_type = job.instance_type;
-    tj.instance_count = job.instance_count;
-    tj.service_job_id = job.id;
-    tj.attempt_number = attempt;
-    tj.seq = state_.next_seq++;
-    tj.transitions.push_back({"Starting", t.now, 0, "Starting the training job."});
-    tj.secondary_status = "Starting";
-    job.attempts.push_back({tj.arn, tj.name, 0, 0, ""});
-    state_.AddTrainingJob(std::move(tj));
-    t.training_jobs.insert(name);
-    LaunchTrainingJob(t, state_.training_jobs.at(name));
+    snap.shares[static_cast<size_t>(it->second)].runnable.push_back(
+        {seq, js.job.instance_type, js.job.instance_count, js.job.scheduling_priority});
   }
+  for (uint64_t seq : active) {
+    const ServiceJob& j = state_.jobs.at(seq).job;
+    auto it = index.find(j.quota_share_name);
+    if (it == index.end() || j.attempts.empty()) continue;
+    const TrainingJob* tj = state_.FindTrainingJob(j.attempts.back().training_job_name);
+    sched::QuotaRunningJob r;
+    r.seq = seq;
+    r.share = it->second;
+    r.instance_type = j.instance_type;
+    r.instance_count = j.instance_count;
+    r.priority = j.scheduling_priority;
+    r.start_order = static_cast<uint64_t>(j.scheduled_at) * 1000 + seq % 1000;
+    r.preempting = tj && tj->stop_cause == "preempt";
+    r.preemptible = !(tj && tj->stop_requested && tj->stop_cause != "preempt");
+    snap.running.push_back(r);
+  }
+
+  sched::QuotaDecisions d = sched::ScheduleQuotaShares(snap);
+
+  std::vector<uint64_t> front;
+  for (const auto& w : d.waits) {
+    ServiceJobState& js = state_.jobs.at(w.job_seq);
+    js.wait_reason = w.reason;
+    js.wait_code.clear();
+    if (StartsWith(w.reason, "MISCONFIGURATION:")) {
+      js.wait_code = w.reason.substr(0, w.reason.find(' '));
+      if (js.job.status_reason != w.reason) {
+        js.job.status_reason = w.reason;
+        t.jobs.insert(w.job_seq);
+      }
+    }
+    if (front.size() < 100) front.push_back(w.job_seq);
+  }
+  state_.front_of_queue[q.name] = front;
+  for (const auto& p : d.preemptions) {
+    ServiceJobState& victim = state_.jobs.at(p.victim_seq);
+    TrainingJob* tj = state_.FindTrainingJob(victim.job.attempts.back().training_job_name);
+    if (!tj || tj->stop_requested) continue;
+    victim.job.preempted_for = state_.jobs.at(p.for_job_seq).job.id;
+    t.jobs.insert(p.victim_seq);
+    tj->stop_requested = true;
+    tj->stop_cause = "preempt";
+    tj->status = "Stopping";
+    AddTransition(t, *tj, "Stopping",
+                  std::string(p.in_share ? "Preempted for a higher-priority job of its share: "
+                                         : "Preempted to give borrowed capacity back: ") +
+                      "service job " + victim.job.preempted_for,
+                  t.now);
+    if (tj->launched) t.stops.emplace_back(tj->name, config_.stop_grace_seconds);
+  }
+  for (const auto& s : d.starts) StartServiceJob(t, state_.jobs.at(s.job_seq), env_name);
 }
 
 }  // namespace ty::control

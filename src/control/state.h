@@ -13,6 +13,11 @@
 
 namespace ty::control {
 
+// The share a job belongs to: its fair-share identifier or its quota share ("" for FIFO queues).
+inline const std::string& ShareOf(const ServiceJob& j) {
+  return j.share_identifier.empty() ? j.quota_share_name : j.share_identifier;
+}
+
 struct ServiceJobState {
   ServiceJob job;
   std::string service_environment;  // where it holds capacity while active
@@ -28,6 +33,7 @@ struct State {
   std::map<std::string, ServiceEnvironment> environments;  // by name
   std::map<std::string, JobQueue> queues;                  // by name
   std::map<std::string, SchedulingPolicy> policies;        // by name
+  std::map<std::string, QuotaShare> quota_shares;          // by "<queue>/<share>"
   std::map<uint64_t, ServiceJobState> jobs;                // by submit sequence
   std::unordered_map<std::string, uint64_t> job_seq_by_id;
   std::unordered_map<std::string, uint64_t> job_seq_by_token;  // clientToken -> job

@@ -417,6 +417,22 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
     SetJobStatus(t, js, JobStatus::kFailed, "Job attempt duration exceeded timeout");
     return;
   }
+  if (tj.stop_cause == "preempt") {
+    // Preemption returns the job to RUNNABLE as a new attempt; it does not consume retries.
+    ++job.preempted_attempt_count;
+    std::string why = "Preempted: yielded its capacity to service job " + job.preempted_for;
+    if (!job.attempts.empty()) job.attempts.back().status_reason = why;
+    job.preempted_for.clear();
+    int64_t limit = -1;
+    if (!job.preemption_configuration_json.empty())
+      limit = json::parse(job.preemption_configuration_json).value("preemptionRetriesBeforeTermination", int64_t{-1});
+    if (limit >= 0 && job.preempted_attempt_count > limit) {
+      SetJobStatus(t, js, JobStatus::kFailed, why + " (preemptionRetriesBeforeTermination reached)");
+    } else {
+      SetJobStatus(t, js, JobStatus::kRunnable, why);
+    }
+    return;
+  }
   if (tj.stop_cause == "user") {  // StopTrainingJob on the attempt: the service job fails, no retry
     SetJobStatus(t, js, JobStatus::kFailed, reason);
     return;

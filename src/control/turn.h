@@ -28,6 +28,7 @@ class Controller::Turn {
   std::set<std::string> environments, deleted_environments;
   std::set<std::string> queues, deleted_queues;
   std::set<std::string> policies, deleted_policies;
+  std::set<std::string> quota_shares, deleted_quota_shares;
   std::set<uint64_t> jobs;
   std::set<std::string> training_jobs;
   std::set<std::string> metric_series;

@@ -31,6 +31,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ServiceEnvironment, name, arn, t
                                                 capacity_limits, tags, seq)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SchedulingPolicy, name, arn, fairshare_policy_json,
                                                 quotashare_policy_json, tags, seq)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(QuotaShare, name, arn, queue, capacity_limits, strategy,
+                                                borrow_limit, in_share_preemption, state, tags, seq)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ServiceEnvironmentOrder, order, service_environment)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobQueue, name, arn, state, status, status_reason,
                                                 priority, job_queue_type, scheduling_policy_arn,
@@ -43,8 +45,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     ServiceJob, id, arn, name, queue, seq, status, status_reason, created_at, scheduled_at,
     started_at, stopped_at, scheduling_priority, has_scheduling_priority, share_identifier,
     quota_share_name, retry_strategy_json, timeout_config_json, preemption_configuration_json, tags,
-    payload, client_token, request_hash, is_terminated, terminate_reason, attempts, instance_type,
-    instance_count)
+    payload, client_token, request_hash, is_terminated, terminate_reason, attempts, preempted_attempt_count,
+    preempted_for, instance_type, instance_count)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StatusTransition, status, start, end, message)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(MetricValue, name, value, timestamp)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
@@ -73,6 +75,8 @@ bool Decode(const std::string& doc, T* v) {
 
 std::string EncodeDoc(const ServiceEnvironment& v) { return Encode(v); }
 std::string EncodeDoc(const SchedulingPolicy& v) { return Encode(v); }
+std::string EncodeDoc(const QuotaShare& v) { return Encode(v); }
+bool DecodeDoc(const std::string& doc, QuotaShare* v) { return Decode(doc, v); }
 bool DecodeDoc(const std::string& doc, SchedulingPolicy* v) { return Decode(doc, v); }
 std::string EncodeDoc(const JobQueue& v) { return Encode(v); }
 std::string EncodeDoc(const ServiceJob& v) { return Encode(v); }

@@ -43,6 +43,20 @@ struct SchedulingPolicy {
   uint64_t seq = 0;
 };
 
+// A quota share of a quota-management job queue.
+struct QuotaShare {
+  std::string name;
+  std::string arn;
+  std::string queue;                          // job queue name
+  std::vector<CapacityLimit> capacity_limits; // instance-type units
+  std::string strategy = "LEND_AND_BORROW";   // RESERVE | LEND | LEND_AND_BORROW
+  int64_t borrow_limit = -1;                  // percent of its own limit; -1 unlimited
+  std::string in_share_preemption = "DISABLED";
+  std::string state = "ENABLED";
+  Tags tags;
+  uint64_t seq = 0;
+};
+
 struct ServiceEnvironmentOrder {
   int order = 0;
   std::string service_environment;  // name (resolved from name or ARN at create time)
@@ -105,6 +119,10 @@ struct ServiceJob {
   bool is_terminated = false;
   std::string terminate_reason;  // set when TerminateServiceJob arrives for an active job
   std::vector<ServiceJobAttempt> attempts;
+  // Preemptions (quota shares): attempts ended to give capacity to another job. They do not
+  // count against retryStrategy.attempts.
+  int64_t preempted_attempt_count = 0;
+  std::string preempted_for;  // the job an attempt that is stopping now yields to
   // Derived from the payload at submit time.
   std::string instance_type;
   int64_t instance_count = 1;
@@ -151,6 +169,8 @@ struct TrainingJob {
 // Durable encodings (JSON documents). Decode errors return false.
 std::string EncodeDoc(const ServiceEnvironment& v);
 std::string EncodeDoc(const SchedulingPolicy& v);
+std::string EncodeDoc(const QuotaShare& v);
+bool DecodeDoc(const std::string& doc, QuotaShare* v);
 bool DecodeDoc(const std::string& doc, SchedulingPolicy* v);
 std::string EncodeDoc(const JobQueue& v);
 std::string EncodeDoc(const ServiceJob& v);

@@ -32,8 +32,21 @@ class QuotaPass {
     }
   }
 
+  // Two rounds in offer order: first every job that fits inside its share's own quota (these may
+  // reclaim lent capacity), then the rest (in-share preemption, borrowing). Borrowers thus never
+  // take capacity that an owner is waiting to get back.
   QuotaDecisions Run() {
-    for (const auto& [share, job] : Order()) Consider(share, job);
+    auto order = Order();
+    std::vector<bool> done(order.size(), false);
+    for (size_t i = 0; i < order.size(); ++i) {
+      const auto& [s, j] = order[i];
+      if (Used(s, j.instance_type) + j.instance_count <= Limit(s, j.instance_type)) {
+        Consider(s, j);
+        done[i] = true;
+      }
+    }
+    for (size_t i = 0; i < order.size(); ++i)
+      if (!done[i]) Consider(order[i].first, order[i].second);
     return std::move(d_);
   }
 

@@ -77,6 +77,21 @@ TEST(QuotaShares, IdleCapacityIsBorrowedAndReclaimedWhenTheOwnerSubmits) {
   EXPECT_EQ(d3.waits.size(), 15u);
 }
 
+TEST(QuotaShares, ABorrowerDoesNotRetakeCapacityItsOwnerIsWaitingFor) {
+  // A (limit 2) had borrowed 2; one A job was preempted and is runnable again, submitted before
+  // B's job. The freed instance goes to B (inside its quota), not back to A.
+  QuotaSnapshot s;
+  s.capacity[kType] = 4;
+  s.shares = {Share("A", 2), Share("B", 2)};
+  s.running = Running(0, 1, 3);  // A holds 3
+  s.shares[0].runnable = Jobs(4, 1);   // the preempted A job, back in the queue
+  s.shares[1].runnable = Jobs(10, 1);  // B's job
+  auto d = ScheduleQuotaShares(s);
+  ASSERT_EQ(d.starts.size(), 1u);
+  EXPECT_EQ(d.starts[0].job_seq, 10u);
+  EXPECT_FALSE(d.starts[0].borrowing);
+}
+
 TEST(QuotaShares, InSharePreemptionTakesExactlyTheLowestPriorityJob) {
   // A share of 60 runs four 15-instance jobs at priorities 80, 50, 30 and 10; a priority-90 job
   // of 15 preempts exactly the priority-10 job.

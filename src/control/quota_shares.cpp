@@ -1,0 +1,121 @@
+// Quota shares of quota-management job queues.
+#include <nlohmann/json.hpp>
+
+#include "control/controller.h"
+#include "control/turn.h"
+#include "core/strings.h"
+
+namespace ty::control {
+
+using nlohmann::json;
+
+namespace {
+
+bool Present(const json& req, const char* key) { return req.contains(key) && !req[key].is_null(); }
+
+Status ApplyShareFields(const json& req, const ServiceEnvironment& env, QuotaShare* q) {
+  if (Present(req, "capacityLimits")) {
+    const json& limits = req["capacityLimits"];
+    if (limits.empty() || limits.size() > 5) return InvalidArgument("capacityLimits must hold 1 to 5 limits");
+    q->capacity_limits.clear();
+    std::set<std::string> units;
+    for (size_t i = 0; i < limits.size(); ++i) {
+      std::string where = "capacityLimits[" + std::to_string(i) + "]";
+      std::string unit = limits[i].value("capacityUnit", "");
+      int64_t max = limits[i].value("maxCapacity", int64_t{-1});
+      bool offered = false;
+      for (const auto& l : env.capacity_limits) offered |= l.capacity_unit == unit;
+      if (!offered)
+        return InvalidArgument(where + ".capacityUnit " + unit + " is not a capacity unit of service environment " + env.name);
+      if (max < 0) return InvalidArgument(where + ".maxCapacity must be >= 0");
+      if (!units.insert(unit).second) return InvalidArgument(where + ".capacityUnit " + unit + " is listed twice");
+      q->capacity_limits.push_back({unit, max});
+    }
+  }
+  if (Present(req, "resourceSharingConfiguration")) {
+    const json& rs = req["resourceSharingConfiguration"];
+    q->strategy = rs.value("strategy", q->strategy);
+    q->borrow_limit = rs.value("borrowLimit", int64_t{-1});
+    if (q->borrow_limit < -1) return InvalidArgument("resourceSharingConfiguration.borrowLimit must be -1 (unlimited) or >= 0");
+    if (q->strategy != "LEND_AND_BORROW" && rs.contains("borrowLimit") && q->borrow_limit != -1)
+      return InvalidArgument("resourceSharingConfiguration.borrowLimit applies only to the LEND_AND_BORROW strategy");
+  }
+  if (Present(req, "preemptionConfiguration"))
+    q->in_share_preemption = req["preemptionConfiguration"].value("inSharePreemption", q->in_share_preemption);
+  if (Present(req, "state")) q->state = req["state"];
+  return Status::Ok();
+}
+
+}  // namespace
+
+const QuotaShare* Controller::FindQuotaShareByArn(const State& s, const std::string& arn) {
+  for (const auto& [key, q] : s.quota_shares)
+    if (q.arn == arn) return &q;
+  return nullptr;
+}
+
+StatusOr<QuotaShare> Controller::CreateQuotaShare(const json& req) {
+  std::string queue_ref = req.value("jobQueue", "");
+  QuotaShare q;
+  q.name = req.value("quotaShareName", "");
+  if (q.name.empty() || q.name.size() > 128 ||
+      q.name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != std::string::npos)
+    return InvalidArgument("quotaShareName must be 1 to 128 letters, digits, hyphens or underscores");
+  if (req.contains("tags") && req["tags"].is_object())
+    for (auto& [k, v] : req["tags"].items()) q.tags[k] = v.get<std::string>();
+  return Execute<QuotaShare>([&](Turn& t) -> StatusOr<QuotaShare> {
+    const JobQueue* queue = FindQueue(state_, queue_ref);
+    if (!queue) return InvalidArgument("jobQueue: job queue " + queue_ref + " does not exist");
+    const SchedulingPolicy* policy = FindPolicy(state_, queue->scheduling_policy_arn);
+    if (!policy || policy->quotashare_policy_json.empty())
+      return InvalidArgument("jobQueue: job queue " + queue->name + " has no quota-share scheduling policy");
+    const ServiceEnvironment& env = state_.environments.at(queue->service_environment_order.front().service_environment);
+    q.queue = queue->name;
+    std::string key = q.queue + "/" + q.name;
+    if (state_.quota_shares.count(key)) return AlreadyExists("Quota share " + q.name + " already exists in job queue " + q.queue);
+    int shares = 0;
+    for (const auto& [k, other] : state_.quota_shares) shares += other.queue == q.queue;
+    if (shares >= 20) return LimitExceeded("job queue " + q.queue + " already has 20 quota shares");
+    TY_RETURN_IF_ERROR(ApplyShareFields(req, env, &q));
+    q.arn = queue->arn + "/quota-share/" + q.name;
+    q.seq = state_.next_seq++;
+    state_.quota_shares[key] = q;
+    t.quota_shares.insert(key);
+    t.reschedule = true;
+    return q;
+  });
+}
+
+StatusOr<QuotaShare> Controller::UpdateQuotaShare(const json& req) {
+  std::string arn = req.value("quotaShareArn", "");
+  return Execute<QuotaShare>([&](Turn& t) -> StatusOr<QuotaShare> {
+    const QuotaShare* found = FindQuotaShareByArn(state_, arn);
+    if (!found) return InvalidArgument("quotaShareArn: quota share " + arn + " does not exist");
+    QuotaShare q = *found;
+    const JobQueue& queue = state_.queues.at(q.queue);
+    const ServiceEnvironment& env = state_.environments.at(queue.service_environment_order.front().service_environment);
+    TY_RETURN_IF_ERROR(ApplyShareFields(req, env, &q));
+    std::string key = q.queue + "/" + q.name;
+    state_.quota_shares[key] = q;
+    t.quota_shares.insert(key);
+    t.reschedule = true;  // a lower limit makes the share's excess jobs preemptible
+    return q;
+  });
+}
+
+Status Controller::DeleteQuotaShare(const json& req) {
+  std::string arn = req.value("quotaShareArn", "");
+  return ExecuteStatus([&](Turn& t) -> Status {
+    const QuotaShare* q = FindQuotaShareByArn(state_, arn);
+    if (!q) return InvalidArgument("quotaShareArn: quota share " + arn + " does not exist");
+    auto active = state_.unfinished_by_share.find(q->queue);
+    if (active != state_.unfinished_by_share.end() && active->second.count(q->name))
+      return FailedPrecondition("Quota share " + q->name + " still has unfinished jobs");
+    std::string key = q->queue + "/" + q->name;
+    state_.quota_shares.erase(key);
+    t.deleted_quota_shares.insert(key);
+    return Status::Ok();
+  });
+}
+
+}  // namespace ty::control
