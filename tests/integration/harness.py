@@ -43,6 +43,8 @@ class Server:
         deadline = time.time() + timeout
         line = self.proc.stdout.readline().decode()
         if not line.startswith("listening on "):
+            self.proc.kill()  # never leave a half-started server behind
+            self.proc.wait()
             raise RuntimeError(f"server did not start: {line!r}; log: {self.read_log()}")
         self.url = line.split()[-1]
         assert time.time() < deadline
