@@ -477,6 +477,9 @@ StatusOr<JobQueue> Controller::CreateJobQueue(const json& req) {
     return InvalidArgument("computeEnvironmentOrder is not supported for SAGEMAKER_TRAINING job queues; use serviceEnvironmentOrder");
   TY_RETURN_IF_ERROR(CheckTimeLimitActions(actions));
   q.job_state_time_limit_actions_json = actions.dump();
+  if (auto tag = q.tags.find("trainyard:minRuntimeSeconds"); tag != q.tags.end() &&
+      (tag->second.empty() || tag->second.find_first_not_of("0123456789") != std::string::npos))
+    return InvalidArgument("tags.trainyard:minRuntimeSeconds must be a whole number of seconds, not '" + tag->second + "'");
   q.arn = Arn("batch", "job-queue/" + q.name);
   json order = Get<json>(req, "serviceEnvironmentOrder", json::array());
   return Execute<JobQueue>([&](Turn& t) -> StatusOr<JobQueue> {

@@ -418,6 +418,10 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
     int64_t host = (spec ? spec->count : 0) - (state_.host_in_use[l.capacity_unit] - queue_used[l.capacity_unit]);
     snap.capacity[l.capacity_unit] = std::max<int64_t>(0, std::min(l.max_capacity, host));
   }
+  // trainyard extension: the queue tag "trainyard:minRuntimeSeconds" (default 0, as on AWS).
+  EpochMs min_runtime_ms = 0;
+  if (auto tag = q.tags.find("trainyard:minRuntimeSeconds"); tag != q.tags.end())
+    min_runtime_ms = std::max<int64_t>(0, std::atoll(tag->second.c_str())) * 1000;
   std::map<std::string, int> index;
   for (const auto& [key, share] : state_.quota_shares) {
     if (share.queue != q.name) continue;
@@ -455,7 +459,10 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
     r.priority = j.scheduling_priority;
     r.start_order = static_cast<uint64_t>(j.scheduled_at) * 1000 + seq % 1000;
     r.preempting = tj && tj->stop_cause == "preempt";
-    r.preemptible = !(tj && tj->stop_requested && tj->stop_cause != "preempt");
+    // A job inside the queue's minimum runtime is not preempted, so preemptions do not thrash.
+    EpochMs ran_since = j.attempts.back().started_at ? j.attempts.back().started_at : j.scheduled_at;
+    r.preemptible = !(tj && tj->stop_requested && tj->stop_cause != "preempt") &&
+                    t.now - ran_since >= min_runtime_ms;
     snap.running.push_back(r);
   }
 

@@ -11,14 +11,14 @@ LONG = "trap 'exit 0' TERM; while :; do sleep 0.1; done"
 class QuotaShareTest(ServerTest):
     server_config = "[executor]\nstop_grace_seconds = 5\n"
 
-    def quota_queue(self, name, capacity, shares):
+    def quota_queue(self, name, capacity, shares, tags=None):
         arn = self.batch.create_scheduling_policy(
             name=name + "-policy", quotaSharePolicy={"idleResourceAssignmentStrategy": "FIFO"})["arn"]
         self.batch.create_service_environment(
             serviceEnvironmentName=name + "-env", serviceEnvironmentType="SAGEMAKER_TRAINING",
             capacityLimits=[{"maxCapacity": capacity, "capacityUnit": "ml.m5.large"}])
         self.batch.create_job_queue(jobQueueName=name, jobQueueType="SAGEMAKER_TRAINING", priority=1,
-                                    schedulingPolicyArn=arn,
+                                    schedulingPolicyArn=arn, tags=tags or {"owner": "tests"},
                                     serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": name + "-env"}])
         for share, limit, strategy, in_share in shares:
             self.batch.create_quota_share(
@@ -66,6 +66,19 @@ class QuotaShareTest(ServerTest):
         jobs = [self.describe_raw(j) for j in low]
         self.assertEqual(sum(1 for j in jobs if j.get("preemptionSummary")), 1)
         for j in low:
+            self.batch.terminate_service_job(jobId=j, reason="test over")
+
+    def test_minimum_runtime_protects_young_jobs_from_preemption(self):
+        q = self.quota_queue("minrt", 2, [("A", 1, "LEND_AND_BORROW", False), ("B", 1, "LEND_AND_BORROW", False)],
+                             tags={"trainyard:minRuntimeSeconds": "3"})
+        a = [self.submit_to(q, "A", f"y-{n}", LONG) for n in range(2)]
+        self.wait_jobs(a, statuses=("RUNNING",))
+        t0 = time.time()
+        b = self.submit_to(q, "B", "owner", "true")
+        done = self.wait_jobs([b], timeout=60)[0]
+        self.assertEqual(done["status"], "SUCCEEDED")
+        self.assertGreaterEqual(time.time() - t0, 2.0)  # it waited out the borrower's minimum runtime
+        for j in a:
             self.batch.terminate_service_job(jobId=j, reason="test over")
 
     def test_misconfiguration_reason_for_a_job_over_the_share_limit(self):
