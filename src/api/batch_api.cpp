@@ -348,7 +348,34 @@ Response Snapshot(Controller& c, const json& req) {
           {"activeShareCount", active == s.unfinished_by_share.end() ? 0 : static_cast<int64_t>(active->second.size())},
           {"topCapacityUtilization", shares}};
     }
-    return json{{"frontOfQueue", {{"jobs", front}, {"lastUpdatedAt", at}}}, {"queueUtilization", utilization}};
+    json out = {{"frontOfQueue", {{"jobs", front}, {"lastUpdatedAt", at}}}};
+    bool quota = false;
+    for (const auto& [key, share] : s.quota_shares) quota |= share.queue == q->name;
+    if (quota) {
+      // Per quota share: its first waiting job in dispatch order, and what it holds now.
+      std::map<std::string, std::map<std::string, int64_t>> held;
+      for (JobStatus st : {JobStatus::kScheduled, JobStatus::kStarting, JobStatus::kRunning})
+        for (uint64_t seq : s.JobsIn(q->name, st)) {
+          const ServiceJob& j = s.jobs.at(seq).job;
+          held[j.quota_share_name][j.instance_type] += j.instance_count;
+        }
+      json fronts = json::object();
+      for (uint64_t seq : order) {
+        const ServiceJobState& js = s.jobs.at(seq);
+        const std::string& share = js.job.quota_share_name;
+        if (share.empty() || fronts.contains(share)) continue;
+        EpochMs since = js.job.created_at;
+        for (const auto& [st, at2] : js.history)
+          if (st == "RUNNABLE") since = at2;
+        fronts[share] = json::array({{{"jobArn", js.job.arn}, {"earliestTimeAtPosition", since}}});
+      }
+      json top = json::array();
+      for (const auto& [share, m] : held) top.push_back({{"quotaShareName", share}, {"capacityUsage", capacity(m)}});
+      out["frontOfQuotaShares"] = {{"quotaShares", fronts}, {"lastUpdatedAt", at}};
+      utilization["quotaShareUtilization"] = {{"topCapacityUtilization", top}};
+    }
+    out["queueUtilization"] = utilization;
+    return out;
   });
 }
 

@@ -39,6 +39,9 @@ class QuotaShareTest(ServerTest):
         self.wait_jobs(a, statuses=("RUNNING",))  # A borrows B's idle 2
         shares = self.batch.list_quota_shares(jobQueue=q)["quotaShares"]
         self.assertEqual(sorted(s["quotaShareName"] for s in shares), ["A", "B"])
+        util = self.batch.get_job_queue_snapshot(jobQueue=q)["queueUtilization"]["quotaShareUtilization"]
+        self.assertEqual(util["topCapacityUtilization"],
+                         [{"quotaShareName": "A", "capacityUsage": [{"capacityUnit": "ml.m5.large", "quantity": 4}]}])
 
         b = [self.submit_to(q, "B", f"b-{n}", "sleep 1") for n in range(2)]
         done = self.wait_jobs(b, timeout=60)
@@ -90,6 +93,9 @@ class QuotaShareTest(ServerTest):
             time.sleep(0.05)
         self.assertEqual(self.batch.describe_service_job(jobId=job)["statusReason"],
                          "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED - Job requirements exceed quota share capacity limits.")
+        fronts = self.batch.get_job_queue_snapshot(jobQueue=q)["frontOfQuotaShares"]["quotaShares"]
+        self.assertEqual(list(fronts), ["R"])
+        self.assertEqual(fronts["R"][0]["jobArn"].split("/")[-1], job)
 
     def test_quota_share_name_rules(self):
         q = self.quota_queue("names", 2, [("S", 2, "RESERVE", False)])
