@@ -308,10 +308,7 @@ Response Snapshot(Controller& c, const json& req) {
     for (uint64_t seq : order) {
       if (front.size() == 100) break;
       const ServiceJobState& js = s.jobs.at(seq);
-      EpochMs since = js.job.created_at;
-      for (const auto& [st, at] : js.history)
-        if (st == "RUNNABLE") since = at;
-      json item = {{"jobArn", js.job.arn}, {"earliestTimeAtPosition", since}};
+      json item = {{"jobArn", js.job.arn}, {"earliestTimeAtPosition", js.RunnableSince()}};
       if (!js.wait_reason.empty()) item["trainyardWaitReason"] = js.wait_reason;
       front.push_back(item);
     }
@@ -364,10 +361,7 @@ Response Snapshot(Controller& c, const json& req) {
         const ServiceJobState& js = s.jobs.at(seq);
         const std::string& share = js.job.quota_share_name;
         if (share.empty() || fronts.contains(share)) continue;
-        EpochMs since = js.job.created_at;
-        for (const auto& [st, at2] : js.history)
-          if (st == "RUNNABLE") since = at2;
-        fronts[share] = json::array({{{"jobArn", js.job.arn}, {"earliestTimeAtPosition", since}}});
+        fronts[share] = json::array({{{"jobArn", js.job.arn}, {"earliestTimeAtPosition", js.RunnableSince()}}});
       }
       json top = json::array();
       for (const auto& [share, m] : held) top.push_back({{"quotaShareName", share}, {"capacityUsage", capacity(m)}});

@@ -124,6 +124,9 @@ class Controller {
   void SetJobStatus(Turn& t, ServiceJobState& js, JobStatus status, const std::string& reason);
   void AddTransition(Turn& t, TrainingJob& tj, const std::string& secondary, const std::string& message, EpochMs at);
   void ReleaseCapacity(TrainingJob& tj);
+  // Moves a training job to Stopping for `cause` ("user", "terminate", "timeout", "preempt") and,
+  // when it was launched, asks the executor to stop it after the commit.
+  void RequestStop(Turn& t, TrainingJob& tj, const std::string& cause, const std::string& message);
   std::string BuildAttemptSpec(const TrainingJob& tj) const;
   std::string ResolveS3(const std::string& uri) const;  // s3://b/k -> <data>/buckets/b/k
 

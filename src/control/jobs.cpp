@@ -173,13 +173,8 @@ Status Controller::TerminateServiceJob(const json& req) {
       auto it = state_.training_jobs.find(job.attempts.back().training_job_name);
       if (it != state_.training_jobs.end()) {
         TrainingJob& tj = it->second;
-        if (!tj.stop_requested && (tj.status == "InProgress")) {
-          tj.stop_requested = true;
-          tj.stop_cause = "terminate";
-          tj.status = "Stopping";
-          AddTransition(t, tj, "Stopping", "Stopping the training job: " + job.terminate_reason, t.now);
-          if (tj.launched) t.stops.emplace_back(tj.name, config_.stop_grace_seconds);
-        }
+        if (!tj.stop_requested && tj.status == "InProgress")
+          RequestStop(t, tj, "terminate", "Stopping the training job: " + job.terminate_reason);
       }
     }
     return Status::Ok();
@@ -489,15 +484,10 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
     if (!tj || tj->stop_requested) continue;
     victim.job.preempted_for = state_.jobs.at(p.for_job_seq).job.id;
     t.jobs.insert(p.victim_seq);
-    tj->stop_requested = true;
-    tj->stop_cause = "preempt";
-    tj->status = "Stopping";
-    AddTransition(t, *tj, "Stopping",
-                  std::string(p.in_share ? "Preempted for a higher-priority job of its share: "
-                                         : "Preempted to give borrowed capacity back: ") +
-                      "service job " + victim.job.preempted_for,
-                  t.now);
-    if (tj->launched) t.stops.emplace_back(tj->name, config_.stop_grace_seconds);
+    RequestStop(t, *tj, "preempt",
+                std::string(p.in_share ? "Preempted for a higher-priority job of its share: "
+                                       : "Preempted to give borrowed capacity back: ") +
+                    "service job " + victim.job.preempted_for);
   }
   for (const auto& s : d.starts) StartServiceJob(t, state_.jobs.at(s.job_seq), env_name);
 }

@@ -27,6 +27,14 @@ struct ServiceJobState {
   // for the head of a queue that waits for capacity, "MISCONFIGURATION:..." for a job that can
   // never fit); what jobStateTimeLimitActions match against.
   std::string wait_code;
+
+  // When the job last became RUNNABLE (its creation when it never was).
+  EpochMs RunnableSince() const {
+    EpochMs since = job.created_at;
+    for (const auto& [status, at] : history)
+      if (status == "RUNNABLE") since = at;
+    return since;
+  }
 };
 
 struct State {

@@ -152,13 +152,8 @@ Status Controller::StopTrainingJob(const std::string& name) {
     TrainingJob& tj = *found;
     if (tj.status != "InProgress")
       return FailedPrecondition("The training job " + name + " is " + tj.status + " and cannot be stopped");
-    tj.stop_requested = true;
-    tj.stop_cause = "user";
-    tj.status = "Stopping";
-    AddTransition(t, tj, "Stopping", "Stopping the training job.", t.now);
-    if (tj.launched) {
-      t.stops.emplace_back(tj.name, config_.stop_grace_seconds);
-    } else {
+    RequestStop(t, tj, "user", "Stopping the training job.");
+    if (!tj.launched) {
       // Never launched: nothing to stop, it is Stopped at once.
       exec::AttemptEvent e;
       e.attempt_id = tj.name;
@@ -178,6 +173,14 @@ void Controller::AddTransition(Turn& t, TrainingJob& tj, const std::string& seco
   tj.secondary_status = secondary;
   tj.last_modified_time = t.now;
   t.training_jobs.insert(tj.name);
+}
+
+void Controller::RequestStop(Turn& t, TrainingJob& tj, const std::string& cause, const std::string& message) {
+  tj.stop_requested = true;
+  tj.stop_cause = cause;
+  tj.status = "Stopping";
+  AddTransition(t, tj, "Stopping", message, t.now);
+  if (tj.launched) t.stops.emplace_back(tj.name, config_.stop_grace_seconds);
 }
 
 void Controller::ReleaseCapacity(TrainingJob& tj) {
@@ -470,9 +473,7 @@ void Controller::EnforceTimeouts(Turn& t) {
     for (uint64_t seq : seqs) {
       ServiceJobState& js = state_.jobs.at(seq);
       if (js.job.status != JobStatus::kRunnable || js.wait_code.empty()) continue;
-      EpochMs since = js.job.created_at;
-      for (const auto& [st, at] : js.history)
-        if (st == "RUNNABLE") since = at;
+      EpochMs since = js.RunnableSince();
       for (const auto& a : actions) {
         if (a.value("reason", "") != js.wait_code) continue;
         if (t.now - since < a.value("maxTimeSeconds", int64_t{0}) * 1000) continue;
@@ -494,12 +495,7 @@ void Controller::EnforceTimeouts(Turn& t) {
         if (secs <= 0 || started == 0 || t.now - started < secs * 1000) continue;
         auto it = state_.training_jobs.find(js.job.attempts.back().training_job_name);
         if (it == state_.training_jobs.end() || it->second.stop_requested) continue;
-        TrainingJob& tj = it->second;
-        tj.stop_requested = true;
-        tj.stop_cause = "timeout";
-        tj.status = "Stopping";
-        AddTransition(t, tj, "Stopping", "Stopping: the service job's attemptDurationSeconds was reached.", t.now);
-        t.stops.emplace_back(tj.name, config_.stop_grace_seconds);
+        RequestStop(t, it->second, "timeout", "Stopping: the service job's attemptDurationSeconds was reached.");
       }
     }
   }
