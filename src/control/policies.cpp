@@ -72,8 +72,7 @@ const SchedulingPolicy* Controller::FindPolicy(const State& s, const std::string
 StatusOr<SchedulingPolicy> Controller::CreateSchedulingPolicy(const json& req) {
   SchedulingPolicy p;
   p.name = req.value("name", "");
-  if (p.name.empty() || p.name.size() > 128 ||
-      p.name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != std::string::npos)
+  if (!IsBatchName(p.name))
     return InvalidArgument("name must be 1 to 128 letters, digits, hyphens or underscores");
   if (Present(req, "fairsharePolicy") && Present(req, "quotaSharePolicy"))
     return InvalidArgument("a scheduling policy holds either fairsharePolicy or quotaSharePolicy, not both");

@@ -58,8 +58,7 @@ StatusOr<QuotaShare> Controller::CreateQuotaShare(const json& req) {
   std::string queue_ref = req.value("jobQueue", "");
   QuotaShare q;
   q.name = req.value("quotaShareName", "");
-  if (q.name.empty() || q.name.size() > 128 ||
-      q.name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != std::string::npos)
+  if (!IsBatchName(q.name))
     return InvalidArgument("quotaShareName must be 1 to 128 letters, digits, hyphens or underscores");
   if (req.contains("tags") && req["tags"].is_object())
     for (auto& [k, v] : req["tags"].items()) q.tags[k] = v.get<std::string>();

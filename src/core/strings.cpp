@@ -108,6 +108,13 @@ bool EndsWith(std::string_view s, std::string_view p) {
   return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
 }
 
+bool IsBatchName(std::string_view s) {
+  if (s.empty() || s.size() > 128) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return false;
+  return true;
+}
+
 bool GlobMatch(std::string_view pattern, std::string_view text) {
   // Iterative wildcard match with single backtrack point: linear in practice, no recursion.
   size_t p = 0, t = 0, star = std::string_view::npos, mark = 0;

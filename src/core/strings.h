@@ -28,6 +28,9 @@ std::string_view Trim(std::string_view s);
 bool StartsWith(std::string_view s, std::string_view p);
 bool EndsWith(std::string_view s, std::string_view p);
 
+// An AWS Batch resource name: 1 to 128 letters, digits, hyphens or underscores.
+bool IsBatchName(std::string_view s);
+
 // AWS-style glob: `*` matches any run of characters (including none), everything else literally.
 bool GlobMatch(std::string_view pattern, std::string_view text);
 
