@@ -28,6 +28,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -520,7 +521,8 @@ class Supervisor {
 
   // Signals every process of each running instance. In the sandbox the group leader is bwrap,
   // which would turn a SIGTERM into an immediate SIGKILL of the job (--die-with-parent), so
-  // SIGTERM goes to the group's other members only.
+  // SIGTERM goes to the group's other members only, once each; during the grace, members that
+  // appear later (a stop that came while bwrap was still starting the job) get it too.
   void Signal(int sig) {
     for (auto& i : instances_) {
       if (i.exited || i.pid <= 0) continue;
@@ -541,7 +543,8 @@ class Supervisor {
         // After "pid (comm) ": state, ppid, pgrp.
         int ppid = 0, pgrp = 0;
         char state;
-        if (std::sscanf(stat.c_str() + close + 2, "%c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == i.pid)
+        if (std::sscanf(stat.c_str() + close + 2, "%c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == i.pid &&
+            (sig != SIGTERM || termed_.insert(pid).second))
           ::kill(pid, sig);
       }
     }
@@ -633,6 +636,10 @@ class Supervisor {
         max_runtime_exceeded_ = true;
         BeginStop();
       }
+      if (sandbox_ && kill_deadline_ && now < kill_deadline_ && now >= next_term_sweep_) {
+        Signal(SIGTERM);
+        next_term_sweep_ = now + 200;
+      }
       if (kill_deadline_ && now >= kill_deadline_) {
         Signal(SIGKILL);
         kill_deadline_ = now + 3600 * 1000;
@@ -694,6 +701,8 @@ class Supervisor {
   int launched_ = 0;
   int64_t train_start_ = 0;
   int64_t kill_deadline_ = 0;
+  int64_t next_term_sweep_ = 0;
+  std::set<pid_t> termed_;  // sandboxed processes already sent SIGTERM
   bool stop_requested_ = false;
   bool signal_seen_ = false;
   bool stopped_ = false;
