@@ -89,6 +89,8 @@ json EncodeJobSummary(const State& s, const ServiceJobState& js) {
             {"serviceJobType", "SAGEMAKER_TRAINING"},          {"status", JobStatusName(job.status)},
             {"createdAt", job.created_at}, {"capacityUsage", CapacityUsage(job)}};
   if (!job.status_reason.empty()) j["statusReason"] = job.status_reason;
+  // A RUNNABLE job's statusReason says why it waits, from the last scheduling pass.
+  if (job.status == JobStatus::kRunnable && !js.wait_reason.empty()) j["statusReason"] = js.wait_reason;
   PutIf(j, "scheduledAt", job.scheduled_at);
   PutIf(j, "startedAt", job.started_at);
   PutIf(j, "stoppedAt", job.stopped_at);
@@ -310,6 +312,7 @@ Response Snapshot(Controller& c, const json& req) {
       const ServiceJobState& js = s.jobs.at(seq);
       json item = {{"jobArn", js.job.arn}, {"earliestTimeAtPosition", js.RunnableSince()}};
       if (!js.wait_reason.empty()) item["trainyardWaitReason"] = js.wait_reason;
+      if (js.estimated_start > 0) item["trainyardEstimatedStartTime"] = js.estimated_start;
       front.push_back(item);
     }
     std::map<std::string, int64_t> usage;

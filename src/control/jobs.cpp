@@ -59,6 +59,8 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const json& req) {
   const json& rc = payload["ResourceConfig"];
   job.instance_type = rc.value("InstanceType", "");
   job.instance_count = std::max<int64_t>(1, rc.value("InstanceCount", int64_t{1}));
+  if (payload.contains("StoppingCondition") && payload["StoppingCondition"].is_object())
+    job.max_runtime_ms = payload["StoppingCondition"].value("MaxRuntimeInSeconds", int64_t{0}) * 1000;
   if (req.contains("schedulingPriority") && !req["schedulingPriority"].is_null()) {
     job.scheduling_priority = req["schedulingPriority"];
     if (job.scheduling_priority < 0 || job.scheduling_priority > 9999)
@@ -227,6 +229,9 @@ double WeightFor(const json& distribution, const std::string& share) {
   }
   return weight;
 }
+
+// A training job's runtime bound: MaxRuntimeInSeconds, one day when absent (as on SageMaker).
+int64_t RuntimeBoundMs(const ServiceJob& j) { return j.max_runtime_ms > 0 ? j.max_runtime_ms : 86'400'000; }
 }  // namespace
 
 sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t prefix) {
@@ -272,7 +277,7 @@ sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t pref
     sh.decayed_usage = usage[share].usage;
     sh.held = held.count(share) ? held[share] : 0;
     for (size_t i = 0; i < jobs.size() && i < prefix; ++i)
-      sh.runnable.push_back({jobs[i]->seq, jobs[i]->instance_type, jobs[i]->instance_count});
+      sh.runnable.push_back({jobs[i]->seq, jobs[i]->instance_type, jobs[i]->instance_count, RuntimeBoundMs(*jobs[i])});
     out.shares.push_back(std::move(sh));
   }
   // Shares that hold capacity but wait for nothing still count as active (compute reservation).
@@ -286,6 +291,7 @@ void Controller::SchedulePass(Turn& t) {
   state_.last_pass_at = t.now;
 
   sched::Snapshot snap;
+  snap.now_ms = t.now;
   std::map<std::string, int> env_index;
   for (const auto& [name, e] : state_.environments) {
     env_index[name] = static_cast<int>(snap.environments.size());
@@ -300,6 +306,20 @@ void Controller::SchedulePass(Turn& t) {
     snap.host.push_back({it.name, it.count, it.count - used});
     free_total += std::max<int64_t>(0, it.count - used);
   }
+  // What holds capacity, and until when at the latest: backfill and estimates build on it.
+  for (const auto& [qname, q] : state_.queues)
+    for (JobStatus st : {JobStatus::kScheduled, JobStatus::kStarting, JobStatus::kRunning})
+      for (uint64_t seq : state_.JobsIn(qname, st)) {
+        const ServiceJobState& js = state_.jobs.at(seq);
+        const ServiceJob& j = js.job;
+        auto e = env_index.find(js.service_environment);
+        EpochMs since = !j.attempts.empty() && j.attempts.back().started_at ? j.attempts.back().started_at
+                        : j.scheduled_at                                   ? j.scheduled_at
+                                                                           : t.now;
+        // An attempt past its bound is being stopped: it gives its capacity back within the grace.
+        EpochMs end = std::max(since + RuntimeBoundMs(j), t.now + int64_t{config_.stop_grace_seconds} * 1000);
+        snap.running.push_back({e == env_index.end() ? -1 : e->second, j.instance_type, j.instance_count, end});
+      }
   // FIFO can start at most free_total jobs per pass; a margin lets it skip misconfigured ones.
   const size_t prefix = static_cast<size_t>(free_total) + 64;
   std::vector<const JobQueue*> queue_refs;
@@ -310,6 +330,9 @@ void Controller::SchedulePass(Turn& t) {
     sq.priority = q.priority;
     sq.seq = q.seq;
     sq.enabled = q.state == "ENABLED";
+    // trainyard extension: the queue tag "trainyard:backfill" = "false" makes the head block the
+    // queue, as on AWS.
+    if (auto tag = q.tags.find("trainyard:backfill"); tag != q.tags.end()) sq.backfill = tag->second != "false";
     for (const auto& o : q.service_environment_order)
       if (auto it = env_index.find(o.service_environment); it != env_index.end()) sq.environments.push_back(it->second);
     if (!q.scheduling_policy_arn.empty()) {
@@ -321,7 +344,7 @@ void Controller::SchedulePass(Turn& t) {
           break;
         }
         const ServiceJob& j = state_.jobs.at(seq).job;
-        sq.runnable.push_back({seq, j.instance_type, j.instance_count});
+        sq.runnable.push_back({seq, j.instance_type, j.instance_count, RuntimeBoundMs(j)});
       }
     }
     snap.queues.push_back(std::move(sq));
@@ -334,8 +357,10 @@ void Controller::SchedulePass(Turn& t) {
     ServiceJobState& js = state_.jobs.at(w.job_seq);
     js.wait_reason = d.ReasonOf(w);
     js.wait_code = w.kind == sched::WaitKind::kMisconfiguration ? "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"
-                   : w.kind == sched::WaitKind::kCapacity   ? "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
-                                                            : "";
+                   : w.kind == sched::WaitKind::kCapacity || w.kind == sched::WaitKind::kReserved
+                       ? "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
+                       : "";
+    js.estimated_start = 0;
     auto& front = state_.front_of_queue[js.job.queue];
     if (front.size() < 100) front.push_back(w.job_seq);
     if (w.kind == sched::WaitKind::kMisconfiguration && js.job.status_reason != js.wait_reason) {
@@ -343,6 +368,7 @@ void Controller::SchedulePass(Turn& t) {
       t.jobs.insert(w.job_seq);
     }
   }
+  for (const auto& e : d.estimates) state_.jobs.at(e.job_seq).estimated_start = e.start_ms;
   for (const auto& s : d.starts) StartServiceJob(t, state_.jobs.at(s.job_seq), snap.environments[s.environment].name);
   for (const auto& [name, q] : state_.queues)
     if (IsQuotaQueue(q)) ScheduleQuotaQueue(t, q);

@@ -27,6 +27,8 @@ struct ServiceJobState {
   // for the head of a queue that waits for capacity, "MISCONFIGURATION:..." for a job that can
   // never fit); what jobStateTimeLimitActions match against.
   std::string wait_code;
+  // When the last scheduling pass expects it to start (front jobs only; 0: not known).
+  EpochMs estimated_start = 0;
 
   // When the job last became RUNNABLE (its creation when it never was).
   EpochMs RunnableSince() const {

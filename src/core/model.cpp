@@ -46,7 +46,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     started_at, stopped_at, scheduling_priority, has_scheduling_priority, share_identifier,
     quota_share_name, retry_strategy_json, timeout_config_json, preemption_configuration_json, tags,
     payload, client_token, request_hash, is_terminated, terminate_reason, attempts, preempted_attempt_count,
-    preempted_for, instance_type, instance_count)
+    preempted_for, instance_type, instance_count, max_runtime_ms)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StatusTransition, status, start, end, message)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(MetricValue, name, value, timestamp)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(

@@ -126,6 +126,7 @@ struct ServiceJob {
   // Derived from the payload at submit time.
   std::string instance_type;
   int64_t instance_count = 1;
+  int64_t max_runtime_ms = 0;  // StoppingCondition.MaxRuntimeInSeconds; 0: AWS's default, one day
 };
 
 struct StatusTransition {

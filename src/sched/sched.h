@@ -23,6 +23,17 @@ struct Job {
   uint64_t seq = 0;           // submit order; also the job's identity in decisions
   std::string instance_type;
   int64_t instance_count = 1;
+  // Upper bound of its runtime (StoppingCondition.MaxRuntimeInSeconds); 0: unbounded. Backfill
+  // and start-time estimates rely on it.
+  int64_t max_runtime_ms = 0;
+};
+
+// A job that holds capacity now, with the latest time it gives it back.
+struct Running {
+  int environment = -1;  // index into Snapshot::environments; -1: none of them
+  std::string instance_type;
+  int64_t instance_count = 1;
+  int64_t end_ms = 0;    // start + its runtime bound; 0: unbounded
 };
 
 // One share of a fair-share queue: its jobs in dispatch order (schedulingPriority descending,
@@ -52,6 +63,10 @@ struct Queue {
   bool truncated = false;         // true when more runnable jobs exist past `runnable`
   // Fair-share queues: set instead of `runnable`.
   std::optional<FairShare> fair_share;
+  // EASY backfill: when the head cannot start, capacity is reserved for it at the earliest time
+  // the running jobs' runtime bounds free enough, and jobs behind it start now only when they
+  // cannot delay it. false: the head blocks the queue, as on AWS.
+  bool backfill = true;
 };
 
 // Free instances on this host per instance type (the instance catalogue minus what runs).
@@ -62,9 +77,13 @@ struct HostCapacity {
 };
 
 struct Snapshot {
+  int64_t now_ms = 0;
   std::vector<Environment> environments;
   std::vector<Queue> queues;
   std::vector<HostCapacity> host;
+  // What holds capacity now. Capacity in use that no entry explains is never given back, as far
+  // as backfill and estimates know.
+  std::vector<Running> running;
 };
 
 struct Start {
@@ -74,9 +93,11 @@ struct Start {
 
 enum class WaitKind {
   kCapacity,          // at the head of its queue; not enough free capacity now
-  kBehind,            // FIFO: waits behind the queue's head
+  kBehind,            // waits behind the queue's head (and could delay it, with backfill)
   kMisconfiguration,  // can never fit any environment of its queue
   kQueueDisabled,     // the queue or all of its environments are disabled
+  kReserved,          // at the head of its queue; it fits now, but capacity is reserved for
+                      // an earlier queue's head job that it could delay
 };
 
 struct Wait {
@@ -85,8 +106,25 @@ struct Wait {
   uint32_t reason;  // index into Decisions::reasons (many waiting jobs share one reason)
 };
 
+// When a waiting job is expected to start, from the running jobs' runtime bounds: the first jobs
+// of each queue are started in dispatch order on a simulated timeline. 0: not known.
+struct Estimate {
+  uint64_t job_seq;
+  int64_t start_ms;
+};
+
+// Capacity held back for a queue's head job (EASY backfill).
+struct Reservation {
+  uint64_t job_seq;
+  int environment;
+  std::string instance_type;
+  int64_t at_ms;  // when the head is expected to fit; INT64_MAX: not known
+};
+
 struct Decisions {
   std::vector<Start> starts;
+  std::vector<Estimate> estimates;        // the first kEstimatedPerQueue waiting jobs per queue
+  std::vector<Reservation> reservations;
   // Every job of every queue's `runnable` prefix that does not start gets one Wait.
   std::vector<Wait> waits;
   // AWS-style "CATEGORY:CODE - text" for misconfiguration, prose otherwise.
@@ -99,6 +137,8 @@ struct Decisions {
   const std::string& ReasonOf(const Wait& w) const { return reasons[w.reason]; }
 };
 
+inline constexpr size_t kEstimatedPerQueue = 100;
+
 // One scheduling pass over every queue (FIFO or fair share).
 Decisions Schedule(const Snapshot& snapshot);
 inline Decisions ScheduleFifo(const Snapshot& snapshot) { return Schedule(snapshot); }
@@ -108,8 +148,6 @@ inline Decisions ScheduleFifo(const Snapshot& snapshot) { return Schedule(snapsh
 // `decay_seconds` (0 means 600 s). Pure; callers keep the value between passes.
 double DecayedUsage(double usage, int64_t held, int64_t dt_ms, int64_t decay_seconds);
 
-// The order key of a share: lower goes first.
-inline double ShareKey(const Share& s) { return (s.decayed_usage + static_cast<double>(s.held)) * s.weight_factor; }
 
 // The AWS reason string for a job that can never fit.
 inline constexpr const char* kMaxResourceReason =

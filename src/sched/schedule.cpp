@@ -1,7 +1,9 @@
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
+#include <queue>
 
 #include "sched/sched.h"
 
@@ -49,71 +51,223 @@ double DecayedUsage(double usage, int64_t held, int64_t dt_ms, int64_t decay_sec
 
 namespace {
 
-// Places jobs of one queue on its environments; shared by FIFO and fair-share order.
-class Placer {
+constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+
+std::string InSeconds(int64_t at, int64_t now) {
+  if (at == kNever) return "at a time not yet known";
+  return "in about " + std::to_string(std::max<int64_t>(0, (at - now + 999) / 1000)) + " s";
+}
+
+// Capacity held back for a blocked head job: jobs that touch its environment or instance type
+// may start only if their runtime bound ends before `at`, or if they fit in what is left over
+// at `at` once the head has started (EASY backfill).
+struct Hold {
+  uint64_t job_seq;
+  int env;
+  std::string type;
+  int64_t at;
+  int64_t extra_env;
+  int64_t extra_host;
+};
+
+struct QueueContext {
+  const Queue& q;
+  int64_t reserve = 0;            // compute reservation of a fair-share queue
+  int64_t misconfigured_reason = -1;
+  std::vector<const Job*> front;  // waiting jobs in dispatch order, for estimates
+  void Front(const Job& job) {
+    if (front.size() < kEstimatedPerQueue) front.push_back(&job);
+  }
+};
+
+// One pass: places jobs queue by queue on the shared environments and host.
+class Pass {
  public:
-  Placer(std::vector<Environment>& envs, HostIndex& host, const Queue& q, Decisions& d, int64_t reserve)
-      : envs_(envs), host_(host), q_(q), d_(d), reserve_(reserve) {}
+  Pass(const Snapshot& snap, Decisions& d) : snap_(snap), d_(d), envs_(snap.environments) {
+    for (const auto& h : snap.host) host_.by_type[h.instance_type] = h;
+  }
 
-  enum class Outcome { kStarted, kBlocked, kNever };
+  enum class Outcome { kStarted, kBlocked, kHeld, kNever };
 
-  Outcome Try(const Job& job) {
-    bool ever = std::any_of(q_.environments.begin(), q_.environments.end(),
+  void Run();
+
+ private:
+  int64_t EndOf(const Job& job) const {
+    return job.max_runtime_ms > 0 ? snap_.now_ms + job.max_runtime_ms : kNever;
+  }
+
+  bool Fits(const Job& job, int e, const QueueContext& qc) {
+    const Environment& env = envs_[e];
+    HostCapacity* h = host_.Find(job.instance_type);
+    return env.enabled && env.in_use + job.instance_count <= env.max_instances - qc.reserve && h &&
+           h->free >= job.instance_count;
+  }
+
+  // Whether starting `job` in environment `e` now leaves every hold intact.
+  bool Respects(const Job& job, int e, int64_t end) const {
+    for (const Hold& h : holds_) {
+      bool env = h.env == e, type = h.type == job.instance_type;
+      if (!env && !type) continue;
+      if (h.at != kNever && end <= h.at) continue;  // done before the head can start
+      if ((env && job.instance_count > h.extra_env) || (type && job.instance_count > h.extra_host)) return false;
+    }
+    return true;
+  }
+
+  void Consume(const Job& job, int e, int64_t end) {
+    for (Hold& h : holds_) {
+      if (h.at != kNever && end <= h.at) continue;
+      if (h.env == e) h.extra_env -= job.instance_count;
+      if (h.type == job.instance_type) h.extra_host -= job.instance_count;
+    }
+  }
+
+  bool CapacityLeft(const QueueContext& qc) const {
+    for (int e : qc.q.environments)
+      if (envs_[e].enabled && envs_[e].in_use < envs_[e].max_instances - qc.reserve) return true;
+    return false;
+  }
+
+  Outcome Try(const Job& job, QueueContext& qc) {
+    const Queue& q = qc.q;
+    bool ever = std::any_of(q.environments.begin(), q.environments.end(),
                             [&](int e) { return CanEverFit(job, envs_[e], host_); });
     if (!ever) {
       // Such a job would block the queue forever; it waits aside with its reason, and the jobs
       // behind it go on (see docs/design/decisions.md).
-      if (misconfigured_reason_ < 0) misconfigured_reason_ = d_.AddReason(kMaxResourceReason);
-      d_.waits.push_back({job.seq, WaitKind::kMisconfiguration, static_cast<uint32_t>(misconfigured_reason_)});
+      if (qc.misconfigured_reason < 0) qc.misconfigured_reason = d_.AddReason(kMaxResourceReason);
+      d_.waits.push_back({job.seq, WaitKind::kMisconfiguration, static_cast<uint32_t>(qc.misconfigured_reason)});
       return Outcome::kNever;
     }
-    for (int e : q_.environments) {
-      Environment& env = envs_[e];
-      HostCapacity* h = host_.Find(job.instance_type);
-      if (env.enabled && env.in_use + job.instance_count <= env.max_instances - reserve_ && h &&
-          h->free >= job.instance_count) {
-        env.in_use += job.instance_count;
-        h->free -= job.instance_count;
-        d_.starts.push_back({job.seq, e});
-        return Outcome::kStarted;
-      }
+    int64_t end = EndOf(job);
+    bool fits_now = false;
+    for (int e : q.environments) {
+      if (!Fits(job, e, qc)) continue;
+      fits_now = true;
+      if (!Respects(job, e, end)) continue;
+      Consume(job, e, end);
+      envs_[e].in_use += job.instance_count;
+      host_.Find(job.instance_type)->free -= job.instance_count;
+      d_.starts.push_back({job.seq, e});
+      started_.push_back({e, job.instance_type, job.instance_count, end == kNever ? 0 : end});
+      return Outcome::kStarted;
     }
-    std::string why = CapacityText(job, envs_, q_, host_);
-    if (reserve_ > 0) why += "; " + std::to_string(reserve_) + " instances are reserved for shares not active yet";
-    d_.waits.push_back({job.seq, WaitKind::kCapacity, d_.AddReason(std::move(why))});
-    return Outcome::kBlocked;
+    return fits_now ? Outcome::kHeld : Outcome::kBlocked;
   }
 
- private:
-  std::vector<Environment>& envs_;
-  HostIndex& host_;
-  const Queue& q_;
+  // The head of a queue could not start. Reserves capacity for it at the earliest time the
+  // runtime bounds of running jobs free enough, unless an earlier queue already holds that
+  // environment or type. Returns the reason the head waits.
+  std::string Reserve(const Job& head, Outcome o, QueueContext& qc) {
+    if (o == Outcome::kHeld) {
+      const Hold* by = nullptr;
+      for (const Hold& h : holds_)
+        if (!by && (h.type == head.instance_type || std::count(qc.q.environments.begin(), qc.q.environments.end(), h.env)))
+          by = &h;
+      return "waiting: the free capacity is reserved for job #" + std::to_string(by ? by->job_seq : 0) +
+             ", expected to start " + InSeconds(by ? by->at : kNever, snap_.now_ms);
+    }
+    std::string why = CapacityText(head, envs_, qc.q, host_);
+    if (qc.reserve > 0) why += "; " + std::to_string(qc.reserve) + " instances are reserved for shares not active yet";
+    if (!qc.q.backfill) return why;
+    for (const Hold& h : holds_)
+      if (h.type == head.instance_type) return why;
+    Hold best{head.seq, -1, head.instance_type, kNever, 0, 0};
+    for (int e : qc.q.environments) {
+      const Environment& env = envs_[e];
+      if (!env.enabled || !CanEverFit(head, env, host_)) continue;
+      if (std::any_of(holds_.begin(), holds_.end(), [&](const Hold& h) { return h.env == e; })) continue;
+      if (best.env < 0) best.env = e;
+      std::vector<const Running*> releases;
+      for (const std::vector<Running>* list : {&snap_.running, static_cast<const std::vector<Running>*>(&started_)})
+        for (const Running& r : *list)
+          if (r.end_ms > 0 && (r.environment == e || r.instance_type == head.instance_type)) releases.push_back(&r);
+      std::sort(releases.begin(), releases.end(), [](const Running* a, const Running* b) { return a->end_ms < b->end_ms; });
+      int64_t env_free = env.max_instances - qc.reserve - env.in_use;
+      int64_t host_free = host_.Find(head.instance_type)->free;
+      for (size_t i = 0; i < releases.size(); ++i) {
+        const Running& r = *releases[i];
+        if (r.environment == e) env_free += r.instance_count;
+        if (r.instance_type == head.instance_type) host_free += r.instance_count;
+        bool last_at_this_time = i + 1 == releases.size() || releases[i + 1]->end_ms != r.end_ms;
+        if (last_at_this_time && env_free >= head.instance_count && host_free >= head.instance_count) {
+          if (r.end_ms < best.at) best = {head.seq, e, head.instance_type, r.end_ms, env_free - head.instance_count,
+                                          host_free - head.instance_count};
+          break;
+        }
+      }
+    }
+    if (best.env < 0) return why;
+    holds_.push_back(best);
+    d_.reservations.push_back({head.seq, best.env, head.instance_type, best.at});
+    return why + "; capacity is reserved for it, expected " + InSeconds(best.at, snap_.now_ms);
+  }
+
+  uint32_t BehindReason(const Job& head, const QueueContext& qc, const std::string* share) {
+    std::string text = share ? "waiting: share '" + *share + "' goes first, with job #" + std::to_string(head.seq)
+                             : "queued behind job #" + std::to_string(head.seq);
+    if (qc.q.backfill) text += "; a job starts ahead of it only when it cannot delay it";
+    return d_.AddReason(std::move(text));
+  }
+
+  // Offers one job that waits behind the head: with backfill it may start now.
+  void Behind(const Job& job, QueueContext& qc, uint32_t behind) {
+    if (qc.q.backfill && CapacityLeft(qc)) {
+      Outcome o = Try(job, qc);
+      if (o == Outcome::kStarted || o == Outcome::kNever) return;
+    }
+    d_.waits.push_back({job.seq, WaitKind::kBehind, behind});
+    qc.Front(job);
+  }
+
+  // The head could not start: records its wait and returns the reason the jobs behind it get.
+  uint32_t Head(const Job& job, Outcome o, QueueContext& qc, const std::string* share = nullptr) {
+    std::string why = Reserve(job, o, qc);
+    d_.waits.push_back({job.seq, o == Outcome::kHeld ? WaitKind::kReserved : WaitKind::kCapacity,
+                        d_.AddReason(std::move(why))});
+    qc.Front(job);
+    return BehindReason(job, qc, share);
+  }
+
+  void FifoQueue(QueueContext& qc);
+  void FairShareQueue(QueueContext& qc);
+  void Estimate(const QueueContext& qc);
+
+  const Snapshot& snap_;
   Decisions& d_;
-  int64_t reserve_;
-  int64_t misconfigured_reason_ = -1;
+  std::vector<Environment> envs_;  // in_use grows as jobs are placed
+  HostIndex host_;
+  std::vector<Running> started_;   // this pass's starts, as future releases
+  std::vector<Hold> holds_;
+  std::vector<const Running*> releases_;  // every bounded release, by end (built for estimates)
 };
 
-void ScheduleFifoQueue(const Queue& q, Placer& placer, Decisions& d) {
+void Pass::FifoQueue(QueueContext& qc) {
   const Job* head = nullptr;
   uint32_t behind = 0;
-  for (const Job& job : q.runnable) {
+  for (const Job& job : qc.q.runnable) {
     if (head) {
-      d.waits.push_back({job.seq, WaitKind::kBehind, behind});
+      Behind(job, qc, behind);
       continue;
     }
-    if (placer.Try(job) == Placer::Outcome::kBlocked) {
+    Outcome o = Try(job, qc);
+    if (o == Outcome::kBlocked || o == Outcome::kHeld) {
       head = &job;
-      behind = d.AddReason("queued behind job #" + std::to_string(head->seq));
+      behind = Head(job, o, qc);
     }
   }
 }
 
-// How many waiting jobs behind a blocked fair-share queue are listed in dispatch order (the
+// How many waiting jobs behind a blocked fair-share queue are offered in dispatch order (the
 // snapshot shows the first 100 of a queue).
 constexpr size_t kOrderedBehind = 128;
 
-void ScheduleFairShareQueue(const Queue& q, Placer& placer, Decisions& d) {
-  std::vector<Share> shares = q.fair_share->shares;  // held grows as jobs are placed
+void Pass::FairShareQueue(QueueContext& qc) {
+  const std::vector<Share>& shares = qc.q.fair_share->shares;
+  std::vector<int64_t> held(shares.size());  // grows as jobs are placed
+  for (size_t i = 0; i < shares.size(); ++i) held[i] = shares[i].held;
+  // The order key of a share: lower goes first.
+  auto key = [&](size_t i) { return (shares[i].decayed_usage + static_cast<double>(held[i])) * shares[i].weight_factor; };
   std::vector<size_t> next(shares.size(), 0);
   const Job* head = nullptr;
   uint32_t behind = 0;
@@ -130,7 +284,7 @@ void ScheduleFairShareQueue(const Queue& q, Placer& placer, Decisions& d) {
       }
       const Share& a = shares[i];
       const Share& b = shares[static_cast<size_t>(best)];
-      double ka = ShareKey(a), kb = ShareKey(b);
+      double ka = key(i), kb = key(static_cast<size_t>(best));
       if (ka != kb ? ka < kb
                    : a.weight_factor != b.weight_factor ? a.weight_factor < b.weight_factor
                                                         : a.runnable[next[i]].seq < b.runnable[next[static_cast<size_t>(best)]].seq)
@@ -138,77 +292,140 @@ void ScheduleFairShareQueue(const Queue& q, Placer& placer, Decisions& d) {
     }
     if (best < 0) break;
     size_t bi = static_cast<size_t>(best);
-    const Job& job = shares[bi].runnable[next[bi]++];  // stays valid: shares is not resized
+    const Job& job = shares[bi].runnable[next[bi]++];
     if (head) {
-      d.waits.push_back({job.seq, WaitKind::kBehind, behind});
+      size_t before = d_.starts.size();
+      Behind(job, qc, behind);
+      if (d_.starts.size() > before) held[bi] += job.instance_count;
       if (++ordered_behind < kOrderedBehind) continue;
-      // Past the front of the queue the order of waiting jobs no longer matters: list the rest
+      // Past the front of the queue the order of waiting jobs no longer matters: offer the rest
       // share by share instead of choosing among all shares for each one.
       for (size_t i = 0; i < shares.size(); ++i)
-        for (; next[i] < shares[i].runnable.size(); ++next[i])
-          d.waits.push_back({shares[i].runnable[next[i]].seq, WaitKind::kBehind, behind});
+        for (; next[i] < shares[i].runnable.size(); ++next[i]) Behind(shares[i].runnable[next[i]], qc, behind);
       break;
     }
-    Placer::Outcome o = placer.Try(job);
-    if (o == Placer::Outcome::kStarted) shares[bi].held += job.instance_count;
-    if (o == Placer::Outcome::kBlocked) {
+    Outcome o = Try(job, qc);
+    if (o == Outcome::kStarted) held[bi] += job.instance_count;
+    if (o == Outcome::kBlocked || o == Outcome::kHeld) {
       head = &job;
-      behind = d.AddReason("waiting: share '" + shares[bi].identifier + "' goes first, with job #" +
-                           std::to_string(head->seq));
+      behind = Head(job, o, qc, &shares[bi].identifier);
     }
   }
 }
 
-}  // namespace
+// Starts the queue's first waiting jobs in dispatch order on a simulated timeline where running
+// jobs end at their runtime bounds; each job's estimate is when it first fits.
+void Pass::Estimate(const QueueContext& qc) {
+  if (qc.front.empty()) return;
+  if (releases_.empty()) {
+    for (const std::vector<Running>* list : {&snap_.running, static_cast<const std::vector<Running>*>(&started_)})
+      for (const Running& r : *list)
+        if (r.end_ms > 0) releases_.push_back(&r);
+    std::sort(releases_.begin(), releases_.end(), [](const Running* a, const Running* b) { return a->end_ms < b->end_ms; });
+  }
+  std::vector<int64_t> env_free(envs_.size());
+  for (size_t e = 0; e < envs_.size(); ++e) env_free[e] = envs_[e].max_instances - qc.reserve - envs_[e].in_use;
+  std::map<std::string, int64_t> host_free;
+  for (const auto& [type, h] : host_.by_type) host_free[type] = h.free;
+  // Jobs started on the simulated timeline, as releases: (end, index into `front`).
+  std::priority_queue<std::pair<int64_t, size_t>, std::vector<std::pair<int64_t, size_t>>, std::greater<>> mine;
+  std::vector<int> placed_env(qc.front.size(), -1);
+  auto release = [&](int env, const std::string& type, int64_t n) {
+    if (env >= 0) env_free[static_cast<size_t>(env)] += n;
+    host_free[type] += n;
+  };
+  size_t p = 0;
+  int64_t now = snap_.now_ms;
+  for (size_t k = 0; k < qc.front.size(); ++k) {
+    const Job& job = *qc.front[k];
+    while (true) {
+      int at = -1;
+      for (int e : qc.q.environments)
+        if (envs_[e].enabled && env_free[static_cast<size_t>(e)] >= job.instance_count &&
+            host_free[job.instance_type] >= job.instance_count) {
+          at = e;
+          break;
+        }
+      if (at >= 0) {
+        d_.estimates.push_back({job.seq, now});
+        env_free[static_cast<size_t>(at)] -= job.instance_count;
+        host_free[job.instance_type] -= job.instance_count;
+        placed_env[k] = at;
+        if (job.max_runtime_ms > 0) mine.push({now + job.max_runtime_ms, k});
+        break;
+      }
+      int64_t a = p < releases_.size() ? releases_[p]->end_ms : kNever;
+      int64_t b = mine.empty() ? kNever : mine.top().first;
+      if (a == kNever && b == kNever) {
+        for (size_t rest = k; rest < qc.front.size(); ++rest) d_.estimates.push_back({qc.front[rest]->seq, 0});
+        return;
+      }
+      if (a <= b) {
+        const Running& r = *releases_[p++];
+        release(r.environment, r.instance_type, r.instance_count);
+        now = std::max(now, a);
+      } else {
+        size_t j = mine.top().second;
+        mine.pop();
+        release(placed_env[j], qc.front[j]->instance_type, qc.front[j]->instance_count);
+        now = std::max(now, b);
+      }
+    }
+  }
+}
 
-Decisions Schedule(const Snapshot& snap) {
-  Decisions d;
-  std::vector<Environment> envs = snap.environments;  // in_use is updated as we place jobs
-  HostIndex host;
-  for (const auto& h : snap.host) host.by_type[h.instance_type] = h;
-
-  std::vector<size_t> order(snap.queues.size());
+void Pass::Run() {
+  std::vector<size_t> order(snap_.queues.size());
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const Queue& qa = snap.queues[a];
-    const Queue& qb = snap.queues[b];
+    const Queue& qa = snap_.queues[a];
+    const Queue& qb = snap_.queues[b];
     if (qa.priority != qb.priority) return qa.priority > qb.priority;
     return qa.seq < qb.seq;
   });
 
+  std::vector<QueueContext> contexts;
+  contexts.reserve(order.size());
   for (size_t qi : order) {
-    const Queue& q = snap.queues[qi];
+    const Queue& q = snap_.queues[qi];
     bool any_env_enabled = std::any_of(q.environments.begin(), q.environments.end(),
-                                       [&](int e) { return envs[e].enabled; });
+                                       [&](int e) { return envs_[e].enabled; });
     if (!q.enabled || !any_env_enabled) {
-      uint32_t why = d.AddReason(!q.enabled ? "job queue '" + q.name + "' is disabled"
-                                            : "every service environment of job queue '" + q.name + "' is disabled");
+      uint32_t why = d_.AddReason(!q.enabled ? "job queue '" + q.name + "' is disabled"
+                                             : "every service environment of job queue '" + q.name + "' is disabled");
       auto park = [&](const std::vector<Job>& jobs) {
-        for (const Job& job : jobs) d.waits.push_back({job.seq, WaitKind::kQueueDisabled, why});
+        for (const Job& job : jobs) d_.waits.push_back({job.seq, WaitKind::kQueueDisabled, why});
       };
       park(q.runnable);
       if (q.fair_share)
         for (const auto& sh : q.fair_share->shares) park(sh.runnable);
       continue;
     }
-    int64_t reserve = 0;
+    QueueContext& qc = contexts.emplace_back(QueueContext{q, 0, -1, {}});
     if (q.fair_share && q.fair_share->compute_reservation > 0) {
       // (r/100)^activeShares of the capacity is held back for shares that are not active yet.
       int active = 0;
       for (const auto& sh : q.fair_share->shares)
         if (sh.held > 0 || !sh.runnable.empty()) ++active;
       int64_t max = 0;
-      for (int e : q.environments) max = std::max(max, envs[e].max_instances);
-      reserve = static_cast<int64_t>(
+      for (int e : q.environments) max = std::max(max, envs_[e].max_instances);
+      qc.reserve = static_cast<int64_t>(
           std::floor(static_cast<double>(max) * std::pow(q.fair_share->compute_reservation / 100.0, active)));
     }
-    Placer placer(envs, host, q, d, reserve);
     if (q.fair_share) {
-      ScheduleFairShareQueue(q, placer, d);
+      FairShareQueue(qc);
     } else {
-      ScheduleFifoQueue(q, placer, d);
+      FifoQueue(qc);
     }
   }
+  for (const QueueContext& qc : contexts) Estimate(qc);
+}
+
+}  // namespace
+
+Decisions Schedule(const Snapshot& snap) {
+  Decisions d;
+  Pass(snap, d).Run();
   return d;
 }
 

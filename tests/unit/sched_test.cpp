@@ -222,3 +222,114 @@ TEST(FairShare, AShareThatWasIdleIsServedFirstWhenItReturns) {
 
 }  // namespace
 }  // namespace ty::sched
+
+namespace ty::sched {
+namespace {
+
+constexpr int64_t kNow = 1'000'000;
+
+Job Sized(uint64_t seq, int64_t n, int64_t runtime_s) { return {seq, "ml.m5.large", n, runtime_s * 1000}; }
+
+// One environment of `max` instances (host the same); `running` jobs hold 1 instance each and
+// end after the given seconds.
+Snapshot Busy(int64_t max, std::vector<int64_t> running_ends_s, std::vector<Job> jobs) {
+  Snapshot s = OneQueue(max, max, std::move(jobs));
+  s.now_ms = kNow;
+  for (int64_t end : running_ends_s) s.running.push_back({0, "ml.m5.large", 1, kNow + end * 1000});
+  s.environments[0].in_use = static_cast<int64_t>(running_ends_s.size());
+  s.host[0].free = max - static_cast<int64_t>(running_ends_s.size());
+  return s;
+}
+
+TEST(Backfill, ShortJobsStartAheadOfABlockedHeadOnlyWhenTheyEndBeforeItsReservation) {
+  // 4 instances, 3 busy until +100 s. The head needs 4: reserved at +100 s. A 50 s job fits
+  // before that; a 200 s job would delay the head.
+  auto d = Schedule(Busy(4, {100, 100, 100}, {Sized(1, 4, 60), Sized(2, 1, 50), Sized(3, 1, 200)}));
+  EXPECT_EQ(Started(d), (std::vector<uint64_t>{2}));
+  ASSERT_EQ(d.reservations.size(), 1u);
+  EXPECT_EQ(d.reservations[0].job_seq, 1u);
+  EXPECT_EQ(d.reservations[0].at_ms, kNow + 100'000);
+  ASSERT_EQ(d.waits.size(), 2u);
+  EXPECT_EQ(d.waits[0].kind, WaitKind::kCapacity);
+  EXPECT_NE(d.ReasonOf(d.waits[0]).find("capacity is reserved for it, expected in about 100 s"), std::string::npos)
+      << d.ReasonOf(d.waits[0]);
+  EXPECT_EQ(d.waits[1].job_seq, 3u);
+  EXPECT_EQ(d.waits[1].kind, WaitKind::kBehind);
+}
+
+TEST(Backfill, LongJobsMayUseWhatTheHeadLeavesOver) {
+  // 5 instances, 3 busy until +100 s; the head needs 4, so at +100 s one instance is spare and
+  // one long job may take it now, but not a second.
+  auto d = Schedule(Busy(5, {100, 100, 100}, {Sized(1, 4, 60), Sized(2, 1, 500), Sized(3, 1, 500)}));
+  EXPECT_EQ(Started(d), (std::vector<uint64_t>{2}));
+}
+
+TEST(Backfill, OffMeansTheHeadBlocksTheQueueAsOnAws) {
+  Snapshot s = Busy(4, {100, 100, 100}, {Sized(1, 4, 60), Sized(2, 1, 50)});
+  s.queues[0].backfill = false;
+  auto d = Schedule(s);
+  EXPECT_TRUE(d.starts.empty());
+  EXPECT_TRUE(d.reservations.empty());
+}
+
+TEST(Backfill, UnboundedRunningJobsMeanNoJobMayJumpTheHead) {
+  // What holds the capacity has no known end: the head's start time is unknown, so nothing
+  // starts ahead of it on that capacity.
+  auto d = Schedule(Busy(4, {}, {Sized(1, 4, 60), Sized(2, 1, 1)}));
+  EXPECT_EQ(Started(d), (std::vector<uint64_t>{1}));
+  Snapshot s = OneQueue(4, 4, {Sized(1, 4, 60), Sized(2, 1, 1)});
+  s.environments[0].in_use = 1;
+  s.host[0].free = 3;
+  d = Schedule(s);
+  EXPECT_TRUE(d.starts.empty());
+}
+
+TEST(Backfill, ALowerPriorityQueueCannotDelayAHigherQueuesHead) {
+  Snapshot s = Busy(4, {100, 100, 100}, {Sized(1, 4, 60)});
+  Queue low;
+  low.name = "low";
+  low.priority = -1;
+  low.environments = {0};
+  low.runnable = {Sized(7, 1, 500), Sized(8, 1, 30)};
+  s.queues.push_back(low);
+  auto d = Schedule(s);
+  EXPECT_EQ(Started(d), (std::vector<uint64_t>{8}));
+  for (const auto& w : d.waits) {
+    if (w.job_seq == 7) {
+      EXPECT_EQ(w.kind, WaitKind::kReserved) << d.ReasonOf(w);
+    }
+  }
+}
+
+TEST(Backfill, FairShareHeadIsProtectedToo) {
+  Snapshot s = FairShareQueue(4, {{"a", 1, 0, 0, {Sized(1, 4, 60)}}, {"b", 1, 10, 0, {Sized(2, 1, 500), Sized(3, 1, 10)}}});
+  s.now_ms = kNow;
+  for (int i = 0; i < 3; ++i) s.running.push_back({0, "ml.m5.large", 1, kNow + 100'000});
+  s.environments[0].in_use = 3;
+  s.host[0].free = 1;
+  auto d = Schedule(s);
+  EXPECT_EQ(Started(d), (std::vector<uint64_t>{3}));
+}
+
+TEST(Estimates, FollowTheRuntimeBoundsOfRunningAndEarlierJobs) {
+  // 2 instances busy until +10 s and +20 s. J1 (1 instance, 30 s) fits at +10 s; J2 needs both
+  // instances: the second frees at +20 s, J1's at +40 s.
+  auto d = Schedule(Busy(2, {10, 20}, {Sized(1, 1, 30), Sized(2, 2, 5)}));
+  ASSERT_EQ(d.estimates.size(), 2u);
+  EXPECT_EQ(d.estimates[0].job_seq, 1u);
+  EXPECT_EQ(d.estimates[0].start_ms, kNow + 10'000);
+  EXPECT_EQ(d.estimates[1].job_seq, 2u);
+  EXPECT_EQ(d.estimates[1].start_ms, kNow + 40'000);
+}
+
+TEST(Estimates, UnknownWhenNothingBoundedWillFreeCapacity) {
+  Snapshot s = OneQueue(1, 1, {Sized(1, 1, 30)});
+  s.environments[0].in_use = 1;
+  s.host[0].free = 0;
+  auto d = Schedule(s);
+  ASSERT_EQ(d.estimates.size(), 1u);
+  EXPECT_EQ(d.estimates[0].start_ms, 0);
+}
+
+}  // namespace
+}  // namespace ty::sched
