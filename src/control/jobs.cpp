@@ -353,6 +353,13 @@ void Controller::SchedulePass(Turn& t) {
   sched::Decisions d = sched::Schedule(snap);
 
   state_.front_of_queue.clear();
+  for (const auto& f : d.fronts) {
+    auto& front = state_.front_of_queue[f.queue];
+    for (const auto& fj : f.jobs) {
+      front.push_back(fj.job_seq);
+      state_.jobs.at(fj.job_seq).estimated_start = fj.estimated_start_ms;
+    }
+  }
   for (const auto& w : d.waits) {
     ServiceJobState& js = state_.jobs.at(w.job_seq);
     js.wait_reason = d.ReasonOf(w);
@@ -360,15 +367,11 @@ void Controller::SchedulePass(Turn& t) {
                    : w.kind == sched::WaitKind::kCapacity || w.kind == sched::WaitKind::kReserved
                        ? "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
                        : "";
-    js.estimated_start = 0;
-    auto& front = state_.front_of_queue[js.job.queue];
-    if (front.size() < 100) front.push_back(w.job_seq);
     if (w.kind == sched::WaitKind::kMisconfiguration && js.job.status_reason != js.wait_reason) {
       js.job.status_reason = js.wait_reason;
       t.jobs.insert(w.job_seq);
     }
   }
-  for (const auto& e : d.estimates) state_.jobs.at(e.job_seq).estimated_start = e.start_ms;
   for (const auto& s : d.starts) StartServiceJob(t, state_.jobs.at(s.job_seq), snap.environments[s.environment].name);
   for (const auto& [name, q] : state_.queues)
     if (IsQuotaQueue(q)) ScheduleQuotaQueue(t, q);
@@ -492,12 +495,13 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
   std::vector<uint64_t> front;
   for (const auto& w : d.waits) {
     ServiceJobState& js = state_.jobs.at(w.job_seq);
-    js.wait_reason = w.reason;
+    const std::string& reason = d.ReasonOf(w);
+    js.wait_reason = reason;
     js.wait_code.clear();
-    if (StartsWith(w.reason, "MISCONFIGURATION:")) {
-      js.wait_code = w.reason.substr(0, w.reason.find(' '));
-      if (js.job.status_reason != w.reason) {
-        js.job.status_reason = w.reason;
+    if (StartsWith(reason, "MISCONFIGURATION:")) {
+      js.wait_code = reason.substr(0, reason.find(' '));
+      if (js.job.status_reason != reason) {
+        js.job.status_reason = reason;
         t.jobs.insert(w.job_seq);
       }
     }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <tuple>
+#include <unordered_map>
 
 #include "sched/sched.h"
 
@@ -40,13 +42,13 @@ class QuotaPass {
     std::vector<bool> done(order.size(), false);
     for (size_t i = 0; i < order.size(); ++i) {
       const auto& [s, j] = order[i];
-      if (Used(s, j.instance_type) + j.instance_count <= Limit(s, j.instance_type)) {
-        Consider(s, j);
+      if (Used(s, j->instance_type) + j->instance_count <= Limit(s, j->instance_type)) {
+        Consider(s, *j);
         done[i] = true;
       }
     }
     for (size_t i = 0; i < order.size(); ++i)
-      if (!done[i]) Consider(order[i].first, order[i].second);
+      if (!done[i]) Consider(order[i].first, *order[i].second);
     return std::move(d_);
   }
 
@@ -54,22 +56,27 @@ class QuotaPass {
   // Jobs in the order they are offered capacity: inside a share by schedulingPriority (higher
   // first) then submit order; across shares, the share whose next job was submitted first
   // (FIFO assignment of idle capacity).
-  std::vector<std::pair<size_t, QuotaJob>> Order() const {
-    std::vector<std::vector<QuotaJob>> lists;
+  std::vector<std::pair<size_t, const QuotaJob*>> Order() const {
+    std::vector<std::vector<const QuotaJob*>> lists;
+    size_t total = 0;
     for (const auto& s : snap_.shares) {
-      auto jobs = s.runnable;
-      std::sort(jobs.begin(), jobs.end(), [](const QuotaJob& a, const QuotaJob& b) {
-        return a.priority != b.priority ? a.priority > b.priority : a.seq < b.seq;
+      std::vector<const QuotaJob*> jobs;
+      jobs.reserve(s.runnable.size());
+      for (const QuotaJob& j : s.runnable) jobs.push_back(&j);
+      std::sort(jobs.begin(), jobs.end(), [](const QuotaJob* a, const QuotaJob* b) {
+        return a->priority != b->priority ? a->priority > b->priority : a->seq < b->seq;
       });
+      total += jobs.size();
       lists.push_back(std::move(jobs));
     }
     std::vector<size_t> next(lists.size(), 0);
-    std::vector<std::pair<size_t, QuotaJob>> out;
+    std::vector<std::pair<size_t, const QuotaJob*>> out;
+    out.reserve(total);
     while (true) {
       int best = -1;
       for (size_t i = 0; i < lists.size(); ++i)
         if (next[i] < lists[i].size() &&
-            (best < 0 || lists[i][next[i]].seq < lists[static_cast<size_t>(best)][next[static_cast<size_t>(best)]].seq))
+            (best < 0 || lists[i][next[i]]->seq < lists[static_cast<size_t>(best)][next[static_cast<size_t>(best)]]->seq))
           best = static_cast<int>(i);
       if (best < 0) return out;
       size_t b = static_cast<size_t>(best);
@@ -81,9 +88,22 @@ class QuotaPass {
   int64_t Used(size_t s, const std::string& t) const { return Get(used_[s], t); }
   int64_t Free(const std::string& t) const { return Get(snap_.capacity, t) - Get(in_use_, t); }
 
-  void Wait(const QuotaJob& j, std::string reason) { d_.waits.push_back({j.seq, std::move(reason)}); }
+  // What later jobs see has changed: remembered outcomes no longer hold.
+  void Changed() {
+    ++epoch_;
+    memo_.clear();
+  }
+
+  // Reasons are shared: a million waiting jobs carry a handful of distinct texts.
+  uint32_t ReasonId(std::string reason) {
+    auto [it, added] = reason_ids_.try_emplace(std::move(reason), static_cast<uint32_t>(d_.reasons.size()));
+    if (added) d_.reasons.push_back(it->first);
+    return it->second;
+  }
+  void Wait(const QuotaJob& j, std::string reason) { d_.waits.push_back({j.seq, last_reason_ = ReasonId(std::move(reason))}); }
 
   void Start(size_t s, const QuotaJob& j, bool borrowing) {
+    Changed();
     used_[s][j.instance_type] += j.instance_count;
     in_use_[j.instance_type] += j.instance_count;
     d_.starts.push_back({j.seq, borrowing});
@@ -91,6 +111,7 @@ class QuotaPass {
 
   // Marks victims as leaving; their capacity is promised to `for_job`.
   void Preempt(const std::vector<size_t>& victims, const QuotaJob& for_job, bool in_share) {
+    Changed();
     for (size_t v : victims) {
       QuotaRunningJob& r = running_[v];
       r.preempting = true;
@@ -114,6 +135,29 @@ class QuotaPass {
     return c;
   }
 
+  // A job fares as the last one of its share, instance type and size that waited for the same
+  // cause, when nothing has started or been preempted since and it has no higher priority: the
+  // answer would be the same, so a queue a million deep costs one map lookup per job.
+  struct MemoKey {
+    size_t share;
+    const std::string* type;
+    int64_t count;
+    bool within_quota;
+    bool operator==(const MemoKey& o) const {
+      return share == o.share && *type == *o.type && count == o.count && within_quota == o.within_quota;
+    }
+  };
+  struct MemoHash {
+    size_t operator()(const MemoKey& k) const {
+      return std::hash<std::string>()(*k.type) ^ (k.share * 0x9e3779b97f4a7c15ULL) ^ (static_cast<size_t>(k.count) << 1) ^
+             static_cast<size_t>(k.within_quota);
+    }
+  };
+  struct Memo {
+    int priority;
+    uint32_t reason;
+  };
+
   void Consider(size_t s, const QuotaJob& j) {
     const QuotaShareSpec& share = snap_.shares[s];
     const std::string& t = j.instance_type;
@@ -122,15 +166,45 @@ class QuotaPass {
     const bool borrows = share.strategy == SharingStrategy::kLendAndBorrow;
     const int64_t max_with_borrow =
         !borrows ? limit : share.borrow_limit_percent < 0 ? kUnlimited : limit + limit * share.borrow_limit_percent / 100;
-    int64_t borrowable = limit;
-    for (size_t o = 0; o < snap_.shares.size(); ++o)
-      if (o != s && Lends(snap_.shares[o].strategy)) borrowable += Limit(o, t);
 
     // Jobs that can never run, with AWS's reasons.
     if (n > Get(snap_.capacity, t)) return Wait(j, kMaxResourceReason);
     if (!borrows && n > limit) return Wait(j, kQuotaLimitReason);
     if (borrows && n > max_with_borrow) return Wait(j, kQuotaBorrowLimitReason);
-    if (borrows && n > borrowable) return Wait(j, kQuotaBorrowableReason);
+    if (borrows && n > Borrowable(s, t)) return Wait(j, kQuotaBorrowableReason);
+
+    MemoKey key{s, &t, n, Used(s, t) + n <= limit};
+    if (auto m = memo_.find(key); m != memo_.end() && j.priority <= m->second.priority) {
+      d_.waits.push_back({j.seq, m->second.reason});
+      return;
+    }
+    size_t waits_before = d_.waits.size();
+    uint64_t epoch = epoch_;
+    Decide(s, j);
+    if (epoch == epoch_ && d_.waits.size() > waits_before) memo_[key] = {j.priority, last_reason_};
+  }
+
+  // What a share may use of a type at most, borrowing included: its own limit plus what lending
+  // shares may lend.
+  int64_t Borrowable(size_t s, const std::string& t) {
+    auto [it, added] = borrowable_.try_emplace({s, t}, 0);
+    if (added) {
+      it->second = Limit(s, t);
+      for (size_t o = 0; o < snap_.shares.size(); ++o)
+        if (o != s && Lends(snap_.shares[o].strategy)) it->second += Limit(o, t);
+    }
+    return it->second;
+  }
+
+  // Starts `j`, preempts for it, or makes it wait.
+  void Decide(size_t s, const QuotaJob& j) {
+    const QuotaShareSpec& share = snap_.shares[s];
+    const std::string& t = j.instance_type;
+    const int64_t n = j.instance_count;
+    const int64_t limit = Limit(s, t);
+    const bool borrows = share.strategy == SharingStrategy::kLendAndBorrow;
+    const int64_t max_with_borrow =
+        !borrows ? limit : share.borrow_limit_percent < 0 ? kUnlimited : limit + limit * share.borrow_limit_percent / 100;
 
     if (Used(s, t) + n <= limit) {
       // Inside its own quota: idle capacity, else capacity already on its way back, else reclaim.
@@ -139,6 +213,7 @@ class QuotaPass {
       int64_t& leaving = leaving_[t];
       if (leaving >= need) {
         leaving -= need;
+        Changed();
         return Wait(j, "waiting for preempted jobs to give capacity back");
       }
       need -= leaving;
@@ -201,6 +276,11 @@ class QuotaPass {
   std::map<std::string, int64_t> in_use_;   // everything running, leaving jobs included
   std::map<std::string, int64_t> leaving_;  // capacity of preempted jobs not yet promised
   QuotaDecisions d_;
+  std::unordered_map<std::string, uint32_t> reason_ids_;
+  uint32_t last_reason_ = 0;
+  uint64_t epoch_ = 0;
+  std::unordered_map<MemoKey, Memo, MemoHash> memo_;
+  std::map<std::pair<size_t, std::string>, int64_t> borrowable_;
 };
 
 }  // namespace

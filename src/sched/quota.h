@@ -58,13 +58,18 @@ struct QuotaPreemption {
 
 struct QuotaWait {
   uint64_t job_seq;
-  std::string reason;  // "MISCONFIGURATION:..." codes as AWS; prose otherwise
+  uint32_t reason;  // index into QuotaDecisions::reasons (many waiting jobs share one reason)
 };
 
 struct QuotaDecisions {
   std::vector<QuotaStart> starts;
   std::vector<QuotaPreemption> preemptions;
+  // Every runnable job that does not start, in the order jobs are offered capacity.
   std::vector<QuotaWait> waits;
+  // "MISCONFIGURATION:..." codes as AWS; prose otherwise.
+  std::vector<std::string> reasons;
+
+  const std::string& ReasonOf(const QuotaWait& w) const { return reasons[w.reason]; }
 };
 
 QuotaDecisions ScheduleQuotaShares(const QuotaSnapshot& snapshot);

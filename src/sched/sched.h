@@ -106,11 +106,18 @@ struct Wait {
   uint32_t reason;  // index into Decisions::reasons (many waiting jobs share one reason)
 };
 
-// When a waiting job is expected to start, from the running jobs' runtime bounds: the first jobs
-// of each queue are started in dispatch order on a simulated timeline. 0: not known.
-struct Estimate {
+// A queue's first waiting jobs in dispatch order: what GetJobQueueSnapshot shows. The estimate
+// comes from starting them in that order on a simulated timeline where running jobs end at their
+// runtime bounds; 0: not known.
+struct FrontJob {
   uint64_t job_seq;
-  int64_t start_ms;
+  size_t wait;                 // index into Decisions::waits
+  int64_t estimated_start_ms;
+};
+
+struct QueueFront {
+  std::string queue;
+  std::vector<FrontJob> jobs;  // at most kEstimatedPerQueue
 };
 
 // Capacity held back for a queue's head job (EASY backfill).
@@ -123,7 +130,7 @@ struct Reservation {
 
 struct Decisions {
   std::vector<Start> starts;
-  std::vector<Estimate> estimates;        // the first kEstimatedPerQueue waiting jobs per queue
+  std::vector<QueueFront> fronts;         // one per enabled queue, in scheduling order
   std::vector<Reservation> reservations;
   // Every job of every queue's `runnable` prefix that does not start gets one Wait.
   std::vector<Wait> waits;
@@ -135,6 +142,11 @@ struct Decisions {
     return static_cast<uint32_t>(reasons.size() - 1);
   }
   const std::string& ReasonOf(const Wait& w) const { return reasons[w.reason]; }
+  const QueueFront* FrontOf(const std::string& queue) const {
+    for (const auto& f : fronts)
+      if (f.queue == queue) return &f;
+    return nullptr;
+  }
 };
 
 inline constexpr size_t kEstimatedPerQueue = 100;

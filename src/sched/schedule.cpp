@@ -74,9 +74,10 @@ struct QueueContext {
   const Queue& q;
   int64_t reserve = 0;            // compute reservation of a fair-share queue
   int64_t misconfigured_reason = -1;
-  std::vector<const Job*> front;  // waiting jobs in dispatch order, for estimates
-  void Front(const Job& job) {
-    if (front.size() < kEstimatedPerQueue) front.push_back(&job);
+  // Waiting jobs in dispatch order with the index of their wait, for the snapshot.
+  std::vector<std::pair<const Job*, size_t>> front;
+  void Front(const Job& job, const Decisions& d) {
+    if (front.size() < kEstimatedPerQueue) front.emplace_back(&job, d.waits.size() - 1);
   }
 };
 
@@ -137,6 +138,7 @@ class Pass {
       // behind it go on (see docs/design/decisions.md).
       if (qc.misconfigured_reason < 0) qc.misconfigured_reason = d_.AddReason(kMaxResourceReason);
       d_.waits.push_back({job.seq, WaitKind::kMisconfiguration, static_cast<uint32_t>(qc.misconfigured_reason)});
+      qc.Front(job, d_);
       return Outcome::kNever;
     }
     int64_t end = EndOf(job);
@@ -217,7 +219,7 @@ class Pass {
       if (o == Outcome::kStarted || o == Outcome::kNever) return;
     }
     d_.waits.push_back({job.seq, WaitKind::kBehind, behind});
-    qc.Front(job);
+    qc.Front(job, d_);
   }
 
   // The head could not start: records its wait and returns the reason the jobs behind it get.
@@ -225,7 +227,7 @@ class Pass {
     std::string why = Reserve(job, o, qc);
     d_.waits.push_back({job.seq, o == Outcome::kHeld ? WaitKind::kReserved : WaitKind::kCapacity,
                         d_.AddReason(std::move(why))});
-    qc.Front(job);
+    qc.Front(job, d_);
     return BehindReason(job, qc, share);
   }
 
@@ -316,6 +318,8 @@ void Pass::FairShareQueue(QueueContext& qc) {
 // Starts the queue's first waiting jobs in dispatch order on a simulated timeline where running
 // jobs end at their runtime bounds; each job's estimate is when it first fits.
 void Pass::Estimate(const QueueContext& qc) {
+  QueueFront& out = d_.fronts.emplace_back(QueueFront{qc.q.name, {}});
+  for (const auto& [job, wait] : qc.front) out.jobs.push_back({job->seq, wait, 0});
   if (qc.front.empty()) return;
   if (releases_.empty()) {
     for (const std::vector<Running>* list : {&snap_.running, static_cast<const std::vector<Running>*>(&started_)})
@@ -337,7 +341,8 @@ void Pass::Estimate(const QueueContext& qc) {
   size_t p = 0;
   int64_t now = snap_.now_ms;
   for (size_t k = 0; k < qc.front.size(); ++k) {
-    const Job& job = *qc.front[k];
+    const Job& job = *qc.front[k].first;
+    if (d_.waits[qc.front[k].second].kind == WaitKind::kMisconfiguration) continue;
     while (true) {
       int at = -1;
       for (int e : qc.q.environments)
@@ -347,7 +352,7 @@ void Pass::Estimate(const QueueContext& qc) {
           break;
         }
       if (at >= 0) {
-        d_.estimates.push_back({job.seq, now});
+        out.jobs[k].estimated_start_ms = now;
         env_free[static_cast<size_t>(at)] -= job.instance_count;
         host_free[job.instance_type] -= job.instance_count;
         placed_env[k] = at;
@@ -357,8 +362,7 @@ void Pass::Estimate(const QueueContext& qc) {
       int64_t a = p < releases_.size() ? releases_[p]->end_ms : kNever;
       int64_t b = mine.empty() ? kNever : mine.top().first;
       if (a == kNever && b == kNever) {
-        for (size_t rest = k; rest < qc.front.size(); ++rest) d_.estimates.push_back({qc.front[rest]->seq, 0});
-        return;
+        return;  // the rest stay unknown
       }
       if (a <= b) {
         const Running& r = *releases_[p++];
@@ -367,7 +371,7 @@ void Pass::Estimate(const QueueContext& qc) {
       } else {
         size_t j = mine.top().second;
         mine.pop();
-        release(placed_env[j], qc.front[j]->instance_type, qc.front[j]->instance_count);
+        release(placed_env[j], qc.front[j].first->instance_type, qc.front[j].first->instance_count);
         now = std::max(now, b);
       }
     }

@@ -164,7 +164,7 @@ TEST(QuotaShares, MisconfigurationReasonsAreAwsVariants) {
     s.shares.push_back(share);
     for (auto& o : others) s.shares.push_back(o);
     auto d = ScheduleQuotaShares(s);
-    return d.waits.empty() ? std::string("started") : d.waits[0].reason;
+    return d.waits.empty() ? std::string("started") : d.ReasonOf(d.waits[0]);
   };
   // RESERVE / LEND: job 5 > share limit 4.
   EXPECT_EQ(reason(Share("A", 4, SharingStrategy::kReserve), {}, 5), kQuotaLimitReason);

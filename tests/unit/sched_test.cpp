@@ -315,11 +315,14 @@ TEST(Estimates, FollowTheRuntimeBoundsOfRunningAndEarlierJobs) {
   // 2 instances busy until +10 s and +20 s. J1 (1 instance, 30 s) fits at +10 s; J2 needs both
   // instances: the second frees at +20 s, J1's at +40 s.
   auto d = Schedule(Busy(2, {10, 20}, {Sized(1, 1, 30), Sized(2, 2, 5)}));
-  ASSERT_EQ(d.estimates.size(), 2u);
-  EXPECT_EQ(d.estimates[0].job_seq, 1u);
-  EXPECT_EQ(d.estimates[0].start_ms, kNow + 10'000);
-  EXPECT_EQ(d.estimates[1].job_seq, 2u);
-  EXPECT_EQ(d.estimates[1].start_ms, kNow + 40'000);
+  const QueueFront* f = d.FrontOf("q");
+  ASSERT_TRUE(f);
+  ASSERT_EQ(f->jobs.size(), 2u);
+  EXPECT_EQ(f->jobs[0].job_seq, 1u);
+  EXPECT_EQ(f->jobs[0].estimated_start_ms, kNow + 10'000);
+  EXPECT_EQ(f->jobs[1].job_seq, 2u);
+  EXPECT_EQ(f->jobs[1].estimated_start_ms, kNow + 40'000);
+  EXPECT_EQ(d.waits[f->jobs[1].wait].job_seq, 2u);
 }
 
 TEST(Estimates, UnknownWhenNothingBoundedWillFreeCapacity) {
@@ -327,8 +330,9 @@ TEST(Estimates, UnknownWhenNothingBoundedWillFreeCapacity) {
   s.environments[0].in_use = 1;
   s.host[0].free = 0;
   auto d = Schedule(s);
-  ASSERT_EQ(d.estimates.size(), 1u);
-  EXPECT_EQ(d.estimates[0].start_ms, 0);
+  ASSERT_EQ(d.fronts.size(), 1u);
+  ASSERT_EQ(d.fronts[0].jobs.size(), 1u);
+  EXPECT_EQ(d.fronts[0].jobs[0].estimated_start_ms, 0);
 }
 
 }  // namespace
