@@ -344,10 +344,12 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
         int pos = 1;
         for (auto& j : (*out)["frontOfQueue"]["jobs"]) {
           std::string arn = j.value("jobArn", "");
+          int64_t estimate = j.value("trainyardEstimatedStartTime", int64_t{0});
           rows.push_back({std::to_string(pos++), arn.substr(arn.rfind('/') + 1),
-                          FormatMs(j.value("earliestTimeAtPosition", int64_t{0})), j.value("trainyardWaitReason", "")});
+                          FormatMs(j.value("earliestTimeAtPosition", int64_t{0})),
+                          estimate > 0 ? FormatMs(estimate) : "unknown", j.value("trainyardWaitReason", "")});
         }
-        PrintTable({"#", "JOB ID", "AT POSITION SINCE", "WHY IT WAITS"}, rows);
+        PrintTable({"#", "JOB ID", "AT POSITION SINCE", "EXPECTED START", "WHY IT WAITS"}, rows);
         return 0;
       });
     });

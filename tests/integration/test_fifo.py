@@ -65,6 +65,52 @@ class FifoTest(ServerTest):
         job = self.batch.describe_service_job(jobId=big)
         self.assertEqual((job["status"], job["statusReason"], job["isTerminated"]), ("FAILED", "cannot fit", True))
 
+    def test_backfill_starts_only_jobs_that_cannot_delay_the_blocked_head(self):
+        queue = self.create_queue("bf", capacity=2)
+        long = "trap 'exit 0' TERM; sleep 600 & wait"
+        runner = self.submit(queue, self.command_payload("runner", long, StoppingCondition={"MaxRuntimeInSeconds": 600}))
+        started = self.wait_jobs([runner], statuses=("RUNNING",))[0]["startedAt"]
+        big = self.command_payload("big", "true", StoppingCondition={"MaxRuntimeInSeconds": 60})
+        big["ResourceConfig"]["InstanceCount"] = 2
+        head = self.submit(queue, big)
+        too_long = self.submit(queue, self.command_payload("too-long", "true", StoppingCondition={"MaxRuntimeInSeconds": 3600}))
+        short = self.submit(queue, self.command_payload("short", "true", StoppingCondition={"MaxRuntimeInSeconds": 60}))
+        # The short job ends before the runner's bound frees the head's second instance: it runs
+        # now. The long one could delay the head, so it waits behind it.
+        self.assertEqual(self.wait_jobs([short])[0]["status"], "SUCCEEDED")
+        self.assertEqual(self.describe_raw(too_long)["status"], "RUNNABLE")
+        snap = self.server.raw_call("batch", "GetJobQueueSnapshot", {"jobQueue": queue})
+        front = snap["frontOfQueue"]["jobs"]
+        self.assertEqual([j["jobArn"].split("/")[-1] for j in front], [head, too_long])
+        self.assertIn("capacity is reserved for it", front[0]["trainyardWaitReason"])
+        # Estimates follow the runtime bounds: the head when the runner's 600 s are up, the long
+        # job when the head's 60 s are.
+        self.assertAlmostEqual(front[0]["trainyardEstimatedStartTime"], started + 600_000, delta=2000)
+        self.assertAlmostEqual(front[1]["trainyardEstimatedStartTime"], started + 660_000, delta=2000)
+        self.assertIn("behind job", self.batch.describe_service_job(jobId=too_long)["statusReason"])
+        self.batch.terminate_service_job(jobId=runner, reason="test over")
+        jobs = self.wait_jobs([head, too_long])
+        self.assertTrue(all(j["status"] == "SUCCEEDED" for j in jobs), jobs)
+
+    def test_backfill_can_be_turned_off_per_queue(self):
+        self.batch.create_service_environment(
+            serviceEnvironmentName="strict-env", serviceEnvironmentType="SAGEMAKER_TRAINING",
+            capacityLimits=[{"maxCapacity": 2, "capacityUnit": "NUM_INSTANCES"}])
+        self.batch.create_job_queue(jobQueueName="strict", jobQueueType="SAGEMAKER_TRAINING", priority=1,
+                                    tags={"trainyard:backfill": "false"},
+                                    serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": "strict-env"}])
+        runner = self.submit("strict", self.command_payload("s-runner", "trap 'exit 0' TERM; sleep 600 & wait"))
+        self.wait_jobs([runner], statuses=("RUNNING",))
+        big = self.command_payload("s-big", "true")
+        big["ResourceConfig"]["InstanceCount"] = 2
+        head = self.submit("strict", big)
+        short = self.submit("strict", self.command_payload("s-short", "true", StoppingCondition={"MaxRuntimeInSeconds": 1}))
+        time.sleep(1.5)
+        self.assertEqual(self.describe_raw(short)["status"], "RUNNABLE")
+        self.batch.terminate_service_job(jobId=runner, reason="test over")
+        jobs = self.wait_jobs([head, short])
+        self.assertLessEqual(jobs[0]["startedAt"], jobs[1]["startedAt"])
+
 
 if __name__ == "__main__":
     unittest.main()
