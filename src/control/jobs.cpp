@@ -427,6 +427,7 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
     return;
   }
   sched::QuotaSnapshot snap;
+  snap.now_ms = t.now;
   std::map<std::string, int64_t> queue_used;
   std::vector<uint64_t> active;
   for (JobStatus st : {JobStatus::kScheduled, JobStatus::kStarting, JobStatus::kRunning})
@@ -468,7 +469,7 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
       continue;
     }
     snap.shares[static_cast<size_t>(it->second)].runnable.push_back(
-        {seq, js.job.instance_type, js.job.instance_count, js.job.scheduling_priority});
+        {seq, js.job.instance_type, js.job.instance_count, js.job.scheduling_priority, RuntimeBoundMs(js.job)});
   }
   for (uint64_t seq : active) {
     const ServiceJob& j = state_.jobs.at(seq).job;
@@ -485,6 +486,8 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
     r.preempting = tj && tj->stop_cause == "preempt";
     // A job inside the queue's minimum runtime is not preempted, so preemptions do not thrash.
     EpochMs ran_since = j.attempts.back().started_at ? j.attempts.back().started_at : j.scheduled_at;
+    r.end_ms = r.preempting || (tj && tj->stop_requested) ? t.now + int64_t{config_.stop_grace_seconds} * 1000
+                                                          : ran_since + RuntimeBoundMs(j);
     r.preemptible = !(tj && tj->stop_requested && tj->stop_cause != "preempt") &&
                     t.now - ran_since >= min_runtime_ms;
     snap.running.push_back(r);
@@ -493,6 +496,10 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
   sched::QuotaDecisions d = sched::ScheduleQuotaShares(snap);
 
   std::vector<uint64_t> front;
+  for (const auto& f : d.front) {
+    front.push_back(f.job_seq);
+    state_.jobs.at(f.job_seq).estimated_start = f.estimated_start_ms;
+  }
   for (const auto& w : d.waits) {
     ServiceJobState& js = state_.jobs.at(w.job_seq);
     const std::string& reason = d.ReasonOf(w);
@@ -505,7 +512,6 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
         t.jobs.insert(w.job_seq);
       }
     }
-    if (front.size() < 100) front.push_back(w.job_seq);
   }
   state_.front_of_queue[q.name] = front;
   for (const auto& p : d.preemptions) {

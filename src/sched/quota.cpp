@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <queue>
 #include <tuple>
 #include <unordered_map>
 
@@ -49,6 +50,7 @@ class QuotaPass {
     }
     for (size_t i = 0; i < order.size(); ++i)
       if (!done[i]) Consider(order[i].first, *order[i].second);
+    Estimate();
     return std::move(d_);
   }
 
@@ -104,6 +106,7 @@ class QuotaPass {
 
   void Start(size_t s, const QuotaJob& j, bool borrowing) {
     Changed();
+    if (j.max_runtime_ms > 0) started_.push_back({snap_.now_ms + j.max_runtime_ms, s, &j});
     used_[s][j.instance_type] += j.instance_count;
     in_use_[j.instance_type] += j.instance_count;
     d_.starts.push_back({j.seq, borrowing});
@@ -174,14 +177,90 @@ class QuotaPass {
     if (borrows && n > Borrowable(s, t)) return Wait(j, kQuotaBorrowableReason);
 
     MemoKey key{s, &t, n, Used(s, t) + n <= limit};
+    size_t waits_before = d_.waits.size();
     if (auto m = memo_.find(key); m != memo_.end() && j.priority <= m->second.priority) {
       d_.waits.push_back({j.seq, m->second.reason});
-      return;
+    } else {
+      uint64_t epoch = epoch_;
+      Decide(s, j);
+      if (epoch == epoch_ && d_.waits.size() > waits_before) memo_[key] = {j.priority, last_reason_};
     }
-    size_t waits_before = d_.waits.size();
-    uint64_t epoch = epoch_;
-    Decide(s, j);
-    if (epoch == epoch_ && d_.waits.size() > waits_before) memo_[key] = {j.priority, last_reason_};
+    if (d_.waits.size() > waits_before && front_.size() < kFront) front_.push_back({s, &j, waits_before});
+  }
+
+  // Whether `j` of share `s` may start on the estimate's timeline.
+  bool SimFits(size_t s, const QuotaJob& j, std::map<std::string, int64_t>& free,
+               std::vector<std::map<std::string, int64_t>>& used) {
+    const QuotaShareSpec& share = snap_.shares[s];
+    const std::string& t = j.instance_type;
+    int64_t n = j.instance_count, limit = Limit(s, t), u = Get(used[s], t);
+    if (Get(free, t) < n) return false;
+    if (u + n <= limit) return true;
+    if (share.strategy != SharingStrategy::kLendAndBorrow) return false;
+    if (share.borrow_limit_percent >= 0 && u + n > limit + limit * share.borrow_limit_percent / 100) return false;
+    int64_t reserved = 0;
+    for (size_t o = 0; o < snap_.shares.size(); ++o)
+      if (o != s && !Lends(snap_.shares[o].strategy)) reserved += std::max<int64_t>(0, Limit(o, t) - Get(used[o], t));
+    return Get(free, t) - reserved >= n;
+  }
+
+  void Estimate() {
+    // Releases: what runs (a leaving job's capacity is already off its share's books) and what
+    // this pass started, by end time.
+    struct Release {
+      int64_t end;
+      size_t share;
+      const std::string* type;
+      int64_t count;
+      bool counted;  // still in its share's usage
+    };
+    std::vector<Release> releases;
+    for (const auto& r : running_)
+      if (r.end_ms > 0) releases.push_back({r.end_ms, static_cast<size_t>(r.share), &r.instance_type, r.instance_count, !r.preempting});
+    for (const auto& st : started_) releases.push_back({st.end, st.share, &st.job->instance_type, st.job->instance_count, true});
+    std::sort(releases.begin(), releases.end(), [](const Release& a, const Release& b) { return a.end < b.end; });
+    std::map<std::string, int64_t> free;
+    for (const auto& [t, cap] : snap_.capacity) free[t] = cap - Get(in_use_, t);
+    auto used = used_;
+    std::vector<size_t> pending;
+    for (size_t k = 0; k < front_.size(); ++k) {
+      d_.front.push_back({front_[k].job->seq, front_[k].wait, 0});
+      if (d_.reasons[d_.waits[front_[k].wait].reason].rfind("MISCONFIGURATION:", 0) != 0) pending.push_back(k);
+    }
+    std::priority_queue<std::pair<int64_t, size_t>, std::vector<std::pair<int64_t, size_t>>, std::greater<>> mine;
+    size_t p = 0;
+    int64_t now = snap_.now_ms;
+    while (!pending.empty()) {
+      std::vector<size_t> still;
+      for (size_t k : pending) {
+        const Front& f = front_[k];
+        if (!SimFits(f.share, *f.job, free, used)) {
+          still.push_back(k);
+          continue;
+        }
+        d_.front[k].estimated_start_ms = now;
+        free[f.job->instance_type] -= f.job->instance_count;
+        used[f.share][f.job->instance_type] += f.job->instance_count;
+        if (f.job->max_runtime_ms > 0) mine.push({now + f.job->max_runtime_ms, k});
+      }
+      pending.swap(still);
+      if (pending.empty()) break;
+      int64_t a = p < releases.size() ? releases[p].end : std::numeric_limits<int64_t>::max();
+      int64_t b = mine.empty() ? std::numeric_limits<int64_t>::max() : mine.top().first;
+      if (a == std::numeric_limits<int64_t>::max() && b == std::numeric_limits<int64_t>::max()) break;
+      if (a <= b) {
+        const Release& r = releases[p++];
+        free[*r.type] += r.count;
+        if (r.counted) used[r.share][*r.type] -= r.count;
+        now = std::max(now, a);
+      } else {
+        const Front& f = front_[mine.top().second];
+        mine.pop();
+        free[f.job->instance_type] += f.job->instance_count;
+        used[f.share][f.job->instance_type] -= f.job->instance_count;
+        now = std::max(now, b);
+      }
+    }
   }
 
   // What a share may use of a type at most, borrowing included: its own limit plus what lending
@@ -278,6 +357,19 @@ class QuotaPass {
   QuotaDecisions d_;
   std::unordered_map<std::string, uint32_t> reason_ids_;
   uint32_t last_reason_ = 0;
+  static constexpr size_t kFront = 100;
+  struct Front {
+    size_t share;
+    const QuotaJob* job;
+    size_t wait;
+  };
+  std::vector<Front> front_;
+  struct Started {
+    int64_t end;
+    size_t share;
+    const QuotaJob* job;
+  };
+  std::vector<Started> started_;
   uint64_t epoch_ = 0;
   std::unordered_map<MemoKey, Memo, MemoHash> memo_;
   std::map<std::pair<size_t, std::string>, int64_t> borrowable_;

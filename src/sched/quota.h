@@ -17,6 +17,7 @@ struct QuotaJob {
   std::string instance_type;
   int64_t instance_count = 1;
   int priority = 0;  // schedulingPriority
+  int64_t max_runtime_ms = 0;  // runtime bound, for estimates; 0: unbounded
 };
 
 struct QuotaRunningJob {
@@ -28,6 +29,7 @@ struct QuotaRunningJob {
   uint64_t start_order = 0;  // larger = started more recently
   bool preempting = false;   // already told to stop; its capacity is on its way back
   bool preemptible = true;   // false while inside the queue's minimum runtime
+  int64_t end_ms = 0;        // when it gives its capacity back at the latest; 0: not known
 };
 
 struct QuotaShareSpec {
@@ -40,6 +42,7 @@ struct QuotaShareSpec {
 };
 
 struct QuotaSnapshot {
+  int64_t now_ms = 0;
   std::map<std::string, int64_t> capacity;  // the environment's limit per instance type
   std::vector<QuotaShareSpec> shares;
   std::vector<QuotaRunningJob> running;
@@ -68,6 +71,15 @@ struct QuotaDecisions {
   std::vector<QuotaWait> waits;
   // "MISCONFIGURATION:..." codes as AWS; prose otherwise.
   std::vector<std::string> reasons;
+  // The first 100 waiting jobs with when each is expected to start: the jobs are started on a
+  // simulated timeline where what runs ends at its runtime bound, each as soon as its share's
+  // quota and borrowing rules let it (preemption left out). 0: not known.
+  struct FrontJob {
+    uint64_t job_seq;
+    size_t wait;  // index into waits
+    int64_t estimated_start_ms;
+  };
+  std::vector<FrontJob> front;
 
   const std::string& ReasonOf(const QuotaWait& w) const { return reasons[w.reason]; }
 };

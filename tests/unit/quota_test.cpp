@@ -189,5 +189,31 @@ TEST(QuotaShares, SameInputSameDecisions) {
   for (size_t i = 0; i < a.starts.size(); ++i) EXPECT_EQ(a.starts[i].job_seq, b.starts[i].job_seq);
 }
 
+TEST(QuotaShares, EstimatesFollowEachSharesQuotaAndTheRuntimeBounds) {
+  // 2 instances; A and B reserve one each. A's job ends at +10 s, B's at +20 s. A's next jobs
+  // (5 s each) follow at +10 s and +15 s; B's waits for B's own instance, at +20 s.
+  QuotaSnapshot s;
+  s.now_ms = 1'000'000;
+  s.capacity[kType] = 2;
+  s.shares = {Share("A", 1, SharingStrategy::kReserve), Share("B", 1, SharingStrategy::kReserve)};
+  s.running = Running(0, 1, 1);
+  auto b = Running(1, 2, 1);
+  s.running.push_back(b[0]);
+  s.running[0].end_ms = s.now_ms + 10'000;
+  s.running[1].end_ms = s.now_ms + 20'000;
+  s.shares[0].runnable = {{10, kType, 1, 0, 5'000}, {12, kType, 1, 0, 5'000}};
+  s.shares[1].runnable = {{11, kType, 1, 0, 5'000}};
+  auto d = ScheduleQuotaShares(s);
+  ASSERT_EQ(d.front.size(), 3u);
+  std::map<uint64_t, int64_t> at;
+  for (const auto& f : d.front) {
+    at[f.job_seq] = f.estimated_start_ms - s.now_ms;
+    EXPECT_EQ(d.waits[f.wait].job_seq, f.job_seq);
+  }
+  EXPECT_EQ(at[10], 10'000);
+  EXPECT_EQ(at[12], 15'000);
+  EXPECT_EQ(at[11], 20'000);
+}
+
 }  // namespace
 }  // namespace ty::sched
