@@ -84,6 +84,7 @@ std::vector<QuotaSnapshot> QuotaAtDepth(int queues, int per_share, int64_t capac
   uint64_t seq = 10'000'000;
   for (int q = 0; q < queues; ++q) {
     QuotaSnapshot s;
+    s.now_ms = kNow;
     s.capacity[kType] = capacity;
     for (int i = 0; i < 20; ++i) {
       QuotaShareSpec sh;
@@ -93,12 +94,13 @@ std::vector<QuotaSnapshot> QuotaAtDepth(int queues, int per_share, int64_t capac
       sh.borrow_limit_percent = i % 2 ? -1 : 50;
       sh.in_share_preemption = i % 3 != 2;
       sh.runnable.reserve(static_cast<size_t>(per_share));
-      for (int j = 0; j < per_share; ++j) sh.runnable.push_back({seq++, kType, 1 + (j % 8 == 0), (j * 37) % 100});
+      for (int j = 0; j < per_share; ++j)
+        sh.runnable.push_back({seq++, kType, 1 + (j % 8 == 0), (j * 37) % 100, 3'600'000 * (1 + j % 12)});
       s.shares.push_back(std::move(sh));
     }
     for (int64_t r = 0; r < busy; ++r)
       s.running.push_back({seq++, static_cast<int>(r % 20), kType, 1, static_cast<int>((r * 13) % 100),
-                           static_cast<uint64_t>(r), false, true});
+                           static_cast<uint64_t>(r), false, true, kNow + (r * 7919) % 86'400'000 + 1});
     out.push_back(std::move(s));
   }
   return out;
