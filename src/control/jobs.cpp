@@ -442,6 +442,7 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
     const InstanceTypeSpec* spec = config_.FindInstanceType(l.capacity_unit);
     int64_t host = (spec ? spec->count : 0) - (state_.host_in_use[l.capacity_unit] - queue_used[l.capacity_unit]);
     snap.capacity[l.capacity_unit] = std::max<int64_t>(0, std::min(l.max_capacity, host));
+    snap.ceiling[l.capacity_unit] = std::min(l.max_capacity, spec ? spec->count : 0);
   }
   // trainyard extension: the queue tag "trainyard:minRuntimeSeconds" (default 0, as on AWS).
   EpochMs min_runtime_ms = 0;
@@ -482,7 +483,7 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
     r.instance_type = j.instance_type;
     r.instance_count = j.instance_count;
     r.priority = j.scheduling_priority;
-    r.start_order = static_cast<uint64_t>(j.scheduled_at) * 1000 + seq % 1000;
+    r.start_order = tj ? tj->seq : seq;  // attempts are numbered as they start
     r.preempting = tj && tj->stop_cause == "preempt";
     // A job inside the queue's minimum runtime is not preempted, so preemptions do not thrash.
     EpochMs ran_since = j.attempts.back().started_at ? j.attempts.back().started_at : j.scheduled_at;

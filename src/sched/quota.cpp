@@ -88,6 +88,10 @@ class QuotaPass {
 
   int64_t Limit(size_t s, const std::string& t) const { return Get(snap_.shares[s].limit, t); }
   int64_t Used(size_t s, const std::string& t) const { return Get(used_[s], t); }
+  int64_t Ceiling(const std::string& t) const {
+    auto it = snap_.ceiling.find(t);
+    return it == snap_.ceiling.end() ? Get(snap_.capacity, t) : it->second;
+  }
   int64_t Free(const std::string& t) const { return Get(snap_.capacity, t) - Get(in_use_, t); }
 
   // What later jobs see has changed: remembered outcomes no longer hold.
@@ -171,7 +175,7 @@ class QuotaPass {
         !borrows ? limit : share.borrow_limit_percent < 0 ? kUnlimited : limit + limit * share.borrow_limit_percent / 100;
 
     // Jobs that can never run, with AWS's reasons.
-    if (n > Get(snap_.capacity, t)) return Wait(j, kMaxResourceReason);
+    if (n > Ceiling(t)) return Wait(j, kMaxResourceReason);
     if (!borrows && n > limit) return Wait(j, kQuotaLimitReason);
     if (borrows && n > max_with_borrow) return Wait(j, kQuotaBorrowLimitReason);
     if (borrows && n > Borrowable(s, t)) return Wait(j, kQuotaBorrowableReason);
@@ -263,6 +267,14 @@ class QuotaPass {
     }
   }
 
+  // Idle capacity the other RESERVE shares hold back for their own quota.
+  int64_t ReservedByOthers(size_t s, const std::string& t) const {
+    int64_t reserved = 0;
+    for (size_t o = 0; o < snap_.shares.size(); ++o)
+      if (o != s && !Lends(snap_.shares[o].strategy)) reserved += std::max<int64_t>(0, Limit(o, t) - Used(o, t));
+    return reserved;
+  }
+
   // What a share may use of a type at most, borrowing included: its own limit plus what lending
   // shares may lend.
   int64_t Borrowable(size_t s, const std::string& t) {
@@ -286,9 +298,11 @@ class QuotaPass {
         !borrows ? limit : share.borrow_limit_percent < 0 ? kUnlimited : limit + limit * share.borrow_limit_percent / 100;
 
     if (Used(s, t) + n <= limit) {
-      // Inside its own quota: idle capacity, else capacity already on its way back, else reclaim.
-      if (Free(t) >= n) return Start(s, j, false);
-      int64_t need = n - Free(t);
+      // Inside its own quota: idle capacity that no RESERVE share holds back for itself, else
+      // capacity already on its way back, else reclaim.
+      int64_t idle = std::max<int64_t>(0, Free(t) - ReservedByOthers(s, t));
+      if (idle >= n) return Start(s, j, false);
+      int64_t need = n - idle;
       int64_t& leaving = leaving_[t];
       if (leaving >= need) {
         leaving -= need;
@@ -338,11 +352,7 @@ class QuotaPass {
       }
     }
     if (borrows && Used(s, t) + n <= max_with_borrow) {
-      // Idle capacity that is not held back for RESERVE shares' own quota.
-      int64_t reserved = 0;
-      for (size_t o = 0; o < snap_.shares.size(); ++o)
-        if (o != s && !Lends(snap_.shares[o].strategy)) reserved += std::max<int64_t>(0, Limit(o, t) - Used(o, t));
-      if (Free(t) - reserved >= n) return Start(s, j, true);
+      if (Free(t) - ReservedByOthers(s, t) >= n) return Start(s, j, true);
       return Wait(j, "waiting to borrow: share '" + share.name + "' is at its quota and no idle capacity can be lent");
     }
     return Wait(j, "waiting: share '" + share.name + "' is at its quota (" + std::to_string(Used(s, t)) + " of " +

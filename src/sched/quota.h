@@ -43,7 +43,10 @@ struct QuotaShareSpec {
 
 struct QuotaSnapshot {
   int64_t now_ms = 0;
-  std::map<std::string, int64_t> capacity;  // the environment's limit per instance type
+  std::map<std::string, int64_t> capacity;  // what the queue may use now per instance type
+  // The most it could ever use per type (the environment's limit, or the host's whole catalogue
+  // when smaller): a job above it can never run. Types missing here use `capacity`.
+  std::map<std::string, int64_t> ceiling;  // the environment's limit per instance type
   std::vector<QuotaShareSpec> shares;
   std::vector<QuotaRunningJob> running;
 };

@@ -127,9 +127,19 @@ def kill_attempt_processes(data_dir):
     for name in os.listdir(attempts):
         try:
             with open(os.path.join(attempts, name, "status.json")) as f:
-                pid = json.load(f).get("supervisor_pid")
-            if pid:
-                os.kill(int(pid), signal.SIGKILL)
+                status = json.load(f)
+        except (OSError, ValueError):
+            continue
+        # The instances' process groups first: a supervisor killed outright cannot take them along.
+        for pgid in status.get("instance_pgids") or []:
+            try:
+                if int(pgid) > 0:
+                    os.killpg(int(pgid), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+        try:
+            if status.get("supervisor_pid"):
+                os.kill(int(status["supervisor_pid"]), signal.SIGKILL)
         except (OSError, ValueError):
             pass
 
