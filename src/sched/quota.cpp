@@ -116,6 +116,15 @@ class QuotaPass {
     d_.starts.push_back({j.seq, borrowing});
   }
 
+  // Sets aside for a job that waits on preemptions what it was promised: its place in its
+  // share's quota, and the idle capacity counted towards its need, so that no job later in the
+  // pass takes either (and the preemptions are not wasted).
+  void Promise(size_t s, const QuotaJob& j, int64_t idle) {
+    Changed();
+    used_[s][j.instance_type] += j.instance_count;
+    in_use_[j.instance_type] += std::min(idle, j.instance_count);
+  }
+
   // Marks victims as leaving; their capacity is promised to `for_job`.
   void Preempt(const std::vector<size_t>& victims, const QuotaJob& for_job, bool in_share) {
     Changed();
@@ -306,7 +315,7 @@ class QuotaPass {
       int64_t& leaving = leaving_[t];
       if (leaving >= need) {
         leaving -= need;
-        Changed();
+        Promise(s, j, idle);
         return Wait(j, "waiting for preempted jobs to give capacity back");
       }
       need -= leaving;
@@ -330,6 +339,7 @@ class QuotaPass {
       leaving = 0;
       leaving_[t] += freed - need;  // what the victims free beyond this job's need
       Preempt(victims, j, false);
+      Promise(s, j, idle);
       return Wait(j, "reclaiming capacity lent to other shares (" + std::to_string(victims.size()) + " job(s) preempted)");
     }
 
@@ -347,6 +357,7 @@ class QuotaPass {
       }
       if (freed >= excess) {
         Preempt(victims, j, true);
+        Promise(s, j, 0);
         return Wait(j, "preempting " + std::to_string(victims.size()) + " lower-priority job(s) of share '" +
                            share.name + "'");
       }
