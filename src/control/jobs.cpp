@@ -232,6 +232,16 @@ double WeightFor(const json& distribution, const std::string& share) {
 
 // A training job's runtime bound: MaxRuntimeInSeconds, one day when absent (as on SageMaker).
 int64_t RuntimeBoundMs(const ServiceJob& j) { return j.max_runtime_ms > 0 ? j.max_runtime_ms : 86'400'000; }
+
+// When an active job gives its capacity back at the latest: its runtime bound from when its
+// attempt started (or was scheduled); within the grace once it is being stopped or overdue.
+EpochMs LatestEnd(const ServiceJob& j, EpochMs now, int64_t grace_ms, bool stopping) {
+  if (stopping) return now + grace_ms;
+  EpochMs since = !j.attempts.empty() && j.attempts.back().started_at ? j.attempts.back().started_at
+                  : j.scheduled_at                                   ? j.scheduled_at
+                                                                     : now;
+  return std::max(since + RuntimeBoundMs(j), now + grace_ms);
+}
 }  // namespace
 
 sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t prefix) {
@@ -307,18 +317,16 @@ void Controller::SchedulePass(Turn& t) {
     free_total += std::max<int64_t>(0, it.count - used);
   }
   // What holds capacity, and until when at the latest: backfill and estimates build on it.
+  const int64_t grace_ms = int64_t{config_.stop_grace_seconds} * 1000;
   for (const auto& [qname, q] : state_.queues)
     for (JobStatus st : {JobStatus::kScheduled, JobStatus::kStarting, JobStatus::kRunning})
       for (uint64_t seq : state_.JobsIn(qname, st)) {
         const ServiceJobState& js = state_.jobs.at(seq);
         const ServiceJob& j = js.job;
         auto e = env_index.find(js.service_environment);
-        EpochMs since = !j.attempts.empty() && j.attempts.back().started_at ? j.attempts.back().started_at
-                        : j.scheduled_at                                   ? j.scheduled_at
-                                                                           : t.now;
-        // An attempt past its bound is being stopped: it gives its capacity back within the grace.
-        EpochMs end = std::max(since + RuntimeBoundMs(j), t.now + int64_t{config_.stop_grace_seconds} * 1000);
-        snap.running.push_back({e == env_index.end() ? -1 : e->second, j.instance_type, j.instance_count, end});
+        const TrainingJob* tj = j.attempts.empty() ? nullptr : state_.FindTrainingJob(j.attempts.back().training_job_name);
+        snap.running.push_back({e == env_index.end() ? -1 : e->second, j.instance_type, j.instance_count,
+                                LatestEnd(j, t.now, grace_ms, tj && tj->stop_requested)});
       }
   // FIFO can start at most free_total jobs per pass; a margin lets it skip misconfigured ones.
   const size_t prefix = static_cast<size_t>(free_total) + 64;
@@ -487,8 +495,7 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
     r.preempting = tj && tj->stop_cause == "preempt";
     // A job inside the queue's minimum runtime is not preempted, so preemptions do not thrash.
     EpochMs ran_since = j.attempts.back().started_at ? j.attempts.back().started_at : j.scheduled_at;
-    r.end_ms = r.preempting || (tj && tj->stop_requested) ? t.now + int64_t{config_.stop_grace_seconds} * 1000
-                                                          : ran_since + RuntimeBoundMs(j);
+    r.end_ms = LatestEnd(j, t.now, int64_t{config_.stop_grace_seconds} * 1000, tj && tj->stop_requested);
     r.preemptible = !(tj && tj->stop_requested && tj->stop_cause != "preempt") &&
                     t.now - ran_since >= min_runtime_ms;
     snap.running.push_back(r);

@@ -180,13 +180,11 @@ class QuotaPass {
     const int64_t n = j.instance_count;
     const int64_t limit = Limit(s, t);
     const bool borrows = share.strategy == SharingStrategy::kLendAndBorrow;
-    const int64_t max_with_borrow =
-        !borrows ? limit : share.borrow_limit_percent < 0 ? kUnlimited : limit + limit * share.borrow_limit_percent / 100;
 
     // Jobs that can never run, with AWS's reasons.
     if (n > Ceiling(t)) return Wait(j, kMaxResourceReason);
     if (!borrows && n > limit) return Wait(j, kQuotaLimitReason);
-    if (borrows && n > max_with_borrow) return Wait(j, kQuotaBorrowLimitReason);
+    if (borrows && n > MaxWithBorrow(s, t)) return Wait(j, kQuotaBorrowLimitReason);
     if (borrows && n > Borrowable(s, t)) return Wait(j, kQuotaBorrowableReason);
 
     MemoKey key{s, &t, n, Used(s, t) + n <= limit};
@@ -202,19 +200,14 @@ class QuotaPass {
   }
 
   // Whether `j` of share `s` may start on the estimate's timeline.
-  bool SimFits(size_t s, const QuotaJob& j, std::map<std::string, int64_t>& free,
-               std::vector<std::map<std::string, int64_t>>& used) {
-    const QuotaShareSpec& share = snap_.shares[s];
+  bool SimFits(size_t s, const QuotaJob& j, const std::map<std::string, int64_t>& free,
+               const std::vector<std::map<std::string, int64_t>>& used) const {
     const std::string& t = j.instance_type;
-    int64_t n = j.instance_count, limit = Limit(s, t), u = Get(used[s], t);
+    int64_t n = j.instance_count, u = Get(used[s], t);
     if (Get(free, t) < n) return false;
-    if (u + n <= limit) return true;
-    if (share.strategy != SharingStrategy::kLendAndBorrow) return false;
-    if (share.borrow_limit_percent >= 0 && u + n > limit + limit * share.borrow_limit_percent / 100) return false;
-    int64_t reserved = 0;
-    for (size_t o = 0; o < snap_.shares.size(); ++o)
-      if (o != s && !Lends(snap_.shares[o].strategy)) reserved += std::max<int64_t>(0, Limit(o, t) - Get(used[o], t));
-    return Get(free, t) - reserved >= n;
+    if (u + n <= Limit(s, t)) return true;
+    if (snap_.shares[s].strategy != SharingStrategy::kLendAndBorrow || u + n > MaxWithBorrow(s, t)) return false;
+    return Get(free, t) - ReservedByOthers(s, t, used) >= n;
   }
 
   void Estimate() {
@@ -276,12 +269,22 @@ class QuotaPass {
     }
   }
 
-  // Idle capacity the other RESERVE shares hold back for their own quota.
-  int64_t ReservedByOthers(size_t s, const std::string& t) const {
+  // Idle capacity the other RESERVE shares hold back for their own quota, given what each share
+  // uses (the pass's books, or the estimate's timeline).
+  int64_t ReservedByOthers(size_t s, const std::string& t) const { return ReservedByOthers(s, t, used_); }
+  int64_t ReservedByOthers(size_t s, const std::string& t, const std::vector<std::map<std::string, int64_t>>& used) const {
     int64_t reserved = 0;
     for (size_t o = 0; o < snap_.shares.size(); ++o)
-      if (o != s && !Lends(snap_.shares[o].strategy)) reserved += std::max<int64_t>(0, Limit(o, t) - Used(o, t));
+      if (o != s && !Lends(snap_.shares[o].strategy)) reserved += std::max<int64_t>(0, Limit(o, t) - Get(used[o], t));
     return reserved;
+  }
+
+  // The most a share may use of a type, borrowing included (its limit when it does not borrow).
+  int64_t MaxWithBorrow(size_t s, const std::string& t) const {
+    const QuotaShareSpec& share = snap_.shares[s];
+    int64_t limit = Limit(s, t);
+    if (share.strategy != SharingStrategy::kLendAndBorrow) return limit;
+    return share.borrow_limit_percent < 0 ? kUnlimited : limit + limit * share.borrow_limit_percent / 100;
   }
 
   // What a share may use of a type at most, borrowing included: its own limit plus what lending
@@ -303,8 +306,6 @@ class QuotaPass {
     const int64_t n = j.instance_count;
     const int64_t limit = Limit(s, t);
     const bool borrows = share.strategy == SharingStrategy::kLendAndBorrow;
-    const int64_t max_with_borrow =
-        !borrows ? limit : share.borrow_limit_percent < 0 ? kUnlimited : limit + limit * share.borrow_limit_percent / 100;
 
     if (Used(s, t) + n <= limit) {
       // Inside its own quota: idle capacity that no RESERVE share holds back for itself, else
@@ -362,7 +363,7 @@ class QuotaPass {
                            share.name + "'");
       }
     }
-    if (borrows && Used(s, t) + n <= max_with_borrow) {
+    if (borrows && Used(s, t) + n <= MaxWithBorrow(s, t)) {
       if (Free(t) - ReservedByOthers(s, t) >= n) return Start(s, j, true);
       return Wait(j, "waiting to borrow: share '" + share.name + "' is at its quota and no idle capacity can be lent");
     }
