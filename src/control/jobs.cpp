@@ -251,6 +251,7 @@ sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t pref
   json distribution = fs.value("shareDistribution", json::array());
   sched::FairShare out;
   out.compute_reservation = fs.value("computeReservation", 0);
+  out.decay_seconds = decay;
 
   std::map<std::string, int64_t> held;
   for (JobStatus st : {JobStatus::kScheduled, JobStatus::kStarting, JobStatus::kRunning})

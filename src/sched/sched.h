@@ -48,6 +48,7 @@ struct Share {
 
 struct FairShare {
   int compute_reservation = 0;  // percent; (r/100)^activeShares of capacity is held back
+  int64_t decay_seconds = 0;     // shareDecaySeconds; 0 means 600
   std::vector<Share> shares;
 };
 

@@ -264,18 +264,35 @@ void Pass::FifoQueue(QueueContext& qc) {
 // snapshot shows the first 100 of a queue).
 constexpr size_t kOrderedBehind = 128;
 
+// How much a fair share's past usage weighs against what it holds now (see FairShareQueue).
+constexpr double kHistoryWeight = 4.0;
+
 void Pass::FairShareQueue(QueueContext& qc) {
   const std::vector<Share>& shares = qc.q.fair_share->shares;
   std::vector<int64_t> held(shares.size());  // grows as jobs are placed
   for (size_t i = 0; i < shares.size(); ++i) held[i] = shares[i].held;
   // The order key of a share: lower goes first.
-  auto key = [&](size_t i) { return (shares[i].decayed_usage + static_cast<double>(held[i])) * shares[i].weight_factor; };
+
   std::vector<size_t> next(shares.size(), 0);
+  // The order key of a share, lower goes first: (4 x usage / tau + held + n / 2) x weightFactor.
+  // usage / tau is what the share held on average over the decay window, in instances, and
+  // weighs 4 times what it holds now (including jobs placed in this pass), so a pass splits
+  // freed capacity by weight instead of handing it all to one share, and the history still
+  // evens out the rounding over time. The candidate job counts for half its size (the
+  // Sainte-Lague rule), so that neither a light nor a heavy weight gains from rounding.
+  // Tuned by the 3:1 convergence property tests (sched_property_test.cpp); see
+  // docs/scheduling.md.
+  const double tau = static_cast<double>(qc.q.fair_share->decay_seconds > 0 ? qc.q.fair_share->decay_seconds : 600);
+  auto key = [&](size_t i) {
+    const double n = static_cast<double>(shares[i].runnable[next[i]].instance_count);
+    return (kHistoryWeight * shares[i].decayed_usage / tau + static_cast<double>(held[i]) + 0.5 * n) *
+           shares[i].weight_factor;
+  };
   const Job* head = nullptr;
   uint32_t behind = 0;
   size_t ordered_behind = 0;
   while (true) {
-    // The runnable share with the lowest (usage + held) x weight; ties: lower weight, then the
+    // The runnable share with the lowest key; ties: lower weight, then the
     // earlier-submitted head job.
     int best = -1;
     for (size_t i = 0; i < shares.size(); ++i) {

@@ -134,7 +134,7 @@ Snapshot FairShareQueue(int64_t capacity, std::vector<Share> shares, int reserva
   Queue q;
   q.name = "fs";
   q.environments = {0};
-  q.fair_share = FairShare{reservation, std::move(shares)};
+  q.fair_share = FairShare{reservation, 0, std::move(shares)};
   s.queues.push_back(q);
   return s;
 }
@@ -161,9 +161,10 @@ TEST(FairShare, LowerWeightedUsageGoesFirst) {
 }
 
 TEST(FairShare, CapacityIsSplitByWeightWithinOnePass) {
-  // keys after each start: a0 b0 -> a; a1 b0 -> b; a1 b3 -> a; a2 b3 -> a  => a gets 3, b gets 1.
+  // keys (held + half the next job) x weight: a 0.5 b 1.5 -> a; a 1.5 b 1.5 (tie: lower weight)
+  // -> a; a 2.5 b 1.5 -> b; a 2.5 b 4.5 -> a  => a gets 3, b gets 1.
   auto d = Schedule(FairShareQueue(4, {{"a", 1, 0, 0, Jobs(1, 4)}, {"b", 3, 0, 0, Jobs(10, 4)}}));
-  EXPECT_EQ(Started(d), (std::vector<uint64_t>{1, 10, 2, 3}));
+  EXPECT_EQ(Started(d), (std::vector<uint64_t>{1, 2, 10, 3}));
 }
 
 TEST(FairShare, ComputeReservationHoldsCapacityBackForNewShares) {
@@ -302,7 +303,7 @@ TEST(Backfill, ALowerPriorityQueueCannotDelayAHigherQueuesHead) {
 }
 
 TEST(Backfill, FairShareHeadIsProtectedToo) {
-  Snapshot s = FairShareQueue(4, {{"a", 1, 0, 0, {Sized(1, 4, 60)}}, {"b", 1, 10, 0, {Sized(2, 1, 500), Sized(3, 1, 10)}}});
+  Snapshot s = FairShareQueue(4, {{"a", 1, 0, 0, {Sized(1, 4, 60)}}, {"b", 1, 6000, 0, {Sized(2, 1, 500), Sized(3, 1, 10)}}});
   s.now_ms = kNow;
   for (int i = 0; i < 3; ++i) s.running.push_back({0, "ml.m5.large", 1, kNow + 100'000});
   s.environments[0].in_use = 3;
