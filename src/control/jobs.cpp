@@ -478,8 +478,10 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
       js.wait_reason = "quota share " + js.job.quota_share_name + " no longer exists";
       continue;
     }
-    snap.shares[static_cast<size_t>(it->second)].runnable.push_back(
-        {seq, js.job.instance_type, js.job.instance_count, js.job.scheduling_priority, RuntimeBoundMs(js.job)});
+    snap.shares[static_cast<size_t>(it->second)].runnable.push_back({seq, js.job.instance_type, js.job.instance_count,
+                                                                     js.job.scheduling_priority, RuntimeBoundMs(js.job),
+                                                                     js.nominated});
+    js.nominated = false;
   }
   for (uint64_t seq : active) {
     const ServiceJob& j = state_.jobs.at(seq).job;
@@ -503,6 +505,7 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
   }
 
   sched::QuotaDecisions d = sched::ScheduleQuotaShares(snap);
+  for (uint64_t seq : d.promised) state_.jobs.at(seq).nominated = true;
 
   std::vector<uint64_t> front;
   for (const auto& f : d.front) {

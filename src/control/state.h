@@ -29,6 +29,9 @@ struct ServiceJobState {
   std::string wait_code;
   // When the last scheduling pass expects it to start (front jobs only; 0: not known).
   EpochMs estimated_start = 0;
+  // The last quota pass made it wait on preemptions: the next pass offers it capacity first, so
+  // that what its victims free goes to it (in memory; a restart only costs that precedence).
+  bool nominated = false;
 
   // When the job last became RUNNABLE (its creation when it never was).
   EpochMs RunnableSince() const {

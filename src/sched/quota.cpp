@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <queue>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 
@@ -35,30 +37,100 @@ class QuotaPass {
     }
   }
 
-  // Two rounds in offer order: first every job that fits inside its share's own quota (these may
-  // reclaim lent capacity), then the rest (in-share preemption, borrowing). Borrowers thus never
-  // take capacity that an owner is waiting to get back.
+  // Three rounds in offer order: first every job that fits inside its share's own quota (these
+  // may reclaim lent capacity), then in-share priority preemption (which brings a job back inside
+  // its share's quota), then the rest (owners first, then borrowing or waiting). Borrowers thus
+  // never take capacity that an owner, or a higher-priority job of a full share, is waiting for.
+  // Jobs nominated by the previous pass go first in every round.
   QuotaDecisions Run() {
     auto order = Order();
+    std::stable_partition(order.begin(), order.end(), [](const auto& e) { return e.second->nominated; });
     std::vector<bool> done(order.size(), false);
-    for (size_t i = 0; i < order.size(); ++i) {
-      const auto& [s, j] = order[i];
-      if (Used(s, j->instance_type) + j->instance_count <= Limit(s, j->instance_type)) {
-        Consider(s, *j);
+    OwnQuotaRound(order, done);
+    InShareRound(order, done);
+    for (int owners = 1; owners >= 0; --owners)
+      for (size_t i = 0; i < order.size(); ++i) {
+        const auto& [s, j] = order[i];
+        if (done[i] || (owners && Used(s, j->instance_type) + j->instance_count > Limit(s, j->instance_type))) continue;
+        Consider(s, *j, Round::kRest);
         done[i] = true;
       }
-    }
-    for (size_t i = 0; i < order.size(); ++i)
-      if (!done[i]) Consider(order[i].first, *order[i].second);
     Estimate();
     return std::move(d_);
   }
 
  private:
+  enum class Round { kOwnQuota, kInShare, kRest };
+
+  using OfferOrder = std::vector<std::pair<size_t, const QuotaJob*>>;
+
+  // The first round. It goes again while it brought more jobs inside their quota (a reclaim
+  // takes a share down towards its quota). Notes for the in-share round the first job of each
+  // (share, type) above its quota that could preempt in-share, and the jobs that wait.
+  void OwnQuotaRound(const OfferOrder& order, std::vector<bool>& done) {
+    std::vector<bool> tried(order.size(), false);
+    for (bool again = true; again;) {
+      again = false;
+      for (size_t i = 0; i < order.size(); ++i) {
+        const auto& [s, j] = order[i];
+        if (tried[i]) continue;
+        if (Used(s, j->instance_type) + j->instance_count <= Limit(s, j->instance_type)) {
+          tried[i] = true;
+          placed_ = never_ = false;
+          const size_t preemptions = d_.preemptions.size();
+          done[i] = Consider(s, *j, Round::kOwnQuota);
+          again |= d_.preemptions.size() > preemptions;
+          if (!placed_ && !never_ && snap_.shares[s].in_share_preemption) {
+            auto& w = waiting_before_[{s, j->instance_type}];
+            if (w.empty() || i < w.rbegin()->first || j->instance_count < w.rbegin()->second) w.emplace(i, j->instance_count);
+          }
+        } else if (snap_.shares[s].in_share_preemption && !first_over_.count({s, j->instance_type}) &&
+                   MayPreemptInShare(s, *j)) {
+          first_over_.emplace(std::make_pair(s, j->instance_type), j);
+          Changed();
+        }
+      }
+    }
+    // Per (share, type), keep only the waiting jobs smaller than every one offered before them.
+    for (auto& [key, w] : waiting_before_) {
+      int64_t smallest = kUnlimited;
+      for (auto it = w.begin(); it != w.end();)
+        if (it->second < smallest) {
+          smallest = it->second;
+          ++it;
+        } else {
+          it = w.erase(it);
+        }
+    }
+  }
+
+  // The in-share round, for shares with in-share preemption. Each job learns the smallest job of
+  // its share and type that waits before it (smallest_before_).
+  void InShareRound(const OfferOrder& order, std::vector<bool>& done) {
+    std::map<std::pair<size_t, std::string>, int64_t> waiting_in_round;
+    for (size_t i = 0; i < order.size(); ++i) {
+      const auto& [s, j] = order[i];
+      if (done[i] || !snap_.shares[s].in_share_preemption) continue;
+      const std::pair<size_t, std::string> key{s, j->instance_type};
+      auto it = waiting_in_round.find(key);
+      smallest_before_ = it == waiting_in_round.end() ? kUnlimited : it->second;
+      if (auto w = waiting_before_.find(key); w != waiting_before_.end()) {
+        auto e = w->second.lower_bound(i);
+        if (e != w->second.begin()) smallest_before_ = std::min(smallest_before_, std::prev(e)->second);
+      }
+      placed_ = never_ = false;
+      done[i] = Consider(s, *j, Round::kInShare);
+      if (!placed_ && !never_) {
+        auto [m, added] = waiting_in_round.try_emplace(key, j->instance_count);
+        if (!added) m->second = std::min(m->second, j->instance_count);
+      }
+    }
+  }
+
   // Jobs in the order they are offered capacity: inside a share by schedulingPriority (higher
   // first) then submit order; across shares, the share whose next job was submitted first
   // (FIFO assignment of idle capacity).
-  std::vector<std::pair<size_t, const QuotaJob*>> Order() const {
+  OfferOrder Order() const {
     std::vector<std::vector<const QuotaJob*>> lists;
     size_t total = 0;
     for (const auto& s : snap_.shares) {
@@ -110,6 +182,7 @@ class QuotaPass {
 
   void Start(size_t s, const QuotaJob& j, bool borrowing) {
     Changed();
+    placed_ = true;
     if (j.max_runtime_ms > 0) started_.push_back({snap_.now_ms + j.max_runtime_ms, s, &j});
     used_[s][j.instance_type] += j.instance_count;
     in_use_[j.instance_type] += j.instance_count;
@@ -119,10 +192,12 @@ class QuotaPass {
   // Sets aside for a job that waits on preemptions what it was promised: its place in its
   // share's quota, and the idle capacity counted towards its need, so that no job later in the
   // pass takes either (and the preemptions are not wasted).
-  void Promise(size_t s, const QuotaJob& j, int64_t idle) {
+  void Promise(size_t s, const QuotaJob& j, int64_t from_idle) {
     Changed();
+    placed_ = true;
     used_[s][j.instance_type] += j.instance_count;
-    in_use_[j.instance_type] += std::min(idle, j.instance_count);
+    in_use_[j.instance_type] += from_idle;
+    d_.promised.push_back(j.seq);
   }
 
   // Marks victims as leaving; their capacity is promised to `for_job`.
@@ -131,6 +206,8 @@ class QuotaPass {
     for (size_t v : victims) {
       QuotaRunningJob& r = running_[v];
       r.preempting = true;
+      const std::pair<size_t, std::string> key{static_cast<size_t>(r.share), r.instance_type};
+      smallest_waiting_[key] = std::min(SmallestWaiting(key.first, key.second), r.instance_count);  // it comes back
       used_[static_cast<size_t>(r.share)][r.instance_type] -= r.instance_count;
       d_.preemptions.push_back({r.seq, for_job.seq, in_share});
     }
@@ -151,6 +228,29 @@ class QuotaPass {
     return c;
   }
 
+  // Victims from `candidates` (in preference order) until they free `need`: `gain(v)` is what v
+  // would free now (0: passed over) and `take(v)` books it. The pick that completes the set is
+  // the one of the same priority that frees the least while still enough, so that a big job is
+  // not stopped where a small one would do. Returns what the victims free.
+  template <class Gain, class Take>
+  int64_t PickVictims(const std::vector<size_t>& c, int64_t need, Gain gain, Take take, std::vector<size_t>& victims) const {
+    int64_t freed = 0;
+    for (size_t k = 0; k < c.size() && freed < need; ++k) {
+      int64_t g = gain(c[k]);
+      if (g <= 0) continue;
+      size_t pick = k;
+      if (freed + g > need)
+        for (size_t m = k + 1; m < c.size() && running_[c[m]].priority == running_[c[k]].priority; ++m) {
+          int64_t gm = gain(c[m]);
+          if (freed + gm >= need && gm < g) pick = m, g = gm;
+        }
+      freed += g;
+      take(c[pick], g);
+      victims.push_back(c[pick]);
+    }
+    return freed;
+  }
+
   // A job fares as the last one of its share, instance type and size that waited for the same
   // cause, when nothing has started or been preempted since and it has no higher priority: the
   // answer would be the same, so a queue a million deep costs one map lookup per job.
@@ -159,22 +259,26 @@ class QuotaPass {
     const std::string* type;
     int64_t count;
     bool within_quota;
+    Round round;
     bool operator==(const MemoKey& o) const {
-      return share == o.share && *type == *o.type && count == o.count && within_quota == o.within_quota;
+      return share == o.share && *type == *o.type && count == o.count && within_quota == o.within_quota &&
+             round == o.round;
     }
   };
   struct MemoHash {
     size_t operator()(const MemoKey& k) const {
       return std::hash<std::string>()(*k.type) ^ (k.share * 0x9e3779b97f4a7c15ULL) ^ (static_cast<size_t>(k.count) << 1) ^
-             static_cast<size_t>(k.within_quota);
+             static_cast<size_t>(k.within_quota) ^ (static_cast<size_t>(k.round) << 7);
     }
   };
   struct Memo {
     int priority;
-    uint32_t reason;
+    uint32_t reason;  // kUndecided: left to a later round
   };
+  static constexpr uint32_t kUndecided = std::numeric_limits<uint32_t>::max();
 
-  void Consider(size_t s, const QuotaJob& j) {
+  // Decides for `j` in this round; false: left to a later round (nothing recorded).
+  bool Consider(size_t s, const QuotaJob& j, Round round) {
     const QuotaShareSpec& share = snap_.shares[s];
     const std::string& t = j.instance_type;
     const int64_t n = j.instance_count;
@@ -182,21 +286,32 @@ class QuotaPass {
     const bool borrows = share.strategy == SharingStrategy::kLendAndBorrow;
 
     // Jobs that can never run, with AWS's reasons.
-    if (n > Ceiling(t)) return Wait(j, kMaxResourceReason);
-    if (!borrows && n > limit) return Wait(j, kQuotaLimitReason);
-    if (borrows && n > MaxWithBorrow(s, t)) return Wait(j, kQuotaBorrowLimitReason);
-    if (borrows && n > Borrowable(s, t)) return Wait(j, kQuotaBorrowableReason);
+    const char* never = n > Ceiling(t)                              ? kMaxResourceReason
+                        : !borrows && n > limit                     ? kQuotaLimitReason
+                        : borrows && n > MaxWithBorrow(s, t)        ? kQuotaBorrowLimitReason
+                        : borrows && n > Borrowable(s, t)           ? kQuotaBorrowableReason
+                                                                    : nullptr;
+    if (never) {
+      never_ = true;
+      if (round == Round::kInShare) return false;
+      Wait(j, never);
+      return true;
+    }
 
-    MemoKey key{s, &t, n, Used(s, t) + n <= limit};
+    MemoKey key{s, &t, n, Used(s, t) + n <= limit, round};
     size_t waits_before = d_.waits.size();
     if (auto m = memo_.find(key); m != memo_.end() && j.priority <= m->second.priority) {
+      if (m->second.reason == kUndecided) return false;
       d_.waits.push_back({j.seq, m->second.reason});
     } else {
       uint64_t epoch = epoch_;
-      Decide(s, j);
-      if (epoch == epoch_ && d_.waits.size() > waits_before) memo_[key] = {j.priority, last_reason_};
+      bool decided = Decide(s, j, round);
+      if (epoch == epoch_ && (!decided || d_.waits.size() > waits_before))
+        memo_[key] = {j.priority, decided ? last_reason_ : kUndecided};
+      if (!decided) return false;
     }
     if (d_.waits.size() > waits_before && front_.size() < kFront) front_.push_back({s, &j, waits_before});
+    return true;
   }
 
   // Whether `j` of share `s` may start on the estimate's timeline.
@@ -299,8 +414,140 @@ class QuotaPass {
     return it->second;
   }
 
-  // Starts `j`, preempts for it, or makes it wait.
-  void Decide(size_t s, const QuotaJob& j) {
+  // Finds capacity for `j` of share `s`, which is inside its quota once `own` (lower-priority jobs
+  // of its share, `own_freed` instances) have left: their capacity, idle capacity that no RESERVE
+  // share holds back, capacity already on its way back, then lent capacity reclaimed from shares
+  // above their quota. Starts `j`, or preempts and promises it the capacity (returning why it
+  // waits); nullopt, with nothing changed, when that would still not be enough, or when (for
+  // in-share preemption) an earlier job that waits inside its own quota would take it first.
+  std::optional<std::string> Acquire(size_t s, const QuotaJob& j, const std::vector<size_t>& own, int64_t own_freed) {
+    const std::string& t = j.instance_type;
+    const int64_t n = j.instance_count;
+    // Negative spare: capacity that a RESERVE share holds back for itself is in use (its limit
+    // was raised, or the limits add up to more than there is); that deficit is freed too.
+    const int64_t reserved = ReservedByOthers(s, t);
+    const int64_t spare = Free(t) - reserved + std::min(reserved, Get(deficit_covered_, t));
+    const int64_t idle = std::max<int64_t>(0, spare);
+    const int64_t deficit = std::max<int64_t>(0, -spare);
+    if (own.empty() && idle >= n) {
+      Start(s, j, false);
+      return std::string();
+    }
+    int64_t need = n - own_freed + deficit;
+    const int64_t from_idle = std::clamp<int64_t>(need, 0, idle);
+    need -= from_idle;
+    int64_t& returning = returning_[{s, t}];
+    const int64_t from_returning = std::clamp<int64_t>(need, 0, returning);
+    need -= from_returning;
+    int64_t& leaving = leaving_[t];
+    const int64_t from_leaving = std::clamp<int64_t>(need, 0, leaving);
+    need -= from_leaving;
+    // Cross-share reclaim: only from shares running above their own quota, never below it.
+    std::vector<size_t> victims;
+    int64_t freed = 0;
+    std::map<size_t, int64_t> back;  // per lending share: what its victims free that it takes back
+    if (need > 0) {
+      std::map<size_t, int64_t> over;
+      for (size_t o = 0; o < snap_.shares.size(); ++o)
+        if (o != s) over[o] = Used(o, t) - Limit(o, t);
+      // What the victims leave below their share's limit is not for `j`: a RESERVE share holds it
+      // back, and another share takes it back once one of its jobs (the victims come back as
+      // runnable jobs) fits in it. A victim gains what it frees beyond that.
+      std::map<size_t, int64_t> smallest;  // per share: its smallest waiting job or victim so far
+      auto claimed = [&](size_t o, int64_t over_o, int64_t small) {
+        int64_t room = std::max<int64_t>(0, -over_o);
+        return !Lends(snap_.shares[o].strategy) || room >= small ? room : 0;
+      };
+      auto gain = [&](size_t v) {
+        size_t o = static_cast<size_t>(running_[v].share);
+        if (over[o] <= 0) return int64_t{0};
+        const int64_t count = running_[v].instance_count;
+        auto [sm, added] = smallest.try_emplace(o, 0);
+        if (added) sm->second = SmallestWaiting(o, t);
+        return count - (claimed(o, over[o] - count, std::min(sm->second, count)) - claimed(o, over[o], sm->second));
+      };
+      auto take = [&](size_t v, int64_t g) {
+        size_t o = static_cast<size_t>(running_[v].share);
+        over[o] -= running_[v].instance_count;
+        smallest[o] = std::min(smallest[o], running_[v].instance_count);
+        if (Lends(snap_.shares[o].strategy)) back[o] += running_[v].instance_count - g;
+      };
+      freed = PickVictims(Candidates([&](const QuotaRunningJob& r) {
+                            return r.instance_type == t && static_cast<size_t>(r.share) != s;
+                          }),
+                          need, gain, take, victims);
+      if (freed < need) return std::nullopt;
+    }
+    // Once the victims have left, all they held is idle for a moment: an earlier job that waits
+    // inside its own quota and fits in it would take it first.
+    if (!own.empty() || !victims.empty()) {
+      int64_t released = idle + leaving + own_freed;
+      for (size_t v : victims) released += running_[v].instance_count;
+      if (ClaimedAhead(s, j, released)) return std::nullopt;
+    }
+    leaving += own_freed + from_idle + from_returning + freed - n - deficit;  // what is left over
+    returning -= from_returning;
+    deficit_covered_[t] += deficit;
+    for (const auto& [o, count] : back) returning_[{o, t}] += count;
+    Preempt(own, j, true);
+    Preempt(victims, j, false);
+    Promise(s, j, from_idle);
+    std::string reclaim = "reclaiming capacity lent to other shares (" + std::to_string(victims.size()) + " job(s) preempted)";
+    if (!own.empty())
+      return "preempting " + std::to_string(own.size()) + " lower-priority job(s) of share '" + snap_.shares[s].name +
+             "'" + (victims.empty() ? "" : ", and " + reclaim);
+    if (!victims.empty()) return reclaim;
+    return std::string("waiting for preempted jobs to give capacity back");
+  }
+
+  // The smallest runnable job of a share and type (kUnlimited: none), counting the jobs this
+  // pass preempted.
+  int64_t SmallestWaiting(size_t s, const std::string& t) {
+    auto [it, added] = smallest_waiting_.try_emplace({s, t}, 0);
+    if (added) it->second = SmallestRunnable(s, t);
+    return it->second;
+  }
+  int64_t SmallestRunnable(size_t s, const std::string& t) const {
+    int64_t smallest = kUnlimited;
+    for (const QuotaJob& j : snap_.shares[s].runnable)
+      if (j.instance_type == t) smallest = std::min(smallest, j.instance_count);
+    return smallest;
+  }
+
+  // Whether the share's running jobs of lower priority than `j` hold enough to bring it inside
+  // the share's quota.
+  bool MayPreemptInShare(size_t s, const QuotaJob& j) {
+    auto [it, added] = lower_.try_emplace({s, j.instance_type});
+    auto& held = it->second;  // (priority, instances held by preemptible jobs of lower or equal priority)
+    if (added) {
+      for (const auto& r : running_)
+        if (static_cast<size_t>(r.share) == s && r.instance_type == j.instance_type && r.preemptible && !r.preempting)
+          held.push_back({r.priority, r.instance_count});
+      std::sort(held.begin(), held.end());
+      for (size_t k = 1; k < held.size(); ++k) held[k].second += held[k - 1].second;
+    }
+    auto below = std::lower_bound(held.begin(), held.end(), std::make_pair(j.priority, std::numeric_limits<int64_t>::min()));
+    int64_t preemptible = below == held.begin() ? 0 : std::prev(below)->second;
+    return preemptible >= Used(s, j.instance_type) + j.instance_count - Limit(s, j.instance_type);
+  }
+
+  // Whether a job that waits inside its own quota for capacity of j's type would fit in
+  // `available` instances and may be offered them before j in the next pass: any such job of
+  // another share (the order across shares shifts as jobs start), or one of j's share that comes
+  // before it (higher priority, or the same and submitted earlier).
+  bool ClaimedAhead(size_t s, const QuotaJob& j, int64_t available) const {
+    auto it = claims_.find(j.instance_type);
+    if (it == claims_.end()) return false;
+    for (const auto& [count, by_share] : it->second) {
+      if (count > available) break;
+      for (const auto& [o, first] : by_share)
+        if (o != s || first.first > j.priority || (first.first == j.priority && first.second < j.seq)) return true;
+    }
+    return false;
+  }
+
+  // Starts `j`, preempts for it, or makes it wait; false: left to a later round.
+  bool Decide(size_t s, const QuotaJob& j, Round round) {
     const QuotaShareSpec& share = snap_.shares[s];
     const std::string& t = j.instance_type;
     const int64_t n = j.instance_count;
@@ -308,67 +555,80 @@ class QuotaPass {
     const bool borrows = share.strategy == SharingStrategy::kLendAndBorrow;
 
     if (Used(s, t) + n <= limit) {
-      // Inside its own quota: idle capacity that no RESERVE share holds back for itself, else
-      // capacity already on its way back, else reclaim.
-      int64_t idle = std::max<int64_t>(0, Free(t) - ReservedByOthers(s, t));
-      if (idle >= n) return Start(s, j, false);
-      int64_t need = n - idle;
-      int64_t& leaving = leaving_[t];
-      if (leaving >= need) {
-        leaving -= need;
-        Promise(s, j, idle);
-        return Wait(j, "waiting for preempted jobs to give capacity back");
+      if (round == Round::kInShare) return false;
+      // Behind a job of its share that is above the quota and may preempt in-share for it, a job
+      // takes only idle capacity: preempting for it would be undone when that job's turn comes.
+      // In the first round it is left for the last round, when that job has had its turn.
+      auto over = first_over_.find({s, t});
+      const bool behind = over != first_over_.end() && round == Round::kOwnQuota &&
+                          (j.priority < over->second->priority ||
+                           (j.priority == over->second->priority && j.seq > over->second->seq));
+      if (behind) {
+        if (std::max<int64_t>(0, Free(t) - ReservedByOthers(s, t)) >= n) {
+          Start(s, j, false);
+          return true;
+        }
+        if (round == Round::kOwnQuota) return false;
+        Wait(j, "waiting for capacity: share '" + share.name + "' is within its quota, but a higher-priority job of it comes first");
+        return true;
       }
-      need -= leaving;
-      // Cross-share reclaim: only from shares running above their own quota, never below it.
-      std::map<size_t, int64_t> over;
-      for (size_t o = 0; o < snap_.shares.size(); ++o)
-        if (o != s) over[o] = Used(o, t) - Limit(o, t);
-      std::vector<size_t> victims;
-      int64_t freed = 0;
-      for (size_t v : Candidates([&](const QuotaRunningJob& r) {
-             return r.instance_type == t && static_cast<size_t>(r.share) != s;
-           })) {
-        if (freed >= need) break;
-        size_t o = static_cast<size_t>(running_[v].share);
-        if (over[o] <= 0) continue;
-        over[o] -= running_[v].instance_count;
-        freed += running_[v].instance_count;
-        victims.push_back(v);
+      if (auto reason = Acquire(s, j, {}, 0)) {
+        if (!reason->empty()) Wait(j, std::move(*reason));
+        return true;
       }
-      if (freed < need) return Wait(j, "waiting for capacity: the share is within its quota, but the capacity is in use and not borrowed");
-      leaving = 0;
-      leaving_[t] += freed - need;  // what the victims free beyond this job's need
-      Preempt(victims, j, false);
-      Promise(s, j, idle);
-      return Wait(j, "reclaiming capacity lent to other shares (" + std::to_string(victims.size()) + " job(s) preempted)");
+      auto [it, added] = claims_[t][n].try_emplace(s, j.priority, j.seq);
+      if (!added && (j.priority > it->second.first || (j.priority == it->second.first && j.seq < it->second.second)))
+        it->second = {j.priority, j.seq};
+      Wait(j, "waiting for capacity: the share is within its quota, but the capacity is in use and not borrowed");
+      return true;
     }
 
-    // Above its own quota: in-share priority preemption, then borrowing.
-    if (share.in_share_preemption) {
+    // Above its own quota: in-share priority preemption (its own round), then borrowing. A job
+    // that can borrow idle capacity now preempts nobody; it borrows in the last round, after the
+    // owners (and later jobs of its share do not preempt in-share for the quota it then holds).
+    const bool can_borrow = borrows && Used(s, t) + n <= MaxWithBorrow(s, t) && !no_borrow_.count({s, t});
+    if (round == Round::kInShare) {
+      if (can_borrow && Free(t) - ReservedByOthers(s, t) >= n) return false;
       std::vector<size_t> victims;
       int64_t freed = 0;
       int64_t excess = Used(s, t) + n - limit;
-      for (size_t v : Candidates([&](const QuotaRunningJob& r) {
-             return r.instance_type == t && static_cast<size_t>(r.share) == s && r.priority < j.priority;
-           })) {
-        if (freed >= excess) break;
-        freed += running_[v].instance_count;
-        victims.push_back(v);
+      freed = PickVictims(Candidates([&](const QuotaRunningJob& r) {
+                            return r.instance_type == t && static_cast<size_t>(r.share) == s && r.priority < j.priority;
+                          }),
+                          excess, [&](size_t v) { return running_[v].instance_count; }, [](size_t, int64_t) {}, victims);
+      // Keep no victim the others make unnecessary (the most preferred ones stay).
+      for (size_t k = victims.size(); k-- > 0;) {
+        if (freed - running_[victims[k]].instance_count < excess) continue;
+        freed -= running_[victims[k]].instance_count;
+        victims.erase(victims.begin() + static_cast<std::ptrdiff_t>(k));
       }
-      if (freed >= excess) {
-        Preempt(victims, j, true);
-        Promise(s, j, 0);
-        return Wait(j, "preempting " + std::to_string(victims.size()) + " lower-priority job(s) of share '" +
-                           share.name + "'");
+      if (freed < excess) return false;
+      // A waiting job of the share offered capacity before this one would take the quota the
+      // victims leave, if it fits there: the preemption would be for nothing.
+      if (smallest_before_ <= limit - Used(s, t) + freed) return false;
+      auto reason = Acquire(s, j, victims, freed);
+      if (!reason) return false;
+      // Its lower-priority jobs may not borrow this type now: the share would be above its quota
+      // again when the victims have left, and the job would preempt once more.
+      no_borrow_.insert({s, t});
+      Wait(j, std::move(*reason));
+      return true;
+    }
+    if (can_borrow) {
+      if (Free(t) - ReservedByOthers(s, t) >= n) {
+        Start(s, j, true);
+        return true;
       }
+      Wait(j, "waiting to borrow: share '" + share.name + "' is at its quota and no idle capacity can be lent");
+      return true;
     }
-    if (borrows && Used(s, t) + n <= MaxWithBorrow(s, t)) {
-      if (Free(t) - ReservedByOthers(s, t) >= n) return Start(s, j, true);
-      return Wait(j, "waiting to borrow: share '" + share.name + "' is at its quota and no idle capacity can be lent");
+    if (no_borrow_.count({s, t})) {
+      Wait(j, "waiting: share '" + share.name + "' is at its quota and preempts for a higher-priority job");
+      return true;
     }
-    return Wait(j, "waiting: share '" + share.name + "' is at its quota (" + std::to_string(Used(s, t)) + " of " +
-                       std::to_string(limit) + " " + t + ")");
+    Wait(j, "waiting: share '" + share.name + "' is at its quota (" + std::to_string(Used(s, t)) + " of " +
+                std::to_string(limit) + " " + t + ")");
+    return true;
   }
 
   const QuotaSnapshot& snap_;
@@ -376,6 +636,29 @@ class QuotaPass {
   std::vector<QuotaRunningJob> running_;
   std::map<std::string, int64_t> in_use_;   // everything running, leaving jobs included
   std::map<std::string, int64_t> leaving_;  // capacity of preempted jobs not yet promised
+  // Capacity of preempted jobs set aside for RESERVE shares whose held-back quota was in use.
+  std::map<std::string, int64_t> deficit_covered_;
+  // Capacity of preempted jobs that goes back to their own lending share (below its limit): for
+  // that share's jobs only.
+  std::map<std::pair<size_t, std::string>, int64_t> returning_;
+  // Jobs that wait inside their own quota for capacity: per type, size -> first submit order.
+  // Jobs that wait inside their own quota for capacity: type -> size -> share -> the first of
+  // them in the share's order (priority, submit order).
+  std::map<std::string, std::map<int64_t, std::map<size_t, std::pair<int, uint64_t>>>> claims_;
+  // (share, type) that preempted in-share in this pass: its jobs do not borrow that type.
+  std::set<std::pair<size_t, std::string>> no_borrow_;
+  // (share, type) with in-share preemption -> its first job in offer order that was above the
+  // share's quota in the first round.
+  std::map<std::pair<size_t, std::string>, const QuotaJob*> first_over_;
+  std::map<std::pair<size_t, std::string>, std::vector<std::pair<int, int64_t>>> lower_;
+  std::map<std::pair<size_t, std::string>, int64_t> smallest_waiting_;
+  // (share, type) with in-share preemption -> the jobs that waited in the first round, as (offer
+  // index, size) where the size is smaller than all before it; and for the job now in the
+  // in-share round, the smallest waiting job of its share and type offered before it.
+  std::map<std::pair<size_t, std::string>, std::map<size_t, int64_t>> waiting_before_;
+  int64_t smallest_before_ = kUnlimited;
+  bool placed_ = false;  // the job now decided started, or was promised capacity
+  bool never_ = false;   // the job now decided can never run
   QuotaDecisions d_;
   std::unordered_map<std::string, uint32_t> reason_ids_;
   uint32_t last_reason_ = 0;

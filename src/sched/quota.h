@@ -18,6 +18,9 @@ struct QuotaJob {
   int64_t instance_count = 1;
   int priority = 0;  // schedulingPriority
   int64_t max_runtime_ms = 0;  // runtime bound, for estimates; 0: unbounded
+  // It waited on preemptions in the previous pass (QuotaDecisions::promised): it is offered
+  // capacity before every other job, so that what its victims free goes to it.
+  bool nominated = false;
 };
 
 struct QuotaRunningJob {
@@ -70,6 +73,9 @@ struct QuotaWait {
 struct QuotaDecisions {
   std::vector<QuotaStart> starts;
   std::vector<QuotaPreemption> preemptions;
+  // Jobs that wait on preemptions (victims of this pass or earlier ones): pass them back as
+  // nominated in the next pass.
+  std::vector<uint64_t> promised;
   // Every runnable job that does not start, in the order jobs are offered capacity.
   std::vector<QuotaWait> waits;
   // "MISCONFIGURATION:..." codes as AWS; prose otherwise.

@@ -852,6 +852,7 @@ struct QuotaSim {
   std::vector<Preemption> log;
   std::set<uint64_t> stopping_in_share;  // running jobs preempted for a job of their own share
   std::set<std::pair<uint64_t, int>> started;  // (job, pass)
+  std::set<uint64_t> nominated;                 // the last pass's promised jobs
   std::string history;  // per pass: snapshot and decisions, for failure messages
 
   void Submit(size_t share, QuotaJob j) {
@@ -880,7 +881,10 @@ struct QuotaSim {
         ++it;
       }
     }
-    for (auto& r : runnable) std::shuffle(r.begin(), r.end(), rng);  // the library orders them
+    for (auto& r : runnable) {
+      std::shuffle(r.begin(), r.end(), rng);  // the library orders them
+      for (auto& j : r) j.nominated = nominated.count(j.seq) > 0;
+    }
     QuotaSnapshot snap = Snapshot();
     QuotaDecisions d = ScheduleQuotaShares(snap);
     Problems local;
@@ -890,6 +894,7 @@ struct QuotaSim {
     h << "--- pass " << pass << "\n" << Dump(snap) << Str(d) << "\n";
     history += h.str();
 
+    nominated = std::set<uint64_t>(d.promised.begin(), d.promised.end());
     std::map<uint64_t, size_t> share_of;
     for (size_t i = 0; i < runnable.size(); ++i)
       for (const auto& j : runnable[i]) share_of[j.seq] = i;
@@ -1105,9 +1110,7 @@ std::map<std::string, int64_t> Demand(const QuotaSim& sim, Rng& rng, size_t s, b
   return d;
 }
 
-// Open: about 1 case in 300 still misses (a share left 2 below its quota two passes after its
-// demand arrived, e.g. seed 3267). Disabled until the quota pass is fixed; see the closing notes.
-TEST(SchedProperty, DISABLED_QuotaGuaranteeWithinOneGracePeriod) {
+TEST(SchedProperty, QuotaGuaranteeWithinOneGracePeriod) {
   // Limits add up to at most the capacity, every job is preemptible, nothing finishes. Phase 1:
   // some shares submit random work (borrowing what others leave idle) and the passes run to a
   // fixed point. Phase 2: shares submit demand of at least their quota. After the submission pass
@@ -1136,9 +1139,7 @@ TEST(SchedProperty, DISABLED_QuotaGuaranteeWithinOneGracePeriod) {
   EXPECT_GT(reclaimed, Cases(300) / 5) << "the generator must make owners reclaim";
 }
 
-// Open: some random static workloads (over-subscribed limits, jobs that are not preemptible)
-// still see wasted preemptions or do not settle. Disabled until the quota pass is fixed.
-TEST(SchedProperty, DISABLED_QuotaStaticWorkloadsReachAFixedPointWithoutPreemptionCycles) {
+TEST(SchedProperty, QuotaStaticWorkloadsReachAFixedPointWithoutPreemptionCycles) {
   // Static workloads (nothing is submitted, nothing finishes; preempted jobs come back as
   // RUNNABLE after one pass): (a) random states, including ones no scheduler would have made
   // (limits over-subscribed, shares above their limits, jobs not preemptible, jobs already
@@ -1522,12 +1523,13 @@ TEST(QuotaCounterExample, ReclaimForJobsThatTogetherExceedTheQuota) {
   EXPECT_TRUE(p.Ok()) << p.Str() << Head(sim.history);
 }
 
-// Open: only with limits that add up to more than the capacity. Disabled until fixed.
-TEST(QuotaCounterExample, DISABLED_OverSubscribedInSharePreemptionHandsTheCapacityToAnotherShare) {
+TEST(QuotaCounterExample, OverSubscribedInSharePreemptionHandsTheCapacityToAnotherShare) {
   // Limits over-subscribed: 2 instances, P (RESERVE, limit 1, in-share on) and Q (RESERVE,
   // limit 2). P runs #1 (priority 0), Q runs #2; Q's #3 waits inside its quota; P's #4
-  // (priority 5) preempts #1. Next pass #3 (submitted first) takes the instance, #4 and #1 wait
-  // for good: P went from its quota to nothing through its own in-share preemption.
+  // (priority 5) used to preempt #1, and in the next pass #3 (submitted first) took the
+  // instance: #4 and #1 waited for good, P went from its quota to nothing through its own
+  // in-share preemption. Now #4 does not preempt while an earlier job inside its own quota
+  // would take what #1 frees.
   QuotaSim sim = Sim(2, {Spec("P", 1, SharingStrategy::kReserve, true), Spec("Q", 2, SharingStrategy::kReserve)},
                      {RunningJob(1, 0, 0, 1), RunningJob(2, 1, 0, 2)});
   sim.runnable[1] = {RunnableJob(3, 1, 0)};
@@ -1537,6 +1539,64 @@ TEST(QuotaCounterExample, DISABLED_OverSubscribedInSharePreemptionHandsTheCapaci
   if (sim.RunToFixedPoint(rng, p, 20) < 0) p.Add("no fixed point in 20 passes; " + LastPreemptions(sim, 10));
   CheckPreemptionsPayOff(sim, p);
   EXPECT_TRUE(p.Ok()) << p.Str() << Head(sim.history);
+}
+
+QuotaRunningJob RunningJob(uint64_t seq, int share, int priority, uint64_t start_order, int64_t count) {
+  QuotaRunningJob r = RunningJob(seq, share, priority, start_order);
+  r.instance_count = count;
+  return r;
+}
+
+TEST(QuotaCounterExample, InSharePreemptionStopsTheSmallestSetThatIsEnough) {
+  // 6 instances; A (RESERVE, limit 6, in-share on) runs #5 (1 instance) and #6 (3, started
+  // later), both priority 2. #15 (priority 3, 3 instances) is 1 over the quota. The most recently
+  // started victim first would stop #6 and leave A 2 below its quota; #5 alone is enough.
+  QuotaSim sim = Sim(6, {Spec("A", 6, SharingStrategy::kReserve, true)},
+                     {RunningJob(5, 0, 2, 1, 1), RunningJob(6, 0, 2, 2, 3)});
+  sim.runnable[0] = {{15, kTypes[0], 3, 3}};
+  Rng rng(1);
+  Problems p;
+  QuotaDecisions d = sim.Pass(rng, p);
+  ASSERT_EQ(d.preemptions.size(), 1u) << Head(sim.history);
+  EXPECT_EQ(d.preemptions[0].victim_seq, 5u);
+  sim.Pass(rng, p);
+  EXPECT_TRUE(sim.started.count({15, 2})) << Head(sim.history);
+  EXPECT_TRUE(p.Ok()) << p.Str();
+}
+
+TEST(QuotaCounterExample, ReclaimNeverCountsWhatTheVictimsShareTakesBack) {
+  // Limits over-subscribed: 3 instances; A (LEND, limit 4) waits with a job of 3 inside its
+  // quota; B (LEND, limit 1) runs #1 (1 instance) and #5 (2), 2 above its quota. Stopping both
+  // frees 3, but B's #1 comes back inside B's quota and takes 1 of them: A can never get 3 while
+  // B has work, so nothing is preempted.
+  QuotaSim sim = Sim(3, {Spec("A", 4, SharingStrategy::kLend), Spec("B", 1, SharingStrategy::kLend, true)},
+                     {RunningJob(1, 1, 2, 2, 1), RunningJob(5, 1, 3, 3, 2)});
+  sim.runnable[0] = {{6, kTypes[0], 3, 2}};
+  Rng rng(1);
+  Problems p;
+  if (sim.RunToFixedPoint(rng, p, 20) < 0) p.Add("no fixed point in 20 passes; " + LastPreemptions(sim, 10));
+  EXPECT_TRUE(sim.log.empty()) << Head(sim.history);
+  EXPECT_TRUE(p.Ok()) << p.Str();
+}
+
+TEST(QuotaCounterExample, ANominatedJobIsOfferedWhatItsVictimsFreedFirst) {
+  // Limits over-subscribed: 1 instance, free; P and Q (LEND, limit 1 each) each have a job that
+  // fits inside its quota. Q's #2 waited on preemptions last pass (nominated): it goes first,
+  // although P's #1 was submitted before it.
+  QuotaSnapshot s;
+  s.capacity[kTypes[0]] = 1;
+  s.shares = {Spec("P", 1, SharingStrategy::kLend), Spec("Q", 1, SharingStrategy::kLend)};
+  s.shares[0].runnable = {{1, kTypes[0], 1, 0}};
+  QuotaJob nominated{2, kTypes[0], 1, 0};
+  nominated.nominated = true;
+  s.shares[1].runnable = {nominated};
+  QuotaDecisions d = ScheduleQuotaShares(s);
+  ASSERT_EQ(d.starts.size(), 1u);
+  EXPECT_EQ(d.starts[0].job_seq, 2u);
+  s.shares[1].runnable[0].nominated = false;
+  d = ScheduleQuotaShares(s);
+  ASSERT_EQ(d.starts.size(), 1u);
+  EXPECT_EQ(d.starts[0].job_seq, 1u) << "without the nomination, submit order";
 }
 
 TEST(FairShareCounterExample, SixInstancesMinuteJobsDefaultDecay) {
