@@ -77,6 +77,7 @@ void AddServeCommand(CLI::App& app, std::function<int()>& run) {
       if (!data_dir.empty()) config.data_dir = data_dir;
       if (!region.empty()) config.region = region;
       if (!account.empty()) config.account_id = account;
+      ApplyEnvironment(&config);
       auto colon = config.listen.rfind(':');
       if (colon == std::string::npos) {
         std::fprintf(stderr, "trainyard: --listen must be HOST:PORT, not '%s'\n", config.listen.c_str());

@@ -1,0 +1,233 @@
+// The S3 client against a real moto_server (started on a free port for this test binary), and
+// the directory store and router beside it.
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "objstore/objstore.h"
+
+namespace ty::objstore {
+namespace {
+
+namespace fs = std::filesystem;
+
+int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+size_t Discard(char*, size_t s, size_t n, void*) { return s * n; }
+
+// A plain request to moto (bucket creation is not part of the store's interface).
+long Raw(const std::string& method, const std::string& url) {
+  CURL* h = curl_easy_init();
+  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method.c_str());
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, Discard);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT, 5L);
+  long code = 0;
+  if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+  curl_easy_cleanup(h);
+  return code;
+}
+
+class Moto : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    port = FreePort();
+    pid = ::fork();
+    if (pid == 0) {
+      ::setpgid(0, 0);
+      int null = ::open("/dev/null", O_WRONLY);
+      ::dup2(null, 1);
+      ::dup2(null, 2);
+      std::string p = std::to_string(port);
+      ::execlp("moto_server", "moto_server", "-H", "127.0.0.1", "-p", p.c_str(), nullptr);
+      ::_exit(127);
+    }
+    endpoint = "http://127.0.0.1:" + std::to_string(port);
+    for (int i = 0; i < 300 && Raw("GET", endpoint + "/") == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_NE(Raw("GET", endpoint + "/"), 0) << "moto_server did not answer on " << endpoint;
+  }
+  void TearDown() override {
+    if (pid > 0) {
+      ::kill(-pid, SIGTERM);
+      ::kill(pid, SIGTERM);
+      int st;
+      ::waitpid(pid, &st, 0);
+    }
+  }
+  static inline int port = 0;
+  static inline pid_t pid = -1;
+  static inline std::string endpoint;
+};
+
+const auto* const kMoto = ::testing::AddGlobalTestEnvironment(new Moto);
+
+class ObjStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("objstore_test." + std::to_string(::getpid()) + "." +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    cfg.endpoint = Moto::endpoint;
+    cfg.region = "us-east-1";
+    cfg.access_key_id = "testing";
+    cfg.secret_access_key = "testing";
+    cfg.buckets = {"*"};
+    bucket = "bkt-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    for (auto& c : bucket) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    bucket = bucket.substr(0, 40);
+    ASSERT_EQ(Raw("PUT", Moto::endpoint + "/" + bucket), 200);
+  }
+  void TearDown() override { fs::remove_all(dir); }
+
+  std::string Write(const std::string& name, const std::string& content) {
+    fs::path p = dir / name;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary) << content;
+    return p.string();
+  }
+  static std::string Read(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  fs::path dir;
+  ObjectStoreConfig cfg;
+  std::string bucket;
+};
+
+TEST_F(ObjStoreTest, PutHeadGetDelete) {
+  auto s3 = NewS3Store(cfg);
+  ASSERT_TRUE(s3->Put(bucket, "a/b c+d.txt", Write("src", "hello world")).ok());
+  auto head = s3->Head(bucket, "a/b c+d.txt");
+  ASSERT_TRUE(head.ok()) << head.status().message();
+  EXPECT_EQ(head->size, 11);
+  EXPECT_EQ(head->etag, "5eb63bbbe01eeed093cb22bb8f5acdc3");  // MD5 of the content
+  ASSERT_TRUE(s3->Get(bucket, "a/b c+d.txt", (dir / "out/x").string()).ok());
+  EXPECT_EQ(Read((dir / "out/x").string()), "hello world");
+  EXPECT_FALSE(fs::exists(dir / "out/x.part"));
+  ASSERT_TRUE(s3->Delete(bucket, "a/b c+d.txt").ok());
+  auto gone = s3->Head(bucket, "a/b c+d.txt");
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(gone.status().code(), Code::kNotFound);
+}
+
+TEST_F(ObjStoreTest, ListPaginatesAndFiltersByPrefix) {
+  auto s3 = NewS3Store(cfg);
+  std::string f = Write("one", "x");
+  // More than one page of 1000 keys, plus keys outside the prefix.
+  for (int i = 0; i < 1005; ++i) {
+    char key[64];
+    std::snprintf(key, sizeof key, "data/part-%05d", i);
+    ASSERT_TRUE(s3->Put(bucket, key, f).ok());
+  }
+  ASSERT_TRUE(s3->Put(bucket, "other/x", f).ok());
+  ASSERT_TRUE(s3->Put(bucket, "datax", f).ok());
+  auto list = s3->List(bucket, "data/");
+  ASSERT_TRUE(list.ok()) << list.status().message();
+  ASSERT_EQ(list->size(), 1005u);
+  EXPECT_EQ(list->front().key, "data/part-00000");
+  EXPECT_EQ(list->back().key, "data/part-01004");
+  EXPECT_EQ(list->front().size, 1);
+  EXPECT_FALSE(list->front().etag.empty());
+  auto all = s3->List(bucket, "");
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 1007u);
+}
+
+TEST_F(ObjStoreTest, MultipartUploadAboveTheThreshold) {
+  cfg.multipart_threshold_bytes = 6 * 1024 * 1024;
+  cfg.multipart_part_bytes = 5 * 1024 * 1024;  // S3's smallest part (but the last)
+  auto s3 = NewS3Store(cfg);
+  std::string content(13 * 1024 * 1024 + 17, '\0');
+  std::mt19937 rng(7);
+  for (auto& c : content) c = static_cast<char>(rng());
+  ASSERT_TRUE(s3->Put(bucket, "big.bin", Write("big", content)).ok());
+  auto head = s3->Head(bucket, "big.bin");
+  ASSERT_TRUE(head.ok());
+  EXPECT_EQ(head->size, static_cast<int64_t>(content.size()));
+  EXPECT_NE(head->etag.find("-3"), std::string::npos) << head->etag;  // three parts
+  ASSERT_TRUE(s3->Get(bucket, "big.bin", (dir / "big.out").string()).ok());
+  EXPECT_TRUE(Read((dir / "big.out").string()) == content);
+}
+
+TEST_F(ObjStoreTest, ErrorsNameTheBucketKeyAndCode) {
+  auto s3 = NewS3Store(cfg);
+  auto missing = s3->Get(bucket, "no/such", (dir / "x").string());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.message().find("s3://" + bucket + "/no/such"), std::string::npos) << missing.message();
+  EXPECT_NE(missing.message().find("NoSuchKey"), std::string::npos) << missing.message();
+  EXPECT_FALSE(fs::exists(dir / "x")) << "no partial file is left";
+  auto nobucket = s3->List("no-such-bucket-here", "");
+  ASSERT_FALSE(nobucket.ok());
+  EXPECT_NE(nobucket.status().message().find("NoSuchBucket"), std::string::npos) << nobucket.status().message();
+  EXPECT_NE(nobucket.status().message().find("no-such-bucket-here"), std::string::npos);
+  auto put = s3->Put("no-such-bucket-here", "k", Write("f", "x"));
+  ASSERT_FALSE(put.ok());
+  EXPECT_NE(put.message().find("NoSuchBucket"), std::string::npos) << put.message();
+  // Nothing listening: a clear transport error naming the endpoint.
+  cfg.endpoint = "http://127.0.0.1:1";
+  auto down = NewS3Store(cfg)->Head(bucket, "k");
+  ASSERT_FALSE(down.ok());
+  EXPECT_EQ(down.status().code(), Code::kUnavailable);
+  EXPECT_NE(down.status().message().find("127.0.0.1:1"), std::string::npos) << down.status().message();
+}
+
+TEST_F(ObjStoreTest, RouterSendsListedBucketsToTheEndpointAndOthersToTheDirectoryStore) {
+  cfg.buckets = {bucket};
+  auto router = NewRouter(cfg, (dir / "buckets").string());
+  EXPECT_TRUE(router->Remote(bucket));
+  EXPECT_FALSE(router->Remote("local-bucket"));
+  std::string f = Write("f", "abc");
+  ASSERT_TRUE(router->Put(bucket, "k/1", f).ok());
+  ASSERT_TRUE(router->Put("local-bucket", "k/1", f).ok());
+  EXPECT_TRUE(fs::exists(dir / "buckets/local-bucket/k/1"));
+  EXPECT_FALSE(fs::exists(dir / "buckets" / bucket));
+  ASSERT_TRUE(NewS3Store(cfg)->Head(bucket, "k/1").ok());
+  auto local = router->List("local-bucket", "k/");
+  ASSERT_TRUE(local.ok());
+  ASSERT_EQ(local->size(), 1u);
+  EXPECT_EQ(local->front().key, "k/1");
+  ASSERT_TRUE(router->Delete("local-bucket", "k/1").ok());
+  EXPECT_FALSE(fs::exists(dir / "buckets/local-bucket/k/1"));
+  // No endpoint: everything is local.
+  ObjectStoreConfig none;
+  EXPECT_FALSE(NewRouter(none, (dir / "buckets").string())->Remote(bucket));
+}
+
+TEST(ParseS3UriTest, SplitsBucketAndKey) {
+  std::string b, k;
+  ASSERT_TRUE(ParseS3Uri("s3://bkt/a/b/", &b, &k));
+  EXPECT_EQ(b, "bkt");
+  EXPECT_EQ(k, "a/b/");
+  ASSERT_TRUE(ParseS3Uri("s3://bkt", &b, &k));
+  EXPECT_EQ(k, "");
+  EXPECT_FALSE(ParseS3Uri("https://bkt/a", &b, &k));
+}
+
+}  // namespace
+}  // namespace ty::objstore
