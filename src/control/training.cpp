@@ -145,6 +145,9 @@ Status Controller::CheckTrainingRequest(const json& req) const {
                              "' is not supported here; use S3Prefix or ManifestFile");
     if (ResolveS3(s3.value("S3Uri", "")).empty())
       return InvalidArgument(where + ".DataSource.S3DataSource.S3Uri must be an s3://bucket/key URI");
+    for (const char* unsupported : {"AttributeNames", "InstanceGroupNames"})
+      if (s3.contains(unsupported) && !s3[unsupported].empty())
+        return InvalidArgument(where + ".DataSource.S3DataSource." + unsupported + " is not supported here");
     std::string dist = s3.value("S3DataDistributionType", "FullyReplicated");
     if (dist != "FullyReplicated" && dist != "ShardedByS3Key")
       return InvalidArgument(where + ".DataSource.S3DataSource.S3DataDistributionType must be FullyReplicated or ShardedByS3Key");
