@@ -250,5 +250,48 @@ checkpoint_sync_seconds = 1
         self.assertEqual(mode, 0o600)
 
 
+class MixedRoutingTest(ServerTest):
+    """Only the listed bucket is on the endpoint; the others stay in <data_dir>/buckets."""
+
+    def setUp(self):
+        self.moto = MotoServer().start()
+        self.server_config = f"""
+[object_store]
+endpoint = "{self.moto.url}"
+access_key_id = "testing"
+secret_access_key = "testing"
+buckets = ["remote-data"]
+"""
+        super().setUp()
+        self.s3 = self.moto.client()
+        self.s3.create_bucket(Bucket="remote-data")
+
+    def tearDown(self):
+        super().tearDown()
+        self.moto.stop()
+
+    def test_listed_bucket_is_remote_and_the_rest_local(self):
+        self.s3.put_object(Bucket="remote-data", Key="in/r.txt", Body=b"remote")
+        os.makedirs(self.bucket_path("local-data", "in"))
+        with open(self.bucket_path("local-data", "in/l.txt"), "w") as f:
+            f.write("local")
+        p = self.command_payload("mixed", 'cat "$SM_CHANNEL_R/r.txt" "$SM_CHANNEL_L/l.txt" > "$SM_MODEL_DIR/both"',
+                                 bucket="local-data")
+        p["InputDataConfig"] = [
+            {"ChannelName": "r", "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": "s3://remote-data/in/"}}},
+            {"ChannelName": "l", "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": "s3://local-data/in/"}}}]
+        self.sm.create_training_job(**p)
+        tj = self.wait_training("mixed")
+        self.assertEqual(tj["TrainingJobStatus"], "Completed", tj.get("FailureReason"))
+        # The output bucket is local: the archive is a file under <data_dir>/buckets.
+        archive = self.bucket_path("local-data", "output/mixed/output/model.tar.gz")
+        with tarfile.open(archive) as t:
+            self.assertEqual(t.extractfile("./both").read(), b"remotelocal")
+        self.assertNotIn("Contents", self.s3.list_objects_v2(Bucket="remote-data", Prefix="output/"))
+        # Only the remote object went through the cache.
+        self.assertIn("Input data: 1 objects (6 bytes) downloaded, 0 objects (0 bytes) reused",
+                      next(t["StatusMessage"] for t in tj["SecondaryStatusTransitions"] if t["Status"] == "Training"))
+
+
 if __name__ == "__main__":
     unittest.main()
