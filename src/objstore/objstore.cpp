@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -26,6 +27,12 @@ bool ParseS3Uri(const std::string& uri, std::string* bucket, std::string* key) {
 }
 
 namespace {
+
+// A temporary name beside `path`, unique per process and call (downloads run in parallel).
+std::string TempName(const std::string& path) {
+  static std::atomic<uint64_t> counter{0};
+  return path + ".part." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+}
 
 std::string Where(const std::string& bucket, const std::string& key) {
   return "s3://" + bucket + "/" + key;
@@ -72,7 +79,7 @@ class DirStore : public ObjectStore {
     fs::path p = Path(bucket, key);
     if (!fs::is_regular_file(p, ec)) return NotFound("NoSuchKey: " + Where(bucket, key) + " does not exist");
     fs::create_directories(fs::path(local_path).parent_path(), ec);
-    std::string tmp = local_path + ".part." + std::to_string(::getpid());
+    std::string tmp = TempName(local_path);
     fs::copy_file(p, tmp, fs::copy_options::overwrite_existing, ec);
     if (!ec) fs::rename(tmp, local_path, ec);
     if (ec) return Internal("cannot copy " + Where(bucket, key) + " to " + local_path + ": " + ec.message());
@@ -83,7 +90,7 @@ class DirStore : public ObjectStore {
     std::error_code ec;
     fs::path p = Path(bucket, key);
     fs::create_directories(p.parent_path(), ec);
-    std::string tmp = p.string() + ".part." + std::to_string(::getpid());
+    std::string tmp = TempName(p.string());
     fs::copy_file(local_path, tmp, fs::copy_options::overwrite_existing, ec);
     if (!ec) fs::rename(tmp, p, ec);
     if (ec) return Internal("cannot write " + Where(bucket, key) + " from " + local_path + ": " + ec.message());
@@ -282,7 +289,7 @@ class S3Store : public ObjectStore {
   Status Get(const std::string& bucket, const std::string& key, const std::string& local_path) override {
     std::error_code ec;
     fs::create_directories(fs::path(local_path).parent_path(), ec);
-    std::string tmp = local_path + ".part." + std::to_string(::getpid());
+    std::string tmp = TempName(local_path);
     FILE* f = std::fopen(tmp.c_str(), "wbe");
     if (!f) return Internal("GetObject " + Where(bucket, key) + ": cannot write " + tmp + ": " + std::strerror(errno));
     Response r;

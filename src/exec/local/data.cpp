@@ -7,6 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -173,6 +176,42 @@ Status DataMover::Fetch(const InputItem& item, const std::string& dest, Transfer
   }
   if (!LinkOrCopy(cached.string(), dest)) return Internal("cannot place " + cached.string() + " at " + dest);
   return Status::Ok();
+}
+
+Status DataMover::FetchAll(const std::vector<std::pair<InputItem, std::string>>& work, int threads,
+                           const std::function<bool()>& cancelled, TransferStats* stats) {
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  Status first = Status::Ok();
+  bool failed = false;
+  auto worker = [&] {
+    TransferStats mine;
+    while (true) {
+      size_t i = next++;
+      if (i >= work.size() || cancelled()) break;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (failed) break;
+      }
+      Status st = Fetch(work[i].first, work[i].second, &mine);
+      if (!st.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!failed) first = st, failed = true;
+        break;
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    stats->fetched_objects += mine.fetched_objects;
+    stats->fetched_bytes += mine.fetched_bytes;
+    stats->reused_objects += mine.reused_objects;
+    stats->reused_bytes += mine.reused_bytes;
+  };
+  int n = std::max(1, std::min<int>(threads, static_cast<int>(work.size())));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < n; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  return first;
 }
 
 Status DataMover::UploadFile(const std::string& local_path, const std::string& uri) {

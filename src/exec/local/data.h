@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -50,6 +51,11 @@ class DataMover {
   // Makes `dest` hold the object: through the host cache for remote buckets (reflink, hard
   // link or copy out of it), straight from the store otherwise.
   Status Fetch(const InputItem& item, const std::string& dest, TransferStats* stats);
+
+  // Fetch for each (item, destination), `threads` at a time; stops early (Ok) when `cancelled`
+  // says so. The first error wins.
+  Status FetchAll(const std::vector<std::pair<InputItem, std::string>>& work, int threads,
+                  const std::function<bool()>& cancelled, TransferStats* stats);
 
   // Every file under `local_dir`, uploaded to prefix_uri + relative path.
   Status UploadTree(const std::string& local_dir, const std::string& prefix_uri);

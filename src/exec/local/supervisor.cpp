@@ -111,6 +111,9 @@ struct Instance {
   int64_t drain_deadline = 0;  // once exited: when to stop waiting for its pipe to close
 };
 
+// How many objects of a channel are downloaded at once.
+constexpr int kDownloadThreads = 8;
+
 // How long the output of an exited instance may keep coming (from processes that left its
 // process group) before the supervisor stops reading it.
 constexpr int64_t kDrainMs = 2000;
@@ -348,14 +351,20 @@ class Supervisor {
           continue;
         }
         fs::create_directories(dest, ec);
-        for (const auto& item : local::DataMover::Share(items, ch.value("distribution", "FullyReplicated"), n, count_)) {
-          if (StopRequested()) return true;
-          Status st = mover_->Fetch(item, (dest / item.rel).string(), &stats_);
-          if (!st.ok()) {
-            *error = "input channel " + name + ": " + st.message();
-            return false;
-          }
+        std::vector<std::pair<local::InputItem, std::string>> work;
+        for (const auto& item : local::DataMover::Share(items, ch.value("distribution", "FullyReplicated"), n, count_))
+          work.emplace_back(item, (dest / item.rel).string());
+        // Downloads run in parallel; the stop file (written before any stop signal) ends them early.
+        std::string stop_path = local::StopPath(dir_);
+        Status st = mover_->FetchAll(work, kDownloadThreads, [&stop_path] {
+          struct stat sb;
+          return ::stat(stop_path.c_str(), &sb) == 0;
+        }, &stats_);
+        if (!st.ok()) {
+          *error = "input channel " + name + ": " + st.message();
+          return false;
         }
+        if (StopRequested()) return true;
       }
       if (spec_.contains("script_mode")) {
         if (!tarball.empty()) {
