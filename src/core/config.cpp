@@ -107,6 +107,8 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
         os.buckets.push_back(e.as_string()->get());
       }
     }
+    // An endpoint with no bucket list takes every bucket (an empty list routes none).
+    if (!os.endpoint.empty() && !o->get("buckets")) os.buckets = {"*"};
     if (os.multipart_part_bytes < 1) return InvalidArgument("config: object_store.multipart_part_bytes must be positive");
     if (os.multipart_threshold_bytes < 1)
       return InvalidArgument("config: object_store.multipart_threshold_bytes must be positive");

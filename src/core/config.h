@@ -29,7 +29,7 @@ struct ObjectStoreConfig {
   std::string access_key_id;
   std::string secret_access_key;
   bool path_style = true;          // false: virtual-host style (bucket.host)
-  std::vector<std::string> buckets;  // routed to the endpoint; {"*"} = all
+  std::vector<std::string> buckets;  // routed to the endpoint; {"*"} = all (the default with an endpoint)
   int64_t multipart_threshold_bytes = 64 * 1024 * 1024;  // Put uses multipart at or above this
   int64_t multipart_part_bytes = 16 * 1024 * 1024;
   int checkpoint_sync_seconds = 10;  // how often checkpoints are synced during training

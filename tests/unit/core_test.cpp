@@ -112,6 +112,12 @@ TEST(Config, ObjectStoreAndFileSystems) {
   EXPECT_FALSE(LoadConfigFile(WriteTemp("[object_store]\nbuckets = \"*\"\n"), DefaultConfig()).ok());
   EXPECT_FALSE(LoadConfigFile(WriteTemp("[object_store]\nbukets = [\"*\"]\n"), DefaultConfig()).ok());
   EXPECT_FALSE(ObjectStoreConfig{}.Routes("data"));  // no endpoint: the directory store
+  auto all = LoadConfigFile(WriteTemp("[object_store]\nendpoint = \"https://s3.example\"\n"), DefaultConfig());
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->object_store.Routes("any-bucket"));  // no list: every bucket
+  auto none = LoadConfigFile(WriteTemp("[object_store]\nendpoint = \"https://s3.example\"\nbuckets = []\n"), DefaultConfig());
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->object_store.Routes("any-bucket"));
 }
 
 TEST(Config, ObjectStoreFallsBackToTheEnvironment) {
