@@ -244,6 +244,18 @@ checkpoint_sync_seconds = 1
         with open(blob, "rb") as f:
             self.assertEqual(self.get("output/plain/output/model/sub/blob"), f.read())
 
+    def test_store_errors_fail_the_job_with_a_client_error_naming_the_object(self):
+        tj = self.run_job("no-out-bucket", 'echo m > "$SM_MODEL_DIR/m"', statuses=("Failed",),
+                          OutputDataConfig={"S3OutputPath": "s3://no-such-output-bucket/out"})
+        self.assertTrue(tj["FailureReason"].startswith("ClientError: "), tj["FailureReason"])
+        self.assertIn("s3://no-such-output-bucket/out/no-out-bucket/output/model.tar.gz", tj["FailureReason"])
+        self.assertIn("NoSuchBucket", tj["FailureReason"])
+        self.assertEqual(tj["ModelArtifacts"]["S3ModelArtifacts"], "")  # nothing was uploaded
+        tj = self.run_job("no-ckpt-bucket", "true", statuses=("Failed",),
+                          CheckpointConfig={"S3Uri": "s3://no-such-ckpt-bucket/c"})
+        self.assertIn("CheckpointConfig", tj["FailureReason"])
+        self.assertIn("NoSuchBucket", tj["FailureReason"])
+
     def test_spec_file_is_private(self):
         self.run_job("private", "true")
         mode = os.stat(os.path.join(self.data_dir, "attempts", "private", "spec.json")).st_mode & 0o777
