@@ -268,6 +268,25 @@ TEST_F(ObjStoreTest, RouterSendsListedBucketsToTheEndpointAndOthersToTheDirector
   EXPECT_FALSE(NewRouter(none, (dir / "buckets").string())->Remote(bucket));
 }
 
+// Virtual-host style: https://bucket.host/key (*.localhost resolves to the loopback).
+TEST_F(ObjStoreTest, VirtualHostStyle) {
+  cfg.path_style = false;
+  cfg.endpoint = "http://localhost:" + std::to_string(Moto::port);
+  auto s3 = NewS3Store(cfg);
+  auto put = s3->Put(bucket, "v/k.txt", Write("v", "virtual"));
+  ASSERT_TRUE(put.ok()) << put.message();
+  auto list = s3->List(bucket, "v/");
+  ASSERT_TRUE(list.ok()) << list.status().message();
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ(list->front().key, "v/k.txt");
+  auto get = s3->Get(bucket, "v/k.txt", (dir / "vout").string());
+  ASSERT_TRUE(get.ok()) << get.message();
+  EXPECT_EQ(Read((dir / "vout").string()), "virtual");
+  cfg.path_style = true;
+  cfg.endpoint = Moto::endpoint;
+  EXPECT_TRUE(NewS3Store(cfg)->Head(bucket, "v/k.txt").ok());  // the same object, path style
+}
+
 TEST(ParseS3UriTest, SplitsBucketAndKey) {
   std::string b, k;
   ASSERT_TRUE(ParseS3Uri("s3://bkt/a/b/", &b, &k));
