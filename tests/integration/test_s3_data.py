@@ -220,6 +220,16 @@ checkpoint_sync_seconds = 1
         self.assertEqual(self.keys("ckpt/"), ["ckpt/run/old.ckpt", "ckpt/run/step-2.ckpt"])
         self.assertEqual(self.get("ckpt/run/step-2.ckpt"), b"2\n")
 
+    def test_every_instance_gets_the_checkpoints_and_keeps_its_file_names(self):
+        self.put("ckpt/two/shared.ckpt", b"s")
+        cmd = ('C="$(dirname "$SM_MODEL_DIR")/checkpoints"; cat "$C/shared.ckpt" > "$SM_MODEL_DIR/$SM_CURRENT_HOST"; '
+               'echo "$SM_CURRENT_HOST" > "$C/$SM_CURRENT_HOST.ckpt"')
+        self.run_job("ckpt-two", cmd, instances=2, CheckpointConfig={"S3Uri": f"s3://{self.bucket}/ckpt/two/"})
+        files = self.model_files("ckpt-two")
+        self.assertEqual((files["algo-1"], files["algo-2"]), (b"s", b"s"))
+        self.assertEqual(self.keys("ckpt/"), ["ckpt/two/algo-1.ckpt", "ckpt/two/algo-2.ckpt", "ckpt/two/shared.ckpt"])
+        self.assertEqual(self.get("ckpt/two/algo-2.ckpt"), b"algo-2\n")
+
     # ---- outputs ----
     def test_outputs_compressed(self):
         tj = self.run_job("gz", 'echo m > "$SM_MODEL_DIR/m.txt"; echo o > "$SM_OUTPUT_DATA_DIR/o.txt"')

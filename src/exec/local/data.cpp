@@ -256,10 +256,18 @@ Status CheckpointSync::Restore(TransferStats* stats) {
     in_store_[rel] = true;
     for (size_t i = 0; i < dirs_.size(); ++i) {
       std::string dest = dirs_[i] + "/" + rel;
-      // Straight from the store: checkpoints change between jobs and are written in place.
-      TY_RETURN_IF_ERROR(mover_->store().Get(bucket_, o.key, dest));
-      stats->fetched_objects++;
-      stats->fetched_bytes += o.size;
+      // Straight from the store (checkpoints change between jobs and are written in place), once;
+      // the other instances get a copy of their own.
+      if (i == 0) {
+        TY_RETURN_IF_ERROR(mover_->store().Get(bucket_, o.key, dest));
+        stats->fetched_objects++;
+        stats->fetched_bytes += o.size;
+      } else {
+        std::error_code ec;
+        fs::create_directories(fs::path(dest).parent_path(), ec);
+        fs::copy_file(dirs_[0] + "/" + rel, dest, fs::copy_options::overwrite_existing, ec);
+        if (ec) return Internal("cannot copy the checkpoint " + rel + " to " + dest + ": " + ec.message());
+      }
       // Restored files count as uploaded: only a later change sends them back.
       struct stat st;
       if (::stat(dest.c_str(), &st) == 0)
