@@ -51,9 +51,13 @@ StatusOr<api::RootCredential> RootCredentialFor(const std::string& data_dir) {
 
 void AddServeCommand(CLI::App& app, std::function<int()>& run) {
   auto* cmd = app.add_subcommand("serve", "Start the trainyard server (API, scheduler and local executor).");
+  cmd->footer(
+      "s3:// buckets are directories under <data-dir>/buckets unless [object_store] in the config file (or\n"
+      "AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL with AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION)\n"
+      "names an S3-compatible endpoint for them (see docs/object-store.md).");
   auto opts = std::make_shared<std::tuple<std::string, std::string, std::string, std::string, std::string, std::string>>();
   cmd->add_option("--listen", std::get<0>(*opts), "HOST:PORT to listen on (default 127.0.0.1:8080; port 0 picks a free port)");
-  cmd->add_option("--data-dir", std::get<1>(*opts), "Directory for state, attempts, buckets and credentials (default ./trainyard-data)");
+  cmd->add_option("--data-dir", std::get<1>(*opts), "Directory for state, attempts, buckets, the object cache and credentials (default ./trainyard-data)");
   cmd->add_option("--config", std::get<2>(*opts), "TOML configuration file (see docs/configuration.md)");
   cmd->add_option("--region", std::get<3>(*opts), "AWS region this server answers as (default us-east-1)");
   cmd->add_option("--account-id", std::get<4>(*opts), "Account id used in ARNs (default 000000000000)");
@@ -77,6 +81,7 @@ void AddServeCommand(CLI::App& app, std::function<int()>& run) {
       if (!data_dir.empty()) config.data_dir = data_dir;
       if (!region.empty()) config.region = region;
       if (!account.empty()) config.account_id = account;
+      ApplyEnvironment(&config);
       auto colon = config.listen.rfind(':');
       if (colon == std::string::npos) {
         std::fprintf(stderr, "trainyard: --listen must be HOST:PORT, not '%s'\n", config.listen.c_str());

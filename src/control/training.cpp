@@ -58,6 +58,12 @@ std::string Controller::ResolveS3(const std::string& uri) const {
   return data_dir_ + "/buckets/" + bucket + (key.empty() ? "" : "/" + key);
 }
 
+std::string Controller::FileSystemPath(const std::string& id) const {
+  for (const auto& [name, dir] : config_.file_systems)
+    if (name == id) return dir;
+  return "";
+}
+
 std::string Controller::LogPath(const std::string& training_job, int instance) const {
   return executor_ ? executor_->LogPath(training_job, instance) : "";
 }
@@ -95,6 +101,9 @@ Status Controller::CheckTrainingRequest(const json& req) const {
   std::string out = req.value("OutputDataConfig", json::object()).value("S3OutputPath", "");
   if (ResolveS3(out).empty())
     return InvalidArgument("OutputDataConfig.S3OutputPath must be an s3://bucket/prefix URI, not '" + out + "'");
+  std::string compression = req.value("OutputDataConfig", json::object()).value("CompressionType", "GZIP");
+  if (compression != "GZIP" && compression != "NONE")
+    return InvalidArgument("OutputDataConfig.CompressionType must be GZIP or NONE, not '" + compression + "'");
   auto channels = req.value("InputDataConfig", json::array());
   std::set<std::string> names;
   for (size_t i = 0; i < channels.size(); ++i) {
@@ -103,19 +112,60 @@ Status Controller::CheckTrainingRequest(const json& req) const {
     if (!names.insert(ch.value("ChannelName", "")).second)
       return InvalidArgument(where + ".ChannelName '" + ch.value("ChannelName", "") + "' is used twice");
     const json ds = ch.value("DataSource", json::object());
+    std::string mode = ch.value("InputMode", spec.value("TrainingInputMode", "File"));
+    if (mode != "File" && mode != "FastFile")
+      return InvalidArgument(where + ".InputMode: " + mode + " mode is not supported here; use File or FastFile");
+    if (ds.contains("FileSystemDataSource")) {
+      const json f = ds["FileSystemDataSource"];
+      std::string id = f.value("FileSystemId", "");
+      if (FileSystemPath(id).empty())
+        return InvalidArgument(where + ".DataSource.FileSystemDataSource.FileSystemId: '" + id +
+                               "' is not a file system of this host (see [file_systems] in the configuration)");
+      std::string access = f.value("FileSystemAccessMode", "");
+      if (access != "ro" && access != "rw")
+        return InvalidArgument(where + ".DataSource.FileSystemDataSource.FileSystemAccessMode must be ro or rw");
+      std::string type = f.value("FileSystemType", "");
+      if (type != "EFS" && type != "FSxLustre")
+        return InvalidArgument(where + ".DataSource.FileSystemDataSource.FileSystemType must be EFS or FSxLustre");
+      std::string dir = f.value("DirectoryPath", "");
+      if (dir.empty() || dir.front() != '/')
+        return InvalidArgument(where + ".DataSource.FileSystemDataSource.DirectoryPath must be an absolute path");
+      for (const auto& seg : Split(dir, '/'))
+        if (seg == "..") return InvalidArgument(where + ".DataSource.FileSystemDataSource.DirectoryPath must not contain '..'");
+      if (mode != "File")
+        return InvalidArgument(where + ".InputMode: FileSystemDataSource channels must use File mode");
+      continue;
+    }
     if (!ds.contains("S3DataSource"))
-      return InvalidArgument(where + ".DataSource: only S3DataSource is supported here");
+      return InvalidArgument(where + ".DataSource: S3DataSource or FileSystemDataSource is required");
     const json s3 = ds["S3DataSource"];
-    if (s3.value("S3DataType", "") != "S3Prefix")
-      return InvalidArgument(where + ".DataSource.S3DataSource.S3DataType: only S3Prefix is supported here");
+    std::string type = s3.value("S3DataType", "");
+    if (type != "S3Prefix" && type != "ManifestFile")
+      return InvalidArgument(where + ".DataSource.S3DataSource.S3DataType: '" + type +
+                             "' is not supported here; use S3Prefix or ManifestFile");
     if (ResolveS3(s3.value("S3Uri", "")).empty())
       return InvalidArgument(where + ".DataSource.S3DataSource.S3Uri must be an s3://bucket/key URI");
-    std::string mode = ch.value("InputMode", spec.value("TrainingInputMode", "File"));
-    if (mode != "File") return InvalidArgument(where + ".InputMode: only File mode is supported here");
+    for (const char* unsupported : {"AttributeNames", "InstanceGroupNames"})
+      if (s3.contains(unsupported) && !s3[unsupported].empty())
+        return InvalidArgument(where + ".DataSource.S3DataSource." + unsupported + " is not supported here");
+    std::string dist = s3.value("S3DataDistributionType", "FullyReplicated");
+    if (dist != "FullyReplicated" && dist != "ShardedByS3Key")
+      return InvalidArgument(where + ".DataSource.S3DataSource.S3DataDistributionType must be FullyReplicated or ShardedByS3Key");
+    if (mode == "FastFile" && type != "S3Prefix")
+      return InvalidArgument(where + ".InputMode: FastFile mode supports S3DataType S3Prefix only");
+    if (ch.contains("ShuffleConfig") && !ch["ShuffleConfig"].is_null() &&
+        !ch["ShuffleConfig"].value("Seed", json()).is_number_integer())
+      return InvalidArgument(where + ".ShuffleConfig.Seed is required and must be an integer");
+    if (ch.value("CompressionType", "None") != "None")
+      return InvalidArgument(where + ".CompressionType: only Pipe mode reads compressed input; use None");
   }
   if (req.contains("CheckpointConfig") && !req["CheckpointConfig"].is_null()) {
     if (ResolveS3(req["CheckpointConfig"].value("S3Uri", "")).empty())
       return InvalidArgument("CheckpointConfig.S3Uri must be an s3://bucket/prefix URI");
+    std::string lp = req["CheckpointConfig"].value("LocalPath", "/opt/ml/checkpoints");
+    if (lp.rfind("/opt/ml/", 0) != 0 || lp.size() <= 8 || lp.find("/../") != std::string::npos ||
+        EndsWith(lp, "/.."))
+      return InvalidArgument("CheckpointConfig.LocalPath must be a directory under /opt/ml/ on this host, not '" + lp + "'");
   }
   if (req.value("EnableManagedSpotTraining", false))
     return InvalidArgument("EnableManagedSpotTraining: managed spot capacity is not offered by this server yet");
@@ -234,9 +284,8 @@ std::string Controller::BuildAttemptSpec(const TrainingJob& tj) const {
   spec["hyperparameters"] = hps;
   if (command.empty()) {
     std::string tarball;
-    if (hps.contains("sagemaker_submit_directory"))
-      tarball = ResolveS3(Unquote(hps["sagemaker_submit_directory"].get<std::string>()));
-    spec["script_mode"] = {{"program", Unquote(hps.value("sagemaker_program", ""))}, {"submit_tarball", tarball}};
+    if (hps.contains("sagemaker_submit_directory")) tarball = Unquote(hps["sagemaker_submit_directory"].get<std::string>());
+    spec["script_mode"] = {{"program", Unquote(hps.value("sagemaker_program", ""))}, {"submit_uri", tarball}};
   }
   spec["environment"] = req.value("Environment", json::object());
   json extra = json::object();
@@ -255,23 +304,45 @@ std::string Controller::BuildAttemptSpec(const TrainingJob& tj) const {
   spec["extra_env"] = extra;
   json channels = json::array();
   for (auto& ch : req.value("InputDataConfig", json::array())) {
-    const json s3 = ch["DataSource"]["S3DataSource"];
-    channels.push_back({{"name", ch["ChannelName"]},
-                        {"source", ResolveS3(s3["S3Uri"])},
-                        {"content_type", ch.value("ContentType", "")},
-                        {"input_mode", ch.value("InputMode", alg.value("TrainingInputMode", "File"))},
-                        {"distribution", s3.value("S3DataDistributionType", "FullyReplicated")},
-                        {"record_wrapper", ch.value("RecordWrapperType", "None")}});
+    json c = {{"name", ch["ChannelName"]},
+              {"content_type", ch.value("ContentType", "")},
+              {"input_mode", ch.value("InputMode", alg.value("TrainingInputMode", "File"))},
+              {"record_wrapper", ch.value("RecordWrapperType", "None")}};
+    if (ch["DataSource"].contains("FileSystemDataSource")) {
+      const json f = ch["DataSource"]["FileSystemDataSource"];
+      std::string dir = f.value("DirectoryPath", "/");
+      c["distribution"] = "FullyReplicated";
+      c["file_system"] = {{"host_path", (fs::path(FileSystemPath(f.value("FileSystemId", ""))) / dir.substr(1)).lexically_normal().string()},
+                          {"read_only", f.value("FileSystemAccessMode", "ro") == "ro"}};
+    } else {
+      const json s3 = ch["DataSource"]["S3DataSource"];
+      c["uri"] = s3["S3Uri"];
+      c["data_type"] = s3.value("S3DataType", "S3Prefix");
+      c["distribution"] = s3.value("S3DataDistributionType", "FullyReplicated");
+      if (ch.contains("ShuffleConfig") && ch["ShuffleConfig"].is_object()) c["shuffle_seed"] = ch["ShuffleConfig"]["Seed"];
+    }
+    channels.push_back(c);
   }
   spec["channels"] = channels;
   const json out = req["OutputDataConfig"];
   std::string prefix = out.value("S3OutputPath", "");
   while (EndsWith(prefix, "/")) prefix.pop_back();
-  spec["model_tar"] = ResolveS3(prefix + "/" + tj.name + "/output/model.tar.gz");
-  spec["output_tar"] = ResolveS3(prefix + "/" + tj.name + "/output/output.tar.gz");
+  spec["output_prefix"] = prefix + "/" + tj.name + "/output/";
   spec["compress"] = out.value("CompressionType", "GZIP") != "NONE";
+  const ObjectStoreConfig& os = config_.object_store;
+  spec["object_store"] = {{"endpoint", os.endpoint},
+                          {"region", os.region.empty() ? config_.region : os.region},
+                          {"access_key_id", os.access_key_id},
+                          {"secret_access_key", os.secret_access_key},
+                          {"path_style", os.path_style},
+                          {"buckets", os.buckets},
+                          {"multipart_threshold_bytes", os.multipart_threshold_bytes},
+                          {"multipart_part_bytes", os.multipart_part_bytes},
+                          {"checkpoint_sync_seconds", os.checkpoint_sync_seconds},
+                          {"dir_root", data_dir_ + "/buckets"},
+                          {"cache_dir", data_dir_ + "/cache/objects"}};
   if (req.contains("CheckpointConfig") && !req["CheckpointConfig"].is_null()) {
-    spec["checkpoint"] = {{"source", ResolveS3(req["CheckpointConfig"]["S3Uri"])},
+    spec["checkpoint"] = {{"uri", req["CheckpointConfig"]["S3Uri"]},
                           {"local_path", req["CheckpointConfig"].value("LocalPath", "/opt/ml/checkpoints")}};
   } else {
     spec["checkpoint"] = nullptr;
@@ -332,8 +403,10 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
       if (PhaseRank(tj.secondary_status) >= 2) return;
       if (tj.training_start_time == 0) tj.training_start_time = e.at;
       if (!stopping) {
+        // The supervisor's message may add what staging did ("Training in progress. Input data: ...").
+        std::string detail = StartsWith(e.message, "Training in progress.") ? e.message.substr(21) : "";
         AddTransition(t, tj, "Training",
-                      "Training in progress" + std::string(sandbox_ == "bwrap" ? " (sandboxed)." : " (no sandbox)."), e.at);
+                      "Training in progress" + std::string(sandbox_ == "bwrap" ? " (sandboxed)." : " (no sandbox).") + detail, e.at);
       }
       t.training_jobs.insert(tj.name);
       if (js) {
@@ -363,7 +436,8 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   if (e.phase == exec::Phase::kExited && e.model_uploaded) {
     std::string prefix = req["OutputDataConfig"].value("S3OutputPath", "");
     while (EndsWith(prefix, "/")) prefix.pop_back();
-    tj.model_artifacts = prefix + "/" + tj.name + "/output/model.tar.gz";
+    bool compressed = req["OutputDataConfig"].value("CompressionType", "GZIP") != "NONE";
+    tj.model_artifacts = prefix + "/" + tj.name + (compressed ? "/output/model.tar.gz" : "/output/model/");
   }
   if (e.phase == exec::Phase::kLost) {
     tj.status = "Failed";

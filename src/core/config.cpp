@@ -2,6 +2,7 @@
 
 #include <toml++/toml.h>
 
+#include <cstdlib>
 #include <set>
 
 namespace ty {
@@ -61,7 +62,7 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
   } catch (const toml::parse_error& e) {
     return InvalidArgument("config: " + path + ": " + std::string(e.description()));
   }
-  TY_RETURN_IF_ERROR(CheckKeys(root, {"server", "executor", "instance_types"}, "the top level"));
+  TY_RETURN_IF_ERROR(CheckKeys(root, {"server", "executor", "instance_types", "object_store", "file_systems"}, "the top level"));
   if (auto* s = root["server"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*s, {"listen", "data_dir", "region", "account_id", "max_request_bytes",
                                       "max_submit_payload_bytes", "http_threads", "sqlite_synchronous_full"},
@@ -82,6 +83,45 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     if (c.sandbox != "auto" && c.sandbox != "bwrap" && c.sandbox != "none")
       return InvalidArgument("config: executor.sandbox must be one of auto, bwrap, none");
     if (c.stop_grace_seconds < 0) return InvalidArgument("config: executor.stop_grace_seconds must be >= 0");
+  }
+  if (auto* o = root["object_store"].as_table()) {
+    ObjectStoreConfig& os = c.object_store;
+    TY_RETURN_IF_ERROR(CheckKeys(*o, {"endpoint", "region", "access_key_id", "secret_access_key", "path_style",
+                                      "buckets", "multipart_threshold_bytes", "multipart_part_bytes",
+                                      "checkpoint_sync_seconds"},
+                                 "[object_store]"));
+    TY_RETURN_IF_ERROR(Read(*o, "endpoint", &os.endpoint, "object_store."));
+    TY_RETURN_IF_ERROR(Read(*o, "region", &os.region, "object_store."));
+    TY_RETURN_IF_ERROR(Read(*o, "access_key_id", &os.access_key_id, "object_store."));
+    TY_RETURN_IF_ERROR(Read(*o, "secret_access_key", &os.secret_access_key, "object_store."));
+    TY_RETURN_IF_ERROR(Read(*o, "path_style", &os.path_style, "object_store."));
+    TY_RETURN_IF_ERROR(Read(*o, "multipart_threshold_bytes", &os.multipart_threshold_bytes, "object_store."));
+    TY_RETURN_IF_ERROR(Read(*o, "multipart_part_bytes", &os.multipart_part_bytes, "object_store."));
+    TY_RETURN_IF_ERROR(Read(*o, "checkpoint_sync_seconds", &os.checkpoint_sync_seconds, "object_store."));
+    if (const toml::node* b = o->get("buckets")) {
+      auto* arr = b->as_array();
+      if (!arr) return InvalidArgument("config: object_store.buckets must be an array of strings");
+      os.buckets.clear();
+      for (const auto& e : *arr) {
+        if (!e.is_string()) return InvalidArgument("config: object_store.buckets must be an array of strings");
+        os.buckets.push_back(e.as_string()->get());
+      }
+    }
+    // An endpoint with no bucket list takes every bucket (an empty list routes none).
+    if (!os.endpoint.empty() && !o->get("buckets")) os.buckets = {"*"};
+    if (os.multipart_part_bytes < 1) return InvalidArgument("config: object_store.multipart_part_bytes must be positive");
+    if (os.multipart_threshold_bytes < 1)
+      return InvalidArgument("config: object_store.multipart_threshold_bytes must be positive");
+    if (os.checkpoint_sync_seconds < 1) return InvalidArgument("config: object_store.checkpoint_sync_seconds must be >= 1");
+    if (!os.endpoint.empty() && os.endpoint.rfind("http://", 0) != 0 && os.endpoint.rfind("https://", 0) != 0)
+      return InvalidArgument("config: object_store.endpoint must start with http:// or https://");
+  }
+  if (auto* f = root["file_systems"].as_table()) {
+    for (const auto& [k, v] : *f) {
+      if (!v.is_string())
+        return InvalidArgument("config: file_systems." + std::string(k.str()) + " must be a directory path (string)");
+      c.file_systems.emplace_back(std::string(k.str()), v.as_string()->get());
+    }
   }
   if (auto* arr = root["instance_types"].as_array()) {
     // Entries replace defaults of the same name and add new types.
@@ -106,6 +146,31 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     }
   }
   return c;
+}
+
+void ApplyEnvironment(Config* c) {
+  ObjectStoreConfig& os = c->object_store;
+  auto env = [](const char* k) -> std::string {
+    const char* v = std::getenv(k);
+    return v ? v : "";
+  };
+  if (os.endpoint.empty()) {
+    os.endpoint = env("AWS_ENDPOINT_URL_S3");
+    if (os.endpoint.empty()) os.endpoint = env("AWS_ENDPOINT_URL");
+    // A client environment pointed at this server is not an object store.
+    std::string hostport = os.endpoint.substr(os.endpoint.find("://") == std::string::npos ? 0 : os.endpoint.find("://") + 3);
+    while (!hostport.empty() && hostport.back() == '/') hostport.pop_back();
+    if (hostport.rfind("localhost:", 0) == 0) hostport = "127.0.0.1" + hostport.substr(9);
+    std::string listen = c->listen;
+    if (listen.rfind("localhost:", 0) == 0) listen = "127.0.0.1" + listen.substr(9);
+    if (hostport == listen || (listen.rfind("0.0.0.0:", 0) == 0 && hostport.find(':') != std::string::npos && hostport.substr(hostport.rfind(':')) == listen.substr(7)))
+      os.endpoint.clear();
+    if (!os.endpoint.empty() && os.buckets.empty()) os.buckets = {"*"};
+  }
+  if (os.access_key_id.empty()) os.access_key_id = env("AWS_ACCESS_KEY_ID");
+  if (os.secret_access_key.empty()) os.secret_access_key = env("AWS_SECRET_ACCESS_KEY");
+  if (os.region.empty()) os.region = env("AWS_REGION");
+  if (os.region.empty()) os.region = c->region;
 }
 
 }  // namespace ty

@@ -19,6 +19,30 @@ struct InstanceTypeSpec {
   int64_t memory_mib = 8192;
 };
 
+// Where s3:// buckets live (reference: docs/object-store.md). Buckets named in `buckets` (or
+// every bucket with "*") go to the S3-compatible endpoint; all others to the embedded directory
+// store under <data_dir>/buckets/. Empty fields fall back to AWS_ENDPOINT_URL_S3 /
+// AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION (ApplyEnvironment).
+struct ObjectStoreConfig {
+  std::string endpoint;            // e.g. "http://127.0.0.1:9000"; empty: no remote store
+  std::string region;              // signing region; empty: the server's region
+  std::string access_key_id;
+  std::string secret_access_key;
+  bool path_style = true;          // false: virtual-host style (bucket.host)
+  std::vector<std::string> buckets;  // routed to the endpoint; {"*"} = all (the default with an endpoint)
+  int64_t multipart_threshold_bytes = 64 * 1024 * 1024;  // Put uses multipart at or above this
+  int64_t multipart_part_bytes = 16 * 1024 * 1024;
+  int checkpoint_sync_seconds = 10;  // how often checkpoints are synced during training
+
+  // True when `bucket` goes to the endpoint.
+  bool Routes(const std::string& bucket) const {
+    if (endpoint.empty()) return false;
+    for (const auto& b : buckets)
+      if (b == "*" || b == bucket) return true;
+    return false;
+  }
+};
+
 struct Config {
   std::string listen = "127.0.0.1:8080";
   std::string data_dir = "trainyard-data";
@@ -31,6 +55,9 @@ struct Config {
   int http_threads = 16;
   bool sqlite_synchronous_full = true;
   std::vector<InstanceTypeSpec> instance_types;
+  ObjectStoreConfig object_store;
+  // FileSystemDataSource: FileSystemId -> host directory ([file_systems] in the config file).
+  std::vector<std::pair<std::string, std::string>> file_systems;
 
   const InstanceTypeSpec* FindInstanceType(const std::string& name) const;
 };
@@ -40,5 +67,9 @@ Config DefaultConfig();
 
 // Reads a TOML file over the defaults. Unknown keys are errors, so typos do not pass silently.
 StatusOr<Config> LoadConfigFile(const std::string& path, Config base);
+
+// Fills the object-store settings the config left empty from the AWS_* environment variables
+// (a bucket list is implied: an endpoint from the environment alone routes every bucket).
+void ApplyEnvironment(Config* config);
 
 }  // namespace ty

@@ -251,3 +251,45 @@ class ServerTest(unittest.TestCase):
             if time.time() > deadline:
                 self.fail(f"timed out waiting for {name}: {tj['TrainingJobStatus']}/{tj['SecondaryStatus']}")
             time.sleep(0.1)
+
+
+class MotoServer:
+    """A moto_server (an S3 look-alike) on a free port of 127.0.0.1, for object-store tests."""
+
+    def __init__(self):
+        import socket
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.port = s.getsockname()[1]
+        s.close()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = None
+
+    def start(self, timeout=30):
+        import urllib.request
+        self.proc = subprocess.Popen(["moto_server", "-H", "127.0.0.1", "-p", str(self.port)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.time() + timeout
+        while True:
+            try:
+                urllib.request.urlopen(self.url + "/", timeout=1).read()
+                return self
+            except Exception:
+                if self.proc.poll() is not None or time.time() > deadline:
+                    self.stop()
+                    raise RuntimeError("moto_server did not start")
+                time.sleep(0.1)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+    def client(self):
+        return boto3.client("s3", endpoint_url=self.url, region_name=REGION, aws_access_key_id="testing",
+                            aws_secret_access_key="testing",
+                            config=botocore.config.Config(retries={"max_attempts": 1}))

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include "core/config.h"
@@ -92,6 +93,58 @@ TEST(Config, UnknownKeysAndBadTypesAreErrors) {
   EXPECT_FALSE(c.ok());
   c = LoadConfigFile(WriteTemp("[server]\nhttp_threads = \"many\"\n"), DefaultConfig());
   EXPECT_FALSE(c.ok());
+}
+
+TEST(Config, ObjectStoreAndFileSystems) {
+  auto c = LoadConfigFile(WriteTemp("[object_store]\nendpoint = \"http://127.0.0.1:9000\"\nbuckets = [\"data\", \"models\"]\n"
+                                    "path_style = false\nmultipart_threshold_bytes = 100\nmultipart_part_bytes = 10\n"
+                                    "[file_systems]\n\"fs-0123abcd\" = \"/srv/fs\"\n"),
+                          DefaultConfig());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(c->object_store.Routes("data"));
+  EXPECT_TRUE(c->object_store.Routes("models"));
+  EXPECT_FALSE(c->object_store.Routes("other"));
+  EXPECT_FALSE(c->object_store.path_style);
+  EXPECT_EQ(c->object_store.multipart_part_bytes, 10);
+  ASSERT_EQ(c->file_systems.size(), 1u);
+  EXPECT_EQ(c->file_systems[0].second, "/srv/fs");
+  EXPECT_FALSE(LoadConfigFile(WriteTemp("[object_store]\nendpoint = \"ftp://x\"\n"), DefaultConfig()).ok());
+  EXPECT_FALSE(LoadConfigFile(WriteTemp("[object_store]\nbuckets = \"*\"\n"), DefaultConfig()).ok());
+  EXPECT_FALSE(LoadConfigFile(WriteTemp("[object_store]\nbukets = [\"*\"]\n"), DefaultConfig()).ok());
+  EXPECT_FALSE(ObjectStoreConfig{}.Routes("data"));  // no endpoint: the directory store
+  auto all = LoadConfigFile(WriteTemp("[object_store]\nendpoint = \"https://s3.example\"\n"), DefaultConfig());
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->object_store.Routes("any-bucket"));  // no list: every bucket
+  auto none = LoadConfigFile(WriteTemp("[object_store]\nendpoint = \"https://s3.example\"\nbuckets = []\n"), DefaultConfig());
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->object_store.Routes("any-bucket"));
+}
+
+TEST(Config, ObjectStoreFallsBackToTheEnvironment) {
+  ::setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9000", 1);
+  ::setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE", 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", "secret", 1);
+  ::unsetenv("AWS_REGION");
+  Config c = DefaultConfig();
+  ApplyEnvironment(&c);
+  EXPECT_EQ(c.object_store.endpoint, "http://127.0.0.1:9000");
+  EXPECT_TRUE(c.object_store.Routes("anything"));  // an endpoint from the environment takes every bucket
+  EXPECT_EQ(c.object_store.access_key_id, "AKIDEXAMPLE");
+  EXPECT_EQ(c.object_store.region, "us-east-1");
+  // A file's settings win; an environment endpoint that is this server itself is ignored.
+  Config mine = DefaultConfig();
+  mine.object_store.endpoint = "http://s3.example:9000";
+  mine.object_store.buckets = {"data"};
+  ApplyEnvironment(&mine);
+  EXPECT_EQ(mine.object_store.endpoint, "http://s3.example:9000");
+  EXPECT_FALSE(mine.object_store.Routes("other"));
+  ::setenv("AWS_ENDPOINT_URL_S3", "http://localhost:8080/", 1);
+  Config self = DefaultConfig();
+  ApplyEnvironment(&self);
+  EXPECT_EQ(self.object_store.endpoint, "");
+  ::unsetenv("AWS_ENDPOINT_URL_S3");
+  ::unsetenv("AWS_ACCESS_KEY_ID");
+  ::unsetenv("AWS_SECRET_ACCESS_KEY");
 }
 
 }  // namespace

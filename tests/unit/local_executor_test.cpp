@@ -84,8 +84,9 @@ class LocalExecutorTest : public ::testing::TestWithParam<std::string> {
             {"environment", {{"FOO", "bar"}}},
             {"extra_env", json::object()},
             {"channels", json::array()},
-            {"model_tar", (root_ / "out" / id / "model.tar.gz").string()},
-            {"output_tar", (root_ / "out" / id / "output.tar.gz").string()},
+            // The embedded directory store rooted at root_: s3://out/<id>/ is root_/out/<id>/.
+            {"object_store", {{"dir_root", root_.string()}, {"cache_dir", (root_ / "cache").string()}}},
+            {"output_prefix", "s3://out/" + id + "/"},
             {"compress", true},
             {"checkpoint", nullptr},
             {"stop_grace_seconds", 30},
@@ -284,7 +285,8 @@ print("epoch 1 loss=0.5")
 print("epoch 2 loss=0.25", flush=True)
 )PY";
   std::ofstream(src / "pkg/helper.txt") << "helper";
-  ASSERT_EQ(std::system(("tar -czf " + (root_ / "sourcedir.tar.gz").string() + " -C " + src.string() + " .").c_str()), 0);
+  fs::create_directories(root_ / "code");
+  ASSERT_EQ(std::system(("tar -czf " + (root_ / "code/sourcedir.tar.gz").string() + " -C " + src.string() + " .").c_str()), 0);
   fs::create_directories(root_ / "data/train/sub");
   std::ofstream(root_ / "data/train/a.csv") << "1,2\n";
   std::ofstream(root_ / "data/train/sub/b.csv") << "3,4\n";
@@ -294,16 +296,16 @@ print("epoch 2 loss=0.25", flush=True)
 
   json spec = Spec("script", "");
   spec["command"] = json::array();
-  spec["script_mode"] = {{"program", "train.py"}, {"submit_tarball", (root_ / "sourcedir.tar.gz").string()}};
+  spec["script_mode"] = {{"program", "train.py"}, {"submit_uri", "s3://code/sourcedir.tar.gz"}};
   spec["hyperparameters"] = {{"lr", "0.1"}, {"name", "\"abc\""}, {"layers", "[1,2]"},
                              {"sagemaker_program", "\"train.py\""}, {"sagemaker_submit_directory", "\"s3://b/x\""}};
   spec["environment"] = {{"FOO", "bar"}, {"SM_LOG_LEVEL", "10"}};
   spec["extra_env"] = {{"FOO", "extra"}, {"AWS_BATCH_JOB_ID", "j-1"}};
-  spec["channels"] = {{{"name", "training"}, {"source", (root_ / "data/train").string()}, {"content_type", "text/csv"},
+  spec["channels"] = {{{"name", "training"}, {"uri", "s3://data/train/"}, {"content_type", "text/csv"},
                        {"input_mode", "File"}, {"distribution", "FullyReplicated"}, {"record_wrapper", "None"}},
-                      {{"name", "labels"}, {"source", (root_ / "data/labels.csv").string()}, {"content_type", ""},
+                      {{"name", "labels"}, {"uri", "s3://data/labels.csv"}, {"content_type", ""},
                        {"input_mode", "File"}, {"distribution", "ShardedByS3Key"}, {"record_wrapper", "RecordIO"}}};
-  spec["checkpoint"] = {{"source", (root_ / "ckpt").string()}, {"local_path", "/opt/ml/checkpoints"}};
+  spec["checkpoint"] = {{"uri", "s3://ckpt/"}, {"local_path", "/opt/ml/checkpoints"}};
   ASSERT_TRUE(executor_->Start("script", spec.dump()).ok());
   auto events = RunToEnd(*executor_, "script");
   ASSERT_EQ(events.size(), 4u);
@@ -391,16 +393,16 @@ print("epoch 2 loss=0.25", flush=True)
   EXPECT_TRUE(fs::exists(executor_->LogPath("script", 1)));
 }
 
-TEST_P(LocalExecutorTest, UncompressedArtifactsArePlainTar) {
+// CompressionType NONE: the files themselves under output/model/ and output/data/.
+TEST_P(LocalExecutorTest, UncompressedArtifactsAreThePlainFiles) {
   json spec = Spec("plain", "echo m > $SM_MODEL_DIR/m.txt");
   spec["compress"] = false;
   ASSERT_TRUE(executor_->Start("plain", spec.dump()).ok());
   auto events = RunToEnd(*executor_, "plain");
   EXPECT_EQ(events.back().exit_code, 0);
-  std::string listing = (root_ / "listing.txt").string();
-  ASSERT_EQ(std::system(("tar -tf " + (root_ / "out/plain/model.tar.gz").string() + " > " + listing).c_str()), 0);
-  EXPECT_NE(Slurp(listing).find("m.txt"), std::string::npos);
-  EXPECT_NE(std::system(("gzip -t " + (root_ / "out/plain/model.tar.gz").string() + " 2>/dev/null").c_str()), 0);
+  EXPECT_TRUE(events.back().model_uploaded);
+  EXPECT_EQ(Slurp(root_ / "out/plain/model/m.txt"), "m\n");
+  EXPECT_FALSE(fs::exists(root_ / "out/plain/model.tar.gz"));
 }
 
 // A stop that races the supervisor's start is neither lost nor ignored: the job never runs.

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -9,9 +10,10 @@
 
 namespace ty::exec::local {
 
-bool WriteFileAtomic(const std::string& path, const std::string& text, bool durable) {
+bool WriteFileAtomic(const std::string& path, const std::string& text, bool durable, int mode) {
   std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd >= 0) ::fchmod(fd, static_cast<mode_t>(mode));  // an old temp file keeps its bits otherwise
   if (fd < 0) return false;
   const char* p = text.data();
   size_t left = text.size();

@@ -14,7 +14,8 @@ inline std::string LogDir(const std::string& dir) { return dir + "/logs"; }
 inline std::string HostDir(const std::string& dir, int n) { return dir + "/hosts/algo-" + std::to_string(n); }
 
 // Writes `text` to `path` atomically (temp file, rename); `durable` also fsyncs it first.
-bool WriteFileAtomic(const std::string& path, const std::string& text, bool durable = true);
+// `mode` is the new file's permission bits (0600 for files that hold secrets).
+bool WriteFileAtomic(const std::string& path, const std::string& text, bool durable = true, int mode = 0644);
 // Reads a whole file; false when it cannot be read.
 bool ReadFile(const std::string& path, std::string* out);
 // True when some process holds the attempt's lock (its supervisor, alive).

@@ -125,7 +125,8 @@ Status LocalExecutor::Start(const std::string& id, const std::string& spec_json)
   json spec = json::parse(spec_json, nullptr, false);
   if (spec.is_discarded() || !spec.is_object()) return InvalidArgument("attempt spec is not a JSON object");
   spec["notify_socket"] = options_.notify_socket;
-  if (!local::WriteFileAtomic(local::SpecPath(dir), spec.dump())) return Internal("cannot write the spec of " + id);
+  // 0600: the spec carries the object store's credentials.
+  if (!local::WriteFileAtomic(local::SpecPath(dir), spec.dump(), true, 0600)) return Internal("cannot write the spec of " + id);
 
   // posix_spawn (vfork-like: cheap even for a large, multi-threaded server) in a new session.
   // If the server dies, the supervisor is re-parented and goes on; while the server lives, it

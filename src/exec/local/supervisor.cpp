@@ -24,16 +24,20 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "exec/local/attempt_files.h"
+#include "exec/local/data.h"
 #include "exec/supervisor.h"
 
 namespace ty::exec {
@@ -106,6 +110,9 @@ struct Instance {
   int64_t drain_deadline = 0;  // once exited: when to stop waiting for its pipe to close
 };
 
+// How many objects of a channel are downloaded at once.
+constexpr int kDownloadThreads = 8;
+
 // How long the output of an exited instance may keep coming (from processes that left its
 // process group) before the supervisor stops reading it.
 constexpr int64_t kDrainMs = 2000;
@@ -147,11 +154,22 @@ class Supervisor {
   // Preparing -> Training -> Uploading -> Exited.
   void RunAttempt() {
     // Resuming after a crash of the supervisor itself is not attempted: a new one starts clean.
-    Enter("Preparing", "Preparing the instances for training and downloading input data.");
+    std::string fastfile;
+    for (const auto& ch : spec_.value("channels", json::array()))
+      if (ch.value("input_mode", "File") == "FastFile") fastfile += (fastfile.empty() ? "" : ", ") + ch.value("name", "");
+    Enter("Preparing", "Preparing the instances for training and downloading input data." +
+                           (fastfile.empty() ? std::string()
+                                             : " FastFile input mode is staged as File mode on this host (channels: " +
+                                                   fastfile + "): the data is downloaded in full before training starts."));
     count_ = std::max(1, spec_.value("instance_count", 1));
     sandbox_ = spec_.value("sandbox", "none") == "bwrap";
     grace_ms_ = spec_.value("stop_grace_seconds", int64_t{120}) * 1000;
     fs::create_directories(local::LogDir(dir_));
+
+    json store = spec_.value("object_store", json::object());
+    mover_ = std::make_unique<local::DataMover>(local::StoreConfigFromSpec(store), store.value("dir_root", ""),
+                                                store.value("cache_dir", ""));
+    sync_seconds_ = std::max(1, store.value("checkpoint_sync_seconds", 10));
 
     std::string error;
     if (!StopRequested()) {
@@ -164,8 +182,10 @@ class Supervisor {
           exit_code_ = 1;
           BeginStop();
         }
-        Enter("Training", "Training in progress.");
+        Enter("Training", "Training in progress." + InputSummary());
+        StartCheckpointSync();
         Supervise();
+        StopCheckpointSync();
       }
     }
     if (StopRequested() && launched_ == 0) stopped_ = true;
@@ -187,6 +207,7 @@ class Supervisor {
   // the outcome says what happened.
   int RecordOwnFailure(const std::string& what) {
     try {
+      StopCheckpointSync();
       for (auto& i : instances_)
         if (i.pid > 0) ::kill(-i.pid, SIGKILL);
       for (auto& i : instances_) {
@@ -265,6 +286,27 @@ class Supervisor {
     }
 
     std::error_code ec;
+    // Each channel is listed once; each instance then gets its share.
+    std::vector<std::vector<local::InputItem>> listed;
+    for (const auto& ch : spec_.value("channels", json::array())) {
+      listed.emplace_back();
+      if (ch.contains("file_system")) continue;
+      Status st = mover_->ListChannel(ch, dir_, &listed.back());
+      if (!st.ok()) {
+        *error = "input channel " + ch.value("name", "") + ": " + st.message();
+        return false;
+      }
+    }
+    std::string tarball;
+    if (spec_.contains("script_mode") && !spec_["script_mode"].value("submit_uri", "").empty()) {
+      std::string uri = spec_["script_mode"].value("submit_uri", "");
+      tarball = dir_ + "/sourcedir.tar.gz";
+      Status st = mover_->Download(uri, tarball);
+      if (!st.ok()) {
+        *error = "sagemaker_submit_directory: cannot fetch " + uri + ": " + st.message();
+        return false;
+      }
+    }
     for (int n = 1; n <= count_; ++n) {
       if (StopRequested()) return true;  // staging can take long; Run() sees the stop
       fs::path h = local::HostDir(dir_, n);
@@ -283,34 +325,48 @@ class Supervisor {
       std::ofstream(h / "input/config/resourceconfig.json") << rc.dump();
       std::ofstream(h / "input/config/hyperparameters.json") << spec_.value("hyperparameters", json::object()).dump();
       std::ofstream(h / "input/config/inputdataconfig.json") << inputcfg.dump();
+      size_t index = 0;
       for (const auto& ch : spec_.value("channels", json::array())) {
-        fs::path dest = h / "input/data" / ch.value("name", "");
-        fs::create_directories(dest, ec);
-        fs::path src = ch.value("source", "");
-        if (fs::is_directory(src)) {
-          fs::copy(src, dest, fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
-        } else if (fs::is_regular_file(src)) {
-          fs::copy_file(src, dest / src.filename(), fs::copy_options::overwrite_existing, ec);
-        } else {
-          *error = "input channel " + ch.value("name", "") + ": no data at " + src.string();
-          return false;
-        }
-        if (ec) {
-          *error = "input channel " + ch.value("name", "") + ": " + ec.message();
-          return false;
-        }
-      }
-      if (spec_.contains("checkpoint") && spec_["checkpoint"].is_object()) {
-        fs::path src = spec_["checkpoint"].value("source", "");
-        if (fs::is_directory(src)) fs::copy(src, h / "checkpoints", fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
-      }
-      if (spec_.contains("script_mode")) {
-        std::string tarball = spec_["script_mode"].value("submit_tarball", "");
-        if (!tarball.empty()) {
-          if (!fs::exists(tarball)) {
-            *error = "sagemaker_submit_directory: no archive at " + tarball;
+        const auto& items = listed[index++];
+        std::string name = ch.value("name", "");
+        fs::path dest = h / "input/data" / name;
+        if (ch.contains("file_system")) {
+          // Mounted, never copied: a bind mount in the sandbox (Command), a symlink without one.
+          std::string host = ch["file_system"].value("host_path", "");
+          if (!fs::is_directory(host, ec)) {
+            *error = "input channel " + name + ": the file system directory " + host + " does not exist";
             return false;
           }
+          if (!sandbox_) {
+            fs::remove_all(dest, ec);
+            fs::create_directory_symlink(host, dest, ec);
+          } else {
+            fs::create_directories(dest, ec);
+          }
+          if (ec) {
+            *error = "input channel " + name + ": " + ec.message();
+            return false;
+          }
+          continue;
+        }
+        fs::create_directories(dest, ec);
+        std::vector<std::pair<local::InputItem, std::string>> work;
+        for (const auto& item : local::DataMover::Share(items, ch.value("distribution", "FullyReplicated"), n, count_))
+          work.emplace_back(item, (dest / item.rel).string());
+        // Downloads run in parallel; the stop file (written before any stop signal) ends them early.
+        std::string stop_path = local::StopPath(dir_);
+        Status st = mover_->FetchAll(work, kDownloadThreads, [&stop_path] {
+          struct stat sb;
+          return ::stat(stop_path.c_str(), &sb) == 0;
+        }, &stats_);
+        if (!st.ok()) {
+          *error = "input channel " + name + ": " + st.message();
+          return false;
+        }
+        if (StopRequested()) return true;
+      }
+      if (spec_.contains("script_mode")) {
+        if (!tarball.empty()) {
           if (RunCommand({"tar", "-xzf", tarball, "-C", (h / "code").string()}, dir_ + "/supervisor.log") != 0) {
             *error = "sagemaker_submit_directory: cannot unpack " + tarball;
             return false;
@@ -318,7 +374,78 @@ class Supervisor {
         }
       }
     }
+    if (spec_.contains("checkpoint") && spec_["checkpoint"].is_object()) {
+      std::vector<std::string> dirs;
+      for (int n = 1; n <= count_; ++n) dirs.push_back(CheckpointDir(n));
+      checkpoints_ = std::make_unique<local::CheckpointSync>(mover_.get(), spec_["checkpoint"].value("uri", ""), dirs);
+      local::TransferStats restored;
+      Status st = checkpoints_->Restore(&restored);
+      if (!st.ok()) {
+        *error = "CheckpointConfig: cannot restore " + spec_["checkpoint"].value("uri", "") + ": " + st.message();
+        return false;
+      }
+      Log("checkpoints: restored " + std::to_string(restored.fetched_objects) + " objects (" +
+          std::to_string(restored.fetched_bytes) + " bytes) into each instance");
+    }
+    Log("input: downloaded " + std::to_string(stats_.fetched_objects) + " objects (" +
+        std::to_string(stats_.fetched_bytes) + " bytes), reused " + std::to_string(stats_.reused_objects) +
+        " objects (" + std::to_string(stats_.reused_bytes) + " bytes) from the host cache");
+    status_["input_stats"] = {{"fetched_objects", stats_.fetched_objects}, {"fetched_bytes", stats_.fetched_bytes},
+                              {"reused_objects", stats_.reused_objects}, {"reused_bytes", stats_.reused_bytes}};
     return true;
+  }
+
+  // The instance's CheckpointConfig.LocalPath in its /opt/ml tree (the controller accepts only
+  // paths under /opt/ml).
+  std::string CheckpointDir(int n) const {
+    std::string lp = spec_["checkpoint"].value("local_path", "/opt/ml/checkpoints");
+    std::string rel = lp.rfind("/opt/ml/", 0) == 0 ? lp.substr(8) : "checkpoints";
+    while (!rel.empty() && rel.back() == '/') rel.pop_back();
+    return local::HostDir(dir_, n) + "/" + rel;
+  }
+
+  // Appends a line to supervisor.log (never secrets).
+  void Log(const std::string& line) {
+    std::ofstream(dir_ + "/supervisor.log", std::ios::app) << NowMs() << " " << line << "\n";
+  }
+
+  std::string InputSummary() const {
+    if (stats_.fetched_objects + stats_.reused_objects == 0) return "";
+    return " Input data: " + std::to_string(stats_.fetched_objects) + " objects (" + std::to_string(stats_.fetched_bytes) +
+           " bytes) downloaded, " + std::to_string(stats_.reused_objects) + " objects (" +
+           std::to_string(stats_.reused_bytes) + " bytes) reused from the host cache.";
+  }
+
+  // Checkpoints go to the store every sync_seconds_ while the instances run (a thread of its
+  // own, so a slow upload never holds up the log pipes or a stop), and once more at the end.
+  void StartCheckpointSync() {
+    if (!checkpoints_) return;
+    sync_thread_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(sync_mu_);
+      while (!sync_stop_) {
+        sync_cv_.wait_for(lock, std::chrono::seconds(sync_seconds_), [this] { return sync_stop_; });
+        if (sync_stop_) break;
+        SyncCheckpoints("periodic");
+      }
+    });
+  }
+  void StopCheckpointSync() {
+    if (!sync_thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(sync_mu_);
+      sync_stop_ = true;
+    }
+    sync_cv_.notify_all();
+    sync_thread_.join();
+  }
+  bool SyncCheckpoints(const char* why) {
+    int up = 0, del = 0;
+    Status st = checkpoints_->Sync(&up, &del);
+    if (up || del || !st.ok())
+      Log(std::string("checkpoints (") + why + "): uploaded " + std::to_string(up) + ", deleted " + std::to_string(del) +
+          (st.ok() ? "" : "; error: " + st.message()));
+    if (!st.ok()) last_sync_error_ = st.message();
+    return st.ok();
   }
 
   // The loopback address of algo-<n> in the sandbox's /etc/hosts: 127.0.1.n for n < 256.
@@ -433,9 +560,14 @@ class Supervisor {
       fs::create_directories("/opt/ml", ec);
       if (ec) bw.insert(bw.end(), {"--tmpfs", "/opt"});
     }
-    bw.insert(bw.end(), {"--bind", fs::absolute(local::HostDir(dir_, n)).string(), "/opt/ml", "--ro-bind",
-                         fs::absolute(dir_ + "/hosts-file").string(), "/etc/hosts", "--unshare-uts", "--hostname",
-                         "algo-" + std::to_string(n), "--die-with-parent", "--chdir", "/opt/ml/code", "--"});
+    bw.insert(bw.end(), {"--bind", fs::absolute(local::HostDir(dir_, n)).string(), "/opt/ml"});
+    for (const auto& ch : spec_.value("channels", json::array())) {
+      if (!ch.contains("file_system")) continue;
+      bw.insert(bw.end(), {ch["file_system"].value("read_only", true) ? "--ro-bind" : "--bind",
+                           ch["file_system"].value("host_path", ""), "/opt/ml/input/data/" + ch.value("name", "")});
+    }
+    bw.insert(bw.end(), {"--ro-bind", fs::absolute(dir_ + "/hosts-file").string(), "/etc/hosts", "--unshare-uts",
+                         "--hostname", "algo-" + std::to_string(n), "--die-with-parent", "--chdir", "/opt/ml/code", "--"});
     bw.insert(bw.end(), cmd.begin(), cmd.end());
     return bw;
   }
@@ -660,10 +792,25 @@ class Supervisor {
       if (local::ReadFile(local::HostDir(dir_, n) + "/output/failure", &f) && !f.empty()) failure_ = f.substr(0, 1024);
     }
     bool compress = spec_.value("compress", true);
-    auto pack = [&](const std::string& dest, const char* sub) {
-      if (dest.empty()) return false;
-      std::error_code ec;
-      fs::create_directories(fs::path(dest).parent_path(), ec);
+    std::string out_prefix = spec_.value("output_prefix", "");
+    auto fail = [&](const std::string& what) {
+      Log("upload: " + what);
+      if (failure_.empty()) failure_ = "ClientError: " + what;
+      if (exit_code_ == 0) exit_code_ = 1;
+      return false;
+    };
+    auto pack = [&](const std::string& name, const char* sub) {
+      if (out_prefix.empty()) return false;
+      if (!compress) {
+        // CompressionType NONE: the files themselves, under output/model/ and output/data/.
+        std::string target = out_prefix + (std::string(sub) == "model" ? "model/" : "data/");
+        for (int n = 1; n <= count_; ++n) {
+          Status st = mover_->UploadTree(local::HostDir(dir_, n) + "/" + sub, target);
+          if (!st.ok()) return fail("cannot upload " + std::string(sub) + " to " + target + ": " + st.message());
+        }
+        return true;
+      }
+      std::string dest = dir_ + "/" + name;
       std::string tmp = dest + ".tmp";
       std::vector<std::string> argv = {"tar", compress ? "-czf" : "-cf", tmp};
       bool any = false;
@@ -675,19 +822,16 @@ class Supervisor {
         }
       }
       if (!any) argv.insert(argv.end(), {"-T", "/dev/null"});
-      return RunCommand(argv, log) == 0 && ::rename(tmp.c_str(), dest.c_str()) == 0;
-    };
-    model_uploaded_ = pack(spec_.value("model_tar", ""), "model");
-    pack(spec_.value("output_tar", ""), "output/data");
-    if (spec_.contains("checkpoint") && spec_["checkpoint"].is_object()) {
-      std::string dest = spec_["checkpoint"].value("source", "");
+      if (RunCommand(argv, log) != 0 || ::rename(tmp.c_str(), dest.c_str()) != 0) return fail("cannot pack " + name);
+      Status st = mover_->UploadFile(dest, out_prefix + name);
       std::error_code ec;
-      if (!dest.empty()) {
-        fs::create_directories(dest, ec);
-        fs::copy(local::HostDir(dir_, 1) + "/checkpoints", dest,
-                 fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
-      }
-    }
+      fs::remove(dest, ec);
+      if (!st.ok()) return fail("cannot upload " + name + ": " + st.message());
+      return true;
+    };
+    model_uploaded_ = pack("model.tar.gz", "model");
+    pack("output.tar.gz", "output/data");
+    if (checkpoints_ && !SyncCheckpoints("final")) fail("cannot sync checkpoints: " + last_sync_error_);
   }
 
   std::string dir_;
@@ -710,6 +854,15 @@ class Supervisor {
   int exit_code_ = 0;
   std::string failure_;
   bool model_uploaded_ = false;
+  std::unique_ptr<local::DataMover> mover_;
+  local::TransferStats stats_;
+  std::unique_ptr<local::CheckpointSync> checkpoints_;
+  int sync_seconds_ = 10;
+  std::thread sync_thread_;
+  std::mutex sync_mu_;
+  std::condition_variable sync_cv_;
+  bool sync_stop_ = false;
+  std::string last_sync_error_;
 };
 
 }  // namespace

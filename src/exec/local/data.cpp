@@ -1,0 +1,314 @@
+#include "exec/local/data.h"
+
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "core/strings.h"
+
+namespace ty::exec::local {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+ObjectStoreConfig StoreConfigFromSpec(const json& s) {
+  ObjectStoreConfig c;
+  if (!s.is_object()) return c;
+  c.endpoint = s.value("endpoint", "");
+  c.region = s.value("region", "us-east-1");
+  c.access_key_id = s.value("access_key_id", "");
+  c.secret_access_key = s.value("secret_access_key", "");
+  c.path_style = s.value("path_style", true);
+  for (const auto& b : s.value("buckets", json::array()))
+    if (b.is_string()) c.buckets.push_back(b.get<std::string>());
+  c.multipart_threshold_bytes = s.value("multipart_threshold_bytes", c.multipart_threshold_bytes);
+  c.multipart_part_bytes = s.value("multipart_part_bytes", c.multipart_part_bytes);
+  c.checkpoint_sync_seconds = s.value("checkpoint_sync_seconds", c.checkpoint_sync_seconds);
+  return c;
+}
+
+DataMover::DataMover(const ObjectStoreConfig& config, const std::string& dir_root, std::string cache_dir)
+    : store_(objstore::NewRouter(config, dir_root)), cache_dir_(std::move(cache_dir)) {}
+
+namespace {
+
+std::string DirOf(const std::string& key) {
+  auto slash = key.rfind('/');
+  return slash == std::string::npos ? "" : key.substr(0, slash + 1);
+}
+
+bool SafeRel(const std::string& rel) {
+  if (rel.empty() || rel.front() == '/') return false;
+  for (const auto& seg : Split(rel, '/'))
+    if (seg == ".." || seg == ".") return false;
+  return true;
+}
+
+// Reflink (a copy-on-write clone, where the file system has them), else a hard link, else a
+// copy. The cache's files are read-only, so a job cannot change them through a hard link
+// unless it runs as root.
+bool LinkOrCopy(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  fs::remove(to, ec);
+  int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in >= 0) {
+    int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    bool cloned = out >= 0 && ::ioctl(out, FICLONE, in) == 0;
+    if (out >= 0) ::close(out);
+    ::close(in);
+    if (cloned) return true;
+    fs::remove(to, ec);
+  }
+  if (::link(from.c_str(), to.c_str()) == 0) return true;
+  fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
+  return !ec;
+}
+
+}  // namespace
+
+Status DataMover::ListChannel(const json& ch, const std::string& scratch, std::vector<InputItem>* items) {
+  std::string uri = ch.value("uri", "");
+  std::string bucket, key;
+  if (!objstore::ParseS3Uri(uri, &bucket, &key)) return InvalidArgument("not an s3:// URI: " + uri);
+  items->clear();
+  if (ch.value("data_type", "S3Prefix") == "ManifestFile") {
+    std::string local = scratch + "/manifest-" + ch.value("name", "") + ".json";
+    Status st = store_->Get(bucket, key, local);
+    if (!st.ok()) return InvalidArgument("the manifest file " + uri + " cannot be read: " + st.message());
+    std::string text;
+    {
+      std::ifstream in(local, std::ios::binary);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      text = ss.str();
+    }
+    json m = json::parse(text, nullptr, false);
+    if (m.is_discarded() || !m.is_array() || m.empty() || !m[0].is_object() || !m[0].contains("prefix") ||
+        !m[0]["prefix"].is_string())
+      return InvalidArgument("the manifest file " + uri +
+                             " is not a JSON array starting with {\"prefix\": \"s3://...\"} followed by relative keys");
+    std::string pbucket, pkey;
+    if (!objstore::ParseS3Uri(m[0]["prefix"].get<std::string>(), &pbucket, &pkey))
+      return InvalidArgument("the manifest file " + uri + ": the prefix is not an s3:// URI");
+    for (size_t i = 1; i < m.size(); ++i) {
+      if (!m[i].is_string()) return InvalidArgument("the manifest file " + uri + ": entry " + std::to_string(i) + " is not a string");
+      InputItem it;
+      it.bucket = pbucket;
+      it.key = pkey + m[i].get<std::string>();
+      it.rel = m[i].get<std::string>();
+      if (!SafeRel(it.rel)) return InvalidArgument("the manifest file " + uri + ": entry '" + it.rel + "' is not a relative key");
+      auto head = store_->Head(it.bucket, it.key);
+      if (!head.ok()) return InvalidArgument("the manifest file " + uri + " lists an object that cannot be read: " + head.status().message());
+      it.size = head->size;
+      it.etag = head->etag;
+      items->push_back(it);
+    }
+  } else {
+    auto list = store_->List(bucket, key);
+    if (!list.ok()) return list.status();
+    std::string base = DirOf(key);
+    for (const auto& o : *list) {
+      if (!o.key.empty() && o.key.back() == '/') continue;  // folder markers
+      InputItem it{bucket, o.key, o.key.substr(base.size()), o.size, o.etag};
+      if (!SafeRel(it.rel)) continue;
+      items->push_back(it);
+    }
+    if (items->empty()) return NotFound("no objects under " + uri);
+  }
+  if (ch.contains("shuffle_seed") && ch["shuffle_seed"].is_number_integer()) {
+    // Fisher-Yates with a fully specified generator: the same seed gives the same order everywhere.
+    std::mt19937_64 rng(static_cast<uint64_t>(ch["shuffle_seed"].get<int64_t>()));
+    for (size_t i = items->size(); i > 1; --i) std::swap((*items)[i - 1], (*items)[rng() % i]);
+  }
+  return Status::Ok();
+}
+
+std::vector<InputItem> DataMover::Share(const std::vector<InputItem>& items, const std::string& distribution, int n,
+                                        int count) {
+  if (distribution != "ShardedByS3Key" || count <= 1) return items;
+  std::vector<InputItem> out;
+  for (size_t j = static_cast<size_t>(n - 1); j < items.size(); j += static_cast<size_t>(count)) out.push_back(items[j]);
+  return out;
+}
+
+Status DataMover::Fetch(const InputItem& item, const std::string& dest, TransferStats* stats) {
+  std::error_code ec;
+  fs::create_directories(fs::path(dest).parent_path(), ec);
+  if (cache_dir_.empty() || item.etag.empty() || !store_->Remote(item.bucket)) {
+    TY_RETURN_IF_ERROR(store_->Get(item.bucket, item.key, dest));
+    if (store_->Remote(item.bucket)) {
+      stats->fetched_objects++;
+      stats->fetched_bytes += std::max<int64_t>(0, item.size);
+    }
+    return Status::Ok();
+  }
+  // Content-addressed: the ETag (with the size) names the content, whatever the key.
+  std::string id = Sha256Hex(item.etag + "\n" + std::to_string(item.size));
+  fs::path cached = fs::path(cache_dir_) / id.substr(0, 2) / id;
+  if (fs::exists(cached, ec) && static_cast<int64_t>(fs::file_size(cached, ec)) == item.size) {
+    stats->reused_objects++;
+    stats->reused_bytes += item.size;
+    ::utimensat(AT_FDCWD, cached.c_str(), nullptr, 0);  // recently used (for whoever trims the cache)
+  } else {
+    fs::create_directories(cached.parent_path(), ec);
+    TY_RETURN_IF_ERROR(store_->Get(item.bucket, item.key, cached.string()));
+    auto head_size = static_cast<int64_t>(fs::file_size(cached, ec));
+    if (item.size >= 0 && head_size != item.size) {
+      fs::remove(cached, ec);
+      return Internal("s3://" + item.bucket + "/" + item.key + " changed while it was read (size " +
+                      std::to_string(head_size) + ", listed " + std::to_string(item.size) + ")");
+    }
+    ::chmod(cached.c_str(), 0444);
+    stats->fetched_objects++;
+    stats->fetched_bytes += item.size;
+  }
+  if (!LinkOrCopy(cached.string(), dest)) return Internal("cannot place " + cached.string() + " at " + dest);
+  return Status::Ok();
+}
+
+Status DataMover::FetchAll(const std::vector<std::pair<InputItem, std::string>>& work, int threads,
+                           const std::function<bool()>& cancelled, TransferStats* stats) {
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  Status first = Status::Ok();
+  bool failed = false;
+  auto worker = [&] {
+    TransferStats mine;
+    while (true) {
+      size_t i = next++;
+      if (i >= work.size() || cancelled()) break;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (failed) break;
+      }
+      Status st = Fetch(work[i].first, work[i].second, &mine);
+      if (!st.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!failed) first = st, failed = true;
+        break;
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    stats->fetched_objects += mine.fetched_objects;
+    stats->fetched_bytes += mine.fetched_bytes;
+    stats->reused_objects += mine.reused_objects;
+    stats->reused_bytes += mine.reused_bytes;
+  };
+  int n = std::max(1, std::min<int>(threads, static_cast<int>(work.size())));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < n; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  return first;
+}
+
+Status DataMover::UploadFile(const std::string& local_path, const std::string& uri) {
+  std::string bucket, key;
+  if (!objstore::ParseS3Uri(uri, &bucket, &key)) return InvalidArgument("not an s3:// URI: " + uri);
+  return store_->Put(bucket, key, local_path);
+}
+
+Status DataMover::Download(const std::string& uri, const std::string& local_path) {
+  std::string bucket, key;
+  if (!objstore::ParseS3Uri(uri, &bucket, &key)) return InvalidArgument("not an s3:// URI: " + uri);
+  return store_->Get(bucket, key, local_path);
+}
+
+Status DataMover::UploadTree(const std::string& local_dir, const std::string& prefix_uri) {
+  std::error_code ec;
+  if (!fs::is_directory(local_dir, ec)) return Status::Ok();
+  std::string prefix = prefix_uri;
+  if (!prefix.empty() && prefix.back() != '/') prefix += '/';
+  for (fs::recursive_directory_iterator it(local_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    TY_RETURN_IF_ERROR(UploadFile(it->path().string(), prefix + fs::relative(it->path(), local_dir, ec).generic_string()));
+  }
+  return Status::Ok();
+}
+
+CheckpointSync::CheckpointSync(DataMover* mover, std::string prefix_uri, std::vector<std::string> local_dirs)
+    : mover_(mover), dirs_(std::move(local_dirs)) {
+  objstore::ParseS3Uri(prefix_uri, &bucket_, &prefix_);
+  if (!prefix_.empty() && prefix_.back() != '/') prefix_ += '/';
+}
+
+Status CheckpointSync::Restore(TransferStats* stats) {
+  auto list = mover_->store().List(bucket_, prefix_);
+  if (!list.ok()) {
+    if (list.status().code() == Code::kNotFound && !mover_->store().Remote(bucket_)) return Status::Ok();
+    return list.status();
+  }
+  for (const auto& o : *list) {
+    std::string rel = o.key.substr(prefix_.size());
+    if (rel.empty() || rel.back() == '/' || !SafeRel(rel)) continue;
+    in_store_[rel] = true;
+    for (size_t i = 0; i < dirs_.size(); ++i) {
+      std::string dest = dirs_[i] + "/" + rel;
+      // Straight from the store (checkpoints change between jobs and are written in place), once;
+      // the other instances get a copy of their own.
+      if (i == 0) {
+        TY_RETURN_IF_ERROR(mover_->store().Get(bucket_, o.key, dest));
+        stats->fetched_objects++;
+        stats->fetched_bytes += o.size;
+      } else {
+        std::error_code ec;
+        fs::create_directories(fs::path(dest).parent_path(), ec);
+        fs::copy_file(dirs_[0] + "/" + rel, dest, fs::copy_options::overwrite_existing, ec);
+        if (ec) return Internal("cannot copy the checkpoint " + rel + " to " + dest + ": " + ec.message());
+      }
+      // Restored files count as uploaded: only a later change sends them back.
+      struct stat st;
+      if (::stat(dest.c_str(), &st) == 0)
+        uploaded_[std::to_string(i) + "\n" + rel] = {st.st_size, st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec};
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckpointSync::Sync(int* uploaded, int* deleted) {
+  std::set<std::string> present;
+  std::error_code ec;
+  for (size_t i = 0; i < dirs_.size(); ++i) {
+    if (!fs::is_directory(dirs_[i], ec)) continue;
+    for (fs::recursive_directory_iterator it(dirs_[i], ec), end; !ec && it != end; it.increment(ec)) {
+      if (!it->is_regular_file(ec)) continue;
+      std::string rel = fs::relative(it->path(), dirs_[i], ec).generic_string();
+      present.insert(rel);
+      struct stat st;
+      if (::stat(it->path().c_str(), &st) != 0) continue;
+      Sig sig{st.st_size, st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec};
+      std::string id = std::to_string(i) + "\n" + rel;
+      auto prev = uploaded_.find(id);
+      if (prev != uploaded_.end() && prev->second.size == sig.size && prev->second.mtime_ns == sig.mtime_ns) continue;
+      TY_RETURN_IF_ERROR(mover_->store().Put(bucket_, prefix_ + rel, it->path().string()));
+      uploaded_[id] = sig;
+      in_store_[rel] = true;
+      ++*uploaded;
+    }
+  }
+  for (auto it = in_store_.begin(); it != in_store_.end();) {
+    if (present.count(it->first)) {
+      ++it;
+      continue;
+    }
+    TY_RETURN_IF_ERROR(mover_->store().Delete(bucket_, prefix_ + it->first));
+    for (size_t i = 0; i < dirs_.size(); ++i) uploaded_.erase(std::to_string(i) + "\n" + it->first);
+    ++*deleted;
+    it = in_store_.erase(it);
+  }
+  return Status::Ok();
+}
+
+}  // namespace ty::exec::local

@@ -1,0 +1,92 @@
+// Moving an attempt's data through the object store (docs/object-store.md): input channels
+// (S3Prefix / ManifestFile, sharding, shuffling) through the host-wide object cache, uploads of
+// outputs, and checkpoint restore and sync. Used by the supervisor only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/status.h"
+#include "objstore/objstore.h"
+
+namespace ty::exec::local {
+
+struct InputItem {
+  std::string bucket, key;
+  std::string rel;  // path under /opt/ml/input/data/<channel>/
+  int64_t size = -1;
+  std::string etag;
+};
+
+struct TransferStats {
+  int64_t fetched_objects = 0, fetched_bytes = 0;  // downloaded from the store
+  int64_t reused_objects = 0, reused_bytes = 0;    // taken from the host cache
+};
+
+// The spec's "object_store" object -> the settings (secrets included) and the cache directory.
+ObjectStoreConfig StoreConfigFromSpec(const nlohmann::json& spec_store);
+
+class DataMover {
+ public:
+  // `cache_dir` empty: no cache.
+  DataMover(const ObjectStoreConfig& config, const std::string& dir_root, std::string cache_dir);
+
+  objstore::ObjectStore& store() { return *store_; }
+
+  // The objects of a channel ("uri", "data_type", "shuffle_seed") in the order the channel
+  // defines (key order, or the manifest's, then shuffled with the seed). `scratch` is a
+  // directory for the manifest.
+  Status ListChannel(const nlohmann::json& channel, const std::string& scratch, std::vector<InputItem>* items);
+
+  // The share of instance `n` (1-based) of `count` for the channel's distribution.
+  static std::vector<InputItem> Share(const std::vector<InputItem>& items, const std::string& distribution, int n,
+                                      int count);
+
+  // Makes `dest` hold the object: through the host cache for remote buckets (reflink, hard
+  // link or copy out of it), straight from the store otherwise.
+  Status Fetch(const InputItem& item, const std::string& dest, TransferStats* stats);
+
+  // Fetch for each (item, destination), `threads` at a time; stops early (Ok) when `cancelled`
+  // says so. The first error wins.
+  Status FetchAll(const std::vector<std::pair<InputItem, std::string>>& work, int threads,
+                  const std::function<bool()>& cancelled, TransferStats* stats);
+
+  // Every file under `local_dir`, uploaded to prefix_uri + relative path.
+  Status UploadTree(const std::string& local_dir, const std::string& prefix_uri);
+  Status UploadFile(const std::string& local_path, const std::string& uri);
+  Status Download(const std::string& uri, const std::string& local_path);
+
+ private:
+  std::unique_ptr<objstore::ObjectStore> store_;
+  std::string cache_dir_;
+};
+
+// Checkpoint sync: restores the prefix into every instance's directory at the start, then
+// uploads new and changed files and deletes in the store what was deleted locally (a file is
+// gone when no instance has it any more).
+class CheckpointSync {
+ public:
+  CheckpointSync(DataMover* mover, std::string prefix_uri, std::vector<std::string> local_dirs);
+  Status Restore(TransferStats* stats);
+  // One pass; *uploaded / *deleted count what it did.
+  Status Sync(int* uploaded, int* deleted);
+
+ private:
+  struct Sig {
+    int64_t size = 0;
+    int64_t mtime_ns = 0;
+  };
+  DataMover* mover_;
+  std::string bucket_, prefix_;
+  std::vector<std::string> dirs_;
+  std::map<std::string, Sig> uploaded_;  // "<instance>\n<rel>" -> what was last uploaded
+  std::map<std::string, bool> in_store_;  // rel -> present in the store
+};
+
+}  // namespace ty::exec::local

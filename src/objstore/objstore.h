@@ -1,0 +1,48 @@
+// Object storage behind one interface: an S3-compatible endpoint (libcurl, SigV4) or the
+// embedded directory store (<data_dir>/buckets/<bucket>/<key>), chosen per bucket by a Router
+// (reference: docs/object-store.md). libcurl and libxml2 stay inside objstore.cpp.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/status.h"
+
+namespace ty::objstore {
+
+struct ObjectInfo {
+  std::string key;
+  int64_t size = 0;
+  std::string etag;  // without quotes
+};
+
+class ObjectStore {
+ public:
+  virtual ~ObjectStore() = default;
+  // Every object whose key starts with `prefix`, in key order (all pages).
+  virtual StatusOr<std::vector<ObjectInfo>> List(const std::string& bucket, const std::string& prefix) = 0;
+  virtual StatusOr<ObjectInfo> Head(const std::string& bucket, const std::string& key) = 0;
+  // Writes the object to local_path (through a temporary file; replaced only when complete).
+  virtual Status Get(const std::string& bucket, const std::string& key, const std::string& local_path) = 0;
+  virtual Status Put(const std::string& bucket, const std::string& key, const std::string& local_path) = 0;
+  virtual Status Delete(const std::string& bucket, const std::string& key) = 0;
+  // True when objects come over the network (worth caching on this host).
+  virtual bool Remote(const std::string& bucket) const = 0;
+};
+
+// The embedded directory store rooted at `root` (<data_dir>/buckets).
+std::unique_ptr<ObjectStore> NewDirStore(std::string root);
+
+// An S3-compatible endpoint. Errors name the bucket, the key and the S3 error code.
+std::unique_ptr<ObjectStore> NewS3Store(const ObjectStoreConfig& config);
+
+// Buckets that config.Routes() go to the endpoint, all others to the directory store.
+std::unique_ptr<ObjectStore> NewRouter(const ObjectStoreConfig& config, std::string dir_root);
+
+// s3://bucket/key -> (bucket, key); false when it is not an s3:// URI with a bucket.
+bool ParseS3Uri(const std::string& uri, std::string* bucket, std::string* key);
+
+}  // namespace ty::objstore
