@@ -156,7 +156,7 @@ class Supervisor {
     std::string error;
     if (!StopRequested()) {
       if (!Prepare(&error)) {
-        failure_ = "ClientError: " + error;
+        failure_ = (infrastructure_error_ ? "InternalServerError: " : "ClientError: ") + error;
         exit_code_ = 1;
       } else if (!StopRequested()) {
         if (!Launch(&error)) {
@@ -269,8 +269,9 @@ class Supervisor {
       if (StopRequested()) return true;  // staging can take long; Run() sees the stop
       fs::path h = local::HostDir(dir_, n);
       for (const char* sub : {"input/config", "input/data", "model", "output/data", "output/intermediate",
-                              "checkpoints", "code", "sagemaker/warmpoolcache"})
+                              "checkpoints", "sagemaker"})
         fs::create_directories(h / sub, ec);
+      if (!PrepareWorkspace(n, error)) return false;
       std::string type = spec_.value("instance_type", "");
       json rc = {{"current_host", hosts[n - 1]},
                  {"hosts", hosts},
@@ -304,19 +305,110 @@ class Supervisor {
         fs::path src = spec_["checkpoint"].value("source", "");
         if (fs::is_directory(src)) fs::copy(src, h / "checkpoints", fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
       }
-      if (spec_.contains("script_mode")) {
-        std::string tarball = spec_["script_mode"].value("submit_tarball", "");
-        if (!tarball.empty()) {
-          if (!fs::exists(tarball)) {
-            *error = "sagemaker_submit_directory: no archive at " + tarball;
-            return false;
-          }
-          if (RunCommand({"tar", "-xzf", tarball, "-C", (h / "code").string()}, dir_ + "/supervisor.log") != 0) {
-            *error = "sagemaker_submit_directory: cannot unpack " + tarball;
-            return false;
-          }
+    }
+    return true;
+  }
+
+  // ---- The instance workspace (docs/warm-pools.md) ----
+  // Per instance: code/ (the unpacked submit directory, /opt/ml/code), the setup command's
+  // results (e.g. venv/), pylib/ (requirements installed without a venv), and with a warm pool
+  // warmpoolcache/ (/opt/ml/sagemaker/warmpoolcache). It lives in the pool's directory when the
+  // job has a pool (so the next job on the pool finds it prepared), else in the attempt's.
+  std::string Workspace(int n) const {
+    std::string root = spec_.contains("warm_pool") && spec_["warm_pool"].is_object()
+                           ? spec_["warm_pool"].value("workspace", "")
+                           : dir_ + "/workspace";
+    return fs::absolute(root + "/algo-" + std::to_string(n)).string();
+  }
+  bool HasWarmPool() const { return spec_.contains("warm_pool") && spec_["warm_pool"].is_object(); }
+
+  // Cold: setup command, unpack the submit directory, install its requirements.txt. Warm (the
+  // workspace was prepared with the same setup command and archive): nothing to do. Only
+  // /opt/ml/code and the cache are links into the workspace; the rest of /opt/ml is new per job.
+  bool PrepareWorkspace(int n, std::string* error) {
+    std::error_code ec;
+    const fs::path ws = Workspace(n);
+    const fs::path h = local::HostDir(dir_, n);
+    const std::string log = dir_ + "/supervisor.log";
+    const std::string setup = spec_.value("setup_command", "");
+    std::string tarball = spec_.contains("script_mode") ? spec_["script_mode"].value("submit_tarball", "") : "";
+    json code_id = {{"archive", tarball}};
+    if (!tarball.empty()) {
+      if (!fs::exists(tarball)) {
+        *error = "sagemaker_submit_directory: no archive at " + tarball;
+        return false;
+      }
+      code_id["size"] = static_cast<int64_t>(fs::file_size(tarball, ec));
+      code_id["mtime"] = static_cast<int64_t>(fs::last_write_time(tarball, ec).time_since_epoch().count());
+    }
+    json marker = json::parse(ReadOr((ws / ".prepared").string(), "{}"), nullptr, false);
+    if (marker.is_discarded()) marker = json::object();
+    const bool setup_done = marker.contains("setup") && marker["setup"] == setup;
+    const bool code_done = setup_done && marker.contains("code") && marker["code"] == code_id;
+    if (!setup_done) {
+      // A different (or no) setup: start the workspace over, but never the cache.
+      for (const char* sub : {"code", "venv", "pylib"}) fs::remove_all(ws / sub, ec);
+      fs::create_directories(ws, ec);
+      if (!setup.empty()) {
+        if (RunCommand({"/bin/sh", "-c", "export TRAINYARD_WORKSPACE=\"$1\"; cd \"$1\" && eval \"$2\"", "setup",
+                        ws.string(), setup}, log) != 0) {
+          infrastructure_error_ = true;
+          *error = "the instance setup command for " + spec_.value("instance_type", "") + " failed (see " + log + ")";
+          return false;
         }
       }
+    }
+    if (!code_done) {
+      fs::remove_all(ws / "code", ec);
+      fs::remove_all(ws / "pylib", ec);
+      fs::create_directories(ws / "code", ec);
+      if (!tarball.empty() &&
+          RunCommand({"tar", "-xzf", tarball, "-C", (ws / "code").string()}, log) != 0) {
+        *error = "sagemaker_submit_directory: cannot unpack " + tarball;
+        return false;
+      }
+      if (fs::exists(ws / "code/requirements.txt") && !InstallRequirements(ws, error)) return false;
+    }
+    if (!setup_done || !code_done) {
+      json m = {{"setup", setup}, {"code", code_id}};
+      local::WriteFileAtomic((ws / ".prepared").string(), m.dump(), false);
+    }
+    // In the sandbox the workspace's code/ and cache are bind-mounted over empty directories of
+    // the /opt/ml tree (Command); without one, the tree links to them.
+    if (HasWarmPool()) fs::create_directories(ws / "warmpoolcache", ec);
+    std::vector<std::pair<fs::path, fs::path>> links = {{ws / "code", h / "code"}};
+    if (HasWarmPool()) links.emplace_back(ws / "warmpoolcache", h / "sagemaker/warmpoolcache");
+    for (const auto& [target, at] : links) {
+      fs::remove_all(at, ec);
+      if (sandbox_) {
+        fs::create_directories(at, ec);
+      } else {
+        fs::create_directory_symlink(target, at, ec);
+      }
+      if (ec) {
+        infrastructure_error_ = true;
+        *error = "cannot prepare " + at.string() + ": " + ec.message();
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // pip into the workspace's venv when the setup made one, else into pylib/ (on PYTHONPATH).
+  bool InstallRequirements(const fs::path& ws, std::string* error) {
+    std::vector<std::string> cmd;
+    if (fs::exists(ws / "venv/bin/python")) {
+      cmd = {(ws / "venv/bin/python").string(), "-m", "pip", "install"};
+    } else {
+      cmd = {"python3", "-m", "pip", "install", "--target", (ws / "pylib").string()};
+    }
+    cmd.insert(cmd.end(), {"--disable-pip-version-check", "-q", "-r", (ws / "code/requirements.txt").string()});
+    const json pip = spec_.value("pip", json::object());
+    if (pip.value("no_index", false)) cmd.push_back("--no-index");
+    if (!pip.value("find_links", "").empty()) cmd.insert(cmd.end(), {"--find-links", pip.value("find_links", "")});
+    if (RunCommand(cmd, dir_ + "/supervisor.log") != 0) {
+      *error = "cannot install requirements.txt of sagemaker_submit_directory (pip failed; see " + dir_ + "/supervisor.log)";
+      return false;
     }
     return true;
   }
@@ -378,7 +470,15 @@ class Supervisor {
     env["SM_USER_ENTRY_POINT"] = program;
     env["SM_USER_ARGS"] = user_args.dump();
     env["SAGEMAKER_SUBMIT_DIRECTORY"] = ml + "/code";
-    env["SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"] = ml + "/sagemaker/warmpoolcache";
+    // The cache exists only with a warm pool, and the variable only then (SEMANTICS.md §5.5).
+    if (HasWarmPool()) env["SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"] = ml + "/sagemaker/warmpoolcache";
+    const std::string ws = Workspace(n);
+    if (fs::exists(ws + "/venv/bin")) {
+      env["VIRTUAL_ENV"] = ws + "/venv";
+      env["PATH"] = ws + "/venv/bin:" + env["PATH"];
+    }
+    if (fs::exists(ws + "/pylib"))
+      env["PYTHONPATH"] = env.count("PYTHONPATH") ? ws + "/pylib:" + env["PYTHONPATH"] : ws + "/pylib";
     json training_env = {{"model_dir", ml + "/model"}, {"channel_input_dirs", json::object()},
                          {"hyperparameters", hps}, {"current_host", hosts[n - 1]}, {"hosts", hosts},
                          {"num_gpus", spec_.value("gpus", 0)}, {"num_cpus", spec_.value("vcpus", 1)},
@@ -434,7 +534,11 @@ class Supervisor {
       if (ec) bw.insert(bw.end(), {"--tmpfs", "/opt"});
     }
     bw.insert(bw.end(), {"--bind", fs::absolute(local::HostDir(dir_, n)).string(), "/opt/ml", "--ro-bind",
-                         fs::absolute(dir_ + "/hosts-file").string(), "/etc/hosts", "--unshare-uts", "--hostname",
+                         fs::absolute(dir_ + "/hosts-file").string(), "/etc/hosts", "--bind", Workspace(n) + "/code",
+                         "/opt/ml/code"});
+    if (HasWarmPool())
+      bw.insert(bw.end(), {"--bind", Workspace(n) + "/warmpoolcache", "/opt/ml/sagemaker/warmpoolcache"});
+    bw.insert(bw.end(), {"--unshare-uts", "--hostname",
                          "algo-" + std::to_string(n), "--die-with-parent", "--chdir", "/opt/ml/code", "--"});
     bw.insert(bw.end(), cmd.begin(), cmd.end());
     return bw;
@@ -708,6 +812,7 @@ class Supervisor {
   bool stopped_ = false;
   bool max_runtime_exceeded_ = false;
   int exit_code_ = 0;
+  bool infrastructure_error_ = false;  // Prepare failed for a reason of the host, not the job's
   std::string failure_;
   bool model_uploaded_ = false;
 };
