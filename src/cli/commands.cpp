@@ -1,4 +1,4 @@
-// Client subcommands: call, submit, jobs, describe, wait, logs, stop, snapshot.
+// Client subcommands: call, submit, jobs, describe, wait, logs, stop, snapshot, admin.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -350,6 +350,26 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
                           estimate > 0 ? FormatMs(estimate) : "unknown", j.value("trainyardWaitReason", "")});
         }
         PrintTable({"#", "JOB ID", "AT POSITION SINCE", "EXPECTED START", "WHY IT WAITS"}, rows);
+        return 0;
+      });
+    });
+  }
+
+  // ---- admin advance-clock ----
+  {
+    auto* admin = app.add_subcommand("admin", "Operator commands for tests and maintenance.");
+    admin->require_subcommand(1);
+    auto* cmd = admin->add_subcommand(
+        "advance-clock", "Move the server's clock on by SECONDS (test-only: the server must run with "
+                         "`serve --clock=offset`; warm-pool expiry and the 28-day lifetime follow it).");
+    static int64_t seconds = 0;
+    cmd->add_option("seconds", seconds, "Seconds to move the clock on (a positive whole number)")->required();
+    AddCommon(cmd, common);
+    cmd->callback([&run] {
+      run = WithClient(common, [](Client& c) {
+        auto out = c.Post("sagemaker", "/trainyard/v1/admin/advance-clock", {{"seconds", seconds}});
+        if (!out.ok()) return Fail(out.status());
+        std::printf("server clock now %s\n", FormatMs(static_cast<int64_t>((*out)["now"].get<double>() * 1000)).c_str());
         return 0;
       });
     });

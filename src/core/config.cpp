@@ -76,7 +76,9 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     TY_RETURN_IF_ERROR(Read(*s, "sqlite_synchronous_full", &c.sqlite_synchronous_full, "server."));
   }
   if (auto* e = root["executor"].as_table()) {
-    TY_RETURN_IF_ERROR(CheckKeys(*e, {"sandbox", "stop_grace_seconds"}, "[executor]"));
+    TY_RETURN_IF_ERROR(CheckKeys(*e, {"sandbox", "stop_grace_seconds", "pip_find_links", "pip_no_index"}, "[executor]"));
+    TY_RETURN_IF_ERROR(Read(*e, "pip_find_links", &c.pip_find_links, "executor."));
+    TY_RETURN_IF_ERROR(Read(*e, "pip_no_index", &c.pip_no_index, "executor."));
     TY_RETURN_IF_ERROR(Read(*e, "sandbox", &c.sandbox, "executor."));
     TY_RETURN_IF_ERROR(Read(*e, "stop_grace_seconds", &c.stop_grace_seconds, "executor."));
     if (c.sandbox != "auto" && c.sandbox != "bwrap" && c.sandbox != "none")
@@ -89,7 +91,7 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
       auto* t = arr->get(i)->as_table();
       std::string where = "instance_types[" + std::to_string(i) + "].";
       if (!t) return InvalidArgument("config: " + where + " must be a table");
-      TY_RETURN_IF_ERROR(CheckKeys(*t, {"name", "count", "vcpus", "gpus", "memory_mib"}, where));
+      TY_RETURN_IF_ERROR(CheckKeys(*t, {"name", "count", "vcpus", "gpus", "memory_mib", "warm_pool_quota", "setup_command"}, where));
       InstanceTypeSpec spec;
       TY_RETURN_IF_ERROR(Read(*t, "name", &spec.name, where));
       if (spec.name.empty()) return InvalidArgument("config: " + where + "name is required");
@@ -98,7 +100,11 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
       TY_RETURN_IF_ERROR(Read(*t, "vcpus", &spec.vcpus, where));
       TY_RETURN_IF_ERROR(Read(*t, "gpus", &spec.gpus, where));
       TY_RETURN_IF_ERROR(Read(*t, "memory_mib", &spec.memory_mib, where));
+      TY_RETURN_IF_ERROR(Read(*t, "warm_pool_quota", &spec.warm_pool_quota, where));
+      TY_RETURN_IF_ERROR(Read(*t, "setup_command", &spec.setup_command, where));
       if (spec.count < 0) return InvalidArgument("config: " + where + "count must be >= 0");
+      if (spec.warm_pool_quota < -1)
+        return InvalidArgument("config: " + where + "warm_pool_quota must be >= 0 (or -1: the type's count)");
       bool replaced = false;
       for (auto& existing : c.instance_types)
         if (existing.name == spec.name) existing = spec, replaced = true;
