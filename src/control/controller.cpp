@@ -119,6 +119,12 @@ StatusOr<std::unique_ptr<Controller>> Controller::Open(const Config& config, con
   c->executor_ = std::make_unique<exec::LocalExecutor>(eo);
 
   c->LoadState();
+  // Workspaces of pools that ended while the server was down between the commit and the removal.
+  for (const auto& entry : fs::directory_iterator(fs::path(c->data_dir_) / "pools", ec)) {
+    if (c->state_.warm_pools.count(entry.path().filename().string())) continue;
+    std::error_code rm;
+    fs::remove_all(entry.path(), rm);
+  }
   c->ReadoptAttempts();
   return c;
 }

@@ -426,6 +426,9 @@ count = 2
         ja = self.submit("qq", p, quotaShareName="a")
         self.wait_jobs([ja])
         self.wait_pool("qa-1", "Available")
+        snap = self.server.raw_call("batch", "GetJobQueueSnapshot", {"jobQueue": "qq"})
+        self.assertEqual([(w["trainingJobName"], w["instanceCount"], w["quotaShareName"])
+                          for w in snap["trainyardWarmPools"]], [("qa-1", 2, "a")])
         # b wants its own instance back: the pool is released rather than blocking it.
         jb = self.submit("qq", self.job("qb-1", keep=0), quotaShareName="b")
         (db,) = self.wait_jobs([jb])
