@@ -236,10 +236,21 @@ class WarmPoolTest(WarmPoolBase):
         self.create("p-b")
         self.assertEqual(self.pool("p-a")["Status"], "Reused")
 
-    def test_infrastructure_failure_keeps_no_pool_but_algorithm_error_does(self):
+    def test_algorithm_error_keeps_the_pool(self):
         f = self.create("f-alg", command="exit 3")
         self.assertEqual(f["TrainingJobStatus"], "Failed")
         self.assertEqual(self.wait_pool("f-alg", "Available")["Status"], "Available")
+
+    def test_a_stop_after_the_start_keeps_the_pool(self):
+        self.sm.create_training_job(**self.job("stop-a", command="echo up; exec sleep 60"))
+        deadline = time.time() + 30
+        while "up" not in (self.log("stop-a") if os.path.exists(
+                os.path.join(self.data_dir, "attempts", "stop-a", "logs", "algo-1.log")) else []):
+            self.assertLess(time.time(), deadline)
+            time.sleep(0.05)
+        self.sm.stop_training_job(TrainingJobName="stop-a")
+        self.assertEqual(self.wait_training("stop-a")["TrainingJobStatus"], "Stopped")
+        self.assertEqual(self.wait_pool("stop-a", "Available")["Status"], "Available")
 
 
 def make_wheel(directory, name="tinydep", version="1.0"):
@@ -360,7 +371,23 @@ class WarmPoolSetupTest(WarmPoolBase):
 name = "ml.m5.large"
 count = 4
 setup_command = "mkdir -p venv/bin && echo x >> setups && sleep 0.3"
+
+[[instance_types]]
+name = "ml.m5.xlarge"
+count = 2
+setup_command = "echo cannot provision; exit 1"
 """
+
+    def test_an_infrastructure_failure_keeps_no_pool(self):
+        p = self.job("broken-setup")
+        p["ResourceConfig"]["InstanceType"] = "ml.m5.xlarge"
+        self.sm.create_training_job(**p)
+        tj = self.wait_training("broken-setup")
+        self.assertEqual(tj["TrainingJobStatus"], "Failed")
+        self.assertTrue(tj["FailureReason"].startswith("InternalServerError"), tj["FailureReason"])
+        self.assertEqual(self.pool("broken-setup")["Status"], "Terminated")
+        self.assertIn("infrastructure error", self.raw("broken-setup")["WarmPoolEndReason"])
+        self.assertEqual(self.pool_dirs(expect=0), [])
 
     def test_setup_runs_once_per_pool(self):
         self.create("u-a")
