@@ -209,7 +209,12 @@ class WarmPoolTest(WarmPoolBase):
         open(gate, "w").close()
         self.wait_training("c-b")
         self.assertEqual(self.wait_pool("c-b", "Available")["Status"], "Available", self.raw("c-b"))
-        self.advance(3600 + 60)
+        # Through the CLI this time.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        out = subprocess.run([BIN, "admin", "advance-clock", str(3600 + 60), "--endpoint-url", self.server.url,
+                              "--data-dir", self.data_dir], capture_output=True, text=True, env=env)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("server clock now", out.stdout)
         self.wait_pool("c-b", "Terminated")
         self.assertIn("28 days", self.raw("c-b")["WarmPoolEndReason"])
         self.create("c-c", keep=21600)
@@ -220,7 +225,13 @@ class WarmPoolTest(WarmPoolBase):
         self.server = Server(self.data_dir).start()
         status, body = self.advance(60)
         self.assertEqual(status, 400)
+        self.assertEqual(body["__type"], "ValidationException")
         self.assertIn("--clock=offset", body["message"])
+        out = subprocess.run([BIN, "admin", "advance-clock", "60", "--endpoint-url", self.server.url,
+                              "--data-dir", self.data_dir], capture_output=True, text=True,
+                             env={k: v for k, v in os.environ.items() if not k.startswith("AWS_")})
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("--clock=offset", out.stderr)
         out = subprocess.run([BIN, "admin", "advance-clock", "--help"], capture_output=True, text=True)
         self.assertEqual(out.returncode, 0)
         self.assertIn("SECONDS", out.stdout)
