@@ -444,7 +444,7 @@ count = 2
         self.assertEqual(self.pool("svc-1")["ReusedByJob"], "svc-2")
         self.assertIn("seen=from-svc-1", self.log("svc-2"))
 
-    def test_another_quota_share_reclaims_warm_capacity(self):
+    def quota_queue(self):
         self.batch.create_service_environment(
             serviceEnvironmentName="qe", serviceEnvironmentType="SAGEMAKER_TRAINING",
             capacityLimits=[{"maxCapacity": 2, "capacityUnit": "ml.m5.large"}])
@@ -458,6 +458,9 @@ count = 2
                 capacityLimits=[{"maxCapacity": 1, "capacityUnit": "ml.m5.large"}],
                 resourceSharingConfiguration={"strategy": "LEND_AND_BORROW"},
                 preemptionConfiguration={"inSharePreemption": "DISABLED"})
+
+    def test_another_quota_share_reclaims_warm_capacity(self):
+        self.quota_queue()
         # Share a borrows b's idle instance: a two-instance pool, one instance of it borrowed.
         p = self.job("qa-1", keep=3600)
         p["ResourceConfig"]["InstanceCount"] = 2
@@ -473,6 +476,41 @@ count = 2
         self.assertEqual(db["status"], "SUCCEEDED")
         self.assertEqual(self.pool("qa-1")["Status"], "Terminated")
         self.assertIn("reclaims its capacity", self.raw("qa-1")["WarmPoolEndReason"])
+
+    def test_a_pool_never_blocks_its_own_share(self):
+        self.quota_queue()
+        ja = self.submit("qq", self.job("own-1", keep=3600), quotaShareName="a")
+        self.wait_jobs([ja])
+        self.wait_pool("own-1", "Available")
+        # a's next job does not match (two instances) and needs the pool's instance too.
+        p = self.job("own-2", keep=0)
+        p["ResourceConfig"]["InstanceCount"] = 2
+        j2 = self.submit("qq", p, quotaShareName="a")
+        (d2,) = self.wait_jobs([j2])
+        self.assertEqual(d2["status"], "SUCCEEDED")
+        self.assertEqual(self.pool("own-1")["Status"], "Terminated")
+        self.assertIn("needed by training job own-2", self.raw("own-1")["WarmPoolEndReason"])
+
+    def test_borrowing_does_not_release_a_pool_inside_its_shares_quota(self):
+        self.quota_queue()
+        ja = self.submit("qq", self.job("lend-1", keep=600), quotaShareName="a")
+        self.wait_jobs([ja])
+        self.wait_pool("lend-1", "Available")
+        # b wants to borrow a's instance, which a's pool uses: b waits, the pool stays.
+        p = self.job("borrow-1", keep=0)
+        p["ResourceConfig"]["InstanceCount"] = 2
+        jb = self.submit("qq", p, quotaShareName="b")
+        deadline = time.time() + 30
+        while not self.describe_raw(jb).get("trainyardWaitReason"):
+            self.assertLess(time.time(), deadline)
+            time.sleep(0.05)
+        self.assertEqual(self.describe_raw(jb)["status"], "RUNNABLE")
+        self.assertEqual(self.pool("lend-1")["Status"], "Available")
+        # When the keep-alive ends, the instance is free and b's job runs.
+        self.advance(601)
+        (db,) = self.wait_jobs([jb])
+        self.assertEqual(db["status"], "SUCCEEDED")
+        self.assertIn("keep-alive period ended", self.raw("lend-1")["WarmPoolEndReason"])
 
 
 if __name__ == "__main__":
