@@ -518,6 +518,7 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
     for (uint64_t seq : runnable) {
       const ServiceJob& j = state_.jobs.at(seq).job;
       waiting_shares.insert(j.quota_share_name);
+      if (j.payload.find("KeepAlivePeriodInSeconds") == std::string::npos) continue;  // cheap: most jobs
       json payload = json::parse(j.payload, nullptr, false);
       if (!payload.is_discarded() && KeepAliveOf(payload) > 0) waiting_keys.insert(WarmPoolMatchKey(payload));
     }
