@@ -357,6 +357,19 @@ pip_find_links = "{cls.wheels}"
         self.assertNotEqual(os.stat(installed).st_mtime_ns, mtime)
 
 
+class WarmPoolNoSandboxTest(WarmPoolBase):
+    """Without bubblewrap the /opt/ml tree links to the workspace instead of binding it."""
+    server_config = '[executor]\nsandbox = "none"\n'
+
+    def test_reuse_and_cache_without_a_sandbox(self):
+        self.create("ns-a")
+        self.create("ns-b")
+        self.assertEqual(self.pool("ns-a")["Status"], "Reused")
+        self.assertIn("seen=from-ns-a", self.log("ns-b"))
+        self.sm.update_training_job(TrainingJobName="ns-b", ResourceConfig={"KeepAlivePeriodInSeconds": 0})
+        self.assertEqual(self.pool_dirs(expect=0), [])
+
+
 class WarmPoolQuotaTest(WarmPoolBase):
     server_config = """
 [[instance_types]]
