@@ -136,7 +136,8 @@ class Controller {
   // Warm pools (warm_pools.cpp). On launch: takes over a matching Available pool or starts a new
   // one (KeepAlivePeriodInSeconds > 0); returns the transition message saying which.
   std::string AttachWarmPool(Turn& t, TrainingJob& tj);
-  // Frees Available pools of `type` (oldest first) until `count` instances are free on the host.
+  // Frees Available pools of `type` until `count` instances are free on the host: pools that no
+  // waiting job matches first, oldest first.
   void MakeRoom(Turn& t, const std::string& type, int64_t count, const std::string& for_job);
   // On the job's final status: keeps its pool Available or terminates it (creation rules, quota).
   void SettleWarmPool(Turn& t, TrainingJob& tj);

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <set>
+
 #include "control/controller.h"
 #include "control/turn.h"
 #include "control/warm_pool_rules.h"
@@ -69,12 +71,28 @@ std::string Controller::AttachWarmPool(Turn& t, TrainingJob& tj) {
 void Controller::MakeRoom(Turn& t, const std::string& type, int64_t count, const std::string& for_job) {
   const InstanceTypeSpec* spec = config_.FindInstanceType(type);
   int64_t total = spec ? spec->count : 0;
-  while (total - state_.host_in_use[type] - state_.warm_pool_held[type] < count) {
-    const WarmPool* oldest = nullptr;
+  auto short_of_room = [&] { return total - state_.host_in_use[type] - state_.warm_pool_held[type] < count; };
+  if (!short_of_room()) return;
+  // Pools that a waiting job would take over go last: the oldest of the others first.
+  std::set<std::string> wanted;
+  auto want = [&](const std::string& request) {
+    if (request.find("KeepAlivePeriodInSeconds") == std::string::npos) return;  // cheap: most jobs
+    json req = json::parse(request, nullptr, false);
+    if (!req.is_discarded() && KeepAliveOf(req) > 0) wanted.insert(WarmPoolMatchKey(req));
+  };
+  for (const auto& [seq, name] : state_.live_training_jobs) {
+    const TrainingJob& w = state_.training_jobs.at(name);
+    if (!w.launched && w.name != for_job) want(w.request_json);
+  }
+  for (const auto& [qname, q] : state_.queues)
+    for (uint64_t seq : state_.JobsIn(qname, JobStatus::kRunnable)) want(state_.jobs.at(seq).job.payload);
+  while (short_of_room()) {
+    const WarmPool* victim = nullptr;
+    auto rank = [&](const WarmPool& p) { return std::make_pair(wanted.count(p.match_key) > 0, p.seq); };
     for (const auto& [id, p] : state_.warm_pools)
-      if (p.status == "Available" && p.instance_type == type && (!oldest || p.seq < oldest->seq)) oldest = &p;
-    if (!oldest) return;  // the scheduler counted pools as free; nothing else holds them
-    TerminateWarmPool(t, oldest->id, "Released: its instances were needed by training job " + for_job + ".");
+      if (p.status == "Available" && p.instance_type == type && (!victim || rank(p) < rank(*victim))) victim = &p;
+    if (!victim) return;  // the scheduler counted pools as free; nothing else holds them
+    TerminateWarmPool(t, victim->id, "Released: its instances were needed by training job " + for_job + ".");
   }
 }
 

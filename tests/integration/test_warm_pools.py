@@ -445,6 +445,19 @@ count = 2
         self.assertEqual(self.pool("h-a")["Status"], "Terminated")
         self.assertIn("needed by training job h-big", self.raw("h-a")["WarmPoolEndReason"])
 
+    def test_a_pool_that_a_waiting_job_matches_is_released_last(self):
+        self.create("old-wanted", keep=3600)
+        self.create("new-unwanted", keep=3600, role=OTHER_ROLE)
+        # A queued job that matches the older pool waits (its service environment is disabled).
+        q = self.create_queue("held", capacity=2)
+        self.batch.update_service_environment(serviceEnvironment="held-env", state="DISABLED")
+        jq = self.submit(q, self.job("queued-match", keep=600))
+        self.wait_jobs([jq], statuses=("RUNNABLE",))
+        # A job that needs one instance: the pool nobody waits for goes, though it is newer.
+        self.create("needs-one", keep=0, role="arn:aws:iam::000000000000:role/Third")
+        self.assertEqual(self.pool("new-unwanted")["Status"], "Terminated")
+        self.assertEqual(self.pool("old-wanted")["Status"], "Available")
+
     def test_service_jobs_from_a_queue_reuse_a_pool(self):
         q = self.create_queue("wq", capacity=2)
         j1 = self.submit(q, self.job("svc-1"))
