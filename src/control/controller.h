@@ -138,6 +138,7 @@ class Controller {
   std::string AttachWarmPool(Turn& t, TrainingJob& tj);
   // Frees Available pools of `type` until `count` instances are free on the host: pools that no
   // waiting job matches first, oldest first.
+  void SetPoolOrigin(WarmPool& p, const TrainingJob& tj) const;
   void MakeRoom(Turn& t, const std::string& type, int64_t count, const std::string& for_job);
   // On the job's final status: keeps its pool Available or terminates it (creation rules, quota).
   void SettleWarmPool(Turn& t, TrainingJob& tj);

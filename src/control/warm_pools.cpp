@@ -19,6 +19,17 @@ namespace {
 std::string Secs(EpochMs ms) { return std::to_string(ms / 1000); }
 }  // namespace
 
+// A pool counts where its latest job came from (a quota share's pool counts against that share).
+void Controller::SetPoolOrigin(WarmPool& p, const TrainingJob& tj) const {
+  p.queue = p.quota_share = p.environment = "";
+  if (tj.service_job_id.empty()) return;
+  if (const ServiceJobState* js = state_.FindJob(tj.service_job_id)) {
+    p.queue = js->job.queue;
+    p.quota_share = js->job.quota_share_name;
+    p.environment = js->service_environment;
+  }
+}
+
 std::string Controller::AttachWarmPool(Turn& t, TrainingJob& tj) {
   if (tj.keep_alive_seconds <= 0) return "Launching requested ML instances on this host (cold start).";
   const json req = json::parse(tj.request_json);
@@ -41,6 +52,7 @@ std::string Controller::AttachWarmPool(Turn& t, TrainingJob& tj) {
     p.status = "InUse";
     p.owner_job = tj.name;
     p.available_since = p.expires_at = 0;
+    SetPoolOrigin(p, tj);
     t.warm_pools.insert(p.id);
     tj.warm_pool_id = p.id;
     tj.warm_pool_status = "InUse";
@@ -55,12 +67,7 @@ std::string Controller::AttachWarmPool(Turn& t, TrainingJob& tj) {
   p.match_key = key;
   p.created_at = t.now;
   p.owner_job = tj.name;
-  if (!tj.service_job_id.empty())
-    if (const ServiceJobState* js = state_.FindJob(tj.service_job_id)) {
-      p.queue = js->job.queue;
-      p.quota_share = js->job.quota_share_name;
-      p.environment = js->service_environment;
-    }
+  SetPoolOrigin(p, tj);
   tj.warm_pool_id = p.id;
   t.warm_pools.insert(p.id);
   state_.warm_pools[p.id] = std::move(p);

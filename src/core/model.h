@@ -191,7 +191,7 @@ struct WarmPool {
   EpochMs created_at = 0;           // the chain's start: the 28-day lifetime counts from here
   EpochMs available_since = 0;
   EpochMs expires_at = 0;           // while Available
-  // Where the first job came from: a quota-share queue's pool counts against its share.
+  // Where its latest job came from: a quota-share queue's pool counts against its share.
   std::string queue, quota_share, environment;
 };
 
