@@ -226,6 +226,14 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
                       j.value("TrainingJobStatus", "").c_str(), j.value("SecondaryStatus", "").c_str());
           if (j.contains("FailureReason")) std::printf("failure:      %s\n", j["FailureReason"].get<std::string>().c_str());
           std::printf("model:        %s\n", j["ModelArtifacts"].value("S3ModelArtifacts", "").c_str());
+          if (j.contains("WarmPoolStatus")) {
+            const json& w = j["WarmPoolStatus"];
+            std::printf("warm pool:    %s, retained %llds", w.value("Status", "").c_str(),
+                        static_cast<long long>(w.value("ResourceRetainedBillableTimeInSeconds", int64_t{0})));
+            if (w.contains("ReusedByJob")) std::printf(", reused by %s", w["ReusedByJob"].get<std::string>().c_str());
+            if (j.contains("WarmPoolEndReason")) std::printf(" (%s)", j["WarmPoolEndReason"].get<std::string>().c_str());
+            std::printf("\n");
+          }
           for (auto& t : j.value("SecondaryStatusTransitions", json::array()))
             std::printf("  %-20s %s\n", t.value("Status", "").c_str(), t.value("StatusMessage", "").c_str());
           for (auto& m : j.value("FinalMetricDataList", json::array()))

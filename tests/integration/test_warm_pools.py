@@ -181,6 +181,10 @@ class WarmPoolTest(WarmPoolBase):
         w = self.wait_pool("e-a", "Terminated")
         self.assertGreaterEqual(w["ResourceRetainedBillableTimeInSeconds"], 600)
         self.assertIn("keep-alive period ended", self.raw("e-a")["WarmPoolEndReason"])
+        out = subprocess.run([BIN, "describe", "e-a", "--endpoint-url", self.server.url, "--data-dir", self.data_dir],
+                             capture_output=True, text=True,
+                             env={k: v for k, v in os.environ.items() if not k.startswith("AWS_")})
+        self.assertIn("warm pool:    Terminated", out.stdout, out.stderr)
         self.assertEqual(self.pool_dirs(expect=0), [])
         # Updating a terminated pool, an unknown job, or out of range: AWS's errors, nothing changes.
         with self.assertRaises(ClientError) as e:
