@@ -15,10 +15,6 @@ namespace ty::control {
 
 using nlohmann::json;
 
-namespace {
-std::string Secs(EpochMs ms) { return std::to_string(ms / 1000); }
-}  // namespace
-
 // A pool counts where its latest job came from (a quota share's pool counts against that share).
 void Controller::SetPoolOrigin(WarmPool& p, const TrainingJob& tj) const {
   p.queue = p.quota_share = p.environment = "";

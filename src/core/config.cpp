@@ -16,11 +16,20 @@ Config DefaultConfig() {
   Config c;
   // A small catalogue that fits a laptop or CI box: CPU types for script-mode jobs, and GPU
   // types with zero count (enable them in a config file on a GPU machine).
+  auto type = [](const char* name, int64_t count, int vcpus, int gpus, int64_t memory_mib) {
+    InstanceTypeSpec t;
+    t.name = name;
+    t.count = count;
+    t.vcpus = vcpus;
+    t.gpus = gpus;
+    t.memory_mib = memory_mib;
+    return t;
+  };
   c.instance_types = {
-      {"ml.m5.large", 4, 2, 0, 8192},     {"ml.m5.xlarge", 2, 4, 0, 16384},
-      {"ml.m5.2xlarge", 1, 8, 0, 32768},  {"ml.c5.xlarge", 2, 4, 0, 8192},
-      {"ml.c5.2xlarge", 1, 8, 0, 16384},  {"ml.g5.xlarge", 0, 4, 1, 16384},
-      {"ml.g5.12xlarge", 0, 48, 4, 196608}, {"ml.p4d.24xlarge", 0, 96, 8, 1179648},
+      type("ml.m5.large", 4, 2, 0, 8192),      type("ml.m5.xlarge", 2, 4, 0, 16384),
+      type("ml.m5.2xlarge", 1, 8, 0, 32768),   type("ml.c5.xlarge", 2, 4, 0, 8192),
+      type("ml.c5.2xlarge", 1, 8, 0, 16384),   type("ml.g5.xlarge", 0, 4, 1, 16384),
+      type("ml.g5.12xlarge", 0, 48, 4, 196608), type("ml.p4d.24xlarge", 0, 96, 8, 1179648),
   };
   return c;
 }
