@@ -372,6 +372,17 @@ Response Snapshot(Controller& c, const json& req) {
       utilization["quotaShareUtilization"] = {{"topCapacityUtilization", top}};
     }
     out["queueUtilization"] = utilization;
+    // trainyard extension: the Available warm pools this queue's jobs left, the instances they
+    // hold, and until when (docs/warm-pools.md). They give the instances back when needed.
+    json pools = json::array();
+    for (const auto& [id, p] : s.warm_pools) {
+      if (p.status != "Available" || p.queue != q->name) continue;
+      json w = {{"trainingJobName", p.owner_job}, {"instanceType", p.instance_type},
+                {"instanceCount", p.instance_count}, {"expiresAt", p.expires_at}};
+      if (!p.quota_share.empty()) w["quotaShareName"] = p.quota_share;
+      pools.push_back(w);
+    }
+    if (!pools.empty()) out["trainyardWarmPools"] = pools;
     return out;
   });
 }

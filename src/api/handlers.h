@@ -21,6 +21,9 @@ Response HandleSageMaker(control::Controller& c, const std::string& operation, c
 
 // trainyard's own read of a training job's log (POST /trainyard/v1/logs, signed as "sagemaker").
 Response HandleGetLogs(control::Controller& c, const nlohmann::json& req);
+// Test-only: moves the server's clock on (POST /trainyard/v1/admin/advance-clock, {"seconds": N},
+// signed as "sagemaker"); refused unless the server runs with --clock=offset.
+Response HandleAdvanceClock(control::Controller& c, const nlohmann::json& req);
 
 // Operations each handler implements (for routing and the coverage docs).
 bool BatchImplements(const std::string& operation);

@@ -24,7 +24,18 @@ int64_t BillableSeconds(const TrainingJob& tj) {
   return std::max<int64_t>(1, s);
 }
 
-json EncodeDescribe(const TrainingJob& tj) {
+// WarmPoolStatus, or null when the job has none. While Available, the retained time runs on.
+json EncodeWarmPool(const TrainingJob& tj, EpochMs now) {
+  if (tj.warm_pool_status.empty()) return nullptr;
+  int64_t retained = tj.warm_pool_status == "Available"
+                         ? std::max<EpochMs>(0, now - tj.warm_pool_available_since) / 1000
+                         : tj.warm_pool_retained_seconds;
+  json w = {{"Status", tj.warm_pool_status}, {"ResourceRetainedBillableTimeInSeconds", retained}};
+  if (!tj.reused_by_job.empty()) w["ReusedByJob"] = tj.reused_by_job;
+  return w;
+}
+
+json EncodeDescribe(const TrainingJob& tj, EpochMs now) {
   json req = json::parse(tj.request_json);
   json j;
   j["TrainingJobName"] = tj.name;
@@ -62,10 +73,14 @@ json EncodeDescribe(const TrainingJob& tj) {
     j["TrainingTimeInSeconds"] = b;
     j["BillableTimeInSeconds"] = b;
   }
+  if (json w = EncodeWarmPool(tj, now); !w.is_null()) j["WarmPoolStatus"] = w;
+  // trainyard extensions: where the job's instances came from and why its pool ended.
+  if (!tj.reused_from_job.empty()) j["WarmPoolReusedFromJob"] = tj.reused_from_job;
+  if (!tj.warm_pool_end_reason.empty()) j["WarmPoolEndReason"] = tj.warm_pool_end_reason;
   return j;
 }
 
-json EncodeSummary(const TrainingJob& tj) {
+json EncodeSummary(const TrainingJob& tj, EpochMs now) {
   json j = {{"TrainingJobName", tj.name},
             {"TrainingJobArn", tj.arn},
             {"CreationTime", Seconds(tj.creation_time)},
@@ -73,6 +88,7 @@ json EncodeSummary(const TrainingJob& tj) {
             {"TrainingJobStatus", tj.status},
             {"SecondaryStatus", tj.secondary_status}};
   if (tj.training_end_time) j["TrainingEndTime"] = Seconds(tj.training_end_time);
+  if (json w = EncodeWarmPool(tj, now); !w.is_null()) j["WarmPoolStatus"] = w;
   return j;
 }
 
@@ -99,8 +115,8 @@ Response ListTrainingJobs(Controller& c, const json& req) {
     if (token.find_first_not_of("0123456789") != std::string::npos) return InvalidArgument("NextToken is not valid");
     offset = std::stoull(token);
   }
-  if (req.contains("WarmPoolStatusEquals"))
-    return InvalidArgument("WarmPoolStatusEquals: warm pools are not offered by this server yet");
+  std::string warm = req.value("WarmPoolStatusEquals", "");
+  const EpochMs now = c.Now();
   return c.Read([&](const State& s) -> Response {
     std::vector<const TrainingJob*> jobs;
     for (const auto& [name, tj] : s.training_jobs) {
@@ -108,6 +124,7 @@ Response ListTrainingJobs(Controller& c, const json& req) {
       if (tj.last_modified_time <= modified_after || tj.last_modified_time >= modified_before) continue;
       if (!contains.empty() && ToLower(name).find(contains) == std::string::npos) continue;
       if (!status.empty() && tj.status != status) continue;
+      if (!warm.empty() && tj.warm_pool_status != warm) continue;
       jobs.push_back(&tj);
     }
     // Total order: the sort key, then creation sequence.
@@ -120,7 +137,7 @@ Response ListTrainingJobs(Controller& c, const json& req) {
       return ascending ? key(a) < key(b) : key(b) < key(a);
     });
     json list = json::array();
-    for (size_t i = offset; i < jobs.size() && list.size() < max; ++i) list.push_back(EncodeSummary(*jobs[i]));
+    for (size_t i = offset; i < jobs.size() && list.size() < max; ++i) list.push_back(EncodeSummary(*jobs[i], now));
     json out = {{"TrainingJobSummaries", list}};
     if (offset + max < jobs.size()) out["NextToken"] = std::to_string(offset + max);
     return out;
@@ -131,7 +148,7 @@ Response ListTrainingJobs(Controller& c, const json& req) {
 
 bool SageMakerImplements(const std::string& op) {
   static const std::set<std::string> kOps = {"CreateTrainingJob", "DescribeTrainingJob", "ListTrainingJobs",
-                                             "StopTrainingJob"};
+                                             "StopTrainingJob", "UpdateTrainingJob"};
   return kOps.count(op) > 0;
 }
 
@@ -143,19 +160,33 @@ Response HandleSageMaker(Controller& c, const std::string& op, const json& req) 
   }
   if (op == "DescribeTrainingJob") {
     std::string name = req.value("TrainingJobName", "");
+    const EpochMs now = c.Now();
     return c.Read([&](const State& s) -> Response {
       const TrainingJob* tj = s.FindTrainingJob(name);
       if (!tj) return NotFound("Requested resource not found: training job " + name);
-      return EncodeDescribe(*tj);
+      return EncodeDescribe(*tj, now);
     });
   }
   if (op == "ListTrainingJobs") return ListTrainingJobs(c, req);
+  if (op == "UpdateTrainingJob") {
+    auto tj = c.UpdateTrainingJob(req);
+    if (!tj.ok()) return tj.status();
+    return json{{"TrainingJobArn", tj->arn}};
+  }
   if (op == "StopTrainingJob") {
     Status st = c.StopTrainingJob(req.value("TrainingJobName", ""));
     if (!st.ok()) return st;
     return json::object();
   }
   return Status(Code::kUnknownOperation, "Operation " + op + " is not supported by this server");
+}
+
+Response HandleAdvanceClock(Controller& c, const json& req) {
+  if (!req.contains("seconds") || !req["seconds"].is_number_integer() || req["seconds"].get<int64_t>() <= 0)
+    return InvalidArgument("seconds is required and must be a positive whole number of seconds");
+  auto now = c.AdvanceClock(req["seconds"].get<int64_t>());
+  if (!now.ok()) return now.status();
+  return json{{"now", Seconds(*now)}};
 }
 
 Response HandleGetLogs(Controller& c, const json& req) {

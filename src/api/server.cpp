@@ -86,6 +86,8 @@ struct ApiServer::Impl {
       if (!valid.ok()) return Reply(res, protocol, valid);
       out = protocol == Protocol::kBatchRestJson ? HandleBatch(controller, operation, *body)
                                                   : HandleSageMaker(controller, operation, *body);
+    } else if (operation == "AdvanceClock") {
+      out = HandleAdvanceClock(controller, *body);
     } else {
       out = HandleGetLogs(controller, *body);
     }
@@ -131,6 +133,9 @@ ApiServer::ApiServer(control::Controller& controller, RootCredential root)
   });
   http.Post("/trainyard/v1/logs", [impl](const httplib::Request& req, httplib::Response& res) {
     impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", nullptr, "GetLogs");
+  });
+  http.Post("/trainyard/v1/admin/advance-clock", [impl](const httplib::Request& req, httplib::Response& res) {
+    impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", nullptr, "AdvanceClock");
   });
   http.set_error_handler([impl](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;

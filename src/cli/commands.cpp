@@ -1,4 +1,4 @@
-// Client subcommands: call, submit, jobs, describe, wait, logs, stop, snapshot.
+// Client subcommands: call, submit, jobs, describe, wait, logs, stop, snapshot, admin.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -226,6 +226,14 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
                       j.value("TrainingJobStatus", "").c_str(), j.value("SecondaryStatus", "").c_str());
           if (j.contains("FailureReason")) std::printf("failure:      %s\n", j["FailureReason"].get<std::string>().c_str());
           std::printf("model:        %s\n", j["ModelArtifacts"].value("S3ModelArtifacts", "").c_str());
+          if (j.contains("WarmPoolStatus")) {
+            const json& w = j["WarmPoolStatus"];
+            std::printf("warm pool:    %s, retained %llds", w.value("Status", "").c_str(),
+                        static_cast<long long>(w.value("ResourceRetainedBillableTimeInSeconds", int64_t{0})));
+            if (w.contains("ReusedByJob")) std::printf(", reused by %s", w["ReusedByJob"].get<std::string>().c_str());
+            if (j.contains("WarmPoolEndReason")) std::printf(" (%s)", j["WarmPoolEndReason"].get<std::string>().c_str());
+            std::printf("\n");
+          }
           for (auto& t : j.value("SecondaryStatusTransitions", json::array()))
             std::printf("  %-20s %s\n", t.value("Status", "").c_str(), t.value("StatusMessage", "").c_str());
           for (auto& m : j.value("FinalMetricDataList", json::array()))
@@ -350,6 +358,26 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
                           estimate > 0 ? FormatMs(estimate) : "unknown", j.value("trainyardWaitReason", "")});
         }
         PrintTable({"#", "JOB ID", "AT POSITION SINCE", "EXPECTED START", "WHY IT WAITS"}, rows);
+        return 0;
+      });
+    });
+  }
+
+  // ---- admin advance-clock ----
+  {
+    auto* admin = app.add_subcommand("admin", "Operator commands for tests and maintenance.");
+    admin->require_subcommand(1);
+    auto* cmd = admin->add_subcommand(
+        "advance-clock", "Move the server's clock on by SECONDS (test-only: the server must run with "
+                         "`serve --clock=offset`; warm-pool expiry and the 28-day lifetime follow it).");
+    static int64_t seconds = 0;
+    cmd->add_option("seconds", seconds, "Seconds to move the clock on (a positive whole number)")->required();
+    AddCommon(cmd, common);
+    cmd->callback([&run] {
+      run = WithClient(common, [](Client& c) {
+        auto out = c.Post("sagemaker", "/trainyard/v1/admin/advance-clock", {{"seconds", seconds}});
+        if (!out.ok()) return Fail(out.status());
+        std::printf("server clock now %s\n", FormatMs(static_cast<int64_t>((*out)["now"].get<double>() * 1000)).c_str());
         return 0;
       });
     });

@@ -62,8 +62,13 @@ void AddServeCommand(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--region", std::get<3>(*opts), "AWS region this server answers as (default us-east-1)");
   cmd->add_option("--account-id", std::get<4>(*opts), "Account id used in ARNs (default 000000000000)");
   cmd->add_option("--log-level", std::get<5>(*opts), "trace, debug, info, warn or error (default info)");
-  cmd->callback([&run, opts] {
-    run = [opts]() -> int {
+  auto clock_mode = std::make_shared<std::string>("system");
+  cmd->add_option("--clock", *clock_mode,
+                  "system (default), or offset: for tests only, the wall clock plus an offset that "
+                  "`trainyard admin advance-clock` moves on (see docs/warm-pools.md)")
+      ->check(CLI::IsMember({"system", "offset"}));
+  cmd->callback([&run, opts, clock_mode] {
+    run = [opts, clock_mode]() -> int {
       auto& [listen, data_dir, config_path, region, account, level] = *opts;
       // stdout carries only the "listening on" line; logs go to stderr.
       spdlog::set_default_logger(spdlog::stderr_color_mt("trainyard"));
@@ -108,10 +113,17 @@ void AddServeCommand(CLI::App& app, std::function<int()>& run) {
       char exe[4096];
       ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
       std::string self = n > 0 ? std::string(exe, static_cast<size_t>(n)) : "trainyard";
-      auto controller = control::Controller::Open(config, SystemClock::instance(), self);
+      static OffsetClock offset_clock;  // outlives the controller (the process ends with _Exit)
+      const bool offset = *clock_mode == "offset";
+      const Clock& clock = offset ? static_cast<const Clock&>(offset_clock) : SystemClock::instance();
+      auto controller = control::Controller::Open(config, clock, self);
       if (!controller.ok()) {
         std::fprintf(stderr, "trainyard: %s\n", controller.status().message().c_str());
         return 1;
+      }
+      if (offset) {
+        (*controller)->SetAdjustableClock(&offset_clock);
+        spdlog::warn("--clock=offset: the server's clock can be moved on by `trainyard admin advance-clock` (test-only)");
       }
       (*controller)->Start();
       api::ApiServer server(**controller, *cred);

@@ -87,7 +87,7 @@ StatusOr<std::unique_ptr<Controller>> Controller::Open(const Config& config, con
   std::unique_ptr<Controller> c(new Controller(config, clock));
   c->data_dir_ = fs::absolute(config.data_dir).lexically_normal().string();
   std::error_code ec;
-  for (const char* sub : {"", "attempts", "buckets", "run"}) {
+  for (const char* sub : {"", "attempts", "buckets", "run", "pools"}) {
     fs::create_directories(fs::path(c->data_dir_) / sub, ec);
     if (ec) return Internal("cannot create " + (fs::path(c->data_dir_) / sub).string() + ": " + ec.message());
   }
@@ -119,6 +119,12 @@ StatusOr<std::unique_ptr<Controller>> Controller::Open(const Config& config, con
   c->executor_ = std::make_unique<exec::LocalExecutor>(eo);
 
   c->LoadState();
+  // Workspaces of pools that ended while the server was down between the commit and the removal.
+  for (const auto& entry : fs::directory_iterator(fs::path(c->data_dir_) / "pools", ec)) {
+    if (c->state_.warm_pools.count(entry.path().filename().string())) continue;
+    std::error_code rm;
+    fs::remove_all(entry.path(), rm);
+  }
   c->ReadoptAttempts();
   return c;
 }
@@ -169,6 +175,13 @@ void Controller::LoadState() {
     bool live = t.status == "InProgress" || t.status == "Stopping";
     if (live && t.launched) s.host_in_use[t.instance_type] += t.instance_count;
     s.AddTrainingJob(t);
+  }));
+  must(store_->LoadAll(store::Kind::kWarmPool, [&](const std::string&, const std::string& doc) {
+    WarmPool p;
+    if (!DecodeDoc(doc, &p)) return;
+    s.next_seq = std::max(s.next_seq, p.seq + 1);
+    if (p.status == "Available") s.warm_pool_held[p.instance_type] += p.instance_count;
+    s.warm_pools[p.id] = p;
   }));
   must(store_->LoadAll(store::Kind::kMetricSeries, [&](const std::string& key, const std::string& doc) {
     auto j = json::parse(doc, nullptr, false);
@@ -237,6 +250,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& 
       for (const auto& [name, q] : state_.queues)
         if (!q.scheduling_policy_arn.empty() && !state_.JobsIn(name, JobStatus::kRunnable).empty()) t.reschedule = true;
     }
+    ExpireWarmPools(t);
     StartPendingTrainingJobs(t);
     SchedulePass(t);
 
@@ -267,6 +281,9 @@ void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& 
     }
     for (const auto& n : t.training_jobs)
       writes.push_back({store::Kind::kTrainingJob, n, EncodeDoc(state_.training_jobs.at(n))});
+    for (const auto& n : t.warm_pools)
+      writes.push_back({store::Kind::kWarmPool, n, EncodeDoc(state_.warm_pools.at(n))});
+    for (const auto& n : t.deleted_warm_pools) writes.push_back({store::Kind::kWarmPool, n, ""});
     for (const auto& n : t.metric_series) {
       json doc = json::array();
       for (auto& m : state_.metric_series[n]) doc.push_back({m.name, m.value, m.timestamp});
@@ -295,6 +312,12 @@ void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& 
     }
   }
   for (auto& [id, grace] : t.stops) executor_->Stop(id, grace);
+  for (const auto& dir : t.remove_dirs) {
+    // The pool's workspace and persistent cache end with it (SEMANTICS.md §5.5).
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    if (ec) spdlog::warn("cannot remove {}: {}", dir, ec.message());
+  }
   if (!t.submitted_now.empty() || t.reschedule) {
     std::lock_guard lock(queue_mu_);
     wake_ = true;

@@ -79,6 +79,15 @@ class Controller {
   // ---- SageMaker ----
   StatusOr<TrainingJob> CreateTrainingJob(const nlohmann::json& req);
   Status StopTrainingJob(const std::string& name);
+  // ResourceConfig.KeepAlivePeriodInSeconds of a job whose warm pool is Available; 0 releases it.
+  StatusOr<TrainingJob> UpdateTrainingJob(const nlohmann::json& req);
+
+  // The controller's clock (the offset one under `serve --clock=offset`).
+  EpochMs Now() const { return clock_.now_ms(); }
+  // Test-only: moves the server's clock on. FailedPrecondition unless the server runs with an
+  // adjustable clock (SetAdjustableClock). REQUIRES: seconds > 0.
+  StatusOr<EpochMs> AdvanceClock(int64_t seconds);
+  void SetAdjustableClock(OffsetClock* clock) { adjustable_clock_ = clock; }
 
   // Resolves a queue / environment given by name or ARN. Call under Read().
   static const JobQueue* FindQueue(const State& s, const std::string& name_or_arn);
@@ -124,6 +133,18 @@ class Controller {
   void SetJobStatus(Turn& t, ServiceJobState& js, JobStatus status, const std::string& reason);
   void AddTransition(Turn& t, TrainingJob& tj, const std::string& secondary, const std::string& message, EpochMs at);
   void ReleaseCapacity(TrainingJob& tj);
+  // Warm pools (warm_pools.cpp). On launch: takes over a matching Available pool or starts a new
+  // one (KeepAlivePeriodInSeconds > 0); returns the transition message saying which.
+  std::string AttachWarmPool(Turn& t, TrainingJob& tj);
+  // Frees Available pools of `type` until `count` instances are free on the host: pools that no
+  // waiting job matches first, oldest first.
+  void SetPoolOrigin(WarmPool& p, const TrainingJob& tj) const;
+  void MakeRoom(Turn& t, const std::string& type, int64_t count, const std::string& for_job);
+  // On the job's final status: keeps its pool Available or terminates it (creation rules, quota).
+  void SettleWarmPool(Turn& t, TrainingJob& tj);
+  void TerminateWarmPool(Turn& t, const std::string& id, const std::string& reason);
+  void ExpireWarmPools(Turn& t);
+  std::string WarmPoolDir(const std::string& id) const { return data_dir_ + "/pools/" + id; }
   // Moves a training job to Stopping for `cause` ("user", "terminate", "timeout", "preempt") and,
   // when it was launched, asks the executor to stop it after the commit.
   void RequestStop(Turn& t, TrainingJob& tj, const std::string& cause, const std::string& message);
@@ -147,6 +168,7 @@ class Controller {
   struct Tail;
   std::map<std::string, std::unique_ptr<Tail>> tails_;  // training job name -> metric tail state
   EpochMs last_tick_ = 0;
+  OffsetClock* adjustable_clock_ = nullptr;  // set before Start(); null: the clock can't be moved
   std::vector<exec::AttemptEvent> deferred_events_;  // events made by the controller itself
 
   // ---- guarded by queue_mu_ ----

@@ -5,6 +5,7 @@
 
 #include "control/controller.h"
 #include "control/turn.h"
+#include "control/warm_pool_rules.h"
 #include "core/strings.h"
 #include "sched/quota.h"
 #include "sched/sched.h"
@@ -416,6 +417,7 @@ void Controller::StartServiceJob(Turn& t, ServiceJobState& js, const std::string
   tj.last_modified_time = t.now;
   tj.instance_type = job.instance_type;
   tj.instance_count = job.instance_count;
+  tj.keep_alive_seconds = KeepAliveOf(payload);
   tj.service_job_id = job.id;
   tj.attempt_number = attempt;
   tj.seq = state_.next_seq++;
@@ -504,6 +506,39 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
     snap.running.push_back(r);
   }
 
+  // An Available warm pool of this queue holds its share's instances like a running job of the
+  // lowest priority, until a job of its own share or a job that matches it waits: then its
+  // instances count as free (the job either takes the pool over or releases it when it starts).
+  // Another share reclaiming its quota preempts it, which releases it (docs/warm-pools.md).
+  std::map<uint64_t, std::string> pool_by_seq;
+  bool has_pools = false;
+  for (const auto& [id, p] : state_.warm_pools) has_pools = has_pools || (p.status == "Available" && p.queue == q.name);
+  if (has_pools) {
+    std::set<std::string> waiting_shares, waiting_keys;
+    for (uint64_t seq : runnable) {
+      const ServiceJob& j = state_.jobs.at(seq).job;
+      waiting_shares.insert(j.quota_share_name);
+      if (j.payload.find("KeepAlivePeriodInSeconds") == std::string::npos) continue;  // cheap: most jobs
+      json payload = json::parse(j.payload, nullptr, false);
+      if (!payload.is_discarded() && KeepAliveOf(payload) > 0) waiting_keys.insert(WarmPoolMatchKey(payload));
+    }
+    for (const auto& [id, p] : state_.warm_pools) {
+      if (p.status != "Available" || p.queue != q.name) continue;
+      auto it = index.find(p.quota_share);
+      if (it == index.end() || waiting_shares.count(p.quota_share) || waiting_keys.count(p.match_key)) continue;
+      sched::QuotaRunningJob r;
+      r.seq = p.seq;
+      r.share = it->second;
+      r.instance_type = p.instance_type;
+      r.instance_count = p.instance_count;
+      r.priority = -1;                      // below every job (schedulingPriority is 0..9999)
+      r.start_order = (uint64_t{1} << 62) + p.seq;  // newer than any attempt: the first victim
+      r.end_ms = p.expires_at;
+      snap.running.push_back(r);
+      pool_by_seq[p.seq] = id;
+    }
+  }
+
   sched::QuotaDecisions d = sched::ScheduleQuotaShares(snap);
   for (uint64_t seq : d.promised) state_.jobs.at(seq).nominated = true;
 
@@ -527,6 +562,12 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
   }
   state_.front_of_queue[q.name] = front;
   for (const auto& p : d.preemptions) {
+    if (auto pool = pool_by_seq.find(p.victim_seq); pool != pool_by_seq.end()) {
+      const ServiceJob& for_job = state_.jobs.at(p.for_job_seq).job;
+      TerminateWarmPool(t, pool->second, "Released: quota share " + for_job.quota_share_name +
+                                             " reclaims its capacity for service job " + for_job.id + ".");
+      continue;
+    }
     ServiceJobState& victim = state_.jobs.at(p.victim_seq);
     TrainingJob* tj = state_.FindTrainingJob(victim.job.attempts.back().training_job_name);
     if (!tj || tj->stop_requested) continue;

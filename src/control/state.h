@@ -59,6 +59,11 @@ struct State {
   std::set<std::pair<uint64_t, std::string>> live_training_jobs;
   std::map<std::string, std::vector<MetricValue>> metric_series;  // by training job name
   std::map<std::string, int64_t> host_in_use;              // instance type -> instances held
+  // Managed warm pools, by id (InUse and Available ones; terminated pools are deleted).
+  std::map<std::string, WarmPool> warm_pools;
+  // instance type -> instances held by Available warm pools. Not part of host_in_use: a pool
+  // yields its instances to a job that needs them (docs/warm-pools.md).
+  std::map<std::string, int64_t> warm_pool_held;
   std::map<std::string, int64_t> environment_in_use;       // environment -> instances held
   // Fair-share usage per queue and share: decayed instance-seconds as of `at`. Rebuilt from zero
   // after a restart (see docs/design/decisions.md).

@@ -8,6 +8,7 @@
 
 #include "control/controller.h"
 #include "control/turn.h"
+#include "control/warm_pool_rules.h"
 #include "core/strings.h"
 #include "exec/executor.h"
 
@@ -169,6 +170,13 @@ Status Controller::CheckTrainingRequest(const json& req) const {
   }
   if (req.value("EnableManagedSpotTraining", false))
     return InvalidArgument("EnableManagedSpotTraining: managed spot capacity is not offered by this server yet");
+  // Service-job payloads reach here without model validation, so the range is checked again.
+  if (rc.contains("KeepAlivePeriodInSeconds") && !rc["KeepAlivePeriodInSeconds"].is_null()) {
+    const json& k = rc["KeepAlivePeriodInSeconds"];
+    if (!k.is_number_integer() || k.get<int64_t>() < 0 || k.get<int64_t>() > kMaxKeepAliveSeconds)
+      return InvalidArgument("ResourceConfig.KeepAlivePeriodInSeconds must be an integer between 0 and " +
+                             std::to_string(kMaxKeepAliveSeconds) + ", not " + k.dump());
+  }
   return Status::Ok();
 }
 
@@ -181,6 +189,7 @@ StatusOr<TrainingJob> Controller::CreateTrainingJob(const json& req) {
   const json& rc = req["ResourceConfig"];
   tj.instance_type = rc.value("InstanceType", "");
   tj.instance_count = rc.value("InstanceCount", int64_t{1});
+  tj.keep_alive_seconds = KeepAliveOf(req);
   return Execute<TrainingJob>([&](Turn& t) -> StatusOr<TrainingJob> {
     if (state_.FindTrainingJob(tj.name))
       return AlreadyExists("Training job names must be unique within an AWS account and region, and a training job with this name already exists (" + tj.arn + ")");
@@ -239,8 +248,10 @@ void Controller::ReleaseCapacity(TrainingJob& tj) {
 
 void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj) {
   tj.launched = true;
+  std::string message = AttachWarmPool(t, tj);
+  if (tj.reused_from_job.empty()) MakeRoom(t, tj.instance_type, tj.instance_count, tj.name);
   state_.host_in_use[tj.instance_type] += tj.instance_count;
-  AddTransition(t, tj, "Starting", "Launching requested ML instances on this host.", t.now);
+  AddTransition(t, tj, "Starting", message, t.now);
   t.starts.emplace_back(tj.name, BuildAttemptSpec(tj));
 }
 
@@ -347,6 +358,13 @@ std::string Controller::BuildAttemptSpec(const TrainingJob& tj) const {
   } else {
     spec["checkpoint"] = nullptr;
   }
+  // The instance workspace (docs/warm-pools.md): kept in the pool's directory when the job has a
+  // warm pool, else in the attempt's own directory.
+  if (!tj.warm_pool_id.empty())
+    spec["warm_pool"] = {{"id", tj.warm_pool_id}, {"workspace", WarmPoolDir(tj.warm_pool_id)},
+                         {"reused_from", tj.reused_from_job}};
+  spec["setup_command"] = it ? it->setup_command : "";
+  spec["pip"] = {{"find_links", config_.pip_find_links}, {"no_index", config_.pip_no_index}};
   spec["stop_grace_seconds"] = config_.stop_grace_seconds;
   spec["max_runtime_seconds"] = req.value("StoppingCondition", json::object()).value("MaxRuntimeInSeconds", 86400);
   return spec.dump();
@@ -463,6 +481,7 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   if (!tj.transitions.empty()) tj.transitions.back().end = e.at;
   state_.live_training_jobs.erase({tj.seq, tj.name});
   t.training_jobs.insert(tj.name);
+  SettleWarmPool(t, tj);
   if (js) FinishServiceJobAttempt(t, *js, tj);
 }
 

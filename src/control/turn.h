@@ -32,6 +32,7 @@ class Controller::Turn {
   std::set<uint64_t> jobs;
   std::set<std::string> training_jobs;
   std::set<std::string> metric_series;
+  std::set<std::string> warm_pools, deleted_warm_pools;
   bool meta = false;
 
   // Jobs submitted during this turn stay SUBMITTED until the next one.
@@ -42,6 +43,7 @@ class Controller::Turn {
   // Actions, carried out after the commit, in order.
   std::vector<std::pair<std::string, std::string>> starts;  // attempt id, spec json
   std::vector<std::pair<std::string, int>> stops;           // attempt id, grace seconds
+  std::vector<std::string> remove_dirs;                     // workspaces of terminated warm pools
 };
 
 template <typename T>

@@ -1,6 +1,7 @@
 // Time is an input: components that need "now" take a Clock&. Times are Unix epoch milliseconds.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 namespace ty {
@@ -30,6 +31,19 @@ class ManualClock final : public Clock {
 
  private:
   EpochMs now_;
+};
+
+// The wall clock plus an offset that only grows: time moves on by itself and can be advanced by
+// hand. `trainyard serve --clock=offset` uses it so that tests can cross days (the 28-day warm
+// pool lifetime) through the real server. Thread-safe.
+class OffsetClock final : public Clock {
+ public:
+  EpochMs now_ms() const override;
+  void advance_ms(EpochMs d) { offset_.fetch_add(d); }
+  EpochMs offset_ms() const { return offset_.load(); }
+
+ private:
+  std::atomic<EpochMs> offset_{0};
 };
 
 }  // namespace ty

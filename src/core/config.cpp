@@ -17,11 +17,20 @@ Config DefaultConfig() {
   Config c;
   // A small catalogue that fits a laptop or CI box: CPU types for script-mode jobs, and GPU
   // types with zero count (enable them in a config file on a GPU machine).
+  auto type = [](const char* name, int64_t count, int vcpus, int gpus, int64_t memory_mib) {
+    InstanceTypeSpec t;
+    t.name = name;
+    t.count = count;
+    t.vcpus = vcpus;
+    t.gpus = gpus;
+    t.memory_mib = memory_mib;
+    return t;
+  };
   c.instance_types = {
-      {"ml.m5.large", 4, 2, 0, 8192},     {"ml.m5.xlarge", 2, 4, 0, 16384},
-      {"ml.m5.2xlarge", 1, 8, 0, 32768},  {"ml.c5.xlarge", 2, 4, 0, 8192},
-      {"ml.c5.2xlarge", 1, 8, 0, 16384},  {"ml.g5.xlarge", 0, 4, 1, 16384},
-      {"ml.g5.12xlarge", 0, 48, 4, 196608}, {"ml.p4d.24xlarge", 0, 96, 8, 1179648},
+      type("ml.m5.large", 4, 2, 0, 8192),      type("ml.m5.xlarge", 2, 4, 0, 16384),
+      type("ml.m5.2xlarge", 1, 8, 0, 32768),   type("ml.c5.xlarge", 2, 4, 0, 8192),
+      type("ml.c5.2xlarge", 1, 8, 0, 16384),   type("ml.g5.xlarge", 0, 4, 1, 16384),
+      type("ml.g5.12xlarge", 0, 48, 4, 196608), type("ml.p4d.24xlarge", 0, 96, 8, 1179648),
   };
   return c;
 }
@@ -77,7 +86,9 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     TY_RETURN_IF_ERROR(Read(*s, "sqlite_synchronous_full", &c.sqlite_synchronous_full, "server."));
   }
   if (auto* e = root["executor"].as_table()) {
-    TY_RETURN_IF_ERROR(CheckKeys(*e, {"sandbox", "stop_grace_seconds"}, "[executor]"));
+    TY_RETURN_IF_ERROR(CheckKeys(*e, {"sandbox", "stop_grace_seconds", "pip_find_links", "pip_no_index"}, "[executor]"));
+    TY_RETURN_IF_ERROR(Read(*e, "pip_find_links", &c.pip_find_links, "executor."));
+    TY_RETURN_IF_ERROR(Read(*e, "pip_no_index", &c.pip_no_index, "executor."));
     TY_RETURN_IF_ERROR(Read(*e, "sandbox", &c.sandbox, "executor."));
     TY_RETURN_IF_ERROR(Read(*e, "stop_grace_seconds", &c.stop_grace_seconds, "executor."));
     if (c.sandbox != "auto" && c.sandbox != "bwrap" && c.sandbox != "none")
@@ -129,7 +140,7 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
       auto* t = arr->get(i)->as_table();
       std::string where = "instance_types[" + std::to_string(i) + "].";
       if (!t) return InvalidArgument("config: " + where + " must be a table");
-      TY_RETURN_IF_ERROR(CheckKeys(*t, {"name", "count", "vcpus", "gpus", "memory_mib"}, where));
+      TY_RETURN_IF_ERROR(CheckKeys(*t, {"name", "count", "vcpus", "gpus", "memory_mib", "warm_pool_quota", "setup_command"}, where));
       InstanceTypeSpec spec;
       TY_RETURN_IF_ERROR(Read(*t, "name", &spec.name, where));
       if (spec.name.empty()) return InvalidArgument("config: " + where + "name is required");
@@ -138,7 +149,11 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
       TY_RETURN_IF_ERROR(Read(*t, "vcpus", &spec.vcpus, where));
       TY_RETURN_IF_ERROR(Read(*t, "gpus", &spec.gpus, where));
       TY_RETURN_IF_ERROR(Read(*t, "memory_mib", &spec.memory_mib, where));
+      TY_RETURN_IF_ERROR(Read(*t, "warm_pool_quota", &spec.warm_pool_quota, where));
+      TY_RETURN_IF_ERROR(Read(*t, "setup_command", &spec.setup_command, where));
       if (spec.count < 0) return InvalidArgument("config: " + where + "count must be >= 0");
+      if (spec.warm_pool_quota < -1)
+        return InvalidArgument("config: " + where + "warm_pool_quota must be >= 0 (or -1: the type's count)");
       bool replaced = false;
       for (auto& existing : c.instance_types)
         if (existing.name == spec.name) existing = spec, replaced = true;

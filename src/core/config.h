@@ -17,6 +17,14 @@ struct InstanceTypeSpec {
   int vcpus = 2;          // reported to jobs (SM_NUM_CPUS)
   int gpus = 0;           // reported to jobs (SM_NUM_GPUS)
   int64_t memory_mib = 8192;
+  // Managed warm pools: how many instances of this type may be kept warm at once (AWS's
+  // per-type warm-pool quota). -1 (the default): as many as the type's count.
+  int64_t warm_pool_quota = -1;
+  // Run once per instance on a cold start, in the instance's workspace (e.g. create a virtualenv);
+  // kept with a warm pool. "" = none.
+  std::string setup_command;
+
+  int64_t WarmPoolQuota() const { return warm_pool_quota < 0 ? count : warm_pool_quota; }
 };
 
 // Where s3:// buckets live (reference: docs/object-store.md). Buckets named in `buckets` (or
@@ -58,6 +66,9 @@ struct Config {
   ObjectStoreConfig object_store;
   // FileSystemDataSource: FileSystemId -> host directory ([file_systems] in the config file).
   std::vector<std::pair<std::string, std::string>> file_systems;
+  // pip options for installing a submit directory's requirements.txt (offline installs).
+  std::string pip_find_links;
+  bool pip_no_index = false;
 
   const InstanceTypeSpec* FindInstanceType(const std::string& name) const;
 };

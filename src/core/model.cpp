@@ -53,7 +53,12 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     TrainingJob, name, arn, request_json, status, secondary_status, transitions, failure_reason,
     creation_time, training_start_time, training_end_time, last_modified_time, final_metrics,
     model_artifacts, instance_type, instance_count, service_job_id, attempt_number, seq, launched,
-    stop_requested, stop_cause, stop_grace_seconds)
+    stop_requested, stop_cause, stop_grace_seconds, keep_alive_seconds, warm_pool_id, warm_pool_status,
+    reused_by_job, reused_from_job, warm_pool_available_since, warm_pool_retained_seconds,
+    warm_pool_end_reason)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WarmPool, id, seq, status, owner_job, instance_type,
+                                                instance_count, match_key, created_at, available_since,
+                                                expires_at, queue, quota_share, environment)
 
 namespace {
 template <typename T>
@@ -85,5 +90,7 @@ bool DecodeDoc(const std::string& doc, ServiceEnvironment* v) { return Decode(do
 bool DecodeDoc(const std::string& doc, JobQueue* v) { return Decode(doc, v); }
 bool DecodeDoc(const std::string& doc, ServiceJob* v) { return Decode(doc, v); }
 bool DecodeDoc(const std::string& doc, TrainingJob* v) { return Decode(doc, v); }
+std::string EncodeDoc(const WarmPool& v) { return Encode(v); }
+bool DecodeDoc(const std::string& doc, WarmPool* v) { return Decode(doc, v); }
 
 }  // namespace ty

@@ -165,6 +165,34 @@ struct TrainingJob {
   bool stop_requested = false;
   std::string stop_cause;      // "user" | "terminate" | "timeout"
   int stop_grace_seconds = 0;
+  // Managed warm pools (docs/warm-pools.md). keep_alive_seconds is
+  // ResourceConfig.KeepAlivePeriodInSeconds, changed by UpdateTrainingJob.
+  int64_t keep_alive_seconds = 0;
+  std::string warm_pool_id;         // the pool this job runs on or left behind ("" none)
+  std::string warm_pool_status;     // WarmPoolStatus.Status: "" | InUse | Available | Reused | Terminated
+  std::string reused_by_job;        // WarmPoolStatus.ReusedByJob
+  std::string reused_from_job;      // the job whose pool this one took over ("" cold start)
+  EpochMs warm_pool_available_since = 0;
+  int64_t warm_pool_retained_seconds = 0;  // final ResourceRetainedBillableTimeInSeconds
+  std::string warm_pool_end_reason;        // why the pool ended (trainyard extension)
+};
+
+// A managed warm pool: instances (here: their prepared workspaces under <data>/pools/<id>) kept
+// after a training job for the next matching one. Status InUse while a job runs on it, Available
+// while it waits; a terminated pool is deleted (its jobs keep the history).
+struct WarmPool {
+  std::string id;
+  uint64_t seq = 0;                 // creation order; tie-breaker everywhere
+  std::string status = "InUse";     // InUse | Available
+  std::string owner_job;            // the job running on it, or the last one that did
+  std::string instance_type;
+  int64_t instance_count = 1;
+  std::string match_key;            // canonical JSON of the matching criteria (SEMANTICS.md §5.3)
+  EpochMs created_at = 0;           // the chain's start: the 28-day lifetime counts from here
+  EpochMs available_since = 0;
+  EpochMs expires_at = 0;           // while Available
+  // Where its latest job came from: a quota-share queue's pool counts against its share.
+  std::string queue, quota_share, environment;
 };
 
 // Durable encodings (JSON documents). Decode errors return false.
@@ -180,5 +208,7 @@ bool DecodeDoc(const std::string& doc, ServiceEnvironment* v);
 bool DecodeDoc(const std::string& doc, JobQueue* v);
 bool DecodeDoc(const std::string& doc, ServiceJob* v);
 bool DecodeDoc(const std::string& doc, TrainingJob* v);
+std::string EncodeDoc(const WarmPool& v);
+bool DecodeDoc(const std::string& doc, WarmPool* v);
 
 }  // namespace ty

@@ -45,7 +45,7 @@ class LocalExecutor final : public Executor {
  private:
   struct Tracked {
     size_t transitions_seen = 0;
-    EpochMs since = 0;  // when tracking began (a supervisor gets a moment to write its status)
+    EpochMs since = 0;  // when tracking began, on the monotonic clock (a supervisor gets a moment to write its status)
     // Identity of the status.json last parsed (it is replaced by rename, so a new inode means
     // new content); Poll() skips the parse while it is unchanged.
     uint64_t status_ino = 0;

@@ -7,9 +7,9 @@
 namespace ty::store {
 namespace {
 
-constexpr std::array<const char*, 8> kTables = {"service_environments", "job_queues", "service_jobs",
+constexpr std::array<const char*, 9> kTables = {"service_environments", "job_queues", "service_jobs",
                                                 "training_jobs",        "metric_series", "meta",
-                                                "scheduling_policies",  "quota_shares"};
+                                                "scheduling_policies",  "quota_shares",  "warm_pools"};
 
 // Versioned migrations: entry i takes the schema from version i to i+1. Never edit a shipped
 // entry; append a new one.
@@ -25,6 +25,8 @@ const std::vector<const char*>& Migrations() {
       "CREATE TABLE scheduling_policies (key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
       // 3: quota shares, keyed "<queue>/<share>".
       "CREATE TABLE quota_shares (key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
+      // 4: managed warm pools that are InUse or Available, keyed by pool id.
+      "CREATE TABLE warm_pools (key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
   };
   return m;
 }

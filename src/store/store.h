@@ -14,7 +14,7 @@
 
 namespace ty::store {
 
-enum class Kind { kServiceEnvironment, kJobQueue, kServiceJob, kTrainingJob, kMetricSeries, kMeta, kSchedulingPolicy, kQuotaShare };
+enum class Kind { kServiceEnvironment, kJobQueue, kServiceJob, kTrainingJob, kMetricSeries, kMeta, kSchedulingPolicy, kQuotaShare, kWarmPool };
 
 struct Write {
   Kind kind;

@@ -23,8 +23,9 @@ REGION = "us-east-1"
 
 
 class Server:
-    def __init__(self, data_dir, env=None, config=None):
+    def __init__(self, data_dir, env=None, config=None, args=None):
         self.data_dir = data_dir
+        self.args = list(args or [])
         self.env = dict(os.environ)
         self.env.update(env or {})
         self.config = config
@@ -32,7 +33,7 @@ class Server:
         self.url = None
 
     def start(self, timeout=20):
-        args = [BIN, "serve", "--listen", "127.0.0.1:0", "--data-dir", self.data_dir]
+        args = [BIN, "serve", "--listen", "127.0.0.1:0", "--data-dir", self.data_dir] + self.args
         if self.config:
             path = os.path.join(self.data_dir, "test-config.toml")
             with open(path, "w") as f:
@@ -149,10 +150,12 @@ class ServerTest(unittest.TestCase):
 
     server_env = None
     server_config = None
+    server_args = None  # extra `trainyard serve` arguments
 
     def setUp(self):
         self.data_dir = tempfile.mkdtemp(prefix="trainyard-test-")
-        self.server = Server(self.data_dir, env=self.server_env, config=self.server_config).start()
+        self.server = Server(self.data_dir, env=self.server_env, config=self.server_config,
+                             args=self.server_args).start()
         self.batch = self.server.client("batch")
         self.sm = self.server.client("sagemaker")
 

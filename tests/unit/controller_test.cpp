@@ -4,10 +4,12 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "control/controller.h"
+#include "control/warm_pool_rules.h"
 
 namespace ty::control {
 namespace {
@@ -116,6 +118,63 @@ TEST_F(ControllerTest, TimeLimitActionsAreValidated) {
   other["reason"] = "SOMETHING:ELSE";
   EXPECT_NE(make(other).status().message().find("reason"), std::string::npos);
   EXPECT_TRUE(make(base).ok());
+}
+
+json WarmRequest() {
+  return {{"RoleArn", "arn:aws:iam::000000000000:role/R"},
+          {"ResourceConfig", {{"InstanceType", "ml.m5.large"}, {"InstanceCount", 1}, {"VolumeSizeInGB", 1},
+                              {"KeepAlivePeriodInSeconds", 600}}},
+          {"HyperParameters", {{"epochs", "1"}}},
+          {"VpcConfig", {{"SecurityGroupIds", {"sg-1", "sg-2"}}, {"Subnets", {"subnet-1"}}}}};
+}
+
+TEST(WarmPoolRules, MatchKeyIgnoresHyperparametersKeepAliveAndListOrder) {
+  json a = WarmRequest(), b = WarmRequest();
+  b["HyperParameters"]["epochs"] = "7";
+  b["ResourceConfig"]["KeepAlivePeriodInSeconds"] = 60;
+  b["VpcConfig"]["SecurityGroupIds"] = {"sg-2", "sg-1"};
+  b["Environment"] = {{"X", "1"}};
+  EXPECT_EQ(WarmPoolMatchKey(a), WarmPoolMatchKey(b));
+}
+
+TEST(WarmPoolRules, EveryMatchingCriterionSeparatesPools) {
+  const std::string base = WarmPoolMatchKey(WarmRequest());
+  std::vector<std::function<void(json&)>> changes = {
+      [](json& r) { r["RoleArn"] = "arn:aws:iam::000000000000:role/Other"; },
+      [](json& r) { r["ResourceConfig"]["InstanceType"] = "ml.m5.xlarge"; },
+      [](json& r) { r["ResourceConfig"]["InstanceCount"] = 2; },
+      [](json& r) { r["ResourceConfig"]["VolumeSizeInGB"] = 2; },
+      [](json& r) { r["ResourceConfig"]["VolumeKmsKeyId"] = "k"; },
+      [](json& r) { r["VpcConfig"]["Subnets"] = {"subnet-2"}; },
+      [](json& r) { r["VpcConfig"]["SecurityGroupIds"] = {"sg-1"}; },
+      [](json& r) { r["EnableNetworkIsolation"] = true; },
+      [](json& r) { r["EnableInterContainerTrafficEncryption"] = true; },
+  };
+  for (size_t i = 0; i < changes.size(); ++i) {
+    json r = WarmRequest();
+    changes[i](r);
+    EXPECT_NE(WarmPoolMatchKey(r), base) << "change " << i;
+  }
+}
+
+TEST(WarmPoolRules, PoolsAreKeptAfterSuccessStopsAndAlgorithmErrorsOnly) {
+  EXPECT_EQ(ClassifyPoolOutcome("Completed", "", true, ""), PoolOutcome::kKept);
+  EXPECT_EQ(ClassifyPoolOutcome("Stopped", "", true, "user"), PoolOutcome::kKept);
+  EXPECT_EQ(ClassifyPoolOutcome("Stopped", "", false, "user"), PoolOutcome::kNotStarted);
+  EXPECT_EQ(ClassifyPoolOutcome("Stopped", "", true, "preempt"), PoolOutcome::kPreempted);
+  EXPECT_EQ(ClassifyPoolOutcome("Failed", "AlgorithmError: exit 3", true, ""), PoolOutcome::kKept);
+  EXPECT_EQ(ClassifyPoolOutcome("Failed", "ClientError: no data", true, ""), PoolOutcome::kKept);
+  EXPECT_EQ(ClassifyPoolOutcome("Failed", "InternalServerError: lost", true, ""), PoolOutcome::kInfrastructure);
+}
+
+TEST(WarmPoolRules, ExpiryIsTheKeepAliveCappedAt28DaysFromCreation) {
+  const EpochMs created = 1'000'000;
+  // expiry = min(since + keep-alive, created + 28 d)
+  EXPECT_EQ(WarmPoolExpiry(created + 5000, 600, created), created + 5000 + 600'000);
+  const EpochMs late = created + kWarmPoolMaxLifetimeMs - 3'600'000;  // 1 h before the cap
+  EXPECT_EQ(WarmPoolExpiry(late, 21600, created), created + kWarmPoolMaxLifetimeMs);
+  EXPECT_EQ(KeepAliveOf(WarmRequest()), 600);
+  EXPECT_EQ(KeepAliveOf(json::object()), 0);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "core/clock.h"
 #include "core/config.h"
 #include "core/model.h"
 #include "core/strings.h"
@@ -145,6 +146,32 @@ TEST(Config, ObjectStoreFallsBackToTheEnvironment) {
   ::unsetenv("AWS_ENDPOINT_URL_S3");
   ::unsetenv("AWS_ACCESS_KEY_ID");
   ::unsetenv("AWS_SECRET_ACCESS_KEY");
+}
+
+TEST(Config, WarmPoolQuotaAndSetupCommandPerInstanceType) {
+  auto c = LoadConfigFile(WriteTemp("[executor]\npip_no_index = true\npip_find_links = \"/wheels\"\n"
+                                    "[[instance_types]]\nname = \"ml.m5.large\"\nwarm_pool_quota = 1\n"
+                                    "setup_command = \"python3 -m venv venv\"\n"),
+                          DefaultConfig());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->FindInstanceType("ml.m5.large")->WarmPoolQuota(), 1);
+  EXPECT_EQ(c->FindInstanceType("ml.m5.large")->setup_command, "python3 -m venv venv");
+  EXPECT_EQ(c->FindInstanceType("ml.m5.xlarge")->WarmPoolQuota(), 2);  // default: the type's count
+  EXPECT_TRUE(c->pip_no_index);
+  EXPECT_EQ(c->pip_find_links, "/wheels");
+  auto bad = LoadConfigFile(WriteTemp("[[instance_types]]\nname = \"ml.m5.large\"\nwarm_pool_quota = -2\n"), DefaultConfig());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("warm_pool_quota"), std::string::npos);
+}
+
+TEST(Clock, OffsetClockFollowsTheWallClockPlusWhatWasAdvanced) {
+  OffsetClock c;
+  EpochMs before = SystemClock::instance().now_ms();
+  c.advance_ms(86'400'000);
+  EpochMs now = c.now_ms();
+  EXPECT_GE(now, before + 86'400'000);
+  EXPECT_LE(now, SystemClock::instance().now_ms() + 86'400'000);
+  EXPECT_EQ(c.offset_ms(), 86'400'000);
 }
 
 }  // namespace

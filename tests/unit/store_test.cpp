@@ -60,6 +60,21 @@ TEST_F(StoreTest, MigrationsRunOnceAndRecordTheVersion) {
   EXPECT_EQ((*s)->SchemaVersion(), v);
 }
 
+TEST_F(StoreTest, WarmPoolsHaveTheirOwnTableFromSchemaVersion4) {
+  {
+    auto s = OpenSqliteStore(db(), true);
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ((*s)->SchemaVersion(), 4);
+    ASSERT_TRUE((*s)->Commit({{Kind::kWarmPool, "wp-1", "{\"id\":\"wp-1\"}"}, {Kind::kTrainingJob, "j", "{}"}}).ok());
+  }
+  auto s = OpenSqliteStore(db(), true);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(All(**s, Kind::kWarmPool), (std::map<std::string, std::string>{{"wp-1", "{\"id\":\"wp-1\"}"}}));
+  ASSERT_TRUE((*s)->Commit({{Kind::kWarmPool, "wp-1", ""}}).ok());  // a terminated pool is deleted
+  EXPECT_TRUE(All(**s, Kind::kWarmPool).empty());
+  EXPECT_EQ(All(**s, Kind::kTrainingJob).size(), 1u);
+}
+
 TEST_F(StoreTest, OpeningAnUnwritablePathFails) {
   auto s = OpenSqliteStore((dir_ / "missing" / "x.db").string(), true);
   EXPECT_FALSE(s.ok());

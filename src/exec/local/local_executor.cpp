@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -23,6 +24,14 @@ using nlohmann::json;
 
 namespace {
 constexpr EpochMs kStartupGraceMs = 10000;
+
+// The startup grace is measured on the monotonic clock: the controller's clock may jump (a wall
+// clock step, or `serve --clock=offset` in tests) and must not turn a starting attempt into a
+// lost one.
+EpochMs SteadyMs() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
 
 // Typed reads of a status.json that tolerate anything (no exceptions).
 int64_t IntField(const json& o, const char* key, int64_t def) {
@@ -158,7 +167,7 @@ Status LocalExecutor::Start(const std::string& id, const std::string& spec_json)
   posix_spawnattr_destroy(&attr);
   if (rc != 0) return Internal("cannot start the supervisor " + options_.supervisor_binary + ": " + std::strerror(rc));
   children_.push_back(pid);
-  tracked_[id] = Tracked{0, options_.clock ? options_.clock->now_ms() : 0};
+  tracked_[id] = Tracked{0, SteadyMs()};
   return Status::Ok();
 }
 
@@ -185,7 +194,7 @@ Status LocalExecutor::Adopt(const std::string& id) {
   std::string dir = Dir(id);
   bool has_status = fs::exists(local::StatusPath(dir));
   if (!has_status && !local::SupervisorAlive(dir)) return NotFound("attempt " + id + " was never started");
-  tracked_[id] = Tracked{0, options_.clock ? options_.clock->now_ms() : 0};
+  tracked_[id] = Tracked{0, SteadyMs()};
   return Status::Ok();
 }
 
@@ -215,7 +224,7 @@ std::vector<AttemptEvent> LocalExecutor::Poll() {
         done = EmitTransitions(id, st, &t.transitions_seen, &events);
       }
     }
-    if (!done && !local::SupervisorAlive(dir) && (exists || now - t.since > kStartupGraceMs)) {
+    if (!done && !local::SupervisorAlive(dir) && (exists || SteadyMs() - t.since > kStartupGraceMs)) {
       // The supervisor is gone; read once more in case it finished between the two checks.
       json st = ReadStatus(path);
       if (st.is_object()) done = EmitTransitions(id, st, &t.transitions_seen, &events);

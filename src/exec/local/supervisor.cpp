@@ -174,7 +174,7 @@ class Supervisor {
     std::string error;
     if (!StopRequested()) {
       if (!Prepare(&error)) {
-        failure_ = "ClientError: " + error;
+        failure_ = (infrastructure_error_ ? "InternalServerError: " : "ClientError: ") + error;
         exit_code_ = 1;
       } else if (!StopRequested()) {
         if (!Launch(&error)) {
@@ -297,22 +297,29 @@ class Supervisor {
         return false;
       }
     }
-    std::string tarball;
+    // The submit directory is identified by its URI, ETag and size: a warm workspace prepared
+    // from the same archive is used as it is, without fetching it again.
     if (spec_.contains("script_mode") && !spec_["script_mode"].value("submit_uri", "").empty()) {
-      std::string uri = spec_["script_mode"].value("submit_uri", "");
-      tarball = dir_ + "/sourcedir.tar.gz";
-      Status st = mover_->Download(uri, tarball);
-      if (!st.ok()) {
-        *error = "sagemaker_submit_directory: cannot fetch " + uri + ": " + st.message();
+      submit_uri_ = spec_["script_mode"].value("submit_uri", "");
+      std::string bucket, key;
+      if (!objstore::ParseS3Uri(submit_uri_, &bucket, &key)) {
+        *error = "sagemaker_submit_directory: not an s3:// URI: " + submit_uri_;
         return false;
       }
+      auto head = mover_->store().Head(bucket, key);
+      if (!head.ok()) {
+        *error = "sagemaker_submit_directory: cannot fetch " + submit_uri_ + ": " + head.status().message();
+        return false;
+      }
+      code_id_ = {{"archive", submit_uri_}, {"etag", head->etag}, {"size", head->size}};
     }
     for (int n = 1; n <= count_; ++n) {
       if (StopRequested()) return true;  // staging can take long; Run() sees the stop
       fs::path h = local::HostDir(dir_, n);
       for (const char* sub : {"input/config", "input/data", "model", "output/data", "output/intermediate",
-                              "checkpoints", "code", "sagemaker/warmpoolcache"})
+                              "checkpoints", "sagemaker"})
         fs::create_directories(h / sub, ec);
+      if (!PrepareWorkspace(n, error)) return false;
       std::string type = spec_.value("instance_type", "");
       json rc = {{"current_host", hosts[n - 1]},
                  {"hosts", hosts},
@@ -365,14 +372,6 @@ class Supervisor {
         }
         if (StopRequested()) return true;
       }
-      if (spec_.contains("script_mode")) {
-        if (!tarball.empty()) {
-          if (RunCommand({"tar", "-xzf", tarball, "-C", (h / "code").string()}, dir_ + "/supervisor.log") != 0) {
-            *error = "sagemaker_submit_directory: cannot unpack " + tarball;
-            return false;
-          }
-        }
-      }
     }
     if (spec_.contains("checkpoint") && spec_["checkpoint"].is_object()) {
       std::vector<std::string> dirs;
@@ -392,6 +391,110 @@ class Supervisor {
         " objects (" + std::to_string(stats_.reused_bytes) + " bytes) from the host cache");
     status_["input_stats"] = {{"fetched_objects", stats_.fetched_objects}, {"fetched_bytes", stats_.fetched_bytes},
                               {"reused_objects", stats_.reused_objects}, {"reused_bytes", stats_.reused_bytes}};
+    return true;
+  }
+
+  // ---- The instance workspace (docs/warm-pools.md) ----
+  // Per instance: code/ (the unpacked submit directory, /opt/ml/code), the setup command's
+  // results (e.g. venv/), pylib/ (requirements installed without a venv), and with a warm pool
+  // warmpoolcache/ (/opt/ml/sagemaker/warmpoolcache). It lives in the pool's directory when the
+  // job has a pool (so the next job on the pool finds it prepared), else in the attempt's.
+  std::string Workspace(int n) const {
+    std::string root = spec_.contains("warm_pool") && spec_["warm_pool"].is_object()
+                           ? spec_["warm_pool"].value("workspace", "")
+                           : dir_ + "/workspace";
+    return fs::absolute(root + "/algo-" + std::to_string(n)).string();
+  }
+  bool HasWarmPool() const { return spec_.contains("warm_pool") && spec_["warm_pool"].is_object(); }
+
+  // Cold: setup command, unpack the submit directory, install its requirements.txt. Warm (the
+  // workspace was prepared with the same setup command and archive): nothing to do. Only
+  // /opt/ml/code and the cache are links into the workspace; the rest of /opt/ml is new per job.
+  bool PrepareWorkspace(int n, std::string* error) {
+    std::error_code ec;
+    const fs::path ws = Workspace(n);
+    const fs::path h = local::HostDir(dir_, n);
+    const std::string log = dir_ + "/supervisor.log";
+    const std::string setup = spec_.value("setup_command", "");
+    const json& code_id = code_id_;
+    json marker = json::parse(ReadOr((ws / ".prepared").string(), "{}"), nullptr, false);
+    if (marker.is_discarded()) marker = json::object();
+    const bool setup_done = marker.contains("setup") && marker["setup"] == setup;
+    const bool code_done = setup_done && marker.contains("code") && marker["code"] == code_id;
+    if (!setup_done) {
+      // A different (or no) setup: start the workspace over, but never the cache.
+      for (const char* sub : {"code", "venv", "pylib"}) fs::remove_all(ws / sub, ec);
+      fs::create_directories(ws, ec);
+      if (!setup.empty()) {
+        if (RunCommand({"/bin/sh", "-c", "export TRAINYARD_WORKSPACE=\"$1\"; cd \"$1\" && eval \"$2\"", "setup",
+                        ws.string(), setup}, log) != 0) {
+          infrastructure_error_ = true;
+          *error = "the instance setup command for " + spec_.value("instance_type", "") + " failed (see " + log + ")";
+          return false;
+        }
+      }
+    }
+    if (!code_done) {
+      fs::remove_all(ws / "code", ec);
+      fs::remove_all(ws / "pylib", ec);
+      fs::create_directories(ws / "code", ec);
+      if (!submit_uri_.empty()) {
+        const std::string tarball = dir_ + "/sourcedir.tar.gz";
+        if (!fs::exists(tarball, ec)) {
+          Status st = mover_->Download(submit_uri_, tarball);
+          if (!st.ok()) {
+            *error = "sagemaker_submit_directory: cannot fetch " + submit_uri_ + ": " + st.message();
+            return false;
+          }
+        }
+        if (RunCommand({"tar", "-xzf", tarball, "-C", (ws / "code").string()}, log) != 0) {
+          *error = "sagemaker_submit_directory: cannot unpack " + submit_uri_;
+          return false;
+        }
+      }
+      if (fs::exists(ws / "code/requirements.txt") && !InstallRequirements(ws, error)) return false;
+    }
+    if (!setup_done || !code_done) {
+      json m = {{"setup", setup}, {"code", code_id}};
+      local::WriteFileAtomic((ws / ".prepared").string(), m.dump(), false);
+    }
+    // In the sandbox the workspace's code/ and cache are bind-mounted over empty directories of
+    // the /opt/ml tree (Command); without one, the tree links to them.
+    if (HasWarmPool()) fs::create_directories(ws / "warmpoolcache", ec);
+    std::vector<std::pair<fs::path, fs::path>> links = {{ws / "code", h / "code"}};
+    if (HasWarmPool()) links.emplace_back(ws / "warmpoolcache", h / "sagemaker/warmpoolcache");
+    for (const auto& [target, at] : links) {
+      fs::remove_all(at, ec);
+      if (sandbox_) {
+        fs::create_directories(at, ec);
+      } else {
+        fs::create_directory_symlink(target, at, ec);
+      }
+      if (ec) {
+        infrastructure_error_ = true;
+        *error = "cannot prepare " + at.string() + ": " + ec.message();
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // pip into the workspace's venv when the setup made one, else into pylib/ (on PYTHONPATH).
+  bool InstallRequirements(const fs::path& ws, std::string* error) {
+    std::vector<std::string> cmd;
+    if (fs::exists(ws / "venv/bin/python")) {
+      cmd = {(ws / "venv/bin/python").string(), "-m", "pip", "install"};
+    } else {
+      cmd = {"python3", "-m", "pip", "install", "--target", (ws / "pylib").string()};
+    }
+    cmd.insert(cmd.end(), {"--disable-pip-version-check", "-q", "-r", (ws / "code/requirements.txt").string()});
+    const json pip = spec_.value("pip", json::object());
+    if (pip.value("no_index", false)) cmd.push_back("--no-index");
+    if (!pip.value("find_links", "").empty()) cmd.insert(cmd.end(), {"--find-links", pip.value("find_links", "")});
+    if (RunCommand(cmd, dir_ + "/supervisor.log") != 0) {
+      *error = "cannot install requirements.txt of sagemaker_submit_directory (pip failed; see " + dir_ + "/supervisor.log)";
+      return false;
+    }
     return true;
   }
 
@@ -505,7 +608,15 @@ class Supervisor {
     env["SM_USER_ENTRY_POINT"] = program;
     env["SM_USER_ARGS"] = user_args.dump();
     env["SAGEMAKER_SUBMIT_DIRECTORY"] = ml + "/code";
-    env["SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"] = ml + "/sagemaker/warmpoolcache";
+    // The cache exists only with a warm pool, and the variable only then (SEMANTICS.md §5.5).
+    if (HasWarmPool()) env["SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"] = ml + "/sagemaker/warmpoolcache";
+    const std::string ws = Workspace(n);
+    if (fs::exists(ws + "/venv/bin")) {
+      env["VIRTUAL_ENV"] = ws + "/venv";
+      env["PATH"] = ws + "/venv/bin:" + env["PATH"];
+    }
+    if (fs::exists(ws + "/pylib"))
+      env["PYTHONPATH"] = env.count("PYTHONPATH") ? ws + "/pylib:" + env["PYTHONPATH"] : ws + "/pylib";
     json training_env = {{"model_dir", ml + "/model"}, {"channel_input_dirs", json::object()},
                          {"hyperparameters", hps}, {"current_host", hosts[n - 1]}, {"hosts", hosts},
                          {"num_gpus", spec_.value("gpus", 0)}, {"num_cpus", spec_.value("vcpus", 1)},
@@ -560,14 +671,18 @@ class Supervisor {
       fs::create_directories("/opt/ml", ec);
       if (ec) bw.insert(bw.end(), {"--tmpfs", "/opt"});
     }
-    bw.insert(bw.end(), {"--bind", fs::absolute(local::HostDir(dir_, n)).string(), "/opt/ml"});
+    bw.insert(bw.end(), {"--bind", fs::absolute(local::HostDir(dir_, n)).string(), "/opt/ml", "--ro-bind",
+                         fs::absolute(dir_ + "/hosts-file").string(), "/etc/hosts", "--bind", Workspace(n) + "/code",
+                         "/opt/ml/code"});
+    if (HasWarmPool())
+      bw.insert(bw.end(), {"--bind", Workspace(n) + "/warmpoolcache", "/opt/ml/sagemaker/warmpoolcache"});
     for (const auto& ch : spec_.value("channels", json::array())) {
       if (!ch.contains("file_system")) continue;
       bw.insert(bw.end(), {ch["file_system"].value("read_only", true) ? "--ro-bind" : "--bind",
                            ch["file_system"].value("host_path", ""), "/opt/ml/input/data/" + ch.value("name", "")});
     }
-    bw.insert(bw.end(), {"--ro-bind", fs::absolute(dir_ + "/hosts-file").string(), "/etc/hosts", "--unshare-uts",
-                         "--hostname", "algo-" + std::to_string(n), "--die-with-parent", "--chdir", "/opt/ml/code", "--"});
+    bw.insert(bw.end(), {"--unshare-uts", "--hostname", "algo-" + std::to_string(n), "--die-with-parent", "--chdir",
+                         "/opt/ml/code", "--"});
     bw.insert(bw.end(), cmd.begin(), cmd.end());
     return bw;
   }
@@ -852,11 +967,14 @@ class Supervisor {
   bool stopped_ = false;
   bool max_runtime_exceeded_ = false;
   int exit_code_ = 0;
+  bool infrastructure_error_ = false;  // Prepare failed for a reason of the host, not the job's
   std::string failure_;
   bool model_uploaded_ = false;
   std::unique_ptr<local::DataMover> mover_;
   local::TransferStats stats_;
   std::unique_ptr<local::CheckpointSync> checkpoints_;
+  std::string submit_uri_;           // sagemaker_submit_directory, "" without one
+  nlohmann::json code_id_ = nlohmann::json::object();  // what identifies it (URI, ETag, size)
   int sync_seconds_ = 10;
   std::thread sync_thread_;
   std::mutex sync_mu_;
