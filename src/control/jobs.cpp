@@ -507,17 +507,21 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
   }
 
   // An Available warm pool of this queue holds its share's instances like a running job of the
-  // lowest priority, until a job of its own share or a job that matches it waits: then its
-  // instances count as free (the job either takes the pool over or releases it when it starts).
-  // Another share reclaiming its quota preempts it, which releases it (docs/warm-pools.md).
+  // lowest priority, until a job of its own share or a job that matches it waits, or (for a pool
+  // of a share that lends) a job of another share that may borrow: then its instances count as
+  // free (the job either takes the pool over or releases it when it starts). Another share
+  // reclaiming its quota preempts it, which releases it (docs/warm-pools.md).
   std::map<uint64_t, std::string> pool_by_seq;
   bool has_pools = false;
   for (const auto& [id, p] : state_.warm_pools) has_pools = has_pools || (p.status == "Available" && p.queue == q.name);
   if (has_pools) {
-    std::set<std::string> waiting_shares, waiting_keys;
+    std::set<std::string> waiting_shares, waiting_keys, waiting_borrowers;
     for (uint64_t seq : runnable) {
       const ServiceJob& j = state_.jobs.at(seq).job;
       waiting_shares.insert(j.quota_share_name);
+      if (auto it = index.find(j.quota_share_name);
+          it != index.end() && snap.shares[static_cast<size_t>(it->second)].strategy == sched::SharingStrategy::kLendAndBorrow)
+        waiting_borrowers.insert(j.quota_share_name);
       if (j.payload.find("KeepAlivePeriodInSeconds") == std::string::npos) continue;  // cheap: most jobs
       json payload = json::parse(j.payload, nullptr, false);
       if (!payload.is_discarded() && KeepAliveOf(payload) > 0) waiting_keys.insert(WarmPoolMatchKey(payload));
@@ -526,6 +530,8 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
       if (p.status != "Available" || p.queue != q.name) continue;
       auto it = index.find(p.quota_share);
       if (it == index.end() || waiting_shares.count(p.quota_share) || waiting_keys.count(p.match_key)) continue;
+      const bool lends = snap.shares[static_cast<size_t>(it->second)].strategy != sched::SharingStrategy::kReserve;
+      if (lends && waiting_borrowers.size() > waiting_borrowers.count(p.quota_share)) continue;
       sched::QuotaRunningJob r;
       r.seq = p.seq;
       r.share = it->second;

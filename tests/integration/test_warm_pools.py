@@ -474,7 +474,7 @@ count = 2
         self.assertEqual(self.pool("svc-1")["ReusedByJob"], "svc-2")
         self.assertIn("seen=from-svc-1", self.log("svc-2"))
 
-    def quota_queue(self):
+    def quota_queue(self, strategy_a="LEND_AND_BORROW", strategy_b="LEND_AND_BORROW"):
         self.batch.create_service_environment(
             serviceEnvironmentName="qe", serviceEnvironmentType="SAGEMAKER_TRAINING",
             capacityLimits=[{"maxCapacity": 2, "capacityUnit": "ml.m5.large"}])
@@ -486,7 +486,7 @@ count = 2
             self.batch.create_quota_share(
                 quotaShareName=share, jobQueue="qq",
                 capacityLimits=[{"maxCapacity": 1, "capacityUnit": "ml.m5.large"}],
-                resourceSharingConfiguration={"strategy": "LEND_AND_BORROW"},
+                resourceSharingConfiguration={"strategy": strategy_a if share == "a" else strategy_b},
                 preemptionConfiguration={"inSharePreemption": "DISABLED"})
 
     def test_another_quota_share_reclaims_warm_capacity(self):
@@ -505,7 +505,22 @@ count = 2
         (db,) = self.wait_jobs([jb])
         self.assertEqual(db["status"], "SUCCEEDED")
         self.assertEqual(self.pool("qa-1")["Status"], "Terminated")
-        self.assertIn("reclaims its capacity", self.raw("qa-1")["WarmPoolEndReason"])
+        # b may borrow too, so a's pool already counts as free, and b's job releases it as it starts.
+        self.assertIn("qb-1", self.raw("qa-1")["WarmPoolEndReason"])
+
+    def test_a_lending_share_reclaims_warm_capacity_by_preemption(self):
+        self.quota_queue(strategy_b="LEND")
+        p = self.job("qa-2", keep=3600)
+        p["ResourceConfig"]["InstanceCount"] = 2
+        ja = self.submit("qq", p, quotaShareName="a")
+        self.wait_jobs([ja])
+        self.wait_pool("qa-2", "Available")
+        # b (which may not borrow) wants its own instance back: the quota pass preempts the pool.
+        jb = self.submit("qq", self.job("qb-2", keep=0), quotaShareName="b")
+        (db,) = self.wait_jobs([jb])
+        self.assertEqual(db["status"], "SUCCEEDED")
+        self.assertEqual(self.pool("qa-2")["Status"], "Terminated")
+        self.assertIn("reclaims its capacity", self.raw("qa-2")["WarmPoolEndReason"])
 
     def test_a_pool_never_blocks_its_own_share(self):
         self.quota_queue()
@@ -521,13 +536,28 @@ count = 2
         self.assertEqual(self.pool("own-1")["Status"], "Terminated")
         self.assertIn("needed by training job own-2", self.raw("own-1")["WarmPoolEndReason"])
 
-    def test_borrowing_does_not_release_a_pool_inside_its_shares_quota(self):
+    def test_a_borrower_releases_a_pool_of_a_lending_share(self):
         self.quota_queue()
         ja = self.submit("qq", self.job("lend-1", keep=600), quotaShareName="a")
         self.wait_jobs([ja])
         self.wait_pool("lend-1", "Available")
-        # b wants to borrow a's instance, which a's pool uses: b waits, the pool stays.
+        # b wants to borrow a's instance, which a's idle pool holds: a lends what it does not use,
+        # and a warm pool is not use, so the pool is released and b's job runs at once.
         p = self.job("borrow-1", keep=0)
+        p["ResourceConfig"]["InstanceCount"] = 2
+        jb = self.submit("qq", p, quotaShareName="b")
+        (db,) = self.wait_jobs([jb])
+        self.assertEqual(db["status"], "SUCCEEDED")
+        self.assertEqual(self.pool("lend-1")["Status"], "Terminated")
+        self.assertIn("needed by training job", self.raw("lend-1")["WarmPoolEndReason"])
+
+    def test_a_pool_of_a_reserve_share_is_not_lent(self):
+        self.quota_queue(strategy_a="RESERVE")
+        ja = self.submit("qq", self.job("keep-1", keep=600), quotaShareName="a")
+        self.wait_jobs([ja])
+        self.wait_pool("keep-1", "Available")
+        # a lends nothing: b may not borrow its instance, pool or not; b waits, the pool stays.
+        p = self.job("borrow-2", keep=0)
         p["ResourceConfig"]["InstanceCount"] = 2
         jb = self.submit("qq", p, quotaShareName="b")
         deadline = time.time() + 30
@@ -535,12 +565,7 @@ count = 2
             self.assertLess(time.time(), deadline)
             time.sleep(0.05)
         self.assertEqual(self.describe_raw(jb)["status"], "RUNNABLE")
-        self.assertEqual(self.pool("lend-1")["Status"], "Available")
-        # When the keep-alive ends, the instance is free and b's job runs.
-        self.advance(601)
-        (db,) = self.wait_jobs([jb])
-        self.assertEqual(db["status"], "SUCCEEDED")
-        self.assertIn("keep-alive period ended", self.raw("lend-1")["WarmPoolEndReason"])
+        self.assertEqual(self.pool("keep-1")["Status"], "Available")
 
 
 if __name__ == "__main__":
