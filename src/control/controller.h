@@ -130,6 +130,10 @@ class Controller {
   void TailMetrics(Turn& t);
   void LaunchTrainingJob(Turn& t, TrainingJob& tj);
   void FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const TrainingJob& tj);
+  // True when the lost run of tj is started again under its RetryStrategy (the job stays InProgress).
+  bool RestartAfterInfrastructureFailure(Turn& t, TrainingJob& tj, const exec::AttemptEvent& e);
+  // MaxRuntimeInSeconds less the time tj's runs have already used (may be <= 0).
+  int64_t RemainingRuntimeSeconds(const TrainingJob& tj, EpochMs now) const;
   void SetJobStatus(Turn& t, ServiceJobState& js, JobStatus status, const std::string& reason);
   void AddTransition(Turn& t, TrainingJob& tj, const std::string& secondary, const std::string& message, EpochMs at);
   void ReleaseCapacity(TrainingJob& tj);

@@ -14,6 +14,49 @@ namespace ty::control {
 
 using nlohmann::json;
 
+namespace {
+
+// SubmitServiceJob.retryStrategy (ServiceJobRetryStrategy): attempts 1..10, at most 5
+// evaluateOnExit entries of {action RETRY|EXIT (the model makes them upper case), onStatusReason glob of at most 512
+// characters}. The service-job shape has no onReason or onExitCode: a SageMaker attempt ends
+// with a status reason, not a container exit.
+Status CheckRetryStrategy(const json& req) {
+  if (!req.contains("retryStrategy") || req["retryStrategy"].is_null()) return Status::Ok();
+  const json& rs = req["retryStrategy"];
+  if (!rs.is_object()) return InvalidArgument("retryStrategy must be an object");
+  const json attempts = rs.contains("attempts") ? rs["attempts"] : json();
+  if (!attempts.is_number_integer() || attempts.get<int64_t>() < 1 || attempts.get<int64_t>() > 10)
+    return InvalidArgument("retryStrategy.attempts is required and must be an integer between 1 and 10, not " +
+                           (attempts.is_null() ? std::string("absent") : attempts.dump()));
+  if (!rs.contains("evaluateOnExit") || rs["evaluateOnExit"].is_null()) return Status::Ok();
+  const json& rules = rs["evaluateOnExit"];
+  if (!rules.is_array()) return InvalidArgument("retryStrategy.evaluateOnExit must be a list");
+  if (rules.size() > 5)
+    return InvalidArgument("retryStrategy.evaluateOnExit may have at most 5 entries, not " + std::to_string(rules.size()));
+  for (size_t i = 0; i < rules.size(); ++i) {
+    const std::string where = "retryStrategy.evaluateOnExit[" + std::to_string(i) + "]";
+    const json& r = rules[i];
+    if (!r.is_object()) return InvalidArgument(where + " must be an object");
+    for (const auto& [key, value] : r.items())
+      if (key != "action" && key != "onStatusReason")
+        return InvalidArgument(where + "." + key + " is not a field of a service job's evaluateOnExit entry "
+                               "(ServiceJobEvaluateOnExit has action and onStatusReason only)");
+    if (!r.contains("action") || !r["action"].is_string())
+      return InvalidArgument(where + ".action is required: RETRY or EXIT");
+    std::string action = ToUpper(r["action"].get<std::string>());
+    if (action != "RETRY" && action != "EXIT")
+      return InvalidArgument(where + ".action must be RETRY or EXIT, not '" + r["action"].get<std::string>() + "'");
+    if (r.contains("onStatusReason")) {
+      if (!r["onStatusReason"].is_string()) return InvalidArgument(where + ".onStatusReason must be a string");
+      if (r["onStatusReason"].get<std::string>().size() > 512)
+        return InvalidArgument(where + ".onStatusReason may be at most 512 characters long");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 void Controller::SetJobStatus(Turn& t, ServiceJobState& js, JobStatus status, const std::string& reason) {
   ServiceJob& job = js.job;
   const bool was_terminal = IsTerminal(job.status);
@@ -84,15 +127,11 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const json& req) {
     canonical.erase("clientToken");
     job.request_hash = Sha256Hex(canonical.dump());
   }
-  if (!job.retry_strategy_json.empty()) {
-    int attempts = req["retryStrategy"].value("attempts", 0);
-    if (attempts < 1 || attempts > 10) return InvalidArgument("retryStrategy.attempts must be between 1 and 10");
-    auto eval = req["retryStrategy"].value("evaluateOnExit", json::array());
-    if (eval.size() > 5) return InvalidArgument("retryStrategy.evaluateOnExit may have at most 5 entries");
-  }
+  TY_RETURN_IF_ERROR(CheckRetryStrategy(req));
   if (!job.timeout_config_json.empty()) {
-    int64_t secs = req["timeoutConfig"].value("attemptDurationSeconds", int64_t{60});
-    if (secs < 60) return InvalidArgument("timeoutConfig.attemptDurationSeconds must be at least 60");
+    const json& secs = req["timeoutConfig"].contains("attemptDurationSeconds") ? req["timeoutConfig"]["attemptDurationSeconds"] : json();
+    if (!secs.is_null() && (!secs.is_number_integer() || secs.get<int64_t>() < 60))
+      return InvalidArgument("timeoutConfig.attemptDurationSeconds must be an integer of at least 60, not " + secs.dump());
   }
 
   return Execute<ServiceJob>([&](Turn& t) -> StatusOr<ServiceJob> {

@@ -44,6 +44,51 @@ std::string Unquote(const std::string& v) {
   return v;
 }
 
+// The action of the first evaluateOnExit entry whose conditions all match the attempt's status
+// reason; an entry without onStatusReason matches any reason. No entry matching means RETRY
+// (the AWS Batch rule for container jobs; docs/design/decisions.md). Actions are
+// case-insensitive.
+std::string RetryActionFor(const json& rules, const std::string& status_reason) {
+  for (const auto& r : rules) {
+    if (r.contains("onStatusReason") && !GlobMatch(r["onStatusReason"].get<std::string>(), status_reason)) continue;
+    return ToUpper(r.value("action", "RETRY"));
+  }
+  return "RETRY";
+}
+
+constexpr int64_t kMaxRuntimeLimitSeconds = 28 * 86400;  // SageMaker's 28-day ceiling
+
+// StoppingCondition (SEMANTICS.md §4.5). Service-job payloads reach here without model
+// validation, so every bound of the model is checked here too.
+Status CheckStoppingCondition(const json& req) {
+  if (!req.contains("StoppingCondition") || req["StoppingCondition"].is_null()) return Status::Ok();
+  const json& sc = req["StoppingCondition"];
+  if (!sc.is_object()) return InvalidArgument("StoppingCondition must be an object");
+  auto field = [&](const char* name) { return sc.contains(name) ? sc[name] : json(); };
+  const json runtime = field("MaxRuntimeInSeconds"), wait = field("MaxWaitTimeInSeconds"),
+             pending = field("MaxPendingTimeInSeconds");
+  if (!runtime.is_null() && (!runtime.is_number_integer() || runtime.get<int64_t>() < 1 ||
+                             runtime.get<int64_t>() > kMaxRuntimeLimitSeconds))
+    return InvalidArgument("StoppingCondition.MaxRuntimeInSeconds must be an integer between 1 and " +
+                           std::to_string(kMaxRuntimeLimitSeconds) + " (28 days), not " + runtime.dump());
+  if (!pending.is_null() &&
+      (!pending.is_number_integer() || pending.get<int64_t>() < 7200 || pending.get<int64_t>() > 2419200))
+    return InvalidArgument("StoppingCondition.MaxPendingTimeInSeconds must be an integer between 7200 and 2419200, not " +
+                           pending.dump());
+  if (!wait.is_null()) {
+    if (!wait.is_number_integer() || wait.get<int64_t>() < 1)
+      return InvalidArgument("StoppingCondition.MaxWaitTimeInSeconds must be a positive integer, not " + wait.dump());
+    if (!req.value("EnableManagedSpotTraining", false))
+      return InvalidArgument("StoppingCondition.MaxWaitTimeInSeconds applies only to managed spot training "
+                             "(EnableManagedSpotTraining=true)");
+    const int64_t bound = runtime.is_null() ? 86400 : runtime.get<int64_t>();
+    if (wait.get<int64_t>() < bound)
+      return InvalidArgument("StoppingCondition.MaxWaitTimeInSeconds (" + wait.dump() +
+                             ") must be greater than or equal to MaxRuntimeInSeconds (" + std::to_string(bound) + ")");
+  }
+  return Status::Ok();
+}
+
 int PhaseRank(const std::string& secondary) {
   if (secondary == "Downloading") return 1;
   if (secondary == "Training") return 2;
@@ -168,6 +213,14 @@ Status Controller::CheckTrainingRequest(const json& req) const {
         EndsWith(lp, "/.."))
       return InvalidArgument("CheckpointConfig.LocalPath must be a directory under /opt/ml/ on this host, not '" + lp + "'");
   }
+  TY_RETURN_IF_ERROR(CheckStoppingCondition(req));
+  if (req.contains("RetryStrategy") && !req["RetryStrategy"].is_null()) {
+    const json& r = req["RetryStrategy"];
+    const json n = r.is_object() && r.contains("MaximumRetryAttempts") ? r["MaximumRetryAttempts"] : json();
+    if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > 30)
+      return InvalidArgument("RetryStrategy.MaximumRetryAttempts is required and must be an integer between 1 and 30, not " +
+                             (n.is_null() ? std::string("absent") : n.dump()));
+  }
   if (req.value("EnableManagedSpotTraining", false))
     return InvalidArgument("EnableManagedSpotTraining: managed spot capacity is not offered by this server yet");
   // Service-job payloads reach here without model validation, so the range is checked again.
@@ -258,9 +311,17 @@ void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj) {
 void Controller::StartPendingTrainingJobs(Turn& t) {
   // Jobs created through CreateTrainingJob wait for host capacity in creation order, ahead of
   // queued service jobs (they are already InProgress in SageMaker's terms).
+  std::vector<std::string> overdue;
   for (const auto& [seq, name] : state_.live_training_jobs) {
     TrainingJob* tj = &state_.training_jobs.at(name);
     if (tj->launched || !tj->service_job_id.empty() || tj->status != "InProgress") continue;
+    const int64_t max_pending = json::parse(tj->request_json)
+                                    .value("StoppingCondition", json::object())
+                                    .value("MaxPendingTimeInSeconds", int64_t{0});
+    if (max_pending > 0 && t.now - tj->creation_time >= max_pending * 1000) {
+      overdue.push_back(name);
+      continue;
+    }
     const InstanceTypeSpec* spec = config_.FindInstanceType(tj->instance_type);
     int64_t free = (spec ? spec->count : 0) - state_.host_in_use[tj->instance_type];
     if (free >= tj->instance_count) {
@@ -269,6 +330,17 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
       AddTransition(t, *tj, "Pending", "Waiting for capacity: " + std::to_string(std::max<int64_t>(0, free)) +
                                             " free " + tj->instance_type + " instances on this host.", t.now);
     }
+  }
+  // MaxPendingTimeInSeconds: a job that waited that long for capacity is Stopped without running.
+  for (const auto& name : overdue) {
+    TrainingJob& tj = state_.training_jobs.at(name);
+    RequestStop(t, tj, "pending", "Stopping: the training job waited longer than MaxPendingTimeInSeconds for capacity.");
+    exec::AttemptEvent e;
+    e.attempt_id = name;
+    e.phase = exec::Phase::kExited;
+    e.at = t.now;
+    e.stopped = true;
+    ApplyEvent(t, e);
   }
 }
 
@@ -366,7 +438,7 @@ std::string Controller::BuildAttemptSpec(const TrainingJob& tj) const {
   spec["setup_command"] = it ? it->setup_command : "";
   spec["pip"] = {{"find_links", config_.pip_find_links}, {"no_index", config_.pip_no_index}};
   spec["stop_grace_seconds"] = config_.stop_grace_seconds;
-  spec["max_runtime_seconds"] = req.value("StoppingCondition", json::object()).value("MaxRuntimeInSeconds", 86400);
+  spec["max_runtime_seconds"] = std::max<int64_t>(1, RemainingRuntimeSeconds(tj, clock_.now_ms()));
   return spec.dump();
 }
 
@@ -444,6 +516,8 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
       break;
   }
 
+  if (e.phase == exec::Phase::kLost && !stopping && RestartAfterInfrastructureFailure(t, tj, e)) return;
+
   // Final: the attempt is over.
   TailMetrics(t);  // the last lines of the log count too
   tails_.erase(tj.name);
@@ -464,6 +538,10 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   } else if (e.max_runtime_exceeded) {
     tj.status = "Stopped";
     AddTransition(t, tj, "MaxRuntimeExceeded", "Training job runtime exceeded MaxRuntimeInSeconds provided", e.at);
+  } else if (tj.stop_cause == "pending") {
+    tj.status = "Stopped";
+    tj.failure_reason = "MaxPendingTimeExceeded: Training job pending time exceeded MaxPendingTimeInSeconds provided";
+    AddTransition(t, tj, "Stopped", "Training job stopped: pending time exceeded MaxPendingTimeInSeconds provided.", e.at);
   } else if (e.stopped || tj.stop_requested) {
     tj.status = "Stopped";
     AddTransition(t, tj, "Stopped", "Training job stopped.", e.at);
@@ -483,6 +561,48 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   t.training_jobs.insert(tj.name);
   SettleWarmPool(t, tj);
   if (js) FinishServiceJobAttempt(t, *js, tj);
+}
+
+bool Controller::RestartAfterInfrastructureFailure(Turn& t, TrainingJob& tj, const exec::AttemptEvent& e) {
+  // RetryStrategy.MaximumRetryAttempts (SEMANTICS.md §4.5): SageMaker retries a training job
+  // whose instances failed; an algorithm error is never retried. Here the one infrastructure
+  // failure is a lost attempt (its supervisor died, or the executor could not start it). The
+  // executor reports kLost only after it has ended the attempt's process groups, so the new
+  // run never overlaps the old one.
+  json req = json::parse(tj.request_json);
+  const int64_t allowed = req.value("RetryStrategy", json::object()).value("MaximumRetryAttempts", int64_t{0});
+  int64_t used = 0;
+  for (const auto& tr : tj.transitions)
+    if (tr.status == "Restarting") ++used;
+  if (used >= allowed) return false;
+  if (RemainingRuntimeSeconds(tj, e.at) <= 0) return false;
+  tails_.erase(tj.name);
+  std::error_code ec;
+  fs::remove_all(fs::path(data_dir_) / "attempts" / tj.name, ec);  // the dead run's files; idempotent
+  if (ec) {
+    spdlog::error("cannot clear the lost run of {}: {}", tj.name, ec.message());
+    return false;
+  }
+  AddTransition(t, tj, "Restarting",
+                "Retrying after an infrastructure failure (retry " + std::to_string(used + 1) + " of " +
+                    std::to_string(allowed) + "): " + (e.message.empty() ? "the instance was lost" : e.message),
+                e.at);
+  tj.launched = true;  // it keeps its capacity
+  t.starts.emplace_back(tj.name, BuildAttemptSpec(tj));
+  return true;
+}
+
+int64_t Controller::RemainingRuntimeSeconds(const TrainingJob& tj, EpochMs now) const {
+  // MaxRuntimeInSeconds bounds the total over the runs of one training job (with RetryStrategy,
+  // SEMANTICS.md §4.5): the time already spent downloading, training and uploading counts.
+  const int64_t max_runtime = json::parse(tj.request_json)
+                                  .value("StoppingCondition", json::object())
+                                  .value("MaxRuntimeInSeconds", int64_t{86400});
+  EpochMs spent = 0;
+  for (const auto& tr : tj.transitions)
+    if (tr.status == "Downloading" || tr.status == "Training" || tr.status == "Uploading")
+      spent += (tr.end ? tr.end : now) - tr.start;
+  return max_runtime - spent / 1000;
 }
 
 void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const TrainingJob& tj) {
@@ -533,7 +653,13 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
     SetJobStatus(t, js, JobStatus::kFailed, reason);
     return;
   }
-  // A failure after STARTING: the retry strategy decides.
+  if (tj.status == "Stopped" && tj.secondary_status == "MaxRuntimeExceeded") {
+    // A timed-out attempt is not retried, whichever of MaxRuntimeInSeconds and
+    // attemptDurationSeconds fired (docs/design/decisions.md).
+    SetJobStatus(t, js, JobStatus::kFailed, reason);
+    return;
+  }
+  // A failure after STARTING: the retry strategy decides. Preempted attempts do not count.
   int attempts = 1;
   json rules = json::array();
   if (!job.retry_strategy_json.empty()) {
@@ -541,16 +667,8 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
     attempts = rs.value("attempts", 1);
     rules = rs.value("evaluateOnExit", json::array());
   }
-  bool retry = static_cast<int>(job.attempts.size()) < attempts;
-  if (retry) {
-    for (const auto& r : rules) {
-      std::string pattern = r.value("onStatusReason", "*");
-      if (GlobMatch(pattern, reason)) {
-        retry = ToUpper(r.value("action", "RETRY")) == "RETRY";
-        break;
-      }
-    }
-  }
+  int64_t counted = static_cast<int64_t>(job.attempts.size()) - job.preempted_attempt_count;
+  bool retry = counted < attempts && RetryActionFor(rules, reason) == "RETRY";
   SetJobStatus(t, js, retry ? JobStatus::kRunnable : JobStatus::kFailed, reason);
 }
 

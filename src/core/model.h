@@ -163,7 +163,7 @@ struct TrainingJob {
   uint64_t seq = 0;
   bool launched = false;       // handed to the executor
   bool stop_requested = false;
-  std::string stop_cause;      // "user" | "terminate" | "timeout"
+  std::string stop_cause;      // "user" | "terminate" | "timeout" | "preempt" | "pending" (MaxPendingTimeInSeconds)
   int stop_grace_seconds = 0;
   // Managed warm pools (docs/warm-pools.md). keep_alive_seconds is
   // ResourceConfig.KeepAlivePeriodInSeconds, changed by UpdateTrainingJob.
