@@ -452,6 +452,9 @@ void Controller::ReadoptAttempts() {
     Status st = executor_->Adopt(name);
     if (st.ok()) {
       spdlog::info("re-adopted running attempt {}", name);
+      // A stop committed just before the server died may never have reached the supervisor;
+      // asking again is harmless (the supervisor keeps its first deadline).
+      if (tj.stop_requested) executor_->Stop(name, config_.stop_grace_seconds);
       continue;
     }
     // The launch was committed but the executor never started it (the server died in between):

@@ -1,13 +1,22 @@
 """kill -9 the server while jobs run: after a restart every job is accounted for, running attempts
 are re-adopted and finish, and none runs twice."""
+import collections
 import os
 import time
 import unittest
 
 from harness import Server, ServerTest
 
+GRACE = "[executor]\nstop_grace_seconds = 2\n"
+
 
 class CrashTest(ServerTest):
+    server_config = GRACE
+
+    def restart(self):
+        self.server = Server(self.data_dir, config=GRACE).start()
+        self.batch = self.server.client("batch")
+        self.sm = self.server.client("sagemaker")
     def test_kill9_while_jobs_run_then_restart(self):
         queue = self.create_queue("crash", capacity=2)
         runs = self.bucket_path("trainyard-test", "runs.log")
@@ -22,9 +31,7 @@ class CrashTest(ServerTest):
 
         self.server.kill9()
         time.sleep(0.5)  # the attempts go on without the server
-        self.server = Server(self.data_dir).start()
-        self.batch = self.server.client("batch")
-        self.sm = self.server.client("sagemaker")
+        self.restart()
 
         jobs = self.wait_jobs(ids, timeout=120)
         self.assertEqual([j["status"] for j in jobs], ["SUCCEEDED"] * 5, [j.get("statusReason") for j in jobs])
@@ -41,11 +48,81 @@ class CrashTest(ServerTest):
         queue = self.create_queue("ack", capacity=1)
         ids = [self.submit(queue, self.command_payload(f"ack-{n}", "sleep 0.2")) for n in range(20)]
         self.server.kill9()
-        self.server = Server(self.data_dir).start()
-        self.batch = self.server.client("batch")
+        self.restart()
         jobs = self.wait_jobs(ids, timeout=120)
         self.assertEqual(sorted(j["jobId"] for j in jobs), sorted(ids))
         self.assertTrue(all(j["status"] == "SUCCEEDED" for j in jobs))
+
+    def test_kill9_with_jobs_in_every_state(self):
+        # Host: 4 ml.m5.large. Ledger before the kill:
+        #   done-ok SUCCEEDED, done-fail FAILED (finished before the others start)
+        #   run-a, run-b RUNNING; retrying RUNNING its 2nd attempt; stopping being terminated
+        #   queued RUNNABLE (the queue's 4 instances are in use); pend: a training job Pending
+        queue = self.create_queue("states", capacity=4)
+        work = os.path.join(self.data_dir, "work")
+        locks = os.path.join(work, "locks")
+        os.makedirs(locks)
+        runs, gate, count = (os.path.join(work, n) for n in ("runs.log", "gate", "count"))
+
+        # A run of a job holds its lock while it runs: two overlapping runs of one job show up as
+        # DUPLICATE in the log.
+        script = os.path.join(work, "gated.sh")
+        with open(script, "w") as f:
+            f.write(f'mkdir {locks}/$1 2>/dev/null || echo DUPLICATE $1 >> {runs}\n'
+                    f'echo start $1 >> {runs}\n'
+                    f'while [ ! -e {gate} ]; do sleep 0.05; done\n'
+                    f'rmdir {locks}/$1\n')
+
+        def gated(name):
+            return f"sh {script} {name}"
+
+        ids = {}
+        ids["done-ok"] = self.submit(queue, self.command_payload("done-ok", "true"))
+        ids["done-fail"] = self.submit(queue, self.command_payload("done-fail", "exit 1"))
+        self.wait_jobs([ids["done-ok"], ids["done-fail"]])
+        for name in ("run-a", "run-b"):
+            ids[name] = self.submit(queue, self.command_payload(name, gated(name)))
+        first_fails = f"n=$(cat {count} 2>/dev/null || echo 0); echo $((n+1)) > {count}; [ $n -eq 0 ] && exit 1; "
+        ids["retrying"] = self.submit(queue, self.command_payload("retrying", first_fails + gated("retrying")),
+                                      retryStrategy={"attempts": 3})
+        ids["stopping"] = self.submit(queue, self.command_payload("stopping", "trap '' TERM; " + gated("stopping")))
+        self.wait_jobs([ids[n] for n in ("run-a", "run-b", "stopping")], statuses=("RUNNING",))
+        deadline = time.time() + 60
+        while len(self.describe_raw(ids["retrying"])["attempts"]) < 2 or \
+                self.describe_raw(ids["retrying"])["status"] != "RUNNING":
+            self.assertLess(time.time(), deadline)
+            time.sleep(0.05)
+        ids["queued"] = self.submit(queue, self.command_payload("queued", gated("queued")))
+        self.sm.create_training_job(**self.command_payload("pend", gated("pend")))
+        self.batch.terminate_service_job(jobId=ids["stopping"], reason="crash test")
+
+        self.server.kill9()
+        self.restart()
+
+        def status(name):
+            return self.describe_raw(ids[name])["status"]
+        self.assertEqual([status(n) for n in ("done-ok", "done-fail", "run-a", "run-b", "retrying", "queued")],
+                         ["SUCCEEDED", "FAILED", "RUNNING", "RUNNING", "RUNNING", "RUNNABLE"])
+        self.assertEqual(self.sm.describe_training_job(TrainingJobName="pend")["TrainingJobStatus"], "InProgress")
+        # The terminated job's stop is carried out after the restart: SIGKILL after the grace.
+        stopped = self.wait_jobs([ids["stopping"]], timeout=30)[0]
+        self.assertEqual((stopped["status"], stopped["isTerminated"]), ("FAILED", True))
+
+        with open(gate, "w"):
+            pass
+        jobs = {n: j for n, j in zip(ids, self.wait_jobs(list(ids.values()), timeout=120))}
+        self.assertEqual({n: j["status"] for n, j in jobs.items()},
+                         {"done-ok": "SUCCEEDED", "done-fail": "FAILED", "run-a": "SUCCEEDED", "run-b": "SUCCEEDED",
+                          "retrying": "SUCCEEDED", "stopping": "FAILED", "queued": "SUCCEEDED"})
+        self.assertEqual({n: len(j["attempts"]) for n, j in jobs.items()},
+                         {"done-ok": 1, "done-fail": 1, "run-a": 1, "run-b": 1, "retrying": 2, "stopping": 1,
+                          "queued": 1})
+        self.assertEqual(self.wait_training("pend")["TrainingJobStatus"], "Completed")
+        with open(runs) as f:
+            lines = f.read().split("\n")
+        self.assertNotIn("DUPLICATE", " ".join(lines))
+        starts = collections.Counter(line.split()[1] for line in lines if line.startswith("start "))
+        self.assertEqual(starts, {"run-a": 1, "run-b": 1, "retrying": 1, "stopping": 1, "queued": 1, "pend": 1})
 
 
 if __name__ == "__main__":
