@@ -519,7 +519,10 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
       break;
   }
 
-  if (e.phase == exec::Phase::kLost && !stopping && RestartAfterInfrastructureFailure(t, tj, e)) return;
+  const bool infrastructure_failure =
+      e.phase == exec::Phase::kLost ||
+      (e.exit_code != 0 && !e.stopped && !e.max_runtime_exceeded && StartsWith(e.failure_reason, "InternalServerError:"));
+  if (infrastructure_failure && !stopping && RestartAfterInfrastructureFailure(t, tj, e)) return;
 
   // Final: the attempt is over.
   TailMetrics(t);  // the last lines of the log count too
@@ -568,10 +571,11 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
 
 bool Controller::RestartAfterInfrastructureFailure(Turn& t, TrainingJob& tj, const exec::AttemptEvent& e) {
   // RetryStrategy.MaximumRetryAttempts (SEMANTICS.md §4.5): SageMaker retries a training job
-  // whose instances failed; an algorithm error is never retried. Here the one infrastructure
-  // failure is a lost attempt (its supervisor died, or the executor could not start it). The
-  // executor reports kLost only after it has ended the attempt's process groups, so the new
-  // run never overlaps the old one.
+  // whose instances failed; an algorithm error is never retried. The infrastructure failures
+  // here are a lost run (its supervisor died, or the executor could not start it) and a run that
+  // ended with InternalServerError (the object store unreachable, a full disk, a failed instance
+  // setup). The executor reports kLost only after it has ended the run's process groups, and
+  // kExited only once the run's instances are gone, so the new run never overlaps the old one.
   json req = json::parse(tj.request_json);
   const int64_t allowed = req.value("RetryStrategy", json::object()).value("MaximumRetryAttempts", int64_t{0});
   int64_t used = 0;
@@ -588,7 +592,10 @@ bool Controller::RestartAfterInfrastructureFailure(Turn& t, TrainingJob& tj, con
   }
   AddTransition(t, tj, "Restarting",
                 "Retrying after an infrastructure failure (retry " + std::to_string(used + 1) + " of " +
-                    std::to_string(allowed) + "): " + (e.message.empty() ? "the instance was lost" : e.message),
+                    std::to_string(allowed) + "): " +
+                    (e.phase == exec::Phase::kExited ? e.failure_reason
+                     : e.message.empty()             ? "the instance was lost"
+                                                     : e.message),
                 e.at);
   tj.launched = true;  // it keeps its capacity
   t.starts.emplace_back(tj.name, BuildAttemptSpec(tj));

@@ -293,6 +293,7 @@ class Supervisor {
       if (ch.contains("file_system")) continue;
       Status st = mover_->ListChannel(ch, dir_, &listed.back());
       if (!st.ok()) {
+        NoteDataError(st);
         *error = "input channel " + ch.value("name", "") + ": " + st.message();
         return false;
       }
@@ -308,6 +309,7 @@ class Supervisor {
       }
       auto head = mover_->store().Head(bucket, key);
       if (!head.ok()) {
+        NoteDataError(head.status());
         *error = "sagemaker_submit_directory: cannot fetch " + submit_uri_ + ": " + head.status().message();
         return false;
       }
@@ -367,6 +369,7 @@ class Supervisor {
           return ::stat(stop_path.c_str(), &sb) == 0;
         }, &stats_);
         if (!st.ok()) {
+          NoteDataError(st);
           *error = "input channel " + name + ": " + st.message();
           return false;
         }
@@ -443,6 +446,7 @@ class Supervisor {
         if (!fs::exists(tarball, ec)) {
           Status st = mover_->Download(submit_uri_, tarball);
           if (!st.ok()) {
+            NoteDataError(st);
             *error = "sagemaker_submit_directory: cannot fetch " + submit_uri_ + ": " + st.message();
             return false;
           }
@@ -908,9 +912,9 @@ class Supervisor {
     }
     bool compress = spec_.value("compress", true);
     std::string out_prefix = spec_.value("output_prefix", "");
-    auto fail = [&](const std::string& what) {
+    auto fail = [&](const std::string& what, Code code = Code::kInvalidArgument) {
       Log("upload: " + what);
-      if (failure_.empty()) failure_ = "ClientError: " + what;
+      if (failure_.empty()) failure_ = (IsTransient(code) ? "InternalServerError: " : "ClientError: ") + what;
       if (exit_code_ == 0) exit_code_ = 1;
       return false;
     };
@@ -921,7 +925,7 @@ class Supervisor {
         std::string target = out_prefix + (std::string(sub) == "model" ? "model/" : "data/");
         for (int n = 1; n <= count_; ++n) {
           Status st = mover_->UploadTree(local::HostDir(dir_, n) + "/" + sub, target);
-          if (!st.ok()) return fail("cannot upload " + std::string(sub) + " to " + target + ": " + st.message());
+          if (!st.ok()) return fail("cannot upload " + std::string(sub) + " to " + target + ": " + st.message(), st.code());
         }
         return true;
       }
@@ -941,7 +945,7 @@ class Supervisor {
       Status st = mover_->UploadFile(dest, out_prefix + name);
       std::error_code ec;
       fs::remove(dest, ec);
-      if (!st.ok()) return fail("cannot upload " + name + ": " + st.message());
+      if (!st.ok()) return fail("cannot upload " + name + ": " + st.message(), st.code());
       return true;
     };
     model_uploaded_ = pack("model.tar.gz", "model");
@@ -967,6 +971,13 @@ class Supervisor {
   bool stopped_ = false;
   bool max_runtime_exceeded_ = false;
   int exit_code_ = 0;
+  // An object store that cannot be reached or answers 5xx, or a local disk that is full, is
+  // the host's failure, not the job's: the attempt fails with InternalServerError, which
+  // RetryStrategy and the usual retry rules treat as transient.
+  static bool IsTransient(Code code) { return code == Code::kUnavailable || code == Code::kInternal; }
+  void NoteDataError(const Status& st) {
+    if (IsTransient(st.code())) infrastructure_error_ = true;
+  }
   bool infrastructure_error_ = false;  // Prepare failed for a reason of the host, not the job's
   std::string failure_;
   bool model_uploaded_ = false;
