@@ -2,6 +2,7 @@
 §4.5). Long waits use the offset clock."""
 import json
 import os
+import signal
 import time
 import unittest
 
@@ -94,6 +95,34 @@ class StoppingConditionTest(ServerTest):
         with open(gate, "w"):
             pass
         self.assertEqual(self.wait_training("blocker")["TrainingJobStatus"], "Completed")
+
+    def test_max_runtime_counts_across_restarts(self):
+        # RetryStrategy restarts a lost run with what is left of MaxRuntimeInSeconds: 3600 s, of
+        # which 3000 s were used by the first run, leaves 600 s for the second.
+        marker = os.path.join(self.data_dir, "first-run")
+        self.sm.create_training_job(**self.command_payload(
+            "budget", f"touch {marker}; while true; do sleep 0.05; done",
+            StoppingCondition={"MaxRuntimeInSeconds": 3600}, RetryStrategy={"MaximumRetryAttempts": 1}))
+        self.wait_secondary("budget", "Training")
+        self.advance(3000)
+        status_path = os.path.join(self.data_dir, "attempts", "budget", "status.json")
+        with open(status_path) as f:
+            first_pid = json.load(f)["supervisor_pid"]
+        os.kill(int(first_pid), signal.SIGKILL)
+        deadline = time.time() + 30
+        while True:
+            transitions = [t["Status"] for t in
+                           self.sm.describe_training_job(TrainingJobName="budget")["SecondaryStatusTransitions"]]
+            if "Restarting" in transitions:
+                break
+            self.assertLess(time.time(), deadline, transitions)
+            time.sleep(0.05)
+        self.wait_secondary("budget", "Training")
+        with open(os.path.join(self.data_dir, "attempts", "budget", "spec.json")) as f:
+            budget = json.load(f)["max_runtime_seconds"]
+        self.assertTrue(595 <= budget <= 600, budget)
+        self.sm.stop_training_job(TrainingJobName="budget")
+        self.assertEqual(self.wait_training("budget")["TrainingJobStatus"], "Stopped")
 
     def test_attempt_duration_timeout_fails_without_retry(self):
         q = self.create_queue("stop-t", capacity=1)
