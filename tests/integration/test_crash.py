@@ -5,7 +5,7 @@ import os
 import time
 import unittest
 
-from harness import Server, ServerTest
+from harness import Server, ServerTest, kill_attempt_processes
 
 GRACE = "[executor]\nstop_grace_seconds = 2\n"
 
@@ -123,6 +123,30 @@ class CrashTest(ServerTest):
         self.assertNotIn("DUPLICATE", " ".join(lines))
         starts = collections.Counter(line.split()[1] for line in lines if line.startswith("start "))
         self.assertEqual(starts, {"run-a": 1, "run-b": 1, "retrying": 1, "stopping": 1, "queued": 1, "pend": 1})
+
+    def test_supervisor_dies_while_the_server_is_down(self):
+        # Server down, then the attempt's supervisor and instance are killed too: after the
+        # restart the attempt is found lost, reported with InternalServerError, and retried once.
+        queue = self.create_queue("lost", capacity=1)
+        work = os.path.join(self.data_dir, "work")
+        os.makedirs(work)
+        runs, count = os.path.join(work, "runs.log"), os.path.join(work, "count")
+        script = os.path.join(work, "job.sh")
+        with open(script, "w") as f:
+            f.write(f"n=$(cat {count} 2>/dev/null || echo 0); echo $((n+1)) > {count}\n"
+                    f"echo start $AWS_BATCH_JOB_ATTEMPT >> {runs}\n"
+                    f"[ $n -eq 0 ] && while true; do sleep 0.05; done\n"
+                    "exit 0\n")
+        job = self.submit(queue, self.command_payload("lost", f"sh {script}"), retryStrategy={"attempts": 2})
+        self.wait_jobs([job], statuses=("RUNNING",))
+        self.server.kill9()
+        kill_attempt_processes(self.data_dir)
+        self.restart()
+        done = self.wait_jobs([job], timeout=60)[0]
+        self.assertEqual((done["status"], len(done["attempts"])), ("SUCCEEDED", 2))
+        self.assertIn("InternalServerError: the instance was lost", done["attempts"][0]["statusReason"])
+        with open(runs) as f:
+            self.assertEqual(f.read().split(), ["start", "1", "start", "2"])
 
 
 if __name__ == "__main__":
