@@ -57,6 +57,8 @@ std::string RetryActionFor(const json& rules, const std::string& status_reason) 
 }
 
 constexpr int64_t kMaxRuntimeLimitSeconds = 28 * 86400;  // SageMaker's 28-day ceiling
+constexpr int64_t kMinMaxPendingSeconds = 7200;           // MaxPendingTimeInSeconds 7200..2419200
+constexpr int64_t kMaxMaxPendingSeconds = 2419200;
 
 // StoppingCondition (SEMANTICS.md §4.5). Service-job payloads reach here without model
 // validation, so every bound of the model is checked here too.
@@ -72,9 +74,11 @@ Status CheckStoppingCondition(const json& req) {
     return InvalidArgument("StoppingCondition.MaxRuntimeInSeconds must be an integer between 1 and " +
                            std::to_string(kMaxRuntimeLimitSeconds) + " (28 days), not " + runtime.dump());
   if (!pending.is_null() &&
-      (!pending.is_number_integer() || pending.get<int64_t>() < 7200 || pending.get<int64_t>() > 2419200))
-    return InvalidArgument("StoppingCondition.MaxPendingTimeInSeconds must be an integer between 7200 and 2419200, not " +
-                           pending.dump());
+      (!pending.is_number_integer() || pending.get<int64_t>() < kMinMaxPendingSeconds ||
+       pending.get<int64_t>() > kMaxMaxPendingSeconds))
+    return InvalidArgument("StoppingCondition.MaxPendingTimeInSeconds must be an integer between " +
+                           std::to_string(kMinMaxPendingSeconds) + " and " + std::to_string(kMaxMaxPendingSeconds) +
+                           ", not " + pending.dump());
   if (!wait.is_null()) {
     if (!wait.is_number_integer() || wait.get<int64_t>() < 1)
       return InvalidArgument("StoppingCondition.MaxWaitTimeInSeconds must be a positive integer, not " + wait.dump());
@@ -315,12 +319,15 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
   for (const auto& [seq, name] : state_.live_training_jobs) {
     TrainingJob* tj = &state_.training_jobs.at(name);
     if (tj->launched || !tj->service_job_id.empty() || tj->status != "InProgress") continue;
-    const int64_t max_pending = json::parse(tj->request_json)
-                                    .value("StoppingCondition", json::object())
-                                    .value("MaxPendingTimeInSeconds", int64_t{0});
-    if (max_pending > 0 && t.now - tj->creation_time >= max_pending * 1000) {
-      overdue.push_back(name);
-      continue;
+    // The request is parsed only once a job has pended for the smallest MaxPendingTimeInSeconds.
+    if (t.now - tj->creation_time >= kMinMaxPendingSeconds * 1000) {
+      const int64_t max_pending = json::parse(tj->request_json)
+                                      .value("StoppingCondition", json::object())
+                                      .value("MaxPendingTimeInSeconds", int64_t{0});
+      if (max_pending > 0 && t.now - tj->creation_time >= max_pending * 1000) {
+        overdue.push_back(name);
+        continue;
+      }
     }
     const InstanceTypeSpec* spec = config_.FindInstanceType(tj->instance_type);
     int64_t free = (spec ? spec->count : 0) - state_.host_in_use[tj->instance_type];

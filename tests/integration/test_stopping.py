@@ -91,6 +91,7 @@ class StoppingConditionTest(ServerTest):
         tj = self.wait_training("waits", timeout=30)
         self.assertEqual((tj["TrainingJobStatus"], tj["SecondaryStatus"]), ("Stopped", "Stopped"))
         self.assertIn("MaxPendingTimeInSeconds", tj["SecondaryStatusTransitions"][-1]["StatusMessage"])
+        self.assertTrue(tj["FailureReason"].startswith("MaxPendingTimeExceeded:"), tj["FailureReason"])
         self.assertNotIn("TrainingStartTime", tj)
         with open(gate, "w"):
             pass
