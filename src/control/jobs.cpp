@@ -17,9 +17,9 @@ using nlohmann::json;
 namespace {
 
 // SubmitServiceJob.retryStrategy (ServiceJobRetryStrategy): attempts 1..10, at most 5
-// evaluateOnExit entries of {action RETRY|EXIT (the model makes them upper case), onStatusReason glob of at most 512
-// characters}. The service-job shape has no onReason or onExitCode: a SageMaker attempt ends
-// with a status reason, not a container exit.
+// evaluateOnExit entries of {action RETRY|EXIT (the model's enum), onStatusReason glob of at
+// most 512 characters}. The service-job shape has no onReason or onExitCode: a SageMaker attempt
+// ends with a status reason, not a container exit.
 Status CheckRetryStrategy(const json& req) {
   if (!req.contains("retryStrategy") || req["retryStrategy"].is_null()) return Status::Ok();
   const json& rs = req["retryStrategy"];

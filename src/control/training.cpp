@@ -513,7 +513,8 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
         if (js->job.status == JobStatus::kScheduled) SetJobStatus(t, *js, JobStatus::kStarting, "");
         if (js->job.status == JobStatus::kStarting) SetJobStatus(t, *js, JobStatus::kRunning, "");
         if (js->job.started_at == 0) js->job.started_at = e.at;
-        if (!js->job.attempts.empty()) js->job.attempts.back().started_at = e.at;
+        // A SageMaker restart of the same training job keeps the Batch attempt (and its timeout clock).
+        if (!js->job.attempts.empty() && js->job.attempts.back().started_at == 0) js->job.attempts.back().started_at = e.at;
         t.jobs.insert(js->job.seq);
       }
       return;
