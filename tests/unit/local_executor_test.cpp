@@ -174,8 +174,12 @@ TEST_P(LocalExecutorTest, StopDeliversSigtermAndTheJobCanFinishCleanly) {
 }
 
 TEST_P(LocalExecutorTest, JobIgnoringSigtermIsKilledAfterTheGrace) {
-  ASSERT_TRUE(executor_->Start("deaf", Spec("deaf", "trap '' TERM; while :; do sleep 0.05; done").dump()).ok());
+  ASSERT_TRUE(executor_->Start("deaf", Spec("deaf", "trap '' TERM; echo deaf; while :; do sleep 0.05; done").dump()).ok());
   WaitForPhase(*executor_, "deaf", "Training");
+  // The stop must come after the trap is in place: a SIGTERM before it ends the shell at once.
+  for (int i = 0; i < 400 && Slurp(executor_->LogPath("deaf", 1)).find(" deaf") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  ASSERT_NE(Slurp(executor_->LogPath("deaf", 1)).find(" deaf"), std::string::npos);
   auto start = std::chrono::steady_clock::now();
   ASSERT_TRUE(executor_->Stop("deaf", 1).ok());
   auto events = RunToEnd(*executor_, "deaf");
