@@ -399,6 +399,17 @@ void Controller::ApplyExecutorEvents(Turn& t) {
   for (const auto& e : executor_->Poll()) ApplyEvent(t, e);
 }
 
+void Controller::CountPreemptionLoss(ServiceJob& job, const TrainingJob& tj, EpochMs end) const {
+  EpochMs started = !job.attempts.empty() && job.attempts.back().started_at ? job.attempts.back().started_at
+                                                                             : tj.training_start_time;
+  EpochMs since = std::max(started, tj.last_checkpoint_time);
+  if (since <= 0 || end <= since) return;
+  const int64_t instance_ms = (end - since) * tj.instance_count;
+  const InstanceTypeSpec* spec = config_.FindInstanceType(tj.instance_type);
+  job.preemption_lost_instance_ms += instance_ms;
+  job.preemption_lost_gpu_ms += instance_ms * (spec ? spec->gpus : 0);
+}
+
 void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   auto it = state_.training_jobs.find(e.attempt_id);
   if (it == state_.training_jobs.end()) return;
@@ -408,6 +419,12 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   const bool stopping = tj.status == "Stopping";
 
   switch (e.phase) {
+    case exec::Phase::kCheckpointed:
+      if (e.at > tj.last_checkpoint_time) {
+        tj.last_checkpoint_time = e.at;
+        t.training_jobs.insert(tj.name);
+      }
+      return;
     case exec::Phase::kPreparing:
       if (PhaseRank(tj.secondary_status) >= 1) return;
       if (!stopping) {
@@ -516,6 +533,7 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
   if (tj.stop_cause == "preempt") {
     // Preemption returns the job to RUNNABLE as a new attempt; it does not consume retries.
     ++job.preempted_attempt_count;
+    CountPreemptionLoss(job, tj, tj.training_end_time);
     std::string why = "Preempted: yielded its capacity to service job " + job.preempted_for;
     if (!job.attempts.empty()) job.attempts.back().status_reason = why;
     job.preempted_for.clear();
