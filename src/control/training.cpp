@@ -92,6 +92,14 @@ Status Controller::CheckTrainingRequest(const json& req) const {
   int64_t count = rc.value("InstanceCount", int64_t{1});
   if (type.empty()) return InvalidArgument("ResourceConfig.InstanceType is required");
   if (count < 1) return InvalidArgument("ResourceConfig.InstanceCount must be at least 1");
+  if (req.value("EnableNetworkIsolation", false)) {
+    if (sandbox_ != "bwrap")
+      return InvalidArgument("EnableNetworkIsolation: this host runs jobs without a sandbox (executor.sandbox = \"none\" "
+                             "or bubblewrap unavailable), which cannot cut a job off the network");
+    if (count > 1)
+      return InvalidArgument("EnableNetworkIsolation: a network-isolated job runs each instance without a network, so "
+                             "its instances could not reach each other; use ResourceConfig.InstanceCount 1");
+  }
   const InstanceTypeSpec* it = config_.FindInstanceType(type);
   int64_t offered = it ? it->count : 0;
   if (count > offered)
@@ -287,6 +295,8 @@ std::string Controller::BuildAttemptSpec(const TrainingJob& tj) const {
   spec["gpus"] = it ? it->gpus : 0;
   spec["memory_mib"] = it ? it->memory_mib : 1024;
   spec["sandbox"] = sandbox_;
+  spec["hidden_dir"] = data_dir_;  // the sandbox hides the server's data (other jobs, the store)
+  spec["network_isolation"] = req.value("EnableNetworkIsolation", false);
   json command = json::array();
   for (auto& a : alg.value("ContainerEntrypoint", json::array())) command.push_back(a);
   for (auto& a : alg.value("ContainerArguments", json::array())) command.push_back(a);
