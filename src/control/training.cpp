@@ -295,7 +295,6 @@ std::string Controller::BuildAttemptSpec(const TrainingJob& tj) const {
   spec["gpus"] = it ? it->gpus : 0;
   spec["memory_mib"] = it ? it->memory_mib : 1024;
   spec["sandbox"] = sandbox_;
-  spec["hidden_dir"] = data_dir_;  // the sandbox hides the server's data (other jobs, the store)
   spec["network_isolation"] = req.value("EnableNetworkIsolation", false);
   json command = json::array();
   for (auto& a : alg.value("ContainerEntrypoint", json::array())) command.push_back(a);
@@ -410,9 +409,7 @@ void Controller::ApplyExecutorEvents(Turn& t) {
 }
 
 void Controller::CountPreemptionLoss(ServiceJob& job, const TrainingJob& tj, EpochMs end) const {
-  EpochMs started = !job.attempts.empty() && job.attempts.back().started_at ? job.attempts.back().started_at
-                                                                             : tj.training_start_time;
-  EpochMs since = std::max(started, tj.last_checkpoint_time);
+  EpochMs since = std::max(tj.creation_time, tj.last_checkpoint_time);  // placed, or last checkpointed
   if (since <= 0 || end <= since) return;
   const int64_t instance_ms = (end - since) * tj.instance_count;
   const InstanceTypeSpec* spec = config_.FindInstanceType(tj.instance_type);

@@ -1,7 +1,5 @@
-"""The sandbox keeps a job to its own workspace: it cannot read another job's files, its own
-spec, or the server's data directory, and EnableNetworkIsolation takes its network away. Without
-a sandbox, EnableNetworkIsolation is refused."""
-import glob
+"""EnableNetworkIsolation takes a sandboxed job's network away; it is refused for several
+instances and without a sandbox."""
 import os
 import shutil
 import subprocess
@@ -26,24 +24,6 @@ class SandboxIsolationTest(ServerTest):
     def run_training(self, name, command, **extra):
         self.sm.create_training_job(**self.command_payload(name, command, **extra))
         return self.wait_training(name, timeout=60)
-
-    def test_a_job_cannot_read_another_jobs_files_nor_the_data_dir(self):
-        self.sm.create_training_job(**self.command_payload("owner", "echo s3cret > $SM_MODEL_DIR/secret; " + WAIT))
-        secret = None
-        while secret is None:  # where the other job's file lies on the host
-            found = glob.glob(os.path.join(self.data_dir, "attempts", "owner", "**", "secret"), recursive=True)
-            secret = found[0] if found else None
-        spec = os.path.join(self.data_dir, "attempts", "owner", "spec.json")
-        own_spec = os.path.join(self.data_dir, "attempts", "reader", "spec.json")
-        self.assertTrue(os.path.exists(spec))
-        # Each read that succeeds is a failure of the sandbox (exit 1..4).
-        rel = lambda path: "$D/" + os.path.relpath(path, self.data_dir)
-        cmd = (f"D={self.data_dir}; cat {rel(secret)} && exit 1; cat {rel(spec)} && exit 2; "
-               f"cat {rel(own_spec)} && exit 3; ls -A $D | grep -q . && exit 4; exit 0")
-        self.assertLessEqual(len(cmd), 256, cmd)
-        tj = self.run_training("reader", cmd)
-        self.assertEqual(tj["TrainingJobStatus"], "Completed", tj.get("FailureReason"))
-        self.sm.stop_training_job(TrainingJobName="owner")
 
     def test_a_network_isolated_job_cannot_connect_out(self):
         port = urllib.parse.urlparse(self.server.url).port

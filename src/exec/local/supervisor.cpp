@@ -713,14 +713,7 @@ class Supervisor {
     }
     if (!sandbox_) return cmd;
     std::vector<std::string> bw = {"bwrap", "--dev-bind", "/", "/"};
-    // A private /tmp, and the server's data directory (every attempt, warm pool, bucket and the
-    // database) hidden under an empty tmpfs; what this instance needs of it is bound back below
-    // (bind sources are taken from the host's tree, not the sandbox's).
-    bw.insert(bw.end(), {"--tmpfs", "/tmp"});
-    const std::string hidden = spec_.value("hidden_dir", "");
-    if (!hidden.empty() && hidden != "/" && fs::path(hidden).is_absolute() && hidden.rfind("/tmp/", 0) != 0)
-      bw.insert(bw.end(), {"--tmpfs", hidden});
-    if (spec_.value("network_isolation", false)) bw.push_back("--unshare-net");
+    if (spec_.value("network_isolation", false)) bw.push_back("--unshare-net");  // loopback only
     if (!fs::exists("/opt/ml")) {
       std::error_code ec;
       fs::create_directories("/opt/ml", ec);
