@@ -100,6 +100,13 @@ json EncodeJobSummary(const State& s, const ServiceJobState& js) {
   return j;
 }
 
+// Work thrown away by preemptions (docs/scheduling.md, "Checkpoints and work lost"), in hours:
+// instance-hours, and GPU-hours (instance-hours × the catalogue's GPUs per instance; 0 for
+// types without GPUs).
+json PreemptionLoss(int64_t instance_ms, int64_t gpu_ms) {
+  return {{"instanceHours", static_cast<double>(instance_ms) / 3.6e6}, {"gpuHours", static_cast<double>(gpu_ms) / 3.6e6}};
+}
+
 json EncodeJobDetail(const State& s, const ServiceJobState& js) {
   const ServiceJob& job = js.job;
   json j = EncodeJobSummary(s, js);
@@ -136,6 +143,7 @@ json EncodeJobDetail(const State& s, const ServiceJobState& js) {
     j["preemptionSummary"] = {{"preemptedAttemptCount", job.preempted_attempt_count}, {"recentPreemptedAttempts", recent}};
   }
   // trainyard extensions (clients ignore members they do not know).
+  if (job.preemption_lost_instance_ms > 0) j["trainyardPreemptionLoss"] = PreemptionLoss(job.preemption_lost_instance_ms, job.preemption_lost_gpu_ms);
   json history = json::array();
   for (const auto& [st, at] : js.history) history.push_back({{"status", st}, {"at", at}});
   j["trainyardStatusHistory"] = history;
@@ -383,6 +391,11 @@ Response Snapshot(Controller& c, const json& req) {
       pools.push_back(w);
     }
     if (!pools.empty()) out["trainyardWarmPools"] = pools;
+    // trainyard extension: what preemptions threw away across this queue's jobs.
+    int64_t lost_instance_ms = 0, lost_gpu_ms = 0;
+    for (const auto& [seq, js] : s.jobs)
+      if (js.job.queue == q->name) lost_instance_ms += js.job.preemption_lost_instance_ms, lost_gpu_ms += js.job.preemption_lost_gpu_ms;
+    out["trainyardPreemptionLoss"] = PreemptionLoss(lost_instance_ms, lost_gpu_ms);
     return out;
   });
 }

@@ -120,6 +120,8 @@ class Controller {
   void AdmitSubmitted(Turn& t);
   void ApplyExecutorEvents(Turn& t);
   void ApplyEvent(Turn& t, const exec::AttemptEvent& e);
+  // Adds what a preempted attempt that ended at `end` threw away to the job's loss counters.
+  void CountPreemptionLoss(ServiceJob& job, const TrainingJob& tj, EpochMs end) const;
   void EnforceTimeouts(Turn& t);
   void SchedulePass(Turn& t);
   sched::FairShare FairShareOf(Turn& t, const JobQueue& q, size_t prefix);

@@ -540,6 +540,10 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
     // A job inside the queue's minimum runtime is not preempted, so preemptions do not thrash.
     EpochMs ran_since = j.attempts.back().started_at ? j.attempts.back().started_at : j.scheduled_at;
     r.end_ms = LatestEnd(j, t.now, int64_t{config_.stop_grace_seconds} * 1000, tj && tj->stop_requested);
+    // Work counts from when the attempt was placed (the pass's time, so attempts placed together
+    // tie and fall to start order), or from its last checkpoint.
+    r.started_ms = tj ? tj->creation_time : ran_since;
+    r.last_checkpoint_ms = tj ? tj->last_checkpoint_time : 0;
     r.preemptible = !(tj && tj->stop_requested && tj->stop_cause != "preempt") &&
                     t.now - ran_since >= min_runtime_ms;
     snap.running.push_back(r);

@@ -141,6 +141,14 @@ Status Controller::CheckTrainingRequest(const json& req) const {
   int64_t count = rc.value("InstanceCount", int64_t{1});
   if (type.empty()) return InvalidArgument("ResourceConfig.InstanceType is required");
   if (count < 1) return InvalidArgument("ResourceConfig.InstanceCount must be at least 1");
+  if (req.value("EnableNetworkIsolation", false)) {
+    if (sandbox_ != "bwrap")
+      return InvalidArgument("EnableNetworkIsolation: this host runs jobs without a sandbox (executor.sandbox = \"none\" "
+                             "or bubblewrap unavailable), which cannot cut a job off the network");
+    if (count > 1)
+      return InvalidArgument("EnableNetworkIsolation: a network-isolated job runs each instance without a network, so "
+                             "its instances could not reach each other; use ResourceConfig.InstanceCount 1");
+  }
   const InstanceTypeSpec* it = config_.FindInstanceType(type);
   int64_t offered = it ? it->count : 0;
   if (count > offered)
@@ -366,6 +374,7 @@ std::string Controller::BuildAttemptSpec(const TrainingJob& tj) const {
   spec["gpus"] = it ? it->gpus : 0;
   spec["memory_mib"] = it ? it->memory_mib : 1024;
   spec["sandbox"] = sandbox_;
+  spec["network_isolation"] = req.value("EnableNetworkIsolation", false);
   json command = json::array();
   for (auto& a : alg.value("ContainerEntrypoint", json::array())) command.push_back(a);
   for (auto& a : alg.value("ContainerArguments", json::array())) command.push_back(a);
@@ -481,6 +490,15 @@ void Controller::ApplyExecutorEvents(Turn& t) {
   for (const auto& e : executor_->Poll()) ApplyEvent(t, e);
 }
 
+void Controller::CountPreemptionLoss(ServiceJob& job, const TrainingJob& tj, EpochMs end) const {
+  EpochMs since = std::max(tj.creation_time, tj.last_checkpoint_time);  // placed, or last checkpointed
+  if (since <= 0 || end <= since) return;
+  const int64_t instance_ms = (end - since) * tj.instance_count;
+  const InstanceTypeSpec* spec = config_.FindInstanceType(tj.instance_type);
+  job.preemption_lost_instance_ms += instance_ms;
+  job.preemption_lost_gpu_ms += instance_ms * (spec ? spec->gpus : 0);
+}
+
 void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   auto it = state_.training_jobs.find(e.attempt_id);
   if (it == state_.training_jobs.end()) return;
@@ -490,6 +508,12 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   const bool stopping = tj.status == "Stopping";
 
   switch (e.phase) {
+    case exec::Phase::kCheckpointed:
+      if (e.at > tj.last_checkpoint_time) {
+        tj.last_checkpoint_time = e.at;
+        t.training_jobs.insert(tj.name);
+      }
+      return;
     case exec::Phase::kPreparing:
       if (PhaseRank(tj.secondary_status) >= 1) return;
       if (!stopping) {
@@ -654,6 +678,7 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
   if (tj.stop_cause == "preempt") {
     // Preemption returns the job to RUNNABLE as a new attempt; it does not consume retries.
     ++job.preempted_attempt_count;
+    CountPreemptionLoss(job, tj, tj.training_end_time);
     std::string why = "Preempted: yielded its capacity to service job " + job.preempted_for;
     if (!job.attempts.empty()) job.attempts.back().status_reason = why;
     job.preempted_for.clear();

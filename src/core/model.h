@@ -123,6 +123,11 @@ struct ServiceJob {
   // count against retryStrategy.attempts.
   int64_t preempted_attempt_count = 0;
   std::string preempted_for;  // the job an attempt that is stopping now yields to
+  // Work thrown away by its preemptions: instances × time from each preempted attempt's last
+  // checkpoint (or its start) to its end, and the same in GPU-milliseconds (instance-ms × the
+  // catalogue's GPUs per instance; 0 for a type without GPUs).
+  int64_t preemption_lost_instance_ms = 0;
+  int64_t preemption_lost_gpu_ms = 0;
   // Derived from the payload at submit time.
   std::string instance_type;
   int64_t instance_count = 1;
@@ -165,6 +170,7 @@ struct TrainingJob {
   bool stop_requested = false;
   std::string stop_cause;      // "user" | "terminate" | "timeout" | "preempt" | "pending" (MaxPendingTimeInSeconds)
   int stop_grace_seconds = 0;
+  EpochMs last_checkpoint_time = 0;  // when the attempt last completed a checkpoint; 0: never
   // Managed warm pools (docs/warm-pools.md). keep_alive_seconds is
   // ResourceConfig.KeepAlivePeriodInSeconds, changed by UpdateTrainingJob.
   int64_t keep_alive_seconds = 0;

@@ -9,6 +9,7 @@ const char* PhaseName(Phase p) {
     case Phase::kUploading: return "Uploading";
     case Phase::kExited: return "Exited";
     case Phase::kLost: return "Lost";
+    case Phase::kCheckpointed: return "Checkpointed";
   }
   return "?";
 }

@@ -23,6 +23,9 @@ enum class Phase {
   kUploading,   // processes exited; model/output archives being written (SageMaker: Uploading)
   kExited,      // everything done; exit fields below are final
   kLost,        // the supervisor died without writing an exit status (infrastructure failure)
+  // Not a phase change: the attempt completed a checkpoint at `at` (docs/scheduling.md,
+  // "Checkpoints and work lost"). Reported before the kExited that follows it.
+  kCheckpointed,
 };
 
 const char* PhaseName(Phase p);

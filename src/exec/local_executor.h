@@ -51,6 +51,7 @@ class LocalExecutor final : public Executor {
     uint64_t status_ino = 0;
     int64_t status_mtime_ns = 0;
     int64_t status_size = -1;
+    EpochMs last_checkpoint = 0;  // the latest one reported
   };
 
   std::string Dir(const std::string& id) const { return options_.attempts_root + "/" + id; }

@@ -213,7 +213,8 @@ class QuotaPass {
     }
   }
 
-  // Victims in preference order: lowest priority, then most recently started, then submit order.
+  // Victims in preference order: lowest priority, then least work lost since the last checkpoint
+  // (instances × time), then most recently started, then submit order.
   std::vector<size_t> Candidates(const std::function<bool(const QuotaRunningJob&)>& eligible) const {
     std::vector<size_t> c;
     for (size_t i = 0; i < running_.size(); ++i)
@@ -222,6 +223,8 @@ class QuotaPass {
       const auto& x = running_[a];
       const auto& y = running_[b];
       if (x.priority != y.priority) return x.priority < y.priority;
+      const int64_t lx = WorkLostMs(x, snap_.now_ms), ly = WorkLostMs(y, snap_.now_ms);
+      if (lx != ly) return lx < ly;
       if (x.start_order != y.start_order) return x.start_order > y.start_order;
       return x.seq < y.seq;
     });
@@ -681,6 +684,14 @@ class QuotaPass {
 };
 
 }  // namespace
+
+int64_t WorkLostMs(const QuotaRunningJob& r, int64_t now_ms) {
+  const int64_t since = std::max(r.started_ms, r.last_checkpoint_ms);
+  if (since <= 0 || now_ms <= since || r.instance_count <= 0) return 0;
+  const int64_t span = now_ms - since;
+  if (span > std::numeric_limits<int64_t>::max() / r.instance_count) return std::numeric_limits<int64_t>::max();
+  return span * r.instance_count;
+}
 
 QuotaDecisions ScheduleQuotaShares(const QuotaSnapshot& snapshot) { return QuotaPass(snapshot).Run(); }
 

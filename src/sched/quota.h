@@ -33,7 +33,15 @@ struct QuotaRunningJob {
   bool preempting = false;   // already told to stop; its capacity is on its way back
   bool preemptible = true;   // false while inside the queue's minimum runtime
   int64_t end_ms = 0;        // when it gives its capacity back at the latest; 0: not known
+  // Work that a preemption would throw away runs from its last checkpoint, or from when it
+  // started when it never checkpointed. 0: not known; both 0: no work counted as lost.
+  int64_t started_ms = 0;
+  int64_t last_checkpoint_ms = 0;
 };
+
+// Instance-milliseconds a preemption of `r` at `now_ms` throws away: instances × time since its
+// last checkpoint (or its start). 0 when neither is known.
+int64_t WorkLostMs(const QuotaRunningJob& r, int64_t now_ms);
 
 struct QuotaShareSpec {
   std::string name;

@@ -312,7 +312,13 @@ print("epoch 2 loss=0.25", flush=True)
   spec["checkpoint"] = {{"uri", "s3://ckpt/"}, {"local_path", "/opt/ml/checkpoints"}};
   ASSERT_TRUE(executor_->Start("script", spec.dump()).ok());
   auto events = RunToEnd(*executor_, "script");
-  ASSERT_EQ(events.size(), 4u);
+  // The four phases, and the checkpoint the job wrote (step-2.ckpt, after training started; the
+  // restored step-1.ckpt predates it and does not count) before Exited.
+  ASSERT_EQ(events.size(), 5u);
+  auto ck = std::find_if(events.begin(), events.end(), [](const AttemptEvent& e) { return e.phase == Phase::kCheckpointed; });
+  ASSERT_NE(ck, events.end());
+  EXPECT_GT(ck - events.begin(), 1);  // after Preparing and Training
+  EXPECT_LT(ck - events.begin(), 4);
   ASSERT_EQ(events.back().phase, Phase::kExited);
   EXPECT_EQ(events.back().exit_code, 0) << Slurp(executor_->LogPath("script", 1));
   EXPECT_TRUE(events.back().model_uploaded);
@@ -475,7 +481,22 @@ TEST_P(LocalExecutorTest, StopAndAdoptOfUnknownAttemptsAreNotFound) {
   EXPECT_TRUE(executor_->Poll().empty());
 }
 
+TEST_P(LocalExecutorTest, TheCheckpointMarkerIsReportedBeforeTheExit) {
+  // The job checkpoints (touches the marker) and exits on its own at once: the supervisor's last
+  // look still sees it, and the event comes before Exited with the marker's time.
+  auto before = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch()).count();
+  ASSERT_TRUE(executor_->Start("ck", Spec("ck", "sleep 0.2; touch \"$TRAINYARD_CHECKPOINT_MARKER\"").dump()).ok());
+  auto events = RunToEnd(*executor_, "ck");
+  auto ck = std::find_if(events.begin(), events.end(), [](const AttemptEvent& e) { return e.phase == Phase::kCheckpointed; });
+  ASSERT_NE(ck, events.end());
+  EXPECT_GE(ck->at, before);
+  EXPECT_EQ(events.back().phase, Phase::kExited);
+  EXPECT_EQ(std::count_if(events.begin(), events.end(), [](const AttemptEvent& e) { return e.phase == Phase::kCheckpointed; }), 1);
+}
+
 TEST(PhaseNameTest, NamesEveryPhase) {
+  EXPECT_STREQ(PhaseName(Phase::kCheckpointed), "Checkpointed");
   EXPECT_STREQ(PhaseName(Phase::kPreparing), "Preparing");
   EXPECT_STREQ(PhaseName(Phase::kTraining), "Training");
   EXPECT_STREQ(PhaseName(Phase::kUploading), "Uploading");

@@ -108,6 +108,40 @@ TEST(QuotaShares, InSharePreemptionTakesExactlyTheLowestPriorityJob) {
   EXPECT_EQ(d.preemptions[0].for_job_seq, 100u);
 }
 
+TEST(QuotaShares, InSharePreemptionTakesTheJobThatLosesLeastWorkSinceItsCheckpoint) {
+  // Two priority-10 jobs of 15 instances, both started at t=0 s, now t=1000 s; #1 checkpointed
+  // at t=950 s (loses 15 x 50 s), #2 never (loses 15 x 1000 s) although it started more recently.
+  QuotaSnapshot s;
+  s.now_ms = 1'000'000;
+  s.capacity[kType] = 30;
+  s.shares = {Share("A", 30, SharingStrategy::kReserve, -1, true)};
+  s.running = Running(0, 1, 2, 15, 10);
+  s.running[0].started_ms = s.running[1].started_ms = 1;
+  s.running[0].last_checkpoint_ms = 950'000;
+  s.shares[0].runnable = {{100, kType, 15, 90}};
+  auto d = ScheduleQuotaShares(s);
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  EXPECT_EQ(d.preemptions[0].victim_seq, 1u);
+  EXPECT_EQ(WorkLostMs(s.running[0], s.now_ms), 15 * 50'000);
+
+  // Without checkpoints the most recently started one goes (equal work lost: the later start).
+  s.running[0].last_checkpoint_ms = 0;
+  d = ScheduleQuotaShares(s);
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  EXPECT_EQ(d.preemptions[0].victim_seq, 2u);
+}
+
+TEST(QuotaShares, WorkLostCountsInstancesAndIsZeroWhenNothingIsKnown) {
+  QuotaRunningJob r;
+  r.instance_count = 4;
+  EXPECT_EQ(WorkLostMs(r, 10'000), 0);  // neither start nor checkpoint known
+  r.started_ms = 4'000;
+  EXPECT_EQ(WorkLostMs(r, 10'000), 4 * 6'000);
+  r.last_checkpoint_ms = 9'000;
+  EXPECT_EQ(WorkLostMs(r, 10'000), 4 * 1'000);
+  EXPECT_EQ(WorkLostMs(r, 8'000), 0);  // a checkpoint "after" now loses nothing
+}
+
 TEST(QuotaShares, NoInSharePreemptionWhenDisabledOrNoLowerPriority) {
   QuotaSnapshot s;
   s.capacity[kType] = 30;

@@ -553,7 +553,7 @@ std::string Dump(const QuotaSnapshot& s) {
   for (const auto& r : s.running)
     o << "\n  #" << r.seq << " share " << r.share << " " << r.instance_type << " x" << r.instance_count << " p"
       << r.priority << " started " << r.start_order << (r.preempting ? " PREEMPTING" : "")
-      << (r.preemptible ? "" : " not-preemptible");
+      << (r.preemptible ? "" : " not-preemptible") << " lost " << WorkLostMs(r, s.now_ms);
   o << "\n";
   return o.str();
 }
@@ -691,6 +691,20 @@ void CheckQuota(const QuotaSnapshot& s, const QuotaDecisions& d, Problems& p) {
     victims_before[{vs, v.instance_type}] += v.instance_count;
   }
 
+  // In-share victims lose the least work: no job of the same share, type, priority and size that
+  // is left running would lose less.
+  for (const auto& pr : d.preemptions) {
+    auto it = running.find(pr.victim_seq);
+    if (!pr.in_share || it == running.end()) continue;
+    const QuotaRunningJob& v = s.running[it->second];
+    for (const auto& c : s.running)
+      if (!victims.count(c.seq) && !c.preempting && c.preemptible && c.share == v.share &&
+          c.instance_type == v.instance_type && c.priority == v.priority && c.instance_count == v.instance_count)
+        PROP_CHECK(p, WorkLostMs(c, s.now_ms) >= WorkLostMs(v, s.now_ms),
+                   "in-share victim #" << v.seq << " loses " << WorkLostMs(v, s.now_ms) << " while #" << c.seq
+                                       << " of the same kind would lose " << WorkLostMs(c, s.now_ms));
+  }
+
   // Capacity and labels of starts.
   for (const auto& [t, n] : starts_by_type)
     PROP_CHECK(p, n <= std::max<int64_t>(0, Get(s.capacity, t) - in_use0[t]),
@@ -792,6 +806,7 @@ QuotaShareSpec RandomShareSpec(Rng& rng, size_t i) {
 // random order, a few misconfigured. Sequence numbers and start orders are unique.
 QuotaSnapshot RandomQuotaSnapshot(Rng& rng) {
   QuotaSnapshot s;
+  s.now_ms = 1'000'000;
   std::vector<std::string> types(kTypes.begin(), kTypes.begin() + Uni(rng, 1, 2));
   for (const auto& t : types) s.capacity[t] = Coin(rng, 0.05) ? 0 : Uni(rng, 1, 12);
   size_t nshares = static_cast<size_t>(Uni(rng, 1, 4));
@@ -814,6 +829,9 @@ QuotaSnapshot RandomQuotaSnapshot(Rng& rng) {
     r.priority = static_cast<int>(Uni(rng, 0, 3));
     r.preempting = Coin(rng, 0.1);
     r.preemptible = Coin(rng, 0.85);
+    // Started 0-100 s before now (0: not known), checkpointed since (0: never), with ties.
+    if (Coin(rng, 0.9)) r.started_ms = s.now_ms - 1000 * Uni(rng, 0, 100);
+    if (r.started_ms > 0 && Coin(rng, 0.5)) r.last_checkpoint_ms = r.started_ms + 1000 * Uni(rng, 0, (s.now_ms - r.started_ms) / 1000);
     if (!overcommitted && in_use[r.instance_type] + r.instance_count > Get(s.capacity, r.instance_type)) continue;
     in_use[r.instance_type] += r.instance_count;
     s.running.push_back(r);

@@ -63,7 +63,16 @@ Phase ParsePhase(const std::string& s) {
 
 // Appends the transitions of `st` (a parsed status.json) past *seen, advancing it; true when
 // they include Exited.
-bool EmitTransitions(const std::string& id, const json& st, size_t* seen, std::vector<AttemptEvent>* events) {
+bool EmitTransitions(const std::string& id, const json& st, size_t* seen, EpochMs* last_checkpoint,
+                     std::vector<AttemptEvent>* events) {
+  if (EpochMs ckpt = IntField(st, "last_checkpoint_ms", 0); ckpt > *last_checkpoint) {
+    *last_checkpoint = ckpt;
+    AttemptEvent e;
+    e.attempt_id = id;
+    e.phase = Phase::kCheckpointed;
+    e.at = ckpt;
+    events->push_back(std::move(e));
+  }
   auto it = st.find("transitions");
   if (it == st.end() || !it->is_array()) return false;
   const json& transitions = *it;
@@ -221,13 +230,13 @@ std::vector<AttemptEvent> LocalExecutor::Poll() {
         t.status_ino = sb.st_ino;
         t.status_mtime_ns = mtime_ns;
         t.status_size = sb.st_size;
-        done = EmitTransitions(id, st, &t.transitions_seen, &events);
+        done = EmitTransitions(id, st, &t.transitions_seen, &t.last_checkpoint, &events);
       }
     }
     if (!done && !local::SupervisorAlive(dir) && (exists || SteadyMs() - t.since > kStartupGraceMs)) {
       // The supervisor is gone; read once more in case it finished between the two checks.
       json st = ReadStatus(path);
-      if (st.is_object()) done = EmitTransitions(id, st, &t.transitions_seen, &events);
+      if (st.is_object()) done = EmitTransitions(id, st, &t.transitions_seen, &t.last_checkpoint, &events);
       if (!done) {
         // Its instances may have outlived it (children of a job's shell do not get the
         // supervisor's death signal): end their process groups.

@@ -52,6 +52,10 @@ int64_t NowMs() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
+// Touched (or rewritten) by a job when a checkpoint is complete, in its checkpoint directory;
+// its path is in TRAINYARD_CHECKPOINT_MARKER.
+constexpr const char* kCheckpointMarker = ".trainyard-checkpoint";
+
 int g_signal_pipe[2] = {-1, -1};
 // Async-signal-safe: one byte into the self-pipe, errno preserved; the main loop does the rest.
 void OnSignal(int) {
@@ -185,6 +189,7 @@ class Supervisor {
         Enter("Training", "Training in progress." + InputSummary());
         StartCheckpointSync();
         Supervise();
+        NoteCheckpoint(NowMs(), true);
         StopCheckpointSync();
       }
     }
@@ -504,11 +509,52 @@ class Supervisor {
 
   // The instance's CheckpointConfig.LocalPath in its /opt/ml tree (the controller accepts only
   // paths under /opt/ml).
-  std::string CheckpointDir(int n) const {
-    std::string lp = spec_["checkpoint"].value("local_path", "/opt/ml/checkpoints");
+  std::string CheckpointDir(int n) const { return local::HostDir(dir_, n) + "/" + CheckpointRel(); }
+  // Relative to /opt/ml: CheckpointConfig.LocalPath, or "checkpoints" without a CheckpointConfig.
+  std::string CheckpointRel() const {
+    std::string lp = "/opt/ml/checkpoints";
+    if (spec_.contains("checkpoint") && spec_["checkpoint"].is_object())
+      lp = spec_["checkpoint"].value("local_path", lp);
     std::string rel = lp.rfind("/opt/ml/", 0) == 0 ? lp.substr(8) : "checkpoints";
     while (!rel.empty() && rel.back() == '/') rel.pop_back();
-    return local::HostDir(dir_, n) + "/" + rel;
+    return rel;
+  }
+
+  // When the attempt last completed a checkpoint (epoch ms; 0: not since it started), for
+  // checkpoint-aware preemption (docs/scheduling.md). The marker file, when a job writes it,
+  // says so explicitly (its modification time); otherwise, with a CheckpointConfig, the newest
+  // file written under the checkpoint path since training started counts. Files restored from
+  // an earlier attempt predate the start and do not count.
+  int64_t LastCheckpointMs() const {
+    int64_t newest = 0;
+    std::error_code ec;
+    auto mtime_ms = [](const fs::path& p) -> int64_t {
+      struct stat sb {};
+      if (::stat(p.c_str(), &sb) != 0) return 0;
+      return static_cast<int64_t>(sb.st_mtim.tv_sec) * 1000 + sb.st_mtim.tv_nsec / 1'000'000;
+    };
+    for (int n = 1; n <= count_; ++n) newest = std::max(newest, mtime_ms(CheckpointDir(n) + "/" + kCheckpointMarker));
+    if (newest == 0 && spec_.contains("checkpoint")) {
+      for (int n = 1; n <= count_; ++n) {
+        int budget = 10000;  // files looked at per instance and scan: a huge tree is sampled, not walked
+        for (auto it = fs::recursive_directory_iterator(CheckpointDir(n), ec);
+             !ec && it != fs::recursive_directory_iterator() && budget-- > 0; it.increment(ec))
+          if (it->is_regular_file(ec)) newest = std::max(newest, mtime_ms(it->path()));
+      }
+    }
+    return newest >= train_start_ ? newest : 0;
+  }
+  // Rewrites status.json when the attempt checkpointed since the last look (every 2 s at most,
+  // unless `now_anyway`: once more when the instances have exited, so that a checkpoint saved on
+  // SIGTERM counts).
+  void NoteCheckpoint(int64_t now, bool now_anyway = false) {
+    if (now < next_checkpoint_scan_ && !now_anyway) return;
+    next_checkpoint_scan_ = now + 2000;
+    int64_t last = LastCheckpointMs();
+    if (last <= last_checkpoint_ms_) return;
+    last_checkpoint_ms_ = last;
+    status_["last_checkpoint_ms"] = last;
+    local::WriteFileAtomic(local::StatusPath(dir_), status_.dump(), false);
   }
 
   // Appends a line to supervisor.log (never secrets).
@@ -587,6 +633,7 @@ class Supervisor {
     json resource = json::parse(ReadOr(local::HostDir(dir_, n) + "/input/config/resourceconfig.json", "{}"), nullptr, false);
     json inputcfg = json::parse(ReadOr(local::HostDir(dir_, n) + "/input/config/inputdataconfig.json", "{}"), nullptr, false);
     env["SM_MODEL_DIR"] = ml + "/model";
+    env["TRAINYARD_CHECKPOINT_MARKER"] = ml + "/" + CheckpointRel() + "/" + kCheckpointMarker;
     env["SM_CHANNELS"] = channels.dump();
     for (const auto& c : channels) env["SM_CHANNEL_" + Upper(c.get<std::string>())] = ml + "/input/data/" + c.get<std::string>();
     env["SM_HPS"] = hps.dump();
@@ -670,6 +717,7 @@ class Supervisor {
     }
     if (!sandbox_) return cmd;
     std::vector<std::string> bw = {"bwrap", "--dev-bind", "/", "/"};
+    if (spec_.value("network_isolation", false)) bw.push_back("--unshare-net");  // loopback only
     if (!fs::exists("/opt/ml")) {
       std::error_code ec;
       fs::create_directories("/opt/ml", ec);
@@ -878,6 +926,7 @@ class Supervisor {
           i.out_fd = -1;
         }
       }
+      NoteCheckpoint(now);
       if (all_exited) continue;
       if (!stopped_ && StopRequested()) {
         stopped_ = true;
@@ -962,6 +1011,8 @@ class Supervisor {
   int64_t grace_ms_ = 120000;
   std::vector<Instance> instances_;
   int launched_ = 0;
+  int64_t last_checkpoint_ms_ = 0;  // reported in status.json
+  int64_t next_checkpoint_scan_ = 0;
   int64_t train_start_ = 0;
   int64_t kill_deadline_ = 0;
   int64_t next_term_sweep_ = 0;
