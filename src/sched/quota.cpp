@@ -24,6 +24,11 @@ int64_t Get(const std::map<std::string, int64_t>& m, const std::string& k) {
 
 bool Lends(SharingStrategy s) { return s != SharingStrategy::kReserve; }
 
+// The order of offers inside a share: higher schedulingPriority first, then submit order.
+bool OfferedBefore(int priority_a, uint64_t seq_a, int priority_b, uint64_t seq_b) {
+  return priority_a != priority_b ? priority_a > priority_b : seq_a < seq_b;
+}
+
 class QuotaPass {
  public:
   explicit QuotaPass(const QuotaSnapshot& snap) : snap_(snap), used_(snap.shares.size()), running_(snap.running) {
@@ -138,7 +143,7 @@ class QuotaPass {
       jobs.reserve(s.runnable.size());
       for (const QuotaJob& j : s.runnable) jobs.push_back(&j);
       std::sort(jobs.begin(), jobs.end(), [](const QuotaJob* a, const QuotaJob* b) {
-        return a->priority != b->priority ? a->priority > b->priority : a->seq < b->seq;
+        return OfferedBefore(a->priority, a->seq, b->priority, b->seq);
       });
       total += jobs.size();
       lists.push_back(std::move(jobs));
@@ -544,7 +549,7 @@ class QuotaPass {
     for (const auto& [count, by_share] : it->second) {
       if (count > available) break;
       for (const auto& [o, first] : by_share)
-        if (o != s || first.first > j.priority || (first.first == j.priority && first.second < j.seq)) return true;
+        if (o != s || OfferedBefore(first.first, first.second, j.priority, j.seq)) return true;
     }
     return false;
   }
@@ -559,20 +564,14 @@ class QuotaPass {
 
     if (Used(s, t) + n <= limit) {
       if (round == Round::kInShare) return false;
-      // Behind a job of its share that is above the quota and may preempt in-share for it, a job
-      // takes only idle capacity: preempting for it would be undone when that job's turn comes.
-      // In the first round it is left for the last round, when that job has had its turn.
+      // In the first round, behind a job of its share that is above the quota and may preempt
+      // in-share, a job takes only idle capacity: preempting for it would be undone when that job's
+      // turn comes. Otherwise it is left for the last round, when that job has had its turn.
       auto over = first_over_.find({s, t});
-      const bool behind = over != first_over_.end() && round == Round::kOwnQuota &&
-                          (j.priority < over->second->priority ||
-                           (j.priority == over->second->priority && j.seq > over->second->seq));
-      if (behind) {
-        if (std::max<int64_t>(0, Free(t) - ReservedByOthers(s, t)) >= n) {
-          Start(s, j, false);
-          return true;
-        }
-        if (round == Round::kOwnQuota) return false;
-        Wait(j, "waiting for capacity: share '" + share.name + "' is within its quota, but a higher-priority job of it comes first");
+      if (round == Round::kOwnQuota && over != first_over_.end() &&
+          OfferedBefore(over->second->priority, over->second->seq, j.priority, j.seq)) {
+        if (std::max<int64_t>(0, Free(t) - ReservedByOthers(s, t)) < n) return false;
+        Start(s, j, false);
         return true;
       }
       if (auto reason = Acquire(s, j, {}, 0)) {
@@ -580,8 +579,7 @@ class QuotaPass {
         return true;
       }
       auto [it, added] = claims_[t][n].try_emplace(s, j.priority, j.seq);
-      if (!added && (j.priority > it->second.first || (j.priority == it->second.first && j.seq < it->second.second)))
-        it->second = {j.priority, j.seq};
+      if (!added && OfferedBefore(j.priority, j.seq, it->second.first, it->second.second)) it->second = {j.priority, j.seq};
       Wait(j, "waiting for capacity: the share is within its quota, but the capacity is in use and not borrowed");
       return true;
     }
