@@ -98,13 +98,7 @@ def main():
     try:
         print(f"staging {args.channel_mib} MiB in moto_server ...", flush=True)
         stage(moto.client(), work, args.channel_mib)
-        config = f"""
-[object_store]
-endpoint = "{moto.url}"
-access_key_id = "testing"
-secret_access_key = "testing"
-buckets = ["{BUCKET}"]
-
+        config = moto.object_store_toml([BUCKET]) + f"""
 [executor]
 pip_no_index = true
 pip_find_links = "{wheels}"

@@ -256,6 +256,14 @@ class ServerTest(unittest.TestCase):
             time.sleep(0.1)
 
 
+def object_store_toml(endpoint, buckets, **settings):
+    """An [object_store] section routing `buckets` to `endpoint` with moto's test credentials."""
+    lines = ["[object_store]", f'endpoint = "{endpoint}"', 'access_key_id = "testing"',
+             'secret_access_key = "testing"', "buckets = [" + ", ".join(f'"{b}"' for b in buckets) + "]"]
+    lines += [f"{k} = {v}" for k, v in settings.items()]
+    return "\n".join(lines) + "\n"
+
+
 class MotoServer:
     """A moto_server (an S3 look-alike) on a free port of 127.0.0.1, for object-store tests."""
 
@@ -291,6 +299,9 @@ class MotoServer:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+
+    def object_store_toml(self, buckets, **settings):
+        return object_store_toml(self.url, buckets, **settings)
 
     def client(self):
         return boto3.client("s3", endpoint_url=self.url, region_name=REGION, aws_access_key_id="testing",

@@ -4,7 +4,7 @@ missing data is a ClientError and is not retried (docs/retries.md)."""
 import socket
 import unittest
 
-from harness import ServerTest
+from harness import ServerTest, object_store_toml
 
 
 def closed_port():
@@ -18,16 +18,8 @@ def closed_port():
 class ObjectStoreDownTest(ServerTest):
     def setUp(self):
         # Bucket "remote" lives behind an endpoint where nothing listens; other buckets are local.
-        self.server_config = f"""
-[executor]
-stop_grace_seconds = 2
-
-[object_store]
-endpoint = "http://127.0.0.1:{closed_port()}"
-access_key_id = "testing"
-secret_access_key = "testing"
-buckets = ["remote"]
-"""
+        self.server_config = "[executor]\nstop_grace_seconds = 2\n\n" + object_store_toml(
+            f"http://127.0.0.1:{closed_port()}", ["remote"])
         super().setUp()
 
     def payload(self, name, bucket, **extra):

@@ -28,16 +28,8 @@ class S3DataTest(ServerTest):
 
     def setUp(self):
         self.fs_dir = tempfile.mkdtemp(prefix="trainyard-fs-")
-        self.server_config = f"""
-[object_store]
-endpoint = "{self.moto.url}"
-access_key_id = "testing"
-secret_access_key = "testing"
-buckets = ["*"]
-multipart_threshold_bytes = 6291456
-multipart_part_bytes = 5242880
-checkpoint_sync_seconds = 1
-
+        self.server_config = self.moto.object_store_toml(
+            ["*"], multipart_threshold_bytes=6291456, multipart_part_bytes=5242880, checkpoint_sync_seconds=1) + f"""
 [file_systems]
 "fs-0123abcd" = "{self.fs_dir}"
 """
@@ -277,13 +269,7 @@ class MixedRoutingTest(ServerTest):
 
     def setUp(self):
         self.moto = MotoServer().start()
-        self.server_config = f"""
-[object_store]
-endpoint = "{self.moto.url}"
-access_key_id = "testing"
-secret_access_key = "testing"
-buckets = ["remote-data"]
-"""
+        self.server_config = self.moto.object_store_toml(["remote-data"])
         super().setUp()
         self.s3 = self.moto.client()
         self.s3.create_bucket(Bucket="remote-data")
