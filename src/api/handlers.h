@@ -25,6 +25,12 @@ Response HandleGetLogs(control::Controller& c, const nlohmann::json& req);
 // signed as "sagemaker"); refused unless the server runs with --clock=offset.
 Response HandleAdvanceClock(control::Controller& c, const nlohmann::json& req);
 
+// A spot interruption of a training job (POST /trainyard/v1/admin/interrupt, {"TrainingJobName": N}).
+Response HandleInterrupt(control::Controller& c, const nlohmann::json& req);
+// What training jobs cost at the catalogue's prices, per job and per queue and share
+// (POST /trainyard/v1/costs, {"JobQueue": optional filter}; docs/spot.md).
+Response HandleCostReport(control::Controller& c, const nlohmann::json& req);
+
 // Operations each handler implements (for routing and the coverage docs).
 bool BatchImplements(const std::string& operation);
 bool SageMakerImplements(const std::string& operation);

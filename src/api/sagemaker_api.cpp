@@ -1,7 +1,9 @@
 // SageMaker (json 1.1) training-job operations, and trainyard's log reader.
 #include <algorithm>
 #include <cmath>
+#include <climits>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "api/handlers.h"
@@ -18,10 +20,11 @@ namespace {
 
 double Seconds(EpochMs ms) { return static_cast<double>(ms) / 1000.0; }
 
-int64_t BillableSeconds(const TrainingJob& tj) {
-  if (!tj.training_start_time || !tj.training_end_time) return 0;
-  int64_t s = (tj.training_end_time - tj.training_start_time + 999) / 1000;
-  return std::max<int64_t>(1, s);
+// Whole seconds, rounded up; at least 1 once anything ran.
+int64_t WholeSeconds(double s) { return s <= 0 ? 0 : std::max<int64_t>(1, static_cast<int64_t>(std::ceil(s - 1e-9))); }
+
+double SavingsPercent(double billable, double training) {
+  return training > 0 ? std::round((1.0 - billable / training) * 1000.0) / 10.0 : 0.0;
 }
 
 // WarmPoolStatus, or null when the job has none. While Available, the retained time runs on.
@@ -69,10 +72,14 @@ json EncodeDescribe(const TrainingJob& tj, EpochMs now) {
   for (const auto& m : tj.final_metrics)
     metrics.push_back({{"MetricName", m.name}, {"Value", m.value}, {"Timestamp", Seconds(m.timestamp)}});
   j["FinalMetricDataList"] = metrics;
-  if (int64_t b = BillableSeconds(tj)) {
-    j["TrainingTimeInSeconds"] = b;
-    j["BillableTimeInSeconds"] = b;
+  // Both count the time spent downloading, training and uploading, over every run; a spot run's
+  // billable time is scaled by the spot price over the on-demand price (SEMANTICS.md §7), so
+  // the savings are (1 - BillableTimeInSeconds / TrainingTimeInSeconds) × 100.
+  if (tj.training_end_time) {
+    j["TrainingTimeInSeconds"] = WholeSeconds(tj.RunSeconds(0, INT64_MAX, now));
+    j["BillableTimeInSeconds"] = WholeSeconds(tj.BillableSeconds(now));
   }
+  if (tj.managed_spot) j["SpotInterruptions"] = tj.interruptions;  // trainyard extension
   if (json w = EncodeWarmPool(tj, now); !w.is_null()) j["WarmPoolStatus"] = w;
   // trainyard extensions: where the job's instances came from and why its pool ended.
   if (!tj.reused_from_job.empty()) j["WarmPoolReusedFromJob"] = tj.reused_from_job;
@@ -187,6 +194,77 @@ Response HandleAdvanceClock(Controller& c, const json& req) {
   auto now = c.AdvanceClock(req["seconds"].get<int64_t>());
   if (!now.ok()) return now.status();
   return json{{"now", Seconds(*now)}};
+}
+
+Response HandleInterrupt(Controller& c, const json& req) {
+  if (!req.contains("TrainingJobName") || !req["TrainingJobName"].is_string())
+    return InvalidArgument("TrainingJobName is required and must be a string");
+  Status st = c.InterruptTrainingJob(req["TrainingJobName"].get<std::string>());
+  if (!st.ok()) return st;
+  return json::object();
+}
+
+Response HandleCostReport(Controller& c, const json& req) {
+  if (req.contains("JobQueue") && !req["JobQueue"].is_string()) return InvalidArgument("JobQueue must be a string");
+  const std::string queue = req.value("JobQueue", "");
+  const EpochMs now = c.Now();
+  return c.Read([&](const State& s) -> Response {
+    struct Sum {
+      int64_t jobs = 0;
+      double instance_hours = 0, cost = 0, on_demand = 0;
+    };
+    std::map<std::pair<std::string, std::string>, Sum> shares;
+    Sum total;
+    json jobs = json::array();
+    for (const auto& [name, tj] : s.training_jobs) {
+      if (!tj.training_start_time) continue;  // never ran: nothing to pay for
+      std::string q, share, service_job;
+      if (const control::ServiceJobState* js = tj.service_job_id.empty() ? nullptr : s.FindJob(tj.service_job_id)) {
+        q = js->job.queue;
+        share = control::ShareOf(js->job);
+        service_job = js->job.id;
+      }
+      if (!queue.empty() && q != queue) continue;
+      const double training = tj.RunSeconds(0, INT64_MAX, now), billable = tj.BillableSeconds(now);
+      const double cost = tj.CostUsd(now), on_demand = tj.OnDemandCostUsd(now);
+      json row = {{"TrainingJobName", tj.name},
+                  {"TrainingJobStatus", tj.status},
+                  {"JobQueue", q},
+                  {"Share", share},
+                  {"InstanceType", tj.instance_type},
+                  {"InstanceCount", tj.instance_count},
+                  {"ManagedSpot", tj.managed_spot},
+                  {"SpotInterruptions", tj.interruptions},
+                  {"TrainingTimeInSeconds", WholeSeconds(training)},
+                  {"BillableTimeInSeconds", WholeSeconds(billable)},
+                  {"CostUsd", cost},
+                  {"OnDemandCostUsd", on_demand},
+                  {"SavingsPercent", SavingsPercent(billable, training)}};
+      if (!service_job.empty()) row["ServiceJobId"] = service_job;
+      jobs.push_back(row);
+      for (Sum* sum : {&shares[{q, share}], &total}) {
+        ++sum->jobs;
+        sum->instance_hours += training * static_cast<double>(tj.instance_count) / 3600.0;
+        sum->cost += cost;
+        sum->on_demand += on_demand;
+      }
+    }
+    auto encode = [](const Sum& sum) {
+      return json{{"Jobs", sum.jobs},
+                  {"InstanceHours", sum.instance_hours},
+                  {"CostUsd", sum.cost},
+                  {"OnDemandCostUsd", sum.on_demand},
+                  {"SavingsPercent", sum.on_demand > 0 ? std::round((1.0 - sum.cost / sum.on_demand) * 1000.0) / 10.0 : 0.0}};
+    };
+    json by_share = json::array();
+    for (const auto& [key, sum] : shares) {
+      json row = encode(sum);
+      row["JobQueue"] = key.first;
+      row["Share"] = key.second;
+      by_share.push_back(row);
+    }
+    return json{{"Jobs", jobs}, {"Shares", by_share}, {"Total", encode(total)}};
+  });
 }
 
 Response HandleGetLogs(Controller& c, const json& req) {

@@ -88,6 +88,10 @@ struct ApiServer::Impl {
                                                   : HandleSageMaker(controller, operation, *body);
     } else if (operation == "AdvanceClock") {
       out = HandleAdvanceClock(controller, *body);
+    } else if (operation == "Interrupt") {
+      out = HandleInterrupt(controller, *body);
+    } else if (operation == "CostReport") {
+      out = HandleCostReport(controller, *body);
     } else {
       out = HandleGetLogs(controller, *body);
     }
@@ -136,6 +140,12 @@ ApiServer::ApiServer(control::Controller& controller, RootCredential root)
   });
   http.Post("/trainyard/v1/admin/advance-clock", [impl](const httplib::Request& req, httplib::Response& res) {
     impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", nullptr, "AdvanceClock");
+  });
+  http.Post("/trainyard/v1/admin/interrupt", [impl](const httplib::Request& req, httplib::Response& res) {
+    impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", nullptr, "Interrupt");
+  });
+  http.Post("/trainyard/v1/costs", [impl](const httplib::Request& req, httplib::Response& res) {
+    impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", nullptr, "CostReport");
   });
   http.set_error_handler([impl](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;

@@ -1,4 +1,4 @@
-// Client subcommands: call, submit, jobs, describe, wait, logs, stop, snapshot, admin.
+// Client subcommands: call, submit, jobs, describe, wait, logs, stop, snapshot, costs, admin.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -363,10 +363,86 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
     });
   }
 
-  // ---- admin advance-clock ----
+  // ---- costs ----
+  {
+    auto* cmd = app.add_subcommand("costs", "What training jobs cost at the instance catalogue's prices: per job, "
+                                            "per queue and share, and in total, with the savings of managed spot.");
+    static std::string queue;
+    static bool by_job = false;
+    cmd->add_option("--queue", queue, "Only the jobs of this job queue");
+    cmd->add_flag("--jobs", by_job, "List every training job, not just the totals per share");
+    AddCommon(cmd, common);
+    cmd->callback([&run] {
+      run = WithClient(common, [](Client& c) {
+        json req = json::object();
+        if (!queue.empty()) req["JobQueue"] = queue;
+        auto out = c.Post("sagemaker", "/trainyard/v1/costs", req);
+        if (!out.ok()) return Fail(out.status());
+        if (common.as_json) {
+          std::printf("%s\n", out->dump(2).c_str());
+          return 0;
+        }
+        auto money = [](const json& v) {
+          char b[32];
+          std::snprintf(b, sizeof b, "%.4f", v.get<double>());
+          return std::string(b);
+        };
+        auto pct = [](const json& v) {
+          char b[16];
+          std::snprintf(b, sizeof b, "%.1f%%", v.get<double>());
+          return std::string(b);
+        };
+        std::vector<std::vector<std::string>> rows;
+        if (by_job) {
+          for (auto& j : (*out)["Jobs"])
+            rows.push_back({j["TrainingJobName"], j["JobQueue"].get<std::string>().empty() ? "-" : j["JobQueue"].get<std::string>(),
+                            j["Share"].get<std::string>().empty() ? "-" : j["Share"].get<std::string>(),
+                            j["InstanceType"].get<std::string>() + " x" + std::to_string(j["InstanceCount"].get<int64_t>()),
+                            j["ManagedSpot"].get<bool>() ? "spot" : "on-demand", std::to_string(j["SpotInterruptions"].get<int>()),
+                            std::to_string(j["TrainingTimeInSeconds"].get<int64_t>()),
+                            std::to_string(j["BillableTimeInSeconds"].get<int64_t>()), money(j["CostUsd"]),
+                            pct(j["SavingsPercent"])});
+          PrintTable({"TRAINING JOB", "QUEUE", "SHARE", "INSTANCES", "MARKET", "INTERRUPTIONS", "TRAINING S", "BILLABLE S",
+                      "COST USD", "SAVINGS"},
+                     rows);
+          std::printf("\n");
+          rows.clear();
+        }
+        for (auto& sh : (*out)["Shares"])
+          rows.push_back({sh["JobQueue"].get<std::string>().empty() ? "(CreateTrainingJob)" : sh["JobQueue"].get<std::string>(),
+                          sh["Share"].get<std::string>().empty() ? "-" : sh["Share"].get<std::string>(),
+                          std::to_string(sh["Jobs"].get<int64_t>()), money(sh["InstanceHours"]), money(sh["CostUsd"]),
+                          money(sh["OnDemandCostUsd"]), pct(sh["SavingsPercent"])});
+        const json& t = (*out)["Total"];
+        rows.push_back({"total", "", std::to_string(t["Jobs"].get<int64_t>()), money(t["InstanceHours"]), money(t["CostUsd"]),
+                        money(t["OnDemandCostUsd"]), pct(t["SavingsPercent"])});
+        PrintTable({"QUEUE", "SHARE", "JOBS", "INSTANCE HOURS", "COST USD", "ON-DEMAND USD", "SAVINGS"}, rows);
+        return 0;
+      });
+    });
+  }
+
+  // ---- admin advance-clock, admin interrupt ----
   {
     auto* admin = app.add_subcommand("admin", "Operator commands for tests and maintenance.");
     admin->require_subcommand(1);
+    {
+      auto* cmd = admin->add_subcommand(
+          "interrupt", "Reclaim a managed spot training job's instances, as a spot interruption: each instance gets "
+                       "the notice file and SIGTERM, then executor.spot_notice_seconds to checkpoint and exit; the job "
+                       "shows Interrupted and restarts from its checkpoints when spot capacity is free.");
+      static std::string name;
+      cmd->add_option("training-job-name", name, "The training job (a service job's attempt is named in its attempts)")->required();
+      AddCommon(cmd, common);
+      cmd->callback([&run] {
+        run = WithClient(common, [](Client& c) {
+          auto out = c.Post("sagemaker", "/trainyard/v1/admin/interrupt", {{"TrainingJobName", name}});
+          if (!out.ok()) return Fail(out.status());
+          std::printf("interrupted %s\n", name.c_str());
+          return 0;
+        });
+      });
+    }
     auto* cmd = admin->add_subcommand(
         "advance-clock", "Move the server's clock on by SECONDS (test-only: the server must run with "
                          "`serve --clock=offset`; warm-pool expiry and the 28-day lifetime follow it).");

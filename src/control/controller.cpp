@@ -173,7 +173,7 @@ void Controller::LoadState() {
     if (!DecodeDoc(doc, &t)) return;
     s.next_seq = std::max(s.next_seq, t.seq + 1);
     bool live = t.status == "InProgress" || t.status == "Stopping";
-    if (live && t.launched) s.host_in_use[t.instance_type] += t.instance_count;
+    if (live && t.launched) s.host_in_use[CapacityKey(t.instance_type, t.on_spot)] += t.instance_count;
     s.AddTrainingJob(t);
   }));
   must(store_->LoadAll(store::Kind::kWarmPool, [&](const std::string&, const std::string& doc) {
@@ -243,6 +243,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& 
     AdmitSubmitted(t);
     ApplyExecutorEvents(t);
     if (t.now - last_tick_ >= 500) {
+      if (last_tick_ != 0) InjectSpotInterruptions(t, t.now - last_tick_);
       last_tick_ = t.now;
       EnforceTimeouts(t);
       TailMetrics(t);
@@ -303,15 +304,19 @@ void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& 
       spdlog::error("cannot start attempt {}: {}", id, st.message());
       exec::AttemptEvent e;
       e.attempt_id = id;
-      e.phase = exec::Phase::kLost;
+      // The host could not bring the instances up: a capacity failure (SEMANTICS.md §2.7), which a
+      // service job retries without consuming its attempts.
+      e.phase = exec::Phase::kExited;
+      e.exit_code = 1;
       e.at = clock_.now_ms();
-      e.message = "the executor could not start the attempt: " + st.message();
+      e.failure_reason = "CapacityError: the host could not start the instances: " + st.message();
       deferred_events_.push_back(e);
       std::lock_guard qlock(queue_mu_);
       wake_ = true;
     }
   }
   for (auto& [id, grace] : t.stops) executor_->Stop(id, grace);
+  for (auto& [id, grace] : t.interrupts) executor_->Interrupt(id, grace);
   for (const auto& dir : t.remove_dirs) {
     // The pool's workspace and persistent cache end with it (SEMANTICS.md §5.5).
     std::error_code ec;

@@ -79,6 +79,9 @@ class Controller {
   // ---- SageMaker ----
   StatusOr<TrainingJob> CreateTrainingJob(const nlohmann::json& req);
   Status StopTrainingJob(const std::string& name);
+  // A spot interruption of a managed spot job's running instances (`trainyard admin interrupt`):
+  // they get a notice and spot_notice_seconds, then the job waits for spot capacity again.
+  Status InterruptTrainingJob(const std::string& name);
   // ResourceConfig.KeepAlivePeriodInSeconds of a job whose warm pool is Available; 0 releases it.
   StatusOr<TrainingJob> UpdateTrainingJob(const nlohmann::json& req);
 
@@ -123,6 +126,14 @@ class Controller {
   // Adds what a preempted attempt that ended at `end` threw away to the job's loss counters.
   void CountPreemptionLoss(ServiceJob& job, const TrainingJob& tj, EpochMs end) const;
   void EnforceTimeouts(Turn& t);
+  // Spot (spot.cpp). Interrupt: notice, then the run ends and the job waits for spot capacity.
+  void Interrupt(Turn& t, TrainingJob& tj, const std::string& why);
+  // The configured random interruption rates over the last `elapsed_ms`.
+  void InjectSpotInterruptions(Turn& t, EpochMs elapsed_ms);
+  // Ends the billing of tj's current run at `end` (its seconds priced at the run's market).
+  void CloseRun(TrainingJob& tj, EpochMs end) const;
+  // Prices the run about to start: its market, on-demand price and price per instance-hour.
+  void PriceRun(TrainingJob& tj, bool spot) const;
   void SchedulePass(Turn& t);
   sched::FairShare FairShareOf(Turn& t, const JobQueue& q, size_t prefix);
   bool IsQuotaQueue(const JobQueue& q) const;
@@ -176,6 +187,7 @@ class Controller {
   EpochMs last_tick_ = 0;
   OffsetClock* adjustable_clock_ = nullptr;  // set before Start(); null: the clock can't be moved
   std::vector<exec::AttemptEvent> deferred_events_;  // events made by the controller itself
+  uint64_t chaos_state_ = 0;  // random spot interruptions (splitmix64 state, from config.chaos_seed)
 
   // ---- guarded by queue_mu_ ----
   std::mutex queue_mu_;

@@ -103,6 +103,7 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const json& req) {
   const json& rc = payload["ResourceConfig"];
   job.instance_type = rc.value("InstanceType", "");
   job.instance_count = std::max<int64_t>(1, rc.value("InstanceCount", int64_t{1}));
+  job.managed_spot = payload.value("EnableManagedSpotTraining", false);
   if (payload.contains("StoppingCondition") && payload["StoppingCondition"].is_object())
     job.max_runtime_ms = payload["StoppingCondition"].value("MaxRuntimeInSeconds", int64_t{0}) * 1000;
   if (req.contains("schedulingPriority") && !req["schedulingPriority"].is_null()) {
@@ -159,6 +160,10 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const json& req) {
     if (!job.quota_share_name.empty() && !quota)
       return InvalidArgument("quotaShareName: job queue " + q->name +
                              " has no quota-share scheduling policy, so quotaShareName is not allowed");
+    if (quota && job.managed_spot)
+      return InvalidArgument("serviceRequestPayload.EnableManagedSpotTraining: job queue " + q->name +
+                             " shares capacity by quota shares, which count on-demand instances; submit managed "
+                             "spot jobs to a FIFO or fair-share queue (docs/spot.md)");
     if (quota) {
       if (job.quota_share_name.empty())
         return InvalidArgument("quotaShareName is required: job queue " + q->name + " has a quota-share scheduling policy");
@@ -270,6 +275,9 @@ double WeightFor(const json& distribution, const std::string& share) {
   return weight;
 }
 
+// The host capacity a job waits for: its instance type, on the spot market for managed spot jobs.
+std::string HostKeyOf(const ServiceJob& j) { return CapacityKey(j.instance_type, j.managed_spot); }
+
 // A training job's runtime bound: MaxRuntimeInSeconds, one day when absent (as on SageMaker).
 int64_t RuntimeBoundMs(const ServiceJob& j) { return j.max_runtime_ms > 0 ? j.max_runtime_ms : 86'400'000; }
 
@@ -328,7 +336,7 @@ sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t pref
     sh.decayed_usage = usage[share].usage;
     sh.held = held.count(share) ? held[share] : 0;
     for (size_t i = 0; i < jobs.size() && i < prefix; ++i)
-      sh.runnable.push_back({jobs[i]->seq, jobs[i]->instance_type, jobs[i]->instance_count, RuntimeBoundMs(*jobs[i])});
+      sh.runnable.push_back({jobs[i]->seq, HostKeyOf(*jobs[i]), jobs[i]->instance_count, RuntimeBoundMs(*jobs[i])});
     out.shares.push_back(std::move(sh));
   }
   // Shares that hold capacity but wait for nothing still count as active (compute reservation).
@@ -353,9 +361,13 @@ void Controller::SchedulePass(Turn& t) {
   }
   int64_t free_total = 0;
   for (const auto& it : config_.instance_types) {
-    int64_t used = state_.host_in_use[it.name];
-    snap.host.push_back({it.name, it.count, it.count - used});
-    free_total += std::max<int64_t>(0, it.count - used);
+    for (bool spot : {false, true}) {
+      if (spot && it.spot_count == 0) continue;
+      std::string key = CapacityKey(it.name, spot);
+      int64_t used = state_.host_in_use[key];
+      snap.host.push_back({key, it.Capacity(spot), it.Capacity(spot) - used});
+      free_total += std::max<int64_t>(0, it.Capacity(spot) - used);
+    }
   }
   // What holds capacity, and until when at the latest: backfill and estimates build on it.
   const int64_t grace_ms = int64_t{config_.stop_grace_seconds} * 1000;
@@ -366,7 +378,7 @@ void Controller::SchedulePass(Turn& t) {
         const ServiceJob& j = js.job;
         auto e = env_index.find(js.service_environment);
         const TrainingJob* tj = j.attempts.empty() ? nullptr : state_.FindTrainingJob(j.attempts.back().training_job_name);
-        snap.running.push_back({e == env_index.end() ? -1 : e->second, j.instance_type, j.instance_count,
+        snap.running.push_back({e == env_index.end() ? -1 : e->second, HostKeyOf(j), j.instance_count,
                                 LatestEnd(j, t.now, grace_ms, tj && tj->stop_requested)});
       }
   // FIFO can start at most free_total jobs per pass; a margin lets it skip misconfigured ones.
@@ -393,7 +405,7 @@ void Controller::SchedulePass(Turn& t) {
           break;
         }
         const ServiceJob& j = state_.jobs.at(seq).job;
-        sq.runnable.push_back({seq, j.instance_type, j.instance_count, RuntimeBoundMs(j)});
+        sq.runnable.push_back({seq, HostKeyOf(j), j.instance_count, RuntimeBoundMs(j)});
       }
     }
     snap.queues.push_back(std::move(sq));
@@ -457,6 +469,8 @@ void Controller::StartServiceJob(Turn& t, ServiceJobState& js, const std::string
   tj.instance_type = job.instance_type;
   tj.instance_count = job.instance_count;
   tj.keep_alive_seconds = KeepAliveOf(payload);
+  tj.managed_spot = job.managed_spot;
+  tj.max_wait_seconds = payload.value("StoppingCondition", json::object()).value("MaxWaitTimeInSeconds", int64_t{0});
   tj.service_job_id = job.id;
   tj.attempt_number = attempt;
   tj.seq = state_.next_seq++;

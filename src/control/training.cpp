@@ -151,7 +151,8 @@ Status Controller::CheckTrainingRequest(const json& req) const {
   }
   const InstanceTypeSpec* it = config_.FindInstanceType(type);
   int64_t offered = it ? it->count : 0;
-  if (count > offered)
+  const bool spot_request = req.contains("EnableManagedSpotTraining") && req["EnableManagedSpotTraining"] == true;
+  if (count > offered && !spot_request)
     return LimitExceeded("The account-level service limit '" + type + " for training job usage' is " +
                          std::to_string(offered) + " Instances, with current utilization of 0 Instances and a "
                          "request delta of " + std::to_string(count) + " Instances. This host's instance "
@@ -233,8 +234,22 @@ Status Controller::CheckTrainingRequest(const json& req) const {
       return InvalidArgument("RetryStrategy.MaximumRetryAttempts is required and must be an integer between 1 and 30, not " +
                              (n.is_null() ? std::string("absent") : n.dump()));
   }
-  if (req.value("EnableManagedSpotTraining", false))
-    return InvalidArgument("EnableManagedSpotTraining: managed spot capacity is not offered by this server yet");
+  if (req.contains("EnableManagedSpotTraining") && !req["EnableManagedSpotTraining"].is_boolean())
+    return InvalidArgument("EnableManagedSpotTraining must be a boolean");
+  if (req.value("EnableManagedSpotTraining", false)) {
+    // Managed spot (SEMANTICS.md §7, docs/spot.md).
+    if (req.value("StoppingCondition", json::object()).value("MaxWaitTimeInSeconds", json()).is_null())
+      return InvalidArgument("StoppingCondition.MaxWaitTimeInSeconds is required when EnableManagedSpotTraining is true "
+                             "(the time to wait for spot capacity plus the run time)");
+    if (KeepAliveOf(req) > 0)
+      return InvalidArgument("ResourceConfig.KeepAlivePeriodInSeconds: managed spot training cannot use warm pools");
+    const int64_t spot = it ? it->spot_count : 0;
+    if (count > spot)
+      return LimitExceeded("The account-level service limit '" + type + " for spot training job usage' is " +
+                           std::to_string(spot) + " Instances, with current utilization of 0 Instances and a request "
+                           "delta of " + std::to_string(count) + " Instances. This host's instance catalogue sets the "
+                           "limit (spot_count under [[instance_types]] in the configuration).");
+  }
   // Service-job payloads reach here without model validation, so the range is checked again.
   if (rc.contains("KeepAlivePeriodInSeconds") && !rc["KeepAlivePeriodInSeconds"].is_null()) {
     const json& k = rc["KeepAlivePeriodInSeconds"];
@@ -255,6 +270,8 @@ StatusOr<TrainingJob> Controller::CreateTrainingJob(const json& req) {
   tj.instance_type = rc.value("InstanceType", "");
   tj.instance_count = rc.value("InstanceCount", int64_t{1});
   tj.keep_alive_seconds = KeepAliveOf(req);
+  tj.managed_spot = req.value("EnableManagedSpotTraining", false);
+  tj.max_wait_seconds = req.value("StoppingCondition", json::object()).value("MaxWaitTimeInSeconds", int64_t{0});
   return Execute<TrainingJob>([&](Turn& t) -> StatusOr<TrainingJob> {
     if (state_.FindTrainingJob(tj.name))
       return AlreadyExists("Training job names must be unique within an AWS account and region, and a training job with this name already exists (" + tj.arn + ")");
@@ -292,11 +309,17 @@ Status Controller::StopTrainingJob(const std::string& name) {
 
 void Controller::AddTransition(Turn& t, TrainingJob& tj, const std::string& secondary, const std::string& message,
                                EpochMs at) {
-  if (!tj.transitions.empty() && tj.transitions.back().end == 0) tj.transitions.back().end = at;
-  tj.transitions.push_back({secondary, at, 0, message});
   tj.secondary_status = secondary;
   tj.last_modified_time = t.now;
   t.training_jobs.insert(tj.name);
+  // Starting again (created, then launching the instances) only updates its message.
+  if (secondary == "Starting" && !tj.transitions.empty() && tj.transitions.back().end == 0 &&
+      tj.transitions.back().status == secondary) {
+    tj.transitions.back().message = message;
+    return;
+  }
+  if (!tj.transitions.empty() && tj.transitions.back().end == 0) tj.transitions.back().end = at;
+  tj.transitions.push_back({secondary, at, 0, message});
 }
 
 void Controller::RequestStop(Turn& t, TrainingJob& tj, const std::string& cause, const std::string& message) {
@@ -304,18 +327,47 @@ void Controller::RequestStop(Turn& t, TrainingJob& tj, const std::string& cause,
   tj.stop_cause = cause;
   tj.status = "Stopping";
   AddTransition(t, tj, "Stopping", message, t.now);
-  if (tj.launched) t.stops.emplace_back(tj.name, config_.stop_grace_seconds);
+  t.reschedule = true;
+  if (tj.launched) {
+    t.stops.emplace_back(tj.name, config_.stop_grace_seconds);
+  } else {
+    // Nothing runs (never launched, or an interrupted spot job waiting for capacity): it ends now.
+    exec::AttemptEvent e;
+    e.attempt_id = tj.name;
+    e.phase = exec::Phase::kExited;
+    e.at = t.now;
+    e.stopped = true;
+    deferred_events_.push_back(e);
+  }
 }
 
 void Controller::ReleaseCapacity(TrainingJob& tj) {
-  if (tj.launched) state_.host_in_use[tj.instance_type] -= tj.instance_count;
+  if (tj.launched) state_.host_in_use[CapacityKey(tj.instance_type, tj.on_spot)] -= tj.instance_count;
 }
 
 void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj) {
   tj.launched = true;
-  std::string message = AttachWarmPool(t, tj);
-  if (tj.reused_from_job.empty()) MakeRoom(t, tj.instance_type, tj.instance_count, tj.name);
-  state_.host_in_use[tj.instance_type] += tj.instance_count;
+  PriceRun(tj, tj.managed_spot);
+  std::string message;
+  if (tj.on_spot) {
+    message = tj.interruptions == 0
+                  ? "Launching requested spot instances on this host."
+                  : "Spot capacity is available again: restarting after interruption " + std::to_string(tj.interruptions) +
+                        (json::parse(tj.request_json).contains("CheckpointConfig")
+                             ? "; the checkpoints are copied back from S3 before training resumes."
+                             : "; the job has no CheckpointConfig, so it starts from scratch.");
+    if (tj.interruptions > 0) {
+      // The interrupted run's files; its checkpoints were uploaded when it ended.
+      tails_.erase(tj.name);
+      std::error_code ec;
+      fs::remove_all(fs::path(data_dir_) / "attempts" / tj.name, ec);
+    }
+    tj.stop_cause.clear();
+  } else {
+    message = AttachWarmPool(t, tj);
+    if (tj.reused_from_job.empty()) MakeRoom(t, tj.instance_type, tj.instance_count, tj.name);
+  }
+  state_.host_in_use[CapacityKey(tj.instance_type, tj.on_spot)] += tj.instance_count;
   AddTransition(t, tj, "Starting", message, t.now);
   t.starts.emplace_back(tj.name, BuildAttemptSpec(tj));
 }
@@ -323,10 +375,25 @@ void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj) {
 void Controller::StartPendingTrainingJobs(Turn& t) {
   // Jobs created through CreateTrainingJob wait for host capacity in creation order, ahead of
   // queued service jobs (they are already InProgress in SageMaker's terms).
-  std::vector<std::string> overdue;
+  std::vector<std::string> overdue, out_of_wait;
   for (const auto& [seq, name] : state_.live_training_jobs) {
     TrainingJob* tj = &state_.training_jobs.at(name);
-    if (tj->launched || !tj->service_job_id.empty() || tj->status != "InProgress") continue;
+    // MaxWaitTimeInSeconds: a spot job's time waiting for capacity plus its run time (SEMANTICS.md §7).
+    if (tj->managed_spot && tj->status == "InProgress" && tj->max_wait_seconds > 0 &&
+        t.now - tj->creation_time >= tj->max_wait_seconds * 1000) {
+      out_of_wait.push_back(name);
+      continue;
+    }
+    if (tj->launched || tj->status != "InProgress") continue;
+    // Service jobs are placed by the scheduling pass; an interrupted spot run of one comes back here.
+    const bool interrupted = tj->stop_cause == "interrupt";
+    if (!tj->service_job_id.empty() && !interrupted) continue;
+    if (tj->managed_spot) {
+      const std::string key = CapacityKey(tj->instance_type, true);
+      // Until spot capacity frees, it stays Starting (never launched) or Interrupted.
+      if (config_.CapacityOf(key) - state_.host_in_use[key] >= tj->instance_count) LaunchTrainingJob(t, *tj);
+      continue;
+    }
     // The request is parsed only once a job has pended for the smallest MaxPendingTimeInSeconds.
     if (t.now - tj->creation_time >= kMinMaxPendingSeconds * 1000) {
       const int64_t max_pending = json::parse(tj->request_json)
@@ -346,6 +413,9 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
                                             " free " + tj->instance_type + " instances on this host.", t.now);
     }
   }
+  for (const auto& name : out_of_wait)
+    RequestStop(t, state_.training_jobs.at(name), "maxwait",
+                "Stopping: the job reached MaxWaitTimeInSeconds (time waiting for spot capacity plus run time).");
   // MaxPendingTimeInSeconds: a job that waited that long for capacity is Stopped without running.
   for (const auto& name : overdue) {
     TrainingJob& tj = state_.training_jobs.at(name);
@@ -471,6 +541,7 @@ void Controller::ReadoptAttempts() {
       // A stop committed just before the server died may never have reached the supervisor;
       // asking again is harmless (the supervisor keeps its first deadline).
       if (tj.stop_requested) executor_->Stop(name, config_.stop_grace_seconds);
+      else if (tj.stop_cause == "interrupt") executor_->Interrupt(name, config_.spot_notice_seconds);
       continue;
     }
     // The launch was committed but the executor never started it (the server died in between):
@@ -505,7 +576,8 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   TrainingJob& tj = it->second;
   if (tj.status != "InProgress" && tj.status != "Stopping") return;  // already final
   ServiceJobState* js = tj.service_job_id.empty() ? nullptr : state_.FindJob(tj.service_job_id);
-  const bool stopping = tj.status == "Stopping";
+  // A spot run that was interrupted reports no more progress either.
+  const bool stopping = tj.status == "Stopping" || tj.stop_cause == "interrupt";
 
   switch (e.phase) {
     case exec::Phase::kCheckpointed:
@@ -551,6 +623,20 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
       break;
   }
 
+  if (tj.status == "InProgress" && tj.stop_cause == "interrupt") {
+    // The interrupted run is over (checkpoints uploaded): the job waits, InProgress/Interrupted,
+    // until spot capacity frees (StartPendingTrainingJobs), within MaxWaitTimeInSeconds.
+    TailMetrics(t);
+    tails_.erase(tj.name);
+    ReleaseCapacity(tj);
+    CloseRun(tj, e.at);
+    tj.launched = false;
+    tj.last_modified_time = t.now;
+    t.training_jobs.insert(tj.name);
+    t.reschedule = true;
+    return;
+  }
+
   const bool infrastructure_failure =
       e.phase == exec::Phase::kLost ||
       (e.exit_code != 0 && !e.stopped && !e.max_runtime_exceeded && StartsWith(e.failure_reason, "InternalServerError:"));
@@ -560,6 +646,7 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   TailMetrics(t);  // the last lines of the log count too
   tails_.erase(tj.name);
   ReleaseCapacity(tj);
+  if (tj.launched) CloseRun(tj, e.at);
   t.reschedule = true;
   tj.training_end_time = e.at;
   json req = json::parse(tj.request_json);
@@ -580,6 +667,9 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
     tj.status = "Stopped";
     tj.failure_reason = "MaxPendingTimeExceeded: Training job pending time exceeded MaxPendingTimeInSeconds provided";
     AddTransition(t, tj, "Stopped", "Training job stopped: pending time exceeded MaxPendingTimeInSeconds provided.", e.at);
+  } else if (tj.stop_cause == "maxwait") {
+    tj.status = "Stopped";
+    AddTransition(t, tj, "MaxWaitTimeExceeded", "Training job exceeded MaxWaitTimeInSeconds provided", e.at);
   } else if (e.stopped || tj.stop_requested) {
     tj.status = "Stopped";
     AddTransition(t, tj, "Stopped", "Training job stopped.", e.at);
@@ -629,6 +719,8 @@ bool Controller::RestartAfterInfrastructureFailure(Turn& t, TrainingJob& tj, con
                      : e.message.empty()             ? "the instance was lost"
                                                      : e.message),
                 e.at);
+  CloseRun(tj, e.at);
+  PriceRun(tj, tj.on_spot);
   tj.launched = true;  // it keeps its capacity
   t.starts.emplace_back(tj.name, BuildAttemptSpec(tj));
   return true;
@@ -654,6 +746,8 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
     reason = std::string(kSmPrefix) + "Training job completed";
   } else if (tj.status == "Stopped" && tj.secondary_status == "MaxRuntimeExceeded") {
     reason = std::string(kSmPrefix) + "MaxRuntimeExceeded: Training job runtime exceeded MaxRuntimeInSeconds provided";
+  } else if (tj.status == "Stopped" && tj.secondary_status == "MaxWaitTimeExceeded") {
+    reason = std::string(kSmPrefix) + "MaxWaitTimeExceeded: Training job exceeded MaxWaitTimeInSeconds provided";
   } else if (tj.status == "Stopped") {
     reason = std::string(kSmPrefix) + "Training job stopped";
   } else {
@@ -673,6 +767,16 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
   }
   if (tj.stop_cause == "timeout") {
     SetJobStatus(t, js, JobStatus::kFailed, "Job attempt duration exceeded timeout");
+    return;
+  }
+  // Insufficient capacity (SEMANTICS.md §2.7): the training job failed with CapacityError, or a
+  // spot job ran out of MaxWaitTimeInSeconds before it ever launched. Retried until capacity
+  // comes, without consuming retryStrategy.attempts (jobStateTimeLimitActions can bound it).
+  if (StartsWith(tj.failure_reason, "CapacityError") ||
+      (tj.secondary_status == "MaxWaitTimeExceeded" && tj.training_start_time == 0)) {
+    ++job.capacity_failed_attempt_count;
+    SetJobStatus(t, js, JobStatus::kRunnable,
+                 "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - Unable to provision requested compute resources");
     return;
   }
   if (tj.stop_cause == "preempt") {
@@ -696,7 +800,8 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
     SetJobStatus(t, js, JobStatus::kFailed, reason);
     return;
   }
-  if (tj.status == "Stopped" && tj.secondary_status == "MaxRuntimeExceeded") {
+  if (tj.status == "Stopped" &&
+      (tj.secondary_status == "MaxRuntimeExceeded" || tj.secondary_status == "MaxWaitTimeExceeded")) {
     // A timed-out attempt is not retried, whichever of MaxRuntimeInSeconds and
     // attemptDurationSeconds fired (docs/design/decisions.md).
     SetJobStatus(t, js, JobStatus::kFailed, reason);
@@ -710,7 +815,8 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
     attempts = rs.value("attempts", 1);
     rules = rs.value("evaluateOnExit", json::array());
   }
-  int64_t counted = static_cast<int64_t>(job.attempts.size()) - job.preempted_attempt_count;
+  int64_t counted = static_cast<int64_t>(job.attempts.size()) - job.preempted_attempt_count -
+                    job.capacity_failed_attempt_count;
   bool retry = counted < attempts && RetryActionFor(rules, reason) == "RETRY";
   SetJobStatus(t, js, retry ? JobStatus::kRunnable : JobStatus::kFailed, reason);
 }

@@ -43,6 +43,7 @@ class Controller::Turn {
   // Actions, carried out after the commit, in order.
   std::vector<std::pair<std::string, std::string>> starts;  // attempt id, spec json
   std::vector<std::pair<std::string, int>> stops;           // attempt id, grace seconds
+  std::vector<std::pair<std::string, int>> interrupts;      // spot interruptions: attempt id, notice seconds
   std::vector<std::string> remove_dirs;                     // workspaces of terminated warm pools
 };
 

@@ -13,24 +13,36 @@ const InstanceTypeSpec* Config::FindInstanceType(const std::string& name) const 
   return nullptr;
 }
 
+int64_t Config::CapacityOf(const std::string& key) const {
+  auto hash = key.find('#');
+  const InstanceTypeSpec* t = FindInstanceType(key.substr(0, hash));
+  if (!t) return 0;
+  return t->Capacity(hash != std::string::npos && key.substr(hash + 1) == "spot");
+}
+
 Config DefaultConfig() {
   Config c;
   // A small catalogue that fits a laptop or CI box: CPU types for script-mode jobs, and GPU
   // types with zero count (enable them in a config file on a GPU machine).
-  auto type = [](const char* name, int64_t count, int vcpus, int gpus, int64_t memory_mib) {
+  // Prices are SageMaker Training's on-demand list prices in us-east-1 (USD per instance-hour);
+  // spot capacity is priced at 30% of them unless a config file says otherwise.
+  auto type = [](const char* name, int64_t count, int64_t spot, int vcpus, int gpus, int64_t memory_mib,
+                 double price) {
     InstanceTypeSpec t;
     t.name = name;
     t.count = count;
+    t.spot_count = spot;
     t.vcpus = vcpus;
     t.gpus = gpus;
     t.memory_mib = memory_mib;
+    t.price_per_hour = price;
     return t;
   };
   c.instance_types = {
-      type("ml.m5.large", 4, 2, 0, 8192),      type("ml.m5.xlarge", 2, 4, 0, 16384),
-      type("ml.m5.2xlarge", 1, 8, 0, 32768),   type("ml.c5.xlarge", 2, 4, 0, 8192),
-      type("ml.c5.2xlarge", 1, 8, 0, 16384),   type("ml.g5.xlarge", 0, 4, 1, 16384),
-      type("ml.g5.12xlarge", 0, 48, 4, 196608), type("ml.p4d.24xlarge", 0, 96, 8, 1179648),
+      type("ml.m5.large", 4, 2, 2, 0, 8192, 0.115),        type("ml.m5.xlarge", 2, 1, 4, 0, 16384, 0.23),
+      type("ml.m5.2xlarge", 1, 0, 8, 0, 32768, 0.461),     type("ml.c5.xlarge", 2, 0, 4, 0, 8192, 0.204),
+      type("ml.c5.2xlarge", 1, 0, 8, 0, 16384, 0.408),     type("ml.g5.xlarge", 0, 0, 4, 1, 16384, 1.408),
+      type("ml.g5.12xlarge", 0, 0, 48, 4, 196608, 7.09),   type("ml.p4d.24xlarge", 0, 0, 96, 8, 1179648, 37.688),
   };
   return c;
 }
@@ -55,6 +67,9 @@ Status Read(const toml::table& t, const char* key, T* out, const std::string& wh
   } else if constexpr (std::is_same_v<T, bool>) {
     if (!n->is_boolean()) return InvalidArgument("config: " + where + key + " must be a boolean");
     *out = n->as_boolean()->get();
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!n->is_number()) return InvalidArgument("config: " + where + key + " must be a number");
+    *out = n->is_integer() ? static_cast<T>(n->as_integer()->get()) : static_cast<T>(n->as_floating_point()->get());
   } else {
     if (!n->is_integer()) return InvalidArgument("config: " + where + key + " must be an integer");
     *out = static_cast<T>(n->as_integer()->get());
@@ -86,7 +101,12 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     TY_RETURN_IF_ERROR(Read(*s, "sqlite_synchronous_full", &c.sqlite_synchronous_full, "server."));
   }
   if (auto* e = root["executor"].as_table()) {
-    TY_RETURN_IF_ERROR(CheckKeys(*e, {"sandbox", "stop_grace_seconds", "pip_find_links", "pip_no_index"}, "[executor]"));
+    TY_RETURN_IF_ERROR(CheckKeys(*e, {"sandbox", "stop_grace_seconds", "pip_find_links", "pip_no_index",
+                                      "spot_notice_seconds", "chaos_seed"},
+                                 "[executor]"));
+    TY_RETURN_IF_ERROR(Read(*e, "spot_notice_seconds", &c.spot_notice_seconds, "executor."));
+    TY_RETURN_IF_ERROR(Read(*e, "chaos_seed", &c.chaos_seed, "executor."));
+    if (c.spot_notice_seconds < 0) return InvalidArgument("config: executor.spot_notice_seconds must be >= 0");
     TY_RETURN_IF_ERROR(Read(*e, "pip_find_links", &c.pip_find_links, "executor."));
     TY_RETURN_IF_ERROR(Read(*e, "pip_no_index", &c.pip_no_index, "executor."));
     TY_RETURN_IF_ERROR(Read(*e, "sandbox", &c.sandbox, "executor."));
@@ -140,7 +160,10 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
       auto* t = arr->get(i)->as_table();
       std::string where = "instance_types[" + std::to_string(i) + "].";
       if (!t) return InvalidArgument("config: " + where + " must be a table");
-      TY_RETURN_IF_ERROR(CheckKeys(*t, {"name", "count", "vcpus", "gpus", "memory_mib", "warm_pool_quota", "setup_command"}, where));
+      TY_RETURN_IF_ERROR(CheckKeys(*t, {"name", "count", "vcpus", "gpus", "memory_mib", "warm_pool_quota", "setup_command",
+                                        "spot_count", "price_per_hour", "spot_price_per_hour",
+                                        "spot_interruptions_per_hour"},
+                                   where));
       InstanceTypeSpec spec;
       TY_RETURN_IF_ERROR(Read(*t, "name", &spec.name, where));
       if (spec.name.empty()) return InvalidArgument("config: " + where + "name is required");
@@ -151,7 +174,17 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
       TY_RETURN_IF_ERROR(Read(*t, "memory_mib", &spec.memory_mib, where));
       TY_RETURN_IF_ERROR(Read(*t, "warm_pool_quota", &spec.warm_pool_quota, where));
       TY_RETURN_IF_ERROR(Read(*t, "setup_command", &spec.setup_command, where));
+      TY_RETURN_IF_ERROR(Read(*t, "spot_count", &spec.spot_count, where));
+      TY_RETURN_IF_ERROR(Read(*t, "price_per_hour", &spec.price_per_hour, where));
+      TY_RETURN_IF_ERROR(Read(*t, "spot_price_per_hour", &spec.spot_price_per_hour, where));
+      TY_RETURN_IF_ERROR(Read(*t, "spot_interruptions_per_hour", &spec.spot_interruptions_per_hour, where));
       if (spec.count < 0) return InvalidArgument("config: " + where + "count must be >= 0");
+      if (spec.spot_count < 0) return InvalidArgument("config: " + where + "spot_count must be >= 0");
+      if (spec.price_per_hour < 0) return InvalidArgument("config: " + where + "price_per_hour must be >= 0");
+      if (spec.spot_price_per_hour < 0 && t->get("spot_price_per_hour"))
+        return InvalidArgument("config: " + where + "spot_price_per_hour must be >= 0");
+      if (spec.spot_interruptions_per_hour < 0)
+        return InvalidArgument("config: " + where + "spot_interruptions_per_hour must be >= 0");
       if (spec.warm_pool_quota < -1)
         return InvalidArgument("config: " + where + "warm_pool_quota must be >= 0 (or -1: the type's count)");
       bool replaced = false;

@@ -23,9 +23,25 @@ struct InstanceTypeSpec {
   // Run once per instance on a cold start, in the instance's workspace (e.g. create a virtualenv);
   // kept with a warm pool. "" = none.
   std::string setup_command;
+  // Managed spot (docs/spot.md): how many instances of this type this host offers as spot
+  // capacity, separate from `count`; the catalogue prices per instance-hour (on-demand and spot);
+  // and a random interruption rate for chaos testing (expected interruptions per spot
+  // instance-hour; 0: interruptions come only from `trainyard admin interrupt`).
+  int64_t spot_count = 0;
+  double price_per_hour = 0;
+  double spot_price_per_hour = -1;  // -1: 30% of price_per_hour
+  double spot_interruptions_per_hour = 0;
 
   int64_t WarmPoolQuota() const { return warm_pool_quota < 0 ? count : warm_pool_quota; }
+  double PricePerHour(bool spot) const {
+    return !spot ? price_per_hour : spot_price_per_hour < 0 ? price_per_hour * 0.3 : spot_price_per_hour;
+  }
+  int64_t Capacity(bool spot) const { return spot ? spot_count : count; }
 };
+
+// Host capacity is kept per instance type and market: "ml.m5.large" (on-demand) and
+// "ml.m5.large#spot".
+inline std::string CapacityKey(const std::string& type, bool spot) { return spot ? type + "#spot" : type; }
 
 // Where s3:// buckets live (reference: docs/object-store.md). Buckets named in `buckets` (or
 // every bucket with "*") go to the S3-compatible endpoint; all others to the embedded directory
@@ -57,6 +73,8 @@ struct Config {
   std::string region = "us-east-1";
   std::string account_id = "000000000000";
   int stop_grace_seconds = 120;        // StopTrainingJob / TerminateServiceJob grace
+  int spot_notice_seconds = 120;       // a spot interruption's notice before SIGKILL (EC2's two minutes)
+  uint64_t chaos_seed = 0;             // seeds random spot interruptions; 0: a different run each time
   std::string sandbox = "auto";        // auto | bwrap | none
   int64_t max_request_bytes = 6 * 1024 * 1024;   // bodies above this are refused (413)
   int64_t max_submit_payload_bytes = 30 * 1024;  // serviceRequestPayload limit
@@ -71,6 +89,8 @@ struct Config {
   bool pip_no_index = false;
 
   const InstanceTypeSpec* FindInstanceType(const std::string& name) const;
+  // The catalogue entry of a capacity key ("type" or "type#spot"), and the capacity it offers.
+  int64_t CapacityOf(const std::string& key) const;
 };
 
 // The embedded defaults (used when no --config is given).

@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <climits>
+
 namespace ty {
 
 namespace {
@@ -47,7 +50,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     quota_share_name, retry_strategy_json, timeout_config_json, preemption_configuration_json, tags,
     payload, client_token, request_hash, is_terminated, terminate_reason, attempts, preempted_attempt_count,
     preempted_for, instance_type, instance_count, max_runtime_ms, preemption_lost_instance_ms,
-    preemption_lost_gpu_ms)
+    preemption_lost_gpu_ms, capacity_failed_attempt_count, managed_spot)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StatusTransition, status, start, end, message)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(MetricValue, name, value, timestamp)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
@@ -56,10 +59,39 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     model_artifacts, instance_type, instance_count, service_job_id, attempt_number, seq, launched,
     stop_requested, stop_cause, stop_grace_seconds, keep_alive_seconds, warm_pool_id, warm_pool_status,
     reused_by_job, reused_from_job, warm_pool_available_since, warm_pool_retained_seconds,
-    warm_pool_end_reason, last_checkpoint_time)
+    warm_pool_end_reason, last_checkpoint_time, managed_spot, max_wait_seconds, on_spot, interruptions, billed_seconds, cost_usd,
+    on_demand_cost_usd, billed_until, run_price_per_hour, run_on_demand_per_hour)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WarmPool, id, seq, status, owner_job, instance_type,
                                                 instance_count, match_key, created_at, available_since,
                                                 expires_at, queue, quota_share, environment)
+
+double TrainingJob::RunSeconds(EpochMs from, EpochMs to, EpochMs now) const {
+  EpochMs ms = 0;
+  for (const auto& tr : transitions) {
+    if (tr.status != "Downloading" && tr.status != "Training" && tr.status != "Uploading") continue;
+    EpochMs a = std::max(tr.start, from), b = std::min(tr.end ? tr.end : now, to);
+    if (b > a) ms += b - a;
+  }
+  return static_cast<double>(ms) / 1000.0;
+}
+
+namespace {
+// The open run's share: its seconds since the last closed run, times `per_hour` per instance.
+double OpenRun(const TrainingJob& tj, EpochMs now, double per_hour) {
+  return tj.RunSeconds(tj.billed_until, INT64_MAX, now) * per_hour;
+}
+}  // namespace
+
+double TrainingJob::BillableSeconds(EpochMs now) const {
+  double ratio = run_on_demand_per_hour > 0 ? run_price_per_hour / run_on_demand_per_hour : 1.0;
+  return billed_seconds + OpenRun(*this, now, ratio);
+}
+double TrainingJob::CostUsd(EpochMs now) const {
+  return cost_usd + OpenRun(*this, now, run_price_per_hour / 3600.0 * static_cast<double>(instance_count));
+}
+double TrainingJob::OnDemandCostUsd(EpochMs now) const {
+  return on_demand_cost_usd + OpenRun(*this, now, run_on_demand_per_hour / 3600.0 * static_cast<double>(instance_count));
+}
 
 namespace {
 template <typename T>

@@ -128,10 +128,14 @@ struct ServiceJob {
   // catalogue's GPUs per instance; 0 for a type without GPUs).
   int64_t preemption_lost_instance_ms = 0;
   int64_t preemption_lost_gpu_ms = 0;
+  // Attempts whose training job could not get capacity (FailureReason CapacityError, or a spot job
+  // that never launched before MaxWaitTimeInSeconds): retried without consuming retryStrategy.attempts.
+  int64_t capacity_failed_attempt_count = 0;
   // Derived from the payload at submit time.
   std::string instance_type;
   int64_t instance_count = 1;
   int64_t max_runtime_ms = 0;  // StoppingCondition.MaxRuntimeInSeconds; 0: AWS's default, one day
+  bool managed_spot = false;   // EnableManagedSpotTraining: it holds spot capacity ("<type>#spot")
 };
 
 struct StatusTransition {
@@ -171,6 +175,28 @@ struct TrainingJob {
   std::string stop_cause;      // "user" | "terminate" | "timeout" | "preempt" | "pending" (MaxPendingTimeInSeconds)
   int stop_grace_seconds = 0;
   EpochMs last_checkpoint_time = 0;  // when the attempt last completed a checkpoint; 0: never
+  // Managed spot (docs/spot.md). managed_spot: EnableManagedSpotTraining; on_spot: the current (or
+  // last) run holds spot capacity. A spot interruption sets stop_cause "interrupt" while the job
+  // stays InProgress; once the run has ended the job waits (not launched) for spot capacity again.
+  bool managed_spot = false;
+  int64_t max_wait_seconds = 0;  // StoppingCondition.MaxWaitTimeInSeconds (spot jobs)
+  bool on_spot = false;
+  int interruptions = 0;
+  // Billing: runs that ended are summed in billed_seconds / cost_usd up to billed_until; the
+  // current run is priced at run_price_per_hour (per instance) against run_on_demand_per_hour.
+  double billed_seconds = 0;
+  double cost_usd = 0;
+  double on_demand_cost_usd = 0;
+  EpochMs billed_until = 0;
+  double run_price_per_hour = 0;
+  double run_on_demand_per_hour = 0;
+
+  // Seconds spent downloading, training and uploading in [from, to) (0, INT64_MAX: all runs).
+  double RunSeconds(EpochMs from, EpochMs to, EpochMs now) const;
+  // BillableTimeInSeconds / cost so far: closed runs plus the open part of the current one.
+  double BillableSeconds(EpochMs now) const;
+  double CostUsd(EpochMs now) const;
+  double OnDemandCostUsd(EpochMs now) const;
   // Managed warm pools (docs/warm-pools.md). keep_alive_seconds is
   // ResourceConfig.KeepAlivePeriodInSeconds, changed by UpdateTrainingJob.
   int64_t keep_alive_seconds = 0;

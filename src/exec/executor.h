@@ -55,6 +55,11 @@ class Executor {
   // Idempotent; a no-op for an attempt that already exited.
   virtual Status Stop(const std::string& attempt_id, int grace_seconds) = 0;
 
+  // A spot interruption: like Stop, but each instance is told first. A notice file
+  // ($TRAINYARD_INTERRUPTION_NOTICE: {"action": "terminate", "time": <deadline>}) is written
+  // before the SIGTERM, so a job can checkpoint and exit early (docs/spot.md).
+  virtual Status Interrupt(const std::string& attempt_id, int grace_seconds) { return Stop(attempt_id, grace_seconds); }
+
   // Re-attaches to an attempt started by an earlier server process (after a restart).
   // Events for it (including ones that happened while the server was down) come from Poll().
   virtual Status Adopt(const std::string& attempt_id) = 0;

@@ -37,6 +37,7 @@ class LocalExecutor final : public Executor {
 
   Status Start(const std::string& attempt_id, const std::string& spec_json) override;
   Status Stop(const std::string& attempt_id, int grace_seconds) override;
+  Status Interrupt(const std::string& attempt_id, int grace_seconds) override;
   Status Adopt(const std::string& attempt_id) override;
   std::vector<AttemptEvent> Poll() override;
   std::string LogPath(const std::string& attempt_id, int instance) const override;

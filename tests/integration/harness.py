@@ -86,16 +86,19 @@ class Server:
                     secret = line.split("=", 1)[1].strip()
         return key, secret
 
-    def raw_call(self, service, operation, body):
+    def raw_call(self, service, operation, body, path=None):
         """A signed call whose JSON answer is returned whole, trainyard's extension members included
-        (boto3 drops members its model does not know)."""
+        (boto3 drops members its model does not know). `path` posts to one of trainyard's own
+        endpoints (/trainyard/v1/...) instead of an AWS operation."""
         import http.client
         import urllib.parse
         import botocore.auth
         import botocore.awsrequest
         import botocore.credentials
         key, secret = self.credentials()
-        if service == "batch":
+        if path:
+            headers = {"Content-Type": "application/x-amz-json-1.1"}
+        elif service == "batch":
             path, headers = "/v1/" + operation.lower(), {"Content-Type": "application/json"}
         else:
             path, headers = "/", {"Content-Type": "application/x-amz-json-1.1", "X-Amz-Target": "SageMaker." + operation}
@@ -110,6 +113,10 @@ class Server:
         if resp.status != 200:
             raise RuntimeError(f"{operation} failed: {resp.status} {data}")
         return data
+
+    def admin(self, path, body):
+        """POST to trainyard's own endpoint /trainyard/v1/<path>, signed as "sagemaker"."""
+        return self.raw_call("sagemaker", path, body, path="/trainyard/v1/" + path)
 
     def client(self, service, **kw):
         key, secret = self.credentials()
@@ -173,6 +180,20 @@ class ServerTest(unittest.TestCase):
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
     # ---- helpers ----
+    def advance(self, seconds):
+        """Moves the server's clock on (the server must run with --clock=offset)."""
+        return self.server.admin("admin/advance-clock", {"seconds": seconds})
+
+    def wait_secondary(self, name, status, timeout=30):
+        deadline = time.time() + timeout
+        while True:
+            tj = self.sm.describe_training_job(TrainingJobName=name)
+            if tj["SecondaryStatus"] == status:
+                return tj
+            if time.time() > deadline:
+                self.fail(f"{name} is {tj['TrainingJobStatus']}/{tj['SecondaryStatus']}, not {status}")
+            time.sleep(0.05)
+
     def bucket_path(self, bucket, key=""):
         return os.path.join(self.data_dir, "buckets", bucket, key)
 

@@ -15,34 +15,6 @@ class StoppingConditionTest(ServerTest):
     server_args = ["--clock=offset"]
     server_config = "[executor]\nstop_grace_seconds = 2\n"
 
-    def advance(self, seconds):
-        import http.client
-        import urllib.parse
-        import botocore.auth
-        import botocore.awsrequest
-        import botocore.credentials
-        key, secret = self.server.credentials()
-        path = "/trainyard/v1/admin/advance-clock"
-        req = botocore.awsrequest.AWSRequest(method="POST", url=self.server.url + path,
-                                             data=json.dumps({"seconds": seconds}),
-                                             headers={"Content-Type": "application/x-amz-json-1.1"})
-        botocore.auth.SigV4Auth(botocore.credentials.Credentials(key, secret), "sagemaker", "us-east-1").add_auth(req)
-        u = urllib.parse.urlparse(self.server.url)
-        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
-        conn.request("POST", path, body=req.body, headers=dict(req.headers.items()))
-        self.assertEqual(conn.getresponse().status, 200)
-        conn.close()
-
-    def wait_secondary(self, name, status, timeout=30):
-        deadline = time.time() + timeout
-        while True:
-            tj = self.sm.describe_training_job(TrainingJobName=name)
-            if tj["SecondaryStatus"] == status:
-                return tj
-            if time.time() > deadline:
-                self.fail(f"{name} is {tj['SecondaryStatus']}, not {status}")
-            time.sleep(0.05)
-
     def assert_invalid(self, stopping, fragment, **extra):
         # Raw calls: boto3 itself refuses values below a model minimum.
         with self.assertRaises(RuntimeError) as e:

@@ -9,6 +9,7 @@ namespace ty::exec::local {
 inline std::string SpecPath(const std::string& dir) { return dir + "/spec.json"; }
 inline std::string StatusPath(const std::string& dir) { return dir + "/status.json"; }
 inline std::string StopPath(const std::string& dir) { return dir + "/stop"; }
+inline std::string InterruptPath(const std::string& dir) { return dir + "/interrupt"; }
 inline std::string LockPath(const std::string& dir) { return dir + "/lock"; }
 inline std::string LogDir(const std::string& dir) { return dir + "/logs"; }
 inline std::string HostDir(const std::string& dir, int n) { return dir + "/hosts/algo-" + std::to_string(n); }

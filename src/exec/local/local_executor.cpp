@@ -199,6 +199,14 @@ Status LocalExecutor::Stop(const std::string& id, int grace_seconds) {
   return Status::Ok();
 }
 
+Status LocalExecutor::Interrupt(const std::string& id, int grace_seconds) {
+  std::string dir = Dir(id);
+  if (!fs::exists(dir)) return NotFound("no attempt " + id);
+  // Written before the stop file: a supervisor that sees the stop also sees that it is an interruption.
+  local::WriteFileAtomic(local::InterruptPath(dir), std::to_string(grace_seconds));
+  return Stop(id, grace_seconds);
+}
+
 Status LocalExecutor::Adopt(const std::string& id) {
   std::string dir = Dir(id);
   bool has_status = fs::exists(local::StatusPath(dir));

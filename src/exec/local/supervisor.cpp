@@ -26,6 +26,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -55,6 +56,8 @@ int64_t NowMs() {
 // Touched (or rewritten) by a job when a checkpoint is complete, in its checkpoint directory;
 // its path is in TRAINYARD_CHECKPOINT_MARKER.
 constexpr const char* kCheckpointMarker = ".trainyard-checkpoint";
+// Written into each instance's /opt/ml when a spot interruption arrives ($TRAINYARD_INTERRUPTION_NOTICE).
+constexpr const char* kInterruptionNotice = "interruption-notice";
 
 int g_signal_pipe[2] = {-1, -1};
 // Async-signal-safe: one byte into the self-pipe, errno preserved; the main loop does the rest.
@@ -634,6 +637,7 @@ class Supervisor {
     json inputcfg = json::parse(ReadOr(local::HostDir(dir_, n) + "/input/config/inputdataconfig.json", "{}"), nullptr, false);
     env["SM_MODEL_DIR"] = ml + "/model";
     env["TRAINYARD_CHECKPOINT_MARKER"] = ml + "/" + CheckpointRel() + "/" + kCheckpointMarker;
+    env["TRAINYARD_INTERRUPTION_NOTICE"] = ml + "/" + kInterruptionNotice;
     env["SM_CHANNELS"] = channels.dump();
     for (const auto& c : channels) env["SM_CHANNEL_" + Upper(c.get<std::string>())] = ml + "/input/data/" + c.get<std::string>();
     env["SM_HPS"] = hps.dump();
@@ -849,6 +853,19 @@ class Supervisor {
     }
   }
 
+  // A spot interruption (Executor::Interrupt wrote the interrupt file before the stop file): each
+  // instance finds the notice, with the time its instances will be killed, before its SIGTERM.
+  void WriteInterruptionNotices(int64_t now) {
+    struct stat st;
+    if (::stat(local::InterruptPath(dir_).c_str(), &st) != 0) return;
+    std::time_t deadline = static_cast<std::time_t>((now + grace_ms_) / 1000);
+    char when[32];
+    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&deadline));
+    json notice = {{"action", "terminate"}, {"time", when}, {"notice_seconds", grace_ms_ / 1000}};
+    for (int n = 1; n <= count_; ++n)
+      local::WriteFileAtomic(local::HostDir(dir_, n) + "/" + kInterruptionNotice, notice.dump() + "\n", false);
+  }
+
   void BeginStop() {
     if (kill_deadline_ != 0) return;
     Signal(SIGTERM);
@@ -930,6 +947,7 @@ class Supervisor {
       if (all_exited) continue;
       if (!stopped_ && StopRequested()) {
         stopped_ = true;
+        WriteInterruptionNotices(now);
         BeginStop();
       }
       if (max_ms > 0 && !max_runtime_exceeded_ && !stopped_ && now - train_start_ > max_ms) {

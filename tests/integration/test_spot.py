@@ -1,0 +1,215 @@
+"""Managed spot training through a real server and real processes (docs/spot.md, SEMANTICS.md §7):
+each lifecycle of §7 (no interruption, one, two plus MaxWaitTimeExceeded, never launched), the
+interruption notice, resuming from the saved checkpoint, billing and the cost report. Long waits
+use the offset clock."""
+import json
+import os
+import time
+import unittest
+
+from botocore.exceptions import ClientError
+
+from harness import ServerTest
+
+# Counts to $1 in steps of 0.1 s, saving the step in its checkpoint directory after each one. On
+# SIGTERM it logs whether the interruption notice was there, and exits at once (its checkpoint is
+# already saved), which frees the spot capacity without waiting out the notice.
+COUNTER = ("M=$TRAINYARD_CHECKPOINT_MARKER; D=${M%/*}; s=$(cat $D/step 2>/dev/null || echo 0); "
+           "echo start $s >> $D/log; "
+           "trap 'if [ -e \"$TRAINYARD_INTERRUPTION_NOTICE\" ]; then echo notice $s >> $D/log; fi; exit 143' TERM; "
+           "while [ $s -lt {steps} ]; do s=$((s+1)); echo $s > $D/step; touch $M; sleep 0.1; done; "
+           "echo done $s >> $D/log")
+
+CONFIG = """
+[executor]
+stop_grace_seconds = 2
+spot_notice_seconds = 30
+
+[object_store]
+checkpoint_sync_seconds = 1
+
+[[instance_types]]
+name = "ml.m5.xlarge"
+count = 2
+spot_count = 1
+price_per_hour = 0.23
+spot_price_per_hour = 0.069
+"""
+
+
+class SpotTest(ServerTest):
+    server_args = ["--clock=offset"]
+    server_config = CONFIG
+
+    def spot_payload(self, name, steps=30, max_wait=3600, max_runtime=1800, **extra):
+        # ContainerArguments entries hold at most 256 characters: the script goes in pieces.
+        script = COUNTER.replace("{steps}", str(steps))
+        pieces = [script[i:i + 200] for i in range(0, len(script), 200)]
+        payload = self.command_payload(name, "eval \"" + "".join(f"${{{i + 1}}}" for i in range(len(pieces))) + "\"",
+                                       EnableManagedSpotTraining=True,
+                                       StoppingCondition={"MaxRuntimeInSeconds": max_runtime,
+                                                          "MaxWaitTimeInSeconds": max_wait},
+                                       CheckpointConfig={"S3Uri": f"s3://trainyard-test/ckpt/{name}"}, **extra)
+        payload["AlgorithmSpecification"]["ContainerArguments"] += ["sh"] + pieces
+        payload["ResourceConfig"]["InstanceType"] = "ml.m5.xlarge"
+        return payload
+
+    def ckpt_log(self, name):
+        path = self.bucket_path("trainyard-test", f"ckpt/{name}/log")
+        if not os.path.exists(path):
+            return []
+        with open(path) as f:
+            return f.read().split("\n")[:-1]
+
+    def wait_step(self, name, at_least, timeout=30):
+        path = self.bucket_path("trainyard-test", f"ckpt/{name}/step")
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                with open(path) as f:
+                    if int(f.read().strip() or 0) >= at_least:
+                        return
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.05)
+        self.fail(f"{name} never saved step {at_least}")
+
+    def interrupt(self, name):
+        return self.server.admin("admin/interrupt", {"TrainingJobName": name})
+
+    def statuses(self, tj):
+        return [t["Status"] for t in tj["SecondaryStatusTransitions"]]
+
+    def test_no_interruption(self):
+        self.sm.create_training_job(**self.spot_payload("calm", steps=20))
+        tj = self.wait_training("calm", timeout=60)
+        self.assertEqual(tj["TrainingJobStatus"], "Completed", tj.get("FailureReason"))
+        self.assertTrue(tj["EnableManagedSpotTraining"])
+        self.assertEqual(self.statuses(tj), ["Starting", "Downloading", "Training", "Uploading", "Completed"])
+        # Billable time is the run time at the spot price: 30% of on-demand here.
+        self.assertGreaterEqual(tj["TrainingTimeInSeconds"], 2)
+        self.assertLess(tj["BillableTimeInSeconds"], tj["TrainingTimeInSeconds"])
+        costs = self.server.admin("costs", {})
+        row = next(j for j in costs["Jobs"] if j["TrainingJobName"] == "calm")
+        self.assertTrue(row["ManagedSpot"])
+        self.assertEqual(row["SavingsPercent"], 70.0)
+        self.assertAlmostEqual(row["CostUsd"], row["OnDemandCostUsd"] * 0.3, places=9)
+        self.assertAlmostEqual(row["OnDemandCostUsd"], row["TrainingTimeInSeconds"] * 0.23 / 3600, delta=0.23 / 3600)
+
+    def test_one_interruption_resumes_from_the_saved_step(self):
+        self.sm.create_training_job(**self.spot_payload("once", steps=40))
+        self.wait_step("once", 5)
+        self.interrupt("once")
+        self.wait_secondary("once", "Interrupted")
+        tj = self.wait_training("once", timeout=60)
+        self.assertEqual(tj["TrainingJobStatus"], "Completed", tj.get("FailureReason"))
+        self.assertEqual(self.statuses(tj), ["Starting", "Downloading", "Training", "Interrupted", "Starting",
+                                             "Downloading", "Training", "Uploading", "Completed"])
+        raw = self.server.raw_call("sagemaker", "DescribeTrainingJob", {"TrainingJobName": "once"})
+        self.assertEqual(raw["SpotInterruptions"], 1)
+        log = self.ckpt_log("once")
+        # The first run saw the notice, the second started at the step the first one saved.
+        self.assertEqual(log[0], "start 0", log)
+        self.assertTrue(log[1].startswith("notice "), log)
+        saved = int(log[1].split()[1])
+        self.assertGreaterEqual(saved, 5)
+        self.assertEqual(log[2], f"start {saved}", log)
+        self.assertEqual(log[3], "done 40", log)
+        restart = tj["SecondaryStatusTransitions"][4]["StatusMessage"]
+        self.assertIn("restarting after interruption 1", restart)
+
+    def test_two_interruptions_then_max_wait_exceeded(self):
+        self.sm.create_training_job(**self.spot_payload("twice", steps=100000, max_wait=3600, max_runtime=1800))
+        for n in (1, 2):
+            self.wait_step("twice", 3 * n + 2)
+            self.interrupt("twice")
+            self.wait_secondary("twice", "Interrupted")
+            self.wait_secondary("twice", "Training")
+        self.advance(3600)
+        tj = self.wait_training("twice", timeout=60)
+        self.assertEqual((tj["TrainingJobStatus"], tj["SecondaryStatus"]), ("Stopped", "MaxWaitTimeExceeded"))
+        self.assertEqual(self.statuses(tj), ["Starting", "Downloading", "Training", "Interrupted", "Starting",
+                                             "Downloading", "Training", "Interrupted", "Starting", "Downloading",
+                                             "Training", "Stopping", "MaxWaitTimeExceeded"])
+        self.assertEqual(len(self.ckpt_log("twice")), 3 + 2)  # three starts, two notices
+
+    def test_never_launched_stops_with_max_wait_exceeded(self):
+        # The only spot instance of the type is held: the second job never launches.
+        self.sm.create_training_job(**self.spot_payload("holder", steps=100000, max_wait=100000, max_runtime=90000))
+        self.wait_secondary("holder", "Training")
+        self.sm.create_training_job(**self.spot_payload("starved", max_wait=600, max_runtime=300))
+        time.sleep(1)
+        tj = self.sm.describe_training_job(TrainingJobName="starved")
+        self.assertEqual((tj["TrainingJobStatus"], tj["SecondaryStatus"]), ("InProgress", "Starting"))
+        self.advance(600)
+        tj = self.wait_training("starved", timeout=30)
+        self.assertEqual((tj["TrainingJobStatus"], tj["SecondaryStatus"]), ("Stopped", "MaxWaitTimeExceeded"))
+        self.assertEqual(self.statuses(tj), ["Starting", "Stopping", "MaxWaitTimeExceeded"])
+        self.assertEqual(self.ckpt_log("starved"), [])
+        self.sm.stop_training_job(TrainingJobName="holder")
+
+    def test_service_job_on_spot_keeps_its_attempt_through_an_interruption(self):
+        q = self.create_queue("spotq", capacity=2)
+        job = self.submit(q, self.spot_payload("svc", steps=30))
+        deadline = time.time() + 30
+        while self.describe_raw(job)["status"] != "RUNNING":
+            self.assertLess(time.time(), deadline)
+            time.sleep(0.05)
+        self.wait_step("svc", 3)
+        self.interrupt("svc")
+        self.wait_secondary("svc", "Interrupted")
+        self.assertEqual(self.describe_raw(job)["status"], "RUNNING")  # Batch sees one attempt, still running
+        done = self.wait_jobs([job], timeout=60)[0]
+        self.assertEqual(done["status"], "SUCCEEDED", done.get("statusReason"))
+        self.assertEqual(len(done["attempts"]), 1)
+        self.assertEqual(self.ckpt_log("svc")[-1], "done 30")
+
+    def test_validation_and_refusals(self):
+        def refused(payload, fragment, code="ValidationException"):
+            with self.assertRaises(RuntimeError) as e:
+                self.server.raw_call("sagemaker", "CreateTrainingJob", payload)
+            self.assertIn(code, str(e.exception))
+            self.assertIn(fragment, str(e.exception))
+        p = self.spot_payload("bad")
+        del p["StoppingCondition"]["MaxWaitTimeInSeconds"]
+        refused(p, "MaxWaitTimeInSeconds is required")
+        p = self.spot_payload("bad")
+        p["ResourceConfig"]["KeepAlivePeriodInSeconds"] = 60
+        refused(p, "cannot use warm pools")
+        p = self.spot_payload("bad")
+        p["ResourceConfig"]["InstanceCount"] = 2
+        refused(p, "spot training job usage", code="ResourceLimitExceeded")
+        self.assertEqual(self.sm.list_training_jobs()["TrainingJobSummaries"], [])
+        # Interruptions need a running spot job.
+        with self.assertRaises(RuntimeError) as e:
+            self.interrupt("nope")
+        self.assertIn("ResourceNotFound", str(e.exception))
+        self.sm.create_training_job(**self.command_payload("ondemand", "sleep 30"))
+        with self.assertRaises(RuntimeError) as e:
+            self.interrupt("ondemand")
+        self.assertIn("does not use managed spot training", str(e.exception))
+        self.sm.stop_training_job(TrainingJobName="ondemand")
+
+
+class RandomInterruptionTest(ServerTest):
+    """A configured interruption rate reclaims spot runs at random; checkpoints carry the work over."""
+    server_config = CONFIG.replace("spot_price_per_hour = 0.069",
+                                   "spot_price_per_hour = 0.069\nspot_interruptions_per_hour = 7200")
+
+    def test_the_job_finishes_through_random_interruptions(self):
+        payload = SpotTest.spot_payload(self, "chaos", steps=30, max_wait=3600)
+        self.sm.create_training_job(**payload)
+        tj = self.wait_training("chaos", timeout=120)
+        self.assertEqual(tj["TrainingJobStatus"], "Completed", tj.get("FailureReason"))
+        raw = self.server.raw_call("sagemaker", "DescribeTrainingJob", {"TrainingJobName": "chaos"})
+        self.assertGreaterEqual(raw["SpotInterruptions"], 1)
+        log = SpotTest.ckpt_log(self, "chaos")
+        self.assertEqual(log[-1], "done 30", log)
+        # Every run started where the one before it stopped.
+        starts = [int(line.split()[1]) for line in log if line.startswith("start ")]
+        self.assertEqual(len(starts), raw["SpotInterruptions"] + 1)
+        self.assertEqual(starts, sorted(starts))
+
+
+if __name__ == "__main__":
+    unittest.main()
