@@ -79,7 +79,17 @@ json EncodeDescribe(const TrainingJob& tj, EpochMs now) {
     j["TrainingTimeInSeconds"] = WholeSeconds(tj.RunSeconds(0, INT64_MAX, now));
     j["BillableTimeInSeconds"] = WholeSeconds(tj.BillableSeconds(now));
   }
-  if (tj.managed_spot) j["SpotInterruptions"] = tj.interruptions;  // trainyard extension
+  // trainyard extensions: spot interruptions, and what the current (or last) run holds.
+  if (tj.managed_spot || tj.interruptions > 0) j["SpotInterruptions"] = tj.interruptions;
+  if (tj.launched || !tj.capacity_ladder.empty()) {
+    json in_use = {{"InstanceType", tj.instance_type}, {"InstanceCount", tj.instance_count},
+                   {"Market", tj.on_spot ? "spot" : "on-demand"}};
+    if (!tj.capacity_ladder.empty()) {
+      in_use["CapacityLadder"] = tj.capacity_ladder;
+      in_use["Rung"] = tj.rung + 1;
+    }
+    j["CapacityInUse"] = in_use;
+  }
   if (json w = EncodeWarmPool(tj, now); !w.is_null()) j["WarmPoolStatus"] = w;
   // trainyard extensions: where the job's instances came from and why its pool ended.
   if (!tj.reused_from_job.empty()) j["WarmPoolReusedFromJob"] = tj.reused_from_job;

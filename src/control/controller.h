@@ -141,7 +141,11 @@ class Controller {
   void StartServiceJob(Turn& t, ServiceJobState& js, const std::string& environment);
   void StartPendingTrainingJobs(Turn& t);
   void TailMetrics(Turn& t);
-  void LaunchTrainingJob(Turn& t, TrainingJob& tj);
+  // Launches tj's run on `spot` or on-demand capacity of tj.instance_type.
+  void LaunchTrainingJob(Turn& t, TrainingJob& tj, bool spot);
+  // The capacity a RUNNABLE service job is offered in this pass: its own type, or the first rung
+  // of its capacity ladder with free capacity (remembered in placement_rung).
+  std::string PlacementKey(ServiceJobState& js);
   void FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const TrainingJob& tj);
   // True when the lost run of tj is started again under its RetryStrategy (the job stays InProgress).
   bool RestartAfterInfrastructureFailure(Turn& t, TrainingJob& tj, const exec::AttemptEvent& e);
@@ -187,7 +191,8 @@ class Controller {
   EpochMs last_tick_ = 0;
   OffsetClock* adjustable_clock_ = nullptr;  // set before Start(); null: the clock can't be moved
   std::vector<exec::AttemptEvent> deferred_events_;  // events made by the controller itself
-  uint64_t chaos_state_ = 0;  // random spot interruptions (splitmix64 state, from config.chaos_seed)
+  uint64_t chaos_state_ = 0;
+  EpochMs backoff_until_ = 0;  // the earliest end of a capacity-failure backoff (0: none pending)  // random spot interruptions (splitmix64 state, from config.chaos_seed)
 
   // ---- guarded by queue_mu_ ----
   std::mutex queue_mu_;

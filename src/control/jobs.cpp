@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "control/controller.h"
+#include "control/ladder.h"
 #include "control/turn.h"
 #include "control/warm_pool_rules.h"
 #include "core/strings.h"
@@ -129,6 +130,21 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const json& req) {
     job.request_hash = Sha256Hex(canonical.dump());
   }
   TY_RETURN_IF_ERROR(CheckRetryStrategy(req));
+  {
+    // The capacity ladder: the service job's tags, over those of its payload.
+    Tags tags;
+    for (const auto& tag : payload.value("Tags", json::array()))
+      if (tag.is_object() && tag.contains("Key") && tag["Key"].is_string() && tag.value("Value", json("")).is_string())
+        tags[tag["Key"].get<std::string>()] = tag.value("Value", "");
+    for (const auto& [k, v] : job.tags) tags[k] = v;
+    auto ladder = ParseLadder(tags, {job.instance_type, job.managed_spot}, job.instance_count, config_);
+    if (!ladder.ok()) return InvalidArgument("tags: " + ladder.status().message());
+    if (!ladder->rungs.empty() && KeepAliveOf(payload) > 0)
+      return InvalidArgument("serviceRequestPayload.ResourceConfig.KeepAlivePeriodInSeconds: a job with a capacity ladder "
+                             "(tag " + std::string(kLadderTag) + ") cannot use warm pools");
+    job.capacity_ladder = LadderText(*ladder);
+    job.fallback_after_interruptions = ladder->fallback_after_interruptions;
+  }
   if (!job.timeout_config_json.empty()) {
     const json& secs = req["timeoutConfig"].contains("attemptDurationSeconds") ? req["timeoutConfig"]["attemptDurationSeconds"] : json();
     if (!secs.is_null() && (!secs.is_number_integer() || secs.get<int64_t>() < 60))
@@ -160,6 +176,10 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const json& req) {
     if (!job.quota_share_name.empty() && !quota)
       return InvalidArgument("quotaShareName: job queue " + q->name +
                              " has no quota-share scheduling policy, so quotaShareName is not allowed");
+    if (quota && !job.capacity_ladder.empty())
+      return InvalidArgument(std::string("tags: ") + kLadderTag + ": job queue " + q->name +
+                             " shares capacity by quota shares of fixed instance types; a capacity ladder needs a FIFO "
+                             "or fair-share queue (docs/spot.md)");
     if (quota && job.managed_spot)
       return InvalidArgument("serviceRequestPayload.EnableManagedSpotTraining: job queue " + q->name +
                              " shares capacity by quota shares, which count on-demand instances; submit managed "
@@ -276,7 +296,9 @@ double WeightFor(const json& distribution, const std::string& share) {
 }
 
 // The host capacity a job waits for: its instance type, on the spot market for managed spot jobs.
-std::string HostKeyOf(const ServiceJob& j) { return CapacityKey(j.instance_type, j.managed_spot); }
+std::string HostKeyOf(const ServiceJob& j) {
+  return j.attempt_capacity_key.empty() ? CapacityKey(j.instance_type, j.managed_spot) : j.attempt_capacity_key;
+}
 
 // A training job's runtime bound: MaxRuntimeInSeconds, one day when absent (as on SageMaker).
 int64_t RuntimeBoundMs(const ServiceJob& j) { return j.max_runtime_ms > 0 ? j.max_runtime_ms : 86'400'000; }
@@ -310,6 +332,7 @@ sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t pref
   // Runnable jobs per share, in dispatch order: schedulingPriority descending, then submit order.
   std::map<std::string, std::vector<const ServiceJob*>> runnable;
   for (uint64_t seq : state_.JobsIn(q.name, JobStatus::kRunnable)) {
+    if (state_.jobs.at(seq).BackingOff(t.now)) continue;
     const ServiceJob& j = state_.jobs.at(seq).job;
     runnable[j.share_identifier].push_back(&j);
   }
@@ -336,7 +359,8 @@ sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t pref
     sh.decayed_usage = usage[share].usage;
     sh.held = held.count(share) ? held[share] : 0;
     for (size_t i = 0; i < jobs.size() && i < prefix; ++i)
-      sh.runnable.push_back({jobs[i]->seq, HostKeyOf(*jobs[i]), jobs[i]->instance_count, RuntimeBoundMs(*jobs[i])});
+      sh.runnable.push_back({jobs[i]->seq, PlacementKey(state_.jobs.at(jobs[i]->seq)), jobs[i]->instance_count,
+                             RuntimeBoundMs(*jobs[i])});
     out.shares.push_back(std::move(sh));
   }
   // Shares that hold capacity but wait for nothing still count as active (compute reservation).
@@ -404,8 +428,9 @@ void Controller::SchedulePass(Turn& t) {
           sq.truncated = true;
           break;
         }
+        if (state_.jobs.at(seq).BackingOff(t.now)) continue;
         const ServiceJob& j = state_.jobs.at(seq).job;
-        sq.runnable.push_back({seq, HostKeyOf(j), j.instance_count, RuntimeBoundMs(j)});
+        sq.runnable.push_back({seq, PlacementKey(state_.jobs.at(seq)), j.instance_count, RuntimeBoundMs(j)});
       }
     }
     snap.queues.push_back(std::move(sq));
@@ -443,6 +468,19 @@ bool Controller::IsQuotaQueue(const JobQueue& q) const {
   return p && !p->quotashare_policy_json.empty();
 }
 
+std::string Controller::PlacementKey(ServiceJobState& js) {
+  const ServiceJob& j = js.job;
+  js.placement_rung = -1;
+  if (j.capacity_ladder.empty()) return CapacityKey(j.instance_type, j.managed_spot);
+  const Ladder ladder = LadderFromText(j.capacity_ladder, j.fallback_after_interruptions);
+  // A new attempt starts from the top: the preferred rung whenever it has room.
+  int rung = PickRung(ladder, j.instance_count, 0, [&](const std::string& key) {
+    return config_.CapacityOf(key) - state_.host_in_use[key];
+  });
+  js.placement_rung = std::max(rung, 0);
+  return ladder.rungs[static_cast<size_t>(js.placement_rung)].Key();
+}
+
 void Controller::StartServiceJob(Turn& t, ServiceJobState& js, const std::string& env) {
   ServiceJob& job = js.job;
   js.service_environment = env;
@@ -460,6 +498,24 @@ void Controller::StartServiceJob(Turn& t, ServiceJobState& js, const std::string
     return;
   }
   payload["TrainingJobName"] = name;
+  Rung rung{job.instance_type, job.managed_spot};
+  if (!job.capacity_ladder.empty()) {
+    // The attempt runs on the rung the pass placed it on, and carries the whole ladder, so that
+    // its restarts after spot interruptions climb it again from the top.
+    const Ladder ladder = LadderFromText(job.capacity_ladder, job.fallback_after_interruptions);
+    rung = ladder.rungs[static_cast<size_t>(std::max(js.placement_rung, 0))];
+    payload["ResourceConfig"]["InstanceType"] = rung.type;
+    payload["EnableManagedSpotTraining"] = rung.spot;
+    if (!rung.spot && payload.contains("StoppingCondition") && payload["StoppingCondition"].is_object())
+      payload["StoppingCondition"].erase("MaxWaitTimeInSeconds");
+    json tags = json::array();
+    for (const auto& tag : payload.value("Tags", json::array()))
+      if (!(tag.is_object() && (tag.value("Key", "") == kLadderTag || tag.value("Key", "") == kFallbackTag))) tags.push_back(tag);
+    tags.push_back({{"Key", kLadderTag}, {"Value", job.capacity_ladder}});
+    tags.push_back({{"Key", kFallbackTag}, {"Value", std::to_string(job.fallback_after_interruptions)}});
+    payload["Tags"] = tags;
+  }
+  job.attempt_capacity_key = rung.Key();
   TrainingJob tj;
   tj.name = name;
   tj.arn = Arn("sagemaker", "training-job/" + ToLower(name));
@@ -469,8 +525,12 @@ void Controller::StartServiceJob(Turn& t, ServiceJobState& js, const std::string
   tj.instance_type = job.instance_type;
   tj.instance_count = job.instance_count;
   tj.keep_alive_seconds = KeepAliveOf(payload);
-  tj.managed_spot = job.managed_spot;
+  tj.instance_type = rung.type;
+  tj.managed_spot = rung.spot;
   tj.max_wait_seconds = payload.value("StoppingCondition", json::object()).value("MaxWaitTimeInSeconds", int64_t{0});
+  tj.capacity_ladder = job.capacity_ladder;
+  tj.fallback_after_interruptions = job.fallback_after_interruptions;
+  if (!job.capacity_ladder.empty()) tj.rung = std::max(js.placement_rung, 0);
   tj.service_job_id = job.id;
   tj.attempt_number = attempt;
   tj.seq = state_.next_seq++;
@@ -479,7 +539,8 @@ void Controller::StartServiceJob(Turn& t, ServiceJobState& js, const std::string
   job.attempts.push_back({tj.arn, tj.name, 0, 0, ""});
   state_.AddTrainingJob(std::move(tj));
   t.training_jobs.insert(name);
-  LaunchTrainingJob(t, state_.training_jobs.at(name));
+  TrainingJob& launched = state_.training_jobs.at(name);
+  LaunchTrainingJob(t, launched, launched.managed_spot);
 }
 
 void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
@@ -528,6 +589,7 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
   }
   for (uint64_t seq : runnable) {
     ServiceJobState& js = state_.jobs.at(seq);
+    if (js.BackingOff(t.now)) continue;
     auto it = index.find(js.job.quota_share_name);
     if (it == index.end()) {
       js.wait_reason = "quota share " + js.job.quota_share_name + " no longer exists";

@@ -55,12 +55,12 @@ Status Controller::InterruptTrainingJob(const std::string& name) {
   return ExecuteStatus([&](Turn& t) -> Status {
     TrainingJob* tj = state_.FindTrainingJob(name);
     if (!tj) return NotFound("Requested resource not found: training job " + name);
-    if (!tj->managed_spot)
+    if (!tj->managed_spot && tj->capacity_ladder.find(":spot") == std::string::npos)
       return FailedPrecondition("The training job " + name + " does not use managed spot training (EnableManagedSpotTraining), "
                                 "so it has no spot capacity to reclaim");
     if (tj->status != "InProgress")
       return FailedPrecondition("The training job " + name + " is " + tj->status + ", not InProgress");
-    if (!tj->launched || tj->stop_cause == "interrupt")
+    if (!tj->launched || tj->stop_cause == "interrupt" || !tj->on_spot)
       return FailedPrecondition("The training job " + name + " has no running spot instances (it is " +
                                 tj->secondary_status + ", waiting for spot capacity)");
     Interrupt(t, *tj, "trainyard admin interrupt");

@@ -32,6 +32,18 @@ struct ServiceJobState {
   // The last quota pass made it wait on preemptions: the next pass offers it capacity first, so
   // that what its victims free goes to it (in memory; a restart only costs that precedence).
   bool nominated = false;
+  // The capacity-ladder rung the last scheduling pass offered it (-1: no ladder, its own type).
+  int placement_rung = -1;
+  // After a capacity failure the job is not placed again before this time (backoff; in memory).
+  EpochMs not_before = 0;
+
+  // True while a capacity-failure backoff holds the job back; says so in its wait reason.
+  bool BackingOff(EpochMs now) {
+    if (not_before <= now) return false;
+    wait_reason = "retrying after a capacity failure, not before " + std::to_string(not_before) + " (epoch ms)";
+    wait_code = "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY";
+    return true;
+  }
 
   // When the job last became RUNNABLE (its creation when it never was).
   EpochMs RunnableSince() const {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "control/controller.h"
+#include "control/ladder.h"
 #include "control/turn.h"
 #include "control/warm_pool_rules.h"
 #include "core/strings.h"
@@ -250,6 +251,17 @@ Status Controller::CheckTrainingRequest(const json& req) const {
                            "delta of " + std::to_string(count) + " Instances. This host's instance catalogue sets the "
                            "limit (spot_count under [[instance_types]] in the configuration).");
   }
+  {
+    Tags tags;
+    for (const auto& tag : req.value("Tags", json::array()))
+      if (tag.is_object() && tag.contains("Key") && tag["Key"].is_string() && tag.value("Value", json("")).is_string())
+        tags[tag["Key"].get<std::string>()] = tag.value("Value", "");
+    auto ladder = ParseLadder(tags, {type, spot_request}, count, config_);
+    if (!ladder.ok()) return InvalidArgument("Tags: " + ladder.status().message());
+    if (!ladder->rungs.empty() && KeepAliveOf(req) > 0)
+      return InvalidArgument("ResourceConfig.KeepAlivePeriodInSeconds: a job with a capacity ladder (tag " +
+                             std::string(kLadderTag) + ") cannot use warm pools");
+  }
   // Service-job payloads reach here without model validation, so the range is checked again.
   if (rc.contains("KeepAlivePeriodInSeconds") && !rc["KeepAlivePeriodInSeconds"].is_null()) {
     const json& k = rc["KeepAlivePeriodInSeconds"];
@@ -272,6 +284,11 @@ StatusOr<TrainingJob> Controller::CreateTrainingJob(const json& req) {
   tj.keep_alive_seconds = KeepAliveOf(req);
   tj.managed_spot = req.value("EnableManagedSpotTraining", false);
   tj.max_wait_seconds = req.value("StoppingCondition", json::object()).value("MaxWaitTimeInSeconds", int64_t{0});
+  {
+    Ladder ladder = *ParseLadder(RequestTags(tj.request_json), {tj.instance_type, tj.managed_spot}, tj.instance_count, config_);
+    tj.capacity_ladder = LadderText(ladder);
+    tj.fallback_after_interruptions = ladder.fallback_after_interruptions;
+  }
   return Execute<TrainingJob>([&](Turn& t) -> StatusOr<TrainingJob> {
     if (state_.FindTrainingJob(tj.name))
       return AlreadyExists("Training job names must be unique within an AWS account and region, and a training job with this name already exists (" + tj.arn + ")");
@@ -345,29 +362,37 @@ void Controller::ReleaseCapacity(TrainingJob& tj) {
   if (tj.launched) state_.host_in_use[CapacityKey(tj.instance_type, tj.on_spot)] -= tj.instance_count;
 }
 
-void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj) {
+void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj, bool spot) {
   tj.launched = true;
-  PriceRun(tj, tj.managed_spot);
+  PriceRun(tj, spot);
+  if (tj.interruptions > 0) {
+    // The interrupted run's files; its checkpoints were uploaded when it ended.
+    tails_.erase(tj.name);
+    std::error_code ec;
+    fs::remove_all(fs::path(data_dir_) / "attempts" / tj.name, ec);
+    tj.stop_cause.clear();
+  }
   std::string message;
-  if (tj.on_spot) {
+  if (tj.on_spot || tj.interruptions > 0) {
     message = tj.interruptions == 0
                   ? "Launching requested spot instances on this host."
                   : "Spot capacity is available again: restarting after interruption " + std::to_string(tj.interruptions) +
                         (json::parse(tj.request_json).contains("CheckpointConfig")
                              ? "; the checkpoints are copied back from S3 before training resumes."
                              : "; the job has no CheckpointConfig, so it starts from scratch.");
-    if (tj.interruptions > 0) {
-      // The interrupted run's files; its checkpoints were uploaded when it ended.
-      tails_.erase(tj.name);
-      std::error_code ec;
-      fs::remove_all(fs::path(data_dir_) / "attempts" / tj.name, ec);
-    }
-    tj.stop_cause.clear();
   } else {
     message = AttachWarmPool(t, tj);
     if (tj.reused_from_job.empty()) MakeRoom(t, tj.instance_type, tj.instance_count, tj.name);
   }
   state_.host_in_use[CapacityKey(tj.instance_type, tj.on_spot)] += tj.instance_count;
+  if (!tj.capacity_ladder.empty()) {
+    const Ladder ladder = LadderFromText(tj.capacity_ladder, tj.fallback_after_interruptions);
+    message += " Capacity ladder: rung " + std::to_string(tj.rung + 1) + " of " + std::to_string(ladder.rungs.size()) +
+               " (" + tj.instance_type + (tj.on_spot ? ", spot)" : ", on-demand)") +
+               (tj.rung == 0 ? "." : tj.interruptions >= tj.fallback_after_interruptions && !tj.on_spot
+                                         ? ": spot rungs are skipped after " + std::to_string(tj.interruptions) + " interruptions."
+                                         : ": the rungs before it have no free capacity.");
+  }
   AddTransition(t, tj, "Starting", message, t.now);
   t.starts.emplace_back(tj.name, BuildAttemptSpec(tj));
 }
@@ -388,12 +413,21 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
     // Service jobs are placed by the scheduling pass; an interrupted spot run of one comes back here.
     const bool interrupted = tj->stop_cause == "interrupt";
     if (!tj->service_job_id.empty() && !interrupted) continue;
-    if (tj->managed_spot) {
-      const std::string key = CapacityKey(tj->instance_type, true);
-      // Until spot capacity frees, it stays Starting (never launched) or Interrupted.
-      if (config_.CapacityOf(key) - state_.host_in_use[key] >= tj->instance_count) LaunchTrainingJob(t, *tj);
+    // The first rung of its ladder with room (its own type when it has no ladder).
+    const Ladder ladder = tj->capacity_ladder.empty()
+                              ? Ladder{{Rung{tj->instance_type, tj->managed_spot}}, 2}
+                              : LadderFromText(tj->capacity_ladder, tj->fallback_after_interruptions);
+    const int rung = PickRung(ladder, tj->instance_count, tj->interruptions, [&](const std::string& key) {
+      return config_.CapacityOf(key) - state_.host_in_use[key];
+    });
+    if (rung >= 0) {
+      tj->rung = rung;
+      tj->instance_type = ladder.rungs[static_cast<size_t>(rung)].type;
+      LaunchTrainingJob(t, *tj, ladder.rungs[static_cast<size_t>(rung)].spot);
       continue;
     }
+    // Until spot capacity frees, a spot job stays Starting (never launched) or Interrupted.
+    if (tj->managed_spot || interrupted) continue;
     // The request is parsed only once a job has pended for the smallest MaxPendingTimeInSeconds.
     if (t.now - tj->creation_time >= kMinMaxPendingSeconds * 1000) {
       const int64_t max_pending = json::parse(tj->request_json)
@@ -406,9 +440,7 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
     }
     const InstanceTypeSpec* spec = config_.FindInstanceType(tj->instance_type);
     int64_t free = (spec ? spec->count : 0) - state_.host_in_use[tj->instance_type];
-    if (free >= tj->instance_count) {
-      LaunchTrainingJob(t, *tj);
-    } else if (tj->secondary_status != "Pending") {
+    if (tj->secondary_status != "Pending") {
       AddTransition(t, *tj, "Pending", "Waiting for capacity: " + std::to_string(std::max<int64_t>(0, free)) +
                                             " free " + tj->instance_type + " instances on this host.", t.now);
     }
@@ -775,6 +807,11 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
   if (StartsWith(tj.failure_reason, "CapacityError") ||
       (tj.secondary_status == "MaxWaitTimeExceeded" && tj.training_start_time == 0)) {
     ++job.capacity_failed_attempt_count;
+    // Placed again after a backoff (1 s, doubling, at most a minute), so that a host that keeps
+    // failing to start instances is not asked again on every pass.
+    const int64_t shift = std::min<int64_t>(6, job.capacity_failed_attempt_count - 1);
+    js.not_before = t.now + std::min<int64_t>(60'000, int64_t{1000} << shift);
+    backoff_until_ = backoff_until_ == 0 ? js.not_before : std::min(backoff_until_, js.not_before);
     SetJobStatus(t, js, JobStatus::kRunnable,
                  "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - Unable to provision requested compute resources");
     return;

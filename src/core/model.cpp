@@ -50,7 +50,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     quota_share_name, retry_strategy_json, timeout_config_json, preemption_configuration_json, tags,
     payload, client_token, request_hash, is_terminated, terminate_reason, attempts, preempted_attempt_count,
     preempted_for, instance_type, instance_count, max_runtime_ms, preemption_lost_instance_ms,
-    preemption_lost_gpu_ms, capacity_failed_attempt_count, managed_spot)
+    preemption_lost_gpu_ms, capacity_failed_attempt_count, managed_spot, capacity_ladder,
+    fallback_after_interruptions, attempt_capacity_key)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StatusTransition, status, start, end, message)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(MetricValue, name, value, timestamp)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
@@ -59,7 +60,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     model_artifacts, instance_type, instance_count, service_job_id, attempt_number, seq, launched,
     stop_requested, stop_cause, stop_grace_seconds, keep_alive_seconds, warm_pool_id, warm_pool_status,
     reused_by_job, reused_from_job, warm_pool_available_since, warm_pool_retained_seconds,
-    warm_pool_end_reason, last_checkpoint_time, managed_spot, max_wait_seconds, on_spot, interruptions, billed_seconds, cost_usd,
+    warm_pool_end_reason, last_checkpoint_time, managed_spot, max_wait_seconds, capacity_ladder,
+    fallback_after_interruptions, rung, on_spot, interruptions, billed_seconds, cost_usd,
     on_demand_cost_usd, billed_until, run_price_per_hour, run_on_demand_per_hour)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WarmPool, id, seq, status, owner_job, instance_type,
                                                 instance_count, match_key, created_at, available_since,

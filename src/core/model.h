@@ -136,6 +136,11 @@ struct ServiceJob {
   int64_t instance_count = 1;
   int64_t max_runtime_ms = 0;  // StoppingCondition.MaxRuntimeInSeconds; 0: AWS's default, one day
   bool managed_spot = false;   // EnableManagedSpotTraining: it holds spot capacity ("<type>#spot")
+  // The capacity ladder (docs/spot.md): acceptable rungs in order of preference ("" none), and
+  // the capacity key the current attempt runs on ("" before the first).
+  std::string capacity_ladder;
+  int fallback_after_interruptions = 2;
+  std::string attempt_capacity_key;
 };
 
 struct StatusTransition {
@@ -180,6 +185,11 @@ struct TrainingJob {
   // stays InProgress; once the run has ended the job waits (not launched) for spot capacity again.
   bool managed_spot = false;
   int64_t max_wait_seconds = 0;  // StoppingCondition.MaxWaitTimeInSeconds (spot jobs)
+  // The capacity ladder ("" none; docs/spot.md) and the rung the current run is on: instance_type
+  // and on_spot follow the rung.
+  std::string capacity_ladder;
+  int fallback_after_interruptions = 2;
+  int rung = 0;
   bool on_spot = false;
   int interruptions = 0;
   // Billing: runs that ended are summed in billed_seconds / cost_usd up to billed_until; the

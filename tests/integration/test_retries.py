@@ -86,6 +86,23 @@ class EvaluateOnExitTest(RetryTestBase):
         done = self.wait_jobs([job], timeout=60)[0]
         self.assertEqual((done["status"], len(done["attempts"])), ("FAILED", 1))
 
+    def test_capacity_failure_is_retried_without_consuming_attempts(self):
+        # The host cannot bring the first attempt's instances up: a file holds its attempt directory.
+        os.makedirs(os.path.join(self.data_dir, "attempts"), exist_ok=True)
+        open(os.path.join(self.data_dir, "attempts", "capfail"), "w").close()
+        done = self.run_job("capfail", "true", {"attempts": 1})
+        self.assertEqual(done["status"], "SUCCEEDED", done.get("statusReason"))
+        self.assertEqual(len(done["attempts"]), 2)
+        self.assertTrue(done["attempts"][0]["statusReason"].startswith("Received status from SageMaker: CapacityError"),
+                        done["attempts"][0])
+        tj = self.sm.describe_training_job(TrainingJobName="capfail")
+        self.assertEqual(tj["TrainingJobStatus"], "Failed")
+        self.assertTrue(tj["FailureReason"].startswith("CapacityError: the host could not start the instances"))
+        # In between, it went back to RUNNABLE (the capacity failure) and was placed again.
+        history = [h["status"] for h in self.describe_raw(done["jobId"])["trainyardStatusHistory"]]
+        self.assertEqual(history.count("SCHEDULED"), 2, history)
+        self.assertEqual(history.count("RUNNABLE"), 2, history)
+
     def test_max_runtime_exceeded_is_not_retried(self):
         done = self.run_job("too-long", "while true; do sleep 0.05; done", {"attempts": 3},
                             StoppingCondition={"MaxRuntimeInSeconds": 1})

@@ -191,6 +191,121 @@ class SpotTest(ServerTest):
         self.sm.stop_training_job(TrainingJobName="ondemand")
 
 
+LADDER_CONFIG = """
+[executor]
+stop_grace_seconds = 2
+spot_notice_seconds = 30
+
+[object_store]
+checkpoint_sync_seconds = 1
+
+[[instance_types]]
+name = "ml.m5.xlarge"
+count = 1
+spot_count = 1
+"""
+
+
+class CapacityLadderTest(ServerTest):
+    """The trainyard:capacity-ladder tag: fallback rungs on saturation or after interruptions, and
+    back to the preferred rung when it has room again."""
+    server_config = LADDER_CONFIG
+
+    def in_use(self, name):
+        return self.server.raw_call("sagemaker", "DescribeTrainingJob", {"TrainingJobName": name})["CapacityInUse"]
+
+    def test_falls_back_when_the_preferred_type_is_full_and_returns_to_it(self):
+        self.sm.create_training_job(**self.command_payload(
+            "holder", "sleep 600", ResourceConfig={"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 1}))
+        self.wait_secondary("holder", "Training")
+        q = self.create_queue("ladder", capacity=4)
+        # The first attempt fails on its own (after the test has freed the preferred type); the
+        # second one succeeds.
+        fail_once = ("M=$TRAINYARD_CHECKPOINT_MARKER; D=${M%/*}; if [ -e $D/failed-once ]; then exit 0; fi; "
+                     "touch $D/failed-once $M; sleep 6; exit 1")
+        payload = self.command_payload("climber", fail_once, CheckpointConfig={"S3Uri": "s3://trainyard-test/ckpt/climber"},
+                                       ResourceConfig={"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 1})
+        job = self.submit(q, payload, retryStrategy={"attempts": 2},
+                          tags={"trainyard:capacity-ladder": "ml.m5.xlarge ml.m5.2xlarge"})
+        first = self.wait_secondary("climber", "Training")
+        used = self.in_use("climber")
+        self.assertEqual((used["InstanceType"], used["Market"], used["Rung"]), ("ml.m5.2xlarge", "on-demand", 2))
+        self.assertIn("rung 2 of 2", first["SecondaryStatusTransitions"][0]["StatusMessage"])
+        self.sm.stop_training_job(TrainingJobName="holder")
+        self.wait_training("holder")
+        done = self.wait_jobs([job], timeout=60)[0]
+        self.assertEqual(done["status"], "SUCCEEDED", done.get("statusReason"))
+        self.assertEqual(len(done["attempts"]), 2)
+        used = self.in_use("climber-attempt-2")
+        self.assertEqual((used["InstanceType"], used["Market"], used["Rung"]), ("ml.m5.xlarge", "on-demand", 1))
+
+    def test_spot_then_on_demand_after_an_interruption(self):
+        payload = SpotTest.spot_payload(self, "ladderspot", steps=40,
+                                        Tags=[{"Key": "trainyard:capacity-ladder", "Value": "ml.m5.xlarge:spot ml.m5.xlarge"},
+                                              {"Key": "trainyard:fallback-after-interruptions", "Value": "1"}])
+        self.sm.create_training_job(**payload)
+        SpotTest.wait_step(self, "ladderspot", 5)
+        self.assertEqual(self.in_use("ladderspot")["Market"], "spot")
+        self.server.admin("admin/interrupt", {"TrainingJobName": "ladderspot"})
+        tj = self.wait_training("ladderspot", timeout=60)
+        self.assertEqual(tj["TrainingJobStatus"], "Completed", tj.get("FailureReason"))
+        used = self.in_use("ladderspot")
+        self.assertEqual((used["InstanceType"], used["Market"], used["Rung"]), ("ml.m5.xlarge", "on-demand", 2))
+        log = SpotTest.ckpt_log(self, "ladderspot")
+        saved = int(log[1].split()[1])
+        self.assertEqual(log[2], f"start {saved}", log)
+        restart = [t["StatusMessage"] for t in tj["SecondaryStatusTransitions"] if t["Status"] == "Starting"][-1]
+        self.assertIn("spot rungs are skipped after 1 interruptions", restart)
+        # Billed at the spot price while on spot, at on-demand after: between the two.
+        row = next(j for j in self.server.admin("costs", {})["Jobs"] if j["TrainingJobName"] == "ladderspot")
+        self.assertGreater(row["SavingsPercent"], 0)
+        self.assertLess(row["SavingsPercent"], 70)
+
+    def test_a_queue_tries_its_service_environments_in_order(self):
+        for env, capacity in (("env-a", 1), ("env-b", 2)):
+            self.batch.create_service_environment(
+                serviceEnvironmentName=env, serviceEnvironmentType="SAGEMAKER_TRAINING",
+                capacityLimits=[{"maxCapacity": capacity, "capacityUnit": "NUM_INSTANCES"}])
+        # Listed out of order: `order` decides, not the position in the list.
+        self.batch.create_job_queue(jobQueueName="two-envs", jobQueueType="SAGEMAKER_TRAINING", priority=1,
+                                    serviceEnvironmentOrder=[{"order": 2, "serviceEnvironment": "env-b"},
+                                                             {"order": 1, "serviceEnvironment": "env-a"}])
+        record = "M=$TRAINYARD_CHECKPOINT_MARKER; echo $AWS_BATCH_SE_NAME > ${M%/*}/se; touch $M; sleep 2"
+        jobs = []
+        for n in range(3):
+            jobs.append(self.submit("two-envs", self.command_payload(
+                f"env{n}", record, CheckpointConfig={"S3Uri": f"s3://trainyard-test/ckpt/env{n}"})))
+            # One at a time, so that each is placed by a pass that sees the ones before it.
+            deadline = time.time() + 30
+            while self.describe_raw(jobs[-1])["status"] not in ("RUNNING", "SUCCEEDED"):
+                self.assertLess(time.time(), deadline)
+                time.sleep(0.05)
+        for j in self.wait_jobs(jobs, timeout=60):
+            self.assertEqual(j["status"], "SUCCEEDED", j.get("statusReason"))
+        placed = []
+        for n in range(3):
+            with open(self.bucket_path("trainyard-test", f"ckpt/env{n}/se")) as f:
+                placed.append(f.read().strip())
+        self.assertEqual(placed, ["env-a", "env-b", "env-b"])
+
+    def test_bad_ladders_are_refused(self):
+        def refused(tags, fragment, **extra):
+            p = self.command_payload("bad", "true", Tags=[{"Key": k, "Value": v} for k, v in tags.items()], **extra)
+            with self.assertRaises(RuntimeError) as e:
+                self.server.raw_call("sagemaker", "CreateTrainingJob", p)
+            self.assertIn("ValidationException", str(e.exception))
+            self.assertIn(fragment, str(e.exception))
+        refused({"trainyard:capacity-ladder": "ml.nope.large"}, "not in this host's catalogue")
+        refused({"trainyard:capacity-ladder": "ml.m5.xlarge:preemptible"}, "must be <instance type>")
+        refused({"trainyard:capacity-ladder": "ml.m5.large ml.m5.large"}, "listed twice")
+        refused({"trainyard:capacity-ladder": "ml.m5.2xlarge:spot"}, "offers 0 instances")
+        refused({"trainyard:fallback-after-interruptions": "two"}, "whole number")
+        refused({"trainyard:capacity-ladder": "ml.m5.xlarge"}, "cannot use warm pools",
+                ResourceConfig={"InstanceType": "ml.m5.large", "InstanceCount": 1, "VolumeSizeInGB": 1,
+                                "KeepAlivePeriodInSeconds": 60})
+        self.assertEqual(self.sm.list_training_jobs()["TrainingJobSummaries"], [])
+
+
 class RandomInterruptionTest(ServerTest):
     """A configured interruption rate reclaims spot runs at random; checkpoints carry the work over."""
     server_config = CONFIG.replace("spot_price_per_hour = 0.069",
