@@ -103,6 +103,14 @@ class EvaluateOnExitTest(RetryTestBase):
         self.assertEqual(history.count("SCHEDULED"), 2, history)
         self.assertEqual(history.count("RUNNABLE"), 2, history)
 
+    def test_an_instance_process_killed_by_a_signal_is_named_and_retried(self):
+        # The way the out-of-memory killer ends a training process: SIGKILL, on the first attempt only.
+        done = self.run_job("oom", 'if [ "$AWS_BATCH_JOB_ATTEMPT" = 1 ]; then kill -9 $$; fi', {"attempts": 2})
+        self.assertEqual((done["status"], len(done["attempts"])), ("SUCCEEDED", 2), done.get("statusReason"))
+        reason = done["attempts"][0]["statusReason"]
+        self.assertIn("AlgorithmError: instance algo-1: the training process exited with code 137, killed by signal 9 (SIGKILL)",
+                      reason)
+
     def test_max_runtime_exceeded_is_not_retried(self):
         done = self.run_job("too-long", "while true; do sleep 0.05; done", {"attempts": 3},
                             StoppingCondition={"MaxRuntimeInSeconds": 1})

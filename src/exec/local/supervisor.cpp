@@ -928,6 +928,8 @@ class Supervisor {
           i.drain_deadline = NowMs() + kDrainMs;
           if (i.exit_code != 0 && exit_code_ == 0) {
             exit_code_ = i.exit_code;
+            first_failed_ = i.n;
+            killed_by_ = WIFSIGNALED(status) ? WTERMSIG(status) : i.exit_code > 128 ? i.exit_code - 128 : 0;
             BeginStop();  // the gang fails together
           }
         }
@@ -976,6 +978,14 @@ class Supervisor {
     for (int n = 1; n <= count_ && failure_.empty(); ++n) {
       std::string f;
       if (local::ReadFile(local::HostDir(dir_, n) + "/output/failure", &f) && !f.empty()) failure_ = f.substr(0, 1024);
+    }
+    // A process that died of a signal nobody here sent (the out-of-memory killer, a crash) says so.
+    if (failure_.empty() && killed_by_ > 0 && !stopped_ && !max_runtime_exceeded_) {
+      const char* name = sigabbrev_np(killed_by_);
+      failure_ = "AlgorithmError: instance algo-" + std::to_string(first_failed_) + ": the training process exited with code " +
+                 std::to_string(exit_code_) + ", killed by signal " + std::to_string(killed_by_) +
+                 (name ? std::string(" (SIG") + name + ")" : std::string()) +
+                 (killed_by_ == SIGKILL ? "; the kernel's out-of-memory killer sends this signal too" : "");
     }
     bool compress = spec_.value("compress", true);
     std::string out_prefix = spec_.value("output_prefix", "");
@@ -1027,6 +1037,8 @@ class Supervisor {
   int count_ = 1;
   bool sandbox_ = false;
   int64_t grace_ms_ = 120000;
+  int first_failed_ = 0;  // the instance whose non-zero exit failed the gang
+  int killed_by_ = 0;     // the signal that ended it (also seen as an exit code of 128 + N), or 0
   std::vector<Instance> instances_;
   int launched_ = 0;
   int64_t last_checkpoint_ms_ = 0;  // reported in status.json
