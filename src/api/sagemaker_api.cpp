@@ -80,7 +80,10 @@ json EncodeDescribe(const TrainingJob& tj, EpochMs now) {
     j["BillableTimeInSeconds"] = WholeSeconds(tj.BillableSeconds(now));
   }
   // trainyard extensions: spot interruptions, and what the current (or last) run holds.
-  if (tj.managed_spot || tj.interruptions > 0) j["SpotInterruptions"] = tj.interruptions;
+  if (tj.managed_spot || tj.interruptions > 0) {
+    j["SpotInterruptions"] = tj.interruptions;
+    j["InterruptionLossInstanceSeconds"] = static_cast<double>(tj.interruption_lost_instance_ms) / 1000.0;
+  }
   if (tj.launched || !tj.capacity_ladder.empty()) {
     json in_use = {{"InstanceType", tj.instance_type}, {"InstanceCount", tj.instance_count},
                    {"Market", tj.on_spot ? "spot" : "on-demand"}};
@@ -220,8 +223,8 @@ Response HandleCostReport(Controller& c, const json& req) {
   const EpochMs now = c.Now();
   return c.Read([&](const State& s) -> Response {
     struct Sum {
-      int64_t jobs = 0;
-      double instance_hours = 0, cost = 0, on_demand = 0;
+      int64_t jobs = 0, interruptions = 0;
+      double instance_hours = 0, cost = 0, on_demand = 0, lost_hours = 0;
     };
     std::map<std::pair<std::string, std::string>, Sum> shares;
     Sum total;
@@ -245,6 +248,7 @@ Response HandleCostReport(Controller& c, const json& req) {
                   {"InstanceCount", tj.instance_count},
                   {"ManagedSpot", tj.managed_spot},
                   {"SpotInterruptions", tj.interruptions},
+                  {"InterruptionLossInstanceSeconds", static_cast<double>(tj.interruption_lost_instance_ms) / 1000.0},
                   {"TrainingTimeInSeconds", WholeSeconds(training)},
                   {"BillableTimeInSeconds", WholeSeconds(billable)},
                   {"CostUsd", cost},
@@ -257,6 +261,8 @@ Response HandleCostReport(Controller& c, const json& req) {
         sum->instance_hours += training * static_cast<double>(tj.instance_count) / 3600.0;
         sum->cost += cost;
         sum->on_demand += on_demand;
+        sum->interruptions += tj.interruptions;
+        sum->lost_hours += static_cast<double>(tj.interruption_lost_instance_ms) / 3'600'000.0;
       }
     }
     auto encode = [](const Sum& sum) {
@@ -264,6 +270,8 @@ Response HandleCostReport(Controller& c, const json& req) {
                   {"InstanceHours", sum.instance_hours},
                   {"CostUsd", sum.cost},
                   {"OnDemandCostUsd", sum.on_demand},
+                  {"SpotInterruptions", sum.interruptions},
+                  {"InterruptionLossInstanceHours", sum.lost_hours},
                   {"SavingsPercent", sum.on_demand > 0 ? std::round((1.0 - sum.cost / sum.on_demand) * 1000.0) / 10.0 : 0.0}};
     };
     json by_share = json::array();

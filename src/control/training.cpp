@@ -364,6 +364,7 @@ void Controller::ReleaseCapacity(TrainingJob& tj) {
 
 void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj, bool spot) {
   tj.launched = true;
+  tj.run_launched_at = t.now;
   PriceRun(tj, spot);
   if (tj.interruptions > 0) {
     // The interrupted run's files; its checkpoints were uploaded when it ended.
@@ -662,6 +663,8 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
     tails_.erase(tj.name);
     ReleaseCapacity(tj);
     CloseRun(tj, e.at);
+    const EpochMs since = std::max(tj.run_launched_at, tj.last_checkpoint_time);
+    if (since > 0 && e.at > since) tj.interruption_lost_instance_ms += (e.at - since) * tj.instance_count;
     tj.launched = false;
     tj.last_modified_time = t.now;
     t.training_jobs.insert(tj.name);

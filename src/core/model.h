@@ -192,6 +192,10 @@ struct TrainingJob {
   int rung = 0;
   bool on_spot = false;
   int interruptions = 0;
+  // Work the interruptions threw away: instances × time from each interrupted run's last
+  // checkpoint (or its launch) to its end.
+  EpochMs run_launched_at = 0;
+  int64_t interruption_lost_instance_ms = 0;
   // Billing: runs that ended are summed in billed_seconds / cost_usd up to billed_until; the
   // current run is priced at run_price_per_hour (per instance) against run_on_demand_per_hour.
   double billed_seconds = 0;

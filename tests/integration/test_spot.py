@@ -107,6 +107,9 @@ class SpotTest(ServerTest):
                                              "Downloading", "Training", "Uploading", "Completed"])
         raw = self.server.raw_call("sagemaker", "DescribeTrainingJob", {"TrainingJobName": "once"})
         self.assertEqual(raw["SpotInterruptions"], 1)
+        # It saved a step every 0.1 s and exited on the notice: little work was thrown away.
+        self.assertGreater(raw["InterruptionLossInstanceSeconds"], 0)
+        self.assertLess(raw["InterruptionLossInstanceSeconds"], 5)
         log = self.ckpt_log("once")
         # The first run saw the notice, the second started at the step the first one saved.
         self.assertEqual(log[0], "start 0", log)
