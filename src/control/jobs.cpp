@@ -132,10 +132,7 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const json& req) {
   TY_RETURN_IF_ERROR(CheckRetryStrategy(req));
   {
     // The capacity ladder: the service job's tags, over those of its payload.
-    Tags tags;
-    for (const auto& tag : payload.value("Tags", json::array()))
-      if (tag.is_object() && tag.contains("Key") && tag["Key"].is_string() && tag.value("Value", json("")).is_string())
-        tags[tag["Key"].get<std::string>()] = tag.value("Value", "");
+    Tags tags = RequestTags(payload);
     for (const auto& [k, v] : job.tags) tags[k] = v;
     auto ladder = ParseLadder(tags, {job.instance_type, job.managed_spot}, job.instance_count, config_);
     if (!ladder.ok()) return InvalidArgument("tags: " + ladder.status().message());

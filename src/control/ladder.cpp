@@ -68,9 +68,8 @@ Ladder LadderFromText(const std::string& text, int fallback_after_interruptions)
   return l;
 }
 
-Tags RequestTags(const std::string& request_json) {
+Tags RequestTags(const nlohmann::json& req) {
   Tags tags;
-  auto req = nlohmann::json::parse(request_json, nullptr, false);
   if (!req.is_object() || !req.contains("Tags") || !req["Tags"].is_array()) return tags;
   for (const auto& t : req["Tags"])
     if (t.is_object() && t.contains("Key") && t["Key"].is_string() && t.value("Value", nlohmann::json("")).is_string())

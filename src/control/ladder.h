@@ -8,6 +8,8 @@
 // training job its later runs skip the spot rungs.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <string>
 #include <vector>
 
@@ -57,7 +59,7 @@ int PickRung(const Ladder& l, int64_t count, int interruptions, FreeFn free) {
   return -1;
 }
 
-// Tags of a CreateTrainingJob request ([{"Key", "Value"}]).
-Tags RequestTags(const std::string& request_json);
+// Tags of a CreateTrainingJob request ([{"Key", "Value"}]; malformed entries are skipped).
+Tags RequestTags(const nlohmann::json& request);
 
 }  // namespace ty::control

@@ -252,11 +252,7 @@ Status Controller::CheckTrainingRequest(const json& req) const {
                            "limit (spot_count under [[instance_types]] in the configuration).");
   }
   {
-    Tags tags;
-    for (const auto& tag : req.value("Tags", json::array()))
-      if (tag.is_object() && tag.contains("Key") && tag["Key"].is_string() && tag.value("Value", json("")).is_string())
-        tags[tag["Key"].get<std::string>()] = tag.value("Value", "");
-    auto ladder = ParseLadder(tags, {type, spot_request}, count, config_);
+    auto ladder = ParseLadder(RequestTags(req), {type, spot_request}, count, config_);
     if (!ladder.ok()) return InvalidArgument("Tags: " + ladder.status().message());
     if (!ladder->rungs.empty() && KeepAliveOf(req) > 0)
       return InvalidArgument("ResourceConfig.KeepAlivePeriodInSeconds: a job with a capacity ladder (tag " +
@@ -285,7 +281,7 @@ StatusOr<TrainingJob> Controller::CreateTrainingJob(const json& req) {
   tj.managed_spot = req.value("EnableManagedSpotTraining", false);
   tj.max_wait_seconds = req.value("StoppingCondition", json::object()).value("MaxWaitTimeInSeconds", int64_t{0});
   {
-    Ladder ladder = *ParseLadder(RequestTags(tj.request_json), {tj.instance_type, tj.managed_spot}, tj.instance_count, config_);
+    Ladder ladder = *ParseLadder(RequestTags(req), {tj.instance_type, tj.managed_spot}, tj.instance_count, config_);
     tj.capacity_ladder = LadderText(ladder);
     tj.fallback_after_interruptions = ladder.fallback_after_interruptions;
   }
