@@ -164,6 +164,34 @@ TEST(Config, WarmPoolQuotaAndSetupCommandPerInstanceType) {
   EXPECT_NE(bad.status().message().find("warm_pool_quota"), std::string::npos);
 }
 
+TEST(Config, SpotCapacityPricesAndInterruptionRates) {
+  auto c = LoadConfigFile(WriteTemp("[executor]\nspot_notice_seconds = 30\nchaos_seed = 7\n"
+                                    "[[instance_types]]\nname = \"ml.g5.xlarge\"\ncount = 1\nspot_count = 3\n"
+                                    "price_per_hour = 2\nspot_interruptions_per_hour = 0.5\n"),
+                          DefaultConfig());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const InstanceTypeSpec* g5 = c->FindInstanceType("ml.g5.xlarge");
+  EXPECT_EQ(g5->Capacity(true), 3);
+  EXPECT_EQ(g5->Capacity(false), 1);
+  EXPECT_DOUBLE_EQ(g5->PricePerHour(false), 2.0);
+  EXPECT_DOUBLE_EQ(g5->PricePerHour(true), 0.6);  // 30% of on-demand unless set
+  EXPECT_DOUBLE_EQ(g5->spot_interruptions_per_hour, 0.5);
+  EXPECT_EQ(c->spot_notice_seconds, 30);
+  EXPECT_EQ(c->chaos_seed, 7u);
+  EXPECT_EQ(c->CapacityOf("ml.g5.xlarge#spot"), 3);
+  EXPECT_EQ(c->CapacityOf("ml.g5.xlarge"), 1);
+  EXPECT_EQ(c->CapacityOf("ml.nope#spot"), 0);
+  EXPECT_DOUBLE_EQ(c->FindInstanceType("ml.m5.large")->price_per_hour, 0.115);  // the embedded list price
+  for (const char* bad : {"spot_count = -1", "price_per_hour = -0.5", "spot_price_per_hour = -1",
+                          "spot_interruptions_per_hour = -2", "price_per_hour = \"cheap\""}) {
+    auto b = LoadConfigFile(WriteTemp(std::string("[[instance_types]]\nname = \"ml.m5.large\"\n") + bad + "\n"),
+                            DefaultConfig());
+    ASSERT_FALSE(b.ok()) << bad;
+    EXPECT_NE(b.status().message().find(std::string(bad).substr(0, std::string(bad).find(' '))), std::string::npos)
+        << b.status().message();
+  }
+}
+
 TEST(Clock, OffsetClockFollowsTheWallClockPlusWhatWasAdvanced) {
   OffsetClock c;
   EpochMs before = SystemClock::instance().now_ms();
