@@ -9,7 +9,7 @@ import unittest
 
 from botocore.exceptions import ClientError
 
-from harness import ServerTest
+from harness import Server, ServerTest
 
 # Counts to $1 in steps of 0.1 s, saving the step in its checkpoint directory after each one. On
 # SIGTERM it logs whether the interruption notice was there, and exits at once (its checkpoint is
@@ -192,6 +192,38 @@ class SpotTest(ServerTest):
             self.interrupt("ondemand")
         self.assertIn("does not use managed spot training", str(e.exception))
         self.sm.stop_training_job(TrainingJobName="ondemand")
+
+
+# Ignores SIGTERM, so that an interruption lasts its whole notice.
+STUBBORN = ("M=$TRAINYARD_CHECKPOINT_MARKER; D=${M%/*}; s=$(cat $D/step 2>/dev/null || echo 0); echo start $s >> $D/log; "
+            "trap '' TERM; while [ $s -lt 40 ]; do s=$((s+1)); echo $s > $D/step; touch $M; sleep 0.1; done")
+
+
+class SpotCrashTest(ServerTest):
+    """kill -9 of the server while a spot interruption is under way: after the restart the
+    interruption goes on, and the job restarts once, from its checkpoint."""
+    server_config = CONFIG.replace("spot_notice_seconds = 30", "spot_notice_seconds = 3")
+
+    def test_kill9_during_an_interruption(self):
+        payload = self.command_payload("stubborn", STUBBORN, EnableManagedSpotTraining=True,
+                                       StoppingCondition={"MaxRuntimeInSeconds": 600, "MaxWaitTimeInSeconds": 3600},
+                                       CheckpointConfig={"S3Uri": "s3://trainyard-test/ckpt/stubborn"})
+        payload["ResourceConfig"]["InstanceType"] = "ml.m5.xlarge"
+        self.sm.create_training_job(**payload)
+        SpotTest.wait_step(self, "stubborn", 3)
+        self.server.admin("admin/interrupt", {"TrainingJobName": "stubborn"})
+        self.wait_secondary("stubborn", "Interrupted")
+        self.server.kill9()
+        time.sleep(0.5)
+        self.server = Server(self.data_dir, config=self.server_config).start()
+        self.sm = self.server.client("sagemaker")
+        tj = self.wait_training("stubborn", timeout=90)
+        self.assertEqual(tj["TrainingJobStatus"], "Completed", tj.get("FailureReason"))
+        self.assertEqual([t["Status"] for t in tj["SecondaryStatusTransitions"]].count("Interrupted"), 1)
+        log = SpotTest.ckpt_log(self, "stubborn")
+        self.assertEqual(len(log), 2, log)  # two runs, one after the other
+        self.assertEqual(log[0], "start 0")
+        self.assertGreaterEqual(int(log[1].split()[1]), 3)  # the second resumed from a saved step
 
 
 LADDER_CONFIG = """
