@@ -454,6 +454,7 @@ std::string Controller::BuildAttemptSpec(const TrainingJob& tj) const {
   spec["setup_command"] = it ? it->setup_command : "";
   spec["pip"] = {{"find_links", config_.pip_find_links}, {"no_index", config_.pip_no_index}};
   spec["stop_grace_seconds"] = config_.stop_grace_seconds;
+  spec["sandbox_binds"] = config_.sandbox_binds;
   spec["max_runtime_seconds"] = std::max<int64_t>(1, RemainingRuntimeSeconds(tj, clock_.now_ms()));
   return spec.dump();
 }

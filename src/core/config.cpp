@@ -86,7 +86,18 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     TY_RETURN_IF_ERROR(Read(*s, "sqlite_synchronous_full", &c.sqlite_synchronous_full, "server."));
   }
   if (auto* e = root["executor"].as_table()) {
-    TY_RETURN_IF_ERROR(CheckKeys(*e, {"sandbox", "stop_grace_seconds", "pip_find_links", "pip_no_index"}, "[executor]"));
+    TY_RETURN_IF_ERROR(
+        CheckKeys(*e, {"sandbox", "stop_grace_seconds", "pip_find_links", "pip_no_index", "sandbox_binds"}, "[executor]"));
+    if (const toml::node* b = e->get("sandbox_binds")) {
+      auto* arr = b->as_array();
+      const char* what = "config: executor.sandbox_binds must be an array of absolute paths";
+      if (!arr) return InvalidArgument(what);
+      c.sandbox_binds.clear();
+      for (const auto& d : *arr) {
+        if (!d.is_string() || d.as_string()->get().empty() || d.as_string()->get()[0] != '/') return InvalidArgument(what);
+        c.sandbox_binds.push_back(d.as_string()->get());
+      }
+    }
     TY_RETURN_IF_ERROR(Read(*e, "pip_find_links", &c.pip_find_links, "executor."));
     TY_RETURN_IF_ERROR(Read(*e, "pip_no_index", &c.pip_no_index, "executor."));
     TY_RETURN_IF_ERROR(Read(*e, "sandbox", &c.sandbox, "executor."));

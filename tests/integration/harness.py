@@ -22,10 +22,24 @@ QUICKSTART = os.path.join(SOURCE_DIR, "examples", "quickstart")
 REGION = "us-east-1"
 
 
+def with_sandbox_binds(config, dirs):
+    """config (TOML text, may be None) with executor.sandbox_binds = dirs."""
+    import re
+    line = "sandbox_binds = [" + ", ".join(json.dumps(d) for d in dirs) + "]"
+    config = config or ""
+    if re.search(r"^\[executor\][ \t]*$", config, re.M):
+        return re.sub(r"^\[executor\][ \t]*$", "[executor]\n" + line, config, count=1, flags=re.M)
+    return config + "\n[executor]\n" + line + "\n"
+
+
 class Server:
-    def __init__(self, data_dir, env=None, config=None, args=None):
+    def __init__(self, data_dir, env=None, config=None, args=None, shared_dirs=None):
+        """shared_dirs: host directories bound into every sandboxed job at the same path
+        (executor.sandbox_binds), where a test and its jobs exchange files."""
         self.data_dir = data_dir
         self.args = list(args or [])
+        if shared_dirs:
+            config = with_sandbox_binds(config, shared_dirs)
         self.env = dict(os.environ)
         self.env.update(env or {})
         self.config = config
@@ -151,11 +165,14 @@ class ServerTest(unittest.TestCase):
     server_env = None
     server_config = None
     server_args = None  # extra `trainyard serve` arguments
+    data_dir_parent = None  # where the data directory is made; None: the temp dir
 
     def setUp(self):
-        self.data_dir = tempfile.mkdtemp(prefix="trainyard-test-")
-        self.server = Server(self.data_dir, env=self.server_env, config=self.server_config,
-                             args=self.server_args).start()
+        self.data_dir = tempfile.mkdtemp(prefix="trainyard-test-", dir=self.data_dir_parent)
+        # Where the test and its jobs exchange files directly (gates, logs of runs): outside the
+        # data directory, which a sandboxed job cannot see, and bound into every sandbox.
+        self.work_dir = tempfile.mkdtemp(prefix="trainyard-work-")
+        self.server = self.new_server()
         self.batch = self.server.client("batch")
         self.sm = self.server.client("sagemaker")
 
@@ -168,9 +185,17 @@ class ServerTest(unittest.TestCase):
         self.server.stop()
         kill_attempt_processes(self.data_dir)
         if os.environ.get("TRAINYARD_KEEP_TEST_DATA"):
-            print("kept", self.data_dir)
+            print("kept", self.data_dir, self.work_dir)
         else:
             shutil.rmtree(self.data_dir, ignore_errors=True)
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def new_server(self, **kw):
+        """A started server on self.data_dir with the class's settings (kw overrides them)."""
+        settings = dict(env=self.server_env, config=self.server_config, args=self.server_args,
+                        shared_dirs=[self.work_dir])
+        settings.update(kw)
+        return Server(self.data_dir, **settings).start()
 
     # ---- helpers ----
     def bucket_path(self, bucket, key=""):

@@ -14,13 +14,12 @@ class CrashTest(ServerTest):
     server_config = GRACE
 
     def restart(self):
-        self.server = Server(self.data_dir, config=GRACE).start()
+        self.server = self.new_server(config=GRACE)
         self.batch = self.server.client("batch")
         self.sm = self.server.client("sagemaker")
     def test_kill9_while_jobs_run_then_restart(self):
         queue = self.create_queue("crash", capacity=2)
-        runs = self.bucket_path("trainyard-test", "runs.log")
-        os.makedirs(os.path.dirname(runs), exist_ok=True)
+        runs = os.path.join(self.work_dir, "runs.log")
         ids = []
         for n in range(5):
             cmd = f"echo crash-{n} $$ >> {runs}; sleep 2; echo loss=0.{n}"
@@ -59,7 +58,7 @@ class CrashTest(ServerTest):
         #   run-a, run-b RUNNING; retrying RUNNING its 2nd attempt; stopping being terminated
         #   queued RUNNABLE (the queue's 4 instances are in use); pend: a training job Pending
         queue = self.create_queue("states", capacity=4)
-        work = os.path.join(self.data_dir, "work")
+        work = self.work_dir
         locks = os.path.join(work, "locks")
         os.makedirs(locks)
         runs, gate, count = (os.path.join(work, n) for n in ("runs.log", "gate", "count"))
@@ -128,8 +127,7 @@ class CrashTest(ServerTest):
         # Server down, then the attempt's supervisor and instance are killed too: after the
         # restart the attempt is found lost, reported with InternalServerError, and retried once.
         queue = self.create_queue("lost", capacity=1)
-        work = os.path.join(self.data_dir, "work")
-        os.makedirs(work)
+        work = self.work_dir
         runs, count = os.path.join(work, "runs.log"), os.path.join(work, "count")
         script = os.path.join(work, "job.sh")
         with open(script, "w") as f:
@@ -147,6 +145,7 @@ class CrashTest(ServerTest):
         self.assertIn("InternalServerError: the instance was lost", done["attempts"][0]["statusReason"])
         with open(runs) as f:
             self.assertEqual(f.read().split(), ["start", "1", "start", "2"])
+
 
 
 if __name__ == "__main__":

@@ -415,6 +415,27 @@ class Supervisor {
   }
   bool HasWarmPool() const { return spec_.contains("warm_pool") && spec_["warm_pool"].is_object(); }
 
+  // What a sandboxed instance must not see: the server's data directory (the attempt directory
+  // is <data_dir>/attempts/<id>), and the warm pool's directory when it lies outside it.
+  std::vector<std::string> HiddenDirs() const {
+    std::error_code ec;
+    std::vector<std::string> dirs;
+    fs::path attempt = fs::weakly_canonical(fs::absolute(dir_), ec);
+    if (ec || attempt.empty()) attempt = fs::absolute(dir_);
+    fs::path data_dir = attempt.parent_path().parent_path();
+    auto under = [](const fs::path& p, const fs::path& root) {
+      auto r = std::mismatch(root.begin(), root.end(), p.begin(), p.end());
+      return r.first == root.end();
+    };
+    if (!data_dir.empty() && data_dir != data_dir.root_path()) dirs.push_back(data_dir.string());
+    if (HasWarmPool()) {
+      fs::path pool = fs::weakly_canonical(fs::absolute(spec_["warm_pool"].value("workspace", "")), ec);
+      if (!ec && !pool.empty() && pool != pool.root_path() && (dirs.empty() || !under(pool, data_dir)))
+        dirs.push_back(pool.string());
+    }
+    return dirs;
+  }
+
   // Cold: setup command, unpack the submit directory, install its requirements.txt. Warm (the
   // workspace was prepared with the same setup command and archive): nothing to do. Only
   // /opt/ml/code and the cache are links into the workspace; the rest of /opt/ml is new per job.
@@ -716,16 +737,42 @@ class Supervisor {
       }
     }
     if (!sandbox_) return cmd;
-    std::vector<std::string> bw = {"bwrap", "--dev-bind", "/", "/"};
+    // What the job sees (docs/user-guide.md, "The sandbox"), mounts in this order (bubblewrap
+    // applies them in order, a later one over an earlier one):
+    //  1. the host's file system read-only, with a /proc of its own (a PID namespace: no other
+    //     process of the host, so no /proc/<pid>/root into another job), a minimal /dev (plus
+    //     the GPUs' device nodes) and a private, empty /tmp and /var/tmp;
+    //  2. an empty tmpfs over the server's data directory (every attempt, bucket, pool, the
+    //     credentials file, each spec.json with the object store's keys), and over the warm
+    //     pool's directory when it lives elsewhere;
+    //  3. executor.sandbox_binds, read-write at the same path;
+    //  4. the instance's own paths, read-write: its /opt/ml tree, its workspace at the same path
+    //     (code/, the setup command's venv/, pylib/; PATH and PYTHONPATH point there), the warm
+    //     pool cache, its file-system channels, and /etc/hosts read-only.
+    std::vector<std::string> bw = {"bwrap", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"};
+    std::error_code ec;
+    for (fs::directory_iterator it("/dev", ec), end; !ec && it != end; it.increment(ec)) {
+      std::string name = it->path().filename().string();
+      if (name.rfind("nvidia", 0) == 0 || name == "dri" || name == "kfd")
+        bw.insert(bw.end(), {"--dev-bind", it->path().string(), it->path().string()});
+    }
+    for (const char* t : {"/tmp", "/var/tmp"})
+      if (fs::is_directory(t, ec)) bw.insert(bw.end(), {"--tmpfs", t});
+    for (const std::string& hidden : HiddenDirs()) bw.insert(bw.end(), {"--tmpfs", hidden});
+    // executor.sandbox_binds: directories the host shares with every job on purpose.
+    for (const auto& b : spec_.value("sandbox_binds", json::array()))
+      if (b.is_string() && fs::is_directory(b.get<std::string>(), ec))
+        bw.insert(bw.end(), {"--bind", b.get<std::string>(), b.get<std::string>()});
+    bw.push_back("--unshare-pid");
     if (spec_.value("network_isolation", false)) bw.push_back("--unshare-net");  // loopback only
     if (!fs::exists("/opt/ml")) {
-      std::error_code ec;
       fs::create_directories("/opt/ml", ec);
       if (ec) bw.insert(bw.end(), {"--tmpfs", "/opt"});
     }
-    bw.insert(bw.end(), {"--bind", fs::absolute(local::HostDir(dir_, n)).string(), "/opt/ml", "--ro-bind",
-                         fs::absolute(dir_ + "/hosts-file").string(), "/etc/hosts", "--bind", Workspace(n) + "/code",
-                         "/opt/ml/code"});
+    const std::string ws = Workspace(n);
+    bw.insert(bw.end(), {"--bind", ws, ws, "--bind", fs::absolute(local::HostDir(dir_, n)).string(), "/opt/ml",
+                         "--ro-bind", fs::absolute(dir_ + "/hosts-file").string(), "/etc/hosts", "--bind",
+                         ws + "/code", "/opt/ml/code"});
     if (HasWarmPool())
       bw.insert(bw.end(), {"--bind", Workspace(n) + "/warmpoolcache", "/opt/ml/sagemaker/warmpoolcache"});
     for (const auto& ch : spec_.value("channels", json::array())) {
