@@ -87,6 +87,51 @@ int RunCommand(const std::vector<std::string>& argv, const std::string& log_path
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// RunCommand that also keeps the command's output (stdout and stderr, the last 4 KiB) in *output,
+// for an error message; the log gets it too, where it can still be written.
+int RunCommandOutput(const std::vector<std::string>& argv, const std::string& log_path, std::string* output) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return -1;
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  std::string all;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) != 0) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    all.append(buf, static_cast<size_t>(n));
+    if (all.size() > 8192) all.erase(0, all.size() - 4096);
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!all.empty()) std::ofstream(log_path, std::ios::app) << all;
+  if (all.size() > 4096) all.erase(0, all.size() - 4096);
+  *output = all;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// True when a command's output says the disk was full.
+bool SaysDiskFull(const std::string& output) { return output.find(std::strerror(ENOSPC)) != std::string::npos; }
+
 // A JSON-decoded hyperparameter value when it is JSON, else the raw string.
 json DecodeHp(const std::string& v) {
   json j = json::parse(v, nullptr, false);
@@ -388,6 +433,7 @@ class Supervisor {
       local::TransferStats restored;
       Status st = checkpoints_->Restore(&restored);
       if (!st.ok()) {
+        NoteDataError(st);
         *error = "CheckpointConfig: cannot restore " + spec_["checkpoint"].value("uri", "") + ": " + st.message();
         return false;
       }
@@ -477,8 +523,13 @@ class Supervisor {
             return false;
           }
         }
-        if (RunCommand({"tar", "-xzf", tarball, "-C", (ws / "code").string()}, log) != 0) {
+        std::string out;
+        if (RunCommandOutput({"tar", "-xzf", tarball, "-C", (ws / "code").string()}, log, &out) != 0) {
           *error = "sagemaker_submit_directory: cannot unpack " + submit_uri_;
+          if (SaysDiskFull(out)) {  // the host's disk, not the job's archive
+            infrastructure_error_ = true;
+            *error += " into " + (ws / "code").string() + ": " + std::strerror(ENOSPC);
+          }
           return false;
         }
       }
@@ -1037,7 +1088,16 @@ class Supervisor {
         }
       }
       if (!any) argv.insert(argv.end(), {"-T", "/dev/null"});
-      if (RunCommand(argv, log) != 0 || ::rename(tmp.c_str(), dest.c_str()) != 0) return fail("cannot pack " + name);
+      std::string out;
+      if (RunCommandOutput(argv, log, &out) != 0) {
+        std::error_code ec;
+        fs::remove(tmp, ec);  // a partial archive would keep the disk full
+        // A full disk is the host's failure (InternalServerError, retried where allowed).
+        if (SaysDiskFull(out))
+          return fail("cannot pack " + name + " at " + dest + ": " + std::strerror(ENOSPC), Code::kInternal);
+        return fail("cannot pack " + name);
+      }
+      if (::rename(tmp.c_str(), dest.c_str()) != 0) return fail("cannot pack " + name + ": " + std::strerror(errno), Code::kInternal);
       Status st = mover_->UploadFile(dest, out_prefix + name);
       std::error_code ec;
       fs::remove(dest, ec);
