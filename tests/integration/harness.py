@@ -33,9 +33,11 @@ def with_sandbox_binds(config, dirs):
 
 
 class Server:
-    def __init__(self, data_dir, env=None, config=None, args=None, shared_dirs=None):
+    def __init__(self, data_dir, env=None, config=None, args=None, shared_dirs=None, bin=None):
         """shared_dirs: host directories bound into every sandboxed job at the same path
-        (executor.sandbox_binds), where a test and its jobs exchange files."""
+        (executor.sandbox_binds), where a test and its jobs exchange files. bin: the trainyard
+        binary (default BIN); the server starts the trainyard-supervisor beside it."""
+        self.bin = bin or BIN
         self.data_dir = data_dir
         self.args = list(args or [])
         if shared_dirs:
@@ -47,7 +49,7 @@ class Server:
         self.url = None
 
     def start(self, timeout=20):
-        args = [BIN, "serve", "--listen", "127.0.0.1:0", "--data-dir", self.data_dir] + self.args
+        args = [self.bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", self.data_dir] + self.args
         if self.config:
             path = os.path.join(self.data_dir, "test-config.toml")
             with open(path, "w") as f:
