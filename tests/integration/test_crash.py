@@ -140,6 +140,12 @@ class CrashTest(ServerTest):
                     "exit 0\n")
         job = self.submit(queue, self.command_payload("lost", f"sh {script}"), retryStrategy={"attempts": 2})
         self.wait_jobs([job], statuses=("RUNNING",))
+        # RUNNING comes when the instance is launched; the kill must come after its first line
+        # ran, or the retry would find no count and wait forever too.
+        deadline = time.time() + 30
+        while not (os.path.exists(runs) and os.path.getsize(runs) > 0):
+            self.assertLess(time.time(), deadline)
+            time.sleep(0.05)
         self.server.kill9()
         kill_attempt_processes(self.data_dir)
         self.restart()

@@ -6,6 +6,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -157,6 +158,32 @@ class DiskFullTest(ServerTest):
         self.assertTrue(os.path.exists(self.bucket_path("trainyard-test", "output/before/output/model.tar.gz")))
         self.assertEqual(self.server.proc.poll(), None)
         self.assert_server_keeps_working("after")
+
+
+
+def userns_works():
+    return shutil.which("unshare") is not None and subprocess.call(
+        ["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /tmp"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0
+
+
+@unittest.skipIf(os.environ.get("TRAINYARD_IN_USERNS"), "already in a user namespace")
+@unittest.skipUnless(shutil.which("moto_server"), "moto_server is not installed")
+@unittest.skipIf(os.geteuid() == 0 and not os.environ.get("TRAINYARD_TEST_USERNS"),
+                 "running as root: DiskFullTest mounts its tmpfs itself")
+@unittest.skipUnless(userns_works(), "not root, and user namespaces do not work here")
+class DiskFullInUserNamespaceTest(unittest.TestCase):
+    """Without root: DiskFullTest runs in a user and mount namespace of its own (unshare -rm),
+    where it may mount its small tmpfs."""
+
+    def test_disk_full_tests_pass_in_a_user_namespace(self):
+        env = dict(os.environ, TRAINYARD_IN_USERNS="1")
+        out = subprocess.run(["unshare", "-rm", sys.executable, "-m", "unittest", "-v", "test_faults.DiskFullTest"],
+                             cwd=os.path.dirname(os.path.abspath(__file__)), env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=400)
+        self.assertEqual(out.returncode, 0, out.stdout[-4000:])
+        self.assertIn("Ran 2 tests", out.stdout)
+        self.assertNotIn("skipped", out.stdout)
 
 
 if __name__ == "__main__":
