@@ -18,7 +18,8 @@ WAIT = "trap 'exit 0' TERM; while :; do sleep 0.1; done"
 
 def bwrap_works():
     return shutil.which("bwrap") is not None and subprocess.call(
-        ["bwrap", "--dev-bind", "/", "/", "--unshare-uts", "true"],
+        ["bwrap", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--unshare-pid",
+         "--unshare-uts", "true"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0
 
 

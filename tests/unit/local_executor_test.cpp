@@ -41,7 +41,9 @@ int LiveMembers(int pgid) {
   return n;
 }
 
-bool BwrapWorks() { return std::system("bwrap --dev-bind / / --unshare-uts true >/dev/null 2>&1") == 0; }
+bool BwrapWorks() {
+  return std::system("bwrap --ro-bind / / --proc /proc --dev /dev --tmpfs /tmp --unshare-pid --unshare-uts true >/dev/null 2>&1") == 0;
+}
 
 class LocalExecutorTest : public ::testing::TestWithParam<std::string> {
  protected:
