@@ -238,6 +238,43 @@ class SandboxDataDirOutsideTmpTest(SandboxFileSystemTest):
         super().setUp()
 
 
+@unittest.skipUnless(bwrap_works(), "bubblewrap does not work here")
+class SandboxFileSystemsTest(ServerTest):
+    """A [file_systems] directory (outside /tmp) is hidden from every job; a job's own
+    FileSystemDataSource channel is mounted at /opt/ml/input/data/<channel> only."""
+
+    def setUp(self):
+        parent = os.path.join(os.path.dirname(os.path.abspath(BIN)), "sandbox-test-data")
+        os.makedirs(parent, exist_ok=True)
+        self.fs_root = tempfile.mkdtemp(prefix="fs-", dir=parent)
+        self.addCleanup(shutil.rmtree, self.fs_root, True)
+        for d, name in (("d1", "mine.txt"), ("d2", "other.txt")):
+            os.makedirs(os.path.join(self.fs_root, "datasets", d))
+            with open(os.path.join(self.fs_root, "datasets", d, name), "w") as f:
+                f.write(f"data of {d}")
+        self.server_config = (f'[executor]\nsandbox = "bwrap"\n\n[file_systems]\n"fs-0123abcd" = "{self.fs_root}"\n')
+        super().setUp()
+
+    def test_only_the_jobs_own_file_system_channel_is_visible(self):
+        other = os.path.join(self.fs_root, "datasets", "d2", "other.txt")
+        mine_on_host = os.path.join(self.fs_root, "datasets", "d1", "mine.txt")
+        p = self.command_payload("fs-job", f'cat "$SM_CHANNEL_FSX/mine.txt" > "$SM_MODEL_DIR/got"; '
+                                           f'cat {other} && exit 7; cat {mine_on_host} && exit 8; exit 0')
+        p["InputDataConfig"] = [{"ChannelName": "fsx", "DataSource": {"FileSystemDataSource": {
+            "FileSystemId": "fs-0123abcd", "FileSystemAccessMode": "ro", "FileSystemType": "EFS",
+            "DirectoryPath": "/datasets/d1"}}}]
+        p["OutputDataConfig"]["CompressionType"] = "NONE"
+        self.sm.create_training_job(**p)
+        tj = self.wait_training("fs-job", timeout=60)
+        self.assertEqual(tj["TrainingJobStatus"], "Completed", tj.get("FailureReason"))
+        with open(self.bucket_path("trainyard-test", "output/fs-job/output/model/got")) as f:
+            self.assertEqual(f.read(), "data of d1")
+        # A job without the channel does not see the file system either.
+        self.sm.create_training_job(**self.command_payload("no-fs", f"cat {mine_on_host} && exit 7; exit 0"))
+        tj = self.wait_training("no-fs", timeout=60)
+        self.assertEqual(tj["TrainingJobStatus"], "Completed", tj.get("FailureReason"))
+
+
 class NoSandboxTest(ServerTest):
     server_config = "[executor]\nsandbox = \"none\"\n"
 

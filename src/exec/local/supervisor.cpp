@@ -462,7 +462,8 @@ class Supervisor {
   bool HasWarmPool() const { return spec_.contains("warm_pool") && spec_["warm_pool"].is_object(); }
 
   // What a sandboxed instance must not see: the server's data directory (the attempt directory
-  // is <data_dir>/attempts/<id>), and the warm pool's directory when it lies outside it.
+  // is <data_dir>/attempts/<id>), the warm pool's directory when it lies outside it, and the
+  // host's file systems for FileSystemDataSource.
   std::vector<std::string> HiddenDirs() const {
     std::error_code ec;
     std::vector<std::string> dirs;
@@ -478,6 +479,17 @@ class Supervisor {
       fs::path pool = fs::weakly_canonical(fs::absolute(spec_["warm_pool"].value("workspace", "")), ec);
       if (!ec && !pool.empty() && pool != pool.root_path() && (dirs.empty() || !under(pool, data_dir)))
         dirs.push_back(pool.string());
+    }
+    // The host's [file_systems] directories (spec "sandbox_hidden"); never the root or a
+    // directory the system runs from.
+    static const std::set<std::string> kSystem = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+                                                  "/etc", "/opt", "/proc", "/dev", "/sys", "/run", "/tmp"};
+    for (const auto& h : spec_.value("sandbox_hidden", json::array())) {
+      if (!h.is_string()) continue;
+      std::error_code hec;
+      fs::path p = fs::weakly_canonical(fs::absolute(h.get<std::string>()), hec);
+      if (hec || p.empty() || p == p.root_path() || kSystem.count(p.string()) || !fs::is_directory(p, hec)) continue;
+      dirs.push_back(p.string());
     }
     return dirs;
   }
@@ -794,8 +806,8 @@ class Supervisor {
     //     process of the host, so no /proc/<pid>/root into another job), a minimal /dev (plus
     //     the GPUs' device nodes) and a private, empty /tmp and /var/tmp;
     //  2. an empty tmpfs over the server's data directory (every attempt, bucket, pool, the
-    //     credentials file, each spec.json with the object store's keys), and over the warm
-    //     pool's directory when it lives elsewhere;
+    //     credentials file, each spec.json with the object store's keys), over the warm pool's
+    //     directory when it lives elsewhere, and over each [file_systems] directory;
     //  3. executor.sandbox_binds, read-write at the same path;
     //  4. the instance's own paths, read-write: its /opt/ml tree, its workspace at the same path
     //     (code/, the setup command's venv/, pylib/; PATH and PYTHONPATH point there), the warm
