@@ -32,8 +32,10 @@ std::string NameFromArnOrName(const std::string& s) {
   return StartsWith(s, "arn:") && slash != std::string::npos ? s.substr(slash + 1) : s;
 }
 
+// With the mounts and namespaces the supervisor asks for (a read-only root, its own /proc in a
+// PID namespace, /dev, a tmpfs): where bubblewrap runs but cannot do these, jobs could not start.
 bool SandboxWorks() {
-  return std::system("bwrap --dev-bind / / --unshare-uts true >/dev/null 2>&1") == 0;
+  return std::system("bwrap --ro-bind / / --proc /proc --dev /dev --tmpfs /tmp --unshare-pid --unshare-uts true >/dev/null 2>&1") == 0;
 }
 
 Tags ReadTags(const json& req) {

@@ -102,11 +102,21 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
   }
   if (auto* e = root["executor"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*e, {"sandbox", "stop_grace_seconds", "pip_find_links", "pip_no_index",
-                                      "spot_notice_seconds", "chaos_seed"},
+                                      "sandbox_binds", "spot_notice_seconds", "chaos_seed"},
                                  "[executor]"));
     TY_RETURN_IF_ERROR(Read(*e, "spot_notice_seconds", &c.spot_notice_seconds, "executor."));
     TY_RETURN_IF_ERROR(Read(*e, "chaos_seed", &c.chaos_seed, "executor."));
     if (c.spot_notice_seconds < 0) return InvalidArgument("config: executor.spot_notice_seconds must be >= 0");
+    if (const toml::node* b = e->get("sandbox_binds")) {
+      auto* arr = b->as_array();
+      const char* what = "config: executor.sandbox_binds must be an array of absolute paths";
+      if (!arr) return InvalidArgument(what);
+      c.sandbox_binds.clear();
+      for (const auto& d : *arr) {
+        if (!d.is_string() || d.as_string()->get().empty() || d.as_string()->get()[0] != '/') return InvalidArgument(what);
+        c.sandbox_binds.push_back(d.as_string()->get());
+      }
+    }
     TY_RETURN_IF_ERROR(Read(*e, "pip_find_links", &c.pip_find_links, "executor."));
     TY_RETURN_IF_ERROR(Read(*e, "pip_no_index", &c.pip_no_index, "executor."));
     TY_RETURN_IF_ERROR(Read(*e, "sandbox", &c.sandbox, "executor."));

@@ -87,6 +87,9 @@ struct Config {
   // pip options for installing a submit directory's requirements.txt (offline installs).
   std::string pip_find_links;
   bool pip_no_index = false;
+  // Host directories bound read-write, at the same path, into every sandboxed instance
+  // (executor.sandbox_binds): a place jobs and the host share on purpose. Absolute paths.
+  std::vector<std::string> sandbox_binds;
 
   const InstanceTypeSpec* FindInstanceType(const std::string& name) const;
   // The catalogue entry of a capacity key ("type" or "type#spot"), and the capacity it offers.

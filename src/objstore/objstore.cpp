@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -186,6 +187,7 @@ struct FileSink {
   CURL* handle = nullptr;
   FILE* file = nullptr;
   std::string* error_body = nullptr;
+  int write_errno = 0;  // why the last write to the file failed (ENOSPC: the disk is full)
 };
 size_t WriteFile(char* p, size_t size, size_t n, void* ud) {
   auto* s = static_cast<FileSink*>(ud);
@@ -195,7 +197,9 @@ size_t WriteFile(char* p, size_t size, size_t n, void* ud) {
     s->error_body->append(p, size * n);
     return size * n;
   }
-  return std::fwrite(p, 1, size * n, s->file);
+  size_t written = std::fwrite(p, 1, size * n, s->file);
+  if (written != size * n) s->write_errno = errno ? errno : EIO;
+  return written;
 }
 
 struct ReadSource {
@@ -294,9 +298,16 @@ class S3Store : public ObjectStore {
     if (!f) return Internal("GetObject " + Where(bucket, key) + ": cannot write " + tmp + ": " + std::strerror(errno));
     Response r;
     Request req{"GET", bucket, key, ""};
+    int write_errno = 0;
     req.to_file = f;
+    req.file_errno = &write_errno;
     Status st = Perform(req, &r);
+    errno = 0;
     bool write_ok = std::fclose(f) == 0;
+    if (!write_ok && write_errno == 0) write_errno = errno ? errno : EIO;
+    // A local write that failed (a full disk, ENOSPC) is said as such, whatever curl made of it.
+    if (write_errno != 0 && (!st.ok() || !write_ok))
+      st = Internal("GetObject " + Where(bucket, key) + ": cannot write " + tmp + ": " + std::strerror(write_errno));
     if (st.ok() && r.code != 200) st = Error("GetObject", bucket, key, r);
     if (st.ok() && !write_ok) st = Internal("GetObject " + Where(bucket, key) + ": cannot write " + tmp);
     if (st.ok() && r.length >= 0 && static_cast<int64_t>(fs::file_size(tmp, ec)) != r.length)
@@ -343,6 +354,7 @@ class S3Store : public ObjectStore {
     std::string method, bucket, key, query;
     std::string* to_string = nullptr;  // response body
     FILE* to_file = nullptr;
+    int* file_errno = nullptr;         // set when writing to_file failed (errno)
     ReadSource* from = nullptr;        // request body from a file
     int64_t upload_size = 0;
     const std::string* body = nullptr;  // request body in memory (POST)
@@ -412,6 +424,7 @@ class S3Store : public ObjectStore {
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out->code);
     curl_slist_free_all(headers);
     curl_easy_cleanup(h);
+    if (r.file_errno && file_sink.write_errno) *r.file_errno = file_sink.write_errno;
     if (rc != CURLE_OK)
       return Unavailable(r.method + " " + Where(r.bucket, r.key) + " at " + c_.endpoint + ": " + curl_easy_strerror(rc));
     return Status::Ok();

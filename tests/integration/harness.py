@@ -22,10 +22,26 @@ QUICKSTART = os.path.join(SOURCE_DIR, "examples", "quickstart")
 REGION = "us-east-1"
 
 
+def with_sandbox_binds(config, dirs):
+    """config (TOML text, may be None) with executor.sandbox_binds = dirs."""
+    import re
+    line = "sandbox_binds = [" + ", ".join(json.dumps(d) for d in dirs) + "]"
+    config = config or ""
+    if re.search(r"^\[executor\][ \t]*$", config, re.M):
+        return re.sub(r"^\[executor\][ \t]*$", "[executor]\n" + line, config, count=1, flags=re.M)
+    return config + "\n[executor]\n" + line + "\n"
+
+
 class Server:
-    def __init__(self, data_dir, env=None, config=None, args=None):
+    def __init__(self, data_dir, env=None, config=None, args=None, shared_dirs=None, bin=None):
+        """shared_dirs: host directories bound into every sandboxed job at the same path
+        (executor.sandbox_binds), where a test and its jobs exchange files. bin: the trainyard
+        binary (default BIN); the server starts the trainyard-supervisor beside it."""
+        self.bin = bin or BIN
         self.data_dir = data_dir
         self.args = list(args or [])
+        if shared_dirs:
+            config = with_sandbox_binds(config, shared_dirs)
         self.env = dict(os.environ)
         self.env.update(env or {})
         self.config = config
@@ -33,7 +49,7 @@ class Server:
         self.url = None
 
     def start(self, timeout=20):
-        args = [BIN, "serve", "--listen", "127.0.0.1:0", "--data-dir", self.data_dir] + self.args
+        args = [self.bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", self.data_dir] + self.args
         if self.config:
             path = os.path.join(self.data_dir, "test-config.toml")
             with open(path, "w") as f:
@@ -158,11 +174,14 @@ class ServerTest(unittest.TestCase):
     server_env = None
     server_config = None
     server_args = None  # extra `trainyard serve` arguments
+    data_dir_parent = None  # where the data directory is made; None: the temp dir
 
     def setUp(self):
-        self.data_dir = tempfile.mkdtemp(prefix="trainyard-test-")
-        self.server = Server(self.data_dir, env=self.server_env, config=self.server_config,
-                             args=self.server_args).start()
+        self.data_dir = tempfile.mkdtemp(prefix="trainyard-test-", dir=self.data_dir_parent)
+        # Where the test and its jobs exchange files directly (gates, logs of runs): outside the
+        # data directory, which a sandboxed job cannot see, and bound into every sandbox.
+        self.work_dir = tempfile.mkdtemp(prefix="trainyard-work-")
+        self.server = self.new_server()
         self.batch = self.server.client("batch")
         self.sm = self.server.client("sagemaker")
 
@@ -175,9 +194,17 @@ class ServerTest(unittest.TestCase):
         self.server.stop()
         kill_attempt_processes(self.data_dir)
         if os.environ.get("TRAINYARD_KEEP_TEST_DATA"):
-            print("kept", self.data_dir)
+            print("kept", self.data_dir, self.work_dir)
         else:
             shutil.rmtree(self.data_dir, ignore_errors=True)
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def new_server(self, **kw):
+        """A started server on self.data_dir with the class's settings (kw overrides them)."""
+        settings = dict(env=self.server_env, config=self.server_config, args=self.server_args,
+                        shared_dirs=[self.work_dir])
+        settings.update(kw)
+        return Server(self.data_dir, **settings).start()
 
     # ---- helpers ----
     def advance(self, seconds):

@@ -1,11 +1,14 @@
-"""kill -9 the server while jobs run: after a restart every job is accounted for, running attempts
-are re-adopted and finish, and none runs twice."""
+"""kill -9 the server while jobs run, and while a service job is SCHEDULED or STARTING: after a
+restart every job is accounted for, running attempts are re-adopted and finish, and none runs
+twice."""
 import collections
 import os
+import shutil
+import tempfile
 import time
 import unittest
 
-from harness import Server, ServerTest, kill_attempt_processes
+from harness import BIN, Server, ServerTest, kill_attempt_processes
 
 GRACE = "[executor]\nstop_grace_seconds = 2\n"
 
@@ -14,13 +17,12 @@ class CrashTest(ServerTest):
     server_config = GRACE
 
     def restart(self):
-        self.server = Server(self.data_dir, config=GRACE).start()
+        self.server = self.new_server(config=GRACE)
         self.batch = self.server.client("batch")
         self.sm = self.server.client("sagemaker")
     def test_kill9_while_jobs_run_then_restart(self):
         queue = self.create_queue("crash", capacity=2)
-        runs = self.bucket_path("trainyard-test", "runs.log")
-        os.makedirs(os.path.dirname(runs), exist_ok=True)
+        runs = os.path.join(self.work_dir, "runs.log")
         ids = []
         for n in range(5):
             cmd = f"echo crash-{n} $$ >> {runs}; sleep 2; echo loss=0.{n}"
@@ -59,7 +61,7 @@ class CrashTest(ServerTest):
         #   run-a, run-b RUNNING; retrying RUNNING its 2nd attempt; stopping being terminated
         #   queued RUNNABLE (the queue's 4 instances are in use); pend: a training job Pending
         queue = self.create_queue("states", capacity=4)
-        work = os.path.join(self.data_dir, "work")
+        work = self.work_dir
         locks = os.path.join(work, "locks")
         os.makedirs(locks)
         runs, gate, count = (os.path.join(work, n) for n in ("runs.log", "gate", "count"))
@@ -128,8 +130,7 @@ class CrashTest(ServerTest):
         # Server down, then the attempt's supervisor and instance are killed too: after the
         # restart the attempt is found lost, reported with InternalServerError, and retried once.
         queue = self.create_queue("lost", capacity=1)
-        work = os.path.join(self.data_dir, "work")
-        os.makedirs(work)
+        work = self.work_dir
         runs, count = os.path.join(work, "runs.log"), os.path.join(work, "count")
         script = os.path.join(work, "job.sh")
         with open(script, "w") as f:
@@ -139,6 +140,12 @@ class CrashTest(ServerTest):
                     "exit 0\n")
         job = self.submit(queue, self.command_payload("lost", f"sh {script}"), retryStrategy={"attempts": 2})
         self.wait_jobs([job], statuses=("RUNNING",))
+        # RUNNING comes when the instance is launched; the kill must come after its first line
+        # ran, or the retry would find no count and wait forever too.
+        deadline = time.time() + 30
+        while not (os.path.exists(runs) and os.path.getsize(runs) > 0):
+            self.assertLess(time.time(), deadline)
+            time.sleep(0.05)
         self.server.kill9()
         kill_attempt_processes(self.data_dir)
         self.restart()
@@ -147,6 +154,155 @@ class CrashTest(ServerTest):
         self.assertIn("InternalServerError: the instance was lost", done["attempts"][0]["statusReason"])
         with open(runs) as f:
             self.assertEqual(f.read().split(), ["start", "1", "start", "2"])
+
+
+
+class CrashBeforeRunningTest(ServerTest):
+    """kill -9 while a service job is SCHEDULED (its training job waits for the host's instances)
+    and while it is STARTING (its instance's setup command runs): after the restart the job is
+    still accounted for in the same state, then runs to the end, once."""
+
+    def setUp(self):
+        # The setup command of ml.m5.xlarge runs outside the sandbox, in the supervisor: it logs
+        # each run and waits for a gate in a directory of its own.
+        self.setup_dir = tempfile.mkdtemp(prefix="trainyard-setup-")
+        self.addCleanup(shutil.rmtree, self.setup_dir, True)
+        self.server_config = GRACE + f"""
+[[instance_types]]
+name = "ml.m5.large"
+count = 4
+
+[[instance_types]]
+name = "ml.m5.xlarge"
+count = 2
+setup_command = "echo setup >> {self.setup_dir}/setups.log; while [ ! -e {self.setup_dir}/gate ]; do sleep 0.05; done"
+"""
+        super().setUp()
+        self.locks = os.path.join(self.work_dir, "locks")
+        os.makedirs(self.locks)
+        self.runs = os.path.join(self.work_dir, "runs.log")
+        self.gate = os.path.join(self.work_dir, "gate")
+
+    def restart(self):
+        self.server = self.new_server()
+        self.batch = self.server.client("batch")
+        self.sm = self.server.client("sagemaker")
+
+    def gated(self, name):
+        # A run holds its lock while it runs: two overlapping runs of one job log DUPLICATE.
+        script = os.path.join(self.work_dir, "gated.sh")
+        if not os.path.exists(script):
+            with open(script, "w") as f:
+                f.write(f'mkdir {self.locks}/$1 2>/dev/null || echo DUPLICATE $1 >> {self.runs}\n'
+                        f'echo start $1 >> {self.runs}\n'
+                        f'while [ ! -e {self.gate} ]; do sleep 0.05; done\n'
+                        f'rmdir {self.locks}/$1\n')
+        return f"sh {script} {name}"
+
+    def wait_status(self, job, status, timeout=60):
+        deadline = time.time() + timeout
+        while self.describe_raw(job)["status"] != status:
+            self.assertLess(time.time(), deadline, (self.describe_raw(job)["status"], self.server.read_log()))
+            time.sleep(0.05)
+
+    def starts(self):
+        with open(self.runs) as f:
+            lines = f.read().split("\n")
+        self.assertNotIn("DUPLICATE", " ".join(lines))
+        return collections.Counter(line.split()[1] for line in lines if line.startswith("start "))
+
+    def gated_supervisor(self):
+        """A trainyard binary whose trainyard-supervisor waits for a gate first (logging each
+        start): an attempt the server has started stays SCHEDULED until the gate opens."""
+        bindir = tempfile.mkdtemp(prefix="trainyard-bin-")
+        self.addCleanup(shutil.rmtree, bindir, True)
+        exe = os.path.join(bindir, "trainyard")
+        try:
+            os.link(os.path.realpath(BIN), exe)
+        except OSError:
+            shutil.copy2(os.path.realpath(BIN), exe)
+        real = os.path.join(os.path.dirname(os.path.realpath(BIN)), "trainyard-supervisor")
+        self.assertTrue(os.path.exists(real), real)
+        wrapper = os.path.join(bindir, "trainyard-supervisor")
+        with open(wrapper, "w") as f:
+            f.write(f"#!/bin/sh\necho supervisor $$ >> {self.setup_dir}/supervisors.log\n"
+                    f"while [ ! -e {self.setup_dir}/supervisor-gate ]; do sleep 0.05; done\n"
+                    f'exec {real} "$@"\n')
+        os.chmod(wrapper, 0o755)
+        return exe
+
+    def test_kill9_while_a_service_job_is_scheduled(self):
+        # The server started the attempt, but its supervisor has not begun: the job is SCHEDULED.
+        exe = self.gated_supervisor()
+        self.server.stop()
+        self.server = self.new_server(bin=exe)
+        self.batch = self.server.client("batch")
+        self.sm = self.server.client("sagemaker")
+        queue = self.create_queue("sched", capacity=2)
+        job = self.submit(queue, self.command_payload("sched", self.gated("sched")))
+        other = self.submit(queue, self.command_payload("queued-behind", self.gated("queued-behind")))
+        supervisors = os.path.join(self.setup_dir, "supervisors.log")
+
+        def started():
+            try:
+                with open(supervisors) as f:
+                    return len(f.read().split())
+            except OSError:
+                return 0
+        deadline = time.time() + 60
+        while started() < 2 * 2:  # "supervisor PID" for each of the two attempts
+            self.assertLess(time.time(), deadline, self.server.read_log())
+            time.sleep(0.05)
+        self.assertEqual([self.describe_raw(j)["status"] for j in (job, other)], ["SCHEDULED", "SCHEDULED"])
+
+        self.server.kill9()
+        self.server = self.new_server(bin=exe)
+        self.batch = self.server.client("batch")
+        self.sm = self.server.client("sagemaker")
+
+        # Both accounted for, not yet further along (no supervisor has run). The restarted server
+        # finds neither attempt's supervisor alive and starts each again while the first still
+        # waits: when the gate opens, the attempt lock lets only one of each pair run.
+        self.assertEqual([self.describe_raw(j)["status"] for j in (job, other)], ["SCHEDULED", "SCHEDULED"])
+        with open(os.path.join(self.setup_dir, "supervisor-gate"), "w"):
+            pass
+        self.wait_status(job, "RUNNING")
+        self.wait_status(other, "RUNNING")
+        with open(self.gate, "w"):
+            pass
+        done = self.wait_jobs([job, other], timeout=120)
+        self.assertEqual([(d["status"], len(d["attempts"])) for d in done], [("SUCCEEDED", 1)] * 2,
+                         [d.get("statusReason") for d in done])
+        self.assertEqual(self.starts(), {"sched": 1, "queued-behind": 1})
+
+    def test_kill9_while_a_service_job_is_starting(self):
+        queue = self.create_queue("starting", capacity=2)
+        p = self.command_payload("starting", self.gated("starting"))
+        p["ResourceConfig"]["InstanceType"] = "ml.m5.xlarge"
+        job = self.submit(queue, p)
+        setups = os.path.join(self.setup_dir, "setups.log")
+        deadline = time.time() + 60
+        while not os.path.exists(setups):  # the attempt is in its setup: STARTING
+            self.assertLess(time.time(), deadline, self.server.read_log())
+            time.sleep(0.05)
+        self.wait_status(job, "STARTING")
+
+        self.server.kill9()
+        self.restart()
+
+        self.assertEqual(self.describe_raw(job)["status"], "STARTING")
+        self.assertEqual(self.sm.describe_training_job(TrainingJobName="starting")["SecondaryStatus"], "Downloading")
+        with open(os.path.join(self.setup_dir, "gate"), "w"):
+            pass
+        self.wait_status(job, "RUNNING")
+        with open(self.gate, "w"):
+            pass
+        done = self.wait_jobs([job], timeout=120)[0]
+        self.assertEqual((done["status"], len(done["attempts"])), ("SUCCEEDED", 1), done.get("statusReason"))
+        self.assertEqual(self.wait_training("starting")["TrainingJobStatus"], "Completed")
+        self.assertEqual(self.starts(), {"starting": 1})
+        with open(setups) as f:
+            self.assertEqual(f.read().split(), ["setup"])  # the instance was prepared once
 
 
 if __name__ == "__main__":

@@ -10,8 +10,7 @@ from harness import ServerTest
 class FifoTest(ServerTest):
     def test_jobs_run_one_at_a_time_in_submit_order(self):
         queue = self.create_queue("fifo", capacity=1)
-        log = self.bucket_path("trainyard-test", "order.log")
-        os.makedirs(os.path.dirname(log), exist_ok=True)
+        log = os.path.join(self.work_dir, "order.log")
         ids = []
         for n in range(4):
             cmd = f"echo start-{n} >> {log}; sleep 0.3; echo end-{n} >> {log}"

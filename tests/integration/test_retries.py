@@ -74,7 +74,7 @@ class EvaluateOnExitTest(RetryTestBase):
         self.assertEqual((done["status"], len(done["attempts"])), ("FAILED", 1))
 
     def test_attempts_exhausted_and_attempt_number_in_environment(self):
-        record = os.path.join(self.data_dir, "attempt-numbers")
+        record = os.path.join(self.work_dir, "attempt-numbers")
         done = self.run_job("exhaust", f'echo "$AWS_BATCH_JOB_ATTEMPT" >> {record}; exit 1', {"attempts": 3})
         self.assertEqual((done["status"], len(done["attempts"])), ("FAILED", 3))
         with open(record) as f:
@@ -158,7 +158,7 @@ class InfrastructureRetryTest(RetryTestBase):
         return f'if [ -e {marker} ]; then echo second run; exit 0; fi; touch {marker}; while true; do sleep 0.05; done'
 
     def test_lost_attempt_is_retried_by_batch_rules(self):
-        marker = os.path.join(self.data_dir, "lost-batch")
+        marker = os.path.join(self.work_dir, "lost-batch")
         job = self.submit(self.queue, self.command_payload("lost-b", self.gated_command(marker)), retryStrategy={
             "attempts": 2, "evaluateOnExit": [
                 {"action": "RETRY", "onStatusReason": "Received status from SageMaker: InternalServerError*"},
@@ -171,7 +171,7 @@ class InfrastructureRetryTest(RetryTestBase):
         self.assertIn("supervisor", done["attempts"][0]["statusReason"])
 
     def test_sagemaker_retry_strategy_restarts_a_lost_training_job(self):
-        marker = os.path.join(self.data_dir, "lost-sm")
+        marker = os.path.join(self.work_dir, "lost-sm")
         self.sm.create_training_job(**self.command_payload("lost-sm", self.gated_command(marker),
                                                            RetryStrategy={"MaximumRetryAttempts": 1}))
         wait_for_file(marker)
@@ -183,7 +183,7 @@ class InfrastructureRetryTest(RetryTestBase):
         self.assertEqual(tj["RetryStrategy"], {"MaximumRetryAttempts": 1})
 
     def test_without_retry_strategy_a_lost_training_job_fails(self):
-        marker = os.path.join(self.data_dir, "lost-none")
+        marker = os.path.join(self.work_dir, "lost-none")
         self.sm.create_training_job(**self.command_payload("lost-none", self.gated_command(marker)))
         wait_for_file(marker)
         self.kill_supervisor("lost-none")

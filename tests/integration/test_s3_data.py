@@ -192,7 +192,7 @@ class S3DataTest(ServerTest):
     def test_checkpoints_are_restored_synced_while_training_and_deletes_propagate(self):
         self.put("ckpt/run/old.ckpt", b"old")
         self.put("ckpt/run/stale.ckpt", b"stale")
-        flag = os.path.join(self.data_dir, "go-on")
+        flag = os.path.join(self.work_dir, "go-on")
         cmd = ('C="$(dirname "$SM_MODEL_DIR")/checkpoints"; '
                'cat "$C/old.ckpt" > "$SM_MODEL_DIR/restored"; echo 1 > "$C/step-1.ckpt"; rm "$C/stale.ckpt"; '
                f'while [ ! -f {flag} ]; do sleep 0.1; done; echo 2 > "$C/step-2.ckpt"; rm "$C/step-1.ckpt"')
@@ -231,7 +231,7 @@ class S3DataTest(ServerTest):
 
     def test_outputs_uncompressed_and_a_large_file_goes_in_parts(self):
         random.seed(3)
-        blob = os.path.join(self.data_dir, "blob")
+        blob = os.path.join(self.work_dir, "blob")
         with open(blob, "wb") as f:
             f.write(random.randbytes(11 * 1024 * 1024))
         tj = self.run_job("plain", f'echo m > "$SM_MODEL_DIR/m.txt"; mkdir "$SM_MODEL_DIR/sub"; '

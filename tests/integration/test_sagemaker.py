@@ -128,8 +128,7 @@ class ServiceJobTest(ServerTest):
 
     def test_failed_attempts_are_retried_as_the_strategy_says(self):
         queue = self.create_queue("r", capacity=1)
-        marker = self.bucket_path("trainyard-test", "tries")
-        os.makedirs(os.path.dirname(marker), exist_ok=True)
+        marker = os.path.join(self.work_dir, "tries")
         job = self.submit(queue, self.command_payload("flaky", f"echo x >> {marker}; test $(wc -l < {marker}) -ge 3"),
                           retryStrategy={"attempts": 3})
         done = self.wait_jobs([job], timeout=60)[0]

@@ -46,7 +46,7 @@ class StoppingConditionTest(ServerTest):
         self.assertEqual((tj["TrainingJobStatus"], tj["SecondaryStatus"]), ("Stopped", "MaxRuntimeExceeded"))
 
     def test_max_pending_time_stops_a_job_that_never_got_capacity(self):
-        gate = os.path.join(self.data_dir, "gate")
+        gate = os.path.join(self.work_dir, "gate")
         blocker = self.command_payload("blocker", f"while [ ! -e {gate} ]; do sleep 0.05; done")
         blocker["ResourceConfig"].update({"InstanceType": "ml.m5.xlarge", "InstanceCount": 2})
         self.sm.create_training_job(**blocker)
@@ -72,7 +72,7 @@ class StoppingConditionTest(ServerTest):
     def test_max_runtime_counts_across_restarts(self):
         # RetryStrategy restarts a lost run with what is left of MaxRuntimeInSeconds: 3600 s, of
         # which 3000 s were used by the first run, leaves 600 s for the second.
-        marker = os.path.join(self.data_dir, "first-run")
+        marker = os.path.join(self.work_dir, "first-run")
         self.sm.create_training_job(**self.command_payload(
             "budget", f"touch {marker}; while true; do sleep 0.05; done",
             StoppingCondition={"MaxRuntimeInSeconds": 3600}, RetryStrategy={"MaximumRetryAttempts": 1}))

@@ -152,7 +152,7 @@ class WarmPoolTest(WarmPoolBase):
 
     def test_second_pool_when_the_first_is_in_use(self):
         self.create("s-a")
-        gate = os.path.join(self.data_dir, "gate")
+        gate = os.path.join(self.work_dir, "gate")
         wait_gate = f"while [ ! -e {gate} ]; do sleep 0.05; done; " + PROBE
         self.sm.create_training_job(**self.job("s-b", command=wait_gate))
         self.wait_pool("s-b", "InUse")
@@ -204,7 +204,7 @@ class WarmPoolTest(WarmPoolBase):
         day = 86400
         self.create("c-a", keep=21600)
         self.wait_pool("c-a", "Available")
-        gate = os.path.join(self.data_dir, "gate")
+        gate = os.path.join(self.work_dir, "gate")
         self.sm.create_training_job(**self.job("c-b", keep=21600,
                                                command=f"while [ ! -e {gate} ]; do sleep 0.05; done"))
         self.wait_pool("c-b", "InUse")

@@ -192,6 +192,18 @@ TEST(Config, SpotCapacityPricesAndInterruptionRates) {
   }
 }
 
+TEST(Config, SandboxBindsAreAbsolutePaths) {
+  EXPECT_TRUE(DefaultConfig().sandbox_binds.empty());
+  auto c = LoadConfigFile(WriteTemp("[executor]\nsandbox_binds = [\"/srv/shared\", \"/data/sets\"]\n"), DefaultConfig());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->sandbox_binds, (std::vector<std::string>{"/srv/shared", "/data/sets"}));
+  for (const char* bad : {"sandbox_binds = [\"relative/dir\"]\n", "sandbox_binds = \"/srv\"\n", "sandbox_binds = [1]\n"}) {
+    auto r = LoadConfigFile(WriteTemp(std::string("[executor]\n") + bad), DefaultConfig());
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("executor.sandbox_binds"), std::string::npos) << r.status().message();
+  }
+}
+
 TEST(Clock, OffsetClockFollowsTheWallClockPlusWhatWasAdvanced) {
   OffsetClock c;
   EpochMs before = SystemClock::instance().now_ms();

@@ -59,7 +59,7 @@ bool SafeRel(const std::string& rel) {
 // Reflink (a copy-on-write clone, where the file system has them), else a hard link, else a
 // copy. The cache's files are read-only, so a job cannot change them through a hard link
 // unless it runs as root.
-bool LinkOrCopy(const std::string& from, const std::string& to) {
+bool LinkOrCopy(const std::string& from, const std::string& to, std::string* why) {
   std::error_code ec;
   fs::remove(to, ec);
   int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
@@ -73,6 +73,7 @@ bool LinkOrCopy(const std::string& from, const std::string& to) {
   }
   if (::link(from.c_str(), to.c_str()) == 0) return true;
   fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
+  if (ec) *why = ec.message();
   return !ec;
 }
 
@@ -174,7 +175,9 @@ Status DataMover::Fetch(const InputItem& item, const std::string& dest, Transfer
     stats->fetched_objects++;
     stats->fetched_bytes += item.size;
   }
-  if (!LinkOrCopy(cached.string(), dest)) return Internal("cannot place " + cached.string() + " at " + dest);
+  std::string why;
+  if (!LinkOrCopy(cached.string(), dest, &why))
+    return Internal("cannot place " + cached.string() + " at " + dest + ": " + why);
   return Status::Ok();
 }
 

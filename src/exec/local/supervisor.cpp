@@ -90,6 +90,51 @@ int RunCommand(const std::vector<std::string>& argv, const std::string& log_path
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// RunCommand that also keeps the command's output (stdout and stderr, the last 4 KiB) in *output,
+// for an error message; the log gets it too, where it can still be written.
+int RunCommandOutput(const std::vector<std::string>& argv, const std::string& log_path, std::string* output) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return -1;
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  std::string all;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) != 0) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    all.append(buf, static_cast<size_t>(n));
+    if (all.size() > 8192) all.erase(0, all.size() - 4096);
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!all.empty()) std::ofstream(log_path, std::ios::app) << all;
+  if (all.size() > 4096) all.erase(0, all.size() - 4096);
+  *output = all;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// True when a command's output says the disk was full.
+bool SaysDiskFull(const std::string& output) { return output.find(std::strerror(ENOSPC)) != std::string::npos; }
+
 // A JSON-decoded hyperparameter value when it is JSON, else the raw string.
 json DecodeHp(const std::string& v) {
   json j = json::parse(v, nullptr, false);
@@ -391,6 +436,7 @@ class Supervisor {
       local::TransferStats restored;
       Status st = checkpoints_->Restore(&restored);
       if (!st.ok()) {
+        NoteDataError(st);
         *error = "CheckpointConfig: cannot restore " + spec_["checkpoint"].value("uri", "") + ": " + st.message();
         return false;
       }
@@ -417,6 +463,39 @@ class Supervisor {
     return fs::absolute(root + "/algo-" + std::to_string(n)).string();
   }
   bool HasWarmPool() const { return spec_.contains("warm_pool") && spec_["warm_pool"].is_object(); }
+
+  // What a sandboxed instance must not see: the server's data directory (the attempt directory
+  // is <data_dir>/attempts/<id>), the warm pool's directory when it lies outside it, and the
+  // host's file systems for FileSystemDataSource.
+  std::vector<std::string> HiddenDirs() const {
+    std::error_code ec;
+    std::vector<std::string> dirs;
+    fs::path attempt = fs::weakly_canonical(fs::absolute(dir_), ec);
+    if (ec || attempt.empty()) attempt = fs::absolute(dir_);
+    fs::path data_dir = attempt.parent_path().parent_path();
+    auto under = [](const fs::path& p, const fs::path& root) {
+      auto r = std::mismatch(root.begin(), root.end(), p.begin(), p.end());
+      return r.first == root.end();
+    };
+    if (!data_dir.empty() && data_dir != data_dir.root_path()) dirs.push_back(data_dir.string());
+    if (HasWarmPool()) {
+      fs::path pool = fs::weakly_canonical(fs::absolute(spec_["warm_pool"].value("workspace", "")), ec);
+      if (!ec && !pool.empty() && pool != pool.root_path() && (dirs.empty() || !under(pool, data_dir)))
+        dirs.push_back(pool.string());
+    }
+    // The host's [file_systems] directories (spec "sandbox_hidden"); never the root or a
+    // directory the system runs from.
+    static const std::set<std::string> kSystem = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+                                                  "/etc", "/opt", "/proc", "/dev", "/sys", "/run", "/tmp"};
+    for (const auto& h : spec_.value("sandbox_hidden", json::array())) {
+      if (!h.is_string()) continue;
+      std::error_code hec;
+      fs::path p = fs::weakly_canonical(fs::absolute(h.get<std::string>()), hec);
+      if (hec || p.empty() || p == p.root_path() || kSystem.count(p.string()) || !fs::is_directory(p, hec)) continue;
+      dirs.push_back(p.string());
+    }
+    return dirs;
+  }
 
   // Cold: setup command, unpack the submit directory, install its requirements.txt. Warm (the
   // workspace was prepared with the same setup command and archive): nothing to do. Only
@@ -459,8 +538,13 @@ class Supervisor {
             return false;
           }
         }
-        if (RunCommand({"tar", "-xzf", tarball, "-C", (ws / "code").string()}, log) != 0) {
+        std::string out;
+        if (RunCommandOutput({"tar", "-xzf", tarball, "-C", (ws / "code").string()}, log, &out) != 0) {
           *error = "sagemaker_submit_directory: cannot unpack " + submit_uri_;
+          if (SaysDiskFull(out)) {  // the host's disk, not the job's archive
+            infrastructure_error_ = true;
+            *error += " into " + (ws / "code").string() + ": " + std::strerror(ENOSPC);
+          }
           return false;
         }
       }
@@ -720,16 +804,42 @@ class Supervisor {
       }
     }
     if (!sandbox_) return cmd;
-    std::vector<std::string> bw = {"bwrap", "--dev-bind", "/", "/"};
+    // What the job sees (docs/user-guide.md, "The sandbox"), mounts in this order (bubblewrap
+    // applies them in order, a later one over an earlier one):
+    //  1. the host's file system read-only, with a /proc of its own (a PID namespace: no other
+    //     process of the host, so no /proc/<pid>/root into another job), a minimal /dev (plus
+    //     the GPUs' device nodes) and a private, empty /tmp and /var/tmp;
+    //  2. an empty tmpfs over the server's data directory (every attempt, bucket, pool, the
+    //     credentials file, each spec.json with the object store's keys), over the warm pool's
+    //     directory when it lives elsewhere, and over each [file_systems] directory;
+    //  3. executor.sandbox_binds, read-write at the same path;
+    //  4. the instance's own paths, read-write: its /opt/ml tree, its workspace at the same path
+    //     (code/, the setup command's venv/, pylib/; PATH and PYTHONPATH point there), the warm
+    //     pool cache, its file-system channels, and /etc/hosts read-only.
+    std::vector<std::string> bw = {"bwrap", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"};
+    std::error_code ec;
+    for (fs::directory_iterator it("/dev", ec), end; !ec && it != end; it.increment(ec)) {
+      std::string name = it->path().filename().string();
+      if (name.rfind("nvidia", 0) == 0 || name == "dri" || name == "kfd")
+        bw.insert(bw.end(), {"--dev-bind", it->path().string(), it->path().string()});
+    }
+    for (const char* t : {"/tmp", "/var/tmp"})
+      if (fs::is_directory(t, ec)) bw.insert(bw.end(), {"--tmpfs", t});
+    for (const std::string& hidden : HiddenDirs()) bw.insert(bw.end(), {"--tmpfs", hidden});
+    // executor.sandbox_binds: directories the host shares with every job on purpose.
+    for (const auto& b : spec_.value("sandbox_binds", json::array()))
+      if (b.is_string() && fs::is_directory(b.get<std::string>(), ec))
+        bw.insert(bw.end(), {"--bind", b.get<std::string>(), b.get<std::string>()});
+    bw.push_back("--unshare-pid");
     if (spec_.value("network_isolation", false)) bw.push_back("--unshare-net");  // loopback only
     if (!fs::exists("/opt/ml")) {
-      std::error_code ec;
       fs::create_directories("/opt/ml", ec);
       if (ec) bw.insert(bw.end(), {"--tmpfs", "/opt"});
     }
-    bw.insert(bw.end(), {"--bind", fs::absolute(local::HostDir(dir_, n)).string(), "/opt/ml", "--ro-bind",
-                         fs::absolute(dir_ + "/hosts-file").string(), "/etc/hosts", "--bind", Workspace(n) + "/code",
-                         "/opt/ml/code"});
+    const std::string ws = Workspace(n);
+    bw.insert(bw.end(), {"--bind", ws, ws, "--bind", fs::absolute(local::HostDir(dir_, n)).string(), "/opt/ml",
+                         "--ro-bind", fs::absolute(dir_ + "/hosts-file").string(), "/etc/hosts", "--bind",
+                         ws + "/code", "/opt/ml/code"});
     if (HasWarmPool())
       bw.insert(bw.end(), {"--bind", Workspace(n) + "/warmpoolcache", "/opt/ml/sagemaker/warmpoolcache"});
     for (const auto& ch : spec_.value("channels", json::array())) {
@@ -1018,7 +1128,16 @@ class Supervisor {
         }
       }
       if (!any) argv.insert(argv.end(), {"-T", "/dev/null"});
-      if (RunCommand(argv, log) != 0 || ::rename(tmp.c_str(), dest.c_str()) != 0) return fail("cannot pack " + name);
+      std::string out;
+      if (RunCommandOutput(argv, log, &out) != 0) {
+        std::error_code ec;
+        fs::remove(tmp, ec);  // a partial archive would keep the disk full
+        // A full disk is the host's failure (InternalServerError, retried where allowed).
+        if (SaysDiskFull(out))
+          return fail("cannot pack " + name + " at " + dest + ": " + std::strerror(ENOSPC), Code::kInternal);
+        return fail("cannot pack " + name);
+      }
+      if (::rename(tmp.c_str(), dest.c_str()) != 0) return fail("cannot pack " + name + ": " + std::strerror(errno), Code::kInternal);
       Status st = mover_->UploadFile(dest, out_prefix + name);
       std::error_code ec;
       fs::remove(dest, ec);
