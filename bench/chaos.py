@@ -71,13 +71,13 @@ try:
 except (OSError, ValueError):
     saved = 0
 rec("start", saved, " attempt=" + os.environ.get("AWS_BATCH_JOB_ATTEMPT", "?"))
+stop = False
 def on_term(signum, frame):
-    # The interruption notice (or a stop): the checkpoint is already saved, so exit now.
-    notice = os.path.exists(os.environ.get("TRAINYARD_INTERRUPTION_NOTICE", "/nonexistent"))
-    rec("term", saved, " notice" if notice else "")
-    os._exit(143)
+    # The interruption notice (or a stop): the step in progress is finished and saved, then it exits.
+    global stop
+    stop = True
 signal.signal(signal.SIGTERM, on_term)
-while saved < steps:
+while saved < steps and not stop:
     time.sleep(step_s)
     tmp = os.path.join(ckpt, "step.tmp")
     with open(tmp, "w") as f:
@@ -86,6 +86,10 @@ while saved < steps:
     saved += 1
     os.utime(marker) if os.path.exists(marker) else open(marker, "w").close()
     rec("step", saved)
+if saved < steps:
+    notice = os.path.exists(os.environ.get("TRAINYARD_INTERRUPTION_NOTICE", "/nonexistent"))
+    rec("term", saved, " notice" if notice else "")
+    sys.exit(143)
 rec("end", saved)
 '''
 
@@ -311,6 +315,7 @@ class Chaos:
         billable = 0.0
         training_jobs = 0
         service_attempts = 0
+        launches = 0
         for n in names:
             if n not in self.acked:
                 continue
@@ -327,6 +332,7 @@ class Chaos:
                 spent_api += tj.get("TrainingTimeInSeconds", 0)
                 billable += tj.get("BillableTimeInSeconds", 0)
                 for tr in tj.get("SecondaryStatusTransitions", []):
+                    launches += tr["Status"] == "Downloading"
                     if tr["Status"] in ("Downloading", "Training", "Uploading") and "EndTime" in tr:
                         spent_exact += tr["EndTime"] - tr["StartTime"]
         # Runs from the host logs: duplicates, overlaps, steps done again.
@@ -338,6 +344,7 @@ class Chaos:
         steps_executed = 0
         steps_redone = 0
         process_seconds = 0.0
+        needless_runs = 0
         ends = {"end": 0, "term notice": 0, "term": 0, "killed": 0}
         for n in names:
             runs = self.runs_of(n)
@@ -346,6 +353,7 @@ class Chaos:
             for k, r in enumerate(runs):
                 steps_executed += r["last_step"] - r["start_step"]
                 process_seconds += r["t_last"] - r["t_start"]
+                needless_runs += r["start_step"] >= a.steps  # nothing left to do: it had finished before
                 steps_redone += max(0, min(reached, r["last_step"]) - r["start_step"])
                 reached = max(reached, r["last_step"])
                 ends[r["how"]] = ends.get(r["how"], 0) + 1
@@ -369,7 +377,10 @@ class Chaos:
             "submit_calls_retried": self.retried_submits,
             "service_job_attempts": service_attempts,
             "training_jobs": training_jobs,
+            "launches": launches,
             "runs": runs_total,
+            "runs_gone_before_their_first_line": launches - runs_total,
+            "runs_of_finished_jobs": needless_runs,
             "run_endings": ends,
             "wall_seconds": round(self.wall, 1),
             "work_done_seconds": round(done, 1),
@@ -425,7 +436,8 @@ def print_table(f):
         ("spot interruptions", f["interruptions"]),
         ("server restarts (kill -9)", f["server_restarts"]),
         ("unplanned server exits", f["unplanned_server_exits"]),
-        ("runs (job processes started)", f["runs"]),
+        ("runs launched / logged a start", f"{f['launches']} / {f['runs']}"),
+        ("runs of jobs already finished", f["runs_of_finished_jobs"]),
         ("wall time", f"{f['wall_seconds']} s"),
         ("work done (steps × step time)", f"{f['work_done_seconds']} s"),
         ("instance-seconds spent", f"{f['instance_seconds_spent_exact']} s (TrainingTimeInSeconds summed: {f['instance_seconds_spent']:g})"),
@@ -476,7 +488,7 @@ def main():
             json.dump(figures, f, indent=2)
     ok = (figures["jobs_completed"] == args.jobs and figures["duplicate_concurrent_runs"] == 0
           and figures["overlapping_runs_by_timestamps"] == 0 and not figures["acknowledged_but_missing"]
-          and not figures["duplicate_job_names"])
+          and not figures["duplicate_job_names"] and figures["runs_of_finished_jobs"] == 0)
     sys.exit(0 if ok else 1)
 
 
