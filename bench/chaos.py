@@ -156,6 +156,8 @@ class Chaos:
         self.unplanned = []         # times the server was found dead without our kill
         self.acked = {}             # job name -> jobId, once SubmitServiceJob answered
         self.retried_submits = 0
+        self.submit_errors = {}     # job name -> an error that was not a lost connection
+        self.stopping = False
 
     # ---- the server ----
     def start_server(self):
@@ -187,19 +189,33 @@ class Chaos:
         self.batch.create_job_queue(jobQueueName=QUEUE, jobQueueType="SAGEMAKER_TRAINING", priority=1,
                                     serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": ENV}])
 
-    def submit(self, i):
-        name = job_name(i)
-        try:
-            r = self.batch.submit_service_job(jobName=name, jobQueue=QUEUE, serviceJobType="SAGEMAKER_TRAINING",
-                                              serviceRequestPayload=json.dumps(payload(name, self.work, self.args)),
-                                              clientToken=name)
-        except Exception as e:  # noqa: BLE001
-            if not is_connection_error(e):
-                raise
-            self.retried_submits += 1
-            return False
-        self.acked[name] = r["jobId"]
-        return True
+    def submitter(self, rate):
+        """Submits every job at `rate` per second, from a thread of its own, so that a server kill
+        can land in the middle of a submission: a call that got no answer is sent again with the
+        same clientToken (the server answers with the job it already has, if it committed it)."""
+        clients = {}
+        for i in range(self.args.jobs):
+            name = job_name(i)
+            while time.time() - self.t0 < i / rate:
+                time.sleep(0.01)
+            body = json.dumps(payload(name, self.work, self.args))
+            while not self.stopping:
+                server = self.server
+                try:
+                    if id(server) not in clients:
+                        clients = {id(server): server.client("batch")}
+                    r = clients[id(server)].submit_service_job(
+                        jobName=name, jobQueue=QUEUE, serviceJobType="SAGEMAKER_TRAINING",
+                        serviceRequestPayload=body, clientToken=name)
+                    self.acked[name] = r["jobId"]
+                    break
+                except Exception as e:  # noqa: BLE001
+                    status = getattr(e, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+                    if not is_connection_error(e) and status < 500:
+                        self.submit_errors[name] = str(e)
+                        break
+                    self.retried_submits += 1
+                    time.sleep(0.05)
 
     def list_all(self):
         """Every service job of the queue (all statuses): name -> summary."""
@@ -232,9 +248,12 @@ class Chaos:
         print(f"{a.jobs} jobs × {a.steps} steps of {a.step_seconds} s on {a.slots} spot slots, "
               f"{a.rate:g} interruptions per instance-hour, {a.restarts} server restarts "
               f"(expected run ~{expected:.0f} s)", flush=True)
-        next_job = 0
+        import threading
+        submitter = threading.Thread(target=self.submitter, args=(submit_rate,), daemon=True)
+        submitter.start()
         last_poll = 0.0
         finished = {}
+        jobs = None
         deadline = self.t0 + a.timeout
         while True:
             now = time.time()
@@ -244,10 +263,6 @@ class Chaos:
                     self.restart()
                 continue
             self.check_alive()
-            while next_job < a.jobs and next_job < (now - self.t0) * submit_rate + 1:
-                if not self.submit(next_job):
-                    break
-                next_job += 1
             if now - last_poll >= 1.0 and self.acked:
                 last_poll = now
                 try:
@@ -265,13 +280,15 @@ class Chaos:
                     if int(now - self.t0) % 10 == 0:
                         print(f"  [{now - self.t0:6.1f} s] submitted {len(self.acked)}: "
                               + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), flush=True)
-                    if len(self.acked) == a.jobs and len(finished) == a.jobs:
+                    if len(self.acked) + len(self.submit_errors) == a.jobs and len(finished) == len(self.acked):
                         break
             if now > deadline:
                 print("timed out", flush=True)
                 break
             time.sleep(0.05)
         self.wall = time.time() - self.t0
+        self.stopping = True
+        submitter.join()
         return self.report(jobs if jobs is not None else self.list_all())
 
     # ---- the figures ----
@@ -377,6 +394,7 @@ class Chaos:
             "server_restarts": len(self.restarts),
             "unplanned_server_exits": len(self.unplanned),
             "submit_calls_retried": self.retried_submits,
+            "submit_errors": self.submit_errors,
             "service_job_attempts": service_attempts,
             "training_jobs": training_jobs,
             "launches": launches,
@@ -435,6 +453,7 @@ def print_table(f):
         ("duplicate concurrent runs (flock)", f["duplicate_concurrent_runs"]),
         ("overlapping runs (timestamps)", f["overlapping_runs_by_timestamps"]),
         ("acknowledged submissions missing", len(f["acknowledged_but_missing"])),
+        ("submit calls sent again (no answer)", f["submit_calls_retried"]),
         ("spot interruptions", f["interruptions"]),
         ("server restarts (kill -9)", f["server_restarts"]),
         ("unplanned server exits", f["unplanned_server_exits"]),
@@ -490,7 +509,8 @@ def main():
             json.dump(figures, f, indent=2)
     ok = (figures["jobs_completed"] == args.jobs and figures["duplicate_concurrent_runs"] == 0
           and figures["overlapping_runs_by_timestamps"] == 0 and not figures["acknowledged_but_missing"]
-          and not figures["duplicate_job_names"] and not figures["unplanned_server_exits"])
+          and not figures["duplicate_job_names"] and not figures["unplanned_server_exits"]
+          and not figures["submit_errors"])
     sys.exit(0 if ok else 1)
 
 
