@@ -333,6 +333,7 @@ class Chaos:
         training_jobs = 0
         service_attempts = 0
         launches = 0
+        late_interruptions = 0
         for n in names:
             if n not in self.acked:
                 continue
@@ -348,8 +349,11 @@ class Chaos:
                 interruptions += tj.get("SpotInterruptions", 0)
                 spent_api += tj.get("TrainingTimeInSeconds", 0)
                 billable += tj.get("BillableTimeInSeconds", 0)
-                for tr in tj.get("SecondaryStatusTransitions", []):
+                trs = tj.get("SecondaryStatusTransitions", [])
+                for k, tr in enumerate(trs):
                     launches += tr["Status"] == "Starting"  # one per launch of its instances
+                    # An interruption that came after the run had ended on its own: the outcome stands.
+                    late_interruptions += tr["Status"] == "Interrupted" and k + 1 < len(trs) and trs[k + 1]["Status"] == "Completed"
                     if tr["Status"] in ("Downloading", "Training", "Uploading") and "EndTime" in tr:
                         spent_exact += tr["EndTime"] - tr["StartTime"]
         # Runs from the host logs: duplicates, overlaps, steps done again.
@@ -391,6 +395,7 @@ class Chaos:
             "duplicate_lines": dup_lines[:20],
             "overlapping_runs_by_timestamps": overlaps,
             "interruptions": interruptions,
+            "interruptions_after_the_run_ended": late_interruptions,
             "server_restarts": len(self.restarts),
             "unplanned_server_exits": len(self.unplanned),
             "submit_calls_retried": self.retried_submits,
@@ -454,7 +459,7 @@ def print_table(f):
         ("overlapping runs (timestamps)", f["overlapping_runs_by_timestamps"]),
         ("acknowledged submissions missing", len(f["acknowledged_but_missing"])),
         ("submit calls sent again (no answer)", f["submit_calls_retried"]),
-        ("spot interruptions", f["interruptions"]),
+        ("spot interruptions", f"{f['interruptions']} ({f['interruptions_after_the_run_ended']} after the run had ended)"),
         ("server restarts (kill -9)", f["server_restarts"]),
         ("unplanned server exits", f["unplanned_server_exits"]),
         ("runs launched / logged a start", f"{f['launches']} / {f['runs']}"),
