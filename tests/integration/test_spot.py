@@ -143,6 +143,11 @@ class SpotTest(ServerTest):
             self.interrupt("twice")
             self.wait_secondary("twice", "Interrupted")
             self.wait_secondary("twice", "Training")
+        # Training is reported once the process is started, not once the shell ran its first line:
+        # wait for the third start (synced every second) before the stop can race it.
+        deadline = time.time() + 30
+        while len(self.ckpt_log("twice")) < 3 + 2 and time.time() < deadline:
+            time.sleep(0.05)
         self.advance(3600)
         tj = self.wait_training("twice", timeout=60)
         self.assertEqual((tj["TrainingJobStatus"], tj["SecondaryStatus"]), ("Stopped", "MaxWaitTimeExceeded"))
