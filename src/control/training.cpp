@@ -612,7 +612,7 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   if (tj.status != "InProgress" && tj.status != "Stopping") return;  // already final
   ServiceJobState* js = tj.service_job_id.empty() ? nullptr : state_.FindJob(tj.service_job_id);
   // A spot run that was interrupted reports no more progress either.
-  const bool stopping = tj.status == "Stopping" || tj.stop_cause == "interrupt";
+  bool stopping = tj.status == "Stopping" || tj.stop_cause == "interrupt";
 
   switch (e.phase) {
     case exec::Phase::kCheckpointed:
@@ -658,6 +658,13 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
       break;
   }
 
+  if (tj.status == "InProgress" && tj.stop_cause == "interrupt" && e.phase == exec::Phase::kExited && !e.stopped) {
+    // The run ended on its own before the interruption reached it (its processes had exited and
+    // the supervisor was uploading, so it never acted on the stop): its outcome stands. Restarting
+    // it would run a completed job again (from scratch without checkpoints) and overwrite its model.
+    tj.stop_cause.clear();
+    stopping = false;
+  }
   if (tj.status == "InProgress" && tj.stop_cause == "interrupt") {
     // The interrupted run is over (checkpoints uploaded): the job waits, InProgress/Interrupted,
     // until spot capacity frees (StartPendingTrainingJobs), within MaxWaitTimeInSeconds.

@@ -121,6 +121,24 @@ class SpotTest(ServerTest):
         restart = tj["SecondaryStatusTransitions"][4]["StatusMessage"]
         self.assertIn("restarting after interruption 1", restart)
 
+    def test_an_interruption_after_the_run_finished_keeps_its_outcome(self):
+        # The job's process exits 0 at once, leaving a model that takes the supervisor seconds to
+        # pack; the interruption comes while it uploads, so it never reaches the run. The run's
+        # outcome stands: the job is Completed, and is not run a second time. (bench/chaos.py
+        # found this: jobs that had finished all their steps ran again after such a late interruption.)
+        script = ("M=$TRAINYARD_CHECKPOINT_MARKER; D=${M%/*}; mkdir -p $D; echo start >> $D/log; "
+                  "head -c 150000000 /dev/urandom > $SM_MODEL_DIR/weights; echo done >> $D/log")
+        payload = self.spot_payload("late")
+        payload["AlgorithmSpecification"]["ContainerArguments"] = [script]
+        self.sm.create_training_job(**payload)
+        self.wait_secondary("late", "Uploading", timeout=60)
+        self.interrupt("late")
+        tj = self.wait_training("late", timeout=120)
+        self.assertEqual(tj["TrainingJobStatus"], "Completed", tj.get("FailureReason"))
+        self.assertEqual(self.ckpt_log("late"), ["start", "done"])
+        self.assertNotIn("Starting", self.statuses(tj)[1:])  # launched once
+        self.assertTrue(tj["ModelArtifacts"]["S3ModelArtifacts"].endswith("/late/output/model.tar.gz"))
+
     def test_two_interruptions_then_max_wait_exceeded(self):
         self.sm.create_training_job(**self.spot_payload("twice", steps=100000, max_wait=3600, max_runtime=1800))
         for n in (1, 2):
@@ -128,6 +146,11 @@ class SpotTest(ServerTest):
             self.interrupt("twice")
             self.wait_secondary("twice", "Interrupted")
             self.wait_secondary("twice", "Training")
+        # Training is reported once the process is started, not once the shell ran its first line:
+        # wait for the third start (synced every second) before the stop can race it.
+        deadline = time.time() + 30
+        while len(self.ckpt_log("twice")) < 3 + 2 and time.time() < deadline:
+            time.sleep(0.05)
         self.advance(3600)
         tj = self.wait_training("twice", timeout=60)
         self.assertEqual((tj["TrainingJobStatus"], tj["SecondaryStatus"]), ("Stopped", "MaxWaitTimeExceeded"))
