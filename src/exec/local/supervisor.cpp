@@ -186,6 +186,9 @@ class Supervisor {
 
     lock_fd_ = ::open(local::LockPath(dir_).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (lock_fd_ < 0 || ::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) return 3;  // another supervisor runs
+    // A supervisor that ran this attempt before left its status: started twice (a server restart
+    // can start one while the first has not taken the lock yet), the second never runs it again.
+    if (::access(local::StatusPath(dir_).c_str(), F_OK) == 0) return 3;
     std::string text;
     if (!local::ReadFile(local::SpecPath(dir_), &text)) return 4;
     spec_ = json::parse(text, nullptr, false);
