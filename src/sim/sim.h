@@ -49,6 +49,10 @@ struct ClusterSpec {
   // Teams not in `teams`: with an empty share, fair share gives each such team its own share
   // (weight 1); quota needs a share here.
   TeamSpec default_team;
+  // Tests only (not in the file): run every quota pass, also those that could decide nothing,
+  // and offer it every runnable job instead of only those that could start or preempt in it
+  // (docs/simulate.md, "Per-pass offer limits"). The schedule must be the same.
+  bool exhaustive = false;
 
   // The share and priority of a team (applies the defaults).
   TeamSpec TeamOf(const std::string& team) const;

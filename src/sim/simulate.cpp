@@ -62,6 +62,7 @@ class Engine {
   void Passes(int64_t t);
   bool SchedulePass(int64_t t);  // FIFO / fair share; true: something started
   bool QuotaPass(int64_t t);      // true: it preempted (run another pass)
+  bool QuotaPassIsMoot() const;
   // The first `n` runnable jobs of share `s` in dispatch order.
   void FirstRunnable(size_t s, size_t n, std::vector<uint32_t>& out) const;
   int64_t LastCheckpoint(const JobState& j, int64_t t) const;
@@ -78,6 +79,11 @@ class Engine {
   std::vector<double> share_usage_;            // fair share: decayed instance-seconds
   std::vector<int32_t> team_held_, team_demand_;
   std::vector<uint32_t> running_;              // job indices, any order
+  std::set<uint32_t> nominated_;               // quota: promised capacity by the last pass
+  sched::QuotaSnapshot quota_snap_;            // reused by every quota pass
+  std::vector<uint32_t> offered_;
+  bool completed_in_batch_ = false;            // the events at this instant
+  std::vector<uint32_t> submitted_in_batch_;
   int64_t used_ = 0;
   uint64_t start_order_ = 0;
   uint64_t pass_id_ = 0;
@@ -230,29 +236,40 @@ bool Engine::QuotaPass(int64_t t) {
   ++r_.passes;
   const uint64_t pass = ++pass_id_;
   const int64_t free = c_.gpus - used_;
-  sched::QuotaSnapshot snap;
+  // The snapshot's buffers are kept between passes (a pass allocates little of its own).
+  sched::QuotaSnapshot& snap = quota_snap_;
+  if (snap.shares.empty()) {
+    snap.capacity[kType] = c_.gpus;
+    snap.ceiling[kType] = c_.gpus;
+    for (size_t s = 0; s < share_names_.size(); ++s) {
+      const ShareSpec& spec = *share_specs_[s];
+      sched::QuotaShareSpec q;
+      q.name = spec.name;
+      q.limit[kType] = spec.gpus;
+      q.strategy = spec.strategy == Strategy::kReserve ? sched::SharingStrategy::kReserve
+                   : spec.strategy == Strategy::kLend  ? sched::SharingStrategy::kLend
+                                                       : sched::SharingStrategy::kLendAndBorrow;
+      q.borrow_limit_percent = spec.borrow_limit_percent;
+      q.in_share_preemption = spec.in_share_preemption;
+      snap.shares.push_back(std::move(q));
+    }
+  }
   snap.now_ms = Ms(t);
-  snap.capacity[kType] = c_.gpus;
-  snap.ceiling[kType] = c_.gpus;
-  std::vector<uint32_t> offered;
+  std::vector<uint32_t>& offered = offered_;
+  offered.clear();
   for (size_t s = 0; s < share_names_.size(); ++s) {
     const ShareSpec& spec = *share_specs_[s];
-    sched::QuotaShareSpec q;
-    q.name = spec.name;
-    q.limit[kType] = spec.gpus;
-    q.strategy = spec.strategy == Strategy::kReserve ? sched::SharingStrategy::kReserve
-                 : spec.strategy == Strategy::kLend  ? sched::SharingStrategy::kLend
-                                                     : sched::SharingStrategy::kLendAndBorrow;
-    q.borrow_limit_percent = spec.borrow_limit_percent;
-    q.in_share_preemption = spec.in_share_preemption;
-    // A job of a class can start only inside the share's remaining quota, on idle capacity, or
-    // (in-share preemption) on what its own share holds; jobs of a class behind that many fare
-    // as the ones before them, so they are offered in a later pass (as the controller's FIFO
-    // prefix). Reclaims happen inside the quota, so they are covered.
+    sched::QuotaShareSpec& q = snap.shares[s];
+    q.runnable.clear();
+    // A job of a class starts or preempts only inside the share's remaining quota, on idle
+    // capacity, or (in-share preemption) on what its own share holds; the jobs of a class behind
+    // that many (plus a margin, for capacity that victims leave over) fare as the ones before
+    // them, and are offered in a later pass, as the controller's FIFO prefix does. The property
+    // test checks that this changes no decision (SimTest.OfferLimitsChangeNoDecision).
     const int64_t room = std::max<int64_t>(0, spec.gpus - share_held_[s]) + free +
                          (spec.in_share_preemption ? share_held_[s] : 0);
     for (const auto& [key, set] : runnable_[s]) {
-      int64_t n = room / key.second + kOfferMargin;
+      int64_t n = c_.exhaustive ? INT64_MAX : room / key.second + kOfferMargin;
       for (auto it = set.begin(); it != set.end() && n > 0; ++it, --n) {
         JobState& j = jobs_[*it];
         j.offered_in = pass;
@@ -260,31 +277,30 @@ bool Engine::QuotaPass(int64_t t) {
         q.runnable.push_back({*it + uint64_t{1}, kType, j.gpus, j.priority, 0, j.nominated});
       }
     }
-    snap.shares.push_back(std::move(q));
   }
-  for (size_t s = 0; s < share_names_.size(); ++s)
-    for (const auto& [key, set] : runnable_[s])
-      for (uint32_t i : set) {
-        JobState& j = jobs_[i];
-        if (!j.nominated || j.offered_in == pass) continue;
-        offered.push_back(i);
-        snap.shares[s].runnable.push_back({i + uint64_t{1}, kType, j.gpus, j.priority, 0, true});
-      }
-  for (uint32_t i : running_) {
+  for (uint32_t i : nominated_) {
+    JobState& j = jobs_[i];
+    if (j.offered_in == pass || j.running) continue;
+    offered.push_back(i);
+    snap.shares[static_cast<size_t>(j.share)].runnable.push_back({i + uint64_t{1}, kType, j.gpus, j.priority, 0, true});
+  }
+  snap.running.resize(running_.size());
+  for (size_t k = 0; k < running_.size(); ++k) {
+    const uint32_t i = running_[k];
     const JobState& j = jobs_[i];
-    sched::QuotaRunningJob rj;
+    sched::QuotaRunningJob& rj = snap.running[k];
     rj.seq = i + uint64_t{1};
     rj.share = j.share;
-    rj.instance_type = kType;
+    if (rj.instance_type != kType) rj.instance_type = kType;
     rj.instance_count = j.gpus;
     rj.priority = j.priority;
     rj.start_order = j.start_order;
+    rj.preempting = false;
     rj.preemptible = t - j.attempt_start >= c_.min_runtime_s;
     rj.end_ms = c_.exact_runtime ? Ms(j.attempt_start + j.attempt_restart + j.remaining_s) : 0;
     rj.started_ms = Ms(j.attempt_start);
     const int64_t cp = LastCheckpoint(j, t);
     rj.last_checkpoint_ms = cp >= 0 ? Ms(cp) : 0;
-    snap.running.push_back(std::move(rj));
   }
   // A runtime bound for the estimates when the runtime is known.
   if (c_.exact_runtime)
@@ -295,7 +311,11 @@ bool Engine::QuotaPass(int64_t t) {
       }
   const sched::QuotaDecisions d = sched::ScheduleQuotaShares(snap);
   for (uint32_t i : offered) jobs_[i].nominated = false;
-  for (uint64_t seq : d.promised) jobs_[seq - 1].nominated = true;
+  nominated_.clear();
+  for (uint64_t seq : d.promised) {
+    jobs_[seq - 1].nominated = true;
+    nominated_.insert(static_cast<uint32_t>(seq - 1));
+  }
   // Victims leave first (their capacity is what the promised jobs wait for), then starts.
   for (const auto& p : d.preemptions) {
     const uint32_t i = static_cast<uint32_t>(p.victim_seq - 1);
@@ -305,10 +325,25 @@ bool Engine::QuotaPass(int64_t t) {
   return !d.preemptions.empty();
 }
 
+// After the last pass nothing could start or preempt (a chain of passes ends with one that did not
+// preempt, and no GPU is free or it would have been given). When the only news since is jobs
+// submitted to shares already at their quota, a pass would decide nothing again: such a job
+// cannot reclaim (it is not inside its quota), borrow (nothing is idle) or preempt in-share.
+bool Engine::QuotaPassIsMoot() const {
+  if (c_.exhaustive || completed_in_batch_ || used_ < c_.gpus || !nominated_.empty() || c_.min_runtime_s > 0) return false;
+  for (uint32_t i : submitted_in_batch_) {
+    const JobState& j = jobs_[i];
+    const ShareSpec& spec = *share_specs_[static_cast<size_t>(j.share)];
+    if (spec.in_share_preemption || share_held_[static_cast<size_t>(j.share)] + j.gpus <= spec.gpus) return false;
+  }
+  return true;
+}
+
 void Engine::Passes(int64_t t) {
   int64_t waiting = 0;
   for (int64_t n : runnable_count_) waiting += n;
   if (waiting == 0) return;  // nothing to decide (preemption is always for a waiting job)
+  if (c_.policy == Policy::kQuota && QuotaPassIsMoot()) return;
   for (int k = 0; k < kMaxPassesPerInstant; ++k) {
     if (c_.policy == Policy::kQuota) {
       if (!QuotaPass(t)) return;
@@ -372,6 +407,8 @@ Result Engine::Run() {
       for (size_t s = 0; s < ns; ++s)
         share_usage_[s] = sched::DecayedUsage(share_usage_[s], share_held_[s], (t - last_t) * 1000, c_.decay_seconds);
     last_t = t;
+    completed_in_batch_ = false;
+    submitted_in_batch_.clear();
     while (!ends_.empty() && std::get<0>(ends_.top()) == t) {
       auto [end, i, attempt] = ends_.top();
       ends_.pop();
@@ -381,10 +418,12 @@ Result Engine::Run() {
       res.restart_s += jobs_[i].attempt_restart;
       jobs_[i].remaining_s = 0;
       Complete(i, t);
+      completed_in_batch_ = true;
       team_demand_[static_cast<size_t>(jobs_[i].team)] -= static_cast<int32_t>(jobs_[i].gpus);
     }
     while (next < trace_.size() && trace_[next].submit_s == t) {
       MakeRunnable(static_cast<uint32_t>(next));
+      submitted_in_batch_.push_back(static_cast<uint32_t>(next));
       team_demand_[static_cast<size_t>(jobs_[next].team)] += static_cast<int32_t>(jobs_[next].gpus);
       ++next;
     }

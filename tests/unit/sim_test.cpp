@@ -168,6 +168,22 @@ TEST(SimTest, QuotaSharesPreemptOnThePhillyExcerpt) {
   EXPECT_GT(lost, 0);
 }
 
+TEST(SimTest, SkippedPassesAndOfferLimitsChangeNoDecision) {
+  // A quota pass that could decide nothing is skipped, and a pass is offered only the jobs that
+  // could start or preempt in it; running every pass with every job must give the same schedule.
+  const std::vector<TraceJob> trace = Excerpt();
+  ClusterSpec limited = Cluster(kQuotaCluster);
+  ClusterSpec every = limited;
+  every.exhaustive = true;
+  Result a = Simulate(limited, trace), b = Simulate(every, trace);
+  for (size_t i = 0; i < trace.size(); ++i) {
+    EXPECT_EQ(a.jobs[i].start_s, b.jobs[i].start_s) << trace[i].id;
+    EXPECT_EQ(a.jobs[i].end_s, b.jobs[i].end_s) << trace[i].id;
+    EXPECT_EQ(a.jobs[i].preemptions, b.jobs[i].preemptions) << trace[i].id;
+  }
+  EXPECT_LT(a.passes, b.passes);
+}
+
 TEST(SimTest, SameInputsGiveByteIdenticalOutputs) {
   const std::vector<TraceJob> trace = Excerpt();
   ClusterSpec c = Cluster(kQuotaCluster);
