@@ -68,24 +68,41 @@ std::vector<double> Entitlement(const std::vector<double>& weight, const std::ve
   return ent;
 }
 
-// The weight of every team for its entitlement at one instant (see docs/simulate.md).
-std::vector<double> Weights(const ClusterSpec& c, const std::vector<std::string>& teams,
-                            const std::vector<int32_t>& demand) {
-  std::vector<double> w(teams.size(), 0.0);
-  std::map<std::string, int> active_in_share;
-  for (size_t i = 0; i < teams.size(); ++i)
-    if (demand[i] > 0) ++active_in_share[c.TeamOf(teams[i]).share];
-  for (size_t i = 0; i < teams.size(); ++i) {
-    if (demand[i] <= 0) continue;
-    const std::string share = c.TeamOf(teams[i]).share;
-    auto it = c.shares.find(share);
-    double share_weight = c.policy == Policy::kFifo        ? 1.0
-                          : c.policy == Policy::kFairShare ? 1.0 / (it == c.shares.end() ? 1.0 : it->second.weight_factor)
-                                                           : static_cast<double>(it->second.gpus);
-    w[i] = c.policy == Policy::kFifo ? 1.0 : share_weight / active_in_share[share];
+// The weight of every team for its entitlement at one instant (see docs/simulate.md): its
+// share's weight split evenly among the share's teams that want GPUs then.
+class Weights {
+ public:
+  Weights(const ClusterSpec& c, const std::vector<std::string>& teams) : share_of_(teams.size()) {
+    std::map<std::string, size_t> index;
+    for (size_t i = 0; i < teams.size(); ++i) {
+      const std::string share = c.TeamOf(teams[i]).share;
+      auto [it, added] = index.try_emplace(share, share_weight_.size());
+      if (added) {
+        auto spec = c.shares.find(share);
+        share_weight_.push_back(c.policy == Policy::kFifo        ? 0.0  // per team instead
+                                : c.policy == Policy::kFairShare ? 1.0 / (spec == c.shares.end() ? 1.0 : spec->second.weight_factor)
+                                                                 : static_cast<double>(spec->second.gpus));
+      }
+      share_of_[i] = it->second;
+    }
+    fifo_ = c.policy == Policy::kFifo;
   }
-  return w;
-}
+
+  std::vector<double> At(const std::vector<int32_t>& demand) const {
+    std::vector<int> active(share_weight_.size(), 0);
+    for (size_t i = 0; i < demand.size(); ++i)
+      if (demand[i] > 0) ++active[share_of_[i]];
+    std::vector<double> w(demand.size(), 0.0);
+    for (size_t i = 0; i < demand.size(); ++i)
+      if (demand[i] > 0) w[i] = fifo_ ? 1.0 : share_weight_[share_of_[i]] / active[share_of_[i]];
+    return w;
+  }
+
+ private:
+  std::vector<size_t> share_of_;
+  std::vector<double> share_weight_;
+  bool fifo_ = false;
+};
 
 // Time-averages of a step function over equal buckets of [t0, t1).
 class Buckets {
@@ -116,6 +133,20 @@ class Buckets {
   std::vector<double> sum_;
 };
 
+std::string XmlEscape(const std::string& text) {
+  std::string out;
+  for (char ch : text) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += ch;
+    }
+  }
+  return out;
+}
+
 struct Series {
   std::string name;
   std::string color;
@@ -138,7 +169,7 @@ std::string Chart(const std::string& title, const std::string& xlabel, const std
   std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"480\" viewBox=\"0 0 900 480\" "
                   "font-family=\"sans-serif\" font-size=\"12\">\n";
   s += "<rect width=\"900\" height=\"480\" fill=\"white\"/>\n";
-  s += "<text x=\"" + Fixed(L, 0) + "\" y=\"24\" font-size=\"15\">" + title + "</text>\n";
+  s += "<text x=\"" + Fixed(L, 0) + "\" y=\"24\" font-size=\"15\">" + XmlEscape(title) + "</text>\n";
   s += "<rect x=\"" + Fixed(L, 1) + "\" y=\"" + Fixed(T, 1) + "\" width=\"" + Fixed(pw, 1) + "\" height=\"" + Fixed(ph, 1) +
        "\" fill=\"none\" stroke=\"#333\"/>\n";
   for (int k = 0; k <= 5; ++k) {  // y ticks
@@ -175,7 +206,7 @@ std::string Chart(const std::string& title, const std::string& xlabel, const std
     s += "<line x1=\"" + Fixed(L + pw + 12, 1) + "\" x2=\"" + Fixed(L + pw + 36, 1) + "\" y1=\"" + Fixed(ly, 1) +
          "\" y2=\"" + Fixed(ly, 1) + "\" stroke=\"" + se.color + "\" stroke-width=\"2\"" +
          (se.dashed ? " stroke-dasharray=\"5,3\"" : "") + "/>\n";
-    s += "<text x=\"" + Fixed(L + pw + 40, 1) + "\" y=\"" + Fixed(ly + 4, 1) + "\">" + se.name + "</text>\n";
+    s += "<text x=\"" + Fixed(L + pw + 40, 1) + "\" y=\"" + Fixed(ly + 4, 1) + "\">" + XmlEscape(se.name) + "</text>\n";
   }
   s += "</svg>\n";
   return s;
@@ -216,6 +247,7 @@ Status WriteOutputs(const ClusterSpec& c, const std::vector<TraceJob>& trace, co
 
   // Per team: received and entitled GPU-seconds from the timeline.
   std::vector<double> entitled(nt, 0.0);
+  const Weights weights(c, r.teams);
   Buckets util(t0, t_end);
   std::vector<Buckets> held_b(nt, Buckets(t0, t_end)), ent_b(nt, Buckets(t0, t_end));
   for (size_t k = 0; k + 1 < r.timeline.size(); ++k) {
@@ -223,7 +255,7 @@ Status WriteOutputs(const ClusterSpec& c, const std::vector<TraceJob>& trace, co
     const int64_t a = s.t_s, b = r.timeline[k + 1].t_s;
     if (b <= a) continue;
     util.Add(a, b, static_cast<double>(s.used) / static_cast<double>(c.gpus));
-    const std::vector<double> ent = Entitlement(Weights(c, r.teams, s.demand), s.demand, static_cast<double>(c.gpus));
+    const std::vector<double> ent = Entitlement(weights.At(s.demand), s.demand, static_cast<double>(c.gpus));
     for (size_t i = 0; i < nt; ++i) {
       entitled[i] += ent[i] * static_cast<double>(b - a);
       if (s.held[i]) held_b[i].Add(a, b, s.held[i]);
