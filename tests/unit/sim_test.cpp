@@ -1,5 +1,6 @@
 // trainyard simulate: the virtual-time replay through the production scheduler.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
