@@ -42,6 +42,7 @@ int Main(int argc, char** argv) {
   std::function<int()> run;
   AddServeCommand(app, run);
   AddClientCommands(app, run);
+  AddSimulateCommand(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -21,5 +21,6 @@ StatusOr<std::pair<std::string, std::string>> ReadCredentialsFile(const std::str
 
 void AddServeCommand(CLI::App& app, std::function<int()>& run);
 void AddClientCommands(CLI::App& app, std::function<int()>& run);
+void AddSimulateCommand(CLI::App& app, std::function<int()>& run);
 
 }  // namespace ty::cli

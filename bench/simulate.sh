@@ -1,0 +1,28 @@
+#!/bin/sh
+# Wall time of `trainyard simulate` on the shared traces: three runs per case, median shown.
+# Usage: bench/simulate.sh [TRAINYARD_BIN] [TRACES_DIR]
+set -eu
+BIN=${1:-build/trainyard}
+TRACES=${2:-../shared/traces}
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+run() {  # name trace cluster [extra flags]
+  name=$1 trace=$2 cluster=$3
+  shift 3
+  times=""
+  for i in 1 2 3; do
+    t=$({ "$BIN" simulate --trace "$trace" --cluster "$cluster" --out "$OUT/$name" "$@" >/dev/null; } 2>&1 |
+        sed -n 's/^wall time \([0-9.]*\) s$/\1/p')
+    times="$times $t"
+  done
+  median=$(printf '%s\n' $times | sort -n | sed -n 2p)
+  util=$(sed -n 's/^  "gpu_utilization": \(.*\),$/\1/p' "$OUT/$name/summary.json")
+  jobs=$(sed -n 's/^  "jobs": \(.*\),$/\1/p' "$OUT/$name/summary.json")
+  pre=$(sed -n 's/^  "preemptions": \(.*\),$/\1/p' "$OUT/$name/summary.json")
+  echo "$name: jobs $jobs, utilization $util, preemptions $pre, wall s:$times -> median $median"
+}
+run philly_fifo "$TRACES/philly.csv" examples/simulate/philly_fifo.toml
+run philly_fair_share "$TRACES/philly.csv" examples/simulate/philly_fair_share.toml
+run philly_quota "$TRACES/philly.csv" examples/simulate/philly_quota.toml
+run alibaba_fifo "$TRACES/alibaba_fgd2023.csv" examples/simulate/alibaba_fifo.toml
+run alibaba_fifo_steady "$TRACES/alibaba_fgd2023.csv" examples/simulate/alibaba_fifo.toml --start 9936000

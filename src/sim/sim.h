@@ -1,0 +1,107 @@
+// Trace replay in virtual time through the production scheduling library (sched/).
+//
+// A trace job becomes one service job of `num_gpus` instances of the single instance type "gpu"
+// (1 instance = 1 GPU). The cluster file picks the policy: one FIFO queue, one fair-share queue,
+// or one quota-share queue. Passes run after each batch of events at the same virtual time;
+// nothing here reads a clock, so the same inputs give the same result (docs/simulate.md).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace ty::sim {
+
+enum class Policy { kFifo, kFairShare, kQuota };
+enum class Strategy { kReserve, kLend, kLendAndBorrow };
+
+// One share: a fair-share identifier or a quota share.
+struct ShareSpec {
+  std::string name;
+  double weight_factor = 1.0;           // fair share: lower gets more
+  int64_t gpus = 0;                     // quota: the limit, in GPUs
+  Strategy strategy = Strategy::kLendAndBorrow;
+  int64_t borrow_limit_percent = -1;    // quota: -1 unlimited
+  bool in_share_preemption = false;     // quota
+};
+
+struct TeamSpec {
+  std::string share;
+  int priority = 0;  // schedulingPriority, 0..9999
+};
+
+struct ClusterSpec {
+  int64_t gpus = 0;
+  Policy policy = Policy::kFifo;
+  // What the scheduler knows of a job's runtime: false, nothing (no runtime bound: a head that
+  // cannot start blocks its queue); true, its exact trace duration (EASY backfill around it).
+  bool exact_runtime = false;
+  int64_t checkpoint_interval_s = 0;  // 0: no checkpoints, a preemption loses the whole attempt
+  int64_t restart_cost_s = 0;         // paid at the start of every attempt after a preemption
+  int64_t min_runtime_s = 0;          // quota: a job is not preempted before it ran this long
+  int64_t decay_seconds = 0;          // fair share: shareDecaySeconds (0 means 600)
+  int compute_reservation = 0;        // fair share: percent
+  std::map<std::string, ShareSpec> shares;  // by name
+  std::map<std::string, TeamSpec> teams;    // by team
+  // Teams not in `teams`: with an empty share, fair share gives each such team its own share
+  // (weight 1); quota needs a share here.
+  TeamSpec default_team;
+  // Tests only (not in the file): run every quota pass, also those that could decide nothing,
+  // and offer it every runnable job instead of only those that could start or preempt in it
+  // (docs/simulate.md, "Per-pass offer limits"). The schedule must be the same.
+  bool exhaustive = false;
+
+  // The share and priority of a team (applies the defaults).
+  TeamSpec TeamOf(const std::string& team) const;
+};
+
+StatusOr<ClusterSpec> ParseCluster(const std::string& toml_text, const std::string& source);
+StatusOr<ClusterSpec> LoadCluster(const std::string& path);
+
+struct TraceJob {
+  std::string id;
+  int64_t submit_s = 0;
+  int64_t duration_s = 0;
+  int64_t gpus = 1;
+  std::string team;  // "(none)" when the trace has none
+};
+
+// Reads the normalized trace CSV (../shared/traces/README.md) and keeps the jobs submitted in
+// [start_s, end_s); end_s < 0: no end. Rows are ordered by submit time, then file order.
+StatusOr<std::vector<TraceJob>> ReadTrace(const std::string& path, int64_t start_s, int64_t end_s);
+
+struct JobResult {
+  int64_t start_s = -1;    // first start; -1: never started
+  int64_t end_s = -1;      // completion; -1: never completed
+  int64_t preemptions = 0;
+  int64_t held_s = 0;      // seconds it held its GPUs, over every attempt
+  int64_t lost_work_s = 0; // work thrown away by preemptions (since the last checkpoint)
+  int64_t restart_s = 0;   // restart costs paid
+};
+
+// The cluster after each batch of events: what is held and wanted per team from `t_s` on.
+struct Sample {
+  int64_t t_s = 0;
+  int64_t used = 0;
+  std::vector<int32_t> held;    // per team (Result::teams order)
+  std::vector<int32_t> demand;  // per team: held + waiting GPUs
+};
+
+struct Result {
+  std::vector<std::string> teams;  // sorted
+  std::vector<int> team_of_job;    // index into teams, per job
+  std::vector<JobResult> jobs;     // per trace job, in trace order
+  std::vector<Sample> timeline;
+  int64_t passes = 0;
+};
+
+Result Simulate(const ClusterSpec& cluster, const std::vector<TraceJob>& trace);
+
+// Writes summary.json, jobs.csv, utilization.svg, shares.svg and waits.svg into `dir`.
+Status WriteOutputs(const ClusterSpec& cluster, const std::vector<TraceJob>& trace, const Result& result,
+                    const std::string& dir);
+
+}  // namespace ty::sim

@@ -1,0 +1,256 @@
+// trainyard simulate: the virtual-time replay through the production scheduler.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+
+#include "sim/sim.h"
+
+namespace ty::sim {
+namespace {
+
+namespace fs = std::filesystem;
+
+ClusterSpec Cluster(const std::string& toml) {
+  auto c = ParseCluster(toml, "test.toml");
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return c.ok() ? *c : ClusterSpec{};
+}
+
+TraceJob J(const std::string& id, int64_t submit, int64_t duration, int64_t gpus, const std::string& team) {
+  return {id, submit, duration, gpus, team};
+}
+
+std::vector<TraceJob> Excerpt() {
+  auto t = ReadTrace(std::string(TY_TEST_DATA_DIR) + "/philly_head.csv", 0, -1);
+  EXPECT_TRUE(t.ok()) << t.status().message();
+  return t.ok() ? *t : std::vector<TraceJob>{};
+}
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Every completed job held its GPUs for its trace duration plus what preemptions cost it (work
+// since the last checkpoint, restart costs); a job never holds GPUs without accounting for them;
+// and what is held never exceeds the capacity at any event.
+void ExpectConservation(const ClusterSpec& c, const std::vector<TraceJob>& trace, const Result& r) {
+  int64_t served = 0, demand = 0, lost = 0;
+  for (size_t i = 0; i < trace.size(); ++i) {
+    const JobResult& j = r.jobs[i];
+    ASSERT_GE(j.end_s, 0) << trace[i].id << " never completed";
+    EXPECT_EQ(j.held_s, trace[i].duration_s + j.lost_work_s + j.restart_s) << trace[i].id;
+    EXPECT_GE(j.start_s, trace[i].submit_s) << trace[i].id;
+    EXPECT_GE(j.end_s, j.start_s + trace[i].duration_s) << trace[i].id;
+    served += j.held_s * trace[i].gpus;
+    demand += trace[i].duration_s * trace[i].gpus;
+    lost += (j.lost_work_s + j.restart_s) * trace[i].gpus;
+  }
+  EXPECT_EQ(served, demand + lost);
+  // The integral of the timeline is what the jobs held.
+  int64_t integral = 0;
+  for (size_t k = 0; k < r.timeline.size(); ++k) {
+    const Sample& s = r.timeline[k];
+    ASSERT_LE(s.used, c.gpus) << "at t=" << s.t_s;
+    ASSERT_GE(s.used, 0);
+    EXPECT_EQ(s.used, std::accumulate(s.held.begin(), s.held.end(), int64_t{0}));
+    if (k + 1 < r.timeline.size()) integral += s.used * (r.timeline[k + 1].t_s - s.t_s);
+  }
+  EXPECT_EQ(integral, served);
+  ASSERT_FALSE(r.timeline.empty());
+  EXPECT_EQ(r.timeline.back().used, 0);
+}
+
+TEST(SimTest, FifoStartsJobsInSubmitOrderAsCapacityFrees) {
+  ClusterSpec c = Cluster("gpus = 2\npolicy = \"fifo\"\n");
+  std::vector<TraceJob> trace = {J("a", 0, 100, 2, "x"), J("b", 10, 50, 1, "y"), J("c", 20, 30, 1, "y"),
+                                 J("d", 30, 10, 2, "x")};
+  Result r = Simulate(c, trace);
+  // a: 0-100; b and c start when a ends (100-150, 100-130); d needs both GPUs: 150-160.
+  EXPECT_EQ(r.jobs[0].start_s, 0);
+  EXPECT_EQ(r.jobs[1].start_s, 100);
+  EXPECT_EQ(r.jobs[2].start_s, 100);
+  EXPECT_EQ(r.jobs[3].start_s, 150);
+  EXPECT_EQ(r.jobs[3].end_s, 160);
+  ExpectConservation(c, trace, r);
+}
+
+TEST(SimTest, FifoHeadBlocksWithoutRuntimeBoundsAndBackfillsWithExactOnes) {
+  // 2 GPUs: a holds 1 until 100; b (2 GPUs) waits at the head; c (1 GPU, 10 s) fits now.
+  std::vector<TraceJob> trace = {J("a", 0, 100, 1, "x"), J("b", 1, 10, 2, "x"), J("c", 2, 10, 1, "x")};
+  Result strict = Simulate(Cluster("gpus = 2\npolicy = \"fifo\"\n"), trace);
+  EXPECT_EQ(strict.jobs[2].start_s, 110);  // behind b
+  Result easy = Simulate(Cluster("gpus = 2\npolicy = \"fifo\"\nruntime_bound = \"exact\"\n"), trace);
+  EXPECT_EQ(easy.jobs[2].start_s, 2);  // ends at 12, before b can start at 100
+  EXPECT_EQ(easy.jobs[1].start_s, 100);
+}
+
+TEST(SimTest, QuotaReclaimPreemptsBorrowersWhoLoseWorkSinceTheirCheckpoint) {
+  ClusterSpec c = Cluster(R"(
+gpus = 4
+policy = "quota"
+checkpoint_interval_s = 30
+restart_cost_s = 10
+[shares.a]
+gpus = 2
+[shares.b]
+gpus = 2
+[defaults]
+share = "b"
+[teams]
+ta = { share = "a" }
+)");
+  // b runs 4 jobs at 0 (2 of them borrowed from a); a's 2 jobs at 100 reclaim them.
+  std::vector<TraceJob> trace = {J("b1", 0, 1000, 1, "tb"), J("b2", 0, 1000, 1, "tb"), J("b3", 0, 1000, 1, "tb"),
+                                 J("b4", 0, 1000, 1, "tb"), J("a1", 100, 500, 1, "ta"), J("a2", 100, 500, 1, "ta")};
+  Result r = Simulate(c, trace);
+  EXPECT_EQ(r.jobs[4].start_s, 100);
+  EXPECT_EQ(r.jobs[5].start_s, 100);
+  int64_t preempted = 0;
+  for (int i = 0; i < 4; ++i) {
+    if (r.jobs[i].preemptions == 0) continue;
+    ++preempted;
+    // 100 s of work, checkpoints at 30, 60, 90: 10 s lost; the restart costs 10 s.
+    EXPECT_EQ(r.jobs[i].lost_work_s, 10);
+    EXPECT_EQ(r.jobs[i].restart_s, 10);
+    EXPECT_EQ(r.jobs[i].held_s, 1000 + 10 + 10);
+  }
+  EXPECT_EQ(preempted, 2);
+  ExpectConservation(c, trace, r);
+}
+
+const char* kQuotaCluster = R"(
+gpus = 64
+policy = "quota"
+checkpoint_interval_s = 1800
+restart_cost_s = 120
+[shares.big]
+gpus = 32
+in_share_preemption = true
+[shares.mid]
+gpus = 16
+[shares.rest]
+gpus = 16
+strategy = "LEND"
+[defaults]
+share = "rest"
+[teams]
+6214e9 = { share = "big", priority = 1 }
+11cb48 = { share = "big", priority = 5 }
+103959 = { share = "mid" }
+)";
+
+TEST(SimTest, PhillyExcerptConservesGpuTimeUnderEveryPolicy) {
+  const std::vector<TraceJob> trace = Excerpt();
+  ASSERT_EQ(trace.size(), 1500u);
+  for (const char* toml : {"gpus = 64\npolicy = \"fifo\"\n", "gpus = 64\npolicy = \"fifo\"\nruntime_bound = \"exact\"\n",
+                           "gpus = 64\npolicy = \"fair_share\"\n[fair_share]\nshare_decay_seconds = 3600\n"
+                           "[shares.6214e9]\nweight_factor = 2\n",
+                           kQuotaCluster}) {
+    SCOPED_TRACE(toml);
+    ClusterSpec c = Cluster(toml);
+    ExpectConservation(c, trace, Simulate(c, trace));
+  }
+}
+
+TEST(SimTest, QuotaSharesPreemptOnThePhillyExcerpt) {
+  const std::vector<TraceJob> trace = Excerpt();
+  ClusterSpec c = Cluster(kQuotaCluster);
+  Result r = Simulate(c, trace);
+  int64_t preemptions = 0, lost = 0;
+  for (const auto& j : r.jobs) preemptions += j.preemptions, lost += j.lost_work_s + j.restart_s;
+  EXPECT_GT(preemptions, 0);
+  EXPECT_GT(lost, 0);
+}
+
+TEST(SimTest, SkippedPassesAndOfferLimitsChangeNoDecision) {
+  // A quota pass that could decide nothing is skipped, and a pass is offered only the jobs that
+  // could start or preempt in it; running every pass with every job must give the same schedule.
+  const std::vector<TraceJob> trace = Excerpt();
+  ClusterSpec limited = Cluster(kQuotaCluster);
+  ClusterSpec every = limited;
+  every.exhaustive = true;
+  Result a = Simulate(limited, trace), b = Simulate(every, trace);
+  for (size_t i = 0; i < trace.size(); ++i) {
+    EXPECT_EQ(a.jobs[i].start_s, b.jobs[i].start_s) << trace[i].id;
+    EXPECT_EQ(a.jobs[i].end_s, b.jobs[i].end_s) << trace[i].id;
+    EXPECT_EQ(a.jobs[i].preemptions, b.jobs[i].preemptions) << trace[i].id;
+  }
+  EXPECT_LT(a.passes, b.passes);
+}
+
+TEST(SimTest, SameInputsGiveByteIdenticalOutputs) {
+  const std::vector<TraceJob> trace = Excerpt();
+  ClusterSpec c = Cluster(kQuotaCluster);
+  const fs::path base = fs::temp_directory_path() / ("ty_sim_test_" + std::to_string(::getpid()));
+  ASSERT_TRUE(WriteOutputs(c, trace, Simulate(c, trace), (base / "one").string()).ok());
+  ASSERT_TRUE(WriteOutputs(c, trace, Simulate(c, trace), (base / "two").string()).ok());
+  for (const char* f : {"summary.json", "jobs.csv", "utilization.svg", "shares.svg", "waits.svg"}) {
+    std::string a = Slurp(base / "one" / f), b = Slurp(base / "two" / f);
+    EXPECT_FALSE(a.empty()) << f;
+    EXPECT_EQ(a, b) << f << " differs between two runs";
+  }
+  const std::string summary = Slurp(base / "one" / "summary.json");
+  for (const char* key : {"\"jobs\": 1500", "\"completed\": 1500", "\"makespan_s\"", "\"gpu_utilization\"",
+                          "\"gpu_hours_received\"", "\"gpu_hours_entitled\"", "\"gpu_hours_lost\"", "\"p99\""})
+    EXPECT_NE(summary.find(key), std::string::npos) << key;
+  fs::remove_all(base);
+}
+
+TEST(SimTest, InvalidClusterFilesNameTheKey) {
+  struct Case {
+    const char* toml;
+    const char* says;
+  } cases[] = {
+      {"policy = \"fifo\"\n", "gpus is required"},
+      {"gpus = 0\npolicy = \"fifo\"\n", "gpus must be between 1"},
+      {"gpus = 8\npolicy = \"drf\"\n", "policy must be one of fifo, fair_share, quota"},
+      {"gpus = 8\npolicy = \"fifo\"\nbogus = 1\n", "unknown key 'bogus'"},
+      {"gpus = 8\npolicy = \"quota\"\n[shares.a]\ngpus = 8\nstrategy = \"SHARE\"\n[defaults]\nshare = \"a\"\n",
+       "shares.a.strategy must be one of RESERVE, LEND, LEND_AND_BORROW"},
+      {"gpus = 8\npolicy = \"quota\"\n[shares.a]\ngpus = 8\n", "defaults.share is required"},
+      {"gpus = 8\npolicy = \"quota\"\n[shares.a]\ngpus = 8\n[defaults]\nshare = \"a\"\n[teams]\nx = { share = \"b\" }\n",
+       "teams.x.share names no share"},
+      {"gpus = 8\npolicy = \"quota\"\n[shares.a]\nstrategy = \"LEND\"\n[defaults]\nshare = \"a\"\n", "shares.a.gpus is required"},
+      {"gpus = 8\npolicy = \"fair_share\"\n[shares.a]\nweight_factor = 0\n", "shares.a.weight_factor must be between"},
+      {"gpus = 8\npolicy = \"fair_share\"\n[teams]\nx = { priority = 10000 }\n", "teams.x.priority must be between 0 and 9999"},
+      {"gpus = 8\npolicy = \"fifo\"\ncheckpoint_interval_s = \"1h\"\n", "checkpoint_interval_s must be an integer"},
+      {"gpus = 8\npolicy = \"fifo\"\n[fair_share]\nshare_decay_seconds = 60\n", "fair_share applies only with policy"},
+      {"gpus = = 8\n", "test.toml:1"},
+  };
+  for (const Case& k : cases) {
+    auto c = ParseCluster(k.toml, "test.toml");
+    ASSERT_FALSE(c.ok()) << k.toml;
+    EXPECT_NE(c.status().message().find(k.says), std::string::npos) << c.status().message();
+  }
+}
+
+TEST(SimTest, TraceWithoutTheNormalizedHeaderIsRejected) {
+  const fs::path p = fs::temp_directory_path() / ("ty_sim_bad_" + std::to_string(::getpid()) + ".csv");
+  std::ofstream(p) << "id,submit,duration\n1,2,3\n";
+  auto t = ReadTrace(p.string(), 0, -1);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find(":1: the header must be"), std::string::npos) << t.status().message();
+  fs::remove(p);
+}
+
+TEST(SimTest, TimeWindowKeepsJobsSubmittedInside) {
+  const fs::path p = fs::temp_directory_path() / ("ty_sim_win_" + std::to_string(::getpid()) + ".csv");
+  std::ofstream(p) << "job_id,submit_time_s,duration_s,num_gpus,user,team,status\n"
+                      "a,0,5,1,,t,\nb,10,5,1,,,\nc,20,5,1,,t,\n";
+  auto t = ReadTrace(p.string(), 10, 20);
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->size(), 1u);
+  EXPECT_EQ((*t)[0].id, "b");
+  EXPECT_EQ((*t)[0].team, "(none)");
+  fs::remove(p);
+}
+
+}  // namespace
+}  // namespace ty::sim
