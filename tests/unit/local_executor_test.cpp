@@ -316,12 +316,15 @@ print("epoch 2 loss=0.25", flush=True)
   ASSERT_TRUE(executor_->Start("script", spec.dump()).ok());
   auto events = RunToEnd(*executor_, "script");
   // The four phases, and the checkpoint the job wrote (step-2.ckpt, after training started; the
-  // restored step-1.ckpt predates it and does not count) before Exited.
-  ASSERT_EQ(events.size(), 5u);
+  // restored step-1.ckpt predates it and does not count) before Exited. Creating and then writing
+  // the file can move its mtime twice, which may be seen as two checkpoints: count at least one.
+  const auto checkpoints = std::count_if(events.begin(), events.end(),
+                                         [](const AttemptEvent& e) { return e.phase == Phase::kCheckpointed; });
+  ASSERT_GE(checkpoints, 1);
+  ASSERT_EQ(events.size(), 4u + static_cast<size_t>(checkpoints));
   auto ck = std::find_if(events.begin(), events.end(), [](const AttemptEvent& e) { return e.phase == Phase::kCheckpointed; });
-  ASSERT_NE(ck, events.end());
   EXPECT_GT(ck - events.begin(), 1);  // after Preparing and Training
-  EXPECT_LT(ck - events.begin(), 4);
+  EXPECT_LT(ck - events.begin() + checkpoints - 1, 4);
   ASSERT_EQ(events.back().phase, Phase::kExited);
   EXPECT_EQ(events.back().exit_code, 0) << Slurp(executor_->LogPath("script", 1));
   EXPECT_TRUE(events.back().model_uploaded);
