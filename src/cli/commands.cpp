@@ -384,7 +384,7 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
         }
         auto money = [](const json& v) {
           char b[32];
-          std::snprintf(b, sizeof b, "%.4f", v.get<double>());
+          std::snprintf(b, sizeof b, "%.6f", v.get<double>());
           return std::string(b);
         };
         auto pct = [](const json& v) {
