@@ -2,7 +2,9 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <memory>
+#include <sstream>
 
 #include "cli/cli.h"
 #include "sim/sim.h"
@@ -12,7 +14,7 @@ namespace ty::cli {
 namespace {
 
 struct SimulateOptions {
-  std::string trace, cluster, out;
+  std::string trace, cluster, out, scenario;
   int64_t start_s = 0;
   int64_t end_s = -1;
 };
@@ -20,6 +22,24 @@ struct SimulateOptions {
 int Fail(const Status& s) {
   std::fprintf(stderr, "trainyard simulate: %s\n", s.message().c_str());
   return 2;
+}
+
+// --scenario: 0 when every expectation holds, 1 (naming each failing line) when one does not.
+int RunScenarioFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Fail(NotFound("cannot read scenario file " + path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto outcome = sim::RunScenario(ss.str(), path);
+  if (!outcome.ok()) return Fail(outcome.status());
+  if (outcome->failures.empty()) {
+    std::printf("%s: %d expectations hold\n", path.c_str(), outcome->expectations);
+    return 0;
+  }
+  for (const auto& f : outcome->failures) std::fprintf(stderr, "%s\n", f.c_str());
+  std::fprintf(stderr, "%s: %zu of %d expectations failed; the decisions were:\n%s", path.c_str(),
+               outcome->failures.size(), outcome->expectations, outcome->log.c_str());
+  return 1;
 }
 
 }  // namespace
@@ -33,13 +53,23 @@ void AddSimulateCommand(CLI::App& app, std::function<int()>& run) {
       "preemption cost model. Writes summary.json, jobs.csv, utilization.svg, shares.svg and waits.svg to --out;\n"
       "the same inputs give byte-identical files. See docs/simulate.md and examples/simulate/.");
   auto o = std::make_shared<SimulateOptions>();
-  cmd->add_option("--trace", o->trace, "Trace CSV in the normalized format")->required();
-  cmd->add_option("--cluster", o->cluster, "Cluster file (TOML): capacity, policy, shares, teams")->required();
-  cmd->add_option("--out", o->out, "Directory for the outputs (created if missing; files are overwritten)")->required();
+  auto* scenario = cmd->add_option("--scenario", o->scenario,
+                                   "Check a scenario file (cluster, submits, expected decisions) instead of replaying a "
+                                   "trace; exit 1 when an expectation fails");
+  auto* trace = cmd->add_option("--trace", o->trace, "Trace CSV in the normalized format");
+  auto* cluster = cmd->add_option("--cluster", o->cluster, "Cluster file (TOML): capacity, policy, shares, teams");
+  auto* out = cmd->add_option("--out", o->out, "Directory for the outputs (created if missing; files are overwritten)");
+  for (auto* opt : {trace, cluster, out}) {
+    opt->excludes(scenario);
+    scenario->excludes(opt);
+  }
   cmd->add_option("--start", o->start_s, "Replay only jobs submitted at or after this trace time (s, default 0)");
   cmd->add_option("--end", o->end_s, "Replay only jobs submitted before this trace time (s, default: no end)");
   cmd->callback([&run, o] {
     run = [o] {
+      if (!o->scenario.empty()) return RunScenarioFile(o->scenario);
+      if (o->trace.empty() || o->cluster.empty() || o->out.empty())
+        return Fail(InvalidArgument("--trace, --cluster and --out are required (or --scenario FILE)"));
       if (o->end_s >= 0 && o->end_s <= o->start_s) return Fail(InvalidArgument("--end must be after --start"));
       const auto began = std::chrono::steady_clock::now();  // for the report on stderr only
       auto cluster = sim::LoadCluster(o->cluster);

@@ -249,12 +249,20 @@ Status WriteOutputs(const ClusterSpec& c, const std::vector<TraceJob>& trace, co
   std::vector<double> entitled(nt, 0.0);
   const Weights weights(c, r.teams);
   Buckets util(t0, t_end);
+  // While some GPUs are wanted and not held (a job waits): GPU-seconds held and idle, and for how long.
+  double contended_s = 0, contended_used_gpu_s = 0;
   std::vector<Buckets> held_b(nt, Buckets(t0, t_end)), ent_b(nt, Buckets(t0, t_end));
   for (size_t k = 0; k + 1 < r.timeline.size(); ++k) {
     const Sample& s = r.timeline[k];
     const int64_t a = s.t_s, b = r.timeline[k + 1].t_s;
     if (b <= a) continue;
     util.Add(a, b, static_cast<double>(s.used) / static_cast<double>(c.gpus));
+    int64_t wanted = 0;
+    for (int32_t d : s.demand) wanted += d;
+    if (wanted > s.used) {
+      contended_s += static_cast<double>(b - a);
+      contended_used_gpu_s += static_cast<double>(s.used) * static_cast<double>(b - a);
+    }
     const std::vector<double> ent = Entitlement(weights.At(s.demand), s.demand, static_cast<double>(c.gpus));
     for (size_t i = 0; i < nt; ++i) {
       entitled[i] += ent[i] * static_cast<double>(b - a);
@@ -316,6 +324,11 @@ Status WriteOutputs(const ClusterSpec& c, const std::vector<TraceJob>& trace, co
   j["gpu_hours_demand"] = hours(static_cast<double>(all.demand_gpu_s));
   j["gpu_hours_served"] = hours(static_cast<double>(all.held_gpu_s));
   j["gpu_utilization"] = makespan > 0 ? Round6(static_cast<double>(all.held_gpu_s) / capacity_gpu_s) : 0.0;
+  j["hours_jobs_waited"] = Round6(contended_s / 3600.0);
+  j["gpu_utilization_while_jobs_waited"] =
+      contended_s > 0 ? Round6(contended_used_gpu_s / (static_cast<double>(c.gpus) * contended_s)) : 0.0;
+  j["gpu_hours_idle_while_jobs_waited"] =
+      hours(static_cast<double>(c.gpus) * contended_s - contended_used_gpu_s);
   j["preemptions"] = all.preemptions;
   j["gpu_hours_lost"] = hours(static_cast<double>(all.lost_gpu_s));
   j["scheduling_passes"] = r.passes;

@@ -67,6 +67,7 @@ struct TraceJob {
   int64_t duration_s = 0;
   int64_t gpus = 1;
   std::string team;  // "(none)" when the trace has none
+  int priority = -1; // schedulingPriority; -1: the team's (scenarios set it per job, traces never)
 };
 
 // Reads the normalized trace CSV (../shared/traces/README.md) and keeps the jobs submitted in
@@ -90,12 +91,21 @@ struct Sample {
   std::vector<int32_t> demand;  // per team: held + waiting GPUs
 };
 
+// A decision of the scheduler, or a completion, as it happened (Result::decisions).
+struct Decision {
+  enum Kind { kStart, kPreempt, kEnd };
+  int64_t t_s = 0;
+  uint32_t job = 0;  // index into the trace
+  Kind kind = kStart;
+};
+
 struct Result {
   std::vector<std::string> teams;  // sorted
   std::vector<int> team_of_job;    // index into teams, per job
   std::vector<JobResult> jobs;     // per trace job, in trace order
   std::vector<Sample> timeline;
   int64_t passes = 0;
+  std::vector<Decision> decisions;  // in the order they were taken
 };
 
 Result Simulate(const ClusterSpec& cluster, const std::vector<TraceJob>& trace);
@@ -103,5 +113,15 @@ Result Simulate(const ClusterSpec& cluster, const std::vector<TraceJob>& trace);
 // Writes summary.json, jobs.csv, utilization.svg, shares.svg and waits.svg into `dir`.
 Status WriteOutputs(const ClusterSpec& cluster, const std::vector<TraceJob>& trace, const Result& result,
                     const std::string& dir);
+
+// A scenario (tests/scenarios/, docs/simulate.md "Scenarios"): a cluster file, then lines
+// `at T submit JOB ...` and `at T expect start|preempt|wait|run|end JOB...` / `expect held TEAM=N...`.
+struct ScenarioOutcome {
+  int expectations = 0;               // checked
+  std::vector<std::string> failures;  // "FILE:LINE: ...", one per expectation that does not hold
+  std::string log;                    // every decision, one a line ("t=100 start b")
+};
+// A malformed file is an error (naming the line); expectations that do not hold are failures.
+StatusOr<ScenarioOutcome> RunScenario(const std::string& text, const std::string& source);
 
 }  // namespace ty::sim

@@ -129,6 +129,7 @@ void Engine::Start(uint32_t i, int64_t t) {
   // The production library never places more than the capacity; a violation is a bug there or
   // here, never a property of the input.
   assert(used_ <= c_.gpus);
+  r_.decisions.push_back({t, i, Decision::kStart});
 }
 
 void Engine::Preempt(uint32_t i, int64_t t) {
@@ -143,6 +144,7 @@ void Engine::Preempt(uint32_t i, int64_t t) {
   res.restart_s += restart;
   res.lost_work_s += work - saved;
   ++res.preemptions;
+  r_.decisions.push_back({t, i, Decision::kPreempt});
   Complete(i, t);  // gives the capacity back
   res.end_s = -1;
   MakeRunnable(i);
@@ -392,7 +394,7 @@ Result Engine::Run() {
     const TeamSpec& ts = spec_of_team[tj.team];
     j.team = team_index[tj.team];
     j.share = share_index[ts.share];
-    j.priority = c_.policy == Policy::kFifo ? 0 : ts.priority;
+    j.priority = c_.policy == Policy::kFifo ? 0 : tj.priority >= 0 ? tj.priority : ts.priority;
     j.gpus = tj.gpus;
     j.remaining_s = tj.duration_s;
     r_.team_of_job[i] = j.team;
@@ -418,6 +420,7 @@ Result Engine::Run() {
       res.restart_s += jobs_[i].attempt_restart;
       jobs_[i].remaining_s = 0;
       Complete(i, t);
+      r_.decisions.push_back({t, i, Decision::kEnd});
       completed_in_batch_ = true;
       team_demand_[static_cast<size_t>(jobs_[i].team)] -= static_cast<int32_t>(jobs_[i].gpus);
     }

@@ -252,5 +252,50 @@ TEST(SimTest, TimeWindowKeepsJobsSubmittedInside) {
   fs::remove(p);
 }
 
+TEST(SimTest, ScenarioChecksExpectationsAndNamesTheFailingLine) {
+  const std::string head = "gpus = 2\npolicy = \"fifo\"\n\n";
+  auto ok = RunScenario(head +
+                            "at 0 submit a gpus=2 duration=10\n"
+                            "at 0 submit b duration=5  # a comment\n"
+                            "at 0 expect start a\n"
+                            "at 0 expect wait b\n"
+                            "at 10 expect end a\n"
+                            "at 10 expect start b\n"
+                            "at 12 expect run b\n"
+                            "at 12 expect held default=1\n",
+                        "s.scenario");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->expectations, 6);
+  EXPECT_TRUE(ok->failures.empty()) << ok->failures[0];
+  EXPECT_EQ(ok->log, "t=0 start a\nt=10 end a\nt=10 start b\nt=15 end b\n");
+
+  auto bad = RunScenario(head + "at 0 submit a duration=10\nat 0 submit b gpus=2 duration=10\nat 0 expect start b\n",
+                         "s.scenario");
+  ASSERT_TRUE(bad.ok()) << bad.status().message();
+  ASSERT_EQ(bad->failures.size(), 1u);
+  EXPECT_EQ(bad->failures[0],
+            "s.scenario:6: expected b to start at 0, but it was waiting then (its decisions: start at 10, end at 20)");
+
+  struct Case {
+    std::string body, says;
+  };
+  const Case cases[] = {
+      {"at 0 submit a\n", "s.scenario:4: submit a needs duration=S"},
+      {"at 0 submit a duration=1 gpu=2\n", "s.scenario:4: bad 'gpu=2'"},
+      {"at 5 submit a duration=1\nat 4 expect run a\n", "s.scenario:5: time 4 is before"},
+      {"at 0 expect run zz\n", "s.scenario:4: no job zz is submitted"},
+      {"at 0 expect started a\n", "s.scenario:4: expect started: must be one of"},
+      {"at x submit a duration=1\n", "s.scenario:4: expected 'at T submit"},
+  };
+  for (const Case& k : cases) {
+    auto r = RunScenario(head + k.body, "s.scenario");
+    ASSERT_FALSE(r.ok()) << k.body;
+    EXPECT_NE(r.status().message().find(k.says), std::string::npos) << r.status().message();
+  }
+  auto toml = RunScenario("gpus = 2\npolicy = \"lifo\"\nat 0 submit a duration=1\n", "s.scenario");
+  ASSERT_FALSE(toml.ok());
+  EXPECT_NE(toml.status().message().find("s.scenario: policy must be one of"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ty::sim
