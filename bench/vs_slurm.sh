@@ -121,7 +121,10 @@ stop_server
 SL="$out/slurm.txt"
 if [[ $SLURM == run ]]; then
   log "slurm: peers/slurm/bench.sh all (N=$N NPEND=$NPEND LAT_SAMPLES=$LAT_SAMPLES REPS=$REPS P=$P)"
-  N=$N NPEND=$NPEND LAT_SAMPLES=$LAT_SAMPLES REPS=$REPS P=$P "$PEERS/bench.sh" all >"$SL" 2>"$out/slurm.log"
+  # bench.sh asks `sbatch --version` before its first setup; without a slurm.conf that call
+  # retries for 60 s, so bring a cluster up first (bench.sh sets up a fresh one per test anyway).
+  "$PEERS/setup.sh" tput >/dev/null 2>"$out/slurm.log"
+  N=$N NPEND=$NPEND LAT_SAMPLES=$LAT_SAMPLES REPS=$REPS P=$P "$PEERS/bench.sh" all >"$SL" 2>>"$out/slurm.log"
   "$PEERS/teardown.sh" --quiet || true
   src="measured in this run ($(date -u +%F), N=$N, NPEND=$NPEND, LAT_SAMPLES=$LAT_SAMPLES, REPS=$REPS, P=$P)"
 else
