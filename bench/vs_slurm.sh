@@ -11,7 +11,7 @@
 #   SLOTS=100: trainyard capacity, one 1-vCPU instance per job, like Slurm's 100 CPUs.
 #   SLURM=run (default): run peers/slurm/bench.sh now; SLURM=file: take the Slurm column from
 #   peers/slurm/results/bench-full.txt (the 2026-11-22 run) instead, and say so in the table.
-#   PEERS=../shared/peers/slurm (relative to the repository root).
+#   PEERS=../shared/peers/slurm (relative to the repository root). OUT: results directory.
 # Tears the Slurm peer down at the end (bench.sh does, and the EXIT trap again) and stops every
 # trainyard server it started; leaves only bench/results/vs_slurm/ and nothing under /tmp.
 set -euo pipefail
@@ -27,7 +27,7 @@ SLOTS=${SLOTS:-100}
 SLURM=${SLURM:-run}
 PEERS=${PEERS:-$root/../shared/peers/slurm}
 PEERS="$(cd "$PEERS" && pwd)"
-out="$root/bench/results/vs_slurm"
+out="${OUT:-$root/bench/results/vs_slurm}"
 mkdir -p "$out"
 work="$(mktemp -d /tmp/ty-vs-slurm-XXXXXX)"
 pid=""
