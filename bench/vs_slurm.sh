@@ -74,6 +74,8 @@ TOML
   "${ty[@]}" CreateJobQueue '{"jobQueueName":"run","jobQueueType":"SAGEMAKER_TRAINING","priority":1,"serviceEnvironmentOrder":[{"order":1,"serviceEnvironment":"run"}]}' >/dev/null
 }
 lg() { "$gen" "$1" --endpoint "$url" --key "$key" --secret "$secret" "${@:2}"; }
+cpu_ticks() { awk '{print $14, $15, $16, $17}' "/proc/$pid/stat"; }
+cpu_per_job() { python3 -c "import os,sys; a=list(map(int,sys.argv[1].split())); b=list(map(int,sys.argv[2].split())); i=int(sys.argv[3]); print(round((b[i]+b[i+1]-a[i]-a[i+1])*1000/os.sysconf('SC_CLK_TCK')/$N,2))" "$1" "$2" "$3"; }
 rss_kb() { awk '/^VmRSS/{print $2}' "/proc/$pid/status"; }
 val() { python3 -c "import json,sys; print(round(json.loads(sys.argv[1])[sys.argv[2]], int(sys.argv[3])))" "$1" "$2" "${3:-1}"; }
 
@@ -91,7 +93,12 @@ for ((r = 1; r <= REPS; r++)); do
   emit "rep$r.submit_par${P}_jobs_per_s" "$(val "$j" submits_per_second)"
 
   log "trainyard rep $r: e2e"
-  fresh_server; j=$(lg e2e --queue run --jobs "$N" --connections "$P"); echo "$j" >>"$out/trainyard.json"
+  fresh_server; c0=$(cpu_ticks); j=$(lg e2e --queue run --jobs "$N" --connections "$P"); c1=$(cpu_ticks)
+  echo "$j" >>"$out/trainyard.json"
+  # CPU per job: the server's own (utime+stime) and its reaped children's (cutime+cstime: the
+  # supervisor of each attempt and the job's processes, bubblewrap included).
+  emit "rep$r.e2e_cpu_server_ms_per_job" "$(cpu_per_job "$c0" "$c1" 0)"
+  emit "rep$r.e2e_cpu_children_ms_per_job" "$(cpu_per_job "$c0" "$c1" 2)"
   emit "rep$r.e2e_submit_phase_jobs_per_s" "$(val "$j" submit_phase_jobs_per_second)"
   emit "rep$r.e2e_s" "$(val "$j" seconds 2)"
   emit "rep$r.e2e_jobs_per_s" "$(val "$j" jobs_per_second)"
