@@ -12,8 +12,8 @@
 #   SLURM=run (default): run peers/slurm/bench.sh now; SLURM=file: take the Slurm column from
 #   peers/slurm/results/bench-full.txt (the 2026-11-22 run) instead, and say so in the table.
 #   PEERS=../shared/peers/slurm (relative to the repository root). OUT: results directory.
-# Tears the Slurm peer down at the end (bench.sh does, and the EXIT trap again) and stops every
-# trainyard server it started; leaves only bench/results/vs_slurm/ and nothing under /tmp.
+# Tears the Slurm peer down at the end (bench.sh does, and the EXIT trap again with --purge) and
+# stops every trainyard server it started; leaves only the results directory, nothing under /tmp.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="$root/build/trainyard"
@@ -35,7 +35,12 @@ stop_server() { [[ -n $pid ]] && { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/n
 cleanup() {
   stop_server
   rm -rf "$work"
-  [[ $SLURM == run ]] && "$PEERS/teardown.sh" --quiet || true
+  # --purge: leave nothing outside the repository and /tmp (the peer's state lives in
+  # /var/tmp/slurm-peer); its slurm.conf is kept with the results first.
+  if [[ $SLURM == run ]]; then
+    cp "${SLURM_PEER_DIR:-/var/tmp/slurm-peer}/etc/slurm.conf" "$out/slurm.conf" 2>/dev/null || true
+    "$PEERS/teardown.sh" --quiet --purge || true
+  fi
 }
 trap cleanup EXIT
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
@@ -132,7 +137,6 @@ if [[ $SLURM == run ]]; then
   # retries for 60 s, so bring a cluster up first (bench.sh sets up a fresh one per test anyway).
   "$PEERS/setup.sh" tput >/dev/null 2>"$out/slurm.log"
   N=$N NPEND=$NPEND LAT_SAMPLES=$LAT_SAMPLES REPS=$REPS P=$P "$PEERS/bench.sh" all >"$SL" 2>>"$out/slurm.log"
-  "$PEERS/teardown.sh" --quiet || true
   src="measured in this run ($(date -u +%F), N=$N, NPEND=$NPEND, LAT_SAMPLES=$LAT_SAMPLES, REPS=$REPS, P=$P)"
 else
   cp "$PEERS/results/bench-full.txt" "$SL"
