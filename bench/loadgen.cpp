@@ -3,6 +3,14 @@
 //
 //   ty_loadgen submit  --endpoint URL --key K --secret S --queue Q --jobs N --connections C
 //   ty_loadgen latency --endpoint URL --key K --secret S --queue Q --jobs N
+//   ty_loadgen e2e     --endpoint URL --key K --secret S --queue Q --jobs N --connections C
+//   ty_loadgen startlat --endpoint URL --key K --secret S --queue Q --jobs N --mark-dir DIR
+//
+// e2e: N jobs running `true` submitted from C connections; time from the first submit until
+// every job is SUCCEEDED or FAILED (the definition of peers/slurm/bench.sh (b)).
+// startlat: idle-capacity latency from just before the submit call to the job's own first line
+// (`date +%s%N` written to a file in DIR, which must be bound into the sandbox), after a random
+// 0-1 s pause before each submission (peers/slurm/bench.sh (c)).
 //
 // Prints one JSON object with the figures.
 #include <httplib.h>
@@ -11,7 +19,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <random>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -27,7 +38,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 struct Args {
-  std::string mode, endpoint, key, secret, queue, command = "true";
+  std::string mode, endpoint, key, secret, queue, command = "true", mark_dir;
   int jobs = 1000, connections = 4;
 };
 
@@ -80,9 +91,10 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
-json Submit(const Args& a) {
+// Submits a.jobs jobs from a.connections connections; returns the seconds it took and the
+// per-request latencies.
+double SubmitAll(const Args& a, const std::string& prefix, std::vector<double>* lat_ms) {
   std::atomic<int> next{0};
-  std::vector<double> lat_ms;
   std::mutex mu;
   auto t0 = Clock::now();
   std::vector<std::thread> threads;
@@ -92,18 +104,23 @@ json Submit(const Args& a) {
       std::vector<double> mine;
       int i;
       while ((i = next++) < a.jobs) {
-        std::string name = "bench-" + std::to_string(c) + "-" + std::to_string(i);
+        std::string name = prefix + std::to_string(c) + "-" + std::to_string(i);
         auto s = Clock::now();
         conn.Call("submitservicejob", {{"jobName", name}, {"jobQueue", a.queue}, {"serviceJobType", "SAGEMAKER_TRAINING"},
                                        {"serviceRequestPayload", Payload(name, a.command)}});
         mine.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s).count());
       }
       std::lock_guard l(mu);
-      lat_ms.insert(lat_ms.end(), mine.begin(), mine.end());
+      lat_ms->insert(lat_ms->end(), mine.begin(), mine.end());
     });
   }
   for (auto& t : threads) t.join();
-  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+json Submit(const Args& a) {
+  std::vector<double> lat_ms;
+  double secs = SubmitAll(a, "bench-", &lat_ms);
   return {{"mode", "submit"},
           {"jobs", a.jobs},
           {"connections", a.connections},
@@ -152,12 +169,105 @@ json Latency(const Args& a) {
           {"client_observed_ms_p99", Percentile(client_ms, 0.99)}};
 }
 
+// How many of the queue's jobs are in `status` (paged ListServiceJobs; counts up to `limit`).
+size_t CountIn(Conn& conn, const std::string& queue, const char* status, size_t limit) {
+  size_t n = 0;
+  std::string token;
+  do {
+    json req = {{"jobQueue", queue}, {"jobStatus", status}, {"maxResults", 100}};
+    if (!token.empty()) req["nextToken"] = token;
+    json r = conn.Call("listservicejobs", req);
+    n += r["jobSummaryList"].size();
+    token = r.value("nextToken", "");
+  } while (!token.empty() && n < limit);
+  return n;
+}
+
+json EndToEnd(const Args& a) {
+  std::vector<double> lat_ms;
+  auto t0 = Clock::now();
+  double submit_secs = SubmitAll(a, "e2e-", &lat_ms);
+  Conn conn(a);
+  static const char* kLive[] = {"RUNNING", "STARTING", "SCHEDULED", "RUNNABLE", "PENDING", "SUBMITTED"};
+  // Done when no job of the queue is in a live status; poll every 5 ms (one request while any
+  // job is running). Slurm's side polls sdiag every 200 ms.
+  while (true) {
+    bool live = false;
+    for (const char* st : kLive)
+      if (CountIn(conn, a.queue, st, 1) > 0) {
+        live = true;
+        break;
+      }
+    if (!live) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  size_t ok = CountIn(conn, a.queue, "SUCCEEDED", SIZE_MAX), failed = CountIn(conn, a.queue, "FAILED", SIZE_MAX);
+  return {{"mode", "e2e"},
+          {"jobs", a.jobs},
+          {"connections", a.connections},
+          {"submit_phase_seconds", submit_secs},
+          {"submit_phase_jobs_per_second", a.jobs / submit_secs},
+          {"seconds", secs},
+          {"jobs_per_second", a.jobs / secs},
+          {"succeeded", ok},
+          {"failed", failed}};
+}
+
+// Linear interpolation between closest ranks, as peers/slurm/bench.sh computes its percentiles.
+double PercentileInterp(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  double k = (v.size() - 1) * p;
+  size_t f = static_cast<size_t>(k), c = std::min(f + 1, v.size() - 1);
+  return v[f] + (v[c] - v[f]) * (k - f);
+}
+
+json StartLatency(const Args& a) {
+  Conn conn(a);
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> pause_ms(0, 999);
+  std::vector<double> start_ms, call_ms;
+  namespace fs = std::filesystem;
+  for (int i = 0; i < a.jobs; ++i) {
+    std::string name = "startlat-" + std::to_string(i);
+    std::string f = a.mark_dir + "/lat." + std::to_string(i);
+    std::string cmd = "date +%s%N > " + f + ".tmp; mv " + f + ".tmp " + f;
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms(rng)));
+    auto ts = std::chrono::system_clock::now();
+    json r = conn.Call("submitservicejob", {{"jobName", name}, {"jobQueue", a.queue}, {"serviceJobType", "SAGEMAKER_TRAINING"},
+                                            {"serviceRequestPayload", Payload(name, cmd)}});
+    auto tr = std::chrono::system_clock::now();
+    std::string id = r["jobId"];
+    std::error_code ec;
+    while (!fs::exists(f, ec) || fs::file_size(f, ec) == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    long long te_ns = 0;
+    std::ifstream(f) >> te_ns;
+    long long ts_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(ts.time_since_epoch()).count();
+    start_ms.push_back((te_ns - ts_ns) / 1e6);
+    call_ms.push_back(std::chrono::duration<double, std::milli>(tr - ts).count());
+    // Wait until the job has finished, so that capacity is idle again for the next one.
+    while (true) {
+      json d = conn.Call("describeservicejob", {{"jobId", id}});
+      if (d["status"] == "SUCCEEDED" || d["status"] == "FAILED") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  double max = start_ms.empty() ? 0 : *std::max_element(start_ms.begin(), start_ms.end());
+  return {{"mode", "startlat"},
+          {"jobs", a.jobs},
+          {"start_ms_p50", PercentileInterp(start_ms, 0.5)},
+          {"start_ms_p99", PercentileInterp(start_ms, 0.99)},
+          {"start_ms_max", max},
+          {"submit_call_ms_p50", PercentileInterp(call_ms, 0.5)}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Args a;
   if (argc < 2) {
-    std::fprintf(stderr, "usage: ty_loadgen submit|latency --endpoint URL --key K --secret S --queue Q [--jobs N] [--connections C] [--command CMD]\n");
+    std::fprintf(stderr, "usage: ty_loadgen submit|latency|e2e|startlat --endpoint URL --key K --secret S --queue Q [--jobs N] [--connections C] [--command CMD] [--mark-dir DIR]\n");
     return 2;
   }
   a.mode = argv[1];
@@ -170,8 +280,12 @@ int main(int argc, char** argv) {
     else if (k == "--jobs") a.jobs = std::stoi(v);
     else if (k == "--connections") a.connections = std::stoi(v);
     else if (k == "--command") a.command = v;
+    else if (k == "--mark-dir") a.mark_dir = v;
   }
-  json out = a.mode == "submit" ? Submit(a) : Latency(a);
+  json out = a.mode == "submit" ? Submit(a)
+             : a.mode == "e2e"  ? EndToEnd(a)
+             : a.mode == "startlat" ? StartLatency(a)
+                                    : Latency(a);
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }
