@@ -8,6 +8,7 @@
 
 #include "api/errors.h"
 #include "api/handlers.h"
+#include "api/metrics.h"
 #include "api/service_model.h"
 #include "api/sigv4.h"
 #include "control/controller.h"
@@ -146,6 +147,11 @@ ApiServer::ApiServer(control::Controller& controller, RootCredential root)
   });
   http.Post("/trainyard/v1/costs", [impl](const httplib::Request& req, httplib::Response& res) {
     impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", nullptr, "CostReport");
+  });
+  // Prometheus scrape endpoint: unauthenticated, read-only (docs/metrics.md).
+  http.Get("/metrics", [impl](const httplib::Request&, httplib::Response& res) {
+    res.status = 200;
+    res.set_content(RenderMetrics(impl->controller), "text/plain; version=0.0.4; charset=utf-8");
   });
   http.set_error_handler([impl](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;

@@ -152,6 +152,8 @@ class Controller {
   // MaxRuntimeInSeconds less the time tj's runs have already used (may be <= 0).
   int64_t RemainingRuntimeSeconds(const TrainingJob& tj, EpochMs now) const;
   void SetJobStatus(Turn& t, ServiceJobState& js, JobStatus status, const std::string& reason);
+  // Counts a status change of js to `to` in the metrics (called before the change).
+  void CountTransition(Turn& t, const ServiceJobState& js, JobStatus to);
   void AddTransition(Turn& t, TrainingJob& tj, const std::string& secondary, const std::string& message, EpochMs at);
   void ReleaseCapacity(TrainingJob& tj);
   // Warm pools (warm_pools.cpp). On launch: takes over a matching Available pool or starts a new

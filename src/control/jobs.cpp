@@ -1,6 +1,7 @@
 // Service jobs: submit, terminate, update, admission and the scheduling pass.
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 
 #include "control/controller.h"
@@ -58,10 +59,46 @@ Status CheckRetryStrategy(const json& req) {
 
 }  // namespace
 
+namespace {
+// When the job last entered `status` (0: never).
+EpochMs LastEntered(const ServiceJobState& js, const char* status) {
+  for (auto it = js.history.rbegin(); it != js.history.rend(); ++it)
+    if (it->first == status) return it->second;
+  return 0;
+}
+}  // namespace
+
+// Metrics of a status change (SEMANTICS.md §8.1; docs/metrics.md). Before the change is applied.
+void Controller::CountTransition(Turn& t, const ServiceJobState& js, JobStatus to) {
+  const ServiceJob& job = js.job;
+  Telemetry& m = state_.telemetry;
+  const JobStatus from = job.status;
+  ++m.transitions[{job.queue, to}];
+  if (to == JobStatus::kRunnable && (from == JobStatus::kSubmitted || from == JobStatus::kPending))
+    m.ObserveDuration(JobDuration::kSubmittedToRunnable, job.queue, t.now - job.created_at);
+  if (to == JobStatus::kScheduled) {
+    if (job.scheduled_at == 0) m.ObserveDuration(JobDuration::kSubmittedToFirstScheduled, job.queue, t.now - job.created_at);
+    m.ObserveDuration(JobDuration::kRunnableToScheduled, job.queue, t.now - js.RunnableSince());
+  }
+  if (to == JobStatus::kStarting && from == JobStatus::kScheduled)
+    m.ObserveDuration(JobDuration::kScheduledToStarting, job.queue, t.now - LastEntered(js, "SCHEDULED"));
+  if (to == JobStatus::kRunning && from == JobStatus::kStarting)
+    m.ObserveDuration(JobDuration::kStartingToRunning, job.queue, t.now - LastEntered(js, "STARTING"));
+  // The end of an attempt: a final status, or back to RUNNABLE.
+  if (IsTerminal(to) || to == JobStatus::kRunnable) {
+    if (from == JobStatus::kRunning)
+      m.ObserveDuration(JobDuration::kExecution, job.queue, t.now - LastEntered(js, "RUNNING"));
+    if (from == JobStatus::kStarting || from == JobStatus::kRunning)
+      m.ObserveDuration(JobDuration::kAttempt, job.queue, t.now - LastEntered(js, "STARTING"));
+  }
+  if (to == JobStatus::kFailed && job.is_terminated) ++m.terminated[job.queue];
+}
+
 void Controller::SetJobStatus(Turn& t, ServiceJobState& js, JobStatus status, const std::string& reason) {
   ServiceJob& job = js.job;
   const bool was_terminal = IsTerminal(job.status);
   if (job.status != status) {
+    CountTransition(t, js, status);
     state_.by_queue_status[job.queue][job.status].erase(job.seq);
     state_.by_queue_status[job.queue][status].insert(job.seq);
     if (IsActive(job.status) && !IsActive(status)) {
@@ -210,6 +247,7 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const json& req) {
     state_.job_seq_by_id[job.id] = job.seq;
     if (!job.client_token.empty()) state_.job_seq_by_token[job.client_token] = job.seq;
     state_.by_queue_status[job.queue][JobStatus::kSubmitted].insert(job.seq);
+    ++state_.telemetry.submitted[job.queue];
     if (!ShareOf(job).empty()) ++state_.unfinished_by_share[job.queue][ShareOf(job)];
     state_.jobs.emplace(job.seq, std::move(js));
     t.jobs.insert(job.seq);
@@ -369,6 +407,12 @@ sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t pref
 void Controller::SchedulePass(Turn& t) {
   if (!t.reschedule && state_.last_pass_at != 0) return;
   state_.last_pass_at = t.now;
+  // The pass's latency, for GET /metrics (trainyard_scheduler_pass_duration_seconds).
+  struct Timer {
+    Histogram& h;
+    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+    ~Timer() { h.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()); }
+  } timer{state_.telemetry.schedule_pass};
 
   sched::Snapshot snap;
   snap.now_ms = t.now;

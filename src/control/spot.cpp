@@ -44,6 +44,7 @@ void Controller::CloseRun(TrainingJob& tj, EpochMs end) const {
 void Controller::Interrupt(Turn& t, TrainingJob& tj, const std::string& why) {
   tj.stop_cause = "interrupt";
   ++tj.interruptions;
+  ++state_.telemetry.spot_interruptions[tj.instance_type];
   AddTransition(t, tj, "Interrupted",
                 "Spot interruption (" + why + "): the instances have " + std::to_string(config_.spot_notice_seconds) +
                     " s to save a checkpoint and exit; the job restarts when spot capacity is available.",

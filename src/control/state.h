@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "control/telemetry.h"
 #include "core/model.h"
 
 namespace ty::control {
@@ -90,6 +91,8 @@ struct State {
   std::map<std::string, std::map<std::string, int64_t>> unfinished_by_share;
   uint64_t next_seq = 1;
   EpochMs last_pass_at = 0;
+  // Counters and histograms for GET /metrics (in memory: zero after a restart).
+  Telemetry telemetry;
 
   const ServiceJobState* FindJob(const std::string& id) const {
     auto it = job_seq_by_id.find(id);

@@ -673,7 +673,14 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
     ReleaseCapacity(tj);
     CloseRun(tj, e.at);
     const EpochMs since = std::max(tj.run_launched_at, tj.last_checkpoint_time);
-    if (since > 0 && e.at > since) tj.interruption_lost_instance_ms += (e.at - since) * tj.instance_count;
+    if (since > 0 && e.at > since) {
+      const int64_t instance_ms = (e.at - since) * tj.instance_count;
+      tj.interruption_lost_instance_ms += instance_ms;
+      const InstanceTypeSpec* spec = config_.FindInstanceType(tj.instance_type);
+      Telemetry& m = state_.telemetry;
+      m.interruption_lost_instance_seconds[tj.instance_type] += static_cast<double>(instance_ms) / 1000.0;
+      m.interruption_lost_gpu_seconds[tj.instance_type] += static_cast<double>(instance_ms * (spec ? spec->gpus : 0)) / 1000.0;
+    }
     tj.launched = false;
     tj.last_modified_time = t.now;
     t.training_jobs.insert(tj.name);
@@ -819,6 +826,7 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
   if (StartsWith(tj.failure_reason, "CapacityError") ||
       (tj.secondary_status == "MaxWaitTimeExceeded" && tj.training_start_time == 0)) {
     ++job.capacity_failed_attempt_count;
+    ++state_.telemetry.retried[job.queue];
     // Placed again after a backoff (1 s, doubling, at most a minute), so that a host that keeps
     // failing to start instances is not asked again on every pass.
     const int64_t shift = std::min<int64_t>(6, job.capacity_failed_attempt_count - 1);
@@ -831,7 +839,14 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
   if (tj.stop_cause == "preempt") {
     // Preemption returns the job to RUNNABLE as a new attempt; it does not consume retries.
     ++job.preempted_attempt_count;
-    CountPreemptionLoss(job, tj, tj.training_end_time);
+    {
+      const int64_t instance_ms = job.preemption_lost_instance_ms, gpu_ms = job.preemption_lost_gpu_ms;
+      CountPreemptionLoss(job, tj, tj.training_end_time);
+      Telemetry& m = state_.telemetry;
+      ++m.preempted[job.queue];
+      m.preemption_lost_instance_seconds[job.queue] += static_cast<double>(job.preemption_lost_instance_ms - instance_ms) / 1000.0;
+      m.preemption_lost_gpu_seconds[job.queue] += static_cast<double>(job.preemption_lost_gpu_ms - gpu_ms) / 1000.0;
+    }
     std::string why = "Preempted: yielded its capacity to service job " + job.preempted_for;
     if (!job.attempts.empty()) job.attempts.back().status_reason = why;
     job.preempted_for.clear();
@@ -867,6 +882,7 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
   int64_t counted = static_cast<int64_t>(job.attempts.size()) - job.preempted_attempt_count -
                     job.capacity_failed_attempt_count;
   bool retry = counted < attempts && RetryActionFor(rules, reason) == "RETRY";
+  if (retry) ++state_.telemetry.retried[job.queue];
   SetJobStatus(t, js, retry ? JobStatus::kRunnable : JobStatus::kFailed, reason);
 }
 

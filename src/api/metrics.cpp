@@ -1,0 +1,353 @@
+// GET /metrics: the Prometheus text exposition format (version 0.0.4). Counters and histograms
+// come from the controller's Telemetry; gauges are computed from State at scrape time, under the
+// shared lock, from indexes and the jobs that hold capacity (never from all jobs).
+// Reference: docs/metrics.md.
+#include "api/metrics.h"
+
+#include <charconv>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <tuple>
+
+#include "control/controller.h"
+
+namespace ty::api {
+
+using control::Histogram;
+using control::JobDuration;
+using control::State;
+using Labels = std::vector<std::pair<std::string, std::string>>;
+
+namespace {
+
+std::string Number(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+std::string Escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+class Writer {
+ public:
+  void Family(const std::string& name, const char* type, const char* help) {
+    out_ += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  }
+  void Sample(const std::string& name, const Labels& labels, double v) {
+    out_ += name;
+    if (!labels.empty()) {
+      out_ += '{';
+      for (size_t i = 0; i < labels.size(); ++i) {
+        if (i) out_ += ',';
+        out_ += labels[i].first + "=\"" + Escape(labels[i].second) + "\"";
+      }
+      out_ += '}';
+    }
+    out_ += ' ' + Number(v) + '\n';
+  }
+  void Hist(const std::string& name, const Labels& labels, const Histogram& h) {
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < h.bounds->size(); ++i) {
+      if (!h.buckets.empty()) cumulative += h.buckets[i];
+      Labels l = labels;
+      l.emplace_back("le", Number((*h.bounds)[i]));
+      Sample(name + "_bucket", l, static_cast<double>(cumulative));
+    }
+    Labels l = labels;
+    l.emplace_back("le", "+Inf");
+    Sample(name + "_bucket", l, static_cast<double>(h.count));
+    Sample(name + "_sum", labels, h.sum);
+    Sample(name + "_count", labels, static_cast<double>(h.count));
+  }
+  void Raw(const std::string& text) { out_ += text; }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+// A counter family over one label.
+template <typename V>
+void Counter(Writer& w, const std::string& name, const char* help, const char* label, const std::map<std::string, V>& m) {
+  w.Family(name, "counter", help);
+  for (const auto& [k, v] : m) w.Sample(name, {{label, k}}, static_cast<double>(v));
+}
+
+// "<type>" / "<type>#spot" -> (type, market).
+std::pair<std::string, std::string> SplitKey(const std::string& key) {
+  auto hash = key.find('#');
+  if (hash == std::string::npos) return {key, "on_demand"};
+  return {key.substr(0, hash), key.substr(hash + 1) == "spot" ? "spot" : key.substr(hash + 1)};
+}
+
+// The weight of a fair share: its exact entry, else the longest matching '*' prefix, else 1
+// (as the scheduler reads shareDistribution).
+double WeightFor(const nlohmann::json& distribution, const std::string& share) {
+  double weight = 1.0;
+  size_t best = 0;
+  for (const auto& d : distribution) {
+    std::string id = d.value("shareIdentifier", "");
+    double w = d.value("weightFactor", 1.0);
+    if (id == share) return w;
+    if (!id.empty() && id.back() == '*' && share.compare(0, id.size() - 1, id, 0, id.size() - 1) == 0 &&
+        id.size() > best) {
+      best = id.size();
+      weight = w;
+    }
+  }
+  return weight;
+}
+
+struct DurationFamily {
+  JobDuration d;
+  const char* name;
+  const char* help;
+};
+constexpr DurationFamily kDurations[] = {
+    {JobDuration::kSubmittedToRunnable, "trainyard_job_submitted_to_runnable_seconds",
+     "Time from submission to RUNNABLE (AWS/Batch JobSubmittedToRunnableDuration)."},
+    {JobDuration::kSubmittedToFirstScheduled, "trainyard_job_submitted_to_first_scheduled_seconds",
+     "Time from submission to the first SCHEDULED (AWS/Batch JobSubmittedToFirstScheduledDuration)."},
+    {JobDuration::kRunnableToScheduled, "trainyard_job_attempt_runnable_to_scheduled_seconds",
+     "Per attempt, time from RUNNABLE to SCHEDULED, again after each preemption (AWS/Batch JobAttemptRunnableToScheduledDuration)."},
+    {JobDuration::kScheduledToStarting, "trainyard_job_attempt_scheduled_to_starting_seconds",
+     "Per attempt, time from SCHEDULED to STARTING (AWS/Batch JobAttemptScheduledToStartingDuration)."},
+    {JobDuration::kStartingToRunning, "trainyard_job_attempt_starting_to_running_seconds",
+     "Per attempt, time from STARTING to RUNNING (AWS/Batch JobAttemptStartingToRunningDuration)."},
+    {JobDuration::kExecution, "trainyard_job_attempt_execution_seconds",
+     "Per attempt, time from RUNNING to the end of the attempt (AWS/Batch JobAttemptExecutionDuration)."},
+    {JobDuration::kAttempt, "trainyard_job_attempt_seconds",
+     "Per attempt, time from STARTING to the end of the attempt, final or back to RUNNABLE (AWS/Batch JobAttemptDuration)."},
+};
+
+constexpr JobStatus kStatuses[] = {JobStatus::kSubmitted, JobStatus::kPending,  JobStatus::kRunnable,
+                                   JobStatus::kScheduled, JobStatus::kStarting, JobStatus::kRunning,
+                                   JobStatus::kSucceeded, JobStatus::kFailed};
+
+std::string Render(const Config& config, const State& s) {
+  Writer w;
+  const control::Telemetry& m = s.telemetry;
+
+  // ---- counters (since the server started) ----
+  Counter(w, "trainyard_jobs_submitted_total", "Service jobs submitted (AWS/Batch JobsSubmitted).", "queue", m.submitted);
+  w.Family("trainyard_jobs_transitions_total", "counter",
+           "Service jobs moved to a status (AWS/Batch JobsMovedTo<Status>).");
+  for (const auto& [key, v] : m.transitions)
+    w.Sample("trainyard_jobs_transitions_total", {{"queue", key.first}, {"status", JobStatusName(key.second)}},
+             static_cast<double>(v));
+  Counter(w, "trainyard_jobs_retried_total",
+          "Attempts that ended and sent their job back to RUNNABLE, preemptions excepted (AWS/Batch JobsRetried).",
+          "queue", m.retried);
+  Counter(w, "trainyard_jobs_preempted_total", "Attempts preempted by quota management (AWS/Batch JobsPreempted).",
+          "queue", m.preempted);
+  Counter(w, "trainyard_jobs_terminated_total",
+          "Service jobs FAILED by TerminateServiceJob or a job-state time-limit action (AWS/Batch JobsTerminated).",
+          "queue", m.terminated);
+  Counter(w, "trainyard_preemption_lost_gpu_seconds_total",
+          "GPU-seconds of work preemptions threw away (since each preempted attempt's last checkpoint).", "queue",
+          m.preemption_lost_gpu_seconds);
+  Counter(w, "trainyard_preemption_lost_instance_seconds_total",
+          "Instance-seconds of work preemptions threw away (since each preempted attempt's last checkpoint).", "queue",
+          m.preemption_lost_instance_seconds);
+  Counter(w, "trainyard_spot_interruptions_total", "Spot interruptions of managed spot training jobs.", "instance_type",
+          m.spot_interruptions);
+  Counter(w, "trainyard_spot_interruption_lost_gpu_seconds_total",
+          "GPU-seconds of work spot interruptions threw away (since each interrupted run's last checkpoint).",
+          "instance_type", m.interruption_lost_gpu_seconds);
+  Counter(w, "trainyard_spot_interruption_lost_instance_seconds_total",
+          "Instance-seconds of work spot interruptions threw away (since each interrupted run's last checkpoint).",
+          "instance_type", m.interruption_lost_instance_seconds);
+
+  // ---- histograms ----
+  for (const auto& f : kDurations) {
+    w.Family(f.name, "histogram", f.help);
+    for (auto it = m.durations.lower_bound({f.d, ""}); it != m.durations.end() && it->first.first == f.d; ++it)
+      w.Hist(f.name, {{"queue", it->first.second}}, it->second);
+  }
+  w.Family("trainyard_scheduler_pass_duration_seconds", "histogram", "Latency of the controller's scheduling passes.");
+  w.Hist("trainyard_scheduler_pass_duration_seconds", {}, m.schedule_pass);
+  w.Family("trainyard_scheduler_last_pass_timestamp_seconds", "gauge",
+           "When the last scheduling pass ran (Unix time, the server's clock).");
+  w.Sample("trainyard_scheduler_last_pass_timestamp_seconds", {}, static_cast<double>(s.last_pass_at) / 1000.0);
+
+  // ---- gauges: jobs ----
+  w.Family("trainyard_jobs", "gauge", "Service jobs per queue and current status.");
+  for (const auto& [queue, by_status] : s.by_queue_status) {
+    if (!s.queues.count(queue)) continue;  // a deleted queue's finished jobs
+    for (JobStatus st : kStatuses) {
+      auto it = by_status.find(st);
+      w.Sample("trainyard_jobs", {{"queue", queue}, {"status", JobStatusName(st)}},
+               static_cast<double>(it == by_status.end() ? 0 : it->second.size()));
+    }
+  }
+
+  // What active service jobs hold, walked once: they are bounded by the host's capacity.
+  std::map<std::pair<std::string, std::string>, int64_t> env_by_key;      // (environment, capacity key)
+  std::map<std::pair<std::string, std::string>, int64_t> share_held;      // (queue, share)
+  std::map<std::tuple<std::string, std::string, std::string>, int64_t> quota_held;  // (queue, share, type)
+  for (const auto& [queue, by_status] : s.by_queue_status)
+    for (JobStatus st : {JobStatus::kScheduled, JobStatus::kStarting, JobStatus::kRunning}) {
+      auto it = by_status.find(st);
+      if (it == by_status.end()) continue;
+      for (uint64_t seq : it->second) {
+        const control::ServiceJobState& js = s.jobs.at(seq);
+        const ServiceJob& j = js.job;
+        const std::string key =
+            j.attempt_capacity_key.empty() ? CapacityKey(j.instance_type, j.managed_spot) : j.attempt_capacity_key;
+        env_by_key[{js.service_environment, key}] += j.instance_count;
+        if (!control::ShareOf(j).empty()) share_held[{queue, control::ShareOf(j)}] += j.instance_count;
+        if (!j.quota_share_name.empty()) quota_held[{queue, j.quota_share_name, j.instance_type}] += j.instance_count;
+      }
+    }
+
+  // ---- gauges: host capacity ----
+  w.Family("trainyard_host_instances", "gauge", "Instances the host catalogue offers, per instance type and market.");
+  for (const auto& it : config.instance_types)
+    for (bool spot : {false, true})
+      if (!spot || it.spot_count > 0)
+        w.Sample("trainyard_host_instances", {{"instance_type", it.name}, {"market", spot ? "spot" : "on_demand"}},
+                 static_cast<double>(it.Capacity(spot)));
+  auto in_use = [&](const std::string& key) {
+    auto it = s.host_in_use.find(key);
+    return it == s.host_in_use.end() ? int64_t{0} : it->second;
+  };
+  auto warm = [&](const std::string& type) {
+    auto it = s.warm_pool_held.find(type);
+    return it == s.warm_pool_held.end() ? int64_t{0} : it->second;
+  };
+  w.Family("trainyard_host_instances_in_use", "gauge",
+           "Instances held by launched training jobs (service-job attempts and direct CreateTrainingJob).");
+  for (const auto& it : config.instance_types)
+    for (bool spot : {false, true})
+      if (!spot || it.spot_count > 0)
+        w.Sample("trainyard_host_instances_in_use", {{"instance_type", it.name}, {"market", spot ? "spot" : "on_demand"}},
+                 static_cast<double>(in_use(CapacityKey(it.name, spot))));
+  w.Family("trainyard_host_instances_idle", "gauge",
+           "Instances neither in use nor kept by an Available warm pool, per instance type and market.");
+  for (const auto& it : config.instance_types)
+    for (bool spot : {false, true})
+      if (!spot || it.spot_count > 0)
+        w.Sample("trainyard_host_instances_idle", {{"instance_type", it.name}, {"market", spot ? "spot" : "on_demand"}},
+                 static_cast<double>(std::max<int64_t>(
+                     0, it.Capacity(spot) - in_use(CapacityKey(it.name, spot)) - (spot ? 0 : warm(it.name)))));
+  w.Family("trainyard_warm_pool_instances", "gauge",
+           "Instances kept idle by Available managed warm pools, per instance type (on-demand).");
+  for (const auto& it : config.instance_types)
+    w.Sample("trainyard_warm_pool_instances", {{"instance_type", it.name}}, static_cast<double>(warm(it.name)));
+  w.Family("trainyard_warm_pools", "gauge", "Managed warm pools per status (InUse, Available).");
+  {
+    std::map<std::string, int64_t> by_status = {{"InUse", 0}, {"Available", 0}};
+    for (const auto& [id, p] : s.warm_pools) ++by_status[p.status];
+    for (const auto& [st, n] : by_status) w.Sample("trainyard_warm_pools", {{"status", st}}, static_cast<double>(n));
+  }
+
+  // ---- gauges: service environments ----
+  w.Family("trainyard_service_environment_max_instances", "gauge",
+           "A service environment's capacity limit per capacity unit (NUM_INSTANCES or an instance type).");
+  for (const auto& [name, e] : s.environments)
+    for (const auto& l : e.capacity_limits)
+      w.Sample("trainyard_service_environment_max_instances", {{"service_environment", name}, {"capacity_unit", l.capacity_unit}},
+               static_cast<double>(l.max_capacity));
+  w.Family("trainyard_service_environment_instances_in_use", "gauge",
+           "Instances held by a service environment's SCHEDULED, STARTING and RUNNING jobs, per instance type and market.");
+  for (const auto& [k, n] : env_by_key) {
+    auto [type, market] = SplitKey(k.second);
+    w.Sample("trainyard_service_environment_instances_in_use",
+             {{"service_environment", k.first}, {"instance_type", type}, {"market", market}}, static_cast<double>(n));
+  }
+  w.Family("trainyard_service_environment_instances_idle", "gauge",
+           "A service environment's capacity limit less what its jobs hold, per capacity unit (not below 0).");
+  for (const auto& [name, e] : s.environments)
+    for (const auto& l : e.capacity_limits) {
+      int64_t used = 0;
+      if (l.capacity_unit == "NUM_INSTANCES") {
+        auto it = s.environment_in_use.find(name);
+        used = it == s.environment_in_use.end() ? 0 : it->second;
+      } else {
+        for (const auto& [k, n] : env_by_key)
+          if (k.first == name && SplitKey(k.second).first == l.capacity_unit) used += n;
+      }
+      w.Sample("trainyard_service_environment_instances_idle", {{"service_environment", name}, {"capacity_unit", l.capacity_unit}},
+               static_cast<double>(std::max<int64_t>(0, l.max_capacity - used)));
+    }
+
+  // ---- gauges: shares ----
+  w.Family("trainyard_share_instances_in_use", "gauge",
+           "Instances held by a share's (fair-share identifier or quota share) SCHEDULED, STARTING and RUNNING jobs.");
+  for (const auto& [k, n] : share_held)
+    w.Sample("trainyard_share_instances_in_use", {{"queue", k.first}, {"share", k.second}}, static_cast<double>(n));
+  w.Family("trainyard_share_unfinished_jobs", "gauge", "A share's jobs that are not finished (the queue's active shares).");
+  for (const auto& [queue, shares] : s.unfinished_by_share)
+    for (const auto& [share, n] : shares)
+      w.Sample("trainyard_share_unfinished_jobs", {{"queue", queue}, {"share", share}}, static_cast<double>(n));
+  {
+    Writer uw, ww;  // the two families' samples, each written under its own TYPE line
+    for (const auto& [queue, shares] : s.share_usage) {
+      auto q = s.queues.find(queue);
+      nlohmann::json distribution = nlohmann::json::array();
+      if (q != s.queues.end())
+        if (const SchedulingPolicy* p = control::Controller::FindPolicy(s, q->second.scheduling_policy_arn);
+            p && !p->fairshare_policy_json.empty()) {
+          auto fs = nlohmann::json::parse(p->fairshare_policy_json, nullptr, false);
+          if (fs.is_object() && fs.contains("shareDistribution") && fs["shareDistribution"].is_array())
+            distribution = fs["shareDistribution"];
+        }
+      for (const auto& [share, u] : shares) {
+        uw.Sample("trainyard_fairshare_usage_instance_seconds", {{"queue", queue}, {"share", share}}, u.usage);
+        ww.Sample("trainyard_fairshare_weight_factor", {{"queue", queue}, {"share", share}}, WeightFor(distribution, share));
+      }
+    }
+    w.Family("trainyard_fairshare_usage_instance_seconds", "gauge",
+             "A fair share's decayed usage (instance-seconds) as of the last scheduling pass of its queue.");
+    w.Raw(uw.Take());
+    w.Family("trainyard_fairshare_weight_factor", "gauge",
+             "A fair share's weightFactor from the queue's shareDistribution (lower: larger entitlement).");
+    w.Raw(ww.Take());
+  }
+  w.Family("trainyard_quota_share_limit_instances", "gauge", "A quota share's capacity limit per instance type.");
+  for (const auto& [key, qs] : s.quota_shares)
+    for (const auto& l : qs.capacity_limits)
+      w.Sample("trainyard_quota_share_limit_instances", {{"queue", qs.queue}, {"share", qs.name}, {"instance_type", l.capacity_unit}},
+               static_cast<double>(l.max_capacity));
+  {
+    Writer used, borrowed;
+    for (const auto& [k, n] : quota_held) {
+      const auto& [queue, share, type] = k;
+      Labels l = {{"queue", queue}, {"share", share}, {"instance_type", type}};
+      used.Sample("trainyard_quota_share_instances_in_use", l, static_cast<double>(n));
+      int64_t limit = 0;
+      if (auto qs = s.quota_shares.find(queue + "/" + share); qs != s.quota_shares.end())
+        for (const auto& cl : qs->second.capacity_limits)
+          if (cl.capacity_unit == type) limit = cl.max_capacity;
+      borrowed.Sample("trainyard_quota_share_borrowed_instances", l, static_cast<double>(std::max<int64_t>(0, n - limit)));
+    }
+    w.Family("trainyard_quota_share_instances_in_use", "gauge",
+             "Instances a quota share's SCHEDULED, STARTING and RUNNING jobs hold, per instance type.");
+    w.Raw(used.Take());
+    w.Family("trainyard_quota_share_borrowed_instances", "gauge",
+             "Instances a quota share holds above its own limit (borrowed from other shares), per instance type.");
+    w.Raw(borrowed.Take());
+  }
+  return w.Take();
+}
+
+}  // namespace
+
+std::string RenderMetrics(const control::Controller& c) {
+  return c.Read([&](const State& s) { return Render(c.config(), s); });
+}
+
+}  // namespace ty::api
