@@ -250,5 +250,61 @@ class MetricsTest(ServerTest):
         self.wait_jobs(ids)
 
 
+class QuotaShareMetricsTest(ServerTest):
+    server_config = "[executor]\nstop_grace_seconds = 5\n"
+
+    def test_borrowing_and_preemption(self):
+        arn = self.batch.create_scheduling_policy(
+            name="qm-policy", quotaSharePolicy={"idleResourceAssignmentStrategy": "FIFO"})["arn"]
+        self.batch.create_service_environment(
+            serviceEnvironmentName="qm-env", serviceEnvironmentType="SAGEMAKER_TRAINING",
+            capacityLimits=[{"maxCapacity": 4, "capacityUnit": "ml.m5.large"}])
+        self.batch.create_job_queue(jobQueueName="qm", jobQueueType="SAGEMAKER_TRAINING", priority=1,
+                                    schedulingPolicyArn=arn,
+                                    serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": "qm-env"}])
+        for share in ("A", "B"):
+            self.batch.create_quota_share(
+                jobQueue="qm", quotaShareName=share, capacityLimits=[{"maxCapacity": 2, "capacityUnit": "ml.m5.large"}],
+                resourceSharingConfiguration={"strategy": "LEND_AND_BORROW"},
+                preemptionConfiguration={"inSharePreemption": "DISABLED"})
+        long = "trap 'exit 0' TERM; while :; do sleep 0.1; done"
+        a = [self.submit("qm", self.command_payload(f"a-{n}", long), quotaShareName="A") for n in range(4)]
+        self.wait_jobs(a, statuses=("RUNNING",))
+        m = self.scrape()
+        labels = {"queue": "qm", "share": "A", "instance_type": "ml.m5.large"}
+        self.assertEqual(self.value(m, "trainyard_quota_share_limit_instances", **labels), 2)
+        self.assertEqual(self.value(m, "trainyard_quota_share_instances_in_use", **labels), 4)
+        self.assertEqual(self.value(m, "trainyard_quota_share_borrowed_instances", **labels), 2)
+        self.assertEqual(self.value(m, "trainyard_service_environment_instances_idle",
+                                    service_environment="qm-env", capacity_unit="ml.m5.large"), 0)
+        self.assertEqual(self.value(m, "trainyard_jobs_preempted_total", queue="qm"), 0)
+
+        b = [self.submit("qm", self.command_payload(f"b-{n}", "sleep 1"), quotaShareName="B") for n in range(2)]
+        done = self.wait_jobs(b, timeout=60)
+        self.assertTrue(all(j["status"] == "SUCCEEDED" for j in done), done)
+        m = self.scrape()
+        self.assertEqual(self.value(m, "trainyard_jobs_preempted_total", queue="qm"), 2)
+        self.assertGreater(self.value(m, "trainyard_preemption_lost_instance_seconds_total", queue="qm"), 0)
+        # ml.m5.large has no GPUs: no GPU-seconds lost.
+        self.assertEqual(self.value(m, "trainyard_preemption_lost_gpu_seconds_total", queue="qm"), 0)
+        self.assertEqual(self.value(m, "trainyard_jobs_retried_total", queue="qm"), 0)
+        # Preempted attempts end (back to RUNNABLE) and their jobs are scheduled again.
+        self.assertEqual(self.value(m, "trainyard_job_attempt_seconds_count", queue="qm"), 4)
+        self.assertGreaterEqual(self.value(m, "trainyard_job_attempt_runnable_to_scheduled_seconds_count", queue="qm"), 8)
+        self.assertEqual(self.value(m, "trainyard_job_submitted_to_first_scheduled_seconds_count", queue="qm"), 6)
+
+        for j in a:
+            self.batch.terminate_service_job(jobId=j, reason="test over")
+        self.wait_jobs(a, timeout=60)
+        m = self.scrape()
+        self.assertEqual(self.value(m, "trainyard_jobs_terminated_total", queue="qm"), 4)
+        self.assertEqual(self.value(m, "trainyard_jobs_transitions_total", queue="qm", status="FAILED"), 4)
+        self.assertEqual(self.value(m, "trainyard_host_instances_in_use", instance_type="ml.m5.large", market="on_demand"), 0)
+        self.assertEqual(self.value(m, "trainyard_quota_share_borrowed_instances", **labels), 0)
+
+    scrape = MetricsTest.scrape
+    value = staticmethod(MetricsTest.value)
+
+
 if __name__ == "__main__":
     unittest.main()
