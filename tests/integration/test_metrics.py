@@ -306,5 +306,49 @@ class QuotaShareMetricsTest(ServerTest):
     value = staticmethod(MetricsTest.value)
 
 
+class SpotMetricsTest(ServerTest):
+    server_config = """
+[executor]
+stop_grace_seconds = 2
+spot_notice_seconds = 30
+
+[[instance_types]]
+name = "ml.m5.xlarge"
+count = 1
+spot_count = 1
+gpus = 2
+"""
+
+    def test_interruption_counts_lost_gpu_seconds(self):
+        long = "trap 'exit 143' TERM; while :; do sleep 0.1; done"
+        payload = self.command_payload("spotty", long, EnableManagedSpotTraining=True,
+                                       StoppingCondition={"MaxRuntimeInSeconds": 600, "MaxWaitTimeInSeconds": 1200})
+        payload["ResourceConfig"]["InstanceType"] = "ml.m5.xlarge"
+        self.sm.create_training_job(**payload)
+        self.wait_secondary("spotty", "Training")
+        m = self.scrape()
+        self.assertEqual(self.value(m, "trainyard_host_instances_in_use", instance_type="ml.m5.xlarge", market="spot"), 1)
+        self.assertEqual(self.value(m, "trainyard_host_instances_idle", instance_type="ml.m5.xlarge", market="spot"), 0)
+        self.assertEqual(self.value(m, "trainyard_host_instances_in_use", instance_type="ml.m5.xlarge", market="on_demand"), 0)
+        time.sleep(0.5)
+        self.server.admin("admin/interrupt", {"TrainingJobName": "spotty"})
+        deadline = time.time() + 30
+        while True:
+            m = self.scrape()
+            lost = self.value(m, "trainyard_spot_interruption_lost_instance_seconds_total", instance_type="ml.m5.xlarge")
+            if lost > 0 or time.time() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertEqual(self.value(m, "trainyard_spot_interruptions_total", instance_type="ml.m5.xlarge"), 1)
+        self.assertGreater(lost, 0.4)
+        self.assertAlmostEqual(
+            self.value(m, "trainyard_spot_interruption_lost_gpu_seconds_total", instance_type="ml.m5.xlarge"), 2 * lost)
+        self.sm.stop_training_job(TrainingJobName="spotty")
+        self.wait_training("spotty", timeout=60)
+
+    scrape = MetricsTest.scrape
+    value = staticmethod(MetricsTest.value)
+
+
 if __name__ == "__main__":
     unittest.main()
