@@ -225,6 +225,25 @@ class MetricsTest(ServerTest):
         # The held job ran until the gate opened: its attempt took a while.
         self.assertGreater(self.value(after, "trainyard_job_attempt_seconds_sum", queue=queue), 0)
 
+    def test_warm_pool_instances(self):
+        payload = self.command_payload("warm", "true")
+        payload["ResourceConfig"]["KeepAlivePeriodInSeconds"] = 600
+        self.sm.create_training_job(**payload)
+        self.assertEqual(self.wait_training("warm")["TrainingJobStatus"], "Completed")
+        deadline = time.time() + 10
+        while self.sm.describe_training_job(TrainingJobName="warm").get("WarmPoolStatus", {}).get("Status") != "Available":
+            self.assertLess(time.time(), deadline)
+            time.sleep(0.05)
+        m = self.scrape()
+        self.assertEqual(self.value(m, "trainyard_warm_pool_instances", instance_type="ml.m5.large"), 1)
+        self.assertEqual(self.value(m, "trainyard_warm_pools", status="Available"), 1)
+        self.assertEqual(self.value(m, "trainyard_host_instances_in_use", instance_type="ml.m5.large", market="on_demand"), 0)
+        self.assertEqual(self.value(m, "trainyard_host_instances_idle", instance_type="ml.m5.large", market="on_demand"), 3)
+        self.sm.update_training_job(TrainingJobName="warm", ResourceConfig={"KeepAlivePeriodInSeconds": 0})
+        m = self.scrape()
+        self.assertEqual(self.value(m, "trainyard_warm_pool_instances", instance_type="ml.m5.large"), 0)
+        self.assertEqual(self.value(m, "trainyard_host_instances_idle", instance_type="ml.m5.large", market="on_demand"), 4)
+
     def test_fair_share_gauges(self):
         self.batch.create_service_environment(
             serviceEnvironmentName="fs-env", serviceEnvironmentType="SAGEMAKER_TRAINING",
