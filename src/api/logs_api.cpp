@@ -86,6 +86,28 @@ int64_t RetentionFloor(Controller& c) {
   return days > 0 ? c.Now() - days * 86400000 : 0;
 }
 
+// The timestamps of the first and last complete lines of a log file, without reading it whole
+// (lines are at most 64 KiB plus the timestamp). False when it has none.
+bool FirstAndLastTimestamps(const std::string& path, int64_t* first, int64_t* last) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return false;
+  const int64_t size = static_cast<int64_t>(in.tellg());
+  const int64_t window = std::min<int64_t>(size, 66 * 1024);
+  std::string tail(static_cast<size_t>(window), '\0');
+  in.seekg(size - window);
+  in.read(tail.data(), window);
+  size_t end = tail.rfind('\n');
+  if (end == std::string::npos) return false;
+  size_t begin = end == 0 ? std::string::npos : tail.rfind('\n', end - 1);
+  if (begin == std::string::npos && size != window) return false;  // cannot happen with 64 KiB lines
+  *last = std::strtoll(tail.c_str() + (begin == std::string::npos ? 0 : begin + 1), nullptr, 10);
+  in.seekg(0);
+  std::string head;
+  std::getline(in, head);
+  *first = std::strtoll(head.c_str(), nullptr, 10);
+  return true;
+}
+
 Status Invalid(const std::string& msg) { return InvalidArgument(msg); }
 
 StatusOr<std::string> OptString(const json& req, const char* field) {
@@ -260,15 +282,14 @@ Response DescribeLogStreams(Controller& c, const json& req) {
   std::string arn_base = GroupArn(c) + ":log-stream:";
   for (const auto& s : AllStreams(c)) {
     if (!StartsWith(s.name, *prefix)) continue;
-    auto ev = ReadEvents(s.path);
     json j = {{"logStreamName", s.name}, {"creationTime", s.creation_ms}, {"arn", arn_base + s.name},
               {"storedBytes", FileSize(s.path)}};
-    int64_t last = s.creation_ms;
-    if (!ev.empty()) {
-      j["firstEventTimestamp"] = ev.front().ts;
-      j["lastEventTimestamp"] = ev.back().ts;
-      j["lastIngestionTime"] = ev.back().ts;
-      last = ev.back().ts;
+    int64_t first_ts = 0, last = s.creation_ms, last_ts = 0;
+    if (FirstAndLastTimestamps(s.path, &first_ts, &last_ts)) {
+      j["firstEventTimestamp"] = first_ts;
+      j["lastEventTimestamp"] = last_ts;
+      j["lastIngestionTime"] = last_ts;
+      last = last_ts;
     }
     rows.push_back({j, last});
   }

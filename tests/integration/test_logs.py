@@ -52,6 +52,9 @@ class LogsTest(ServerTest):
         listed = self.logs.describe_log_streams(logGroupName=GROUP, logStreamNamePrefix="logged/")["logStreams"]
         self.assertEqual([s["logStreamName"] for s in listed], streams)
         self.assertIn("lastEventTimestamp", listed[0])
+        first_ev = self.get(streams[0], startFromHead=True)["events"]
+        self.assertEqual(listed[0]["firstEventTimestamp"], first_ev[0]["timestamp"])
+        self.assertEqual(listed[0]["lastEventTimestamp"], first_ev[-1]["timestamp"])
         page = self.logs.describe_log_streams(logGroupName=GROUP, limit=1)
         self.assertEqual([s["logStreamName"] for s in page["logStreams"]], streams[:1])
         rest = self.logs.describe_log_streams(logGroupName=GROUP, limit=1, nextToken=page["nextToken"])
