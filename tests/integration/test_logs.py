@@ -107,6 +107,11 @@ class LogsTest(ServerTest):
         hits = self.logs.filter_log_events(logGroupName=GROUP, logStreamNames=[streams[0]],
                                            filterPattern='"line-0" -line-05')["events"]
         self.assertEqual(len(hits), 8)
+        last_ts = whole["events"][-1]["timestamp"]
+        self.assertEqual(self.logs.filter_log_events(logGroupName=GROUP, filterPattern="needle",
+                                                     startTime=last_ts + 1)["events"], [])
+        self.assertEqual(self.logs.filter_log_events(logGroupName=GROUP, filterPattern="needle",
+                                                     endTime=ts)["events"], [])
         seen, token = [], None
         while True:
             kw = {"nextToken": token} if token else {}
@@ -192,6 +197,8 @@ class LogsTest(ServerTest):
         out = json.loads(self.aws("--output", "json", "logs", "describe-log-streams", "--log-group-name", GROUP,
                                   "--log-stream-name-prefix", "cli-logged"))
         self.assertEqual([s["logStreamName"] for s in out["logStreams"]], streams)
+        out = json.loads(self.aws("--output", "json", "logs", "describe-log-groups"))
+        self.assertEqual([g["logGroupName"] for g in out["logGroups"]], [GROUP])
         out = json.loads(self.aws("--output", "json", "logs", "filter-log-events", "--log-group-name", GROUP,
                                   "--filter-pattern", "needle"))
         self.assertEqual([e["logStreamName"] for e in out["events"]], streams)
