@@ -107,11 +107,13 @@ class LogsTest(ServerTest):
         hits = self.logs.filter_log_events(logGroupName=GROUP, logStreamNames=[streams[0]],
                                            filterPattern='"line-0" -line-05')["events"]
         self.assertEqual(len(hits), 8)
-        last_ts = whole["events"][-1]["timestamp"]
+        both = [e["timestamp"] for st in streams for e in self.get(st, startFromHead=True)["events"]]
         self.assertEqual(self.logs.filter_log_events(logGroupName=GROUP, filterPattern="needle",
-                                                     startTime=last_ts + 1)["events"], [])
+                                                     startTime=max(both) + 1)["events"], [])
         self.assertEqual(self.logs.filter_log_events(logGroupName=GROUP, filterPattern="needle",
-                                                     endTime=ts)["events"], [])
+                                                     endTime=min(both))["events"], [])
+        self.assertEqual(len(self.logs.filter_log_events(logGroupName=GROUP, filterPattern="needle",
+                                                         startTime=min(both), endTime=max(both) + 1)["events"]), 2)
         seen, token = [], None
         while True:
             kw = {"nextToken": token} if token else {}
