@@ -448,7 +448,13 @@ Response FilterLogEvents(Controller& c, const json& req) {
     return std::tie(a.ts, a.stream, a.off) < std::tie(b.ts, b.stream, b.off);
   });
   json events = json::array();
-  size_t n = std::min(hits.size(), static_cast<size_t>(*limit));
+  // At most `limit` events and about 1 MB a page (at least one event).
+  size_t n = 0;
+  int64_t bytes = 0;
+  for (; n < hits.size() && n < static_cast<size_t>(*limit); ++n) {
+    bytes += static_cast<int64_t>(hits[n].message.size()) + 26;
+    if (n > 0 && bytes > (1 << 20)) break;
+  }
   for (size_t i = 0; i < n; ++i) {
     const Hit& h = hits[i];
     events.push_back({{"logStreamName", h.stream}, {"timestamp", h.ts}, {"message", h.message},

@@ -128,6 +128,20 @@ class LogsTest(ServerTest):
             self.logs.filter_log_events(logGroupName=GROUP, filterPattern="{ $.level = \"x\" }")
         self.assertEqual(e.exception.response["Error"]["Code"], "InvalidParameterException")
 
+    def test_pages_stop_near_one_megabyte(self):
+        streams = self.run_job("big", script="awk 'BEGIN { s = sprintf(\"%1000s\", \"\"); gsub(/ /, \"x\", s); "
+                                              "for (i = 0; i < 1500; i++) print s }'")
+        page = self.get(streams[0], startFromHead=True)
+        self.assertLess(len(page["events"]), 1100)
+        self.assertGreater(len(page["events"]), 900)
+        rest = self.get(streams[0], nextToken=page["nextForwardToken"])
+        self.assertEqual(len(page["events"]) + len(rest["events"]), 1500)
+        hits = self.logs.filter_log_events(logGroupName=GROUP, filterPattern="xxx")
+        self.assertLess(len(hits["events"]), 1100)
+        more = self.logs.filter_log_events(logGroupName=GROUP, filterPattern="xxx", nextToken=hits["nextToken"])
+        self.assertEqual(len(hits["events"]) + len(more["events"]), 1500)
+        self.assertNotIn("nextToken", more)
+
     def test_unknown_resources_and_bad_parameters(self):
         streams = self.run_job("small", script="echo hi")
         for kw, field in ((dict(logGroupName="/aws/nope", logStreamName=streams[0]), "group"),
