@@ -6,6 +6,11 @@ namespace ty::api {
 
 WireError ToWireError(Protocol protocol, const Status& st) {
   const bool batch = protocol == Protocol::kBatchRestJson;
+  if (protocol == Protocol::kLogsJson) {
+    if (st.code() == Code::kInvalidArgument || st.code() == Code::kFailedPrecondition)
+      return {400, "InvalidParameterException", st.message()};
+    if (st.code() == Code::kNotFound) return {400, "ResourceNotFoundException", st.message()};
+  }
   switch (st.code()) {
     case Code::kOk:
       return {200, "", ""};

@@ -7,7 +7,7 @@
 
 namespace ty::api {
 
-enum class Protocol { kBatchRestJson, kSageMakerJson };
+enum class Protocol { kBatchRestJson, kSageMakerJson, kLogsJson };
 
 struct WireError {
   int http_status;

@@ -31,6 +31,11 @@ Response HandleInterrupt(control::Controller& c, const nlohmann::json& req);
 // (POST /trainyard/v1/costs, {"JobQueue": optional filter}; docs/spot.md).
 Response HandleCostReport(control::Controller& c, const nlohmann::json& req);
 
+// CloudWatch Logs (X-Amz-Target Logs_20140328.*, signed as "logs"): a subset over the training
+// jobs' instance logs (docs/logs.md). Validates its own fields (the Logs model is not embedded).
+Response HandleLogs(control::Controller& c, const std::string& operation, const nlohmann::json& req);
+bool LogsImplements(const std::string& operation);
+
 // Operations each handler implements (for routing and the coverage docs).
 bool BatchImplements(const std::string& operation);
 bool SageMakerImplements(const std::string& operation);

@@ -31,13 +31,13 @@ struct ApiServer::Impl {
     res.set_header("x-amzn-ErrorType", e.type);
     res.set_header("x-amzn-RequestId", NewRequestId());
     res.set_content(ErrorBody(protocol, e),
-                    protocol == Protocol::kSageMakerJson ? "application/x-amz-json-1.1" : "application/json");
+                    protocol != Protocol::kBatchRestJson ? "application/x-amz-json-1.1" : "application/json");
   }
 
   void Reply(httplib::Response& res, Protocol protocol, const json& body) {
     res.status = 200;
     res.set_header("x-amzn-RequestId", NewRequestId());
-    res.set_content(body.dump(), protocol == Protocol::kSageMakerJson ? "application/x-amz-json-1.1" : "application/json");
+    res.set_content(body.dump(), protocol != Protocol::kBatchRestJson ? "application/x-amz-json-1.1" : "application/json");
   }
 
   static std::string NewRequestId() { return NewUuid(); }
@@ -87,6 +87,10 @@ struct ApiServer::Impl {
       if (!valid.ok()) return Reply(res, protocol, valid);
       out = protocol == Protocol::kBatchRestJson ? HandleBatch(controller, operation, *body)
                                                   : HandleSageMaker(controller, operation, *body);
+    } else if (protocol == Protocol::kLogsJson) {
+      if (!LogsImplements(operation))
+        return Reply(res, protocol, Status(Code::kUnknownOperation, "Operation " + operation + " is not supported by this server"));
+      out = HandleLogs(controller, operation, *body);
     } else if (operation == "AdvanceClock") {
       out = HandleAdvanceClock(controller, *body);
     } else if (operation == "Interrupt") {
@@ -127,6 +131,12 @@ ApiServer::ApiServer(control::Controller& controller, RootCredential root)
   // SageMaker: POST / with X-Amz-Target: SageMaker.<Operation>.
   http.Post("/", [impl](const httplib::Request& req, httplib::Response& res) {
     std::string target = req.get_header_value("X-Amz-Target");
+    // CloudWatch Logs shares the JSON 1.1 shape; its operations are told apart by the prefix.
+    static const std::string kLogsPrefix = "Logs_20140328.";
+    if (target.rfind(kLogsPrefix, 0) == 0) {
+      impl->Handle(req, res, Protocol::kLogsJson, "logs", nullptr, target.substr(kLogsPrefix.size()));
+      return;
+    }
     const ServiceModel& m = ServiceModel::SageMaker();
     std::string prefix = m.target_prefix() + ".";
     if (target.rfind(prefix, 0) != 0) {

@@ -256,6 +256,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& 
       }
       EnforceTimeouts(t);
       TailMetrics(t);
+      SweepLogs(t.now);
       // Fair-share order moves as usage decays: look again while such queues have work waiting.
       for (const auto& [name, q] : state_.queues)
         if (!q.scheduling_policy_arn.empty() && !state_.JobsIn(name, JobStatus::kRunnable).empty()) t.reschedule = true;

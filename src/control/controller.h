@@ -14,6 +14,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <thread>
@@ -156,6 +157,9 @@ class Controller {
   void CountTransition(Turn& t, const ServiceJobState& js, JobStatus to);
   void AddTransition(Turn& t, TrainingJob& tj, const std::string& secondary, const std::string& message, EpochMs at);
   void ReleaseCapacity(TrainingJob& tj);
+  // [logs] retention_days: deletes the instance logs of training jobs that ended longer ago
+  // than that (once a minute at most).
+  void SweepLogs(EpochMs now);
   // Warm pools (warm_pools.cpp). On launch: takes over a matching Available pool or starts a new
   // one (KeepAlivePeriodInSeconds > 0); returns the transition message saying which.
   std::string AttachWarmPool(Turn& t, TrainingJob& tj);
@@ -191,6 +195,8 @@ class Controller {
   struct Tail;
   std::map<std::string, std::unique_ptr<Tail>> tails_;  // training job name -> metric tail state
   EpochMs last_tick_ = 0;
+  EpochMs last_log_sweep_ = 0;
+  std::set<std::string> logs_swept_;  // training jobs whose logs the retention sweep deleted
   OffsetClock* adjustable_clock_ = nullptr;  // set before Start(); null: the clock can't be moved
   std::vector<exec::AttemptEvent> deferred_events_;  // events made by the controller itself
   uint64_t chaos_state_ = 0;

@@ -119,6 +119,21 @@ std::string Controller::LogPath(const std::string& training_job, int instance) c
   return executor_ ? executor_->LogPath(training_job, instance) : "";
 }
 
+void Controller::SweepLogs(EpochMs now) {
+  if (config_.logs_retention_days <= 0 || !executor_ || now - last_log_sweep_ < 60000) return;
+  last_log_sweep_ = now;
+  const EpochMs cutoff = now - config_.logs_retention_days * 86400000;
+  for (const auto& [name, tj] : state_.training_jobs) {
+    if (tj.status == "InProgress" || tj.status == "Stopping" || tj.training_end_time <= 0) continue;
+    if (tj.training_end_time >= cutoff || logs_swept_.count(name)) continue;
+    for (int i = 1; i <= tj.instance_count; ++i) {
+      std::error_code ec;
+      std::filesystem::remove(executor_->LogPath(name, i), ec);
+    }
+    logs_swept_.insert(name);
+  }
+}
+
 Status Controller::CheckTrainingRequest(const json& req) const {
   const json spec = req.value("AlgorithmSpecification", json::object());
   auto hps = req.value("HyperParameters", json::object());
@@ -469,6 +484,7 @@ std::string Controller::BuildAttemptSpec(const TrainingJob& tj) const {
   spec["region"] = config_.region;
   spec["instance_type"] = tj.instance_type;
   spec["instance_count"] = tj.instance_count;
+  spec["log_max_bytes"] = config_.logs_max_bytes_per_stream;
   spec["vcpus"] = it ? it->vcpus : 1;
   spec["gpus"] = it ? it->gpus : 0;
   spec["memory_mib"] = it ? it->memory_mib : 1024;

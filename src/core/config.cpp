@@ -86,7 +86,14 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
   } catch (const toml::parse_error& e) {
     return InvalidArgument("config: " + path + ": " + std::string(e.description()));
   }
-  TY_RETURN_IF_ERROR(CheckKeys(root, {"server", "executor", "instance_types", "object_store", "file_systems"}, "the top level"));
+  TY_RETURN_IF_ERROR(CheckKeys(root, {"server", "executor", "instance_types", "object_store", "file_systems", "logs"}, "the top level"));
+  if (auto* l = root["logs"].as_table()) {
+    TY_RETURN_IF_ERROR(CheckKeys(*l, {"retention_days", "max_bytes_per_stream"}, "[logs]"));
+    TY_RETURN_IF_ERROR(Read(*l, "retention_days", &c.logs_retention_days, "logs."));
+    TY_RETURN_IF_ERROR(Read(*l, "max_bytes_per_stream", &c.logs_max_bytes_per_stream, "logs."));
+    if (c.logs_retention_days < 0) return InvalidArgument("config: logs.retention_days must be >= 0");
+    if (c.logs_max_bytes_per_stream < 0) return InvalidArgument("config: logs.max_bytes_per_stream must be >= 0");
+  }
   if (auto* s = root["server"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*s, {"listen", "data_dir", "region", "account_id", "max_request_bytes",
                                       "max_submit_payload_bytes", "http_threads", "sqlite_synchronous_full"},

@@ -90,6 +90,11 @@ struct Config {
   // Host directories bound read-write, at the same path, into every sandboxed instance
   // (executor.sandbox_binds): a place jobs and the host share on purpose. Absolute paths.
   std::vector<std::string> sandbox_binds;
+  // [logs] (docs/logs.md): events older than this many days are no longer served, and a finished
+  // job's log files are deleted once its end is that old (0: keep forever); a stream's log file
+  // stops growing at max_bytes_per_stream (0: no cap).
+  int64_t logs_retention_days = 0;
+  int64_t logs_max_bytes_per_stream = 0;
 
   const InstanceTypeSpec* FindInstanceType(const std::string& name) const;
   // The catalogue entry of a capacity key ("type" or "type#spot"), and the capacity it offers.

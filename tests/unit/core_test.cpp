@@ -96,6 +96,20 @@ TEST(Config, UnknownKeysAndBadTypesAreErrors) {
   EXPECT_FALSE(c.ok());
 }
 
+TEST(Config, LogsSection) {
+  EXPECT_EQ(DefaultConfig().logs_retention_days, 0);
+  EXPECT_EQ(DefaultConfig().logs_max_bytes_per_stream, 0);
+  auto c = LoadConfigFile(WriteTemp("[logs]\nretention_days = 7\nmax_bytes_per_stream = 1048576\n"), DefaultConfig());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->logs_retention_days, 7);
+  EXPECT_EQ(c->logs_max_bytes_per_stream, 1048576);
+  c = LoadConfigFile(WriteTemp("[logs]\nretention_days = -1\n"), DefaultConfig());
+  EXPECT_FALSE(c.ok());
+  c = LoadConfigFile(WriteTemp("[logs]\nretention = 1\n"), DefaultConfig());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("retention"), std::string::npos);
+}
+
 TEST(Config, ObjectStoreAndFileSystems) {
   auto c = LoadConfigFile(WriteTemp("[object_store]\nendpoint = \"http://127.0.0.1:9000\"\nbuckets = [\"data\", \"models\"]\n"
                                     "path_style = false\nmultipart_threshold_bytes = 100\nmultipart_part_bytes = 10\n"

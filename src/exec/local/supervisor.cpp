@@ -34,6 +34,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -157,6 +158,8 @@ struct Instance {
   int out_fd = -1;
   std::string pending;  // partial line
   FILE* log = nullptr;
+  int64_t log_bytes = 0;     // size of the log file (it is appended to across runs)
+  bool log_capped = false;   // hit max_log_bytes_: the rest of the output is dropped
   bool exited = false;
   int exit_code = 0;
   int64_t drain_deadline = 0;  // once exited: when to stop waiting for its pipe to close
@@ -219,6 +222,7 @@ class Supervisor {
     count_ = std::max(1, spec_.value("instance_count", 1));
     sandbox_ = spec_.value("sandbox", "none") == "bwrap";
     grace_ms_ = spec_.value("stop_grace_seconds", int64_t{120}) * 1000;
+    max_log_bytes_ = spec_.value("log_max_bytes", int64_t{0});
     fs::create_directories(local::LogDir(dir_));
 
     json store = spec_.value("object_store", json::object());
@@ -874,6 +878,7 @@ class Supervisor {
       inst.n = n;
       std::string log_path = local::LogDir(dir_) + "/algo-" + std::to_string(n) + ".log";
       inst.log = std::fopen(log_path.c_str(), "ae");
+      if (inst.log && std::fseek(inst.log, 0, SEEK_END) == 0) inst.log_bytes = std::ftell(inst.log);
       int fds[2];
       if (::pipe2(fds, O_CLOEXEC) != 0) {
         *error = "cannot start algo-" + std::to_string(n) + ": pipe: " + std::strerror(errno);
@@ -985,18 +990,32 @@ class Supervisor {
     kill_deadline_ = NowMs() + grace_ms_;
   }
 
+  // One log line "<epoch_ms> <text>\n", unless the file reached [logs] max_bytes_per_stream: then
+  // one last line says so and the rest is dropped.
+  void WriteLogLine(Instance& i, int64_t now, std::string_view text) {
+    if (!i.log || i.log_capped) return;
+    std::string line = std::to_string(now) + " " + std::string(text) + "\n";
+    if (max_log_bytes_ > 0 && i.log_bytes + static_cast<int64_t>(line.size()) > max_log_bytes_) {
+      i.log_capped = true;
+      line = std::to_string(now) + " [trainyard] log truncated: this stream reached logs.max_bytes_per_stream (" +
+             std::to_string(max_log_bytes_) + " bytes)\n";
+    }
+    std::fwrite(line.data(), 1, line.size(), i.log);
+    i.log_bytes += static_cast<int64_t>(line.size());
+  }
+
   void WriteLines(Instance& i, const char* data, size_t len, bool flush_partial) {
     i.pending.append(data, len);
     size_t start = 0, nl;
     int64_t now = NowMs();
     while ((nl = i.pending.find('\n', start)) != std::string::npos || i.pending.size() - start > 65536) {
       size_t end = nl == std::string::npos ? start + 65536 : nl;
-      if (i.log) std::fprintf(i.log, "%lld %.*s\n", static_cast<long long>(now), static_cast<int>(end - start), i.pending.data() + start);
+      WriteLogLine(i, now, std::string_view(i.pending).substr(start, end - start));
       start = nl == std::string::npos ? end : nl + 1;
     }
     i.pending.erase(0, start);
     if (flush_partial && !i.pending.empty()) {
-      if (i.log) std::fprintf(i.log, "%lld %s\n", static_cast<long long>(now), i.pending.c_str());
+      WriteLogLine(i, now, i.pending);
       i.pending.clear();
     }
     if (i.log) std::fflush(i.log);
@@ -1159,6 +1178,7 @@ class Supervisor {
   int count_ = 1;
   bool sandbox_ = false;
   int64_t grace_ms_ = 120000;
+  int64_t max_log_bytes_ = 0;  // [logs] max_bytes_per_stream (0: no cap)
   int first_failed_ = 0;  // the instance whose non-zero exit failed the gang
   int killed_by_ = 0;     // the signal that ended it (also seen as an exit code of 128 + N), or 0
   std::vector<Instance> instances_;
