@@ -30,6 +30,9 @@ Response HandleInterrupt(control::Controller& c, const nlohmann::json& req);
 // What training jobs cost at the catalogue's prices, per job and per queue and share
 // (POST /trainyard/v1/costs, {"JobQueue": optional filter}; docs/spot.md).
 Response HandleCostReport(control::Controller& c, const nlohmann::json& req);
+// The time series of a training job's MetricDefinitions, as parsed from its logs
+// (POST /trainyard/v1/metric-series, {"TrainingJobName", "MetricName"?, "StartTime"?, "EndTime"?}).
+Response HandleMetricSeries(control::Controller& c, const nlohmann::json& req);
 
 // CloudWatch Logs (X-Amz-Target Logs_20140328.*, signed as "logs"): a subset over the training
 // jobs' instance logs (docs/logs.md). Validates its own fields (the Logs model is not embedded).

@@ -285,6 +285,40 @@ Response HandleCostReport(Controller& c, const json& req) {
   });
 }
 
+Response HandleMetricSeries(Controller& c, const json& req) {
+  if (!req.contains("TrainingJobName") || !req["TrainingJobName"].is_string())
+    return InvalidArgument("TrainingJobName is required and must be a string");
+  if (req.contains("MetricName") && !req["MetricName"].is_string()) return InvalidArgument("MetricName must be a string");
+  for (const char* k : {"StartTime", "EndTime"})
+    if (req.contains(k) && !req[k].is_number()) return InvalidArgument(std::string(k) + " must be a number of epoch seconds");
+  const std::string name = req["TrainingJobName"], metric = req.value("MetricName", "");
+  const EpochMs from = TimeArg(req, "StartTime", INT64_MIN), to = TimeArg(req, "EndTime", INT64_MAX);
+  return c.Read([&](const State& s) -> Response {
+    const TrainingJob* tj = s.FindTrainingJob(name);
+    if (!tj) return NotFound("Requested resource not found: training job " + name);
+    // Every defined metric is listed, in definition order, even before it has a value.
+    json defs = json::parse(tj->request_json).value("AlgorithmSpecification", json::object()).value("MetricDefinitions", json::array());
+    std::map<std::string, json> points;
+    std::vector<std::string> order;
+    for (const auto& d : defs) {
+      std::string n = d.value("Name", "");
+      if ((metric.empty() || n == metric) && !points.count(n)) {
+        points[n] = json::array();
+        order.push_back(n);
+      }
+    }
+    if (!metric.empty() && !points.count(metric))
+      return NotFound("Requested resource not found: training job " + tj->name + " defines no metric " + metric);
+    if (auto it = s.metric_series.find(tj->name); it != s.metric_series.end())
+      for (const auto& m : it->second)
+        if (points.count(m.name) && m.timestamp >= from && m.timestamp <= to)
+          points[m.name].push_back({{"Timestamp", Seconds(m.timestamp)}, {"Value", m.value}});
+    json series = json::array();
+    for (const auto& n : order) series.push_back({{"MetricName", n}, {"Points", points[n]}});
+    return json{{"TrainingJobName", tj->name}, {"Series", series}};
+  });
+}
+
 Response HandleGetLogs(Controller& c, const json& req) {
   if (!req.contains("trainingJobName") || !req["trainingJobName"].is_string())
     return InvalidArgument("trainingJobName is required and must be a string");

@@ -97,6 +97,8 @@ struct ApiServer::Impl {
       out = HandleInterrupt(controller, *body);
     } else if (operation == "CostReport") {
       out = HandleCostReport(controller, *body);
+    } else if (operation == "MetricSeries") {
+      out = HandleMetricSeries(controller, *body);
     } else {
       out = HandleGetLogs(controller, *body);
     }
@@ -154,6 +156,9 @@ ApiServer::ApiServer(control::Controller& controller, RootCredential root)
   });
   http.Post("/trainyard/v1/admin/interrupt", [impl](const httplib::Request& req, httplib::Response& res) {
     impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", nullptr, "Interrupt");
+  });
+  http.Post("/trainyard/v1/metric-series", [impl](const httplib::Request& req, httplib::Response& res) {
+    impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", nullptr, "MetricSeries");
   });
   http.Post("/trainyard/v1/costs", [impl](const httplib::Request& req, httplib::Response& res) {
     impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", nullptr, "CostReport");

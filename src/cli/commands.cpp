@@ -363,6 +363,36 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
     });
   }
 
+  // ---- metrics ----
+  {
+    auto* cmd = app.add_subcommand("metrics", "Print a training job's MetricDefinitions time series, as parsed from its logs.");
+    static std::string job, metric;
+    cmd->add_option("training-job-name", job, "The training job")->required();
+    cmd->add_option("--metric", metric, "Only this metric (a MetricDefinitions Name)");
+    AddCommon(cmd, common);
+    cmd->callback([&run] {
+      run = WithClient(common, [](Client& c) {
+        json req = {{"TrainingJobName", job}};
+        if (!metric.empty()) req["MetricName"] = metric;
+        auto out = c.Post("sagemaker", "/trainyard/v1/metric-series", req);
+        if (!out.ok()) return Fail(out.status());
+        if (common.as_json) {
+          std::printf("%s\n", out->dump(2).c_str());
+          return 0;
+        }
+        std::vector<std::vector<std::string>> rows;
+        for (auto& s : (*out)["Series"])
+          for (auto& p : s["Points"]) {
+            char v[32];
+            std::snprintf(v, sizeof v, "%g", p["Value"].get<double>());
+            rows.push_back({s["MetricName"], FormatMs(static_cast<int64_t>(p["Timestamp"].get<double>() * 1000)), v});
+          }
+        PrintTable({"METRIC", "TIME", "VALUE"}, rows);
+        return 0;
+      });
+    });
+  }
+
   // ---- costs ----
   {
     auto* cmd = app.add_subcommand("costs", "What training jobs cost at the instance catalogue's prices: per job, "

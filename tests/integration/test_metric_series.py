@@ -1,0 +1,43 @@
+"""A training job's MetricDefinitions series through trainyard's endpoint and `trainyard metrics`."""
+import os
+import subprocess
+import unittest
+
+from harness import BIN, ServerTest
+
+PRINT = "for i in 1 2 3; do echo loss=0.$i acc=0.9$i; done"
+
+
+class MetricSeriesTest(ServerTest):
+    def test_every_point_in_order_and_filters(self):
+        p = self.command_payload("series", PRINT)
+        p["AlgorithmSpecification"]["MetricDefinitions"] = [{"Name": "loss", "Regex": "loss=([0-9.]+)"},
+                                                            {"Name": "acc", "Regex": "acc=([0-9.]+)"},
+                                                            {"Name": "never", "Regex": "nothing=([0-9.]+)"}]
+        self.sm.create_training_job(**p)
+        self.assertEqual(self.wait_training("series")["TrainingJobStatus"], "Completed")
+        out = self.server.admin("metric-series", {"TrainingJobName": "series"})
+        series = {s["MetricName"]: [pt["Value"] for pt in s["Points"]] for s in out["Series"]}
+        self.assertEqual(series, {"loss": [0.1, 0.2, 0.3], "acc": [0.91, 0.92, 0.93], "never": []})
+        self.assertEqual([s["MetricName"] for s in out["Series"]], ["loss", "acc", "never"])
+        only = self.server.admin("metric-series", {"TrainingJobName": "series", "MetricName": "acc"})
+        self.assertEqual([s["MetricName"] for s in only["Series"]], ["acc"])
+        first = out["Series"][0]["Points"][0]["Timestamp"]
+        none = self.server.admin("metric-series", {"TrainingJobName": "series", "EndTime": first - 10})
+        self.assertEqual([s["Points"] for s in none["Series"]], [[], [], []])
+        for body, fragment in (({"TrainingJobName": "nope"}, "ResourceNotFound"),
+                               ({"TrainingJobName": "series", "MetricName": "x"}, "defines no metric x"),
+                               ({}, "TrainingJobName is required")):
+            with self.assertRaises(RuntimeError) as e:
+                self.server.admin("metric-series", body)
+            self.assertIn(fragment, str(e.exception))
+        key, secret = self.server.credentials()
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=key, AWS_SECRET_ACCESS_KEY=secret)
+        table = subprocess.run([BIN, "metrics", "series", "--metric", "loss", "--endpoint-url", self.server.url],
+                               env=env, capture_output=True, text=True, check=True).stdout.splitlines()
+        self.assertEqual(table[0].split(), ["METRIC", "TIME", "VALUE"])
+        self.assertEqual([row.split()[-1] for row in table[1:]], ["0.1", "0.2", "0.3"])
+
+
+if __name__ == "__main__":
+    unittest.main()
