@@ -60,6 +60,13 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions opts) {
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
+StatusOr<std::string> Client::GetText(const std::string& path) {
+  auto res = impl_->http->Get(path);
+  if (!res) return Unavailable("cannot reach the server: " + httplib::to_string(res.error()));
+  if (res->status != 200) return Unavailable("GET " + path + " answered " + std::to_string(res->status));
+  return res->body;
+}
+
 StatusOr<json> Client::Post(const std::string& service, const std::string& path, const json& body,
                             const std::string& target) {
   api::HttpRequestView req;

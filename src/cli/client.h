@@ -26,6 +26,9 @@ class Client {
   StatusOr<nlohmann::json> Post(const std::string& service, const std::string& path, const nlohmann::json& body,
                                 const std::string& target = "");
 
+  // GET of an unsigned path (GET /metrics); the body as text.
+  StatusOr<std::string> GetText(const std::string& path);
+
  private:
   struct Impl;
   explicit Client(std::unique_ptr<Impl> impl);

@@ -1,5 +1,7 @@
 // Client subcommands: call, submit, jobs, describe, wait, logs, stop, snapshot, costs, admin.
 #include <CLI/CLI.hpp>
+#include <array>
+#include <map>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -359,6 +361,108 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
         }
         PrintTable({"#", "JOB ID", "AT POSITION SINCE", "EXPECTED START", "WHY IT WAITS"}, rows);
         return 0;
+      });
+    });
+  }
+
+  // ---- top ----
+  {
+    auto* cmd = app.add_subcommand("top", "A live view of the queues (jobs per status), the host's capacity in use, the "
+                                          "shares' capacity and the running jobs, from GET /metrics and ListServiceJobs.");
+    static double interval = 2;
+    static bool once = false;
+    cmd->add_option("--interval", interval, "Seconds between refreshes (default 2)")->check(CLI::Range(0.2, 3600.0));
+    cmd->add_flag("--once", once, "Print one view and exit (no screen clearing)");
+    AddCommon(cmd, common);
+    cmd->callback([&run] {
+      run = WithClient(common, [](Client& c) {
+        for (;;) {
+          auto text = c.GetText("/metrics");
+          if (!text.ok()) return Fail(text.status());
+          // "name{k="v",...} value" samples of the families this view shows.
+          std::map<std::string, std::vector<std::pair<std::map<std::string, std::string>, double>>> samples;
+          std::istringstream in(*text);
+          for (std::string line; std::getline(in, line);) {
+            if (line.empty() || line[0] == '#') continue;
+            auto brace = line.find('{'), space = line.rfind(' ');
+            if (space == std::string::npos) continue;
+            std::string name = line.substr(0, std::min(brace, space));
+            std::map<std::string, std::string> labels;
+            if (brace != std::string::npos && brace < space) {
+              std::string body = line.substr(brace + 1, line.rfind('}') - brace - 1);
+              size_t pos = 0;
+              while (pos < body.size()) {
+                auto eq = body.find("=\"", pos);
+                if (eq == std::string::npos) break;
+                auto end = body.find('"', eq + 2);
+                while (end != std::string::npos && body[end - 1] == '\\') end = body.find('"', end + 1);
+                if (end == std::string::npos) break;
+                labels[body.substr(pos, eq - pos)] = body.substr(eq + 2, end - eq - 2);
+                pos = end + 2;  // past '"' and ','
+              }
+            }
+            samples[name].push_back({labels, std::strtod(line.c_str() + space + 1, nullptr)});
+          }
+          auto fmt = [](double v) { return std::to_string(static_cast<long long>(v)); };
+          std::string out;
+          auto table = [&](const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+            std::vector<size_t> w(header.size());
+            for (size_t i = 0; i < header.size(); ++i) w[i] = header[i].size();
+            for (const auto& r : rows)
+              for (size_t i = 0; i < r.size() && i < w.size(); ++i) w[i] = std::max(w[i], r[i].size());
+            auto line = [&](const std::vector<std::string>& r) {
+              for (size_t i = 0; i < r.size(); ++i) out += r[i] + std::string(i + 1 < r.size() ? w[i] - r[i].size() + 2 : 0, ' ');
+              out += "\n";
+            };
+            line(header);
+            for (const auto& r : rows) line(r);
+            out += "\n";
+          };
+          // Queues: jobs per status.
+          static const std::vector<std::string> kStatuses = {"SUBMITTED", "PENDING", "RUNNABLE", "SCHEDULED",
+                                                             "STARTING", "RUNNING", "SUCCEEDED", "FAILED"};
+          std::map<std::string, std::map<std::string, double>> queues;
+          for (const auto& [l, v] : samples["trainyard_jobs"]) queues[l.at("queue")][l.at("status")] = v;
+          std::vector<std::vector<std::string>> rows;
+          for (const auto& [q, by] : queues) {
+            std::vector<std::string> r = {q};
+            for (const auto& st : kStatuses) r.push_back(fmt(by.count(st) ? by.at(st) : 0));
+            rows.push_back(r);
+          }
+          std::vector<std::string> header = {"QUEUE"};
+          header.insert(header.end(), kStatuses.begin(), kStatuses.end());
+          table(header, rows);
+          // Host capacity per type and market.
+          std::map<std::pair<std::string, std::string>, std::array<double, 2>> cap;
+          for (const auto& [l, v] : samples["trainyard_host_instances"]) cap[{l.at("instance_type"), l.at("market")}][1] = v;
+          for (const auto& [l, v] : samples["trainyard_host_instances_in_use"]) cap[{l.at("instance_type"), l.at("market")}][0] = v;
+          rows.clear();
+          for (const auto& [k, v] : cap)
+            if (v[1] > 0) rows.push_back({k.first, k.second, fmt(v[0]) + "/" + fmt(v[1])});
+          table({"INSTANCE TYPE", "MARKET", "IN USE"}, rows);
+          // Shares holding capacity.
+          rows.clear();
+          for (const auto& [l, v] : samples["trainyard_share_instances_in_use"])
+            if (v > 0) rows.push_back({l.at("queue"), l.at("share"), fmt(v)});
+          if (!rows.empty()) table({"QUEUE", "SHARE", "INSTANCES"}, rows);
+          // Running jobs, per queue (the first page of each).
+          rows.clear();
+          for (const auto& [q, by] : queues) {
+            if (!by.count("RUNNING") || by.at("RUNNING") == 0) continue;
+            auto jobs = c.Call("batch", "ListServiceJobs", {{"jobQueue", q}, {"jobStatus", "RUNNING"}, {"maxResults", 20}});
+            if (!jobs.ok()) return Fail(jobs.status());
+            for (const auto& j : (*jobs)["jobSummaryList"])
+              rows.push_back({q, j.value("jobName", ""), j.value("jobId", ""), FormatMs(j.value("startedAt", int64_t{0}))});
+          }
+          table({"QUEUE", "RUNNING JOB", "JOB ID", "STARTED"}, rows);
+          if (once) {
+            std::fputs(out.c_str(), stdout);
+            return 0;
+          }
+          std::printf("\033[H\033[2J%s", out.c_str());
+          std::fflush(stdout);
+          std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(interval * 1000)));
+        }
       });
     });
   }

@@ -1,4 +1,5 @@
-"""A training job's MetricDefinitions series through trainyard's endpoint and `trainyard metrics`."""
+"""A training job's MetricDefinitions series through trainyard's endpoint and `trainyard metrics`,
+and the live view `trainyard top`."""
 import os
 import subprocess
 import unittest
@@ -37,6 +38,24 @@ class MetricSeriesTest(ServerTest):
                                env=env, capture_output=True, text=True, check=True).stdout.splitlines()
         self.assertEqual(table[0].split(), ["METRIC", "TIME", "VALUE"])
         self.assertEqual([row.split()[-1] for row in table[1:]], ["0.1", "0.2", "0.3"])
+
+
+class TopTest(ServerTest):
+    def test_once_shows_queues_capacity_and_running_jobs(self):
+        q = self.create_queue("topq", capacity=2)
+        job = self.submit(q, self.command_payload("sleeper", "sleep 30"))
+        self.wait_jobs([job], statuses=("RUNNING",), timeout=30)
+        key, secret = self.server.credentials()
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=key, AWS_SECRET_ACCESS_KEY=secret)
+        out = subprocess.run([BIN, "top", "--once", "--endpoint-url", self.server.url], env=env,
+                             capture_output=True, text=True, check=True).stdout
+        rows = [line.split() for line in out.splitlines()]
+        header = next(r for r in rows if r and r[0] == "QUEUE")
+        queue = next(r for r in rows if r and r[0] == "topq" and len(r) == len(header))
+        self.assertEqual(queue[header.index("RUNNING")], "1", out)
+        self.assertIn(["ml.m5.large", "on_demand", "1/4"], rows, out)
+        self.assertTrue(any(r[:3] == ["topq", "sleeper", job] for r in rows if len(r) >= 3), out)
+        self.batch.terminate_service_job(jobId=job, reason="done looking")
 
 
 if __name__ == "__main__":
