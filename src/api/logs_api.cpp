@@ -314,19 +314,34 @@ std::string OffsetToken(char dir, int64_t off) {
   return buf;
 }
 
+// The event window both event reads take: `limit` (1..10000), and [startTime, endTime) in epoch
+// ms, with startTime raised to the retention floor.
+struct Window {
+  int64_t limit = 10000, start = 0, end = INT64_MAX;
+};
+StatusOr<Window> ReadWindow(Controller& c, const json& req) {
+  Window w;
+  auto limit = OptInt(req, "limit", 10000, 1, 10000);
+  if (!limit.ok()) return limit.status();
+  auto start = OptInt(req, "startTime", 0, 0, INT64_MAX);
+  if (!start.ok()) return start.status();
+  auto end = OptInt(req, "endTime", INT64_MAX, 0, INT64_MAX);
+  if (!end.ok()) return end.status();
+  w.limit = *limit;
+  w.start = std::max(*start, RetentionFloor(c));
+  w.end = *end;
+  return w;
+}
+
 Response GetLogEvents(Controller& c, const json& req) {
   TY_RETURN_IF_ERROR(CheckGroup(req, true));
   auto stream_name = OptString(req, "logStreamName");
   if (!stream_name.ok()) return stream_name.status();
   if (stream_name->empty())
     return Invalid("1 validation error detected: Value null at 'logStreamName' failed to satisfy constraint: Member must not be null");
-  auto limit = OptInt(req, "limit", 10000, 1, 10000);
-  if (!limit.ok()) return limit.status();
-  auto start = OptInt(req, "startTime", 0, 0, INT64_MAX);
-  if (!start.ok()) return start.status();
-  *start = std::max(*start, RetentionFloor(c));
-  auto end = OptInt(req, "endTime", INT64_MAX, 0, INT64_MAX);
-  if (!end.ok()) return end.status();
+  auto window = ReadWindow(c, req);
+  if (!window.ok()) return window.status();
+  const Window w = *window;
   auto token = OptString(req, "nextToken");
   if (!token.ok()) return token.status();
   bool from_head = req.contains("startFromHead") && req["startFromHead"].is_boolean() && req["startFromHead"].get<bool>();
@@ -346,10 +361,10 @@ Response GetLogEvents(Controller& c, const json& req) {
   }
   std::vector<Event> all;
   for (auto& e : ReadEvents(s->path))
-    if (e.ts >= *start && e.ts < *end) all.push_back(std::move(e));
+    if (e.ts >= w.start && e.ts < w.end) all.push_back(std::move(e));
   // The window [lo, hi) of `all` to return.
   size_t lo = 0, hi = 0;
-  const size_t cap = static_cast<size_t>(*limit);
+  const size_t cap = static_cast<size_t>(w.limit);
   const int64_t kMaxBytes = 1 << 20;
   if (dir == 'f') {
     while (lo < all.size() && pos >= 0 && all[lo].begin < pos) ++lo;
@@ -400,13 +415,9 @@ Response FilterLogEvents(Controller& c, const json& req) {
   if (!prefix.ok()) return prefix.status();
   if (by_name && !prefix->empty())
     return Invalid("logStreamNames and logStreamNamePrefix are mutually exclusive parameters.");
-  auto limit = OptInt(req, "limit", 10000, 1, 10000);
-  if (!limit.ok()) return limit.status();
-  auto start = OptInt(req, "startTime", 0, 0, INT64_MAX);
-  if (!start.ok()) return start.status();
-  *start = std::max(*start, RetentionFloor(c));
-  auto end = OptInt(req, "endTime", INT64_MAX, 0, INT64_MAX);
-  if (!end.ok()) return end.status();
+  auto window = ReadWindow(c, req);
+  if (!window.ok()) return window.status();
+  const Window w = *window;
   auto pattern = OptString(req, "filterPattern");
   if (!pattern.ok()) return pattern.status();
   auto filter = ParseFilter(*pattern);
@@ -439,7 +450,7 @@ Response FilterLogEvents(Controller& c, const json& req) {
     if (!StartsWith(s.name, *prefix)) continue;
     searched.push_back({{"logStreamName", s.name}, {"searchedCompletely", true}});
     for (auto& e : ReadEvents(s.path)) {
-      if (e.ts < *start || e.ts >= *end || !filter->Matches(e.message)) continue;
+      if (e.ts < w.start || e.ts >= w.end || !filter->Matches(e.message)) continue;
       if (after_ts >= 0 && std::tie(e.ts, s.name, e.begin) <= std::tie(after_ts, after_stream, after_off)) continue;
       hits.push_back({e.ts, s.name, e.begin, std::move(e.message)});
     }
@@ -451,7 +462,7 @@ Response FilterLogEvents(Controller& c, const json& req) {
   // At most `limit` events and about 1 MB a page (at least one event).
   size_t n = 0;
   int64_t bytes = 0;
-  for (; n < hits.size() && n < static_cast<size_t>(*limit); ++n) {
+  for (; n < hits.size() && n < static_cast<size_t>(w.limit); ++n) {
     bytes += static_cast<int64_t>(hits[n].message.size()) + 26;
     if (n > 0 && bytes > (1 << 20)) break;
   }

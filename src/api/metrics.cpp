@@ -86,29 +86,10 @@ void Counter(Writer& w, const std::string& name, const char* help, const char* l
   for (const auto& [k, v] : m) w.Sample(name, {{label, k}}, static_cast<double>(v));
 }
 
-// "<type>" / "<type>#spot" -> (type, market).
+// "<type>" / "<type>#spot" -> (type, market label).
 std::pair<std::string, std::string> SplitKey(const std::string& key) {
-  auto hash = key.find('#');
-  if (hash == std::string::npos) return {key, "on_demand"};
-  return {key.substr(0, hash), key.substr(hash + 1) == "spot" ? "spot" : key.substr(hash + 1)};
-}
-
-// The weight of a fair share: its exact entry, else the longest matching '*' prefix, else 1
-// (as the scheduler reads shareDistribution).
-double WeightFor(const nlohmann::json& distribution, const std::string& share) {
-  double weight = 1.0;
-  size_t best = 0;
-  for (const auto& d : distribution) {
-    std::string id = d.value("shareIdentifier", "");
-    double w = d.value("weightFactor", 1.0);
-    if (id == share) return w;
-    if (!id.empty() && id.back() == '*' && share.compare(0, id.size() - 1, id, 0, id.size() - 1) == 0 &&
-        id.size() > best) {
-      best = id.size();
-      weight = w;
-    }
-  }
-  return weight;
+  CapacityKeyParts k = SplitCapacityKey(key);
+  return {k.type, k.spot ? "spot" : "on_demand"};
 }
 
 struct DurationFamily {
@@ -307,7 +288,7 @@ std::string Render(const Config& config, const State& s) {
         }
       for (const auto& [share, u] : shares) {
         uw.Sample("trainyard_fairshare_usage_instance_seconds", {{"queue", queue}, {"share", share}}, u.usage);
-        ww.Sample("trainyard_fairshare_weight_factor", {{"queue", queue}, {"share", share}}, WeightFor(distribution, share));
+        ww.Sample("trainyard_fairshare_weight_factor", {{"queue", queue}, {"share", share}}, control::Controller::ShareWeight(distribution, share));
       }
     }
     w.Family("trainyard_fairshare_usage_instance_seconds", "gauge",

@@ -247,12 +247,10 @@ void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& 
     if (t.now - last_tick_ >= 500) {
       if (last_tick_ != 0) InjectSpotInterruptions(t, t.now - last_tick_);
       last_tick_ = t.now;
-      if (backoff_until_ != 0 && t.now >= backoff_until_) {
-        backoff_until_ = 0;
+      // A capacity-failure backoff ended: its job may be placed again.
+      if (!backoff_ends_.empty() && *backoff_ends_.begin() <= t.now) {
+        backoff_ends_.erase(backoff_ends_.begin(), backoff_ends_.upper_bound(t.now));
         t.reschedule = true;
-        // The next backoff still pending (rare: only jobs whose attempts could not get capacity).
-        for (const auto& [seq, js] : state_.jobs)
-          if (js.not_before > t.now) backoff_until_ = backoff_until_ == 0 ? js.not_before : std::min(backoff_until_, js.not_before);
       }
       EnforceTimeouts(t);
       TailMetrics(t);

@@ -65,6 +65,9 @@ class Controller {
   StatusOr<SchedulingPolicy> UpdateSchedulingPolicy(const nlohmann::json& req);
   Status DeleteSchedulingPolicy(const nlohmann::json& req);
   static const SchedulingPolicy* FindPolicy(const State& s, const std::string& arn);
+  // The weight of a fair share in a policy's shareDistribution: its exact entry, else the longest
+  // matching '*' prefix, else 1.
+  static double ShareWeight(const nlohmann::json& share_distribution, const std::string& share);
 
   // ---- Batch: quota shares ----
   StatusOr<QuotaShare> CreateQuotaShare(const nlohmann::json& req);
@@ -199,8 +202,8 @@ class Controller {
   std::set<std::string> logs_swept_;  // training jobs whose logs the retention sweep deleted
   OffsetClock* adjustable_clock_ = nullptr;  // set before Start(); null: the clock can't be moved
   std::vector<exec::AttemptEvent> deferred_events_;  // events made by the controller itself
-  uint64_t chaos_state_ = 0;
-  EpochMs backoff_until_ = 0;  // the earliest end of a capacity-failure backoff (0: none pending)  // random spot interruptions (splitmix64 state, from config.chaos_seed)
+  uint64_t chaos_state_ = 0;  // random spot interruptions (splitmix64 state, from config.chaos_seed)
+  std::multiset<EpochMs> backoff_ends_;  // ends of pending capacity-failure backoffs (in memory)
 
   // ---- guarded by queue_mu_ ----
   std::mutex queue_mu_;

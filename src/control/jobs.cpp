@@ -314,21 +314,6 @@ void Controller::AdmitSubmitted(Turn& t) {
 }
 
 namespace {
-// The weight of a share: its exact entry, else the longest matching '*' prefix, else 1.
-double WeightFor(const json& distribution, const std::string& share) {
-  double weight = 1.0;
-  size_t best = 0;
-  for (const auto& e : distribution) {
-    std::string id = e.value("shareIdentifier", "");
-    double w = e.value("weightFactor", 1.0);
-    if (id == share) return w;
-    if (EndsWith(id, "*") && StartsWith(share, id.substr(0, id.size() - 1)) && id.size() > best) {
-      best = id.size();
-      weight = w;
-    }
-  }
-  return weight;
-}
 
 // The host capacity a job waits for: its instance type, on the spot market for managed spot jobs.
 std::string HostKeyOf(const ServiceJob& j) {
@@ -348,6 +333,21 @@ EpochMs LatestEnd(const ServiceJob& j, EpochMs now, int64_t grace_ms, bool stopp
   return std::max(since + RuntimeBoundMs(j), now + grace_ms);
 }
 }  // namespace
+
+double Controller::ShareWeight(const json& distribution, const std::string& share) {
+  double weight = 1.0;
+  size_t best = 0;
+  for (const auto& e : distribution) {
+    std::string id = e.value("shareIdentifier", "");
+    double w = e.value("weightFactor", 1.0);
+    if (id == share) return w;
+    if (EndsWith(id, "*") && StartsWith(share, id.substr(0, id.size() - 1)) && id.size() > best) {
+      best = id.size();
+      weight = w;
+    }
+  }
+  return weight;
+}
 
 sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t prefix) {
   const SchedulingPolicy* p = FindPolicy(state_, q.scheduling_policy_arn);
@@ -390,7 +390,7 @@ sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t pref
     });
     sched::Share sh;
     sh.identifier = share;
-    sh.weight_factor = WeightFor(distribution, share);
+    sh.weight_factor = ShareWeight(distribution, share);
     sh.decayed_usage = usage[share].usage;
     sh.held = held.count(share) ? held[share] : 0;
     for (size_t i = 0; i < jobs.size() && i < prefix; ++i)
@@ -400,7 +400,7 @@ sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t pref
   }
   // Shares that hold capacity but wait for nothing still count as active (compute reservation).
   for (const auto& [share, h] : held)
-    if (!runnable.count(share)) out.shares.push_back({share, WeightFor(distribution, share), usage[share].usage, h, {}});
+    if (!runnable.count(share)) out.shares.push_back({share, ShareWeight(distribution, share), usage[share].usage, h, {}});
   return out;
 }
 

@@ -847,7 +847,7 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
     // failing to start instances is not asked again on every pass.
     const int64_t shift = std::min<int64_t>(6, job.capacity_failed_attempt_count - 1);
     js.not_before = t.now + std::min<int64_t>(60'000, int64_t{1000} << shift);
-    backoff_until_ = backoff_until_ == 0 ? js.not_before : std::min(backoff_until_, js.not_before);
+    backoff_ends_.insert(js.not_before);
     SetJobStatus(t, js, JobStatus::kRunnable,
                  "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - Unable to provision requested compute resources");
     return;

@@ -14,10 +14,9 @@ const InstanceTypeSpec* Config::FindInstanceType(const std::string& name) const 
 }
 
 int64_t Config::CapacityOf(const std::string& key) const {
-  auto hash = key.find('#');
-  const InstanceTypeSpec* t = FindInstanceType(key.substr(0, hash));
-  if (!t) return 0;
-  return t->Capacity(hash != std::string::npos && key.substr(hash + 1) == "spot");
+  const CapacityKeyParts k = SplitCapacityKey(key);
+  const InstanceTypeSpec* t = FindInstanceType(k.type);
+  return t ? t->Capacity(k.spot) : 0;
 }
 
 Config DefaultConfig() {

@@ -42,6 +42,15 @@ struct InstanceTypeSpec {
 // Host capacity is kept per instance type and market: "ml.m5.large" (on-demand) and
 // "ml.m5.large#spot".
 inline std::string CapacityKey(const std::string& type, bool spot) { return spot ? type + "#spot" : type; }
+struct CapacityKeyParts {
+  std::string type;
+  bool spot = false;
+};
+inline CapacityKeyParts SplitCapacityKey(const std::string& key) {
+  auto hash = key.find('#');
+  if (hash == std::string::npos) return {key, false};
+  return {key.substr(0, hash), key.compare(hash + 1, std::string::npos, "spot") == 0};
+}
 
 // Where s3:// buckets live (reference: docs/object-store.md). Buckets named in `buckets` (or
 // every bucket with "*") go to the S3-compatible endpoint; all others to the embedded directory
