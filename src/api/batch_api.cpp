@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <set>
 
+#include "api/encode.h"
 #include "api/handlers.h"
 #include "api/service_model.h"
 #include "control/controller.h"
@@ -401,6 +402,8 @@ Response Snapshot(Controller& c, const json& req) {
 }
 
 }  // namespace
+
+json EncodeServiceJobDetail(const State& s, const ServiceJobState& js) { return EncodeJobDetail(s, js); }
 
 bool BatchImplements(const std::string& op) {
   static const std::set<std::string> kOps = {

@@ -331,4 +331,23 @@ std::string RenderMetrics(const control::Controller& c) {
   return c.Read([&](const State& s) { return Render(c.config(), s); });
 }
 
+std::string RenderEventMetrics(uint64_t latest_seq, const std::vector<obs::WebhookStats>& webhooks) {
+  Writer w;
+  w.Family("trainyard_events_latest_sequence", "gauge", "The sequence number of the newest stored event.");
+  w.Sample("trainyard_events_latest_sequence", {}, static_cast<double>(latest_seq));
+  if (webhooks.empty()) return w.Take();
+  w.Family("trainyard_webhook_delivered_total", "counter", "Events a webhook acknowledged with a 2xx answer.");
+  for (const auto& h : webhooks) w.Sample("trainyard_webhook_delivered_total", {{"webhook", h.name}}, static_cast<double>(h.delivered));
+  w.Family("trainyard_webhook_failed_attempts_total", "counter", "Webhook POSTs that failed (no answer, or not 2xx); each is retried.");
+  for (const auto& h : webhooks)
+    w.Sample("trainyard_webhook_failed_attempts_total", {{"webhook", h.name}}, static_cast<double>(h.failed_attempts));
+  w.Family("trainyard_webhook_skipped_total", "counter", "Events retention deleted before a webhook got them.");
+  for (const auto& h : webhooks) w.Sample("trainyard_webhook_skipped_total", {{"webhook", h.name}}, static_cast<double>(h.skipped));
+  w.Family("trainyard_webhook_backlog_events", "gauge", "Stored events a webhook has not handled yet (newest sequence minus its cursor).");
+  for (const auto& h : webhooks)
+    w.Sample("trainyard_webhook_backlog_events", {{"webhook", h.name}},
+             static_cast<double>(latest_seq > h.cursor ? latest_seq - h.cursor : 0));
+  return w.Take();
+}
+
 }  // namespace ty::api

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "api/encode.h"
 #include "api/handlers.h"
 #include "control/controller.h"
 #include "core/strings.h"
@@ -165,6 +166,8 @@ Response ListTrainingJobs(Controller& c, const json& req) {
 }
 
 }  // namespace
+
+json EncodeTrainingJobDescription(const TrainingJob& tj, EpochMs now) { return EncodeDescribe(tj, now); }
 
 bool SageMakerImplements(const std::string& op) {
   static const std::set<std::string> kOps = {"CreateTrainingJob", "DescribeTrainingJob", "ListTrainingJobs",

@@ -3,16 +3,21 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "api/errors.h"
+#include "api/events.h"
 #include "api/handlers.h"
 #include "api/metrics.h"
 #include "api/service_model.h"
 #include "api/sigv4.h"
 #include "control/controller.h"
 #include "core/strings.h"
+#include "obs/webhooks.h"
+#include "store/event_log.h"
 
 namespace ty::api {
 
@@ -22,6 +27,8 @@ struct ApiServer::Impl {
   control::Controller& controller;
   RootCredential root;
   httplib::Server http;
+  std::unique_ptr<obs::WebhookDispatcher> webhooks;
+  std::atomic<int> streams{0};  // open server-sent-event streams
 
   Impl(control::Controller& c, RootCredential r) : controller(c), root(std::move(r)) {}
 
@@ -41,6 +48,8 @@ struct ApiServer::Impl {
   }
 
   static std::string NewRequestId() { return NewUuid(); }
+
+  void Stream(const httplib::Request& req, httplib::Response& res);
 
   Status Authenticate(const httplib::Request& req, const std::string& service) {
     HttpRequestView view;
@@ -99,6 +108,8 @@ struct ApiServer::Impl {
       out = HandleCostReport(controller, *body);
     } else if (operation == "MetricSeries") {
       out = HandleMetricSeries(controller, *body);
+    } else if (operation == "Events") {
+      out = HandleEvents(controller, *body);
     } else {
       out = HandleGetLogs(controller, *body);
     }
@@ -112,6 +123,76 @@ struct ApiServer::Impl {
     spdlog::debug("{} {} -> {} in {} us", service, operation, res.status, us);
   }
 };
+
+// GET /trainyard/v1/events/stream: server-sent events (docs/events.md). Query parameters: after
+// (a sequence number; default: the newest, or the Last-Event-ID header), source, detail-type,
+// queue, share (each may repeat) and pattern (an EventBridge pattern).
+void ApiServer::Impl::Stream(const httplib::Request& req, httplib::Response& res) {
+  Status auth = Authenticate(req, "events");
+  if (!auth.ok()) return Reply(res, Protocol::kSageMakerJson, auth);
+  store::EventLog* log = controller.events();
+  if (!log || !controller.config().events_enabled)
+    return Reply(res, Protocol::kSageMakerJson, FailedPrecondition("events are not enabled on this server"));
+  json q = json::object();
+  auto many = [&](const char* param, const char* key) {
+    if (!req.has_param(param)) return;
+    json v = json::array();
+    for (size_t i = 0; i < req.get_param_value_count(param); ++i) v.push_back(req.get_param_value(param, i));
+    q[key] = v;
+  };
+  many("source", "Sources");
+  many("detail-type", "DetailTypes");
+  many("queue", "JobQueues");
+  many("share", "Shares");
+  if (req.has_param("pattern")) q["EventPattern"] = req.get_param_value("pattern");
+  auto filter = EventFilterFrom(q);
+  if (!filter.ok()) return Reply(res, Protocol::kSageMakerJson, filter.status());
+  std::string from = req.has_header("Last-Event-ID") ? req.get_header_value("Last-Event-ID") : req.get_param_value("after");
+  uint64_t cursor = log->LastPublished();
+  if (!from.empty()) {
+    char* end = nullptr;
+    cursor = std::strtoull(from.c_str(), &end, 10);
+    if (!end || *end != '\0')
+      return Reply(res, Protocol::kSageMakerJson, InvalidArgument("after (or Last-Event-ID) must be a sequence number"));
+  }
+  if (streams.fetch_add(1) >= controller.config().events_max_streams) {
+    streams.fetch_sub(1);
+    return Reply(res, Protocol::kSageMakerJson,
+                 Status(Code::kLimitExceeded, "Too many event streams are open (events.max_streams = " +
+                                               std::to_string(controller.config().events_max_streams) + ")"));
+  }
+  auto state = std::make_shared<std::pair<obs::EventFilter, uint64_t>>(std::move(*filter), cursor);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, log, state](size_t, httplib::DataSink& sink) {
+        if (log->closed()) {
+          sink.done();
+          return true;
+        }
+        std::vector<json> found;
+        Status error = Status::Ok();
+        const uint64_t before = state->second;
+        state->second = ReadMatching(*log, state->first, state->second, 100, 10000, &found, &error);
+        if (!error.ok()) return false;
+        std::string out;
+        for (const auto& d : found) {
+          const json& e = d["event"];
+          out += "id: " + std::to_string(d["seq"].get<uint64_t>()) + "\nevent: " + e.value("detail-type", "") +
+                 "\ndata: " + e.dump() + "\n\n";
+        }
+        if (!out.empty()) return sink.write(out.data(), out.size());
+        if (state->second != before) return true;  // skipped unwanted events: read on
+        if (log->WaitNewer(state->second, std::chrono::steady_clock::now() + std::chrono::seconds(15)) <= state->second &&
+            !log->closed()) {
+          static const std::string kKeepAlive = ": keep-alive\n\n";  // finds clients that left
+          return sink.write(kKeepAlive.data(), kKeepAlive.size());
+        }
+        return true;
+      },
+      [this](bool) { streams.fetch_sub(1); });
+}
 
 ApiServer::ApiServer(control::Controller& controller, RootCredential root)
     : impl_(std::make_unique<Impl>(controller, std::move(root))) {
@@ -163,10 +244,20 @@ ApiServer::ApiServer(control::Controller& controller, RootCredential root)
   http.Post("/trainyard/v1/costs", [impl](const httplib::Request& req, httplib::Response& res) {
     impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", nullptr, "CostReport");
   });
+  // Events (docs/events.md): replay from a cursor, with long polling, signed as "events".
+  http.Post("/trainyard/v1/events", [impl](const httplib::Request& req, httplib::Response& res) {
+    impl->Handle(req, res, Protocol::kSageMakerJson, "events", nullptr, "Events");
+  });
+  http.Get("/trainyard/v1/events/stream", [impl](const httplib::Request& req, httplib::Response& res) {
+    impl->Stream(req, res);
+  });
   // Prometheus scrape endpoint: unauthenticated, read-only (docs/metrics.md).
   http.Get("/metrics", [impl](const httplib::Request&, httplib::Response& res) {
     res.status = 200;
-    res.set_content(RenderMetrics(impl->controller), "text/plain; version=0.0.4; charset=utf-8");
+    std::string text = RenderMetrics(impl->controller);
+    if (store::EventLog* log = impl->controller.events())
+      text += RenderEventMetrics(log->LastPublished(), impl->webhooks ? impl->webhooks->Stats() : std::vector<obs::WebhookStats>{});
+    res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
   });
   http.set_error_handler([impl](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
@@ -182,9 +273,18 @@ ApiServer::ApiServer(control::Controller& controller, RootCredential root)
   });
 }
 
-ApiServer::~ApiServer() = default;
+ApiServer::~ApiServer() {
+  if (impl_->webhooks) impl_->webhooks->Stop();
+}
 
 StatusOr<int> ApiServer::Bind(const std::string& host, int port) {
+  const Config& config = impl_->controller.config();
+  if (!config.webhooks.empty() && impl_->controller.events() && config.events_enabled && !impl_->webhooks) {
+    auto d = std::make_unique<obs::WebhookDispatcher>(*impl_->controller.events(), config.webhooks);
+    Status st = d->Start();
+    if (!st.ok()) return st;
+    impl_->webhooks = std::move(d);
+  }
   int bound = port == 0 ? impl_->http.bind_to_any_port(host) : (impl_->http.bind_to_port(host, port) ? port : -1);
   if (bound < 0) return Unavailable("cannot listen on " + host + ":" + std::to_string(port));
   return bound;
@@ -192,6 +292,10 @@ StatusOr<int> ApiServer::Bind(const std::string& host, int port) {
 
 void ApiServer::Run() { impl_->http.listen_after_bind(); }
 
-void ApiServer::Stop() { impl_->http.stop(); }
+void ApiServer::Stop() {
+  if (impl_->webhooks) impl_->webhooks->Stop();
+  if (store::EventLog* log = impl_->controller.events()) log->Close();  // ends the streams
+  impl_->http.stop();
+}
 
 }  // namespace ty::api

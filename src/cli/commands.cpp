@@ -315,6 +315,74 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
     });
   }
 
+  // ---- events ----
+  {
+    auto* cmd = app.add_subcommand(
+        "events", "Print stored events (state changes, blocked queues, alarms) in order, and with -f follow new ones.\n"
+                  "Each line: SEQ TIME DETAIL-TYPE NAME STATUS [REASON]; --json prints each event's JSON on one line.");
+    static std::string after, pattern;
+    static std::vector<std::string> sources, detail_types, queues, shares;
+    static bool follow = false;
+    cmd->add_option("--after", after, "Start after this sequence number, or 'latest' (default: 0, or latest with -f)");
+    cmd->add_option("--source", sources, "Only events from this source (aws.batch, aws.sagemaker, aws.cloudwatch); repeatable");
+    cmd->add_option("--detail-type", detail_types, "Only this detail-type (e.g. 'Batch Service Job State Change'); repeatable");
+    cmd->add_option("--queue", queues, "Only events of jobs in this job queue; repeatable");
+    cmd->add_option("--share", shares, "Only events of jobs in this share (fair-share identifier or quota share); repeatable");
+    cmd->add_option("--pattern", pattern, "An EventBridge event pattern (JSON, or @file)");
+    cmd->add_flag("-f,--follow", follow, "Keep waiting for new events (Ctrl-C ends)");
+    AddCommon(cmd, common);
+    cmd->callback([&run] {
+      run = WithClient(common, [](Client& c) {
+        json req = json::object();
+        if (!sources.empty()) req["Sources"] = sources;
+        if (!detail_types.empty()) req["DetailTypes"] = detail_types;
+        if (!queues.empty()) req["JobQueues"] = queues;
+        if (!shares.empty()) req["Shares"] = shares;
+        if (!pattern.empty()) {
+          auto text = TextArg(pattern);
+          if (!text.ok()) return Fail(text.status());
+          req["EventPattern"] = *text;
+        }
+        req["After"] = after.empty() ? (follow ? json("latest") : json(0)) : json(after);
+        req["Limit"] = 500;
+        while (true) {
+          req["WaitSeconds"] = follow ? 20 : 0;
+          auto out = c.Post("events", "/trainyard/v1/events", req);
+          if (!out.ok()) return Fail(out.status());
+          for (auto& e : (*out)["Events"]) {
+            const json& ev = e["Event"];
+            if (common.as_json) {
+              std::printf("%s\n", ev.dump().c_str());
+              continue;
+            }
+            const json& d = ev["detail"];
+            std::string name, status, reason;
+            if (d.contains("jobName")) {
+              name = d.value("jobName", "");
+              status = d.value("status", "");
+              reason = d.value("statusReason", "");
+            } else if (d.contains("TrainingJobName")) {
+              name = d.value("TrainingJobName", "");
+              status = d.value("TrainingJobStatus", "") + "/" + d.value("SecondaryStatus", "");
+              reason = d.value("FailureReason", "");
+            } else if (d.contains("alarmName")) {
+              name = d.value("alarmName", "");
+              status = d["state"].value("value", "");
+              reason = d["state"].value("reason", "");
+            }
+            std::printf("%llu  %s  %s  %s  %s%s%s\n", static_cast<unsigned long long>(e["Seq"].get<uint64_t>()),
+                        ev.value("time", "").c_str(), ev.value("detail-type", "").c_str(), name.c_str(), status.c_str(),
+                        reason.empty() ? "" : "  ", reason.c_str());
+          }
+          std::fflush(stdout);
+          const bool more = (*out)["NextCursor"].get<uint64_t>() < (*out)["LatestSeq"].get<uint64_t>();
+          req["After"] = (*out)["NextCursor"];
+          if (!follow && !more) return 0;
+        }
+      });
+    });
+  }
+
   // ---- stop ----
   {
     auto* cmd = app.add_subcommand("stop", "Stop a training job (by name) or terminate a service job (by id).");

@@ -12,6 +12,7 @@
 #include <future>
 #include <thread>
 
+#include "api/encode.h"
 #include "api/server.h"
 #include "cli/cli.h"
 #include "control/controller.h"
@@ -125,6 +126,10 @@ void AddServeCommand(CLI::App& app, std::function<int()>& run) {
         (*controller)->SetAdjustableClock(&offset_clock);
         spdlog::warn("--clock=offset: the server's clock can be moved on by `trainyard admin advance-clock` (test-only)");
       }
+      (*controller)->SetEventRenderer([&config = (*controller)->config()](const control::State& s,
+                                                                           const control::EventTrigger& e, uint64_t seq) {
+        return api::RenderEvent(config, s, e, seq);
+      });
       (*controller)->Start();
       api::ApiServer server(**controller, *cred);
       auto bound = server.Bind(host, port);

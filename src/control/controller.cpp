@@ -10,6 +10,7 @@
 #include "core/strings.h"
 #include "exec/executor.h"
 #include "exec/local_executor.h"
+#include "store/event_log.h"
 #include "store/store.h"
 
 namespace ty::control {
@@ -104,6 +105,10 @@ StatusOr<std::unique_ptr<Controller>> Controller::Open(const Config& config, con
   auto store = store::OpenSqliteStore(c->data_dir_ + "/trainyard.db", config.sqlite_synchronous_full);
   if (!store.ok()) return store.status();
   c->store_ = std::move(store).value();
+  auto events = store::EventLog::Open(c->data_dir_ + "/trainyard.db");
+  if (!events.ok()) return events.status();
+  c->event_log_ = std::move(events).value();
+  c->last_event_seq_ = c->event_log_->LastPublished();
 
   exec::LocalExecutor::Options eo;
   eo.attempts_root = c->data_dir_ + "/attempts";
@@ -228,6 +233,24 @@ void Controller::Loop() {
   }
 }
 
+void Controller::RenderEvents(Turn& t, std::vector<store::Write>* writes) {
+  if (!event_renderer_ || !config_.events_enabled) {
+    t.events.clear();
+    return;
+  }
+  for (const EventTrigger& e : t.events) {
+    const uint64_t seq = ++last_event_seq_;
+    writes->push_back({store::Kind::kEvent, store::EventLog::Key(seq), event_renderer_(state_, e, seq)});
+  }
+  // Retention ([events] max_events, retention_days), once a minute at most, outside the commit.
+  if (t.now - last_event_prune_ >= 60000) {
+    last_event_prune_ = t.now;
+    const int64_t before = config_.events_retention_days > 0 ? t.now - config_.events_retention_days * 86400000 : 0;
+    auto gone = event_log_->Prune(static_cast<uint64_t>(config_.events_max), before);
+    if (!gone.ok()) spdlog::warn("event retention: {}", gone.status().message());
+  }
+}
+
 Status Controller::ExecuteStatus(std::function<Status(Turn&)> fn) {
   auto r = Execute<bool>([&](Turn& t) -> StatusOr<bool> {
     Status st = fn(t);
@@ -298,6 +321,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& 
       for (auto& m : state_.metric_series[n]) doc.push_back({m.name, m.value, m.timestamp});
       writes.push_back({store::Kind::kMetricSeries, n, doc.dump()});
     }
+    RenderEvents(t, &writes);
     Status st = store_->Commit(writes);
     if (!st.ok()) {
       // The in-memory state is now ahead of the durable state; the only safe way on is a restart.
@@ -305,6 +329,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& 
       std::_Exit(70);
     }
   }
+  if (!t.events.empty()) event_log_->Published(last_event_seq_);
   for (auto& [cmd, ack] : batch) ack();
   for (auto& [id, spec] : t.starts) {
     Status st = executor_->Start(id, spec);

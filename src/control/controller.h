@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "control/events.h"
 #include "control/state.h"
 #include "sched/sched.h"
 #include "core/clock.h"
@@ -27,6 +28,8 @@
 
 namespace ty::store {
 class Store;
+class EventLog;
+struct Write;
 }
 #include "exec/executor.h"
 
@@ -88,6 +91,11 @@ class Controller {
   Status InterruptTrainingJob(const std::string& name);
   // ResourceConfig.KeepAlivePeriodInSeconds of a job whose warm pool is Available; 0 releases it.
   StatusOr<TrainingJob> UpdateTrainingJob(const nlohmann::json& req);
+
+  // Events (docs/events.md). The renderer is installed before Start(); without one (or with
+  // [events] enabled = false) no events are stored.
+  void SetEventRenderer(EventRenderer renderer) { event_renderer_ = std::move(renderer); }
+  store::EventLog* events() const { return event_log_.get(); }
 
   // The controller's clock (the offset one under `serve --clock=offset`).
   EpochMs Now() const { return clock_.now_ms(); }
@@ -156,8 +164,16 @@ class Controller {
   // MaxRuntimeInSeconds less the time tj's runs have already used (may be <= 0).
   int64_t RemainingRuntimeSeconds(const TrainingJob& tj, EpochMs now) const;
   void SetJobStatus(Turn& t, ServiceJobState& js, JobStatus status, const std::string& reason);
+  // Records js's wait code; a new blocked code ("CAPACITY:...", "MISCONFIGURATION:...") is a
+  // "Batch Job Queue Blocked" event.
+  void SetWaitCode(Turn& t, ServiceJobState& js, const std::string& code);
+  // Renders the turn's event triggers into store writes (sequence numbers from next_event_seq_).
+  void RenderEvents(Turn& t, std::vector<store::Write>* writes);
   // Counts a status change of js to `to` in the metrics (called before the change).
   void CountTransition(Turn& t, const ServiceJobState& js, JobStatus to);
+  // A "SageMaker Training Job State Change" event for a new SecondaryStatus.
+  void TrainingJobEvent(Turn& t, const std::string& name, const std::string& secondary, const std::string& message,
+                        EpochMs at);
   void AddTransition(Turn& t, TrainingJob& tj, const std::string& secondary, const std::string& message, EpochMs at);
   void ReleaseCapacity(TrainingJob& tj);
   // [logs] retention_days: deletes the instance logs of training jobs that ended longer ago
@@ -189,6 +205,8 @@ class Controller {
   std::string sandbox_;  // resolved: "bwrap" or "none"
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<exec::Executor> executor_;
+  std::unique_ptr<store::EventLog> event_log_;
+  EventRenderer event_renderer_;
 
   // ---- guarded by state_mu_ (exclusive on the controller thread when writing) ----
   mutable std::shared_mutex state_mu_;
@@ -203,7 +221,9 @@ class Controller {
   OffsetClock* adjustable_clock_ = nullptr;  // set before Start(); null: the clock can't be moved
   std::vector<exec::AttemptEvent> deferred_events_;  // events made by the controller itself
   uint64_t chaos_state_ = 0;  // random spot interruptions (splitmix64 state, from config.chaos_seed)
-  std::multiset<EpochMs> backoff_ends_;  // ends of pending capacity-failure backoffs (in memory)
+  std::multiset<EpochMs> backoff_ends_;
+  uint64_t last_event_seq_ = 0;  // the newest event's sequence number
+  EpochMs last_event_prune_ = 0;  // ends of pending capacity-failure backoffs (in memory)
 
   // ---- guarded by queue_mu_ ----
   std::mutex queue_mu_;

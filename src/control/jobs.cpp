@@ -107,6 +107,13 @@ void Controller::SetJobStatus(Turn& t, ServiceJobState& js, JobStatus status, co
     }
     job.status = status;
     js.history.emplace_back(JobStatusName(status), t.now);
+    EventTrigger e;
+    e.kind = EventTrigger::Kind::kServiceJobStateChange;
+    e.job_seq = job.seq;
+    e.status = JobStatusName(status);
+    e.reason = reason;
+    e.at = t.now;
+    t.events.push_back(std::move(e));
   }
   job.status_reason = reason;
   if (status == JobStatus::kScheduled && job.scheduled_at == 0) job.scheduled_at = t.now;
@@ -122,6 +129,19 @@ void Controller::SetJobStatus(Turn& t, ServiceJobState& js, JobStatus status, co
     js.wait_code.clear();
   }
   t.jobs.insert(job.seq);
+}
+
+void Controller::SetWaitCode(Turn& t, ServiceJobState& js, const std::string& code) {
+  if (js.wait_code == code) return;
+  js.wait_code = code;
+  if (code.empty()) return;
+  EventTrigger e;
+  e.kind = EventTrigger::Kind::kJobQueueBlocked;
+  e.job_seq = js.job.seq;
+  e.status = JobStatusName(js.job.status);
+  e.reason = js.wait_reason.empty() ? code : js.wait_reason;
+  e.at = t.now;
+  t.events.push_back(std::move(e));
 }
 
 StatusOr<ServiceJob> Controller::SubmitServiceJob(const json& req) {
@@ -490,10 +510,11 @@ void Controller::SchedulePass(Turn& t) {
   for (const auto& w : d.waits) {
     ServiceJobState& js = state_.jobs.at(w.job_seq);
     js.wait_reason = d.ReasonOf(w);
-    js.wait_code = w.kind == sched::WaitKind::kMisconfiguration ? "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"
-                   : w.kind == sched::WaitKind::kCapacity || w.kind == sched::WaitKind::kReserved
-                       ? "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
-                       : "";
+    SetWaitCode(t, js,
+                w.kind == sched::WaitKind::kMisconfiguration ? "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"
+                : w.kind == sched::WaitKind::kCapacity || w.kind == sched::WaitKind::kReserved
+                    ? "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
+                    : "");
     if (w.kind == sched::WaitKind::kMisconfiguration && js.job.status_reason != js.wait_reason) {
       js.job.status_reason = js.wait_reason;
       t.jobs.insert(w.job_seq);
@@ -580,6 +601,7 @@ void Controller::StartServiceJob(Turn& t, ServiceJobState& js, const std::string
   job.attempts.push_back({tj.arn, tj.name, 0, 0, ""});
   state_.AddTrainingJob(std::move(tj));
   t.training_jobs.insert(name);
+  TrainingJobEvent(t, name, "Starting", "Starting the training job.", t.now);
   TrainingJob& launched = state_.training_jobs.at(name);
   LaunchTrainingJob(t, launched, launched.managed_spot);
 }
@@ -717,9 +739,8 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
     ServiceJobState& js = state_.jobs.at(w.job_seq);
     const std::string& reason = d.ReasonOf(w);
     js.wait_reason = reason;
-    js.wait_code.clear();
+    SetWaitCode(t, js, StartsWith(reason, "MISCONFIGURATION:") ? reason.substr(0, reason.find(' ')) : "");
     if (StartsWith(reason, "MISCONFIGURATION:")) {
-      js.wait_code = reason.substr(0, reason.find(' '));
       if (js.job.status_reason != reason) {
         js.job.status_reason = reason;
         t.jobs.insert(w.job_seq);

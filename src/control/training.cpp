@@ -309,6 +309,7 @@ StatusOr<TrainingJob> Controller::CreateTrainingJob(const json& req) {
     tj.transitions.push_back({"Starting", t.now, 0, "Starting the training job."});
     state_.AddTrainingJob(tj);
     t.training_jobs.insert(tj.name);
+    TrainingJobEvent(t, tj.name, "Starting", "Starting the training job.", t.now);
     t.reschedule = true;
     return tj;
   });
@@ -335,6 +336,17 @@ Status Controller::StopTrainingJob(const std::string& name) {
   });
 }
 
+namespace {
+// The TrainingJobStatus a SecondaryStatus belongs to (SEMANTICS.md §4).
+std::string PrimaryStatusOf(const std::string& secondary) {
+  if (secondary == "Completed") return "Completed";
+  if (secondary == "Failed") return "Failed";
+  if (secondary == "Stopping") return "Stopping";
+  if (secondary == "Stopped" || secondary == "MaxRuntimeExceeded" || secondary == "MaxWaitTimeExceeded") return "Stopped";
+  return "InProgress";
+}
+}  // namespace
+
 void Controller::AddTransition(Turn& t, TrainingJob& tj, const std::string& secondary, const std::string& message,
                                EpochMs at) {
   tj.secondary_status = secondary;
@@ -348,6 +360,19 @@ void Controller::AddTransition(Turn& t, TrainingJob& tj, const std::string& seco
   }
   if (!tj.transitions.empty() && tj.transitions.back().end == 0) tj.transitions.back().end = at;
   tj.transitions.push_back({secondary, at, 0, message});
+  TrainingJobEvent(t, tj.name, secondary, message, at);
+}
+
+void Controller::TrainingJobEvent(Turn& t, const std::string& name, const std::string& secondary,
+                                  const std::string& message, EpochMs at) {
+  EventTrigger e;
+  e.kind = EventTrigger::Kind::kTrainingJobStateChange;
+  e.name = name;
+  e.status = PrimaryStatusOf(secondary);
+  e.secondary = secondary;
+  e.reason = message;
+  e.at = at;
+  t.events.push_back(std::move(e));
 }
 
 void Controller::RequestStop(Turn& t, TrainingJob& tj, const std::string& cause, const std::string& message) {
@@ -850,6 +875,9 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
     backoff_ends_.insert(js.not_before);
     SetJobStatus(t, js, JobStatus::kRunnable,
                  "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - Unable to provision requested compute resources");
+    js.BackingOff(t.now);  // its wait reason
+    js.wait_code.clear();
+    SetWaitCode(t, js, "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY");
     return;
   }
   if (tj.stop_cause == "preempt") {

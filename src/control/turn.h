@@ -34,6 +34,8 @@ class Controller::Turn {
   std::set<std::string> metric_series;
   std::set<std::string> warm_pools, deleted_warm_pools;
   bool meta = false;
+  // Events to store with this turn's changes, in the order they happened.
+  std::vector<EventTrigger> events;
 
   // Jobs submitted during this turn stay SUBMITTED until the next one.
   std::set<uint64_t> submitted_now;

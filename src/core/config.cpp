@@ -76,6 +76,112 @@ Status Read(const toml::table& t, const char* key, T* out, const std::string& wh
   return Status::Ok();
 }
 
+Status ReadStrings(const toml::table& t, const char* key, std::vector<std::string>* out, const std::string& where) {
+  const toml::node* n = t.get(key);
+  if (!n) return Status::Ok();
+  const auto* arr = n->as_array();
+  const std::string what = "config: " + where + key + " must be an array of strings";
+  if (!arr) return InvalidArgument(what);
+  out->clear();
+  for (const auto& e : *arr) {
+    if (!e.is_string()) return InvalidArgument(what);
+    out->push_back(e.as_string()->get());
+  }
+  return Status::Ok();
+}
+
+// [events], [[webhooks]] and [[alarms]].
+Status ReadEvents(toml::table& root, Config* c) {
+  if (auto* e = root["events"].as_table()) {
+    TY_RETURN_IF_ERROR(CheckKeys(*e, {"enabled", "retention_days", "max_events", "max_streams"}, "[events]"));
+    TY_RETURN_IF_ERROR(Read(*e, "enabled", &c->events_enabled, "events."));
+    TY_RETURN_IF_ERROR(Read(*e, "retention_days", &c->events_retention_days, "events."));
+    TY_RETURN_IF_ERROR(Read(*e, "max_events", &c->events_max, "events."));
+    TY_RETURN_IF_ERROR(Read(*e, "max_streams", &c->events_max_streams, "events."));
+    if (c->events_retention_days < 0) return InvalidArgument("config: events.retention_days must be >= 0");
+    if (c->events_max < 1) return InvalidArgument("config: events.max_events must be >= 1");
+    if (c->events_max_streams < 0) return InvalidArgument("config: events.max_streams must be >= 0");
+  }
+  std::set<std::string> names;
+  if (const toml::node* n = root.get("webhooks")) {
+    const auto* arr = n->as_array();
+    if (!arr) return InvalidArgument("config: webhooks must be an array of tables ([[webhooks]])");
+    for (size_t i = 0; i < arr->size(); ++i) {
+      const auto* t = arr->get(i)->as_table();
+      const std::string where = "webhooks[" + std::to_string(i) + "].";
+      if (!t) return InvalidArgument("config: " + where + " must be a table");
+      TY_RETURN_IF_ERROR(CheckKeys(*t, {"name", "url", "sources", "detail_types", "queues", "shares", "tags", "pattern",
+                                        "secret", "timeout_seconds", "max_backoff_seconds"},
+                                   where));
+      WebhookConfig w;
+      TY_RETURN_IF_ERROR(Read(*t, "name", &w.name, where));
+      TY_RETURN_IF_ERROR(Read(*t, "url", &w.url, where));
+      TY_RETURN_IF_ERROR(ReadStrings(*t, "sources", &w.sources, where));
+      TY_RETURN_IF_ERROR(ReadStrings(*t, "detail_types", &w.detail_types, where));
+      TY_RETURN_IF_ERROR(ReadStrings(*t, "queues", &w.queues, where));
+      TY_RETURN_IF_ERROR(ReadStrings(*t, "shares", &w.shares, where));
+      TY_RETURN_IF_ERROR(Read(*t, "pattern", &w.pattern, where));
+      TY_RETURN_IF_ERROR(Read(*t, "secret", &w.secret, where));
+      TY_RETURN_IF_ERROR(Read(*t, "timeout_seconds", &w.timeout_seconds, where));
+      TY_RETURN_IF_ERROR(Read(*t, "max_backoff_seconds", &w.max_backoff_seconds, where));
+      if (const toml::node* tags = t->get("tags")) {
+        const auto* tt = tags->as_table();
+        if (!tt) return InvalidArgument("config: " + where + "tags must be a table of strings (key = \"value\")");
+        for (const auto& [k, v] : *tt) {
+          if (!v.is_string()) return InvalidArgument("config: " + where + "tags." + std::string(k.str()) + " must be a string");
+          w.tags.emplace_back(std::string(k.str()), v.as_string()->get());
+        }
+      }
+      if (w.name.empty()) return InvalidArgument("config: " + where + "name is required");
+      if (!names.insert(w.name).second) return InvalidArgument("config: " + where + "name '" + w.name + "' is used twice");
+      if (w.url.rfind("http://", 0) != 0 && w.url.rfind("https://", 0) != 0)
+        return InvalidArgument("config: " + where + "url must start with http:// or https://");
+      if (w.timeout_seconds < 1) return InvalidArgument("config: " + where + "timeout_seconds must be >= 1");
+      if (w.max_backoff_seconds < 1) return InvalidArgument("config: " + where + "max_backoff_seconds must be >= 1");
+      c->webhooks.push_back(std::move(w));
+    }
+  }
+  names.clear();
+  if (const toml::node* n = root.get("alarms")) {
+    const auto* arr = n->as_array();
+    if (!arr) return InvalidArgument("config: alarms must be an array of tables ([[alarms]])");
+    static const std::set<std::string> kRules = {"runnable_longer_than", "failure_ratio", "idle_capacity_while_waiting",
+                                                 "warm_pool_expiring"};
+    for (size_t i = 0; i < arr->size(); ++i) {
+      const auto* t = arr->get(i)->as_table();
+      const std::string where = "alarms[" + std::to_string(i) + "].";
+      if (!t) return InvalidArgument("config: " + where + " must be a table");
+      TY_RETURN_IF_ERROR(CheckKeys(*t, {"name", "rule", "queue", "instance_type", "seconds", "threshold", "window_seconds",
+                                        "min_jobs"},
+                                   where));
+      AlarmConfig a;
+      TY_RETURN_IF_ERROR(Read(*t, "name", &a.name, where));
+      TY_RETURN_IF_ERROR(Read(*t, "rule", &a.rule, where));
+      TY_RETURN_IF_ERROR(Read(*t, "queue", &a.queue, where));
+      TY_RETURN_IF_ERROR(Read(*t, "instance_type", &a.instance_type, where));
+      TY_RETURN_IF_ERROR(Read(*t, "seconds", &a.seconds, where));
+      TY_RETURN_IF_ERROR(Read(*t, "threshold", &a.threshold, where));
+      TY_RETURN_IF_ERROR(Read(*t, "window_seconds", &a.window_seconds, where));
+      TY_RETURN_IF_ERROR(Read(*t, "min_jobs", &a.min_jobs, where));
+      if (a.name.empty()) return InvalidArgument("config: " + where + "name is required");
+      if (!names.insert(a.name).second) return InvalidArgument("config: " + where + "name '" + a.name + "' is used twice");
+      if (!kRules.count(a.rule))
+        return InvalidArgument("config: " + where + "rule must be one of runnable_longer_than, failure_ratio, "
+                               "idle_capacity_while_waiting, warm_pool_expiring");
+      if ((a.rule == "runnable_longer_than" || a.rule == "warm_pool_expiring") && a.seconds < 1)
+        return InvalidArgument("config: " + where + "seconds must be >= 1 for rule " + a.rule);
+      if (a.rule == "failure_ratio" && (a.threshold <= 0 || a.threshold > 1))
+        return InvalidArgument("config: " + where + "threshold must be in (0, 1] for rule failure_ratio");
+      if (a.rule == "idle_capacity_while_waiting" && a.threshold < 1)
+        return InvalidArgument("config: " + where + "threshold must be >= 1 (idle instances) for rule idle_capacity_while_waiting");
+      if (a.window_seconds < 1) return InvalidArgument("config: " + where + "window_seconds must be >= 1");
+      if (a.min_jobs < 1) return InvalidArgument("config: " + where + "min_jobs must be >= 1");
+      c->alarms.push_back(std::move(a));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
@@ -85,7 +191,10 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
   } catch (const toml::parse_error& e) {
     return InvalidArgument("config: " + path + ": " + std::string(e.description()));
   }
-  TY_RETURN_IF_ERROR(CheckKeys(root, {"server", "executor", "instance_types", "object_store", "file_systems", "logs"}, "the top level"));
+  TY_RETURN_IF_ERROR(CheckKeys(root, {"server", "executor", "instance_types", "object_store", "file_systems", "logs",
+                                     "events", "webhooks", "alarms"},
+                               "the top level"));
+  TY_RETURN_IF_ERROR(ReadEvents(root, &c));
   if (auto* l = root["logs"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*l, {"retention_days", "max_bytes_per_stream"}, "[logs]"));
     TY_RETURN_IF_ERROR(Read(*l, "retention_days", &c.logs_retention_days, "logs."));

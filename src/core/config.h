@@ -76,6 +76,36 @@ struct ObjectStoreConfig {
   }
 };
 
+// A webhook that receives events (docs/events.md): every stored event that passes all the given
+// filters (an empty filter passes everything) is POSTed to `url`, in order, at least once.
+struct WebhookConfig {
+  std::string name;  // identifies its delivery cursor: renaming a webhook starts it from the newest event
+  std::string url;   // http:// or https://
+  std::vector<std::string> sources;       // e.g. "aws.batch"
+  std::vector<std::string> detail_types;  // e.g. "Batch Service Job State Change"
+  std::vector<std::string> queues;        // job queue names
+  std::vector<std::string> shares;        // share identifiers or quota share names
+  std::vector<std::pair<std::string, std::string>> tags;  // every one must be on the job
+  std::string pattern;  // an EventBridge event pattern (JSON); "" = none
+  std::string secret;   // signs each body: X-Trainyard-Signature: sha256=HMAC(secret, body)
+  int timeout_seconds = 5;
+  int max_backoff_seconds = 60;  // retries back off from 1 s, doubling, to this
+};
+
+// An alarm rule (docs/alarms.md), evaluated by the controller about once a second. It is in
+// ALARM while its condition holds and OK otherwise; each change is an event.
+struct AlarmConfig {
+  std::string name;
+  // runnable_longer_than | failure_ratio | idle_capacity_while_waiting | warm_pool_expiring
+  std::string rule;
+  std::string queue;          // only this job queue (name); "" = all
+  std::string instance_type;  // idle_capacity_while_waiting: only this type; "" = all
+  int64_t seconds = 0;        // runnable_longer_than: T; warm_pool_expiring: expires within T
+  double threshold = 0;       // failure_ratio: X in (0, 1]; idle_capacity_while_waiting: Y instances
+  int64_t window_seconds = 3600;  // failure_ratio: the window
+  int64_t min_jobs = 1;           // failure_ratio: jobs that ended in the window, at least
+};
+
 struct Config {
   std::string listen = "127.0.0.1:8080";
   std::string data_dir = "trainyard-data";
@@ -104,6 +134,14 @@ struct Config {
   // stops growing at max_bytes_per_stream (0: no cap).
   int64_t logs_retention_days = 0;
   int64_t logs_max_bytes_per_stream = 0;
+  // [events] (docs/events.md): state-change events are stored with the state, in one sequence;
+  // the oldest go once there are more than max_events or they are older than retention_days.
+  bool events_enabled = true;
+  int64_t events_retention_days = 7;
+  int64_t events_max = 1000000;
+  int events_max_streams = 4;  // concurrent server-sent-event streams (each holds an HTTP thread)
+  std::vector<WebhookConfig> webhooks;
+  std::vector<AlarmConfig> alarms;
 
   const InstanceTypeSpec* FindInstanceType(const std::string& name) const;
   // The catalogue entry of a capacity key ("type" or "type#spot"), and the capacity it offers.

@@ -7,9 +7,10 @@
 namespace ty::store {
 namespace {
 
-constexpr std::array<const char*, 9> kTables = {"service_environments", "job_queues", "service_jobs",
-                                                "training_jobs",        "metric_series", "meta",
-                                                "scheduling_policies",  "quota_shares",  "warm_pools"};
+constexpr std::array<const char*, 10> kTables = {"service_environments", "job_queues",   "service_jobs",
+                                                 "training_jobs",        "metric_series", "meta",
+                                                 "scheduling_policies",  "quota_shares",  "warm_pools",
+                                                 "events"};
 
 // Versioned migrations: entry i takes the schema from version i to i+1. Never edit a shipped
 // entry; append a new one.
@@ -27,6 +28,10 @@ const std::vector<const char*>& Migrations() {
       "CREATE TABLE quota_shares (key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
       // 4: managed warm pools that are InUse or Available, keyed by pool id.
       "CREATE TABLE warm_pools (key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
+      // 5: events in sequence order (key: zero-padded sequence number), and where each event
+      // consumer (a webhook) has got to.
+      "CREATE TABLE events (key TEXT PRIMARY KEY, doc TEXT NOT NULL);"
+      "CREATE TABLE event_cursors (key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
   };
   return m;
 }

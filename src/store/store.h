@@ -14,7 +14,9 @@
 
 namespace ty::store {
 
-enum class Kind { kServiceEnvironment, kJobQueue, kServiceJob, kTrainingJob, kMetricSeries, kMeta, kSchedulingPolicy, kQuotaShare, kWarmPool };
+enum class Kind { kServiceEnvironment, kJobQueue, kServiceJob, kTrainingJob, kMetricSeries, kMeta, kSchedulingPolicy, kQuotaShare, kWarmPool,
+                  // Events (docs/events.md): key = the sequence number, zero-padded to 20 digits.
+                  kEvent };
 
 struct Write {
   Kind kind;

@@ -1,0 +1,20 @@
+// Wire encodings shared between the API handlers and the events they mirror (docs/events.md).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "control/events.h"
+#include "control/state.h"
+#include "core/config.h"
+
+namespace ty::api {
+
+// DescribeServiceJob's response for one job (Batch, lowerCamelCase, epoch ms).
+nlohmann::json EncodeServiceJobDetail(const control::State& s, const control::ServiceJobState& js);
+// DescribeTrainingJob's response for one job (SageMaker, PascalCase, epoch seconds).
+nlohmann::json EncodeTrainingJobDescription(const TrainingJob& tj, EpochMs now);
+
+// Renders an event trigger as its stored document (control::EventRenderer).
+std::string RenderEvent(const Config& config, const control::State& s, const control::EventTrigger& e, uint64_t seq);
+
+}  // namespace ty::api

@@ -1,0 +1,60 @@
+// Webhook delivery (docs/events.md): one thread per configured webhook walks the event log from
+// its durable cursor and POSTs each matching event, in order, at least once. A failed delivery is
+// retried with backoff (1 s, doubling, to max_backoff_seconds) until it succeeds; the cursor moves
+// only past delivered (or unwanted) events, and is saved, so neither a receiver that is down nor a
+// server restart loses an event. The threads only read the log, so a dead webhook never slows
+// the controller.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/config.h"
+#include "core/status.h"
+
+namespace ty::store {
+class EventLog;
+}
+
+namespace ty::obs {
+
+struct WebhookStats {
+  std::string name;
+  uint64_t cursor = 0;          // the last event handled (delivered or not wanted)
+  uint64_t delivered = 0;       // since the server started
+  uint64_t failed_attempts = 0; // POSTs that did not get a 2xx
+  uint64_t skipped = 0;         // events pruned before they could be delivered
+  std::string last_error;
+};
+
+class WebhookDispatcher {
+ public:
+  WebhookDispatcher(store::EventLog& log, std::vector<WebhookConfig> hooks);
+  ~WebhookDispatcher();
+
+  // Checks the filters (patterns), loads each cursor and starts the threads. A webhook seen for
+  // the first time starts after the newest stored event.
+  Status Start();
+  void Stop();
+  std::vector<WebhookStats> Stats() const;
+
+ private:
+  struct Hook;
+  void Run(Hook& h);
+  // Sleeps up to `ms`; false when stopping.
+  bool Pause(int64_t ms);
+
+  store::EventLog& log_;
+  std::vector<std::unique_ptr<Hook>> hooks_;
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+}  // namespace ty::obs

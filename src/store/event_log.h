@@ -1,0 +1,56 @@
+// The event log (docs/events.md): reads of the events the controller commits with its state, and
+// where each consumer has got to. Events are written by the controller's own store transaction
+// (store::Kind::kEvent), so an event exists exactly when the state change it describes does.
+// This class has its own SQLite connection and may be used from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace ty::store {
+
+struct StoredEvent {
+  uint64_t seq = 0;
+  std::string doc;  // {"seq","at","queue","share","tags","event":{EventBridge envelope}}
+};
+
+class EventLog {
+ public:
+  static StatusOr<std::unique_ptr<EventLog>> Open(const std::string& db_path);
+  virtual ~EventLog() = default;
+
+  // The store key of an event: its sequence number, zero-padded so that keys sort as numbers.
+  static std::string Key(uint64_t seq);
+
+  // Up to `limit` events with seq > after, in sequence order.
+  virtual Status Read(uint64_t after, size_t limit, std::vector<StoredEvent>* out) = 0;
+  // The newest stored sequence number (0: none yet), as read from the database.
+  virtual StatusOr<uint64_t> NewestStored() = 0;
+  // The oldest sequence number still kept (0: none).
+  virtual StatusOr<uint64_t> OldestStored() = 0;
+
+  // The controller has committed events up to `seq`: wakes the waiters.
+  virtual void Published(uint64_t seq) = 0;
+  virtual uint64_t LastPublished() const = 0;
+  // Waits until an event newer than `after` is published, `deadline` passes or Close() is called.
+  // Returns LastPublished().
+  virtual uint64_t WaitNewer(uint64_t after, std::chrono::steady_clock::time_point deadline) = 0;
+  // Wakes every waiter for good (the server is stopping).
+  virtual void Close() = 0;
+  virtual bool closed() const = 0;
+
+  // A consumer's cursor: the last sequence number it has been given (0 when it has none).
+  virtual StatusOr<uint64_t> LoadCursor(const std::string& consumer, bool* found) = 0;
+  virtual Status SaveCursor(const std::string& consumer, uint64_t seq) = 0;
+
+  // Deletes the oldest events beyond the newest `keep`, and those stored before `before_ms`
+  // (their "at"). Returns how many went.
+  virtual StatusOr<int64_t> Prune(uint64_t keep, int64_t before_ms) = 0;
+};
+
+}  // namespace ty::store

@@ -1,0 +1,204 @@
+#include <sqlite3.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+
+#include "store/event_log.h"
+
+namespace ty::store {
+namespace {
+
+class SqliteEventLog final : public EventLog {
+ public:
+  ~SqliteEventLog() override {
+    if (db_) sqlite3_close(db_);
+  }
+
+  Status Open(const std::string& path) {
+    // The controller's store has created the file and its tables already.
+    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, nullptr) != SQLITE_OK)
+      return Error("open " + path);
+    sqlite3_busy_timeout(db_, 5000);
+    TY_RETURN_IF_ERROR(Exec("PRAGMA synchronous=NORMAL;"));
+    auto newest = NewestStored();
+    if (!newest.ok()) return newest.status();
+    published_ = *newest;
+    return Status::Ok();
+  }
+
+  Status Read(uint64_t after, size_t limit, std::vector<StoredEvent>* out) override {
+    std::lock_guard lock(db_mu_);
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(db_, "SELECT key, doc FROM events WHERE key > ?1 ORDER BY key LIMIT ?2", -1, &s, nullptr) !=
+        SQLITE_OK)
+      return Error("prepare");
+    const std::string from = Key(after);
+    sqlite3_bind_text(s, 1, from.data(), static_cast<int>(from.size()), SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, static_cast<sqlite3_int64>(limit));
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      StoredEvent e;
+      e.seq = std::strtoull(reinterpret_cast<const char*>(sqlite3_column_text(s, 0)), nullptr, 10);
+      e.doc.assign(reinterpret_cast<const char*>(sqlite3_column_text(s, 1)), static_cast<size_t>(sqlite3_column_bytes(s, 1)));
+      out->push_back(std::move(e));
+    }
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE) return Error("read events");
+    return Status::Ok();
+  }
+
+  StatusOr<uint64_t> NewestStored() override { return Edge("SELECT MAX(key) FROM events"); }
+  StatusOr<uint64_t> OldestStored() override { return Edge("SELECT MIN(key) FROM events"); }
+
+  void Published(uint64_t seq) override {
+    {
+      std::lock_guard lock(wait_mu_);
+      if (seq > published_) published_ = seq;
+    }
+    cv_.notify_all();
+  }
+
+  uint64_t LastPublished() const override {
+    std::lock_guard lock(wait_mu_);
+    return published_;
+  }
+
+  uint64_t WaitNewer(uint64_t after, std::chrono::steady_clock::time_point deadline) override {
+    std::unique_lock lock(wait_mu_);
+    cv_.wait_until(lock, deadline, [&] { return closed_ || published_ > after; });
+    return published_;
+  }
+
+  void Close() override {
+    {
+      std::lock_guard lock(wait_mu_);
+      closed_ = true;
+    }
+    cv_.notify_all();
+  }
+  bool closed() const override {
+    std::lock_guard lock(wait_mu_);
+    return closed_;
+  }
+
+  StatusOr<uint64_t> LoadCursor(const std::string& consumer, bool* found) override {
+    std::lock_guard lock(db_mu_);
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(db_, "SELECT doc FROM event_cursors WHERE key = ?1", -1, &s, nullptr) != SQLITE_OK)
+      return Error("prepare");
+    sqlite3_bind_text(s, 1, consumer.data(), static_cast<int>(consumer.size()), SQLITE_STATIC);
+    uint64_t seq = 0;
+    *found = false;
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+      seq = std::strtoull(reinterpret_cast<const char*>(sqlite3_column_text(s, 0)), nullptr, 10);
+      *found = true;
+    }
+    sqlite3_finalize(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Error("read cursor");
+    return seq;
+  }
+
+  Status SaveCursor(const std::string& consumer, uint64_t seq) override {
+    std::lock_guard lock(db_mu_);
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(db_,
+                           "INSERT INTO event_cursors (key, doc) VALUES (?1, ?2) "
+                           "ON CONFLICT(key) DO UPDATE SET doc = excluded.doc",
+                           -1, &s, nullptr) != SQLITE_OK)
+      return Error("prepare");
+    const std::string v = std::to_string(seq);
+    sqlite3_bind_text(s, 1, consumer.data(), static_cast<int>(consumer.size()), SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE) return Error("save cursor");
+    return Status::Ok();
+  }
+
+  StatusOr<int64_t> Prune(uint64_t keep, int64_t before_ms) override {
+    int64_t gone = 0;
+    auto newest = NewestStored();
+    if (!newest.ok()) return newest.status();
+    std::lock_guard lock(db_mu_);
+    if (*newest > keep) {
+      const std::string below = Key(*newest - keep);
+      sqlite3_stmt* s = nullptr;
+      if (sqlite3_prepare_v2(db_, "DELETE FROM events WHERE key <= ?1", -1, &s, nullptr) != SQLITE_OK) return Error("prepare");
+      sqlite3_bind_text(s, 1, below.data(), static_cast<int>(below.size()), SQLITE_STATIC);
+      int rc = sqlite3_step(s);
+      sqlite3_finalize(s);
+      if (rc != SQLITE_DONE) return Error("prune events");
+      gone += sqlite3_changes(db_);
+    }
+    // Events are stored in time order (near enough: "at" is the controller's clock at each turn),
+    // so the old ones are a prefix; take it in slices so the write lock is held only briefly.
+    while (before_ms > 0) {
+      sqlite3_stmt* s = nullptr;
+      if (sqlite3_prepare_v2(db_,
+                             "DELETE FROM events WHERE key IN (SELECT key FROM events ORDER BY key LIMIT 1000) "
+                             "AND json_extract(doc, '$.at') < ?1",
+                             -1, &s, nullptr) != SQLITE_OK)
+        return Error("prepare");
+      sqlite3_bind_int64(s, 1, before_ms);
+      int rc = sqlite3_step(s);
+      sqlite3_finalize(s);
+      if (rc != SQLITE_DONE) return Error("prune events");
+      const int n = sqlite3_changes(db_);
+      gone += n;
+      if (n < 1000) break;
+    }
+    return gone;
+  }
+
+ private:
+  Status Error(const std::string& what) const {
+    return Internal("sqlite (events) " + what + ": " + (db_ ? sqlite3_errmsg(db_) : "no database"));
+  }
+
+  Status Exec(const char* sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err ? err : "unknown";
+      sqlite3_free(err);
+      return Internal(std::string("sqlite (events): ") + msg);
+    }
+    return Status::Ok();
+  }
+
+  StatusOr<uint64_t> Edge(const char* sql) {
+    std::lock_guard lock(db_mu_);
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(db_, sql, -1, &s, nullptr) != SQLITE_OK) return Error("prepare");
+    uint64_t seq = 0;
+    if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_type(s, 0) != SQLITE_NULL)
+      seq = std::strtoull(reinterpret_cast<const char*>(sqlite3_column_text(s, 0)), nullptr, 10);
+    sqlite3_finalize(s);
+    return seq;
+  }
+
+  sqlite3* db_ = nullptr;
+  std::mutex db_mu_;
+  mutable std::mutex wait_mu_;
+  std::condition_variable cv_;
+  uint64_t published_ = 0;
+  bool closed_ = false;
+};
+
+}  // namespace
+
+std::string EventLog::Key(uint64_t seq) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%020llu", static_cast<unsigned long long>(seq));
+  return buf;
+}
+
+StatusOr<std::unique_ptr<EventLog>> EventLog::Open(const std::string& db_path) {
+  auto log = std::make_unique<SqliteEventLog>();
+  Status st = log->Open(db_path);
+  if (!st.ok()) return st;
+  return std::unique_ptr<EventLog>(std::move(log));
+}
+
+}  // namespace ty::store
