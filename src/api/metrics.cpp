@@ -322,6 +322,22 @@ std::string Render(const Config& config, const State& s) {
              "Instances a quota share holds above its own limit (borrowed from other shares), per instance type.");
     w.Raw(borrowed.Take());
   }
+  // ---- alarms ----
+  if (!config.alarms.empty()) {
+    w.Family("trainyard_alarm_active", "gauge", "1 while an alarm rule is in ALARM, 0 while OK (docs/alarms.md).");
+    for (const auto& a : config.alarms) {
+      auto st = s.alarms.find(a.name);
+      w.Sample("trainyard_alarm_active", {{"alarm", a.name}, {"rule", a.rule}},
+               st != s.alarms.end() && st->second.value == "ALARM" ? 1 : 0);
+    }
+    w.Family("trainyard_alarm_pending", "gauge",
+             "1 while an alarm rule's condition holds but has not yet held for its `seconds` (it is still OK).");
+    for (const auto& a : config.alarms) {
+      auto st = s.alarms.find(a.name);
+      w.Sample("trainyard_alarm_pending", {{"alarm", a.name}, {"rule", a.rule}},
+               st != s.alarms.end() && st->second.value == "OK" && st->second.condition_since != 0 ? 1 : 0);
+    }
+  }
   return w.Take();
 }
 

@@ -196,6 +196,28 @@ void Controller::LoadState() {
     auto& series = s.metric_series[key];
     for (auto& m : j) series.push_back({m[0].get<std::string>(), m[1].get<double>(), m[2].get<EpochMs>()});
   }));
+  must(store_->LoadAll(store::Kind::kMeta, [&](const std::string& key, const std::string& doc) {
+    if (!StartsWith(key, "alarm/")) return;
+    auto j = json::parse(doc, nullptr, false);
+    if (j.is_discarded()) return;
+    AlarmState& a = s.alarms[key.substr(6)];
+    a.value = j.value("value", "OK");
+    a.since = j.value("since", EpochMs{0});
+    a.reason = j.value("reason", "");
+    a.condition_since = j.value("condition_since", EpochMs{0});
+  }));
+  // failure_ratio looks back over the jobs that ended within its window.
+  int64_t window = 0;
+  for (const auto& a : config_.alarms)
+    if (a.rule == "failure_ratio") window = std::max(window, a.window_seconds * 1000);
+  if (window > 0) {
+    std::vector<const ServiceJob*> ended;
+    for (const auto& [seq, js] : s.jobs)
+      if ((js.job.status == JobStatus::kSucceeded || js.job.status == JobStatus::kFailed) && js.job.stopped_at > 0)
+        ended.push_back(&js.job);
+    std::sort(ended.begin(), ended.end(), [](const ServiceJob* a, const ServiceJob* b) { return a->stopped_at < b->stopped_at; });
+    for (const ServiceJob* j : ended) NoteEnding(*j, j->stopped_at);
+  }
   spdlog::info("loaded {} environments, {} queues, {} service jobs, {} training jobs", s.environments.size(),
                s.queues.size(), s.jobs.size(), s.training_jobs.size());
 }
@@ -276,6 +298,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& 
         t.reschedule = true;
       }
       EnforceTimeouts(t);
+      EvaluateAlarms(t);
       TailMetrics(t);
       SweepLogs(t.now);
       // Fair-share order moves as usage decays: look again while such queues have work waiting.
@@ -316,6 +339,11 @@ void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& 
     for (const auto& n : t.warm_pools)
       writes.push_back({store::Kind::kWarmPool, n, EncodeDoc(state_.warm_pools.at(n))});
     for (const auto& n : t.deleted_warm_pools) writes.push_back({store::Kind::kWarmPool, n, ""});
+    for (const auto& n : t.alarms) {
+      const AlarmState& a = state_.alarms.at(n);
+      json doc = {{"value", a.value}, {"since", a.since}, {"reason", a.reason}, {"condition_since", a.condition_since}};
+      writes.push_back({store::Kind::kMeta, "alarm/" + n, doc.dump()});
+    }
     for (const auto& n : t.metric_series) {
       json doc = json::array();
       for (auto& m : state_.metric_series[n]) doc.push_back({m.name, m.value, m.timestamp});

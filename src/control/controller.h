@@ -167,6 +167,10 @@ class Controller {
   // Records js's wait code; a new blocked code ("CAPACITY:...", "MISCONFIGURATION:...") is a
   // "Batch Job Queue Blocked" event.
   void SetWaitCode(Turn& t, ServiceJobState& js, const std::string& code);
+  // Alarms (alarms.cpp): evaluates every [[alarms]] rule; a change of state is an event.
+  void EvaluateAlarms(Turn& t);
+  // A service job reached SUCCEEDED or FAILED (for failure_ratio).
+  void NoteEnding(const ServiceJob& job, EpochMs at);
   // Renders the turn's event triggers into store writes (sequence numbers from next_event_seq_).
   void RenderEvents(Turn& t, std::vector<store::Write>* writes);
   // Counts a status change of js to `to` in the metrics (called before the change).
@@ -222,7 +226,14 @@ class Controller {
   std::vector<exec::AttemptEvent> deferred_events_;  // events made by the controller itself
   uint64_t chaos_state_ = 0;  // random spot interruptions (splitmix64 state, from config.chaos_seed)
   std::multiset<EpochMs> backoff_ends_;
-  uint64_t last_event_seq_ = 0;  // the newest event's sequence number
+  uint64_t last_event_seq_ = 0;
+  struct Ending {
+    EpochMs at;
+    std::string queue;
+    bool failed;
+  };
+  std::deque<Ending> endings_;  // jobs that ended within the longest failure_ratio window
+  EpochMs last_alarm_check_ = 0;  // the newest event's sequence number
   EpochMs last_event_prune_ = 0;  // ends of pending capacity-failure backoffs (in memory)
 
   // ---- guarded by queue_mu_ ----

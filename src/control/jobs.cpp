@@ -119,6 +119,7 @@ void Controller::SetJobStatus(Turn& t, ServiceJobState& js, JobStatus status, co
   if (status == JobStatus::kScheduled && job.scheduled_at == 0) job.scheduled_at = t.now;
   if (IsTerminal(status)) {
     job.stopped_at = t.now;
+    if (!was_terminal) NoteEnding(job, t.now);
     if (!was_terminal && !ShareOf(job).empty()) {
       auto& shares = state_.unfinished_by_share[job.queue];
       if (--shares[ShareOf(job)] <= 0) shares.erase(ShareOf(job));

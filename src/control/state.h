@@ -55,6 +55,14 @@ struct ServiceJobState {
   }
 };
 
+// Where an alarm rule stands (docs/alarms.md); persisted, so a restart does not raise it again.
+struct AlarmState {
+  std::string value = "OK";  // OK | ALARM
+  EpochMs since = 0;         // when it took that value
+  std::string reason;
+  EpochMs condition_since = 0;  // idle_capacity_while_waiting: when the condition began to hold (0: it does not)
+};
+
 struct State {
   std::map<std::string, ServiceEnvironment> environments;  // by name
   std::map<std::string, JobQueue> queues;                  // by name
@@ -91,6 +99,7 @@ struct State {
   std::map<std::string, std::map<std::string, int64_t>> unfinished_by_share;
   uint64_t next_seq = 1;
   EpochMs last_pass_at = 0;
+  std::map<std::string, AlarmState> alarms;  // by rule name ([[alarms]])
   // Counters and histograms for GET /metrics (in memory: zero after a restart).
   Telemetry telemetry;
 

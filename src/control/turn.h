@@ -34,6 +34,7 @@ class Controller::Turn {
   std::set<std::string> metric_series;
   std::set<std::string> warm_pools, deleted_warm_pools;
   bool meta = false;
+  std::set<std::string> alarms;  // alarm states to persist
   // Events to store with this turn's changes, in the order they happened.
   std::vector<EventTrigger> events;
 

@@ -170,6 +170,7 @@ Status ReadEvents(toml::table& root, Config* c) {
                                "idle_capacity_while_waiting, warm_pool_expiring");
       if ((a.rule == "runnable_longer_than" || a.rule == "warm_pool_expiring") && a.seconds < 1)
         return InvalidArgument("config: " + where + "seconds must be >= 1 for rule " + a.rule);
+      if (a.seconds < 0) return InvalidArgument("config: " + where + "seconds must be >= 0");
       if (a.rule == "failure_ratio" && (a.threshold <= 0 || a.threshold > 1))
         return InvalidArgument("config: " + where + "threshold must be in (0, 1] for rule failure_ratio");
       if (a.rule == "idle_capacity_while_waiting" && a.threshold < 1)

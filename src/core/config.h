@@ -100,7 +100,9 @@ struct AlarmConfig {
   std::string rule;
   std::string queue;          // only this job queue (name); "" = all
   std::string instance_type;  // idle_capacity_while_waiting: only this type; "" = all
-  int64_t seconds = 0;        // runnable_longer_than: T; warm_pool_expiring: expires within T
+  // runnable_longer_than: T; warm_pool_expiring: expires within T; idle_capacity_while_waiting:
+  // how long the condition must hold before the alarm fires (0: at once).
+  int64_t seconds = 0;
   double threshold = 0;       // failure_ratio: X in (0, 1]; idle_capacity_while_waiting: Y instances
   int64_t window_seconds = 3600;  // failure_ratio: the window
   int64_t min_jobs = 1;           // failure_ratio: jobs that ended in the window, at least

@@ -3,12 +3,14 @@
 Every test gets its own data directory and server process; the server is stopped (SIGTERM,
 then SIGKILL) and every process it started is cleaned up when the test ends.
 """
+import http.server
 import json
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -355,3 +357,66 @@ class MotoServer:
         return boto3.client("s3", endpoint_url=self.url, region_name=REGION, aws_access_key_id="testing",
                             aws_secret_access_key="testing",
                             config=botocore.config.Config(retries={"max_attempts": 1}))
+
+
+class Receiver:
+    """A webhook receiver on a fixed port: records every POST; can answer 500 on purpose, and be
+    stopped and started again on the same port."""
+
+    def __init__(self, port=0):
+        self.posts = []  # (headers, body as JSON), in arrival order
+        self.fail_next = 0
+        self.lock = threading.Lock()
+        self.port = port
+        self.httpd = None
+
+    def start(self):
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with receiver.lock:
+                    if receiver.fail_next > 0:
+                        receiver.fail_next -= 1
+                        self.send_response(500)
+                        self.end_headers()
+                        return
+                    receiver.posts.append((dict(self.headers), json.loads(body)))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    def events(self):
+        """Events received, duplicates (at-least-once redeliveries) removed, in arrival order."""
+        with self.lock:
+            seen, out = set(), []
+            for _, e in self.posts:
+                if e["id"] not in seen:
+                    seen.add(e["id"])
+                    out.append(e)
+            return out
+
+    def wait(self, predicate, timeout=60, what="events", show=None):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if predicate(self.events()):
+                return self.events()
+            time.sleep(0.1)
+        got = [show(e) for e in self.events()] if show else self.events()
+        raise AssertionError(f"timed out waiting for {what}; got {got}")

@@ -2,12 +2,9 @@
 cursor, streamed over server-sent events, and delivered to webhooks at least once, in order,
 across restarts of the receiver and of the server."""
 import http.client
-import http.server
 import json
 import os
-import socket
 import subprocess
-import threading
 import time
 import unittest
 import urllib.parse
@@ -16,73 +13,11 @@ import botocore.auth
 import botocore.awsrequest
 import botocore.credentials
 
-from harness import BIN, REGION, Server, ServerTest
+from harness import BIN, REGION, Receiver, Server, ServerTest
 
 SERVICE_JOB = "Batch Service Job State Change"
 TRAINING_JOB = "SageMaker Training Job State Change"
 SUCCESS_PATH = ["RUNNABLE", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED"]
-
-
-class Receiver:
-    """A webhook receiver on a fixed port: records every POST; can answer 500 on purpose, and be
-    stopped and started again on the same port."""
-
-    def __init__(self, port=0):
-        self.posts = []  # (headers, body as JSON), in arrival order
-        self.fail_next = 0
-        self.lock = threading.Lock()
-        self.port = port
-        self.httpd = None
-
-    def start(self):
-        receiver = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                with receiver.lock:
-                    if receiver.fail_next > 0:
-                        receiver.fail_next -= 1
-                        self.send_response(500)
-                        self.end_headers()
-                        return
-                    receiver.posts.append((dict(self.headers), json.loads(body)))
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return self
-
-    def stop(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.port}/hook"
-
-    def events(self):
-        """Events received, duplicates (at-least-once redeliveries) removed, in arrival order."""
-        with self.lock:
-            seen, out = set(), []
-            for _, e in self.posts:
-                if e["id"] not in seen:
-                    seen.add(e["id"])
-                    out.append(e)
-            return out
-
-    def wait(self, predicate, timeout=60, what="events"):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if predicate(self.events()):
-                return self.events()
-            time.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}; got {[summary(e) for e in self.events()]}")
 
 
 def summary(e):
