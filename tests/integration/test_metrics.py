@@ -298,8 +298,9 @@ class MetricsTest(ServerTest):
                for s in ("a", "b")}
         # Six jobs on three instances: three run, three wait, and both shares are active.
         held = lambda m, s: self.value(m, "trainyard_share_instances_in_use", queue="fe", share=s)
-        m = self.poll(lambda m: held(m, "a") + held(m, "b") == 3, "three of the six jobs to hold instances")
-        self.assertEqual(self.value(m, "trainyard_jobs", queue="fe", status="RUNNABLE"), 3)
+        m = self.poll(lambda m: held(m, "a") + held(m, "b") == 3 and
+                      self.value(m, "trainyard_jobs", queue="fe", status="RUNNABLE") == 3,
+                      "three of the six jobs to hold instances and three to wait")
         # ledger: 1/w a = 2, b = 2/3; sum 8/3 ⇒ a = .75, b = .25 of 3 instances.
         self.assertAlmostEqual(self.value(m, "trainyard_fairshare_entitlement_ratio", queue="fe", share="a"), 0.75)
         self.assertAlmostEqual(self.value(m, "trainyard_fairshare_entitlement_ratio", queue="fe", share="b"), 0.25)
