@@ -4,13 +4,16 @@
 // Reference: docs/metrics.md.
 #include "api/metrics.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <tuple>
 
 #include "control/controller.h"
+#include "sched/sched.h"
 
 namespace ty::api {
 
@@ -274,21 +277,40 @@ std::string Render(const Config& config, const State& s) {
   for (const auto& [queue, shares] : s.unfinished_by_share)
     for (const auto& [share, n] : shares)
       w.Sample("trainyard_share_unfinished_jobs", {{"queue", queue}, {"share", share}}, static_cast<double>(n));
+  // Fair-share queues: every queue with a scheduling policy that is not a quota-share policy
+  // (as SchedulePass decides), with its policy's shareDistribution and shareDecaySeconds.
+  struct FairSharePolicy {
+    nlohmann::json distribution = nlohmann::json::array();
+    int64_t decay_seconds = 0;
+  };
+  auto fair_share_policy = [&](const std::string& queue) -> std::optional<FairSharePolicy> {
+    auto q = s.queues.find(queue);
+    if (q == s.queues.end() || q->second.scheduling_policy_arn.empty()) return std::nullopt;
+    const SchedulingPolicy* p = control::Controller::FindPolicy(s, q->second.scheduling_policy_arn);
+    if (p && !p->quotashare_policy_json.empty()) return std::nullopt;
+    FairSharePolicy out;
+    if (p && !p->fairshare_policy_json.empty()) {
+      auto fs = nlohmann::json::parse(p->fairshare_policy_json, nullptr, false);
+      if (fs.is_object() && fs.contains("shareDistribution") && fs["shareDistribution"].is_array())
+        out.distribution = fs["shareDistribution"];
+      if (fs.is_object() && fs.contains("shareDecaySeconds") && fs["shareDecaySeconds"].is_number_integer())
+        out.decay_seconds = fs["shareDecaySeconds"].get<int64_t>();
+    }
+    return out;
+  };
   {
-    Writer uw, ww;  // the two families' samples, each written under its own TYPE line
+    // Each family's samples, each written under its own TYPE line.
+    Writer uw, ww, wu;
     for (const auto& [queue, shares] : s.share_usage) {
-      auto q = s.queues.find(queue);
-      nlohmann::json distribution = nlohmann::json::array();
-      if (q != s.queues.end())
-        if (const SchedulingPolicy* p = control::Controller::FindPolicy(s, q->second.scheduling_policy_arn);
-            p && !p->fairshare_policy_json.empty()) {
-          auto fs = nlohmann::json::parse(p->fairshare_policy_json, nullptr, false);
-          if (fs.is_object() && fs.contains("shareDistribution") && fs["shareDistribution"].is_array())
-            distribution = fs["shareDistribution"];
-        }
+      const FairSharePolicy policy = fair_share_policy(queue).value_or(FairSharePolicy{});
       for (const auto& [share, u] : shares) {
-        uw.Sample("trainyard_fairshare_usage_instance_seconds", {{"queue", queue}, {"share", share}}, u.usage);
-        ww.Sample("trainyard_fairshare_weight_factor", {{"queue", queue}, {"share", share}}, control::Controller::ShareWeight(distribution, share));
+        const Labels l = {{"queue", queue}, {"share", share}};
+        const double weight = control::Controller::ShareWeight(policy.distribution, share);
+        auto h = share_held.find({queue, share});
+        uw.Sample("trainyard_fairshare_usage_instance_seconds", l, u.usage);
+        ww.Sample("trainyard_fairshare_weight_factor", l, weight);
+        wu.Sample("trainyard_fairshare_weighted_usage_instances", l,
+                  sched::ShareOrderKey(u.usage, h == share_held.end() ? 0 : h->second, 0, weight, policy.decay_seconds));
       }
     }
     w.Family("trainyard_fairshare_usage_instance_seconds", "gauge",
@@ -297,23 +319,111 @@ std::string Render(const Config& config, const State& s) {
     w.Family("trainyard_fairshare_weight_factor", "gauge",
              "A fair share's weightFactor from the queue's shareDistribution (lower: larger entitlement).");
     w.Raw(ww.Take());
+    w.Family("trainyard_fairshare_weighted_usage_instances", "gauge",
+             "A fair share's standing in the scheduler's order, lowest first: (4 x decayed usage / shareDecaySeconds "
+             "+ instances held) x weightFactor.");
+    w.Raw(wu.Take());
   }
-  w.Family("trainyard_quota_share_limit_instances", "gauge", "A quota share's capacity limit per instance type.");
+  {
+    // Entitlement: an active share's inverse weight over the sum of the inverse weights of the
+    // queue's active shares (those with unfinished jobs), times the NUM_INSTANCES limits of the
+    // queue's service environments. Known shares that are not active are entitled to 0.
+    Writer rw, iw;
+    for (const auto& [queue, q] : s.queues) {
+      const std::optional<FairSharePolicy> policy = fair_share_policy(queue);
+      if (!policy) continue;
+      std::map<std::string, double> inverse;  // share -> 1 / weightFactor; 0 when not active
+      if (auto u = s.share_usage.find(queue); u != s.share_usage.end())
+        for (const auto& [share, usage] : u->second) inverse[share] = 0;
+      double sum = 0;
+      if (auto a = s.unfinished_by_share.find(queue); a != s.unfinished_by_share.end())
+        for (const auto& [share, n] : a->second)
+          if (n > 0 && !share.empty()) {
+            // weightFactor is validated to 0.0001..999.9999, so the inverse is finite.
+            inverse[share] = 1.0 / control::Controller::ShareWeight(policy->distribution, share);
+            sum += inverse[share];
+          }
+      int64_t capacity = 0;
+      for (const auto& o : q.service_environment_order)
+        if (auto e = s.environments.find(o.service_environment); e != s.environments.end())
+          for (const auto& l : e->second.capacity_limits)
+            if (l.capacity_unit == "NUM_INSTANCES") capacity += l.max_capacity;
+      for (const auto& [share, inv] : inverse) {
+        const Labels l = {{"queue", queue}, {"share", share}};
+        const double ratio = sum > 0 ? inv / sum : 0;
+        rw.Sample("trainyard_fairshare_entitlement_ratio", l, ratio);
+        iw.Sample("trainyard_fairshare_entitlement_instances", l, ratio * static_cast<double>(capacity));
+      }
+    }
+    w.Family("trainyard_fairshare_entitlement_ratio", "gauge",
+             "The fraction of its queue's capacity a fair share is entitled to now: 1/weightFactor over the sum of "
+             "1/weightFactor of the queue's active shares (0 when not active).");
+    w.Raw(rw.Take());
+    w.Family("trainyard_fairshare_entitlement_instances", "gauge",
+             "A fair share's entitlement ratio times the NUM_INSTANCES limits of its queue's service environments.");
+    w.Raw(iw.Take());
+  }
+
+  // ---- gauges: quota shares ----
+  w.Family("trainyard_quota_share_limit_instances", "gauge",
+           "A quota share's capacity limit per instance type (its entitlement).");
   for (const auto& [key, qs] : s.quota_shares)
     for (const auto& l : qs.capacity_limits)
       w.Sample("trainyard_quota_share_limit_instances", {{"queue", qs.queue}, {"share", qs.name}, {"instance_type", l.capacity_unit}},
                static_cast<double>(l.max_capacity));
   {
-    Writer used, borrowed;
-    for (const auto& [k, n] : quota_held) {
+    // Per (queue, share, type): every share's limits, 0 included, and whatever active jobs hold
+    // (also of a deleted share or a type the share has no limit for).
+    struct Ledger {
+      int64_t limit = 0, used = 0, lent = 0;
+      bool lends = false;  // LEND or LEND_AND_BORROW (RESERVE keeps its idle limit)
+      int64_t Borrowed() const { return std::max<int64_t>(0, used - limit); }
+      int64_t Idle() const { return lends ? std::max<int64_t>(0, limit - used) : 0; }
+    };
+    using Key = std::tuple<std::string, std::string, std::string>;  // (queue, share, type)
+    std::map<Key, Ledger> ledger;
+    for (const auto& [key, qs] : s.quota_shares)
+      for (const auto& l : qs.capacity_limits) {
+        Ledger& e = ledger[{qs.queue, qs.name, l.capacity_unit}];
+        e.limit = l.max_capacity;
+        e.lends = qs.strategy != "RESERVE";
+      }
+    for (const auto& [k, n] : quota_held) ledger[k].used = n;
+    // Lending: per (queue, type), what the shares borrow is attributed to the lending shares'
+    // idle limits in proportion to them (largest remainder, ties to the share first by name);
+    // what exceeds all idle limits came from the queue's capacity that no share's limit covers.
+    std::map<std::pair<std::string, std::string>, int64_t> unassigned;  // (queue, type)
+    {
+      std::map<std::pair<std::string, std::string>, std::vector<Ledger*>> by_type;
+      for (auto& [k, e] : ledger) by_type[{std::get<0>(k), std::get<2>(k)}].push_back(&e);  // share-name order
+      for (auto& [qt, shares] : by_type) {
+        int64_t borrowed = 0, idle = 0;
+        for (const Ledger* e : shares) {
+          borrowed += e->Borrowed();
+          idle += e->Idle();
+        }
+        const int64_t lent = std::min(borrowed, idle);
+        std::vector<std::pair<int64_t, size_t>> remainders;  // (remainder, position in name order)
+        int64_t given = 0;
+        for (size_t i = 0; i < shares.size(); ++i) {
+          if (shares[i]->Idle() == 0) continue;
+          shares[i]->lent = lent * shares[i]->Idle() / idle;
+          given += shares[i]->lent;
+          remainders.push_back({lent * shares[i]->Idle() % idle, i});
+        }
+        std::stable_sort(remainders.begin(), remainders.end(),
+                         [](const auto& a, const auto& b) { return a.first > b.first; });
+        for (size_t i = 0; given < lent; ++i, ++given) ++shares[remainders[i].second]->lent;
+        unassigned[qt] = borrowed - lent;
+      }
+    }
+    Writer used, borrowed, lent;
+    for (const auto& [k, e] : ledger) {
       const auto& [queue, share, type] = k;
-      Labels l = {{"queue", queue}, {"share", share}, {"instance_type", type}};
-      used.Sample("trainyard_quota_share_instances_in_use", l, static_cast<double>(n));
-      int64_t limit = 0;
-      if (auto qs = s.quota_shares.find(queue + "/" + share); qs != s.quota_shares.end())
-        for (const auto& cl : qs->second.capacity_limits)
-          if (cl.capacity_unit == type) limit = cl.max_capacity;
-      borrowed.Sample("trainyard_quota_share_borrowed_instances", l, static_cast<double>(std::max<int64_t>(0, n - limit)));
+      const Labels l = {{"queue", queue}, {"share", share}, {"instance_type", type}};
+      used.Sample("trainyard_quota_share_instances_in_use", l, static_cast<double>(e.used));
+      borrowed.Sample("trainyard_quota_share_borrowed_instances", l, static_cast<double>(e.Borrowed()));
+      lent.Sample("trainyard_quota_share_lent_instances", l, static_cast<double>(e.lent));
     }
     w.Family("trainyard_quota_share_instances_in_use", "gauge",
              "Instances a quota share's SCHEDULED, STARTING and RUNNING jobs hold, per instance type.");
@@ -321,6 +431,16 @@ std::string Render(const Config& config, const State& s) {
     w.Family("trainyard_quota_share_borrowed_instances", "gauge",
              "Instances a quota share holds above its own limit (borrowed from other shares), per instance type.");
     w.Raw(borrowed.Take());
+    w.Family("trainyard_quota_share_lent_instances", "gauge",
+             "Instances of a lending quota share's idle limit that other shares borrow, per instance type "
+             "(borrowing attributed to lenders in proportion to their idle limits).");
+    w.Raw(lent.Take());
+    w.Family("trainyard_quota_unassigned_lent_instances", "gauge",
+             "Instances quota shares borrow beyond all lending shares' idle limits (the queue's capacity that no "
+             "share's limit covers), per queue and instance type.");
+    for (const auto& [qt, n] : unassigned)
+      w.Sample("trainyard_quota_unassigned_lent_instances", {{"queue", qt.first}, {"instance_type", qt.second}},
+               static_cast<double>(n));
   }
   // ---- alarms ----
   if (!config.alarms.empty()) {

@@ -161,6 +161,14 @@ inline Decisions ScheduleFifo(const Snapshot& snapshot) { return Schedule(snapsh
 // `decay_seconds` (0 means 600 s). Pure; callers keep the value between passes.
 double DecayedUsage(double usage, int64_t held, int64_t dt_ms, int64_t decay_seconds);
 
+// A fair share's place in its queue's dispatch order, lower goes first:
+//   (4 x decayed_usage / tau + held + candidate) x weight_factor,  tau = decay_seconds (0: 600).
+// decayed_usage / tau is what the share held on average over the decay window, in instances.
+// The scheduler passes half the size of the share's next job as `candidate`; with candidate 0
+// it is the share's weighted usage (GET /metrics, trainyard_fairshare_weighted_usage_instances).
+double ShareOrderKey(double decayed_usage, int64_t held, double candidate, double weight_factor,
+                     int64_t decay_seconds);
+
 
 // The AWS reason string for a job that can never fit.
 inline constexpr const char* kMaxResourceReason =

@@ -49,6 +49,15 @@ double DecayedUsage(double usage, int64_t held, int64_t dt_ms, int64_t decay_sec
   return usage * keep + static_cast<double>(held) * tau * (1.0 - keep);
 }
 
+// How much a fair share's past usage weighs against what it holds now (see FairShareQueue).
+constexpr double kHistoryWeight = 4.0;
+
+double ShareOrderKey(double decayed_usage, int64_t held, double candidate, double weight_factor,
+                     int64_t decay_seconds) {
+  const double tau = static_cast<double>(decay_seconds > 0 ? decay_seconds : 600);
+  return (kHistoryWeight * decayed_usage / tau + static_cast<double>(held) + candidate) * weight_factor;
+}
+
 namespace {
 
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
@@ -264,15 +273,10 @@ void Pass::FifoQueue(QueueContext& qc) {
 // snapshot shows the first 100 of a queue).
 constexpr size_t kOrderedBehind = 128;
 
-// How much a fair share's past usage weighs against what it holds now (see FairShareQueue).
-constexpr double kHistoryWeight = 4.0;
-
 void Pass::FairShareQueue(QueueContext& qc) {
   const std::vector<Share>& shares = qc.q.fair_share->shares;
   std::vector<int64_t> held(shares.size());  // grows as jobs are placed
   for (size_t i = 0; i < shares.size(); ++i) held[i] = shares[i].held;
-  // The order key of a share: lower goes first.
-
   std::vector<size_t> next(shares.size(), 0);
   // The order key of a share, lower goes first: (4 x usage / tau + held + n / 2) x weightFactor.
   // usage / tau is what the share held on average over the decay window, in instances, and
@@ -282,11 +286,10 @@ void Pass::FairShareQueue(QueueContext& qc) {
   // Sainte-Lague rule), so that neither a light nor a heavy weight gains from rounding.
   // Tuned by the 3:1 convergence property tests (sched_property_test.cpp); see
   // docs/scheduling.md.
-  const double tau = static_cast<double>(qc.q.fair_share->decay_seconds > 0 ? qc.q.fair_share->decay_seconds : 600);
   auto key = [&](size_t i) {
     const double n = static_cast<double>(shares[i].runnable[next[i]].instance_count);
-    return (kHistoryWeight * shares[i].decayed_usage / tau + static_cast<double>(held[i]) + 0.5 * n) *
-           shares[i].weight_factor;
+    return ShareOrderKey(shares[i].decayed_usage, held[i], 0.5 * n, shares[i].weight_factor,
+                         qc.q.fair_share->decay_seconds);
   };
   const Job* head = nullptr;
   uint32_t behind = 0;

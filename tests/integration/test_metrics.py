@@ -268,6 +268,65 @@ class MetricsTest(ServerTest):
         open(gate, "w").close()
         self.wait_jobs(ids)
 
+    def poll(self, predicate, what, timeout=60):
+        """Scrapes until predicate(families) holds; returns the families that satisfied it."""
+        deadline = time.time() + timeout
+        while True:
+            m = self.scrape()
+            if predicate(m):
+                return m
+            if time.time() > deadline:
+                self.fail(f"timed out waiting for {what}\n{self.server.read_log()}")
+            time.sleep(0.05)
+
+    def test_fair_share_entitlement_and_weighted_usage(self):
+        # Two environments: the queue's capacity is 2 + 1 = 3 instances.
+        for env, cap in (("fe-env1", 2), ("fe-env2", 1)):
+            self.batch.create_service_environment(
+                serviceEnvironmentName=env, serviceEnvironmentType="SAGEMAKER_TRAINING",
+                capacityLimits=[{"maxCapacity": cap, "capacityUnit": "NUM_INSTANCES"}])
+        policy = self.batch.create_scheduling_policy(
+            name="fe-policy", fairsharePolicy={"shareDecaySeconds": 300, "shareDistribution": [
+                {"shareIdentifier": "a", "weightFactor": 0.5}, {"shareIdentifier": "b", "weightFactor": 1.5}]})
+        self.batch.create_job_queue(jobQueueName="fe", jobQueueType="SAGEMAKER_TRAINING", priority=1,
+                                    schedulingPolicyArn=policy["arn"],
+                                    serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": "fe-env1"},
+                                                             {"order": 2, "serviceEnvironment": "fe-env2"}])
+        gate = os.path.join(self.work_dir, "gate")
+        hold = f"while [ ! -f {gate} ]; do sleep 0.05; done"
+        ids = {s: [self.submit("fe", self.command_payload(f"fe-{s}-{n}", hold), shareIdentifier=s) for n in range(3)]
+               for s in ("a", "b")}
+        # Six jobs on three instances: three run, three wait, and both shares are active.
+        held = lambda m, s: self.value(m, "trainyard_share_instances_in_use", queue="fe", share=s)
+        m = self.poll(lambda m: held(m, "a") + held(m, "b") == 3 and
+                      self.value(m, "trainyard_jobs", queue="fe", status="RUNNABLE") == 3,
+                      "three of the six jobs to hold instances and three to wait")
+        # ledger: 1/w a = 2, b = 2/3; sum 8/3 ⇒ a = .75, b = .25 of 3 instances.
+        self.assertAlmostEqual(self.value(m, "trainyard_fairshare_entitlement_ratio", queue="fe", share="a"), 0.75)
+        self.assertAlmostEqual(self.value(m, "trainyard_fairshare_entitlement_ratio", queue="fe", share="b"), 0.25)
+        self.assertAlmostEqual(self.value(m, "trainyard_fairshare_entitlement_instances", queue="fe", share="a"), 2.25)
+        self.assertAlmostEqual(self.value(m, "trainyard_fairshare_entitlement_instances", queue="fe", share="b"), 0.75)
+        # Weighted usage is the scheduler's order key without the candidate job:
+        # (4 x usage / shareDecaySeconds + held) x weightFactor.
+        for s, w in (("a", 0.5), ("b", 1.5)):
+            usage = self.value(m, "trainyard_fairshare_usage_instance_seconds", default=None, queue="fe", share=s)
+            self.assertIsNotNone(usage, s)
+            self.assertAlmostEqual(
+                self.value(m, "trainyard_fairshare_weighted_usage_instances", default=None, queue="fe", share=s),
+                (4 * usage / 300 + held(m, s)) * w, msg=s)
+
+        # b's jobs end: a is the only active share and is entitled to the whole queue.
+        for j in ids["b"]:
+            self.batch.terminate_service_job(jobId=j, reason="test: b is done")
+        ent = lambda m, s: self.value(m, "trainyard_fairshare_entitlement_ratio", default=None, queue="fe", share=s)
+        m = self.poll(lambda m: self.value(m, "trainyard_share_unfinished_jobs", queue="fe", share="b") == 0
+                      and ent(m, "a") == 1, "a to be the only active share")
+        self.assertEqual(self.value(m, "trainyard_fairshare_entitlement_instances", queue="fe", share="a"), 3)
+        # b (still listed while its usage decays) is entitled to nothing.
+        self.assertIn(ent(m, "b"), (0, None))
+        open(gate, "w").close()
+        self.wait_jobs(ids["a"] + ids["b"])
+
 
 class QuotaShareMetricsTest(ServerTest):
     server_config = "[executor]\nstop_grace_seconds = 5\n"
@@ -320,6 +379,99 @@ class QuotaShareMetricsTest(ServerTest):
         self.assertEqual(self.value(m, "trainyard_jobs_transitions_total", queue="qm", status="FAILED"), 4)
         self.assertEqual(self.value(m, "trainyard_host_instances_in_use", instance_type="ml.m5.large", market="on_demand"), 0)
         self.assertEqual(self.value(m, "trainyard_quota_share_borrowed_instances", **labels), 0)
+
+    def quota_queue(self, name, capacity, shares):
+        """A quota-share queue on ml.m5.large; shares: [(name, limit, strategy)]."""
+        arn = self.batch.create_scheduling_policy(
+            name=f"{name}-policy", quotaSharePolicy={"idleResourceAssignmentStrategy": "FIFO"})["arn"]
+        self.batch.create_service_environment(
+            serviceEnvironmentName=f"{name}-env", serviceEnvironmentType="SAGEMAKER_TRAINING",
+            capacityLimits=[{"maxCapacity": capacity, "capacityUnit": "ml.m5.large"}])
+        self.batch.create_job_queue(jobQueueName=name, jobQueueType="SAGEMAKER_TRAINING", priority=1,
+                                    schedulingPolicyArn=arn,
+                                    serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": f"{name}-env"}])
+        for share, limit, strategy in shares:
+            self.batch.create_quota_share(
+                jobQueue=name, quotaShareName=share, capacityLimits=[{"maxCapacity": limit, "capacityUnit": "ml.m5.large"}],
+                resourceSharingConfiguration={"strategy": strategy},
+                preemptionConfiguration={"inSharePreemption": "DISABLED"})
+
+    def ledger(self, m, queue, shares):
+        """{share: (in use, borrowed, lent)}; fails when a series is missing."""
+        out = {}
+        for share in shares:
+            labels = {"queue": queue, "share": share, "instance_type": "ml.m5.large"}
+            row = tuple(self.value(m, name, default=None, **labels) for name in (
+                "trainyard_quota_share_instances_in_use", "trainyard_quota_share_borrowed_instances",
+                "trainyard_quota_share_lent_instances"))
+            self.assertNotIn(None, row, (share, row))
+            out[share] = row
+        return out
+
+    def poll(self, predicate, what, timeout=60):
+        return MetricsTest.poll(self, predicate, what, timeout)
+
+    def test_lent_matches_borrowed(self):
+        self.quota_queue("ql", 4, [("A", 2, "LEND_AND_BORROW"), ("B", 2, "LEND")])
+        long = "trap 'exit 0' TERM; while :; do sleep 0.1; done"
+        a = [self.submit("ql", self.command_payload(f"ql-a-{n}", long), quotaShareName="A") for n in range(3)]
+        self.wait_jobs(a, statuses=("RUNNING",))
+        m = self.poll(lambda m: self.value(m, "trainyard_quota_share_instances_in_use", queue="ql", share="A",
+                                           instance_type="ml.m5.large") == 3, "A to hold 3 instances")
+        # ledger: A holds 3 of its limit 2 ⇒ borrows 1; B (limit 2) is idle and lends 1 of its 2.
+        self.assertEqual(self.ledger(m, "ql", "AB"), {"A": (3, 1, 0), "B": (0, 0, 1)})
+        self.assertEqual(self.value(m, "trainyard_quota_unassigned_lent_instances", default=None, queue="ql",
+                                    instance_type="ml.m5.large"), 0)
+        self.assertEqual(self.value(m, "trainyard_quota_share_limit_instances", queue="ql", share="B",
+                                    instance_type="ml.m5.large"), 2)
+
+        for j in a:
+            self.batch.terminate_service_job(jobId=j, reason="test over")
+        self.wait_jobs(a, timeout=60)
+        m = self.poll(lambda m: self.value(m, "trainyard_quota_share_instances_in_use", queue="ql", share="A",
+                                           instance_type="ml.m5.large") == 0, "A's instances to be given back")
+        self.assertEqual(self.ledger(m, "ql", "AB"), {"A": (0, 0, 0), "B": (0, 0, 0)})
+
+    def test_lending_is_split_by_idle_limit(self):
+        # AR is a RESERVE share: it never lends, and its idle limit is not counted. (Counted, it
+        # would come first by name and take the instance C gets below.)
+        self.quota_queue("qp", 5, [("A", 1, "LEND_AND_BORROW"), ("AR", 1, "RESERVE"), ("B", 2, "LEND"),
+                                   ("C", 1, "LEND_AND_BORROW")])
+        long = "trap 'exit 0' TERM; while :; do sleep 0.1; done"
+        a = [self.submit("qp", self.command_payload(f"qp-a-{n}", long), quotaShareName="A") for n in range(3)]
+        self.wait_jobs(a, statuses=("RUNNING",))
+        m = self.poll(lambda m: self.value(m, "trainyard_quota_share_instances_in_use", queue="qp", share="A",
+                                           instance_type="ml.m5.large") == 3, "A to hold 3 instances")
+        # ledger: A borrows 2; idle limits B = 2, C = 1 (sum 3). Shares of 2: B 4/3, C 2/3 ⇒
+        # floors B 1, C 0; the one left goes to the larger remainder, C's (2/3 > 1/3).
+        self.assertEqual(self.ledger(m, "qp", ["A", "AR", "B", "C"]),
+                         {"A": (3, 2, 0), "AR": (0, 0, 0), "B": (0, 0, 1), "C": (0, 0, 1)})
+        self.assertEqual(self.value(m, "trainyard_quota_unassigned_lent_instances", default=None, queue="qp",
+                                    instance_type="ml.m5.large"), 0)
+        for j in a:
+            self.batch.terminate_service_job(jobId=j, reason="test over")
+        self.wait_jobs(a, timeout=60)
+
+    def test_borrowing_beyond_all_limits_is_unassigned(self):
+        # The environment offers 4, the shares' limits add up to 2: the other 2 belong to no share.
+        self.quota_queue("qu", 4, [("A", 1, "LEND_AND_BORROW"), ("C", 1, "LEND_AND_BORROW")])
+        long = "trap 'exit 0' TERM; while :; do sleep 0.1; done"
+        jobs = []
+        for share in "AC":
+            ids = [self.submit("qu", self.command_payload(f"qu-{share}-{n}", long), quotaShareName=share)
+                   for n in range(2)]
+            self.wait_jobs(ids, statuses=("RUNNING",))
+            jobs += ids
+        m = self.poll(lambda m: self.value(m, "trainyard_quota_share_instances_in_use", queue="qu", share="C",
+                                           instance_type="ml.m5.large") == 2, "C to hold 2 instances")
+        # ledger: A and C each hold 2 on a limit of 1 ⇒ borrowed 1 + 1; no share is idle ⇒ lent
+        # 0 + 0, and the 2 come from capacity no share's limit covers.
+        self.assertEqual(self.ledger(m, "qu", "AC"), {"A": (2, 1, 0), "C": (2, 1, 0)})
+        self.assertEqual(self.value(m, "trainyard_quota_unassigned_lent_instances", default=None, queue="qu",
+                                    instance_type="ml.m5.large"), 2)
+        for j in jobs:
+            self.batch.terminate_service_job(jobId=j, reason="test over")
+        self.wait_jobs(jobs, timeout=60)
 
     scrape = MetricsTest.scrape
     value = staticmethod(MetricsTest.value)

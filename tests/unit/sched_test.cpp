@@ -184,6 +184,16 @@ TEST(FairShare, DecayedUsageConvergesToHeldTimesTheTimeConstant) {
   EXPECT_NEAR(DecayedUsage(1000, 0, static_cast<int64_t>(600'000 * std::log(2.0)), 0), 500.0, 0.5);
 }
 
+TEST(FairShare, ShareOrderKeyWeighsAverageUsageFourTimesWhatIsHeldNow) {
+  // usage 600 instance-seconds over tau 300 s: 2 instances on average, x4 = 8; + 3 held + 0.5
+  // candidate = 11.5; x weightFactor 0.5 = 5.75. Candidate 0: the weighted usage, 5.5.
+  EXPECT_DOUBLE_EQ(ShareOrderKey(600, 3, 0.5, 0.5, 300), 5.75);
+  EXPECT_DOUBLE_EQ(ShareOrderKey(600, 3, 0, 0.5, 300), 5.5);
+  // decay_seconds 0 means 600: 600 / 600 x 4 = 4, + 1 held = 5, x 2.
+  EXPECT_DOUBLE_EQ(ShareOrderKey(600, 1, 0, 2, 0), 10);
+  EXPECT_DOUBLE_EQ(ShareOrderKey(0, 0, 0, 999.9999, 600), 0);
+}
+
 TEST(FairShare, TwoSaturatingSharesConvergeToTheirWeights) {
   // Weights 1 and 3: over a long run, share a receives 3x the capacity of share b (within 5%).
   double usage_a = 0, usage_b = 0;
