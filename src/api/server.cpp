@@ -99,6 +99,8 @@ struct ApiServer::Impl {
       out = HandleCostReport(controller, *body);
     } else if (operation == "MetricSeries") {
       out = HandleMetricSeries(controller, *body);
+    } else if (operation == "SystemMetrics") {
+      out = HandleSystemMetrics(controller, *body);
     } else {
       out = HandleGetLogs(controller, *body);
     }
@@ -159,6 +161,9 @@ ApiServer::ApiServer(control::Controller& controller, RootCredential root)
   });
   http.Post("/trainyard/v1/metric-series", [impl](const httplib::Request& req, httplib::Response& res) {
     impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", nullptr, "MetricSeries");
+  });
+  http.Post("/trainyard/v1/system-metrics", [impl](const httplib::Request& req, httplib::Response& res) {
+    impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", nullptr, "SystemMetrics");
   });
   http.Post("/trainyard/v1/costs", [impl](const httplib::Request& req, httplib::Response& res) {
     impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", nullptr, "CostReport");

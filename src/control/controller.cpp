@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "control/system_metrics.h"
 #include "control/turn.h"
 #include "core/strings.h"
 #include "exec/executor.h"
@@ -191,6 +192,10 @@ void Controller::LoadState() {
     auto& series = s.metric_series[key];
     for (auto& m : j) series.push_back({m[0].get<std::string>(), m[1].get<double>(), m[2].get<EpochMs>()});
   }));
+  must(store_->LoadAll(store::Kind::kSystemMetrics, [&](const std::string& key, const std::string& doc) {
+    SystemSeries series;
+    if (DecodeSystemSeries(doc, &series)) s.system_series[key] = std::move(series);
+  }));
   spdlog::info("loaded {} environments, {} queues, {} service jobs, {} training jobs", s.environments.size(),
                s.queues.size(), s.jobs.size(), s.training_jobs.size());
 }
@@ -293,6 +298,9 @@ void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& 
     for (const auto& n : t.warm_pools)
       writes.push_back({store::Kind::kWarmPool, n, EncodeDoc(state_.warm_pools.at(n))});
     for (const auto& n : t.deleted_warm_pools) writes.push_back({store::Kind::kWarmPool, n, ""});
+    for (const auto& n : t.system_series)
+      if (auto it = state_.system_series.find(n); it != state_.system_series.end())
+        writes.push_back({store::Kind::kSystemMetrics, n, EncodeSystemSeries(it->second)});
     for (const auto& n : t.metric_series) {
       json doc = json::array();
       for (auto& m : state_.metric_series[n]) doc.push_back({m.name, m.value, m.timestamp});

@@ -104,6 +104,11 @@ struct Config {
   // stops growing at max_bytes_per_stream (0: no cap).
   int64_t logs_retention_days = 0;
   int64_t logs_max_bytes_per_stream = 0;
+  // System metrics of each instance (docs/metrics.md, "System metrics"): sampled by the
+  // supervisor every this many seconds (0: not sampled); GPUs through this nvidia-smi ("": none;
+  // a bare name is looked up on PATH).
+  int system_metrics_interval_seconds = 10;
+  std::string nvidia_smi = "nvidia-smi";
 
   const InstanceTypeSpec* FindInstanceType(const std::string& name) const;
   // The catalogue entry of a capacity key ("type" or "type#spot"), and the capacity it offers.

@@ -7,9 +7,10 @@
 namespace ty::store {
 namespace {
 
-constexpr std::array<const char*, 9> kTables = {"service_environments", "job_queues", "service_jobs",
-                                                "training_jobs",        "metric_series", "meta",
-                                                "scheduling_policies",  "quota_shares",  "warm_pools"};
+constexpr std::array<const char*, 10> kTables = {"service_environments", "job_queues",   "service_jobs",
+                                                 "training_jobs",        "metric_series", "meta",
+                                                 "scheduling_policies",  "quota_shares",  "warm_pools",
+                                                 "system_metrics"};
 
 // Versioned migrations: entry i takes the schema from version i to i+1. Never edit a shipped
 // entry; append a new one.
@@ -27,6 +28,8 @@ const std::vector<const char*>& Migrations() {
       "CREATE TABLE quota_shares (key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
       // 4: managed warm pools that are InUse or Available, keyed by pool id.
       "CREATE TABLE warm_pools (key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
+      // 5: the system metrics sampled on each instance of a training job, keyed by its name.
+      "CREATE TABLE system_metrics (key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
   };
   return m;
 }

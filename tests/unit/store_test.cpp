@@ -64,7 +64,7 @@ TEST_F(StoreTest, WarmPoolsHaveTheirOwnTableFromSchemaVersion4) {
   {
     auto s = OpenSqliteStore(db(), true);
     ASSERT_TRUE(s.ok());
-    EXPECT_EQ((*s)->SchemaVersion(), 4);
+    EXPECT_GE((*s)->SchemaVersion(), 4);
     ASSERT_TRUE((*s)->Commit({{Kind::kWarmPool, "wp-1", "{\"id\":\"wp-1\"}"}, {Kind::kTrainingJob, "j", "{}"}}).ok());
   }
   auto s = OpenSqliteStore(db(), true);
@@ -73,6 +73,19 @@ TEST_F(StoreTest, WarmPoolsHaveTheirOwnTableFromSchemaVersion4) {
   ASSERT_TRUE((*s)->Commit({{Kind::kWarmPool, "wp-1", ""}}).ok());  // a terminated pool is deleted
   EXPECT_TRUE(All(**s, Kind::kWarmPool).empty());
   EXPECT_EQ(All(**s, Kind::kTrainingJob).size(), 1u);
+}
+
+TEST_F(StoreTest, SystemMetricsHaveTheirOwnTableFromSchemaVersion5) {
+  {
+    auto s = OpenSqliteStore(db(), true);
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ((*s)->SchemaVersion(), 5);
+    ASSERT_TRUE((*s)->Commit({{Kind::kSystemMetrics, "job", "{\"algo-1\":[]}"}, {Kind::kMetricSeries, "job", "[]"}}).ok());
+  }
+  auto s = OpenSqliteStore(db(), true);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(All(**s, Kind::kSystemMetrics), (std::map<std::string, std::string>{{"job", "{\"algo-1\":[]}"}}));
+  EXPECT_EQ(All(**s, Kind::kMetricSeries), (std::map<std::string, std::string>{{"job", "[]"}}));
 }
 
 TEST_F(StoreTest, OpeningAnUnwritablePathFails) {
