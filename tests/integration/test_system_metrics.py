@@ -1,8 +1,10 @@
 """System metrics of each instance (SEMANTICS.md §8.2, docs/metrics.md "System metrics"): sampled
 by the supervisor, served by POST /trainyard/v1/system-metrics and `trainyard metrics --system`."""
+import json
 import os
 import stat
 import subprocess
+import time
 import unittest
 
 from harness import BIN, ServerTest
@@ -131,6 +133,41 @@ class SystemMetricsTest(ServerTest):
         self.server = self.new_server()
         again = self.server.admin("system-metrics", {"TrainingJobName": "burner"})
         self.assertEqual(again["Series"], out["Series"])
+
+    def test_each_instance_is_a_host(self):
+        p = self.command_payload("pair", "sleep 3")
+        p["ResourceConfig"]["InstanceCount"] = 2
+        self.sm.create_training_job(**p)
+        self.assertEqual(self.wait_training("pair")["TrainingJobStatus"], "Completed")
+        out = self.server.admin("system-metrics", {"TrainingJobName": "pair", "MetricName": "CPUUtilization"})
+        self.assertEqual([s["Host"] for s in out["Series"]], ["pair/algo-1", "pair/algo-2"])
+        self.assertTrue(all(s["Points"] for s in out["Series"]), out)
+        two = self.server.admin("system-metrics", {"TrainingJobName": "pair", "Host": "pair/algo-2"})
+        self.assertEqual({s["Host"] for s in two["Series"]}, {"pair/algo-2"})
+
+    def test_a_server_killed_while_training_neither_loses_nor_repeats_samples(self):
+        gate = os.path.join(self.work_dir, "gate")
+        self.sm.create_training_job(**self.command_payload("crashy", f"while [ ! -e {gate} ]; do sleep 0.1; done"))
+        deadline = time.time() + 60
+        while True:  # some samples are in before the kill
+            out = self.server.admin("system-metrics", {"TrainingJobName": "crashy", "MetricName": "CPUUtilization"})
+            if out["Series"] and len(out["Series"][0]["Points"]) >= 2:
+                break
+            self.assertLess(time.time(), deadline, out)
+            time.sleep(0.2)
+        self.server.kill9()
+        self.server = self.new_server()
+        self.sm = self.server.client("sagemaker")
+        open(gate, "w").close()
+        self.assertEqual(self.wait_training("crashy")["TrainingJobStatus"], "Completed")
+        out = self.server.admin("system-metrics", {"TrainingJobName": "crashy", "MetricName": "CPUUtilization"})
+        stamps = [p["Timestamp"] for p in out["Series"][0]["Points"]]
+        self.assertEqual(stamps, sorted(set(stamps)), "samples repeated or out of order")
+        # Every line the supervisor wrote is in the series, once.
+        path = os.path.join(self.data_dir, "attempts", "crashy", "logs", "algo-1.system.jsonl")
+        with open(path) as f:
+            written = [json.loads(line)["Timestamp"] / 1000 for line in f]
+        self.assertEqual(stamps, written)
 
     def test_zero_interval_samples_nothing(self):
         self.server.stop()
