@@ -33,6 +33,10 @@ Response HandleCostReport(control::Controller& c, const nlohmann::json& req);
 // The time series of a training job's MetricDefinitions, as parsed from its logs
 // (POST /trainyard/v1/metric-series, {"TrainingJobName", "MetricName"?, "StartTime"?, "EndTime"?}).
 Response HandleMetricSeries(control::Controller& c, const nlohmann::json& req);
+// The system metrics sampled on each instance of a training job, per Host and MetricName
+// (POST /trainyard/v1/system-metrics, {"TrainingJobName", "Host"?, "MetricName"?, "StartTime"?,
+// "EndTime"?}; docs/metrics.md, "System metrics").
+Response HandleSystemMetrics(control::Controller& c, const nlohmann::json& req);
 
 // CloudWatch Logs (X-Amz-Target Logs_20140328.*, signed as "logs"): a subset over the training
 // jobs' instance logs (docs/logs.md). Validates its own fields (the Logs model is not embedded).

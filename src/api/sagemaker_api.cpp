@@ -322,6 +322,73 @@ Response HandleMetricSeries(Controller& c, const json& req) {
   });
 }
 
+Response HandleSystemMetrics(Controller& c, const json& req) {
+  if (!req.contains("TrainingJobName") || !req["TrainingJobName"].is_string())
+    return InvalidArgument("TrainingJobName is required and must be a string");
+  for (const char* k : {"Host", "MetricName"})
+    if (req.contains(k) && !req[k].is_string()) return InvalidArgument(std::string(k) + " must be a string");
+  // Epoch seconds; the bound keeps the conversion to milliseconds exact and in range.
+  for (const char* k : {"StartTime", "EndTime"})
+    if (req.contains(k) && (!req[k].is_number() || !(req[k].get<double>() >= 0 && req[k].get<double>() <= 1e12)))
+      return InvalidArgument(std::string(k) + " must be a number of epoch seconds between 0 and 1e12");
+  const std::string name = req["TrainingJobName"], host = req.value("Host", ""), metric = req.value("MetricName", "");
+  const EpochMs from = TimeArg(req, "StartTime", INT64_MIN), to = TimeArg(req, "EndTime", INT64_MAX);
+  if (from > to) return InvalidArgument("StartTime must not be after EndTime");
+  int metric_index = -1;
+  if (!metric.empty()) {
+    std::string names;
+    for (size_t k = 0; k < kSystemMetricNames.size(); ++k) {
+      if (metric == kSystemMetricNames[k]) metric_index = static_cast<int>(k);
+      names += (k ? ", " : "") + std::string(kSystemMetricNames[k]);
+    }
+    if (metric_index < 0) return InvalidArgument("MetricName must be one of " + names + ", not " + metric);
+  }
+  return c.Read([&](const State& s) -> Response {
+    const TrainingJob* tj = s.FindTrainingJob(name);
+    if (!tj) return NotFound("Requested resource not found: training job " + name);
+    // Hosts are "<training-job-name>/algo-<n>" (SEMANTICS.md §8.2), listed in instance order.
+    int only = 0;
+    if (!host.empty()) {
+      const std::string prefix = tj->name + "/algo-";
+      const std::string n = host.rfind(prefix, 0) == 0 ? host.substr(prefix.size()) : "";
+      if (!n.empty() && n.size() <= 6 && n.find_first_not_of("0123456789") == std::string::npos) only = std::stoi(n);
+      if (only < 1 || only > tj->instance_count)
+        return InvalidArgument("Host must be one of " + prefix + "1 .. " + prefix + std::to_string(tj->instance_count) +
+                               ", not " + host);
+    }
+    const SystemSeries* all = nullptr;
+    if (auto it = s.system_series.find(tj->name); it != s.system_series.end()) all = &it->second;
+    json series = json::array();
+    for (int n = 1; n <= tj->instance_count; ++n) {
+      if (only && n != only) continue;
+      const std::string algo = "algo-" + std::to_string(n);
+      const std::vector<SystemSample>* samples = nullptr;
+      if (all)
+        if (auto h = all->find(algo); h != all->end()) samples = &h->second;
+      if (!samples) continue;
+      // A metric is listed for a host once it was measured there at all (GPU metrics only with
+      // nvidia-smi), with the points the time window holds.
+      for (size_t k = 0; k < kSystemMetricNames.size(); ++k) {
+        if (metric_index >= 0 && static_cast<int>(k) != metric_index) continue;
+        bool measured = false;
+        json points = json::array();
+        for (const auto& smp : *samples) {
+          if (!smp.values[k]) continue;
+          measured = true;
+          if (smp.timestamp >= from && smp.timestamp <= to)
+            points.push_back({{"Timestamp", Seconds(smp.timestamp)}, {"Value", *smp.values[k]}});
+        }
+        if (!measured) continue;
+        series.push_back({{"Host", tj->name + "/" + algo},
+                          {"MetricName", kSystemMetricNames[k]},
+                          {"Unit", "Percent"},
+                          {"Points", std::move(points)}});
+      }
+    }
+    return json{{"TrainingJobName", tj->name}, {"Namespace", "/aws/sagemaker/TrainingJobs"}, {"Series", series}};
+  });
+}
+
 Response HandleGetLogs(Controller& c, const json& req) {
   if (!req.contains("trainingJobName") || !req["trainingJobName"].is_string())
     return InvalidArgument("trainingJobName is required and must be a string");

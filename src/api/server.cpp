@@ -110,6 +110,8 @@ struct ApiServer::Impl {
       out = HandleMetricSeries(controller, *body);
     } else if (operation == "Events") {
       out = HandleEvents(controller, *body);
+    } else if (operation == "SystemMetrics") {
+      out = HandleSystemMetrics(controller, *body);
     } else {
       out = HandleGetLogs(controller, *body);
     }
@@ -240,6 +242,9 @@ ApiServer::ApiServer(control::Controller& controller, RootCredential root)
   });
   http.Post("/trainyard/v1/metric-series", [impl](const httplib::Request& req, httplib::Response& res) {
     impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", nullptr, "MetricSeries");
+  });
+  http.Post("/trainyard/v1/system-metrics", [impl](const httplib::Request& req, httplib::Response& res) {
+    impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", nullptr, "SystemMetrics");
   });
   http.Post("/trainyard/v1/costs", [impl](const httplib::Request& req, httplib::Response& res) {
     impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", nullptr, "CostReport");

@@ -537,15 +537,40 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
 
   // ---- metrics ----
   {
-    auto* cmd = app.add_subcommand("metrics", "Print a training job's MetricDefinitions time series, as parsed from its logs.");
-    static std::string job, metric;
+    auto* cmd = app.add_subcommand(
+        "metrics", "Print a training job's MetricDefinitions time series, as parsed from its logs; with --system, "
+                   "the system metrics sampled on each instance (CPUUtilization, MemoryUtilization, DiskUtilization, "
+                   "GPUUtilization, GPUMemoryUtilization; docs/metrics.md).");
+    static std::string job, metric, host;
+    static bool system = false;
     cmd->add_option("training-job-name", job, "The training job")->required();
-    cmd->add_option("--metric", metric, "Only this metric (a MetricDefinitions Name)");
+    cmd->add_option("--metric", metric, "Only this metric (a MetricDefinitions Name; with --system a system metric name)");
+    cmd->add_flag("--system", system, "The instances' system metrics instead, per host (<job>/algo-<n>)");
+    cmd->add_option("--host", host, "With --system: only this host (<job>/algo-<n>, or algo-<n>)");
     AddCommon(cmd, common);
     cmd->callback([&run] {
       run = WithClient(common, [](Client& c) {
         json req = {{"TrainingJobName", job}};
         if (!metric.empty()) req["MetricName"] = metric;
+        if (system) {
+          if (!host.empty()) req["Host"] = host.rfind("algo-", 0) == 0 ? job + "/" + host : host;
+          auto out = c.Post("sagemaker", "/trainyard/v1/system-metrics", req);
+          if (!out.ok()) return Fail(out.status());
+          if (common.as_json) {
+            std::printf("%s\n", out->dump(2).c_str());
+            return 0;
+          }
+          std::vector<std::vector<std::string>> rows;
+          for (auto& s : (*out)["Series"])
+            for (auto& p : s["Points"]) {
+              char v[32];
+              std::snprintf(v, sizeof v, "%.2f", p["Value"].get<double>());
+              rows.push_back({s["Host"], s["MetricName"], FormatMs(static_cast<int64_t>(p["Timestamp"].get<double>() * 1000)), v});
+            }
+          PrintTable({"HOST", "METRIC", "TIME", "VALUE"}, rows);
+          return 0;
+        }
+        if (!host.empty()) return Fail(InvalidArgument("--host goes with --system"));
         auto out = c.Post("sagemaker", "/trainyard/v1/metric-series", req);
         if (!out.ok()) return Fail(out.status());
         if (common.as_json) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "control/system_metrics.h"
 #include "control/turn.h"
 #include "core/strings.h"
 #include "exec/executor.h"
@@ -218,6 +219,10 @@ void Controller::LoadState() {
     std::sort(ended.begin(), ended.end(), [](const ServiceJob* a, const ServiceJob* b) { return a->stopped_at < b->stopped_at; });
     for (const ServiceJob* j : ended) NoteEnding(*j, j->stopped_at);
   }
+  must(store_->LoadAll(store::Kind::kSystemMetrics, [&](const std::string& key, const std::string& doc) {
+    SystemSeries series;
+    if (DecodeSystemSeries(doc, &series)) s.system_series[key] = std::move(series);
+  }));
   spdlog::info("loaded {} environments, {} queues, {} service jobs, {} training jobs", s.environments.size(),
                s.queues.size(), s.jobs.size(), s.training_jobs.size());
 }
@@ -344,6 +349,9 @@ void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& 
       json doc = {{"value", a.value}, {"since", a.since}, {"reason", a.reason}, {"condition_since", a.condition_since}};
       writes.push_back({store::Kind::kMeta, "alarm/" + n, doc.dump()});
     }
+    for (const auto& n : t.system_series)
+      if (auto it = state_.system_series.find(n); it != state_.system_series.end())
+        writes.push_back({store::Kind::kSystemMetrics, n, EncodeSystemSeries(it->second)});
     for (const auto& n : t.metric_series) {
       json doc = json::array();
       for (auto& m : state_.metric_series[n]) doc.push_back({m.name, m.value, m.timestamp});

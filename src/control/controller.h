@@ -153,6 +153,10 @@ class Controller {
   void StartServiceJob(Turn& t, ServiceJobState& js, const std::string& environment);
   void StartPendingTrainingJobs(Turn& t);
   void TailMetrics(Turn& t);
+  struct Tail;
+  void TailSystemMetrics(Turn& t, const TrainingJob& tj, Tail& tail);
+  // Forgets where the metrics of a job's logs were read to (its run ended), storing what is unsaved.
+  void DropTail(Turn& t, const std::string& name);
   // Launches tj's run on `spot` or on-demand capacity of tj.instance_type.
   void LaunchTrainingJob(Turn& t, TrainingJob& tj, bool spot);
   // The capacity a RUNNABLE service job is offered in this pass: its own type, or the first rung
@@ -217,7 +221,6 @@ class Controller {
   State state_;
 
   // ---- controller-thread only ----
-  struct Tail;
   std::map<std::string, std::unique_ptr<Tail>> tails_;  // training job name -> metric tail state
   EpochMs last_tick_ = 0;
   EpochMs last_log_sweep_ = 0;

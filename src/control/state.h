@@ -79,6 +79,8 @@ struct State {
   // Training jobs that are InProgress or Stopping, by creation order: the only ones a turn visits.
   std::set<std::pair<uint64_t, std::string>> live_training_jobs;
   std::map<std::string, std::vector<MetricValue>> metric_series;  // by training job name
+  // System metrics sampled on each instance (control/system_metrics.h), by training job name.
+  std::map<std::string, SystemSeries> system_series;
   std::map<std::string, int64_t> host_in_use;              // instance type -> instances held
   // Managed warm pools, by id (InUse and Available ones; terminated pools are deleted).
   std::map<std::string, WarmPool> warm_pools;

@@ -8,6 +8,7 @@
 
 #include "control/controller.h"
 #include "control/ladder.h"
+#include "control/system_metrics.h"
 #include "control/turn.h"
 #include "control/warm_pool_rules.h"
 #include "core/strings.h"
@@ -129,6 +130,8 @@ void Controller::SweepLogs(EpochMs now) {
     for (int i = 1; i <= tj.instance_count; ++i) {
       std::error_code ec;
       std::filesystem::remove(executor_->LogPath(name, i), ec);
+      // Its system metrics are in the store (State::system_series); the file was their source.
+      std::filesystem::remove(executor_->SystemMetricsPath(name, i), ec);
     }
     logs_swept_.insert(name);
   }
@@ -404,7 +407,7 @@ void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj, bool spot) {
   PriceRun(tj, spot);
   if (tj.interruptions > 0) {
     // The interrupted run's files; its checkpoints were uploaded when it ended.
-    tails_.erase(tj.name);
+    DropTail(t, tj.name);
     std::error_code ec;
     fs::remove_all(fs::path(data_dir_) / "attempts" / tj.name, ec);
     tj.stop_cause.clear();
@@ -541,6 +544,8 @@ std::string Controller::BuildAttemptSpec(const TrainingJob& tj) const {
     }
   }
   spec["extra_env"] = extra;
+  spec["system_metrics"] = {{"interval_seconds", config_.system_metrics_interval_seconds},
+                            {"nvidia_smi", config_.nvidia_smi}};
   json channels = json::array();
   for (auto& ch : req.value("InputDataConfig", json::array())) {
     json c = {{"name", ch["ChannelName"]},
@@ -710,7 +715,7 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
     // The interrupted run is over (checkpoints uploaded): the job waits, InProgress/Interrupted,
     // until spot capacity frees (StartPendingTrainingJobs), within MaxWaitTimeInSeconds.
     TailMetrics(t);
-    tails_.erase(tj.name);
+    DropTail(t, tj.name);
     ReleaseCapacity(tj);
     CloseRun(tj, e.at);
     const EpochMs since = std::max(tj.run_launched_at, tj.last_checkpoint_time);
@@ -736,7 +741,7 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
 
   // Final: the attempt is over.
   TailMetrics(t);  // the last lines of the log count too
-  tails_.erase(tj.name);
+  DropTail(t, tj.name);
   ReleaseCapacity(tj);
   if (tj.launched) CloseRun(tj, e.at);
   t.reschedule = true;
@@ -797,7 +802,7 @@ bool Controller::RestartAfterInfrastructureFailure(Turn& t, TrainingJob& tj, con
     if (tr.status == "Restarting") ++used;
   if (used >= allowed) return false;
   if (RemainingRuntimeSeconds(tj, e.at) <= 0) return false;
-  tails_.erase(tj.name);
+  DropTail(t, tj.name);
   std::error_code ec;
   fs::remove_all(fs::path(data_dir_) / "attempts" / tj.name, ec);  // the dead run's files; idempotent
   if (ec) {
@@ -988,9 +993,11 @@ void Controller::TailMetrics(Turn& t) {
         if (re->ok() && re->NumberOfCapturingGroups() >= 1) tail->metrics.emplace_back(md.value("Name", ""), std::move(re));
       }
       tail->offsets.assign(static_cast<size_t>(tj.instance_count), 0);
+      tail->system_offsets.assign(static_cast<size_t>(tj.instance_count), 0);
       // Re-reading from the start after a restart rebuilds the series exactly.
       state_.metric_series.erase(name);
     }
+    TailSystemMetrics(t, tj, *tail);
     if (tail->metrics.empty()) continue;
     bool changed = false;
     auto& series = state_.metric_series[name];
@@ -1031,6 +1038,44 @@ void Controller::TailMetrics(Turn& t) {
       t.metric_series.insert(name);
     }
   }
+}
+
+// System metrics (docs/metrics.md, "System metrics"): the samples the supervisor appends for
+// each instance. A file is read from the start again after a restart (or for a new run of the
+// job after an interruption); samples not newer than a host's last one are the ones already
+// held, so the series of earlier runs and of before the restart stay as they were.
+void Controller::TailSystemMetrics(Turn& t, const TrainingJob& tj, Tail& tail) {
+  for (int i = 0; i < tj.instance_count && i < static_cast<int>(tail.system_offsets.size()); ++i) {
+    std::ifstream in(executor_->SystemMetricsPath(tj.name, i + 1), std::ios::binary);
+    if (!in) continue;
+    in.seekg(tail.system_offsets[i]);
+    std::string line;
+    std::streamoff consumed = tail.system_offsets[i];
+    std::vector<SystemSample>* series = nullptr;
+    while (std::getline(in, line)) {
+      if (in.eof()) break;  // partial last line: read it next time
+      consumed += static_cast<std::streamoff>(line.size()) + 1;
+      SystemSample s;
+      if (!ParseSystemSampleLine(line, &s)) continue;
+      if (!series) series = &state_.system_series[tj.name]["algo-" + std::to_string(i + 1)];
+      if (AppendSystemSample(*series, s)) tail.system_dirty = true;
+    }
+    tail.system_offsets[i] = consumed;
+  }
+  // The store gets the series once a minute while the job runs (the files can rebuild what a
+  // crash loses) and once more when its run ends (DropTail).
+  if (tail.system_dirty && t.now - tail.system_persisted_at >= 60'000) {
+    t.system_series.insert(tj.name);
+    tail.system_dirty = false;
+    tail.system_persisted_at = t.now;
+  }
+}
+
+void Controller::DropTail(Turn& t, const std::string& name) {
+  auto it = tails_.find(name);
+  if (it == tails_.end()) return;
+  if (it->second->system_dirty) t.system_series.insert(name);
+  tails_.erase(it);
 }
 
 }  // namespace ty::control

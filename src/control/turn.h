@@ -32,6 +32,7 @@ class Controller::Turn {
   std::set<uint64_t> jobs;
   std::set<std::string> training_jobs;
   std::set<std::string> metric_series;
+  std::set<std::string> system_series;
   std::set<std::string> warm_pools, deleted_warm_pools;
   bool meta = false;
   std::set<std::string> alarms;  // alarm states to persist
@@ -69,6 +70,11 @@ inline StatusOr<T> Controller::Execute(std::function<StatusOr<T>(Turn&)> fn) {
 struct Controller::Tail {
   std::vector<std::pair<std::string, std::unique_ptr<RE2>>> metrics;
   std::vector<std::streamoff> offsets;  // per instance
+  // The system metrics files (Executor::SystemMetricsPath): how far each was read; whether
+  // State::system_series has samples the store lacks, and when it was last written there.
+  std::vector<std::streamoff> system_offsets;  // per instance
+  bool system_dirty = false;
+  EpochMs system_persisted_at = 0;
 };
 
 }  // namespace ty::control

@@ -218,7 +218,8 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
   }
   if (auto* e = root["executor"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*e, {"sandbox", "stop_grace_seconds", "pip_find_links", "pip_no_index",
-                                      "sandbox_binds", "spot_notice_seconds", "chaos_seed"},
+                                      "sandbox_binds", "spot_notice_seconds", "chaos_seed",
+                                      "system_metrics_interval_seconds", "nvidia_smi"},
                                  "[executor]"));
     TY_RETURN_IF_ERROR(Read(*e, "spot_notice_seconds", &c.spot_notice_seconds, "executor."));
     TY_RETURN_IF_ERROR(Read(*e, "chaos_seed", &c.chaos_seed, "executor."));
@@ -240,6 +241,10 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     if (c.sandbox != "auto" && c.sandbox != "bwrap" && c.sandbox != "none")
       return InvalidArgument("config: executor.sandbox must be one of auto, bwrap, none");
     if (c.stop_grace_seconds < 0) return InvalidArgument("config: executor.stop_grace_seconds must be >= 0");
+    TY_RETURN_IF_ERROR(Read(*e, "system_metrics_interval_seconds", &c.system_metrics_interval_seconds, "executor."));
+    if (c.system_metrics_interval_seconds < 0 || c.system_metrics_interval_seconds > 3600)
+      return InvalidArgument("config: executor.system_metrics_interval_seconds must be between 0 (off) and 3600");
+    TY_RETURN_IF_ERROR(Read(*e, "nvidia_smi", &c.nvidia_smi, "executor."));
   }
   if (auto* o = root["object_store"].as_table()) {
     ObjectStoreConfig& os = c.object_store;

@@ -144,6 +144,11 @@ struct Config {
   int events_max_streams = 4;  // concurrent server-sent-event streams (each holds an HTTP thread)
   std::vector<WebhookConfig> webhooks;
   std::vector<AlarmConfig> alarms;
+  // System metrics of each instance (docs/metrics.md, "System metrics"): sampled by the
+  // supervisor every this many seconds (0: not sampled); GPUs through this nvidia-smi ("": none;
+  // a bare name is looked up on PATH).
+  int system_metrics_interval_seconds = 10;
+  std::string nvidia_smi = "nvidia-smi";
 
   const InstanceTypeSpec* FindInstanceType(const std::string& name) const;
   // The catalogue entry of a capacity key ("type" or "type#spot"), and the capacity it offers.

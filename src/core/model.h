@@ -4,6 +4,7 @@
 // model.cpp, so that nlohmann::json stays out of this widely included header.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -155,6 +156,20 @@ struct MetricValue {
   double value = 0;
   EpochMs timestamp = 0;
 };
+
+// SageMaker's per-instance system metrics (SEMANTICS.md §8.2), in the order a SystemSample
+// holds them.
+inline constexpr std::array<const char*, 5> kSystemMetricNames = {
+    "CPUUtilization", "MemoryUtilization", "DiskUtilization", "GPUUtilization", "GPUMemoryUtilization"};
+
+// One sample of one instance's system metrics (docs/metrics.md, "System metrics").
+struct SystemSample {
+  EpochMs timestamp = 0;
+  std::array<std::optional<double>, kSystemMetricNames.size()> values;  // empty: not measured (no GPU)
+};
+
+// A training job's system metrics per host ("algo-<n>"), each oldest first.
+using SystemSeries = std::map<std::string, std::vector<SystemSample>>;
 
 struct TrainingJob {
   std::string name;

@@ -71,6 +71,11 @@ class Executor {
   // Path of the log file of one instance (1-based), for tailing. Lines are "<epoch_ms> <text>".
   virtual std::string LogPath(const std::string& attempt_id, int instance) const = 0;
 
+  // Path of the system metrics samples of one instance (1-based), for tailing: JSON lines
+  // {"Timestamp": <epoch ms>, "<MetricName>": <value>, ...} (docs/metrics.md, "System metrics").
+  // Kept with the logs.
+  virtual std::string SystemMetricsPath(const std::string& attempt_id, int instance) const = 0;
+
   // Forgets an attempt's workspace files (keeps logs). Called when an attempt's records are final.
   virtual void Cleanup(const std::string& attempt_id) = 0;
 };

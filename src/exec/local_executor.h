@@ -41,6 +41,7 @@ class LocalExecutor final : public Executor {
   Status Adopt(const std::string& attempt_id) override;
   std::vector<AttemptEvent> Poll() override;
   std::string LogPath(const std::string& attempt_id, int instance) const override;
+  std::string SystemMetricsPath(const std::string& attempt_id, int instance) const override;
   void Cleanup(const std::string& attempt_id) override;
 
  private:

@@ -7,10 +7,10 @@
 namespace ty::store {
 namespace {
 
-constexpr std::array<const char*, 10> kTables = {"service_environments", "job_queues",   "service_jobs",
+constexpr std::array<const char*, 11> kTables = {"service_environments", "job_queues",   "service_jobs",
                                                  "training_jobs",        "metric_series", "meta",
                                                  "scheduling_policies",  "quota_shares",  "warm_pools",
-                                                 "events"};
+                                                 "events",               "system_metrics"};
 
 // Versioned migrations: entry i takes the schema from version i to i+1. Never edit a shipped
 // entry; append a new one.
@@ -32,6 +32,8 @@ const std::vector<const char*>& Migrations() {
       // consumer (a webhook) has got to.
       "CREATE TABLE events (key TEXT PRIMARY KEY, doc TEXT NOT NULL);"
       "CREATE TABLE event_cursors (key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
+      // 6: the system metrics sampled on each instance of a training job, keyed by its name.
+      "CREATE TABLE system_metrics (key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
   };
   return m;
 }

@@ -16,7 +16,8 @@ namespace ty::store {
 
 enum class Kind { kServiceEnvironment, kJobQueue, kServiceJob, kTrainingJob, kMetricSeries, kMeta, kSchedulingPolicy, kQuotaShare, kWarmPool,
                   // Events (docs/events.md): key = the sequence number, zero-padded to 20 digits.
-                  kEvent };
+                  kEvent,
+                  kSystemMetrics };
 
 struct Write {
   Kind kind;

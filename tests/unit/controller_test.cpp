@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "control/controller.h"
+#include "control/system_metrics.h"
 #include "control/warm_pool_rules.h"
 
 namespace ty::control {
@@ -175,6 +176,74 @@ TEST(WarmPoolRules, ExpiryIsTheKeepAliveCappedAt28DaysFromCreation) {
   EXPECT_EQ(WarmPoolExpiry(late, 21600, created), created + kWarmPoolMaxLifetimeMs);
   EXPECT_EQ(KeepAliveOf(WarmRequest()), 600);
   EXPECT_EQ(KeepAliveOf(json::object()), 0);
+}
+
+
+// ---- System metrics (control/system_metrics.h) ----
+
+SystemSample Sample(EpochMs at, double cpu) {
+  SystemSample s;
+  s.timestamp = at;
+  s.values[0] = cpu;
+  return s;
+}
+
+TEST(SystemMetrics, SampleLinesParseByMetricNameAndOthersAreRejected) {
+  SystemSample s;
+  ASSERT_TRUE(ParseSystemSampleLine(R"({"Timestamp":1700000000123,"CPUUtilization":150.5,"DiskUtilization":40,"Other":1})", &s));
+  EXPECT_EQ(s.timestamp, 1700000000123);
+  EXPECT_EQ(s.values[0], 150.5);
+  EXPECT_FALSE(s.values[1].has_value());  // MemoryUtilization not in the line
+  EXPECT_EQ(s.values[2], 40.0);
+  EXPECT_FALSE(s.values[3].has_value());
+  EXPECT_FALSE(ParseSystemSampleLine(R"({"CPUUtilization":1})", &s));
+  EXPECT_FALSE(ParseSystemSampleLine(R"({"Timestamp":17000)", &s));
+}
+
+TEST(SystemMetrics, SamplesNotNewerThanTheLastAreTheOnesAlreadyHeld) {
+  std::vector<SystemSample> series;
+  EXPECT_TRUE(AppendSystemSample(series, Sample(1000, 1)));
+  EXPECT_TRUE(AppendSystemSample(series, Sample(2000, 2)));
+  EXPECT_FALSE(AppendSystemSample(series, Sample(1000, 1)));  // the file read again after a restart
+  EXPECT_FALSE(AppendSystemSample(series, Sample(2000, 2)));
+  EXPECT_EQ(series.size(), 2u);
+}
+
+TEST(SystemMetrics, AFullSeriesIsMergedPairwiseAndKeepsItsSpan) {
+  std::vector<SystemSample> series;
+  for (int i = 1; i <= 4; ++i) ASSERT_TRUE(AppendSystemSample(series, Sample(i * 1000, i * 10), 4));
+  SystemSample gpu = Sample(5000, 50);
+  gpu.values[3] = 80;  // only the new sample measured a GPU
+  ASSERT_TRUE(AppendSystemSample(series, gpu, 4));
+  // (1000: 10, 2000: 20) -> 2000: 15; (3000: 30, 4000: 40) -> 4000: 35; then 5000: 50.
+  ASSERT_EQ(series.size(), 3u);
+  EXPECT_EQ(series[0].timestamp, 2000);
+  EXPECT_EQ(series[0].values[0], 15.0);
+  EXPECT_EQ(series[1].timestamp, 4000);
+  EXPECT_EQ(series[1].values[0], 35.0);
+  EXPECT_EQ(series[2].values[3], 80.0);
+  EXPECT_FALSE(series[1].values[3].has_value());
+  for (int i = 6; i <= 100; ++i) ASSERT_TRUE(AppendSystemSample(series, Sample(i * 1000, i), 4));
+  EXPECT_LE(series.size(), 4u);
+  EXPECT_EQ(series.back().timestamp, 100'000);
+}
+
+TEST(SystemMetrics, StoreDocumentsRoundTripWithUnmeasuredValues) {
+  SystemSeries in;
+  SystemSample a = Sample(1000, 12.5);
+  a.values[1] = 3.25;
+  a.values[4] = 60;
+  in["algo-1"] = {a, Sample(2000, 0)};
+  in["algo-2"] = {};
+  SystemSeries out;
+  ASSERT_TRUE(DecodeSystemSeries(EncodeSystemSeries(in), &out));
+  ASSERT_EQ(out.size(), 2u);
+  ASSERT_EQ(out["algo-1"].size(), 2u);
+  EXPECT_EQ(out["algo-1"][0].timestamp, 1000);
+  EXPECT_EQ(out["algo-1"][0].values, a.values);
+  EXPECT_FALSE(out["algo-1"][1].values[3].has_value());
+  EXPECT_TRUE(out["algo-2"].empty());
+  EXPECT_FALSE(DecodeSystemSeries("[1,2]", &out));
 }
 
 }  // namespace

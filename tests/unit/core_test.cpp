@@ -110,6 +110,24 @@ TEST(Config, LogsSection) {
   EXPECT_NE(c.status().message().find("retention"), std::string::npos);
 }
 
+TEST(Config, SystemMetricsKeys) {
+  EXPECT_EQ(DefaultConfig().system_metrics_interval_seconds, 10);
+  EXPECT_EQ(DefaultConfig().nvidia_smi, "nvidia-smi");
+  auto c = LoadConfigFile(WriteTemp("[executor]\nsystem_metrics_interval_seconds = 0\nnvidia_smi = \"\"\n"), DefaultConfig());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->system_metrics_interval_seconds, 0);
+  EXPECT_EQ(c->nvidia_smi, "");
+  for (const char* bad : {"system_metrics_interval_seconds = -1", "system_metrics_interval_seconds = 3601",
+                          "system_metrics_interval_seconds = \"10\""}) {
+    c = LoadConfigFile(WriteTemp(std::string("[executor]\n") + bad + "\n"), DefaultConfig());
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_NE(c.status().message().find("executor.system_metrics_interval_seconds"), std::string::npos) << c.status().message();
+  }
+  c = LoadConfigFile(WriteTemp("[executor]\nnvidia_smi = 1\n"), DefaultConfig());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("executor.nvidia_smi"), std::string::npos);
+}
+
 TEST(Config, ObjectStoreAndFileSystems) {
   auto c = LoadConfigFile(WriteTemp("[object_store]\nendpoint = \"http://127.0.0.1:9000\"\nbuckets = [\"data\", \"models\"]\n"
                                     "path_style = false\nmultipart_threshold_bytes = 100\nmultipart_part_bytes = 10\n"

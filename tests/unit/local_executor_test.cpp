@@ -1,6 +1,7 @@
 // The local executor with real supervisor processes (the `trainyard` binary from TRAINYARD_BIN).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -12,6 +13,8 @@
 #include <sstream>
 #include <thread>
 
+#include "exec/local/attempt_files.h"
+#include "exec/local/system_sampler.h"
 #include "exec/local_executor.h"
 
 namespace ty::exec {
@@ -517,6 +520,136 @@ TEST(PhaseNameTest, NamesEveryPhase) {
   EXPECT_STREQ(PhaseName(Phase::kUploading), "Uploading");
   EXPECT_STREQ(PhaseName(Phase::kExited), "Exited");
   EXPECT_STREQ(PhaseName(Phase::kLost), "Lost");
+}
+
+// ---- System metrics (exec/local/system_sampler.h) ----
+
+// A /proc/<pid>/stat line: utime 14, stime 15, cutime 16, cstime 17 and rss (field 24) given.
+std::string StatLine(int pid, const std::string& comm, int ppid, int utime, int stime, int cutime, int cstime, int rss) {
+  return std::to_string(pid) + " (" + comm + ") S " + std::to_string(ppid) + " 1 1 0 -1 4194304 98 0 0 0 " +
+         std::to_string(utime) + " " + std::to_string(stime) + " " + std::to_string(cutime) + " " +
+         std::to_string(cstime) + " 20 0 1 0 1052955 3133440 " + std::to_string(rss) +
+         " 18446744073709551615 94102677000192 0 0\n";
+}
+
+TEST(SystemSamplerTest, ProcStatCountsOwnAndWaitedForChildrenTimeAndRss) {
+  local::ProcStat p;
+  // The command name may hold spaces and parentheses: fields are counted after the last ')'.
+  ASSERT_TRUE(local::ParseProcStat(StatLine(42, "py thon) (x", 7, 100, 20, 3, 4, 2500), &p));
+  EXPECT_EQ(p.pid, 42);
+  EXPECT_EQ(p.ppid, 7);
+  EXPECT_EQ(p.cpu_ticks, 127);  // 100 + 20 + 3 + 4
+  EXPECT_EQ(p.rss_pages, 2500);
+  EXPECT_FALSE(local::ParseProcStat("42 (short) S 1 2 3", &p));
+  EXPECT_FALSE(local::ParseProcStat("garbage", &p));
+}
+
+TEST(SystemSamplerTest, ProcStatOfARealProcessParses) {
+  std::string text = Slurp("/proc/self/stat");
+  local::ProcStat p;
+  ASSERT_TRUE(local::ParseProcStat(text, &p)) << text;
+  EXPECT_EQ(p.pid, ::getpid());
+  EXPECT_EQ(p.ppid, ::getppid());
+  EXPECT_GT(p.rss_pages, 0);
+}
+
+TEST(SystemSamplerTest, TreeSumsTheRootAndEveryDescendantOnly) {
+  std::vector<local::ProcStat> procs;
+  for (const auto& line : {StatLine(1, "init", 0, 1000, 0, 0, 0, 1),       // not in the tree
+                           StatLine(10, "bwrap", 1, 1, 1, 0, 0, 10),       // root
+                           StatLine(11, "bwrap", 10, 2, 0, 0, 0, 20),      // child
+                           StatLine(12, "python", 11, 300, 50, 40, 10, 30000),  // grandchild, reaped a worker
+                           StatLine(13, "worker", 12, 100, 0, 0, 0, 5000),      // great-grandchild
+                           StatLine(20, "other", 1, 7000, 0, 0, 0, 99999)}) {   // a sibling tree
+    local::ProcStat p;
+    ASSERT_TRUE(local::ParseProcStat(line, &p));
+    procs.push_back(p);
+  }
+  local::TreeUsage u = local::SumTree(procs, 10);
+  EXPECT_EQ(u.processes, 4);
+  EXPECT_EQ(u.cpu_ticks, 2 + 2 + 400 + 100);
+  EXPECT_EQ(u.rss_pages, 10 + 20 + 30000 + 5000);
+  EXPECT_EQ(local::SumTree(procs, 13).cpu_ticks, 100);
+  EXPECT_EQ(local::SumTree(procs, 99).processes, 0);  // gone
+}
+
+TEST(SystemSamplerTest, MemTotalIsReadInBytes) {
+  EXPECT_EQ(local::ParseMemTotalBytes("MemTotal:       16314528 kB\nMemFree:  1 kB\n"), int64_t{16314528} * 1024);
+  EXPECT_EQ(local::ParseMemTotalBytes("MemFree: 1 kB\n"), 0);
+}
+
+TEST(SystemSamplerTest, NvidiaSmiLinesAreSummedOverTheInstancesGpus) {
+  const std::string csv = "0, 50, 1000, 4000\n1, 30, 2000, 4000\n2, [N/A], [N/A], [N/A]\nWARNING: something\n3, 100, 4000, 4000";
+  auto gpus = local::ParseNvidiaSmi(csv);
+  ASSERT_EQ(gpus.size(), 3u);  // the [N/A] line and the warning are skipped
+  EXPECT_EQ(gpus[2].index, 3);
+  local::GpuSums all = local::SumGpus(gpus, std::nullopt);
+  EXPECT_EQ(all.gpus, 3);
+  EXPECT_DOUBLE_EQ(all.utilization, 180);         // 50 + 30 + 100
+  EXPECT_DOUBLE_EQ(all.memory_utilization, 175);  // 25 + 50 + 100
+  local::GpuSums one = local::SumGpus(gpus, local::VisibleGpus(std::string("1")));
+  EXPECT_EQ(one.gpus, 1);
+  EXPECT_DOUBLE_EQ(one.utilization, 30);
+  EXPECT_DOUBLE_EQ(one.memory_utilization, 50);
+  EXPECT_EQ(local::SumGpus(gpus, local::VisibleGpus(std::string("5"))).gpus, 0);
+}
+
+TEST(SystemSamplerTest, CudaVisibleDevicesNamesGpusByIndexOrMeansAll) {
+  EXPECT_EQ(local::VisibleGpus(std::string("0, 2")), (std::set<int>{0, 2}));
+  EXPECT_EQ(local::VisibleGpus(std::nullopt), std::nullopt);
+  EXPECT_EQ(local::VisibleGpus(std::string("")), std::nullopt);
+  EXPECT_EQ(local::VisibleGpus(std::string("GPU-8f6c1e2a")), std::nullopt);  // UUIDs: every GPU
+  EXPECT_EQ(local::VisibleGpus(std::string("0,,1")), std::nullopt);
+}
+
+TEST(SystemSamplerTest, NvidiaSmiIsFoundOnPathOrByPathOrNotAtAll) {
+  EXPECT_EQ(local::ResolveNvidiaSmi(""), "");
+  EXPECT_EQ(local::ResolveNvidiaSmi("/bin/sh"), "/bin/sh");
+  EXPECT_EQ(local::ResolveNvidiaSmi("/nonexistent/nvidia-smi"), "");
+  EXPECT_EQ(local::ResolveNvidiaSmi("no-such-binary-for-trainyard"), "");
+  EXPECT_NE(local::ResolveNvidiaSmi("sh"), "");
+}
+
+// A live process tree sampled for real: the file gets JSON lines with every non-GPU metric.
+TEST(SystemSamplerTest, SamplesAProcessTreeIntoJsonLines) {
+  fs::path dir = fs::temp_directory_path() / ("ty-sampler-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::execl("/bin/sh", "sh", "-c", "sleep 30 & sleep 30", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ASSERT_GT(child, 0);
+  local::SystemSampler::Instance inst;
+  inst.pid = child;
+  for (int i = 0; i < 100 && local::ProcStartTime(child).empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  inst.start_time = local::ProcStartTime(child);
+  inst.opt_ml_dir = dir.string();
+  inst.out_path = (dir / "algo-1.system.jsonl").string();
+  local::SystemSampler sampler({inst}, {.interval_ms = 100, .nvidia_smi = ""});
+  sampler.Start();
+  std::vector<json> lines;
+  for (int i = 0; i < 300 && lines.size() < 2; ++i) {  // polled, 30 s at most
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    lines.clear();
+    std::istringstream in(Slurp(inst.out_path));
+    for (std::string l; std::getline(in, l);) lines.push_back(json::parse(l));
+  }
+  sampler.Stop();
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ASSERT_GE(lines.size(), 2u);
+  for (const auto& l : lines) {
+    EXPECT_GT(l.value("Timestamp", int64_t{0}), 1'600'000'000'000);
+    EXPECT_GE(l.value("CPUUtilization", -1.0), 0);
+    EXPECT_GT(l.value("MemoryUtilization", 0.0), 0);  // the shell and its two sleeps have some RSS
+    EXPECT_GT(l.value("DiskUtilization", 0.0), 0);
+    EXPECT_LE(l.value("DiskUtilization", 101.0), 100);
+    EXPECT_FALSE(l.contains("GPUUtilization"));
+  }
+  EXPECT_GT(sampler.samples(), 0);
+  fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sandboxes, LocalExecutorTest, ::testing::Values("none", "bwrap"));

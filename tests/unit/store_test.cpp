@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <map>
 
+#include "store/event_log.h"
 #include "store/store.h"
 
 namespace ty::store {
@@ -64,7 +65,7 @@ TEST_F(StoreTest, WarmPoolsHaveTheirOwnTableFromSchemaVersion4) {
   {
     auto s = OpenSqliteStore(db(), true);
     ASSERT_TRUE(s.ok());
-    EXPECT_EQ((*s)->SchemaVersion(), 4);
+    EXPECT_GE((*s)->SchemaVersion(), 4);
     ASSERT_TRUE((*s)->Commit({{Kind::kWarmPool, "wp-1", "{\"id\":\"wp-1\"}"}, {Kind::kTrainingJob, "j", "{}"}}).ok());
   }
   auto s = OpenSqliteStore(db(), true);
@@ -73,6 +74,62 @@ TEST_F(StoreTest, WarmPoolsHaveTheirOwnTableFromSchemaVersion4) {
   ASSERT_TRUE((*s)->Commit({{Kind::kWarmPool, "wp-1", ""}}).ok());  // a terminated pool is deleted
   EXPECT_TRUE(All(**s, Kind::kWarmPool).empty());
   EXPECT_EQ(All(**s, Kind::kTrainingJob).size(), 1u);
+}
+
+TEST_F(StoreTest, SystemMetricsHaveTheirOwnTableFromSchemaVersion6) {
+  {
+    auto s = OpenSqliteStore(db(), true);
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ((*s)->SchemaVersion(), 6);
+    ASSERT_TRUE((*s)->Commit({{Kind::kSystemMetrics, "job", "{\"algo-1\":[]}"}, {Kind::kMetricSeries, "job", "[]"}}).ok());
+  }
+  auto s = OpenSqliteStore(db(), true);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(All(**s, Kind::kSystemMetrics), (std::map<std::string, std::string>{{"job", "{\"algo-1\":[]}"}}));
+  EXPECT_EQ(All(**s, Kind::kMetricSeries), (std::map<std::string, std::string>{{"job", "[]"}}));
+}
+
+// Events are committed with the state (Kind::kEvent) and read, waited for, tracked and pruned
+// through the event log's own connection.
+TEST_F(StoreTest, EventLogReadsInSequenceOrderKeepsCursorsAndPrunes) {
+  auto s = OpenSqliteStore(db(), true);
+  ASSERT_TRUE(s.ok());
+  std::vector<Write> writes;
+  for (uint64_t seq = 1; seq <= 12; ++seq)  // 9 < 10 < 11 as numbers, not as strings
+    writes.push_back({Kind::kEvent, EventLog::Key(seq), "{\"seq\":" + std::to_string(seq) + ",\"at\":" + std::to_string(seq * 1000) + "}"});
+  ASSERT_TRUE((*s)->Commit(writes).ok());
+  auto log = EventLog::Open(db());
+  ASSERT_TRUE(log.ok()) << log.status().message();
+  EXPECT_EQ((*log)->LastPublished(), 12u);
+  std::vector<StoredEvent> got;
+  ASSERT_TRUE((*log)->Read(8, 3, &got).ok());
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].seq, 9u);
+  EXPECT_EQ(got[2].seq, 11u);
+  EXPECT_EQ(got[2].doc, "{\"seq\":11,\"at\":11000}");
+  // A waiter wakes when newer events are published, and not before.
+  auto soon = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+  EXPECT_EQ((*log)->WaitNewer(12, soon), 12u);
+  (*log)->Published(13);
+  EXPECT_EQ((*log)->WaitNewer(12, std::chrono::steady_clock::now() + std::chrono::seconds(5)), 13u);
+  bool found = true;
+  auto c = (*log)->LoadCursor("webhook/a", &found);
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(found);
+  ASSERT_TRUE((*log)->SaveCursor("webhook/a", 7).ok());
+  c = (*log)->LoadCursor("webhook/a", &found);
+  EXPECT_TRUE(found);
+  EXPECT_EQ(*c, 7u);
+  // Keep the newest 10, then drop those before t = 5 s.
+  auto gone = (*log)->Prune(10, 0);
+  ASSERT_TRUE(gone.ok()) << gone.status().message();
+  EXPECT_EQ(*gone, 2);
+  EXPECT_EQ(*(*log)->OldestStored(), 3u);
+  gone = (*log)->Prune(100, 5000);
+  ASSERT_TRUE(gone.ok());
+  EXPECT_EQ(*gone, 2);
+  EXPECT_EQ(*(*log)->OldestStored(), 5u);
+  EXPECT_EQ(*(*log)->NewestStored(), 12u);
 }
 
 TEST_F(StoreTest, OpeningAnUnwritablePathFails) {

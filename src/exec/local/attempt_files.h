@@ -12,6 +12,10 @@ inline std::string StopPath(const std::string& dir) { return dir + "/stop"; }
 inline std::string InterruptPath(const std::string& dir) { return dir + "/interrupt"; }
 inline std::string LockPath(const std::string& dir) { return dir + "/lock"; }
 inline std::string LogDir(const std::string& dir) { return dir + "/logs"; }
+// System metrics samples of one instance (JSON lines, exec/local/system_sampler.h), beside its log.
+inline std::string SystemMetricsPath(const std::string& dir, int n) {
+  return LogDir(dir) + "/algo-" + std::to_string(n) + ".system.jsonl";
+}
 inline std::string HostDir(const std::string& dir, int n) { return dir + "/hosts/algo-" + std::to_string(n); }
 
 // Writes `text` to `path` atomically (temp file, rename); `durable` also fsyncs it first.

@@ -270,6 +270,10 @@ std::string LocalExecutor::LogPath(const std::string& id, int instance) const {
   return local::LogDir(Dir(id)) + "/algo-" + std::to_string(instance) + ".log";
 }
 
+std::string LocalExecutor::SystemMetricsPath(const std::string& id, int instance) const {
+  return local::SystemMetricsPath(Dir(id), instance);
+}
+
 void LocalExecutor::Cleanup(const std::string& id) {
   std::error_code ec;
   fs::remove_all(Dir(id) + "/hosts", ec);

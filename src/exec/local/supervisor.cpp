@@ -30,7 +30,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -40,6 +42,7 @@
 
 #include "exec/local/attempt_files.h"
 #include "exec/local/data.h"
+#include "exec/local/system_sampler.h"
 #include "exec/supervisor.h"
 
 namespace ty::exec {
@@ -243,7 +246,9 @@ class Supervisor {
         }
         Enter("Training", "Training in progress." + InputSummary());
         StartCheckpointSync();
+        StartSystemSampler();
         Supervise();
+        StopSystemSampler();
         NoteCheckpoint(NowMs(), true);
         StopCheckpointSync();
       }
@@ -268,6 +273,7 @@ class Supervisor {
   int RecordOwnFailure(const std::string& what) {
     try {
       StopCheckpointSync();
+      if (sampler_) sampler_->Stop();
       for (auto& i : instances_)
         if (i.pid > 0) ::kill(-i.pid, SIGKILL);
       for (auto& i : instances_) {
@@ -651,6 +657,39 @@ class Supervisor {
     local::WriteFileAtomic(local::StatusPath(dir_), status_.dump(), false);
   }
 
+  // System metrics (docs/metrics.md, "System metrics"): each launched instance is sampled every
+  // spec "system_metrics.interval_seconds" (0 or absent: never) on the sampler's own thread.
+  void StartSystemSampler() {
+    const json cfg = spec_.value("system_metrics", json::object());
+    const int64_t interval_ms = static_cast<int64_t>(cfg.value("interval_seconds", 0.0) * 1000);
+    if (interval_ms <= 0 || instances_.empty()) return;
+    std::vector<local::SystemSampler::Instance> targets;
+    for (const auto& i : instances_) {
+      if (i.pid <= 0) continue;
+      local::SystemSampler::Instance t;
+      t.pid = i.pid;
+      t.start_time = local::ProcStartTime(i.pid);
+      t.opt_ml_dir = local::HostDir(dir_, i.n);
+      t.out_path = local::SystemMetricsPath(dir_, i.n);
+      t.gpus = local::VisibleGpus(cuda_visible_[static_cast<size_t>(i.n - 1)]);
+      targets.push_back(std::move(t));
+    }
+    local::SystemSampler::Options options;
+    options.interval_ms = interval_ms;
+    options.nvidia_smi = local::ResolveNvidiaSmi(cfg.value("nvidia_smi", ""));
+    Log("system metrics: every " + std::to_string(interval_ms) + " ms, GPUs " +
+        (options.nvidia_smi.empty() ? std::string("not sampled (no nvidia-smi)") : "through " + options.nvidia_smi));
+    sampler_ = std::make_unique<local::SystemSampler>(std::move(targets), options);
+    sampler_->Start();
+  }
+  void StopSystemSampler() {
+    if (!sampler_) return;
+    sampler_->Stop();
+    if (sampler_->samples() > 0)
+      Log("system metrics: " + std::to_string(sampler_->samples()) + " samples, " +
+          std::to_string(sampler_->sample_us() / sampler_->samples()) + " us per sample on average");
+  }
+
   // Appends a line to supervisor.log (never secrets).
   void Log(const std::string& line) {
     std::ofstream(dir_ + "/supervisor.log", std::ios::app) << NowMs() << " " << line << "\n";
@@ -870,6 +909,8 @@ class Supervisor {
     for (int n = 1; n <= count_; ++n) {
       envs.push_back(Environment(n));
       argvs.push_back(Command(n));
+      auto cuda = envs.back().find("CUDA_VISIBLE_DEVICES");
+      cuda_visible_.push_back(cuda == envs.back().end() ? std::nullopt : std::optional<std::string>(cuda->second));
     }
     const pid_t self = ::getpid();
     bool ok = true;
@@ -1182,6 +1223,8 @@ class Supervisor {
   int first_failed_ = 0;  // the instance whose non-zero exit failed the gang
   int killed_by_ = 0;     // the signal that ended it (also seen as an exit code of 128 + N), or 0
   std::vector<Instance> instances_;
+  std::vector<std::optional<std::string>> cuda_visible_;  // per instance: its CUDA_VISIBLE_DEVICES, if set
+  std::unique_ptr<local::SystemSampler> sampler_;
   int launched_ = 0;
   int64_t last_checkpoint_ms_ = 0;  // reported in status.json
   int64_t next_checkpoint_scan_ = 0;
