@@ -1,6 +1,8 @@
 // Events (docs/events.md): the EventBridge shapes of state changes, their replay from a cursor
 // (POST /trainyard/v1/events, with long polling) and their stream over server-sent events.
+#include <atomic>
 #include <chrono>
+#include <thread>
 
 #include "api/encode.h"
 #include "api/events.h"
@@ -187,6 +189,11 @@ uint64_t ReadMatching(store::EventLog& log, const obs::EventFilter& f, uint64_t 
   return after;
 }
 
+std::atomic<int>& EventWaiters() {
+  static std::atomic<int> waiters{0};
+  return waiters;
+}
+
 Response HandleEvents(control::Controller& c, const json& req) {
   store::EventLog* log = c.events();
   if (!log) return FailedPrecondition("events are not enabled on this server");
@@ -204,10 +211,23 @@ Response HandleEvents(control::Controller& c, const json& req) {
   uint64_t cursor = *after == UINT64_MAX ? log->LastPublished() : *after;
   std::vector<json> found;
   Status error = Status::Ok();
+  // A waiting call holds an HTTP worker: waiters (with the event streams) are capped at
+  // [events] max_streams; over that, the call answers at once and says it did not wait.
+  bool may_wait = req.value("WaitSeconds", int64_t{0}) > 0;
+  if (may_wait && EventWaiters().fetch_add(1) >= c.config().events_max_streams) {
+    EventWaiters().fetch_sub(1);
+    may_wait = false;
+  }
+  struct Release {
+    bool held;
+    ~Release() {
+      if (held) EventWaiters().fetch_sub(1);
+    }
+  } release{may_wait};
   while (true) {
     cursor = ReadMatching(*log, *filter, cursor, limit, 10000, &found, &error);
     if (!error.ok()) return error;
-    if (!found.empty() || log->closed() || std::chrono::steady_clock::now() >= deadline) break;
+    if (!found.empty() || log->closed() || !may_wait || std::chrono::steady_clock::now() >= deadline) break;
     if (cursor < log->LastPublished()) continue;  // scanned a full slice of unwanted events
     log->WaitNewer(cursor, deadline);
   }
@@ -215,6 +235,7 @@ Response HandleEvents(control::Controller& c, const json& req) {
   for (auto& d : found) events.push_back({{"Seq", d["seq"]}, {"Queue", d["queue"]}, {"Share", d["share"]}, {"Event", std::move(d["event"])}});
   auto oldest = log->OldestStored();
   json out = {{"Events", std::move(events)}, {"NextCursor", cursor}, {"LatestSeq", log->LastPublished()}};
+  if (req.value("WaitSeconds", int64_t{0}) > 0 && !release.held) out["Waited"] = false;
   if (oldest.ok()) out["OldestSeq"] = *oldest;
   return out;
 }

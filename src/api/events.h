@@ -1,6 +1,7 @@
 // Event reads shared by the replay handler and the server-sent-event stream (docs/events.md).
 #pragma once
 
+#include <atomic>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -21,6 +22,10 @@ StatusOr<obs::EventFilter> EventFilterFrom(const nlohmann::json& req);
 // returns the sequence number to continue after.
 uint64_t ReadMatching(store::EventLog& log, const obs::EventFilter& f, uint64_t after, size_t limit, size_t scan,
                       std::vector<nlohmann::json>* out, Status* error);
+
+// Calls and streams waiting for events now (each holds an HTTP worker thread); capped at
+// [events] max_streams.
+std::atomic<int>& EventWaiters();
 
 // POST /trainyard/v1/events: {"After"?, "Limit"?, "WaitSeconds"?, filters...} ->
 // {"Events": [{"Seq","Queue","Share","Event"}], "NextCursor", "LatestSeq", "OldestSeq"}.

@@ -28,7 +28,6 @@ struct ApiServer::Impl {
   RootCredential root;
   httplib::Server http;
   std::unique_ptr<obs::WebhookDispatcher> webhooks;
-  std::atomic<int> streams{0};  // open server-sent-event streams
 
   Impl(control::Controller& c, RootCredential r) : controller(c), root(std::move(r)) {}
 
@@ -157,8 +156,8 @@ void ApiServer::Impl::Stream(const httplib::Request& req, httplib::Response& res
     if (!end || *end != '\0')
       return Reply(res, Protocol::kSageMakerJson, InvalidArgument("after (or Last-Event-ID) must be a sequence number"));
   }
-  if (streams.fetch_add(1) >= controller.config().events_max_streams) {
-    streams.fetch_sub(1);
+  if (EventWaiters().fetch_add(1) >= controller.config().events_max_streams) {
+    EventWaiters().fetch_sub(1);
     return Reply(res, Protocol::kSageMakerJson,
                  Status(Code::kLimitExceeded, "Too many event streams are open (events.max_streams = " +
                                                std::to_string(controller.config().events_max_streams) + ")"));
@@ -193,7 +192,7 @@ void ApiServer::Impl::Stream(const httplib::Request& req, httplib::Response& res
         }
         return true;
       },
-      [this](bool) { streams.fetch_sub(1); });
+      [](bool) { EventWaiters().fetch_sub(1); });
 }
 
 ApiServer::ApiServer(control::Controller& controller, RootCredential root)

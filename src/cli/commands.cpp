@@ -376,6 +376,8 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
           }
           std::fflush(stdout);
           const bool more = (*out)["NextCursor"].get<uint64_t>() < (*out)["LatestSeq"].get<uint64_t>();
+          // The server had too many waiting readers and answered at once: poll a second later.
+          if (follow && !more && !out->value("Waited", true)) std::this_thread::sleep_for(std::chrono::seconds(1));
           req["After"] = (*out)["NextCursor"];
           if (!follow && !more) return 0;
         }

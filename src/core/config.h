@@ -140,8 +140,8 @@ struct Config {
   // the oldest go once there are more than max_events or they are older than retention_days.
   bool events_enabled = true;
   int64_t events_retention_days = 7;
-  int64_t events_max = 1000000;
-  int events_max_streams = 4;  // concurrent server-sent-event streams (each holds an HTTP thread)
+  int64_t events_max = 200000;
+  int events_max_streams = 8;  // concurrent event streams and waiting event reads (each holds an HTTP thread)
   std::vector<WebhookConfig> webhooks;
   std::vector<AlarmConfig> alarms;
   // System metrics of each instance (docs/metrics.md, "System metrics"): sampled by the

@@ -128,6 +128,19 @@ def check_histogram(name, samples):
 
 
 class MetricsTest(ServerTest):
+    # One alarm rule and one webhook (to a port nobody listens on), so that their families show.
+    server_config = """
+[[alarms]]
+name = "long-wait"
+rule = "runnable_longer_than"
+seconds = 3600
+
+[[webhooks]]
+name = "nowhere"
+url = "http://127.0.0.1:9/hook"
+max_backoff_seconds = 1
+"""
+
     def scrape(self):
         with urllib.request.urlopen(self.server.url + "/metrics", timeout=10) as r:
             self.assertEqual(r.status, 200)
