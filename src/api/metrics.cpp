@@ -5,6 +5,7 @@
 #include "api/metrics.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -441,6 +442,35 @@ std::string Render(const Config& config, const State& s) {
     for (const auto& [qt, n] : unassigned)
       w.Sample("trainyard_quota_unassigned_lent_instances", {{"queue", qt.first}, {"instance_type", qt.second}},
                static_cast<double>(n));
+  }
+  // ---- running instances: the newest system-metrics sample of each ----
+  {
+    static const std::array<const char*, kSystemMetricNames.size()> kFamilies = {
+        "trainyard_instance_cpu_utilization_percent", "trainyard_instance_memory_utilization_percent",
+        "trainyard_instance_disk_utilization_percent", "trainyard_instance_gpu_utilization_percent",
+        "trainyard_instance_gpu_memory_utilization_percent"};
+    static const std::array<const char*, kSystemMetricNames.size()> kHelp = {
+        "CPU use of a running instance's processes (SageMaker's CPUUtilization: 100 per core).",
+        "Resident memory of a running instance's processes over the host's memory, percent (MemoryUtilization).",
+        "Use of the file system holding a running instance's /opt/ml, percent (DiskUtilization).",
+        "GPU use of a running instance's GPUs (GPUUtilization: 100 per GPU).",
+        "GPU memory use of a running instance's GPUs (GPUMemoryUtilization: 100 per GPU)."};
+    std::array<Writer, kSystemMetricNames.size()> per;
+    for (const auto& [seq, name] : s.live_training_jobs) {
+      auto it = s.system_series.find(name);
+      if (it == s.system_series.end()) continue;
+      for (const auto& [host, samples] : it->second) {
+        if (samples.empty()) continue;
+        for (size_t m = 0; m < kSystemMetricNames.size(); ++m) {
+          if (!samples.back().values[m]) continue;
+          per[m].Sample(kFamilies[m], {{"training_job", name}, {"host", name + "/" + host}}, *samples.back().values[m]);
+        }
+      }
+    }
+    for (size_t m = 0; m < kSystemMetricNames.size(); ++m) {
+      w.Family(kFamilies[m], "gauge", kHelp[m]);
+      w.Raw(per[m].Take());
+    }
   }
   // ---- alarms ----
   if (!config.alarms.empty()) {

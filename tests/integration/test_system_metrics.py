@@ -204,7 +204,22 @@ class GpuMetricsTest(ServerTest):
 
     def test_every_gpu_is_summed_without_cuda_visible_devices(self):
         self.sm.create_training_job(**self.command_payload("allgpus", "sleep 4"))
+        # While it runs, /metrics carries its newest sample, labelled with SageMaker's Host.
+        import re
+        import time
+        import urllib.request
+        want = re.compile(r'^trainyard_instance_gpu_utilization_percent\{training_job="allgpus",host="allgpus/algo-1"\} 80$', re.M)
+        deadline = time.time() + 30
+        while True:
+            with urllib.request.urlopen(self.server.url + "/metrics", timeout=10) as r:
+                text = r.read().decode()
+            if want.search(text):
+                break
+            self.assertLess(time.time(), deadline, "no GPU sample on /metrics")
+            time.sleep(0.2)
         self.assertEqual(self.wait_training("allgpus")["TrainingJobStatus"], "Completed")
+        with urllib.request.urlopen(self.server.url + "/metrics", timeout=10) as r:
+            self.assertNotIn('training_job="allgpus"', r.read().decode())  # gone when it ends
         series = self.gpu_series("allgpus")
         self.assertTrue(series.get("GPUUtilization"), series)
         self.assertEqual(set(series["GPUUtilization"]), {80.0})        # 50 + 30
