@@ -108,20 +108,21 @@ json PreemptionLoss(int64_t instance_ms, int64_t gpu_ms) {
   return {{"instanceHours", static_cast<double>(instance_ms) / 3.6e6}, {"gpuHours", static_cast<double>(gpu_ms) / 3.6e6}};
 }
 
-json EncodeJobDetail(const State& s, const ServiceJobState& js) {
+// for_event: the detail of an event (SEMANTICS.md §2.8): no tags, payload or status history.
+json EncodeJobDetail(const State& s, const ServiceJobState& js, bool for_event = false) {
   const ServiceJob& job = js.job;
   json j = EncodeJobSummary(s, js);
   auto q = s.queues.find(job.queue);
   j["jobQueue"] = q == s.queues.end() ? job.queue : q->second.arn;
   j["startedAt"] = job.started_at;  // required member of the response
   j["isTerminated"] = job.is_terminated;
-  j["serviceRequestPayload"] = job.payload;
+  if (!for_event) j["serviceRequestPayload"] = job.payload;
   if (job.has_scheduling_priority) j["schedulingPriority"] = job.scheduling_priority;
   if (!job.retry_strategy_json.empty()) j["retryStrategy"] = json::parse(job.retry_strategy_json);
   if (!job.timeout_config_json.empty()) j["timeoutConfig"] = json::parse(job.timeout_config_json);
   if (!job.preemption_configuration_json.empty())
     j["preemptionConfiguration"] = json::parse(job.preemption_configuration_json);
-  if (!job.tags.empty()) j["tags"] = EncodeTags(job.tags);
+  if (!job.tags.empty() && !for_event) j["tags"] = EncodeTags(job.tags);
   json attempts = json::array();
   for (const auto& a : job.attempts) {
     json aj = {{"serviceResourceId", EncodeResourceId(a.training_job_arn)}};
@@ -145,9 +146,11 @@ json EncodeJobDetail(const State& s, const ServiceJobState& js) {
   }
   // trainyard extensions (clients ignore members they do not know).
   if (job.preemption_lost_instance_ms > 0) j["trainyardPreemptionLoss"] = PreemptionLoss(job.preemption_lost_instance_ms, job.preemption_lost_gpu_ms);
-  json history = json::array();
-  for (const auto& [st, at] : js.history) history.push_back({{"status", st}, {"at", at}});
-  j["trainyardStatusHistory"] = history;
+  if (!for_event) {
+    json history = json::array();
+    for (const auto& [st, at] : js.history) history.push_back({{"status", st}, {"at", at}});
+    j["trainyardStatusHistory"] = history;
+  }
   if (!js.wait_reason.empty()) j["trainyardWaitReason"] = js.wait_reason;
   return j;
 }
@@ -403,7 +406,7 @@ Response Snapshot(Controller& c, const json& req) {
 
 }  // namespace
 
-json EncodeServiceJobDetail(const State& s, const ServiceJobState& js) { return EncodeJobDetail(s, js); }
+json EncodeServiceJobEventDetail(const State& s, const ServiceJobState& js) { return EncodeJobDetail(s, js, true); }
 
 bool BatchImplements(const std::string& op) {
   static const std::set<std::string> kOps = {

@@ -9,8 +9,9 @@
 
 namespace ty::api {
 
-// DescribeServiceJob's response for one job (Batch, lowerCamelCase, epoch ms).
-nlohmann::json EncodeServiceJobDetail(const control::State& s, const control::ServiceJobState& js);
+// DescribeServiceJob's response for one job (Batch, lowerCamelCase, epoch ms) as an event's
+// detail: without tags, serviceRequestPayload and the status history (SEMANTICS.md §2.8).
+nlohmann::json EncodeServiceJobEventDetail(const control::State& s, const control::ServiceJobState& js);
 // DescribeTrainingJob's response for one job (SageMaker, PascalCase, epoch seconds).
 nlohmann::json EncodeTrainingJobDescription(const TrainingJob& tj, EpochMs now);
 

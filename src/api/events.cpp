@@ -51,11 +51,7 @@ std::string RenderEvent(const Config& config, const State& s, const EventTrigger
     case EventTrigger::Kind::kServiceJobStateChange:
     case EventTrigger::Kind::kJobQueueBlocked: {
       const control::ServiceJobState& js = s.jobs.at(e.job_seq);
-      json detail = EncodeServiceJobDetail(s, js);
-      // As AWS's: DescribeServiceJob without tags and serviceRequestPayload (SEMANTICS.md §2.8).
-      detail.erase("tags");
-      detail.erase("serviceRequestPayload");
-      detail.erase("trainyardStatusHistory");
+      json detail = EncodeServiceJobEventDetail(s, js);
       detail["status"] = e.status;
       if (!e.reason.empty()) detail["statusReason"] = e.reason;
       const bool blocked = e.kind == EventTrigger::Kind::kJobQueueBlocked;
