@@ -13,7 +13,7 @@ rep 2 in a rotated order, ...):
   hook    on + one webhook: a receiver in this script on 127.0.0.1 (HTTP/1.1 keep-alive)
   dead    on + one webhook whose URL is a closed port (every POST is refused; retried, backoff 1 s)
   sse     on + one GET /trainyard/v1/events/stream client (SigV4, service "events") in this script
-  scrape  hook + GET /metrics every 1 s for the whole run (Prometheus' default is 15 s)
+  scrape  hook + GET /metrics every 1 s for the whole run (a usual Prometheus interval is 15 s)
 
 Each run:
   1. submit: `ty_loadgen submit` of --parked jobs (8 connections) into a queue whose service
