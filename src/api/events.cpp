@@ -50,7 +50,9 @@ std::string RenderEvent(const Config& config, const State& s, const EventTrigger
   switch (e.kind) {
     case EventTrigger::Kind::kServiceJobStateChange:
     case EventTrigger::Kind::kJobQueueBlocked: {
-      const control::ServiceJobState& js = s.jobs.at(e.job_seq);
+      auto found = s.jobs.find(e.job_seq);
+      if (found == s.jobs.end()) break;  // jobs are never deleted; kept safe all the same
+      const control::ServiceJobState& js = found->second;
       json detail = EncodeServiceJobEventDetail(s, js);
       detail["status"] = e.status;
       if (!e.reason.empty()) detail["statusReason"] = e.reason;

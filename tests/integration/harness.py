@@ -364,7 +364,7 @@ class Receiver:
     stopped and started again on the same port."""
 
     def __init__(self, port=0):
-        self.posts = []  # (headers, body as JSON), in arrival order
+        self.posts = []  # (headers, body as JSON, raw body), in arrival order
         self.fail_next = 0
         self.lock = threading.Lock()
         self.port = port
@@ -382,7 +382,7 @@ class Receiver:
                         self.send_response(500)
                         self.end_headers()
                         return
-                    receiver.posts.append((dict(self.headers), json.loads(body)))
+                    receiver.posts.append((dict(self.headers), json.loads(body), body))
                 self.send_response(204)
                 self.end_headers()
 
@@ -406,7 +406,7 @@ class Receiver:
         """Events received, duplicates (at-least-once redeliveries) removed, in arrival order."""
         with self.lock:
             seen, out = set(), []
-            for _, e in self.posts:
+            for _, e, _ in self.posts:
                 if e["id"] not in seen:
                     seen.add(e["id"])
                     out.append(e)

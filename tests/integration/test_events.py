@@ -50,7 +50,7 @@ class EventTest(ServerTest):
         self.only_success = Receiver().start()
         self.other_queue = Receiver().start()
         self.server_config = (
-            webhook_toml("all", self.receiver.url)
+            webhook_toml("all", self.receiver.url, secret="hook-secret")
             + webhook_toml("succeeded", self.only_success.url,
                            pattern='{"source": ["aws.batch"], "detail": {"status": ["SUCCEEDED"]}}')
             + webhook_toml("other", self.other_queue.url, queues=["elsewhere"]))
@@ -122,6 +122,30 @@ class EventTest(ServerTest):
         text = self.scrape()
         self.assertRegex(text, r'trainyard_webhook_delivered_total\{webhook="all"\} [1-9]')
         self.assertRegex(text, r'trainyard_webhook_backlog_events\{webhook="other"\} 0')
+
+    def test_blocked_queue_events_and_signed_bodies(self):
+        q = self.create_queue("bq", capacity=1)
+        p = self.command_payload("too-big", "true")
+        p["ResourceConfig"]["InstanceCount"] = 2  # the environment has 1: it can never fit
+        job = self.submit(q, p, name="too-big")
+        events = self.receiver.wait(lambda ev: any(e["detail-type"] == "Batch Job Queue Blocked" for e in ev),
+                                    what="a blocked event", show=summary)
+        blocked = next(e for e in events if e["detail-type"] == "Batch Job Queue Blocked")
+        self.assertEqual(blocked["source"], "aws.batch")
+        self.assertEqual(blocked["detail"]["jobId"], job)
+        self.assertEqual(blocked["detail"]["status"], "RUNNABLE")
+        self.assertTrue(blocked["detail"]["statusReason"].startswith("MISCONFIGURATION:"), blocked["detail"])
+        self.assertEqual(len(blocked["resources"]), 2)
+        self.assertTrue(blocked["resources"][1].endswith(":job-queue/bq"), blocked["resources"])
+        # Every body is signed with the webhook's secret, and names its event.
+        import hashlib
+        import hmac
+        for headers, body, raw in self.receiver.posts:
+            want = "sha256=" + hmac.new(b"hook-secret", raw, hashlib.sha256).hexdigest()
+            self.assertEqual(headers["X-Trainyard-Signature"], want)
+            self.assertEqual(headers["X-Trainyard-Event-Id"], body["id"])
+            self.assertEqual(headers["X-Trainyard-Webhook"], "all")
+        self.batch.terminate_service_job(jobId=job, reason="never fits")
 
     def scrape(self):
         u = urllib.parse.urlparse(self.server.url)
@@ -211,6 +235,21 @@ class EventTest(ServerTest):
             follower.wait()
             follower.stdout.close()
             conn.close()
+        # A client that reconnects with Last-Event-ID resumes right after that event.
+        path = "/trainyard/v1/events/stream?" + query.replace("after=0&", "")
+        req = botocore.awsrequest.AWSRequest(method="GET", url=self.server.url + path)
+        botocore.auth.SigV4Auth(botocore.credentials.Credentials(key, secret), "events", REGION).add_auth(req)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+        conn.request("GET", path, headers=dict(req.headers.items(), **{"Last-Event-ID": str(ids[1])}))
+        resp = conn.getresponse()
+        resumed = []
+        while len(resumed) < len(SUCCESS_PATH) - 2:
+            line = resp.fp.readline().decode()
+            self.assertNotEqual(line, "", "the resumed stream ended")
+            if line.startswith("data: "):
+                resumed.append(json.loads(line[6:])["detail"]["status"])
+        self.assertEqual(resumed, SUCCESS_PATH[2:])
+        conn.close()
         out = subprocess.run([BIN, "events", "--detail-type", SERVICE_JOB, "--json", "--endpoint-url", self.server.url],
                              env=env, capture_output=True, text=True, check=True).stdout.splitlines()
         self.assertEqual([json.loads(line)["detail"]["status"] for line in out], SUCCESS_PATH)
