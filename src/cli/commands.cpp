@@ -438,7 +438,8 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
   // ---- top ----
   {
     auto* cmd = app.add_subcommand("top", "A live view of the queues (jobs per status), the host's capacity in use, the "
-                                          "shares' capacity and the running jobs, from GET /metrics and ListServiceJobs.");
+                                          "shares' capacity against their entitlement, alarms in ALARM and the running "
+                                          "jobs, from GET /metrics and ListServiceJobs.");
     static double interval = 2;
     static bool once = false;
     cmd->add_option("--interval", interval, "Seconds between refreshes (default 2)")->check(CLI::Range(0.2, 3600.0));
@@ -510,11 +511,27 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
           for (const auto& [k, v] : cap)
             if (v[1] > 0) rows.push_back({k.first, k.second, fmt(v[0]) + "/" + fmt(v[1])});
           table({"INSTANCE TYPE", "MARKET", "IN USE"}, rows);
-          // Shares holding capacity.
+          // Shares holding capacity or entitled to some: fair shares' entitlement now, quota shares'
+          // limits (summed over instance types).
+          std::map<std::pair<std::string, std::string>, std::array<double, 2>> shares;  // in use, entitled
+          for (const auto& [l, v] : samples["trainyard_share_instances_in_use"]) shares[{l.at("queue"), l.at("share")}][0] = v;
+          for (const auto& [l, v] : samples["trainyard_fairshare_entitlement_instances"])
+            shares[{l.at("queue"), l.at("share")}][1] = v;
+          for (const auto& [l, v] : samples["trainyard_quota_share_limit_instances"])
+            shares[{l.at("queue"), l.at("share")}][1] += v;
           rows.clear();
-          for (const auto& [l, v] : samples["trainyard_share_instances_in_use"])
-            if (v > 0) rows.push_back({l.at("queue"), l.at("share"), fmt(v)});
-          if (!rows.empty()) table({"QUEUE", "SHARE", "INSTANCES"}, rows);
+          for (const auto& [k, v] : shares) {
+            if (v[0] <= 0 && v[1] <= 0) continue;
+            char entitled[32];
+            std::snprintf(entitled, sizeof entitled, "%.1f", v[1]);
+            rows.push_back({k.first, k.second, fmt(v[0]), entitled});
+          }
+          if (!rows.empty()) table({"QUEUE", "SHARE", "INSTANCES", "ENTITLED"}, rows);
+          // Alarms in ALARM.
+          rows.clear();
+          for (const auto& [l, v] : samples["trainyard_alarm_active"])
+            if (v > 0) rows.push_back({l.at("alarm"), l.at("rule")});
+          if (!rows.empty()) table({"ALARM", "RULE"}, rows);
           // Running jobs, per queue (the first page of each).
           rows.clear();
           for (const auto& [q, by] : queues) {

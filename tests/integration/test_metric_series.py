@@ -2,7 +2,9 @@
 and the live view `trainyard top`."""
 import os
 import subprocess
+import time
 import unittest
+import urllib.request
 
 from harness import BIN, ServerTest
 
@@ -41,8 +43,19 @@ class MetricSeriesTest(ServerTest):
 
 
 class TopTest(ServerTest):
-    def test_once_shows_queues_capacity_and_running_jobs(self):
+    server_config = '[[alarms]]\nname = "topq-failing"\nrule = "failure_ratio"\nthreshold = 0.5\nqueue = "topq"\n'
+
+    def metrics_text(self):
+        with urllib.request.urlopen(self.server.url + "/metrics", timeout=10) as r:
+            return r.read().decode()
+
+    def test_once_shows_queues_capacity_alarms_and_running_jobs(self):
         q = self.create_queue("topq", capacity=2)
+        self.wait_jobs([self.submit(q, self.command_payload("broken", "exit 1"))])
+        deadline = time.time() + 30  # rules are checked about once a second
+        while 'trainyard_alarm_active{alarm="topq-failing",rule="failure_ratio"} 1' not in self.metrics_text():
+            self.assertLess(time.time(), deadline, "the alarm never fired")
+            time.sleep(0.1)
         job = self.submit(q, self.command_payload("sleeper", "sleep 30"))
         self.wait_jobs([job], statuses=("RUNNING",), timeout=30)
         key, secret = self.server.credentials()
@@ -55,6 +68,7 @@ class TopTest(ServerTest):
         self.assertEqual(queue[header.index("RUNNING")], "1", out)
         self.assertIn(["ml.m5.large", "on_demand", "1/4"], rows, out)
         self.assertTrue(any(r[:3] == ["topq", "sleeper", job] for r in rows if len(r) >= 3), out)
+        self.assertIn(["topq-failing", "failure_ratio"], rows, out)
         self.batch.terminate_service_job(jobId=job, reason="done looking")
 
 
