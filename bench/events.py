@@ -66,15 +66,34 @@ def pct(values, p):
     return v[min(len(v) - 1, int(p * (len(v) - 1) + 0.5))]
 
 
+class Records:
+    """What a consumer got: (receipt ns, seq, ...) tuples, appended from its own thread."""
+
+    def __init__(self):
+        self.records = []
+        self.lock = threading.Lock()
+
+    def reset(self):
+        with self.lock:
+            self.records = []
+
+    def snapshot(self):
+        with self.lock:
+            return list(self.records)
+
+    def max_seq(self):
+        with self.lock:
+            return max((r[1] for r in self.records), default=0)
+
+
 # ---------------------------------------------------------------- webhook receiver
-class Receiver:
+class Receiver(Records):
     """A lean webhook receiver: a plain HTTP/1.1 parser with keep-alive (the server's libcurl
     reuses its connection), so that the receiver's own CPU on this 2-core box stays small.
     Records (receipt ns, seq, at ms, kind) per POST and answers 204."""
 
     def __init__(self):
-        self.records = []
-        self.lock = threading.Lock()
+        super().__init__()
         receiver = self
 
         class Handler(socketserver.StreamRequestHandler):
@@ -113,18 +132,6 @@ class Receiver:
         self.httpd = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/hook"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def reset(self):
-        with self.lock:
-            self.records = []
-
-    def snapshot(self):
-        with self.lock:
-            return list(self.records)
-
-    def max_seq(self):
-        with self.lock:
-            return max((r[1] for r in self.records), default=0)
 
     def close(self):
         self.httpd.shutdown()
@@ -255,7 +262,7 @@ class Scraper:
 ISO_TIME = re.compile(rb'"time":"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d{3})Z"')
 
 
-class SseClient:
+class SseClient(Records):
     """One server-sent-event stream from the newest event on; records (receipt ns, seq, event ms)."""
 
     def __init__(self, server):
@@ -271,7 +278,7 @@ class SseClient:
         self.resp = self.conn.getresponse()
         if self.resp.status != 200:
             raise RuntimeError(f"stream: HTTP {self.resp.status}: {self.resp.read()[:300]!r}")
-        self.records, self.lock = [], threading.Lock()
+        super().__init__()
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
@@ -293,14 +300,6 @@ class SseClient:
                         self.records.append((now, seq, at, kind))
         except Exception:  # the stream closed under us (close() from the main thread)
             pass
-
-    def snapshot(self):
-        with self.lock:
-            return list(self.records)
-
-    def max_seq(self):
-        with self.lock:
-            return max((r[1] for r in self.records), default=0)
 
     def close(self):
         try:

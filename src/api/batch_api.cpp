@@ -15,13 +15,13 @@ using control::Controller;
 using control::ServiceJobState;
 using control::State;
 
-namespace {
-
 json EncodeTags(const Tags& tags) {
   json j = json::object();
   for (const auto& [k, v] : tags) j[k] = v;
   return j;
 }
+
+namespace {
 
 json EncodeEnvironment(const ServiceEnvironment& e) {
   json limits = json::array();

@@ -9,6 +9,9 @@
 
 namespace ty::api {
 
+// Batch's tags map ({"key": "value"}).
+nlohmann::json EncodeTags(const Tags& tags);
+
 // DescribeServiceJob's response for one job (Batch, lowerCamelCase, epoch ms) as an event's
 // detail: without tags, serviceRequestPayload and the status history (SEMANTICS.md §2.8).
 nlohmann::json EncodeServiceJobEventDetail(const control::State& s, const control::ServiceJobState& js);

@@ -19,12 +19,6 @@ using control::State;
 
 namespace {
 
-json TagsOf(const Tags& tags) {
-  json t = json::object();
-  for (const auto& [k, v] : tags) t[k] = v;
-  return t;
-}
-
 json TrainingTags(const TrainingJob& tj) {
   json t = json::object();
   json req = json::parse(tj.request_json, nullptr, false);
@@ -64,7 +58,7 @@ std::string RenderEvent(const Config& config, const State& s, const EventTrigger
       event["detail"] = std::move(detail);
       stored["queue"] = js.job.queue;
       stored["share"] = control::ShareOf(js.job);
-      stored["tags"] = TagsOf(js.job.tags);
+      stored["tags"] = EncodeTags(js.job.tags);
       break;
     }
     case EventTrigger::Kind::kTrainingJobStateChange: {

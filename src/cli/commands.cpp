@@ -571,39 +571,26 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
       run = WithClient(common, [](Client& c) {
         json req = {{"TrainingJobName", job}};
         if (!metric.empty()) req["MetricName"] = metric;
-        if (system) {
-          if (!host.empty()) req["Host"] = host.rfind("algo-", 0) == 0 ? job + "/" + host : host;
-          auto out = c.Post("sagemaker", "/trainyard/v1/system-metrics", req);
-          if (!out.ok()) return Fail(out.status());
-          if (common.as_json) {
-            std::printf("%s\n", out->dump(2).c_str());
-            return 0;
-          }
-          std::vector<std::vector<std::string>> rows;
-          for (auto& s : (*out)["Series"])
-            for (auto& p : s["Points"]) {
-              char v[32];
-              std::snprintf(v, sizeof v, "%.2f", p["Value"].get<double>());
-              rows.push_back({s["Host"], s["MetricName"], FormatMs(static_cast<int64_t>(p["Timestamp"].get<double>() * 1000)), v});
-            }
-          PrintTable({"HOST", "METRIC", "TIME", "VALUE"}, rows);
-          return 0;
-        }
-        if (!host.empty()) return Fail(InvalidArgument("--host goes with --system"));
-        auto out = c.Post("sagemaker", "/trainyard/v1/metric-series", req);
+        if (!system && !host.empty()) return Fail(InvalidArgument("--host goes with --system"));
+        if (system && !host.empty()) req["Host"] = host.rfind("algo-", 0) == 0 ? job + "/" + host : host;
+        auto out = c.Post("sagemaker", system ? "/trainyard/v1/system-metrics" : "/trainyard/v1/metric-series", req);
         if (!out.ok()) return Fail(out.status());
         if (common.as_json) {
           std::printf("%s\n", out->dump(2).c_str());
           return 0;
         }
+        // System series are per host, with values to two decimals; MetricDefinitions series as logged.
         std::vector<std::vector<std::string>> rows;
         for (auto& s : (*out)["Series"])
           for (auto& p : s["Points"]) {
             char v[32];
-            std::snprintf(v, sizeof v, "%g", p["Value"].get<double>());
-            rows.push_back({s["MetricName"], FormatMs(static_cast<int64_t>(p["Timestamp"].get<double>() * 1000)), v});
+            std::snprintf(v, sizeof v, system ? "%.2f" : "%g", p["Value"].get<double>());
+            std::vector<std::string> row = {s["MetricName"], FormatMs(static_cast<int64_t>(p["Timestamp"].get<double>() * 1000)), v};
+            if (system) row.insert(row.begin(), s["Host"].get<std::string>());
+            rows.push_back(std::move(row));
           }
-        PrintTable({"METRIC", "TIME", "VALUE"}, rows);
+        if (system) PrintTable({"HOST", "METRIC", "TIME", "VALUE"}, rows);
+        else PrintTable({"METRIC", "TIME", "VALUE"}, rows);
         return 0;
       });
     });
