@@ -56,6 +56,9 @@ done
 echo "== the log of quickstart-1 (last lines)"
 ty logs quickstart-1 | tail -n 3
 
+echo "== the events quickstart-1 made (as EventBridge would carry them; 'trainyard events -f' follows them)"
+ty events --detail-type 'Batch Service Job State Change' | grep -w quickstart-1
+
 export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_DEFAULT_REGION=us-east-1
 AWS_ACCESS_KEY_ID="$(sed -n 's/^aws_access_key_id = //p' "$data/credentials")"
 AWS_SECRET_ACCESS_KEY="$(sed -n 's/^aws_secret_access_key = //p' "$data/credentials")"
