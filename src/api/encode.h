@@ -15,8 +15,9 @@ nlohmann::json EncodeTags(const Tags& tags);
 // DescribeServiceJob's response for one job (Batch, lowerCamelCase, epoch ms) as an event's
 // detail: without tags, serviceRequestPayload and the status history (SEMANTICS.md §2.8).
 nlohmann::json EncodeServiceJobEventDetail(const control::State& s, const control::ServiceJobState& js);
-// DescribeTrainingJob's response for one job (SageMaker, PascalCase, epoch seconds).
-nlohmann::json EncodeTrainingJobDescription(const TrainingJob& tj, EpochMs now);
+// DescribeTrainingJob's response for one job (SageMaker, PascalCase, epoch seconds) as an event's
+// detail: with the job's Tags.
+nlohmann::json EncodeTrainingJobEventDetail(const TrainingJob& tj, EpochMs now);
 
 // Renders an event trigger as its stored document (control::EventRenderer).
 std::string RenderEvent(const Config& config, const control::State& s, const control::EventTrigger& e, uint64_t seq);

@@ -17,19 +17,6 @@ using nlohmann::json;
 using control::EventTrigger;
 using control::State;
 
-namespace {
-
-json TrainingTags(const TrainingJob& tj) {
-  json t = json::object();
-  json req = json::parse(tj.request_json, nullptr, false);
-  if (req.is_object())
-    for (const auto& tag : req.value("Tags", json::array()))
-      if (tag.is_object()) t[tag.value("Key", "")] = tag.value("Value", "");
-  return t;
-}
-
-}  // namespace
-
 std::string RenderEvent(const Config& config, const State& s, const EventTrigger& e, uint64_t seq) {
   json event = {{"version", "0"},
                 {"id", NewUuid()},
@@ -63,14 +50,15 @@ std::string RenderEvent(const Config& config, const State& s, const EventTrigger
     }
     case EventTrigger::Kind::kTrainingJobStateChange: {
       const TrainingJob* tj = s.FindTrainingJob(e.name);
-      json detail = tj ? EncodeTrainingJobDescription(*tj, e.at) : json{{"TrainingJobName", e.name}};
+      json detail = tj ? EncodeTrainingJobEventDetail(*tj, e.at) : json{{"TrainingJobName", e.name}};
       detail["TrainingJobStatus"] = e.status;
       detail["SecondaryStatus"] = e.secondary;
       event["source"] = "aws.sagemaker";
       event["detail-type"] = "SageMaker Training Job State Change";
       if (tj) {
         event["resources"].push_back(tj->arn);
-        stored["tags"] = TrainingTags(*tj);
+        for (const auto& tag : detail.value("Tags", json::array()))
+          if (tag.is_object()) stored["tags"][tag.value("Key", "")] = tag.value("Value", "");
         if (const control::ServiceJobState* js = s.FindJob(tj->service_job_id)) {
           stored["queue"] = js->job.queue;
           stored["share"] = control::ShareOf(js->job);

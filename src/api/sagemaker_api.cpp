@@ -39,9 +39,11 @@ json EncodeWarmPool(const TrainingJob& tj, EpochMs now) {
   return w;
 }
 
-json EncodeDescribe(const TrainingJob& tj, EpochMs now) {
+// for_event: an event's detail, which carries the job's Tags too (SEMANTICS.md §8.3).
+json EncodeDescribe(const TrainingJob& tj, EpochMs now, bool for_event = false) {
   json req = json::parse(tj.request_json);
   json j;
+  if (for_event && req.contains("Tags")) j["Tags"] = req["Tags"];
   j["TrainingJobName"] = tj.name;
   j["TrainingJobArn"] = tj.arn;
   for (const char* k : {"HyperParameters", "AlgorithmSpecification", "RoleArn", "InputDataConfig", "OutputDataConfig",
@@ -167,7 +169,7 @@ Response ListTrainingJobs(Controller& c, const json& req) {
 
 }  // namespace
 
-json EncodeTrainingJobDescription(const TrainingJob& tj, EpochMs now) { return EncodeDescribe(tj, now); }
+json EncodeTrainingJobEventDetail(const TrainingJob& tj, EpochMs now) { return EncodeDescribe(tj, now, true); }
 
 bool SageMakerImplements(const std::string& op) {
   static const std::set<std::string> kOps = {"CreateTrainingJob", "DescribeTrainingJob", "ListTrainingJobs",

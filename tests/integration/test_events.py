@@ -178,6 +178,12 @@ class EventTest(ServerTest):
         tagged = self.events_call({"After": 0, "Tags": {"team": "nlp"}, "Sources": ["aws.batch"]})["Events"]
         self.assertEqual(len(tagged), len(SUCCESS_PATH))
         self.assertEqual(self.events_call({"After": 0, "Tags": {"team": "cv"}})["Events"], [])
+        # A training job's events carry its Tags, and filter on them.
+        self.sm.create_training_job(**self.command_payload("alices", "true"), Tags=[{"Key": "owner", "Value": "alice"}])
+        self.wait_training("alices")
+        mine = self.events_call({"After": 0, "Tags": {"owner": "alice"}, "DetailTypes": [TRAINING_JOB]})["Events"]
+        self.assertEqual([e["Event"]["detail"]["SecondaryStatus"] for e in mine][-1], "Completed")
+        self.assertEqual(mine[0]["Event"]["detail"]["Tags"], [{"Key": "owner", "Value": "alice"}])
         pattern = {"detail": {"status": [{"anything-but": ["RUNNABLE", "SCHEDULED", "STARTING"]}]},
                    "source": ["aws.batch"]}
         self.assertEqual([e["Event"]["detail"]["status"] for e in self.events_call({"After": 0, "EventPattern": pattern})["Events"]],
