@@ -76,7 +76,12 @@ class Writer {
     Sample(name + "_sum", labels, h.sum);
     Sample(name + "_count", labels, static_cast<double>(h.count));
   }
-  void Raw(const std::string& text) { out_ += text; }
+  // A family whose samples were written to their own Writer (so that families computed in one
+  // pass over the state each stay under their own TYPE line).
+  void Family(const std::string& name, const char* type, const char* help, Writer& samples) {
+    Family(name, type, help);
+    out_ += samples.Take();
+  }
   std::string Take() { return std::move(out_); }
 
  private:
@@ -315,15 +320,12 @@ std::string Render(const Config& config, const State& s) {
       }
     }
     w.Family("trainyard_fairshare_usage_instance_seconds", "gauge",
-             "A fair share's decayed usage (instance-seconds) as of the last scheduling pass of its queue.");
-    w.Raw(uw.Take());
+             "A fair share's decayed usage (instance-seconds) as of the last scheduling pass of its queue.", uw);
     w.Family("trainyard_fairshare_weight_factor", "gauge",
-             "A fair share's weightFactor from the queue's shareDistribution (lower: larger entitlement).");
-    w.Raw(ww.Take());
+             "A fair share's weightFactor from the queue's shareDistribution (lower: larger entitlement).", ww);
     w.Family("trainyard_fairshare_weighted_usage_instances", "gauge",
              "A fair share's standing in the scheduler's order, lowest first: (4 x decayed usage / shareDecaySeconds "
-             "+ instances held) x weightFactor.");
-    w.Raw(wu.Take());
+             "+ instances held) x weightFactor.", wu);
   }
   {
     // Entitlement: an active share's inverse weight over the sum of the inverse weights of the
@@ -358,11 +360,9 @@ std::string Render(const Config& config, const State& s) {
     }
     w.Family("trainyard_fairshare_entitlement_ratio", "gauge",
              "The fraction of its queue's capacity a fair share is entitled to now: 1/weightFactor over the sum of "
-             "1/weightFactor of the queue's active shares (0 when not active).");
-    w.Raw(rw.Take());
+             "1/weightFactor of the queue's active shares (0 when not active).", rw);
     w.Family("trainyard_fairshare_entitlement_instances", "gauge",
-             "A fair share's entitlement ratio times the NUM_INSTANCES limits of its queue's service environments.");
-    w.Raw(iw.Take());
+             "A fair share's entitlement ratio times the NUM_INSTANCES limits of its queue's service environments.", iw);
   }
 
   // ---- gauges: quota shares ----
@@ -427,15 +427,12 @@ std::string Render(const Config& config, const State& s) {
       lent.Sample("trainyard_quota_share_lent_instances", l, static_cast<double>(e.lent));
     }
     w.Family("trainyard_quota_share_instances_in_use", "gauge",
-             "Instances a quota share's SCHEDULED, STARTING and RUNNING jobs hold, per instance type.");
-    w.Raw(used.Take());
+             "Instances a quota share's SCHEDULED, STARTING and RUNNING jobs hold, per instance type.", used);
     w.Family("trainyard_quota_share_borrowed_instances", "gauge",
-             "Instances a quota share holds above its own limit (borrowed from other shares), per instance type.");
-    w.Raw(borrowed.Take());
+             "Instances a quota share holds above its own limit (borrowed from other shares), per instance type.", borrowed);
     w.Family("trainyard_quota_share_lent_instances", "gauge",
              "Instances of a lending quota share's idle limit that other shares borrow, per instance type "
-             "(borrowing attributed to lenders in proportion to their idle limits).");
-    w.Raw(lent.Take());
+             "(borrowing attributed to lenders in proportion to their idle limits).", lent);
     w.Family("trainyard_quota_unassigned_lent_instances", "gauge",
              "Instances quota shares borrow beyond all lending shares' idle limits (the queue's capacity that no "
              "share's limit covers), per queue and instance type.");
@@ -467,10 +464,7 @@ std::string Render(const Config& config, const State& s) {
         }
       }
     }
-    for (size_t m = 0; m < kSystemMetricNames.size(); ++m) {
-      w.Family(kFamilies[m], "gauge", kHelp[m]);
-      w.Raw(per[m].Take());
-    }
+    for (size_t m = 0; m < kSystemMetricNames.size(); ++m) w.Family(kFamilies[m], "gauge", kHelp[m], per[m]);
   }
   // ---- alarms ----
   if (!config.alarms.empty()) {
