@@ -243,6 +243,25 @@ class ServerTest(unittest.TestCase):
                                     serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": env_name}])
         return name
 
+    def create_quota_queue(self, name, capacity, shares, tags=None):
+        """A quota-share queue on `capacity` ml.m5.large; shares: (name, limit, strategy) or
+        (name, limit, strategy, in-share preemption enabled)."""
+        arn = self.batch.create_scheduling_policy(
+            name=name + "-policy", quotaSharePolicy={"idleResourceAssignmentStrategy": "FIFO"})["arn"]
+        self.batch.create_service_environment(
+            serviceEnvironmentName=name + "-env", serviceEnvironmentType="SAGEMAKER_TRAINING",
+            capacityLimits=[{"maxCapacity": capacity, "capacityUnit": "ml.m5.large"}])
+        self.batch.create_job_queue(jobQueueName=name, jobQueueType="SAGEMAKER_TRAINING", priority=1,
+                                    schedulingPolicyArn=arn, tags=tags or {"owner": "tests"},
+                                    serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": name + "-env"}])
+        for share, limit, strategy, *in_share in shares:
+            self.batch.create_quota_share(
+                jobQueue=name, quotaShareName=share,
+                capacityLimits=[{"maxCapacity": limit, "capacityUnit": "ml.m5.large"}],
+                resourceSharingConfiguration={"strategy": strategy},
+                preemptionConfiguration={"inSharePreemption": "ENABLED" if in_share and in_share[0] else "DISABLED"})
+        return name
+
     def script_payload(self, name, bucket="trainyard-test", epochs=3, **extra):
         payload = {
             "TrainingJobName": name,

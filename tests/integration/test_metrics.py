@@ -345,19 +345,7 @@ class QuotaShareMetricsTest(ServerTest):
     server_config = "[executor]\nstop_grace_seconds = 5\n"
 
     def test_borrowing_and_preemption(self):
-        arn = self.batch.create_scheduling_policy(
-            name="qm-policy", quotaSharePolicy={"idleResourceAssignmentStrategy": "FIFO"})["arn"]
-        self.batch.create_service_environment(
-            serviceEnvironmentName="qm-env", serviceEnvironmentType="SAGEMAKER_TRAINING",
-            capacityLimits=[{"maxCapacity": 4, "capacityUnit": "ml.m5.large"}])
-        self.batch.create_job_queue(jobQueueName="qm", jobQueueType="SAGEMAKER_TRAINING", priority=1,
-                                    schedulingPolicyArn=arn,
-                                    serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": "qm-env"}])
-        for share in ("A", "B"):
-            self.batch.create_quota_share(
-                jobQueue="qm", quotaShareName=share, capacityLimits=[{"maxCapacity": 2, "capacityUnit": "ml.m5.large"}],
-                resourceSharingConfiguration={"strategy": "LEND_AND_BORROW"},
-                preemptionConfiguration={"inSharePreemption": "DISABLED"})
+        self.create_quota_queue("qm", 4, [("A", 2, "LEND_AND_BORROW"), ("B", 2, "LEND_AND_BORROW")])
         long = "trap 'exit 0' TERM; while :; do sleep 0.1; done"
         a = [self.submit("qm", self.command_payload(f"a-{n}", long), quotaShareName="A") for n in range(4)]
         self.wait_jobs(a, statuses=("RUNNING",))
@@ -393,22 +381,6 @@ class QuotaShareMetricsTest(ServerTest):
         self.assertEqual(self.value(m, "trainyard_host_instances_in_use", instance_type="ml.m5.large", market="on_demand"), 0)
         self.assertEqual(self.value(m, "trainyard_quota_share_borrowed_instances", **labels), 0)
 
-    def quota_queue(self, name, capacity, shares):
-        """A quota-share queue on ml.m5.large; shares: [(name, limit, strategy)]."""
-        arn = self.batch.create_scheduling_policy(
-            name=f"{name}-policy", quotaSharePolicy={"idleResourceAssignmentStrategy": "FIFO"})["arn"]
-        self.batch.create_service_environment(
-            serviceEnvironmentName=f"{name}-env", serviceEnvironmentType="SAGEMAKER_TRAINING",
-            capacityLimits=[{"maxCapacity": capacity, "capacityUnit": "ml.m5.large"}])
-        self.batch.create_job_queue(jobQueueName=name, jobQueueType="SAGEMAKER_TRAINING", priority=1,
-                                    schedulingPolicyArn=arn,
-                                    serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": f"{name}-env"}])
-        for share, limit, strategy in shares:
-            self.batch.create_quota_share(
-                jobQueue=name, quotaShareName=share, capacityLimits=[{"maxCapacity": limit, "capacityUnit": "ml.m5.large"}],
-                resourceSharingConfiguration={"strategy": strategy},
-                preemptionConfiguration={"inSharePreemption": "DISABLED"})
-
     def ledger(self, m, queue, shares):
         """{share: (in use, borrowed, lent)}; fails when a series is missing."""
         out = {}
@@ -425,7 +397,7 @@ class QuotaShareMetricsTest(ServerTest):
         return MetricsTest.poll(self, predicate, what, timeout)
 
     def test_lent_matches_borrowed(self):
-        self.quota_queue("ql", 4, [("A", 2, "LEND_AND_BORROW"), ("B", 2, "LEND")])
+        self.create_quota_queue("ql", 4, [("A", 2, "LEND_AND_BORROW"), ("B", 2, "LEND")])
         long = "trap 'exit 0' TERM; while :; do sleep 0.1; done"
         a = [self.submit("ql", self.command_payload(f"ql-a-{n}", long), quotaShareName="A") for n in range(3)]
         self.wait_jobs(a, statuses=("RUNNING",))
@@ -448,7 +420,7 @@ class QuotaShareMetricsTest(ServerTest):
     def test_lending_is_split_by_idle_limit(self):
         # AR is a RESERVE share: it never lends, and its idle limit is not counted. (Counted, it
         # would come first by name and take the instance C gets below.)
-        self.quota_queue("qp", 5, [("A", 1, "LEND_AND_BORROW"), ("AR", 1, "RESERVE"), ("B", 2, "LEND"),
+        self.create_quota_queue("qp", 5, [("A", 1, "LEND_AND_BORROW"), ("AR", 1, "RESERVE"), ("B", 2, "LEND"),
                                    ("C", 1, "LEND_AND_BORROW")])
         long = "trap 'exit 0' TERM; while :; do sleep 0.1; done"
         a = [self.submit("qp", self.command_payload(f"qp-a-{n}", long), quotaShareName="A") for n in range(3)]
@@ -467,7 +439,7 @@ class QuotaShareMetricsTest(ServerTest):
 
     def test_borrowing_beyond_all_limits_is_unassigned(self):
         # The environment offers 4, the shares' limits add up to 2: the other 2 belong to no share.
-        self.quota_queue("qu", 4, [("A", 1, "LEND_AND_BORROW"), ("C", 1, "LEND_AND_BORROW")])
+        self.create_quota_queue("qu", 4, [("A", 1, "LEND_AND_BORROW"), ("C", 1, "LEND_AND_BORROW")])
         long = "trap 'exit 0' TERM; while :; do sleep 0.1; done"
         jobs = []
         for share in "AC":

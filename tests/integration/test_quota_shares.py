@@ -11,30 +11,13 @@ LONG = "trap 'exit 0' TERM; while :; do sleep 0.1; done"
 class QuotaShareTest(ServerTest):
     server_config = "[executor]\nstop_grace_seconds = 5\n"
 
-    def quota_queue(self, name, capacity, shares, tags=None):
-        arn = self.batch.create_scheduling_policy(
-            name=name + "-policy", quotaSharePolicy={"idleResourceAssignmentStrategy": "FIFO"})["arn"]
-        self.batch.create_service_environment(
-            serviceEnvironmentName=name + "-env", serviceEnvironmentType="SAGEMAKER_TRAINING",
-            capacityLimits=[{"maxCapacity": capacity, "capacityUnit": "ml.m5.large"}])
-        self.batch.create_job_queue(jobQueueName=name, jobQueueType="SAGEMAKER_TRAINING", priority=1,
-                                    schedulingPolicyArn=arn, tags=tags or {"owner": "tests"},
-                                    serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": name + "-env"}])
-        for share, limit, strategy, in_share in shares:
-            self.batch.create_quota_share(
-                jobQueue=name, quotaShareName=share,
-                capacityLimits=[{"maxCapacity": limit, "capacityUnit": "ml.m5.large"}],
-                resourceSharingConfiguration={"strategy": strategy},
-                preemptionConfiguration={"inSharePreemption": "ENABLED" if in_share else "DISABLED"})
-        return name
-
     def submit_to(self, q, share, name, command, size=1, **kw):
         p = self.command_payload(name, command)
         p["ResourceConfig"]["InstanceCount"] = size
         return self.submit(q, p, quotaShareName=share, **kw)
 
     def test_borrowed_capacity_is_reclaimed_when_the_owner_submits(self):
-        q = self.quota_queue("qm", 4, [("A", 2, "LEND_AND_BORROW", False), ("B", 2, "LEND_AND_BORROW", False)])
+        q = self.create_quota_queue("qm", 4, [("A", 2, "LEND_AND_BORROW", False), ("B", 2, "LEND_AND_BORROW", False)])
         a = [self.submit_to(q, "A", f"a-{n}", LONG) for n in range(4)]
         self.wait_jobs(a, statuses=("RUNNING",))  # A borrows B's idle 2
         shares = self.batch.list_quota_shares(jobQueue=q)["quotaShares"]
@@ -60,7 +43,7 @@ class QuotaShareTest(ServerTest):
             self.batch.terminate_service_job(jobId=j, reason="test over")
 
     def test_in_share_preemption_takes_the_lower_priority_job(self):
-        q = self.quota_queue("ins", 2, [("S", 2, "RESERVE", True)])
+        q = self.create_quota_queue("ins", 2, [("S", 2, "RESERVE", True)])
         low = [self.submit_to(q, "S", f"low-{n}", LONG, schedulingPriority=10) for n in range(2)]
         self.wait_jobs(low, statuses=("RUNNING",))
         high = self.submit_to(q, "S", "high", "true", schedulingPriority=90)
@@ -72,7 +55,7 @@ class QuotaShareTest(ServerTest):
             self.batch.terminate_service_job(jobId=j, reason="test over")
 
     def test_minimum_runtime_protects_young_jobs_from_preemption(self):
-        q = self.quota_queue("minrt", 2, [("A", 1, "LEND_AND_BORROW", False), ("B", 1, "LEND_AND_BORROW", False)],
+        q = self.create_quota_queue("minrt", 2, [("A", 1, "LEND_AND_BORROW", False), ("B", 1, "LEND_AND_BORROW", False)],
                              tags={"trainyard:minRuntimeSeconds": "3"})
         a = [self.submit_to(q, "A", f"y-{n}", LONG) for n in range(2)]
         self.wait_jobs(a, statuses=("RUNNING",))
@@ -85,7 +68,7 @@ class QuotaShareTest(ServerTest):
             self.batch.terminate_service_job(jobId=j, reason="test over")
 
     def test_misconfiguration_reason_for_a_job_over_the_share_limit(self):
-        q = self.quota_queue("mis", 4, [("R", 2, "RESERVE", False)])
+        q = self.create_quota_queue("mis", 4, [("R", 2, "RESERVE", False)])
         job = self.submit_to(q, "R", "too-big", "true", size=3)
         deadline = time.time() + 10
         while "MISCONFIGURATION" not in self.batch.describe_service_job(jobId=job).get("statusReason", ""):
@@ -98,7 +81,7 @@ class QuotaShareTest(ServerTest):
         self.assertEqual(fronts["R"][0]["jobArn"].split("/")[-1], job)
 
     def test_quota_share_name_rules(self):
-        q = self.quota_queue("names", 2, [("S", 2, "RESERVE", False)])
+        q = self.create_quota_queue("names", 2, [("S", 2, "RESERVE", False)])
         from botocore.exceptions import ClientError
         with self.assertRaises(ClientError) as e:
             self.submit(q, self.command_payload("no-share", "true"))
