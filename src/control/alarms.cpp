@@ -24,9 +24,7 @@ bool QueueMatches(const AlarmConfig& a, const std::string& queue) { return a.que
 }  // namespace
 
 void Controller::NoteEnding(const ServiceJob& job, EpochMs at) {
-  bool any = false;
-  for (const auto& a : config_.alarms) any = any || a.rule == "failure_ratio";
-  if (!any) return;
+  if (failure_window_ms_ == 0) return;
   // A job its user terminated did not fail unexpectedly.
   endings_.push_back({at, job.queue, job.status == JobStatus::kFailed && !job.is_terminated});
 }
@@ -34,10 +32,7 @@ void Controller::NoteEnding(const ServiceJob& job, EpochMs at) {
 void Controller::EvaluateAlarms(Turn& t) {
   if (config_.alarms.empty() || t.now - last_alarm_check_ < 1000) return;
   last_alarm_check_ = t.now;
-  int64_t longest_window = 0;
-  for (const auto& a : config_.alarms)
-    if (a.rule == "failure_ratio") longest_window = std::max(longest_window, a.window_seconds * 1000);
-  while (!endings_.empty() && endings_.front().at < t.now - longest_window) endings_.pop_front();
+  while (!endings_.empty() && endings_.front().at < t.now - failure_window_ms_) endings_.pop_front();
 
   for (const AlarmConfig& a : config_.alarms) {
     Finding f;

@@ -78,7 +78,10 @@ std::vector<CapacityLimit> ParseCapacityLimits(const json& limits) {
 // ------------------------------------------------------------------------------------------
 // Construction, loading, the loop.
 
-Controller::Controller(Config config, const Clock& clock) : config_(std::move(config)), clock_(clock) {}
+Controller::Controller(Config config, const Clock& clock) : config_(std::move(config)), clock_(clock) {
+  for (const auto& a : config_.alarms)
+    if (a.rule == "failure_ratio") failure_window_ms_ = std::max(failure_window_ms_, a.window_seconds * 1000);
+}
 
 Controller::~Controller() { Shutdown(); }
 
@@ -208,10 +211,7 @@ void Controller::LoadState() {
     a.condition_since = j.value("condition_since", EpochMs{0});
   }));
   // failure_ratio looks back over the jobs that ended within its window.
-  int64_t window = 0;
-  for (const auto& a : config_.alarms)
-    if (a.rule == "failure_ratio") window = std::max(window, a.window_seconds * 1000);
-  if (window > 0) {
+  if (failure_window_ms_ > 0) {
     std::vector<const ServiceJob*> ended;
     for (const auto& [seq, js] : s.jobs)
       if ((js.job.status == JobStatus::kSucceeded || js.job.status == JobStatus::kFailed) && js.job.stopped_at > 0)
@@ -269,13 +269,14 @@ void Controller::RenderEvents(Turn& t, std::vector<store::Write>* writes) {
     const uint64_t seq = ++last_event_seq_;
     writes->push_back({store::Kind::kEvent, store::EventLog::Key(seq), event_renderer_(state_, e, seq)});
   }
-  // Retention ([events] max_events, retention_days), once a minute at most, outside the commit.
-  if (t.now - last_event_prune_ >= 60000) {
-    last_event_prune_ = t.now;
-    const int64_t before = config_.events_retention_days > 0 ? t.now - config_.events_retention_days * 86400000 : 0;
-    auto gone = event_log_->Prune(static_cast<uint64_t>(config_.events_max), before);
-    if (!gone.ok()) spdlog::warn("event retention: {}", gone.status().message());
-  }
+}
+
+void Controller::PruneEvents(EpochMs now) {
+  if (now - last_event_prune_ < 60000) return;
+  last_event_prune_ = now;
+  const int64_t before = config_.events_retention_days > 0 ? now - config_.events_retention_days * 86400000 : 0;
+  auto gone = event_log_->Prune(static_cast<uint64_t>(config_.events_max), before);
+  if (!gone.ok()) spdlog::warn("event retention: {}", gone.status().message());
 }
 
 Status Controller::ExecuteStatus(std::function<Status(Turn&)> fn) {
@@ -306,6 +307,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& 
       EvaluateAlarms(t);
       TailMetrics(t);
       SweepLogs(t.now);
+      PruneEvents(t.now);
       // Fair-share order moves as usage decays: look again while such queues have work waiting.
       for (const auto& [name, q] : state_.queues)
         if (!q.scheduling_policy_arn.empty() && !state_.JobsIn(name, JobStatus::kRunnable).empty()) t.reschedule = true;

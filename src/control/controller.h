@@ -169,14 +169,16 @@ class Controller {
   int64_t RemainingRuntimeSeconds(const TrainingJob& tj, EpochMs now) const;
   void SetJobStatus(Turn& t, ServiceJobState& js, JobStatus status, const std::string& reason);
   // Records js's wait code; a new blocked code ("CAPACITY:...", "MISCONFIGURATION:...") is a
-  // "Batch Job Queue Blocked" event.
-  void SetWaitCode(Turn& t, ServiceJobState& js, const std::string& code);
+  // "Batch Job Queue Blocked" event whose statusReason is `reason` (the code when empty).
+  void SetWaitCode(Turn& t, ServiceJobState& js, const std::string& code, const std::string& reason);
   // Alarms (alarms.cpp): evaluates every [[alarms]] rule; a change of state is an event.
   void EvaluateAlarms(Turn& t);
   // A service job reached SUCCEEDED or FAILED (for failure_ratio).
   void NoteEnding(const ServiceJob& job, EpochMs at);
   // Renders the turn's event triggers into store writes (sequence numbers from next_event_seq_).
   void RenderEvents(Turn& t, std::vector<store::Write>* writes);
+  // [events] retention_days and max_events: deletes the oldest events (once a minute at most).
+  void PruneEvents(EpochMs now);
   // Counts a status change of js to `to` in the metrics (called before the change).
   void CountTransition(Turn& t, const ServiceJobState& js, JobStatus to);
   // A "SageMaker Training Job State Change" event for a new SecondaryStatus.
@@ -236,6 +238,7 @@ class Controller {
     bool failed;
   };
   std::deque<Ending> endings_;  // jobs that ended within the longest failure_ratio window
+  int64_t failure_window_ms_ = 0;  // that window (0: no failure_ratio rule); constant
   EpochMs last_alarm_check_ = 0;  // the newest event's sequence number
   EpochMs last_event_prune_ = 0;  // ends of pending capacity-failure backoffs (in memory)
 

@@ -132,7 +132,7 @@ void Controller::SetJobStatus(Turn& t, ServiceJobState& js, JobStatus status, co
   t.jobs.insert(job.seq);
 }
 
-void Controller::SetWaitCode(Turn& t, ServiceJobState& js, const std::string& code) {
+void Controller::SetWaitCode(Turn& t, ServiceJobState& js, const std::string& code, const std::string& reason) {
   if (js.wait_code == code) return;
   js.wait_code = code;
   if (code.empty()) return;
@@ -140,7 +140,7 @@ void Controller::SetWaitCode(Turn& t, ServiceJobState& js, const std::string& co
   e.kind = EventTrigger::Kind::kJobQueueBlocked;
   e.job_seq = js.job.seq;
   e.status = JobStatusName(js.job.status);
-  e.reason = js.wait_reason.empty() ? code : js.wait_reason;
+  e.reason = reason.empty() ? code : reason;
   e.at = t.now;
   t.events.push_back(std::move(e));
 }
@@ -515,7 +515,8 @@ void Controller::SchedulePass(Turn& t) {
                 w.kind == sched::WaitKind::kMisconfiguration ? "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"
                 : w.kind == sched::WaitKind::kCapacity || w.kind == sched::WaitKind::kReserved
                     ? "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"
-                    : "");
+                    : "",
+                js.wait_reason);
     if (w.kind == sched::WaitKind::kMisconfiguration && js.job.status_reason != js.wait_reason) {
       js.job.status_reason = js.wait_reason;
       t.jobs.insert(w.job_seq);
@@ -740,7 +741,7 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
     ServiceJobState& js = state_.jobs.at(w.job_seq);
     const std::string& reason = d.ReasonOf(w);
     js.wait_reason = reason;
-    SetWaitCode(t, js, StartsWith(reason, "MISCONFIGURATION:") ? reason.substr(0, reason.find(' ')) : "");
+    SetWaitCode(t, js, StartsWith(reason, "MISCONFIGURATION:") ? reason.substr(0, reason.find(' ')) : "", reason);
     if (StartsWith(reason, "MISCONFIGURATION:")) {
       if (js.job.status_reason != reason) {
         js.job.status_reason = reason;

@@ -880,9 +880,7 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
     backoff_ends_.insert(js.not_before);
     SetJobStatus(t, js, JobStatus::kRunnable,
                  "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY - Unable to provision requested compute resources");
-    js.BackingOff(t.now);  // its wait reason
-    js.wait_code.clear();
-    SetWaitCode(t, js, "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY");
+    SetWaitCode(t, js, "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY", job.status_reason);
     return;
   }
   if (tj.stop_cause == "preempt") {
