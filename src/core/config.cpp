@@ -260,15 +260,7 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     TY_RETURN_IF_ERROR(Read(*o, "multipart_threshold_bytes", &os.multipart_threshold_bytes, "object_store."));
     TY_RETURN_IF_ERROR(Read(*o, "multipart_part_bytes", &os.multipart_part_bytes, "object_store."));
     TY_RETURN_IF_ERROR(Read(*o, "checkpoint_sync_seconds", &os.checkpoint_sync_seconds, "object_store."));
-    if (const toml::node* b = o->get("buckets")) {
-      auto* arr = b->as_array();
-      if (!arr) return InvalidArgument("config: object_store.buckets must be an array of strings");
-      os.buckets.clear();
-      for (const auto& e : *arr) {
-        if (!e.is_string()) return InvalidArgument("config: object_store.buckets must be an array of strings");
-        os.buckets.push_back(e.as_string()->get());
-      }
-    }
+    TY_RETURN_IF_ERROR(ReadStrings(*o, "buckets", &os.buckets, "object_store."));
     // An endpoint with no bucket list takes every bucket (an empty list routes none).
     if (!os.endpoint.empty() && !o->get("buckets")) os.buckets = {"*"};
     if (os.multipart_part_bytes < 1) return InvalidArgument("config: object_store.multipart_part_bytes must be positive");
