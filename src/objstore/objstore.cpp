@@ -234,7 +234,7 @@ class DirStore : public ObjectStore {
                                                                    "and symlinks are never followed)" : ""));
     // Written beside the object and renamed over it: readers see the old or the new object,
     // and renaming replaces a symlink at the key itself rather than writing through it.
-    std::string tmp = TempName(p.leaf);
+    std::string tmp = TempName(p.leaf.substr(0, 200));  // within NAME_MAX whatever the leaf's length
     Fd out(::openat(p.dir.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
     std::string why = out.ok() ? CopyAll(in.get(), out.get()) : std::strerror(errno);
     if (why.empty() && ::close(out.release()) != 0) why = std::strerror(errno);
