@@ -5,7 +5,10 @@
 #include <fcntl.h>
 #include <libxml/parser.h>
 #include <libxml/tree.h>
-#include <linux/openat2.h>
+#if __has_include(<linux/openat2.h>)
+#include <linux/openat2.h>  // struct open_how, RESOLVE_* (Linux 5.6)
+#define TY_HAVE_OPENAT2 1
+#endif
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -84,7 +87,7 @@ class Fd {
 std::atomic<bool> g_openat2_disabled{false};
 
 int Openat2Beneath(int dirfd, const std::string& rel, int flags) {
-#ifdef SYS_openat2
+#if defined(TY_HAVE_OPENAT2) && defined(SYS_openat2)
   if (g_openat2_disabled) {
     errno = ENOSYS;
     return -1;
