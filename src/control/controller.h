@@ -205,8 +205,7 @@ class Controller {
   // when it was launched, asks the executor to stop it after the commit.
   void RequestStop(Turn& t, TrainingJob& tj, const std::string& cause, const std::string& message);
   std::string BuildAttemptSpec(const TrainingJob& tj) const;
-  std::string ResolveS3(const std::string& uri) const;
-  std::string FileSystemPath(const std::string& id) const;  // [file_systems] entry, or ""  // s3://b/k -> <data>/buckets/b/k
+  std::string FileSystemPath(const std::string& id) const;  // [file_systems] entry, or ""
 
   // ---- constant after construction ----
   Config config_;

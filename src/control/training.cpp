@@ -11,6 +11,7 @@
 #include "control/system_metrics.h"
 #include "control/turn.h"
 #include "control/warm_pool_rules.h"
+#include "core/object_key.h"
 #include "core/strings.h"
 #include "exec/executor.h"
 
@@ -23,18 +24,19 @@ namespace {
 
 constexpr const char* kSmPrefix = "Received status from SageMaker: ";
 
-// s3://bucket/key -> (bucket, key); false when the URI is not an s3:// URI with a valid bucket.
-bool SplitS3(const std::string& uri, std::string* bucket, std::string* key) {
-  if (!StartsWith(uri, "s3://")) return false;
-  std::string rest = uri.substr(5);
-  auto slash = rest.find('/');
-  *bucket = rest.substr(0, slash);
-  *key = slash == std::string::npos ? "" : rest.substr(slash + 1);
-  static const RE2 kBucket("[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]");
-  if (!RE2::FullMatch(*bucket, kBucket)) return false;
-  for (const auto& seg : Split(*key, '/'))
-    if (seg == "..") return false;
-  return true;
+// `uri` is an s3:// URI whose bucket and key follow core/object_key.h's rules; the error names
+// `field` and the rule.
+Status CheckS3Uri(const std::string& field, const std::string& uri, KeyUse use) {
+  auto loc = ParseS3Uri(uri, use);
+  return loc.ok() ? Status::Ok() : InvalidArgument(field + ": " + loc.status().message());
+}
+
+// The RE2 a MetricDefinitions Regex compiles to: the same options when the request is checked and
+// when the log is read, so a regex accepted at creation is the one that runs.
+std::unique_ptr<RE2> CompileMetricRegex(const std::string& regex) {
+  RE2::Options opts;
+  opts.set_log_errors(false);
+  return std::make_unique<RE2>(regex, opts);
 }
 
 std::string Unquote(const std::string& v) {
@@ -104,12 +106,6 @@ int PhaseRank(const std::string& secondary) {
 
 }  // namespace
 
-std::string Controller::ResolveS3(const std::string& uri) const {
-  std::string bucket, key;
-  if (!SplitS3(uri, &bucket, &key)) return "";
-  return data_dir_ + "/buckets/" + bucket + (key.empty() ? "" : "/" + key);
-}
-
 std::string Controller::FileSystemPath(const std::string& id) const {
   for (const auto& [name, dir] : config_.file_systems)
     if (name == id) return dir;
@@ -138,7 +134,24 @@ void Controller::SweepLogs(EpochMs now) {
 }
 
 Status Controller::CheckTrainingRequest(const json& req) const {
+  // Service-job payloads reach here too; the name becomes a directory name and part of paths.
+  static const RE2 kTrainingJobName("[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}");
+  const json name = req.value("TrainingJobName", json());
+  if (!name.is_string() || !RE2::FullMatch(name.get<std::string>(), kTrainingJobName))
+    return InvalidArgument("TrainingJobName " + name.dump() +
+                           " must be 1 to 63 letters, digits and hyphens, starting and ending with a letter or digit");
   const json spec = req.value("AlgorithmSpecification", json::object());
+  const json metrics = spec.value("MetricDefinitions", json::array());
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    const std::string where = "AlgorithmSpecification.MetricDefinitions[" + std::to_string(i) + "]";
+    const std::string metric = metrics[i].is_object() ? metrics[i].value("Name", "") : "";
+    auto re = CompileMetricRegex(metrics[i].is_object() ? metrics[i].value("Regex", "") : "");
+    if (!re->ok())
+      return InvalidArgument(where + " (Name '" + metric + "'): the Regex does not compile: " + re->error());
+    if (re->NumberOfCapturingGroups() < 1)
+      return InvalidArgument(where + " (Name '" + metric + "'): the Regex has no capturing group, so it cannot "
+                             "capture the metric's value; put the number in parentheses, e.g. loss=([0-9.]+)");
+  }
   auto hps = req.value("HyperParameters", json::object());
   bool has_entry = spec.contains("ContainerEntrypoint") && !spec["ContainerEntrypoint"].empty();
   bool script = hps.contains("sagemaker_program");
@@ -148,11 +161,9 @@ Status Controller::CheckTrainingRequest(const json& req) const {
         "script mode (this server runs commands on its own hosts; TrainingImage alone names nothing it can run)");
   if (spec.contains("AlgorithmName") && !spec["AlgorithmName"].is_null())
     return InvalidArgument("AlgorithmSpecification.AlgorithmName: built-in and marketplace algorithms are not available here");
-  if (script && hps.contains("sagemaker_submit_directory")) {
-    std::string dir = Unquote(hps["sagemaker_submit_directory"].get<std::string>());
-    if (ResolveS3(dir).empty())
-      return InvalidArgument("HyperParameters.sagemaker_submit_directory must be an s3://bucket/key URI of a tar.gz, not '" + dir + "'");
-  }
+  if (script && hps.contains("sagemaker_submit_directory"))
+    TY_RETURN_IF_ERROR(CheckS3Uri("HyperParameters.sagemaker_submit_directory (an s3://bucket/key URI of a tar.gz)",
+                                  Unquote(hps["sagemaker_submit_directory"].get<std::string>()), KeyUse::kObject));
   const json rc = req.value("ResourceConfig", json::object());
   if (rc.contains("InstanceGroups") && !rc["InstanceGroups"].empty())
     return InvalidArgument("ResourceConfig.InstanceGroups: heterogeneous clusters are not supported yet; use InstanceType and InstanceCount");
@@ -176,9 +187,8 @@ Status Controller::CheckTrainingRequest(const json& req) const {
                          std::to_string(offered) + " Instances, with current utilization of 0 Instances and a "
                          "request delta of " + std::to_string(count) + " Instances. This host's instance "
                          "catalogue sets the limit (see [[instance_types]] in the configuration).");
-  std::string out = req.value("OutputDataConfig", json::object()).value("S3OutputPath", "");
-  if (ResolveS3(out).empty())
-    return InvalidArgument("OutputDataConfig.S3OutputPath must be an s3://bucket/prefix URI, not '" + out + "'");
+  TY_RETURN_IF_ERROR(CheckS3Uri("OutputDataConfig.S3OutputPath",
+                                req.value("OutputDataConfig", json::object()).value("S3OutputPath", ""), KeyUse::kPrefix));
   std::string compression = req.value("OutputDataConfig", json::object()).value("CompressionType", "GZIP");
   if (compression != "GZIP" && compression != "NONE")
     return InvalidArgument("OutputDataConfig.CompressionType must be GZIP or NONE, not '" + compression + "'");
@@ -187,8 +197,14 @@ Status Controller::CheckTrainingRequest(const json& req) const {
   for (size_t i = 0; i < channels.size(); ++i) {
     std::string where = "InputDataConfig[" + std::to_string(i) + "]";
     const json& ch = channels[i];
-    if (!names.insert(ch.value("ChannelName", "")).second)
-      return InvalidArgument(where + ".ChannelName '" + ch.value("ChannelName", "") + "' is used twice");
+    const std::string name = ch.value("ChannelName", "");
+    // The channel's files are staged in /opt/ml/input/data/<ChannelName>/: "." and ".." match
+    // SageMaker's pattern but would put them beside it.
+    static const RE2 kChannelName("[A-Za-z0-9.\\-_]{1,64}");
+    if (!RE2::FullMatch(name, kChannelName) || name == "." || name == "..")
+      return InvalidArgument(where + ".ChannelName '" + name + "' must be 1 to 64 letters, digits, '.', '-' or '_', "
+                             "and not '.' or '..' (it names a folder under /opt/ml/input/data/)");
+    if (!names.insert(name).second) return InvalidArgument(where + ".ChannelName '" + name + "' is used twice");
     const json ds = ch.value("DataSource", json::object());
     std::string mode = ch.value("InputMode", spec.value("TrainingInputMode", "File"));
     if (mode != "File" && mode != "FastFile")
@@ -221,8 +237,8 @@ Status Controller::CheckTrainingRequest(const json& req) const {
     if (type != "S3Prefix" && type != "ManifestFile")
       return InvalidArgument(where + ".DataSource.S3DataSource.S3DataType: '" + type +
                              "' is not supported here; use S3Prefix or ManifestFile");
-    if (ResolveS3(s3.value("S3Uri", "")).empty())
-      return InvalidArgument(where + ".DataSource.S3DataSource.S3Uri must be an s3://bucket/key URI");
+    TY_RETURN_IF_ERROR(CheckS3Uri(where + ".DataSource.S3DataSource.S3Uri", s3.value("S3Uri", ""),
+                                  type == "ManifestFile" ? KeyUse::kObject : KeyUse::kPrefix));
     for (const char* unsupported : {"AttributeNames", "InstanceGroupNames"})
       if (s3.contains(unsupported) && !s3[unsupported].empty())
         return InvalidArgument(where + ".DataSource.S3DataSource." + unsupported + " is not supported here");
@@ -238,8 +254,7 @@ Status Controller::CheckTrainingRequest(const json& req) const {
       return InvalidArgument(where + ".CompressionType: only Pipe mode reads compressed input; use None");
   }
   if (req.contains("CheckpointConfig") && !req["CheckpointConfig"].is_null()) {
-    if (ResolveS3(req["CheckpointConfig"].value("S3Uri", "")).empty())
-      return InvalidArgument("CheckpointConfig.S3Uri must be an s3://bucket/prefix URI");
+    TY_RETURN_IF_ERROR(CheckS3Uri("CheckpointConfig.S3Uri", req["CheckpointConfig"].value("S3Uri", ""), KeyUse::kPrefix));
     std::string lp = req["CheckpointConfig"].value("LocalPath", "/opt/ml/checkpoints");
     if (lp.rfind("/opt/ml/", 0) != 0 || lp.size() <= 8 || lp.find("/../") != std::string::npos ||
         EndsWith(lp, "/.."))
@@ -985,9 +1000,7 @@ void Controller::TailMetrics(Turn& t) {
       tail = std::make_unique<Tail>();
       json req = json::parse(tj.request_json);
       for (auto& md : req.value("AlgorithmSpecification", json::object()).value("MetricDefinitions", json::array())) {
-        RE2::Options opts;
-        opts.set_log_errors(false);
-        auto re = std::make_unique<RE2>(md.value("Regex", ""), opts);
+        auto re = CompileMetricRegex(md.value("Regex", ""));
         if (re->ok() && re->NumberOfCapturingGroups() >= 1) tail->metrics.emplace_back(md.value("Name", ""), std::move(re));
       }
       tail->offsets.assign(static_cast<size_t>(tj.instance_count), 0);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/object_key.h"
 #include "core/status.h"
 
 namespace ty::objstore {
@@ -33,8 +34,16 @@ class ObjectStore {
   virtual bool Remote(const std::string& bucket) const = 0;
 };
 
-// The embedded directory store rooted at `root` (<data_dir>/buckets).
+// The embedded directory store rooted at `root` (<data_dir>/buckets). Every call checks the
+// bucket name and the key (core/object_key.h) and resolves the key beneath the bucket's
+// directory without following symlinks, so no key reaches a file outside its bucket; symlinks
+// and other non-regular files in a bucket are not objects (not listed, not read, not written
+// through).
 std::unique_ptr<ObjectStore> NewDirStore(std::string root);
+
+// Tests only: makes the directory store resolve keys by its O_NOFOLLOW walk, as on kernels
+// without openat2 (before 5.6), instead of openat2.
+void DisableOpenat2ForTesting(bool disabled);
 
 // An S3-compatible endpoint. Errors name the bucket, the key and the S3 error code.
 std::unique_ptr<ObjectStore> NewS3Store(const ObjectStoreConfig& config);
@@ -42,7 +51,8 @@ std::unique_ptr<ObjectStore> NewS3Store(const ObjectStoreConfig& config);
 // Buckets that config.Routes() go to the endpoint, all others to the directory store.
 std::unique_ptr<ObjectStore> NewRouter(const ObjectStoreConfig& config, std::string dir_root);
 
-// s3://bucket/key -> (bucket, key); false when it is not an s3:// URI with a bucket.
+// s3://bucket/key -> (bucket, key); false when it is not an s3:// URI with a valid bucket name
+// and a key that is a safe prefix (ty::ParseS3Uri with KeyUse::kPrefix, which says why).
 bool ParseS3Uri(const std::string& uri, std::string* bucket, std::string* key);
 
 }  // namespace ty::objstore

@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/object_key.h"
 #include "core/strings.h"
 
 namespace ty::exec::local {
@@ -49,12 +50,8 @@ std::string DirOf(const std::string& key) {
   return slash == std::string::npos ? "" : key.substr(0, slash + 1);
 }
 
-bool SafeRel(const std::string& rel) {
-  if (rel.empty() || rel.front() == '/') return false;
-  for (const auto& seg : Split(rel, '/'))
-    if (seg == ".." || seg == ".") return false;
-  return true;
-}
+// `rel` can name a file beneath a local directory (no '/' first, no empty, '.' or '..' segment).
+bool SafeRel(const std::string& rel) { return CheckObjectKey(rel, KeyUse::kObject).ok(); }
 
 // Reflink (a copy-on-write clone, where the file system has them), else a hard link, else a
 // copy. The cache's files are read-only, so a job cannot change them through a hard link
@@ -81,10 +78,13 @@ bool LinkOrCopy(const std::string& from, const std::string& to, std::string* why
 
 Status DataMover::ListChannel(const json& ch, const std::string& scratch, std::vector<InputItem>* items) {
   std::string uri = ch.value("uri", "");
-  std::string bucket, key;
-  if (!objstore::ParseS3Uri(uri, &bucket, &key)) return InvalidArgument("not an s3:// URI: " + uri);
+  const bool manifest = ch.value("data_type", "S3Prefix") == "ManifestFile";
+  auto where = ParseS3Uri(uri, manifest ? KeyUse::kObject : KeyUse::kPrefix);
+  if (!where.ok()) return where.status();
+  const std::string& bucket = where->bucket;
+  const std::string& key = where->key;
   items->clear();
-  if (ch.value("data_type", "S3Prefix") == "ManifestFile") {
+  if (manifest) {
     std::string local = scratch + "/manifest-" + ch.value("name", "") + ".json";
     Status st = store_->Get(bucket, key, local);
     if (!st.ok()) return InvalidArgument("the manifest file " + uri + " cannot be read: " + st.message());
@@ -100,16 +100,20 @@ Status DataMover::ListChannel(const json& ch, const std::string& scratch, std::v
         !m[0]["prefix"].is_string())
       return InvalidArgument("the manifest file " + uri +
                              " is not a JSON array starting with {\"prefix\": \"s3://...\"} followed by relative keys");
-    std::string pbucket, pkey;
-    if (!objstore::ParseS3Uri(m[0]["prefix"].get<std::string>(), &pbucket, &pkey))
-      return InvalidArgument("the manifest file " + uri + ": the prefix is not an s3:// URI");
+    // The manifest is data, read after the API's checks: its prefix and entries meet the same
+    // rules as a request's URIs, or nothing is staged.
+    auto prefix = ParseS3Uri(m[0]["prefix"].get<std::string>(), KeyUse::kPrefix);
+    if (!prefix.ok()) return InvalidArgument("the manifest file " + uri + ": its prefix " + prefix.status().message());
     for (size_t i = 1; i < m.size(); ++i) {
       if (!m[i].is_string()) return InvalidArgument("the manifest file " + uri + ": entry " + std::to_string(i) + " is not a string");
       InputItem it;
-      it.bucket = pbucket;
-      it.key = pkey + m[i].get<std::string>();
+      it.bucket = prefix->bucket;
       it.rel = m[i].get<std::string>();
-      if (!SafeRel(it.rel)) return InvalidArgument("the manifest file " + uri + ": entry '" + it.rel + "' is not a relative key");
+      it.key = prefix->key + it.rel;
+      Status rel_ok = CheckObjectKey(it.rel, KeyUse::kObject);
+      if (rel_ok.ok()) rel_ok = CheckObjectKey(it.key, KeyUse::kObject);
+      if (!rel_ok.ok())
+        return InvalidArgument("the manifest file " + uri + ": entry " + std::to_string(i) + ": " + rel_ok.message());
       auto head = store_->Head(it.bucket, it.key);
       if (!head.ok()) return InvalidArgument("the manifest file " + uri + " lists an object that cannot be read: " + head.status().message());
       it.size = head->size;
@@ -218,15 +222,15 @@ Status DataMover::FetchAll(const std::vector<std::pair<InputItem, std::string>>&
 }
 
 Status DataMover::UploadFile(const std::string& local_path, const std::string& uri) {
-  std::string bucket, key;
-  if (!objstore::ParseS3Uri(uri, &bucket, &key)) return InvalidArgument("not an s3:// URI: " + uri);
-  return store_->Put(bucket, key, local_path);
+  auto where = ParseS3Uri(uri, KeyUse::kObject);
+  if (!where.ok()) return where.status();
+  return store_->Put(where->bucket, where->key, local_path);
 }
 
 Status DataMover::Download(const std::string& uri, const std::string& local_path) {
-  std::string bucket, key;
-  if (!objstore::ParseS3Uri(uri, &bucket, &key)) return InvalidArgument("not an s3:// URI: " + uri);
-  return store_->Get(bucket, key, local_path);
+  auto where = ParseS3Uri(uri, KeyUse::kObject);
+  if (!where.ok()) return where.status();
+  return store_->Get(where->bucket, where->key, local_path);
 }
 
 Status DataMover::UploadTree(const std::string& local_dir, const std::string& prefix_uri) {
