@@ -195,10 +195,8 @@ void Controller::LoadState() {
     s.warm_pools[p.id] = p;
   }));
   must(store_->LoadAll(store::Kind::kMetricSeries, [&](const std::string& key, const std::string& doc) {
-    auto j = json::parse(doc, nullptr, false);
-    if (j.is_discarded()) return;
-    auto& series = s.metric_series[key];
-    for (auto& m : j) series.push_back({m[0].get<std::string>(), m[1].get<double>(), m[2].get<EpochMs>()});
+    MetricSeries series;
+    if (DecodeMetricSeries(doc, &series)) s.metric_series.emplace(key, std::move(series));
   }));
   must(store_->LoadAll(store::Kind::kMeta, [&](const std::string& key, const std::string& doc) {
     if (!StartsWith(key, "alarm/")) return;
@@ -354,11 +352,9 @@ void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& 
     for (const auto& n : t.system_series)
       if (auto it = state_.system_series.find(n); it != state_.system_series.end())
         writes.push_back({store::Kind::kSystemMetrics, n, EncodeSystemSeries(it->second)});
-    for (const auto& n : t.metric_series) {
-      json doc = json::array();
-      for (auto& m : state_.metric_series[n]) doc.push_back({m.name, m.value, m.timestamp});
-      writes.push_back({store::Kind::kMetricSeries, n, doc.dump()});
-    }
+    for (const auto& n : t.metric_series)
+      if (auto it = state_.metric_series.find(n); it != state_.metric_series.end())
+        writes.push_back({store::Kind::kMetricSeries, n, EncodeMetricSeries(it->second)});
     RenderEvents(t, &writes);
     Status st = store_->Commit(writes);
     if (!st.ok()) {

@@ -153,6 +153,10 @@ class Controller {
   void StartServiceJob(Turn& t, ServiceJobState& js, const std::string& environment);
   void StartPendingTrainingJobs(Turn& t);
   void TailMetrics(Turn& t);
+  // Reads at most max_bytes more of each instance's log of tj (whole lines) into its
+  // MetricDefinitions series; kMetricTailBytesPerTurn keeps one chatty job from holding a turn.
+  void TailJobMetrics(Turn& t, TrainingJob& tj, int64_t max_bytes);
+  static constexpr int64_t kMetricTailBytesPerTurn = 8 << 20;
   struct Tail;
   void TailSystemMetrics(Turn& t, const TrainingJob& tj, Tail& tail);
   // Forgets where the metrics of a job's logs were read to (its run ended), storing what is unsaved.

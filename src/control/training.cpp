@@ -714,7 +714,7 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   if (tj.status == "InProgress" && tj.stop_cause == "interrupt") {
     // The interrupted run is over (checkpoints uploaded): the job waits, InProgress/Interrupted,
     // until spot capacity frees (StartPendingTrainingJobs), within MaxWaitTimeInSeconds.
-    TailMetrics(t);
+    if (tj.launched) TailJobMetrics(t, tj, INT64_MAX);
     DropTail(t, tj.name);
     ReleaseCapacity(tj);
     CloseRun(tj, e.at);
@@ -740,7 +740,7 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   if (infrastructure_failure && !stopping && RestartAfterInfrastructureFailure(t, tj, e)) return;
 
   // Final: the attempt is over.
-  TailMetrics(t);  // the last lines of the log count too
+  if (tj.launched) TailJobMetrics(t, tj, INT64_MAX);  // the last lines of the log count too
   DropTail(t, tj.name);
   ReleaseCapacity(tj);
   if (tj.launched) CloseRun(tj, e.at);
@@ -979,62 +979,73 @@ void Controller::EnforceTimeouts(Turn& t) {
 void Controller::TailMetrics(Turn& t) {
   for (const auto& [seq, name] : state_.live_training_jobs) {
     TrainingJob& tj = state_.training_jobs.at(name);
-    if (!tj.launched) continue;
-    auto& tail = tails_[name];
-    if (!tail) {
-      tail = std::make_unique<Tail>();
-      json req = json::parse(tj.request_json);
-      for (auto& md : req.value("AlgorithmSpecification", json::object()).value("MetricDefinitions", json::array())) {
-        RE2::Options opts;
-        opts.set_log_errors(false);
-        auto re = std::make_unique<RE2>(md.value("Regex", ""), opts);
-        if (re->ok() && re->NumberOfCapturingGroups() >= 1) tail->metrics.emplace_back(md.value("Name", ""), std::move(re));
-      }
-      tail->offsets.assign(static_cast<size_t>(tj.instance_count), 0);
-      tail->system_offsets.assign(static_cast<size_t>(tj.instance_count), 0);
-      // Re-reading from the start after a restart rebuilds the series exactly.
-      state_.metric_series.erase(name);
+    if (tj.launched) TailJobMetrics(t, tj, kMetricTailBytesPerTurn);
+  }
+}
+
+void Controller::TailJobMetrics(Turn& t, TrainingJob& tj, int64_t max_bytes) {
+  const std::string& name = tj.name;
+  auto& tail = tails_[name];
+  if (!tail) {
+    tail = std::make_unique<Tail>();
+    json req = json::parse(tj.request_json);
+    for (auto& md : req.value("AlgorithmSpecification", json::object()).value("MetricDefinitions", json::array())) {
+      RE2::Options opts;
+      opts.set_log_errors(false);
+      auto re = std::make_unique<RE2>(md.value("Regex", ""), opts);
+      if (re->ok() && re->NumberOfCapturingGroups() >= 1) tail->metrics.emplace_back(md.value("Name", ""), std::move(re));
     }
-    TailSystemMetrics(t, tj, *tail);
-    if (tail->metrics.empty()) continue;
-    bool changed = false;
-    auto& series = state_.metric_series[name];
-    for (int i = 0; i < tj.instance_count; ++i) {
-      std::ifstream in(executor_->LogPath(name, i + 1), std::ios::binary);
-      if (!in) continue;
-      in.seekg(tail->offsets[i]);
-      std::string line;
-      std::streamoff consumed = tail->offsets[i];
-      while (std::getline(in, line)) {
-        if (in.eof()) break;  // partial last line: read it next time
-        consumed += static_cast<std::streamoff>(line.size()) + 1;
-        auto sp = line.find(' ');
-        if (sp == std::string::npos) continue;
-        EpochMs ts = std::strtoll(line.c_str(), nullptr, 10);
-        std::string_view text(line.data() + sp + 1, line.size() - sp - 1);
-        for (auto& [mname, re] : tail->metrics) {
-          std::string value;
-          if (RE2::PartialMatch(text, *re, &value)) {
-            char* end = nullptr;
-            double v = std::strtod(value.c_str(), &end);
-            if (end != value.c_str()) {
-              series.push_back({mname, v, ts});
-              changed = true;
-            }
+    tail->offsets.assign(static_cast<size_t>(tj.instance_count), 0);
+    tail->system_offsets.assign(static_cast<size_t>(tj.instance_count), 0);
+    // Re-reading from the start after a restart rebuilds the series exactly (the downsampling
+    // rule depends only on the order of the values).
+    state_.metric_series.erase(name);
+  }
+  TailSystemMetrics(t, tj, *tail);
+  if (tail->metrics.empty()) return;
+  bool changed = false;
+  MetricSeries& series = state_.metric_series[name];
+  for (int i = 0; i < tj.instance_count; ++i) {
+    std::ifstream in(executor_->LogPath(name, i + 1), std::ios::binary);
+    if (!in) continue;
+    in.seekg(tail->offsets[i]);
+    std::string line;
+    const std::streamoff from = tail->offsets[i];
+    std::streamoff consumed = from;
+    while (consumed - from < max_bytes && std::getline(in, line)) {
+      if (in.eof()) break;  // partial last line: read it next time
+      consumed += static_cast<std::streamoff>(line.size()) + 1;
+      auto sp = line.find(' ');
+      if (sp == std::string::npos) continue;
+      EpochMs ts = std::strtoll(line.c_str(), nullptr, 10);
+      std::string_view text(line.data() + sp + 1, line.size() - sp - 1);
+      for (auto& [mname, re] : tail->metrics) {
+        std::string value;
+        if (RE2::PartialMatch(text, *re, &value)) {
+          char* end = nullptr;
+          double v = std::strtod(value.c_str(), &end);
+          if (end != value.c_str()) {
+            series.Append(mname, v, ts);
+            changed = true;
           }
         }
       }
-      tail->offsets[i] = consumed;
     }
-    if (changed) {
-      std::map<std::string, MetricValue> last;
-      for (const auto& m : series) last[m.name] = m;
-      tj.final_metrics.clear();
-      for (auto& [mname, re] : tail->metrics)
-        if (last.count(mname)) tj.final_metrics.push_back(last[mname]);
-      t.training_jobs.insert(name);
-      t.metric_series.insert(name);
-    }
+    tail->offsets[i] = consumed;
+  }
+  if (!changed) return;
+  tj.final_metrics.clear();
+  for (auto& [mname, re] : tail->metrics)
+    if (const MetricTrack* track = series.Find(mname); track && !track->points.empty())
+      tj.final_metrics.push_back({mname, track->points.back().value, track->points.back().timestamp});
+  t.training_jobs.insert(name);
+  // Like the system metrics: stored once a minute while the job runs (the logs rebuild what a
+  // crash loses) and once more when its run ends (DropTail).
+  tail->metrics_dirty = true;
+  if (t.now - tail->metrics_persisted_at >= 60'000) {
+    t.metric_series.insert(name);
+    tail->metrics_dirty = false;
+    tail->metrics_persisted_at = t.now;
   }
 }
 
@@ -1073,6 +1084,7 @@ void Controller::DropTail(Turn& t, const std::string& name) {
   auto it = tails_.find(name);
   if (it == tails_.end()) return;
   if (it->second->system_dirty) t.system_series.insert(name);
+  if (it->second->metrics_dirty) t.metric_series.insert(name);
   tails_.erase(it);
 }
 

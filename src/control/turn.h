@@ -75,6 +75,9 @@ struct Controller::Tail {
   std::vector<std::streamoff> system_offsets;  // per instance
   bool system_dirty = false;
   EpochMs system_persisted_at = 0;
+  // Likewise for State::metric_series.
+  bool metrics_dirty = false;
+  EpochMs metrics_persisted_at = 0;
 };
 
 }  // namespace ty::control
