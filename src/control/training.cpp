@@ -378,14 +378,15 @@ void Controller::TrainingJobEvent(Turn& t, const std::string& name, const std::s
   t.events.push_back(std::move(e));
 }
 
-void Controller::RequestStop(Turn& t, TrainingJob& tj, const std::string& cause, const std::string& message) {
+void Controller::RequestStop(Turn& t, TrainingJob& tj, const std::string& cause, const std::string& message,
+                             int grace_seconds) {
   tj.stop_requested = true;
   tj.stop_cause = cause;
   tj.status = "Stopping";
   AddTransition(t, tj, "Stopping", message, t.now);
   t.reschedule = true;
   if (tj.launched) {
-    t.stops.emplace_back(tj.name, config_.stop_grace_seconds);
+    t.stops.emplace_back(tj.name, grace_seconds < 0 ? config_.stop_grace_seconds : grace_seconds);
   } else {
     // Nothing runs (never launched, or an interrupted spot job waiting for capacity): it ends now.
     exec::AttemptEvent e;
@@ -457,6 +458,12 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
     const Ladder ladder = tj->capacity_ladder.empty()
                               ? Ladder{{Rung{tj->instance_type, tj->managed_spot}}, 2}
                               : LadderFromText(tj->capacity_ladder, tj->fallback_after_interruptions);
+    if (disk_low_) {
+      const std::string reason = "Waiting: " + DiskReserveReason() + ".";
+      if (tj->secondary_status != "Pending" || tj->transitions.empty() || tj->transitions.back().message != reason)
+        AddTransition(t, *tj, "Pending", reason, t.now);
+      continue;
+    }
     const int rung = PickRung(ladder, tj->instance_count, tj->interruptions, [&](const std::string& key) {
       return config_.CapacityOf(key) - state_.host_in_use[key];
     });
@@ -767,6 +774,14 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   } else if (tj.stop_cause == "maxwait") {
     tj.status = "Stopped";
     AddTransition(t, tj, "MaxWaitTimeExceeded", "Training job exceeded MaxWaitTimeInSeconds provided", e.at);
+  } else if (tj.stop_cause == "disk_reserve") {
+    // CheckDiskReserve stopped it and wrote why; whatever the run recorded as it died (a write
+    // that failed, a lost supervisor) is a consequence. Its scratch goes now: the store needs
+    // the space to record this.
+    tj.status = "Failed";
+    AddTransition(t, tj, "Failed", "Training job failed: " + tj.failure_reason, e.at);
+    executor_->Cleanup(tj.name);
+    scratch_reclaimed_.insert(tj.name);
   } else if (e.stopped || tj.stop_requested) {
     tj.status = "Stopped";
     AddTransition(t, tj, "Stopped", "Training job stopped.", e.at);
