@@ -5,8 +5,11 @@
 // under the reserve, the server frees what it can itself (finished attempts' workspaces), holds
 // back every start, and fails the running job that uses most of the data dir.
 #include <spdlog/spdlog.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -37,6 +40,38 @@ int64_t UsedBytes(const fs::path& dir) {
     if (::lstat(it->path().c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) total += static_cast<int64_t>(st.st_blocks) * 512;
   }
   return total;
+}
+
+// Empties every regular file under the directory `dfd` (which it closes), without following a
+// link anywhere: the walk goes by descriptors (openat with O_NOFOLLOW), so a job that swaps a
+// directory for a link while this runs cannot point it outside its tree. Files with more than
+// one link are left alone (their data is not only the job's). Returns the bytes freed.
+int64_t TruncateTree(int dfd, int depth) {
+  DIR* d = fdopendir(dfd);
+  if (!d) {
+    ::close(dfd);
+    return 0;
+  }
+  int64_t freed = 0;
+  while (dirent* e = readdir(d)) {
+    const std::string_view n = e->d_name;
+    if (n == "." || n == "..") continue;
+    struct stat st {};
+    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISDIR(st.st_mode) && depth < 64) {
+      int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (sub >= 0) freed += TruncateTree(sub, depth + 1);
+    } else if (S_ISREG(st.st_mode) && st.st_nlink == 1 && st.st_size > 0) {
+      int fd = openat(dirfd(d), e->d_name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+      if (fd < 0) continue;
+      struct stat again {};
+      if (fstat(fd, &again) == 0 && S_ISREG(again.st_mode) && again.st_nlink == 1 && ftruncate(fd, 0) == 0)
+        freed += static_cast<int64_t>(again.st_blocks) * 512;
+      ::close(fd);
+    }
+  }
+  closedir(d);
+  return freed;
 }
 
 std::string Mib(int64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
@@ -95,6 +130,13 @@ void Controller::CheckDiskReserve(Turn& t) {
                       std::to_string(config_.data_dir_reserve_mib) + " MiB, and this job used the most of it (" +
                       Mib(victim_bytes) + " in its /opt/ml). Write less, or ask for a larger reserve or disk.";
   spdlog::warn("data dir short of space: stopping training job {} ({} used)", tj.name, Mib(victim_bytes));
+  // Its scratch is forfeit: emptied now, before anything is committed or the executor is told,
+  // because both need space (the store's commit, the executor's stop file) and the job still
+  // holds its files open. The job's logs stay.
+  const fs::path hosts = fs::path(data_dir_) / "attempts" / tj.name / "hosts";
+  int dfd = ::open(hosts.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  const int64_t freed = dfd >= 0 ? TruncateTree(dfd, 0) : 0;
+  spdlog::warn("emptied {} of training job {}'s scratch", Mib(freed), tj.name);
   // No grace: every second it runs on it may write more.
   RequestStop(t, tj, "disk_reserve", "Stopping: the data dir ran short of space and this job used the most of it.", 0);
 }
