@@ -393,14 +393,15 @@ void Controller::TrainingJobEvent(Turn& t, const std::string& name, const std::s
   t.events.push_back(std::move(e));
 }
 
-void Controller::RequestStop(Turn& t, TrainingJob& tj, const std::string& cause, const std::string& message) {
+void Controller::RequestStop(Turn& t, TrainingJob& tj, const std::string& cause, const std::string& message,
+                             int grace_seconds) {
   tj.stop_requested = true;
   tj.stop_cause = cause;
   tj.status = "Stopping";
   AddTransition(t, tj, "Stopping", message, t.now);
   t.reschedule = true;
   if (tj.launched) {
-    t.stops.emplace_back(tj.name, config_.stop_grace_seconds);
+    t.stops.emplace_back(tj.name, grace_seconds < 0 ? config_.stop_grace_seconds : grace_seconds);
   } else {
     // Nothing runs (never launched, or an interrupted spot job waiting for capacity): it ends now.
     exec::AttemptEvent e;
@@ -472,6 +473,12 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
     const Ladder ladder = tj->capacity_ladder.empty()
                               ? Ladder{{Rung{tj->instance_type, tj->managed_spot}}, 2}
                               : LadderFromText(tj->capacity_ladder, tj->fallback_after_interruptions);
+    if (disk_low_) {
+      const std::string reason = "Waiting: " + DiskReserveReason() + ".";
+      if (tj->secondary_status != "Pending" || tj->transitions.empty() || tj->transitions.back().message != reason)
+        AddTransition(t, *tj, "Pending", reason, t.now);
+      continue;
+    }
     const int rung = PickRung(ladder, tj->instance_count, tj->interruptions, [&](const std::string& key) {
       return config_.CapacityOf(key) - state_.host_in_use[key];
     });
@@ -729,7 +736,7 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   if (tj.status == "InProgress" && tj.stop_cause == "interrupt") {
     // The interrupted run is over (checkpoints uploaded): the job waits, InProgress/Interrupted,
     // until spot capacity frees (StartPendingTrainingJobs), within MaxWaitTimeInSeconds.
-    TailMetrics(t);
+    if (tj.launched) TailJobMetrics(t, tj, INT64_MAX);
     DropTail(t, tj.name);
     ReleaseCapacity(tj);
     CloseRun(tj, e.at);
@@ -755,7 +762,7 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   if (infrastructure_failure && !stopping && RestartAfterInfrastructureFailure(t, tj, e)) return;
 
   // Final: the attempt is over.
-  TailMetrics(t);  // the last lines of the log count too
+  if (tj.launched) TailJobMetrics(t, tj, INT64_MAX);  // the last lines of the log count too
   DropTail(t, tj.name);
   ReleaseCapacity(tj);
   if (tj.launched) CloseRun(tj, e.at);
@@ -782,6 +789,14 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   } else if (tj.stop_cause == "maxwait") {
     tj.status = "Stopped";
     AddTransition(t, tj, "MaxWaitTimeExceeded", "Training job exceeded MaxWaitTimeInSeconds provided", e.at);
+  } else if (tj.stop_cause == "disk_reserve") {
+    // CheckDiskReserve stopped it and wrote why; whatever the run recorded as it died (a write
+    // that failed, a lost supervisor) is a consequence. Its scratch goes now: the store needs
+    // the space to record this.
+    tj.status = "Failed";
+    AddTransition(t, tj, "Failed", "Training job failed: " + tj.failure_reason, e.at);
+    executor_->Cleanup(tj.name);
+    scratch_reclaimed_.insert(tj.name);
   } else if (e.stopped || tj.stop_requested) {
     tj.status = "Stopped";
     AddTransition(t, tj, "Stopped", "Training job stopped.", e.at);
@@ -994,60 +1009,71 @@ void Controller::EnforceTimeouts(Turn& t) {
 void Controller::TailMetrics(Turn& t) {
   for (const auto& [seq, name] : state_.live_training_jobs) {
     TrainingJob& tj = state_.training_jobs.at(name);
-    if (!tj.launched) continue;
-    auto& tail = tails_[name];
-    if (!tail) {
-      tail = std::make_unique<Tail>();
-      json req = json::parse(tj.request_json);
-      for (auto& md : req.value("AlgorithmSpecification", json::object()).value("MetricDefinitions", json::array())) {
-        auto re = CompileMetricRegex(md.value("Regex", ""));
-        if (re->ok() && re->NumberOfCapturingGroups() >= 1) tail->metrics.emplace_back(md.value("Name", ""), std::move(re));
-      }
-      tail->offsets.assign(static_cast<size_t>(tj.instance_count), 0);
-      tail->system_offsets.assign(static_cast<size_t>(tj.instance_count), 0);
-      // Re-reading from the start after a restart rebuilds the series exactly.
-      state_.metric_series.erase(name);
+    if (tj.launched) TailJobMetrics(t, tj, kMetricTailBytesPerTurn);
+  }
+}
+
+void Controller::TailJobMetrics(Turn& t, TrainingJob& tj, int64_t max_bytes) {
+  const std::string& name = tj.name;
+  auto& tail = tails_[name];
+  if (!tail) {
+    tail = std::make_unique<Tail>();
+    json req = json::parse(tj.request_json);
+    for (auto& md : req.value("AlgorithmSpecification", json::object()).value("MetricDefinitions", json::array())) {
+      auto re = CompileMetricRegex(md.value("Regex", ""));
+      if (re->ok() && re->NumberOfCapturingGroups() >= 1) tail->metrics.emplace_back(md.value("Name", ""), std::move(re));
     }
-    TailSystemMetrics(t, tj, *tail);
-    if (tail->metrics.empty()) continue;
-    bool changed = false;
-    auto& series = state_.metric_series[name];
-    for (int i = 0; i < tj.instance_count; ++i) {
-      std::ifstream in(executor_->LogPath(name, i + 1), std::ios::binary);
-      if (!in) continue;
-      in.seekg(tail->offsets[i]);
-      std::string line;
-      std::streamoff consumed = tail->offsets[i];
-      while (std::getline(in, line)) {
-        if (in.eof()) break;  // partial last line: read it next time
-        consumed += static_cast<std::streamoff>(line.size()) + 1;
-        auto sp = line.find(' ');
-        if (sp == std::string::npos) continue;
-        EpochMs ts = std::strtoll(line.c_str(), nullptr, 10);
-        std::string_view text(line.data() + sp + 1, line.size() - sp - 1);
-        for (auto& [mname, re] : tail->metrics) {
-          std::string value;
-          if (RE2::PartialMatch(text, *re, &value)) {
-            char* end = nullptr;
-            double v = std::strtod(value.c_str(), &end);
-            if (end != value.c_str()) {
-              series.push_back({mname, v, ts});
-              changed = true;
-            }
+    tail->offsets.assign(static_cast<size_t>(tj.instance_count), 0);
+    tail->system_offsets.assign(static_cast<size_t>(tj.instance_count), 0);
+    // Re-reading from the start after a restart rebuilds the series exactly (the downsampling
+    // rule depends only on the order of the values).
+    state_.metric_series.erase(name);
+  }
+  TailSystemMetrics(t, tj, *tail);
+  if (tail->metrics.empty()) return;
+  bool changed = false;
+  MetricSeries& series = state_.metric_series[name];
+  for (int i = 0; i < tj.instance_count; ++i) {
+    std::ifstream in(executor_->LogPath(name, i + 1), std::ios::binary);
+    if (!in) continue;
+    in.seekg(tail->offsets[i]);
+    std::string line;
+    const std::streamoff from = tail->offsets[i];
+    std::streamoff consumed = from;
+    while (consumed - from < max_bytes && std::getline(in, line)) {
+      if (in.eof()) break;  // partial last line: read it next time
+      consumed += static_cast<std::streamoff>(line.size()) + 1;
+      auto sp = line.find(' ');
+      if (sp == std::string::npos) continue;
+      EpochMs ts = std::strtoll(line.c_str(), nullptr, 10);
+      std::string_view text(line.data() + sp + 1, line.size() - sp - 1);
+      for (auto& [mname, re] : tail->metrics) {
+        std::string value;
+        if (RE2::PartialMatch(text, *re, &value)) {
+          char* end = nullptr;
+          double v = std::strtod(value.c_str(), &end);
+          if (end != value.c_str()) {
+            series.Append(mname, v, ts);
+            changed = true;
           }
         }
       }
-      tail->offsets[i] = consumed;
     }
-    if (changed) {
-      std::map<std::string, MetricValue> last;
-      for (const auto& m : series) last[m.name] = m;
-      tj.final_metrics.clear();
-      for (auto& [mname, re] : tail->metrics)
-        if (last.count(mname)) tj.final_metrics.push_back(last[mname]);
-      t.training_jobs.insert(name);
-      t.metric_series.insert(name);
-    }
+    tail->offsets[i] = consumed;
+  }
+  if (!changed) return;
+  tj.final_metrics.clear();
+  for (auto& [mname, re] : tail->metrics)
+    if (const MetricTrack* track = series.Find(mname); track && !track->points.empty())
+      tj.final_metrics.push_back({mname, track->points.back().value, track->points.back().timestamp});
+  t.training_jobs.insert(name);
+  // Like the system metrics: stored once a minute while the job runs (the logs rebuild what a
+  // crash loses) and once more when its run ends (DropTail).
+  tail->metrics_dirty = true;
+  if (t.now - tail->metrics_persisted_at >= 60'000) {
+    t.metric_series.insert(name);
+    tail->metrics_dirty = false;
+    tail->metrics_persisted_at = t.now;
   }
 }
 
@@ -1086,6 +1112,7 @@ void Controller::DropTail(Turn& t, const std::string& name) {
   auto it = tails_.find(name);
   if (it == tails_.end()) return;
   if (it->second->system_dirty) t.system_series.insert(name);
+  if (it->second->metrics_dirty) t.metric_series.insert(name);
   tails_.erase(it);
 }
 
