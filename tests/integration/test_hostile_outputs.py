@@ -4,13 +4,13 @@ following a link out of the job's tree, without blocking on a FIFO, and refuses 
 entries would land outside it. Each case was a way to read or plant the server's files."""
 import io
 import os
+import shutil
 import stat
-import subprocess
 import tarfile
-import time
+import tempfile
 import unittest
 
-from harness import ServerTest
+from harness import BIN, ServerTest
 
 GROUP = "/aws/sagemaker/TrainingJobs"
 
@@ -35,6 +35,11 @@ class HostileOutputsTest(ServerTest):
         self.secret = self.server.credentials()[1]
         self.credentials = os.path.join(self.data_dir, "credentials")
         os.makedirs(self.bucket_path("trainyard-test"), exist_ok=True)
+        self.give_to_server(self.bucket_path("trainyard-test"))
+
+    def give_to_server(self, path):
+        """Makes a directory the test created (and those above it, up to the data directory)
+        writable by the server's user: here the test's own."""
 
     def tearDown(self):
         self.logs.close()
@@ -143,6 +148,7 @@ class HostileOutputsTest(ServerTest):
                     info.size = len(data)
                 t.addfile(info, io.BytesIO(data) if data is not None else None)
         os.makedirs(self.bucket_path("trainyard-test", "code"), exist_ok=True)
+        self.give_to_server(self.bucket_path("trainyard-test", "code"))
         with open(self.bucket_path("trainyard-test", f"code/{name}.tar.gz"), "wb") as f:
             f.write(buf.getvalue())
         payload = self.command_payload(name, "unused")
@@ -207,6 +213,44 @@ class HostileOutputsTest(ServerTest):
             mode, uid = t.extractfile("./mode").read().decode().split()
         self.assertEqual(mode, "755")
         self.assertNotEqual(uid, "12345")
+
+
+NOBODY = 65534
+
+
+def can_drop_to_nobody():
+    return os.geteuid() == 0 and shutil.which("setpriv") is not None
+
+
+@unittest.skipUnless(can_drop_to_nobody(), "needs root and setpriv to start the server as an unprivileged user")
+class HostileOutputsUnprivilegedServerTest(HostileOutputsTest):
+    """The same jobs with the server (and so the supervisor) running as nobody, with a data
+    directory it owns: the credentials file is still the server's, and still must not leak."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.wrapper_dir = tempfile.mkdtemp(prefix="trainyard-nobody-")
+        cls.wrapper = os.path.join(cls.wrapper_dir, "trainyard")
+        with open(cls.wrapper, "w") as f:
+            f.write(f'#!/bin/sh\nexec setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups {BIN} "$@"\n')
+        os.chmod(cls.wrapper, 0o755)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.wrapper_dir, ignore_errors=True)
+
+    def new_server(self, **kw):
+        for d in (self.data_dir, self.work_dir):
+            os.chown(d, NOBODY, NOBODY)
+        return super().new_server(bin=self.wrapper, **kw)
+
+    def give_to_server(self, path):
+        while path.startswith(self.data_dir) and path != self.data_dir:
+            os.chown(path, NOBODY, NOBODY)
+            path = os.path.dirname(path)
+
+    def test_the_server_runs_unprivileged(self):
+        self.assertEqual(os.stat(self.credentials).st_uid, NOBODY)
 
 
 if __name__ == "__main__":
