@@ -8,6 +8,7 @@ import shutil
 import stat
 import tarfile
 import tempfile
+import time
 import unittest
 
 from harness import BIN, ServerTest
@@ -135,6 +136,33 @@ class HostileOutputsTest(ServerTest):
                           if "/output/model-swap/output/model/" in f], [])
         self.assert_no_secret_in_buckets()
         self.assertIn("/opt/ml/model: /opt/ml/model is not uploaded: model is a symbolic link", self.job_log("model-swap"))
+
+    # ---- a warm pool's workspace ----
+
+    def test_a_marker_planted_in_a_warm_pool_workspace_neither_blocks_nor_is_written_through(self):
+        victim = os.path.join(self.work_dir, "victim")
+        with open(victim, "w") as f:
+            f.write("untouched")
+        # The workspace is bound into the job at its own path (the rest of the data directory is
+        # hidden): the job replaces the marker with a FIFO and plants a link at its temporary name.
+        plant = (f"for W in {self.data_dir}/pools/*/algo-1; do rm -f $W/.prepared $W/.prepared.tmp; "
+                 f"mkfifo $W/.prepared; ln -s {victim} $W/.prepared.tmp; done")
+        pooled = {"ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": 1, "VolumeSizeInGB": 1,
+                                     "KeepAlivePeriodInSeconds": 600}}
+        first = self.run_command("pool-plant", plant, **pooled)
+        self.assertEqual(first["TrainingJobStatus"], "Completed", first.get("FailureReason"))
+        deadline = time.time() + 30
+        while (self.sm.describe_training_job(TrainingJobName="pool-plant").get("WarmPoolStatus") or {}).get(
+                "Status") != "Available":
+            self.assertLess(time.time(), deadline, "the warm pool never became available")
+            time.sleep(0.05)
+        second = self.run_command("pool-next", "true", **pooled)
+        self.assertEqual(second["TrainingJobStatus"], "Completed", second.get("FailureReason"))
+        self.assertEqual(self.sm.describe_training_job(TrainingJobName="pool-plant")["WarmPoolStatus"]["Status"],
+                         "Reused")
+        with open(victim) as f:
+            self.assertEqual(f.read(), "untouched")
+        self.sm.update_training_job(TrainingJobName="pool-next", ResourceConfig={"KeepAlivePeriodInSeconds": 0})
 
     # ---- the source directory archive ----
 

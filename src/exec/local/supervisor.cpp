@@ -491,7 +491,16 @@ class Supervisor {
     const std::string log = dir_ + "/supervisor.log";
     const std::string setup = spec_.value("setup_command", "");
     const json& code_id = code_id_;
-    json marker = json::parse(ReadOr((ws / ".prepared").string(), "{}"), nullptr, false);
+    // The workspace is the jobs' (bound read-write into each one): its marker is read as a job's
+    // file, so a FIFO or a link planted there by an earlier job on the pool only means "not
+    // prepared".
+    std::string marker_text = "{}";
+    if (Status st = local::ReadJobFile({ws.string(), ""}, ".prepared", 64 * 1024, &marker_text);
+        !st.ok() && st.code() != Code::kNotFound) {
+      Log("workspace algo-" + std::to_string(n) + ": the .prepared marker is ignored: " + st.message());
+      marker_text = "{}";
+    }
+    json marker = json::parse(marker_text.empty() ? "{}" : marker_text, nullptr, false);
     if (marker.is_discarded()) marker = json::object();
     const bool setup_done = marker.contains("setup") && marker["setup"] == setup;
     const bool code_done = setup_done && marker.contains("code") && marker["code"] == code_id;
@@ -542,7 +551,7 @@ class Supervisor {
     }
     if (!setup_done || !code_done) {
       json m = {{"setup", setup}, {"code", code_id}};
-      local::WriteFileAtomic((ws / ".prepared").string(), m.dump(), false);
+      local::WriteJobFile({ws.string(), ""}, ".prepared", m.dump());  // replaces a planted link
     }
     // In the sandbox the workspace's code/ and cache are bind-mounted over empty directories of
     // the /opt/ml tree (Command); without one, the tree links to them.
