@@ -194,6 +194,9 @@ Status CreateTarGz(const std::string& archive_path, const std::vector<JobDir>& d
 }
 
 Status ExtractTarGz(const std::string& archive_path, const std::string& dest, const ExtractLimits& limits) {
+  // Declared first, so destroyed last: the writer's deferred fix-ups, should they run in its
+  // destructor, still find the entries' relative names in `dest`.
+  WorkingDirectory restore;
   Archive in(Archive::kRead);
   Archive out(Archive::kWriteDisk);
   if (!in.get() || !out.get()) return Internal("cannot make an archive reader");
@@ -207,7 +210,6 @@ Status ExtractTarGz(const std::string& archive_path, const std::string& dest, co
                                                 ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS);
   int destfd = ::open(dest.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (destfd < 0) return Internal("cannot open " + dest + ": " + std::strerror(errno));
-  WorkingDirectory restore;
   int cd = ::fchdir(destfd);
   int cd_errno = errno;
   ::close(destfd);

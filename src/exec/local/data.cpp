@@ -299,7 +299,9 @@ Status CheckpointSync::Sync(int* uploaded, int* deleted) {
       return Status::Ok();
     };
     auto skip = [&](const std::string& rel, const std::string& why) {
-      if (skip_ && reported_.insert(std::to_string(i) + "\n" + rel + "\n" + why).second) skip_(i, rel, why);
+      // Each entry once, and a bounded number in all: a job can make links faster than this can log.
+      if (skip_ && reported_.size() < kMaxReported && reported_.insert(std::to_string(i) + "\n" + rel + "\n" + why).second)
+        skip_(i, rel, why);
     };
     TY_RETURN_IF_ERROR(WalkJobTree(dirs_[i], WalkOptions{}, visit, skip, &walked));
     complete = complete && walked.complete;

@@ -92,6 +92,7 @@ class CheckpointSync {
   std::string bucket_, prefix_;
   std::vector<JobDir> dirs_;
   SkipFn skip_;
+  static constexpr size_t kMaxReported = 10'000;
   std::set<std::string> reported_;  // "<instance>\n<rel>\n<why>" already told to skip_
   std::map<std::string, Sig> uploaded_;  // "<instance>\n<rel>" -> what was last uploaded
   std::map<std::string, bool> in_store_;  // rel -> present in the store

@@ -410,10 +410,14 @@ class Supervisor {
     if (spec_.contains("checkpoint") && spec_["checkpoint"].is_object()) {
       std::vector<local::JobDir> dirs;
       for (int n = 1; n <= count_; ++n) dirs.push_back({local::HostDir(dir_, n), CheckpointRel()});
-      // Called on the sync thread; JobLog only appends to a file.
+      // Called by one sync at a time (the sync thread, then the final sync after it is joined).
+      checkpoint_skip_lines_.assign(static_cast<size_t>(count_), 0);
       auto skipped = [this](size_t i, const std::string& rel, const std::string& why) {
+        int& lines = checkpoint_skip_lines_[i];
+        if (++lines > kMaxSkipLines) return;
         JobLog(static_cast<int>(i) + 1, "[trainyard] checkpoints: " + ShownRel(CheckpointRel(), rel) +
-                                            " is not uploaded: " + why);
+                                            " is not uploaded: " + why +
+                                            (lines == kMaxSkipLines ? " (further entries left out are not reported)" : ""));
       };
       checkpoints_ = std::make_unique<local::CheckpointSync>(mover_.get(), spec_["checkpoint"].value("uri", ""), dirs,
                                                              skipped);
@@ -1295,6 +1299,7 @@ class Supervisor {
   std::unique_ptr<local::DataMover> mover_;
   local::TransferStats stats_;
   std::unique_ptr<local::CheckpointSync> checkpoints_;
+  std::vector<int> checkpoint_skip_lines_;  // per instance: entries left out reported in its log
   std::string submit_uri_;           // sagemaker_submit_directory, "" without one
   nlohmann::json code_id_ = nlohmann::json::object();  // what identifies it (URI, ETag, size)
   int sync_seconds_ = 10;
