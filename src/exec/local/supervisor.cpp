@@ -74,7 +74,7 @@ void OnSignal(int) {
   errno = saved;
 }
 
-// Runs a command to completion (used for tar). Returns its exit status, or -1.
+// Runs a command to completion (the setup command, pip). Returns its exit status, or -1.
 int RunCommand(const std::vector<std::string>& argv, const std::string& log_path) {
   pid_t pid = ::fork();
   if (pid < 0) return -1;
