@@ -233,20 +233,19 @@ Status DataMover::Download(const std::string& uri, const std::string& local_path
   return store_->Get(where->bucket, where->key, local_path);
 }
 
-Status DataMover::UploadTree(const std::string& local_dir, const std::string& prefix_uri) {
-  std::error_code ec;
-  if (!fs::is_directory(local_dir, ec)) return Status::Ok();
+Status DataMover::UploadTree(const JobDir& dir, const std::string& prefix_uri, const SkipFn& skip) {
   std::string prefix = prefix_uri;
   if (!prefix.empty() && prefix.back() != '/') prefix += '/';
-  for (fs::recursive_directory_iterator it(local_dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (!it->is_regular_file(ec)) continue;
-    TY_RETURN_IF_ERROR(UploadFile(it->path().string(), prefix + fs::relative(it->path(), local_dir, ec).generic_string()));
-  }
-  return Status::Ok();
+  // The store reads the file through its descriptor (/proc/self/fd names that very inode), so
+  // nothing is opened again by a path the job controls.
+  return WalkJobTree(dir, WalkOptions{}, [&](const JobFile& f) {
+    Status st = UploadFile("/proc/self/fd/" + std::to_string(f.fd), prefix + f.rel);
+    return st.ok() ? st : Status(st.code(), f.rel + ": " + st.message());
+  }, skip);
 }
 
-CheckpointSync::CheckpointSync(DataMover* mover, std::string prefix_uri, std::vector<std::string> local_dirs)
-    : mover_(mover), dirs_(std::move(local_dirs)) {
+CheckpointSync::CheckpointSync(DataMover* mover, std::string prefix_uri, std::vector<JobDir> local_dirs, SkipFn skip)
+    : mover_(mover), dirs_(std::move(local_dirs)), skip_(std::move(skip)) {
   objstore::ParseS3Uri(prefix_uri, &bucket_, &prefix_);
   if (!prefix_.empty() && prefix_.back() != '/') prefix_ += '/';
 }
@@ -262,7 +261,8 @@ Status CheckpointSync::Restore(TransferStats* stats) {
     if (rel.empty() || rel.back() == '/' || !SafeRel(rel)) continue;
     in_store_[rel] = true;
     for (size_t i = 0; i < dirs_.size(); ++i) {
-      std::string dest = dirs_[i] + "/" + rel;
+      // Before the job starts: the tree is still the supervisor's own.
+      std::string dest = dirs_[i].Path() + "/" + rel;
       // Straight from the store (checkpoints change between jobs and are written in place), once;
       // the other instances get a copy of their own.
       if (i == 0) {
@@ -272,7 +272,7 @@ Status CheckpointSync::Restore(TransferStats* stats) {
       } else {
         std::error_code ec;
         fs::create_directories(fs::path(dest).parent_path(), ec);
-        fs::copy_file(dirs_[0] + "/" + rel, dest, fs::copy_options::overwrite_existing, ec);
+        fs::copy_file(dirs_[0].Path() + "/" + rel, dest, fs::copy_options::overwrite_existing, ec);
         if (ec) return Internal("cannot copy the checkpoint " + rel + " to " + dest + ": " + ec.message());
       }
       // Restored files count as uploaded: only a later change sends them back.
@@ -286,25 +286,31 @@ Status CheckpointSync::Restore(TransferStats* stats) {
 
 Status CheckpointSync::Sync(int* uploaded, int* deleted) {
   std::set<std::string> present;
-  std::error_code ec;
+  bool complete = true;
   for (size_t i = 0; i < dirs_.size(); ++i) {
-    if (!fs::is_directory(dirs_[i], ec)) continue;
-    for (fs::recursive_directory_iterator it(dirs_[i], ec), end; !ec && it != end; it.increment(ec)) {
-      if (!it->is_regular_file(ec)) continue;
-      std::string rel = fs::relative(it->path(), dirs_[i], ec).generic_string();
-      present.insert(rel);
-      struct stat st;
-      if (::stat(it->path().c_str(), &st) != 0) continue;
-      Sig sig{st.st_size, st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec};
-      std::string id = std::to_string(i) + "\n" + rel;
+    WalkResult walked;
+    auto visit = [&](const JobFile& f) {
+      present.insert(f.rel);
+      Sig sig{f.st.st_size, f.st.st_mtim.tv_sec * 1000000000LL + f.st.st_mtim.tv_nsec};
+      std::string id = std::to_string(i) + "\n" + f.rel;
       auto prev = uploaded_.find(id);
-      if (prev != uploaded_.end() && prev->second.size == sig.size && prev->second.mtime_ns == sig.mtime_ns) continue;
-      TY_RETURN_IF_ERROR(mover_->store().Put(bucket_, prefix_ + rel, it->path().string()));
+      if (prev != uploaded_.end() && prev->second.size == sig.size && prev->second.mtime_ns == sig.mtime_ns)
+        return Status::Ok();
+      TY_RETURN_IF_ERROR(mover_->store().Put(bucket_, prefix_ + f.rel, "/proc/self/fd/" + std::to_string(f.fd)));
       uploaded_[id] = sig;
-      in_store_[rel] = true;
+      in_store_[f.rel] = true;
       ++*uploaded;
-    }
+      return Status::Ok();
+    };
+    auto skip = [&](const std::string& rel, const std::string& why) {
+      // Each entry once, and a bounded number in all: a job can make links faster than this can log.
+      if (skip_ && reported_.size() < kMaxReported && reported_.insert(std::to_string(i) + "\n" + rel + "\n" + why).second)
+        skip_(i, rel, why);
+    };
+    TY_RETURN_IF_ERROR(WalkJobTree(dirs_[i], WalkOptions{}, visit, skip, &walked));
+    complete = complete && walked.complete;
   }
+  if (!complete) return Status::Ok();  // what was not seen is not known to be gone
   for (auto it = in_store_.begin(); it != in_store_.end();) {
     if (present.count(it->first)) {
       ++it;
