@@ -138,9 +138,9 @@ class HostileTest(ServerTest):
 
 class DeepJsonTest(HostileTest):
     def test_deep_json_is_refused_before_parsing_and_the_server_survives(self):
-        # 65,000 levels in 130 KB: it once overflowed the stack while the validation message was
-        # rendered (SIGSEGV).
-        deep = '{"TrainingJobName": ' + "[" * 65000 + "]" * 65000 + "}"
+        # 500,000 levels in 1 MB (under the body limit): it once overflowed the stack while the
+        # validation message was rendered (SIGSEGV).
+        deep = '{"TrainingJobName": ' + "[" * 500000 + "]" * 500000 + "}"
         headers, body = self.signed(deep, "sagemaker", "SageMaker.DescribeTrainingJob")
         status, error, doc = self.post("/", headers, body)
         self.assertEqual((status, error), (400, "ValidationException"), doc)
