@@ -85,8 +85,11 @@ struct ApiServer::Impl {
 
   static std::string NewRequestId() { return NewUuid(); }
 
+  // The protocol whose error shape a refusal takes: Batch's rest-json lives under /v1/, everything
+  // else (SageMaker, Logs, trainyard's own endpoints) speaks JSON 1.1.
   static Protocol ProtocolOf(const http::Request& req) {
-    return req.Header("X-Amz-Target") ? Protocol::kSageMakerJson : Protocol::kBatchRestJson;
+    return req.path.rfind("/v1/", 0) == 0 && !req.Header("X-Amz-Target") ? Protocol::kBatchRestJson
+                                                                         : Protocol::kSageMakerJson;
   }
 
   http::Response Route(const http::Request& req);

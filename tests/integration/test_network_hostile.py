@@ -154,7 +154,7 @@ class DeepJsonTest(HostileTest):
 
     def test_json_inside_a_string_member_is_held_to_the_same_depth(self):
         # An events filter's EventPattern is JSON in a string, parsed and compiled recursively.
-        pattern = "[" * 5000 + "]" * 5000
+        pattern = '{"detail":' * 60000 + '["x"]' + "}" * 60000
         status, error, doc = self.post("/trainyard/v1/events",
                                        *self.resign("events", json.dumps({"EventPattern": pattern}),
                                                     "/trainyard/v1/events"))
