@@ -416,7 +416,7 @@ StatusOr<int> Server::Bind(const std::string& host, int port) {
     int64_t cur = static_cast<int64_t>(nofile.rlim_cur);
     int64_t fit = cur - std::min<int64_t>(1024, cur / 4);
     if (fit < impl_->limits.max_connections) {
-      spdlog::warn("server.max_connections {} lowered to {} to fit the open-file limit of {}",
+      spdlog::info("server.max_connections {} lowered to {} to fit the open-file limit of {}",
                    impl_->limits.max_connections, fit, cur);
       impl_->limits.max_connections = static_cast<int>(std::max<int64_t>(fit, 1));
     }
