@@ -9,7 +9,7 @@ too, for the before figures):
    SageMaker calls (ListTrainingJobs, botocore-signed, a new connection each, as a fresh client
    would); latency
    p50 / p99 / max and the calls that failed (10 s timeout).
-2. busy: --busy clients (one process each, keep-alive boto3) call as fast as they can for
+2. busy: --busy clients (one process each, one keep-alive connection) call as fast as they can for
    --seconds; per-client answered calls and the worst latency any client saw ("starved": a client
    whose worst wait was over 1 s).
 3. flood: one unsigned --flood-mib MiB chunked body, then one --flood-mib MiB header, each on a
@@ -164,29 +164,29 @@ def phase_hold(args, root):
         rss_held = vm(srv.proc.pid, "VmRSS")
         latencies, failures = [], []
         lock = threading.Lock()
-        deadline = time.monotonic() + args.budget
+        end = time.monotonic() + args.hold_seconds
 
-        def caller(n):
-            for i in range(n + 1):  # the first call warms up botocore and is not counted
-                if time.monotonic() > deadline:
-                    return
+        def caller():
+            i = 0
+            while time.monotonic() < end:  # the first call warms up botocore and is not counted
+                i += 1
                 t = time.monotonic()
                 try:
                     signed_call(srv.url, key, secret, 10)
-                    if i:
+                    if i > 1:
                         with lock:
                             latencies.append(time.monotonic() - t)
                 except Exception as e:  # timeouts and resets are what is measured
                     with lock:
                         failures.append(type(e).__name__)
 
-        threads = [threading.Thread(target=caller, args=(args.calls // args.callers,)) for _ in range(args.callers)]
+        threads = [threading.Thread(target=caller) for _ in range(args.callers)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         attack.close()
-        return {"idle": args.idle, "loris": args.loris, "open_seconds": round(opened_s, 1),
+        return {"idle": args.idle, "loris": args.loris, "seconds": args.hold_seconds, "open_seconds": round(opened_s, 1),
                 "server_rss_mib_while_held": round(rss_held / MIB, 1),
                 "calls": len(latencies) + len(failures), "failed": len(failures),
                 "failures": sorted(set(failures)),
@@ -198,17 +198,36 @@ def phase_hold(args, root):
 
 
 def busy_client(job):
+    """Signed ListTrainingJobs calls back to back on one keep-alive connection (botocore signs;
+    http.client sends, so the client's own CPU stays small beside the server's)."""
+    import http.client
+    import botocore.auth
+    import botocore.awsrequest
+    import botocore.credentials
     url, key, secret, seconds = job
-    c = client(url, key, secret, seconds + 30)
+    u = urllib.parse.urlparse(url)
+    signer = botocore.auth.SigV4Auth(botocore.credentials.Credentials(key, secret), "sagemaker", REGION)
+    body = json.dumps({"MaxResults": 1})
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=seconds + 30)
     end = time.monotonic() + seconds
     lat, failed = [], 0
     while time.monotonic() < end:
+        req = botocore.awsrequest.AWSRequest(method="POST", url=url + "/", data=body, headers={
+            "Content-Type": "application/x-amz-json-1.1", "X-Amz-Target": "SageMaker.ListTrainingJobs"})
+        signer.add_auth(req)
         t = time.monotonic()
         try:
-            c.list_training_jobs(MaxResults=1)
+            conn.request("POST", "/", body=body, headers=dict(req.headers.items()))
+            resp = conn.getresponse()
+            resp.read()
+            if resp.status != 200:
+                raise RuntimeError(f"HTTP {resp.status}")
             lat.append(time.monotonic() - t)
         except Exception:
             failed += 1
+            conn.close()
+            conn = http.client.HTTPConnection(u.hostname, u.port, timeout=seconds + 30)
+    conn.close()
     return lat, failed
 
 
@@ -279,8 +298,8 @@ def main():
     ap.add_argument("--bin", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "trainyard"))
     ap.add_argument("--idle", type=int, default=10000)
     ap.add_argument("--loris", type=int, default=1000)
-    ap.add_argument("--calls", type=int, default=400, help="signed calls during the hold phase (default 400)")
-    ap.add_argument("--callers", type=int, default=4, help="threads making them (default 4)")
+    ap.add_argument("--hold-seconds", type=int, default=30, help="length of the hold phase (default 30)")
+    ap.add_argument("--callers", type=int, default=4, help="threads making signed calls in it (default 4)")
     ap.add_argument("--busy", type=int, default=20)
     ap.add_argument("--seconds", type=int, default=15, help="length of the busy phase (default 15)")
     ap.add_argument("--flood-mib", type=int, default=1024)
