@@ -29,6 +29,8 @@ http::Limits LimitsFrom(const Config& c) {
   http::Limits l;
   l.max_body_bytes = c.max_request_bytes;
   l.max_header_bytes = c.max_header_bytes;
+  l.max_header_fields = c.max_header_fields;
+  l.max_buffered_body_bytes = c.max_buffered_request_bytes;
   l.header_timeout_ms = c.header_timeout_seconds * 1000;
   l.body_timeout_ms = c.body_timeout_seconds * 1000;
   l.idle_timeout_ms = c.idle_timeout_seconds * 1000;

@@ -206,7 +206,8 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
   if (auto* s = root["server"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*s, {"listen", "data_dir", "region", "account_id", "max_request_bytes",
                                       "max_submit_payload_bytes", "http_threads", "sqlite_synchronous_full",
-                                      "max_header_bytes", "header_timeout_seconds", "body_timeout_seconds",
+                                      "max_header_bytes", "max_header_fields", "max_buffered_request_bytes",
+                                      "header_timeout_seconds", "body_timeout_seconds",
                                       "idle_timeout_seconds", "max_connections", "io_threads", "max_json_depth",
                                       "throttle_rate", "throttle_burst"},
                                  "[server]"));
@@ -219,6 +220,8 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     TY_RETURN_IF_ERROR(Read(*s, "http_threads", &c.http_threads, "server."));
     TY_RETURN_IF_ERROR(Read(*s, "sqlite_synchronous_full", &c.sqlite_synchronous_full, "server."));
     TY_RETURN_IF_ERROR(Read(*s, "max_header_bytes", &c.max_header_bytes, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "max_header_fields", &c.max_header_fields, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "max_buffered_request_bytes", &c.max_buffered_request_bytes, "server."));
     TY_RETURN_IF_ERROR(Read(*s, "header_timeout_seconds", &c.header_timeout_seconds, "server."));
     TY_RETURN_IF_ERROR(Read(*s, "body_timeout_seconds", &c.body_timeout_seconds, "server."));
     TY_RETURN_IF_ERROR(Read(*s, "idle_timeout_seconds", &c.idle_timeout_seconds, "server."));
@@ -230,6 +233,9 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     if (c.max_request_bytes < 1) return InvalidArgument("config: server.max_request_bytes must be >= 1");
     if (c.http_threads < 1) return InvalidArgument("config: server.http_threads must be >= 1");
     if (c.max_header_bytes < 1024) return InvalidArgument("config: server.max_header_bytes must be >= 1024");
+    if (c.max_header_fields < 8) return InvalidArgument("config: server.max_header_fields must be >= 8");
+    if (c.max_buffered_request_bytes < c.max_request_bytes)
+      return InvalidArgument("config: server.max_buffered_request_bytes must be >= server.max_request_bytes");
     for (auto [v, name] : {std::pair{c.header_timeout_seconds, "header_timeout_seconds"},
                            {c.body_timeout_seconds, "body_timeout_seconds"},
                            {c.idle_timeout_seconds, "idle_timeout_seconds"}})

@@ -121,7 +121,9 @@ struct Config {
   int64_t max_submit_payload_bytes = 30 * 1024;  // serviceRequestPayload limit
   int http_threads = 16;           // workers that run requests (event streams and long polls get their own)
   // The network layer's limits (docs/configuration.md, [server]).
-  int64_t max_header_bytes = 64 * 1024;  // request line and headers together; more is refused (431)
+  int64_t max_header_bytes = 16 * 1024;  // request line and headers together; more is refused (431)
+  int max_header_fields = 100;           // header lines; more are refused (431)
+  int64_t max_buffered_request_bytes = 512 * 1024 * 1024;  // bodies being read, all connections; over it: 503
   int header_timeout_seconds = 10;       // the whole head must arrive this soon after its first byte
   int body_timeout_seconds = 60;         // the whole body after the head; also each response write
   int idle_timeout_seconds = 60;         // keep-alive connections with no request under way close after this

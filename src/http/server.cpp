@@ -171,6 +171,7 @@ struct Server::Impl {
   std::atomic<bool> stopping{false};
   std::atomic<int64_t> open{0};
   std::atomic<int64_t> refused{0};
+  std::atomic<int64_t> buffered{0};  // reserved body bytes, see Limits::max_buffered_body_bytes
 
   Impl(Limits l, Handler h, Refusal r) : limits(l), handler(std::move(h)), refusal(std::move(r)) {}
 
@@ -191,7 +192,10 @@ class Session : public std::enable_shared_from_this<Session> {
   Session(Server::Impl& server, tcp::socket socket) : server_(server), stream_(std::move(socket)) {
     server_.open.fetch_add(1);
   }
-  ~Session() { server_.open.fetch_sub(1); }
+  ~Session() {
+    ReleaseBody();
+    server_.open.fetch_sub(1);
+  }
 
   void Start() { WaitForRequest(); }
 
@@ -228,6 +232,14 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec == beast::error::timeout) return Close();  // a head that trickles in (slow loris)
     if (ec == bhttp::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset) return Close();
     if (ec) return Refuse(400, "The request is not valid HTTP/1.1: " + ec.message());
+    const auto& head = parser_->get();
+    if (std::distance(head.begin(), head.end()) > server_.limits.max_header_fields)
+      return Refuse(431, "The request has more than " + std::to_string(server_.limits.max_header_fields) +
+                             " header fields (server.max_header_fields)");
+    if (!ReserveBody()) {
+      return Refuse(503, "The server is reading too many request bodies at once (server.max_buffered_request_bytes = " +
+                             std::to_string(server_.limits.max_buffered_body_bytes) + "); retry later");
+    }
     auto expect = parser_->get()[bhttp::field::expect];
     if (EqualsIgnoreCase(std::string_view(expect.data(), expect.size()), "100-continue")) {
       out_ = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -286,6 +298,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // On a worker: sends a streamed body piece by piece. Each write must finish within the body
   // timeout, so a client that stops reading frees the worker.
   void ServeStream(Response& res) {
+    ReleaseBody();  // nothing runs on the strand while a worker holds the request
     bool ok = WriteFromWorker(Head(res, -1, false));
     while (ok && !server_.stopping) {
       std::string piece;
@@ -315,7 +328,30 @@ class Session : public std::enable_shared_from_this<Session> {
     return result.get();
   }
 
+  // Holds the body's bytes against the server-wide budget until its response is written.
+  bool ReserveBody() {
+    int64_t want = 0;
+    if (auto length = parser_->content_length()) {
+      want = static_cast<int64_t>(*length);
+    } else if (parser_->chunked()) {
+      want = server_.limits.max_body_bytes;
+    }
+    if (want == 0) return true;
+    if (server_.buffered.fetch_add(want) + want > server_.limits.max_buffered_body_bytes) {
+      server_.buffered.fetch_sub(want);
+      return false;
+    }
+    reserved_ = want;
+    return true;
+  }
+
+  void ReleaseBody() {
+    if (reserved_ > 0) server_.buffered.fetch_sub(reserved_);
+    reserved_ = 0;
+  }
+
   void Write(std::string bytes, bool then_read) {
+    ReleaseBody();
     out_ = std::move(bytes);
     stream_.expires_after(std::chrono::milliseconds(server_.limits.body_timeout_ms));
     net::async_write(stream_, net::buffer(out_), [self = shared_from_this(), then_read](beast::error_code ec, size_t) {
@@ -358,6 +394,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<Parser> parser_;
   std::string out_;  // the bytes being written; one write at a time
   bool keep_alive_ = false;
+  int64_t reserved_ = 0;  // of server_.buffered, for the request under way
 };
 
 }  // namespace
@@ -466,7 +503,7 @@ void Server::Stop() {
 }
 
 Stats Server::stats() const {
-  return Stats{impl_->open.load(), impl_->refused.load(), impl_->workers.queued()};
+  return Stats{impl_->open.load(), impl_->refused.load(), impl_->workers.queued(), impl_->buffered.load()};
 }
 
 }  // namespace ty::http

@@ -55,12 +55,16 @@ using Handler = std::function<Response(const Request&)>;
 
 // The response for a request the server refuses itself before any handler runs: 400 (malformed),
 // 413 (body over the limit), 431 (header over the limit), 500 (a handler threw) and 503 (over
-// the connection cap). `head` is the request's head when it was read (no body), else null.
+// the connection cap, or too many bodies buffered). `head` is the request's head when it was read (no body), else null.
 using Refusal = std::function<Response(int status, const std::string& message, const Request* head)>;
 
 struct Limits {
   int64_t max_body_bytes = 6 * 1024 * 1024;  // Content-Length and chunked bodies alike
-  int64_t max_header_bytes = 64 * 1024;      // request line and every header line together
+  int64_t max_header_bytes = 16 * 1024;      // request line and every header line together
+  int max_header_fields = 100;               // header lines
+  // Bodies being read or waiting for their handler, all connections together: a Content-Length
+  // body reserves its length when its head arrives, a chunked one max_body_bytes.
+  int64_t max_buffered_body_bytes = 512 * 1024 * 1024;
   int header_timeout_ms = 10'000;            // the whole head must arrive this soon after its first byte
   int body_timeout_ms = 60'000;              // the whole body, after the head; and each response write
   int idle_timeout_ms = 60'000;              // a connection with no request under way is closed after this
@@ -73,6 +77,7 @@ struct Stats {
   int64_t open_connections = 0;
   int64_t refused_connections = 0;  // over max_connections
   int64_t queued_requests = 0;      // read whole, waiting for a worker
+  int64_t buffered_body_bytes = 0;  // reserved by bodies being read or waiting
 };
 
 class Server {

@@ -249,5 +249,41 @@ TEST(Server, ChunkedBodyOverTheLimitIsRefusedWith413) {
   close(fd);
 }
 
+TEST(Server, TooManyHeaderFieldsAreRefusedWith431) {
+  Limits l;
+  l.max_header_fields = 10;
+  Running s(l, Echo);
+  std::string head = "GET / HTTP/1.1\r\nHost: x\r\n";
+  for (int i = 0; i < 10; ++i) head += "X-" + std::to_string(i) + ": v\r\n";
+  int fd = Connect(s.port());
+  Send(fd, head + "\r\n");
+  EXPECT_THAT(ReadUntil(fd, "max_header_fields"), StartsWith("HTTP/1.1 431 "));
+  close(fd);
+}
+
+TEST(Server, BodiesBeyondTheBufferedBudgetAreRefusedWith503) {
+  // budget 1000: A's head reserves 800 while its body is awaited; B's 300 would pass the budget.
+  Limits l;
+  l.max_body_bytes = 1000;
+  l.max_buffered_body_bytes = 1000;
+  Running s(l, Echo);
+  int a = Connect(s.port());
+  Send(a, "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 800\r\n\r\n");
+  ASSERT_TRUE(Eventually([&] { return s.server().stats().buffered_body_bytes == 800; }));
+  int b = Connect(s.port());
+  Send(b, "POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 300\r\n\r\n" + std::string(300, 'b'));
+  EXPECT_THAT(ReadUntil(b, "max_buffered_request_bytes"), StartsWith("HTTP/1.1 503 "));
+  close(b);
+  // Once A's request is answered its reservation is given back.
+  Send(a, std::string(800, 'a'));
+  EXPECT_THAT(ReadUntil(a, "</a>"), HasSubstr("</a>"));
+  EXPECT_TRUE(Eventually([&] { return s.server().stats().buffered_body_bytes == 0; }));
+  int c = Connect(s.port());
+  Send(c, "POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 300\r\n\r\n" + std::string(300, 'c'));
+  EXPECT_THAT(ReadUntil(c, "</c>"), HasSubstr("</c>"));
+  close(a);
+  close(c);
+}
+
 }  // namespace
 }  // namespace ty::http
