@@ -57,6 +57,7 @@ struct ApiServer::Impl {
   control::Controller& controller;
   RootCredential root;
   http::RateLimiter throttle;
+  std::atomic<int64_t> throttled{0};  // requests refused by `throttle`, since start
   std::unique_ptr<obs::WebhookDispatcher> webhooks;
   std::unique_ptr<http::Server> http;  // after everything its handlers use: destroyed first
 
@@ -95,6 +96,7 @@ struct ApiServer::Impl {
   }
 
   http::Response Route(const http::Request& req);
+  std::string NetworkMetrics() const;
   http::Response Stream(const http::Request& req);
   http::Response Refuse(int status, const std::string& message, const http::Request* head);
 
@@ -112,9 +114,11 @@ struct ApiServer::Impl {
     };
     auto caller = VerifySigV4(view, lookup, controller.config().region, {service}, SystemClock::instance().now_ms());
     if (!caller.ok()) return caller.status();
-    if (!throttle.Admit(caller->access_key_id, MonotonicMs()))
+    if (!throttle.Admit(caller->access_key_id, MonotonicMs())) {
+      throttled.fetch_add(1);
       return Status(Code::kThrottled, "Rate exceeded (server.throttle_rate = " + FormatRate(controller.config().throttle_rate) +
                                           " requests per second per access key)");
+    }
     return Status::Ok();
   }
 
@@ -314,6 +318,7 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
       res.body = RenderMetrics(controller);
       if (store::EventLog* log = controller.events())
         res.body += RenderEventMetrics(log->LastPublished(), webhooks ? webhooks->Stats() : std::vector<obs::WebhookStats>{});
+      res.body += NetworkMetrics();
       res.headers = {{"Content-Type", "text/plain; version=0.0.4; charset=utf-8"}};
       return res;
     }
@@ -321,6 +326,23 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
   http::Response res = Reply(ProtocolOf(req), Status(Code::kUnknownOperation, "No operation at " + req.method + " " + path));
   res.status = 404;
   return res;
+}
+
+// The listener's own families (docs/metrics.md), beside the controller's.
+std::string ApiServer::Impl::NetworkMetrics() const {
+  const http::Stats st = http->stats();
+  std::string out;
+  auto family = [&](const char* name, const char* type, const char* help, int64_t value) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
+           std::to_string(value) + "\n";
+  };
+  family("trainyard_http_open_connections", "gauge", "Client connections open now.", st.open_connections);
+  family("trainyard_http_refused_connections_total", "counter",
+         "Connections answered 503 and closed because server.max_connections were open.", st.refused_connections);
+  family("trainyard_http_queued_requests", "gauge", "Requests read whole and waiting for a worker.", st.queued_requests);
+  family("trainyard_http_throttled_requests_total", "counter",
+         "Signed requests refused with ThrottlingException (server.throttle_rate).", throttled.load());
+  return out;
 }
 
 // Refusals of the network layer, in the shape the request's protocol expects.

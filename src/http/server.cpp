@@ -266,6 +266,9 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_never();
     auto message = parser_->release();
     parser_.reset();
+    // A large body may have grown the read buffer; an idle keep-alive connection keeps only a
+    // little (10,000 of them should cost tens of MB, not GB).
+    if (buffer_.capacity() > 16 * 1024 && buffer_.size() <= 1024) buffer_.shrink_to_fit();
     keep_alive_ = message.keep_alive();
     Request req;
     req.method = std::string(message.method_string());
