@@ -130,8 +130,8 @@ struct Config {
   int max_connections = 20000;           // more are answered 503 and closed (lowered to fit RLIMIT_NOFILE)
   int io_threads = 1;                    // threads that only read and write sockets
   int max_json_depth = 64;               // deeper JSON request bodies are refused before parsing
-  double throttle_rate = 10000;          // requests per second per access key (0 = no throttling)
-  double throttle_burst = 20000;         // the bucket's size: requests a key may make at once
+  double throttle_rate = 25000;          // requests per second per access key (0 = no throttling)
+  double throttle_burst = 50000;         // the bucket's size: requests a key may make at once
   bool sqlite_synchronous_full = true;
   std::vector<InstanceTypeSpec> instance_types;
   ObjectStoreConfig object_store;
