@@ -18,15 +18,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view service = head.substr(0, colon);
   std::string_view op_name = colon == std::string_view::npos ? std::string_view() : head.substr(colon + 1);
 
-  const ty::api::ServiceModel& model =
-      service == "batch" ? ty::api::ServiceModel::Batch() : ty::api::ServiceModel::SageMaker();
-  const ty::api::ServiceModel::Operation* op = model.FindOperation(op_name);
-  if (op == nullptr) op = ty::api::ServiceModel::SageMaker().FindOperation("CreateTrainingJob");
+  const ty::api::ServiceModel* model =
+      service == "batch" ? &ty::api::ServiceModel::Batch() : &ty::api::ServiceModel::SageMaker();
+  const ty::api::ServiceModel::Operation* op = model->FindOperation(op_name);
+  if (op == nullptr) {
+    model = &ty::api::ServiceModel::SageMaker();
+    op = model->FindOperation("CreateTrainingJob");
+  }
   if (op == nullptr) abort();
 
   nlohmann::json input = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (input.is_discarded()) return 0;
-  ty::Status st = model.ValidateInput(*op, input);
+  ty::Status st = model->ValidateInput(*op, input);
   // Validation errors are ValidationException (kInvalidArgument); anything else (an exception
   // turned into kInternal) means the validator met input it does not handle.
   if (!st.ok() && st.code() != ty::Code::kInvalidArgument) {

@@ -29,7 +29,9 @@ Status CheckMatcher(const json& m, const std::string& path, int depth) {
   if (!m.is_object()) return Status::Ok();  // an exact value
   if (depth > kMaxPatternDepth) return TooDeep(path);
   if (m.size() != 1) return InvalidArgument("event pattern: " + path + ": a matcher object has exactly one key");
-  const auto& [op, v] = *m.items().begin();
+  // Not `*m.items().begin()`: that binds to a proxy that is gone by the next statement.
+  const std::string& op = m.begin().key();
+  const json& v = m.begin().value();
   if (op == "prefix" || op == "suffix" || op == "equals-ignore-case" || op == "wildcard") {
     if (!v.is_string()) return InvalidArgument("event pattern: " + path + ": \"" + op + "\" takes a string");
   } else if (op == "exists") {
@@ -94,7 +96,8 @@ bool NumericHolds(const json& conds, double x) {
 // One matcher against one present scalar value.
 bool MatchValue(const json& m, const json& have) {
   if (!m.is_object()) return ScalarEquals(m, have);
-  const auto& [op, v] = *m.items().begin();
+  const std::string& op = m.begin().key();
+  const json& v = m.begin().value();
   if (op == "prefix") return have.is_string() && StartsWith(have.get<std::string>(), v.get<std::string>());
   if (op == "suffix") return have.is_string() && EndsWith(have.get<std::string>(), v.get<std::string>());
   if (op == "equals-ignore-case") return have.is_string() && ToLower(have.get<std::string>()) == ToLower(v.get<std::string>());
