@@ -205,7 +205,8 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
   }
   if (auto* s = root["server"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*s, {"listen", "data_dir", "region", "account_id", "max_request_bytes",
-                                      "max_submit_payload_bytes", "http_threads", "sqlite_synchronous_full"},
+                                      "max_submit_payload_bytes", "http_threads", "sqlite_synchronous_full",
+                                      "data_dir_reserve_mib"},
                                  "[server]"));
     TY_RETURN_IF_ERROR(Read(*s, "listen", &c.listen, "server."));
     TY_RETURN_IF_ERROR(Read(*s, "data_dir", &c.data_dir, "server."));
@@ -215,6 +216,9 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     TY_RETURN_IF_ERROR(Read(*s, "max_submit_payload_bytes", &c.max_submit_payload_bytes, "server."));
     TY_RETURN_IF_ERROR(Read(*s, "http_threads", &c.http_threads, "server."));
     TY_RETURN_IF_ERROR(Read(*s, "sqlite_synchronous_full", &c.sqlite_synchronous_full, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "data_dir_reserve_mib", &c.data_dir_reserve_mib, "server."));
+    if (c.data_dir_reserve_mib < 0 || c.data_dir_reserve_mib > (int64_t{1} << 30))
+      return InvalidArgument("config: server.data_dir_reserve_mib must be between 0 and 1073741824 (MiB)");
   }
   if (auto* e = root["executor"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*e, {"sandbox", "stop_grace_seconds", "pip_find_links", "pip_no_index",

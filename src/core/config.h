@@ -121,6 +121,10 @@ struct Config {
   int64_t max_submit_payload_bytes = 30 * 1024;  // serviceRequestPayload limit
   int http_threads = 16;
   bool sqlite_synchronous_full = true;
+  // [server] data_dir_reserve_mib: free space the data dir's file system keeps. Under it no job
+  // starts and the running job using most of the data dir is failed (docs/configuration.md,
+  // "Disk reserve"); 0: no reserve.
+  int64_t data_dir_reserve_mib = 256;
   std::vector<InstanceTypeSpec> instance_types;
   ObjectStoreConfig object_store;
   // FileSystemDataSource: FileSystemId -> host directory ([file_systems] in the config file).
