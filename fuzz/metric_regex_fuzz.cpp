@@ -1,6 +1,7 @@
 // MetricDefinitions regexes: a caller's Regex compiled with RE2 and applied to a job's log lines,
-// with the calls, options and value parsing of Controller::TailMetrics (control/training.cpp),
-// which has no entry point of its own that runs without a controller, store and executor.
+// with the options of CompileMetricRegex and the calls and value parsing of
+// Controller::TailJobMetrics (control/training.cpp), which have no entry point of their own that
+// runs without a controller, store and executor. Keep the two in step.
 //
 // Input: the Regex on the first line, then log lines as the supervisor writes them
 // ("<epoch ms> <text>"). RE2 runs in linear time and bounded memory: the fuzzer's -timeout and
