@@ -6,7 +6,6 @@
 #include <climits>
 #include <cstdint>
 #include <cstdio>
-#include <tuple>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -16,6 +15,7 @@
 
 #include "api/handlers.h"
 #include "control/controller.h"
+#include "api/log_reader.h"
 #include "core/strings.h"
 
 namespace ty::api {
@@ -23,10 +23,14 @@ namespace ty::api {
 using nlohmann::json;
 using control::Controller;
 using control::State;
+using logs::LogLine;
 
 namespace {
 
 constexpr const char* kGroup = "/aws/sagemaker/TrainingJobs";
+// FilterLogEvents reads at most this much log per call, then returns a nextToken to go on from
+// (AWS, too, answers a long search in several calls, some of them with no events).
+constexpr int64_t kFilterScanBytes = 64LL << 20;
 
 struct Stream {
   std::string name;     // <job>/algo-<n>-<start seconds>
@@ -34,13 +38,6 @@ struct Stream {
   int instance = 1;
   int64_t creation_ms = 0;
   std::string path;
-};
-
-struct Event {
-  int64_t begin = 0;  // byte offset of the line
-  int64_t end = 0;    // byte offset after its newline
-  int64_t ts = 0;
-  std::string message;
 };
 
 std::string StreamName(const std::string& job, int instance, int64_t start_ms) {
@@ -60,23 +57,6 @@ std::vector<Stream> AllStreams(Controller& c) {
   });
   for (auto& st : out) st.path = c.LogPath(st.job, st.instance);
   std::sort(out.begin(), out.end(), [](const Stream& a, const Stream& b) { return a.name < b.name; });
-  return out;
-}
-
-// Complete lines of a log file ("<epoch_ms> <text>\n"); a partial last line waits for its end.
-std::vector<Event> ReadEvents(const std::string& path) {
-  std::vector<Event> out;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return out;
-  std::string line;
-  int64_t off = 0;
-  while (std::getline(in, line)) {
-    if (in.eof()) break;
-    int64_t next = off + static_cast<int64_t>(line.size()) + 1;
-    auto sp = line.find(' ');
-    if (sp != std::string::npos) out.push_back({off, next, std::strtoll(line.c_str(), nullptr, 10), line.substr(sp + 1)});
-    off = next;
-  }
   return out;
 }
 
@@ -128,21 +108,6 @@ StatusOr<int64_t> OptInt(const json& req, const char* field, int64_t dflt, int64
                    "' failed to satisfy constraint: Member must have value between " + std::to_string(lo) + " and " +
                    std::to_string(hi));
   return v;
-}
-
-std::string FromHex(std::string_view h, bool* ok) {
-  std::string out;
-  *ok = h.size() % 2 == 0;
-  for (size_t i = 0; *ok && i < h.size(); i += 2) {
-    auto nib = [&](char ch) -> int {
-      if (ch >= '0' && ch <= '9') return ch - '0';
-      if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
-      *ok = false;
-      return 0;
-    };
-    out.push_back(static_cast<char>(nib(h[i]) * 16 + nib(h[i + 1])));
-  }
-  return out;
 }
 
 // Group: logGroupName or logGroupIdentifier (name or ARN); only kGroup exists.
@@ -308,12 +273,6 @@ Response DescribeLogStreams(Controller& c, const json& req) {
   return reply;
 }
 
-std::string OffsetToken(char dir, int64_t off) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%c/%016llx", dir, static_cast<unsigned long long>(off));
-  return buf;
-}
-
 // The event window both event reads take: `limit` (1..10000), and [startTime, endTime) in epoch
 // ms, with startTime raised to the retention floor.
 struct Window {
@@ -351,52 +310,48 @@ Response GetLogEvents(Controller& c, const json& req) {
 
   char dir = from_head ? 'f' : 'b';
   int64_t pos = -1;  // no token: head or tail
-  if (!token->empty()) {
-    if (token->size() != 18 || ((*token)[0] != 'f' && (*token)[0] != 'b') || (*token)[1] != '/')
-      return Invalid("The specified nextToken is invalid.");
-    dir = (*token)[0];
-    char* endp = nullptr;
-    pos = static_cast<int64_t>(std::strtoull(token->c_str() + 2, &endp, 16));
-    if (*endp != '\0') return Invalid("The specified nextToken is invalid.");
-  }
-  std::vector<Event> all;
-  for (auto& e : ReadEvents(s->path))
-    if (e.ts >= w.start && e.ts < w.end) all.push_back(std::move(e));
-  // The window [lo, hi) of `all` to return.
-  size_t lo = 0, hi = 0;
+  if (!token->empty() && !logs::ParseOffsetToken(*token, &dir, &pos))
+    return Invalid("The specified nextToken is invalid.");
+  // Only the page is read: forward from the token (or the head), or backward in blocks from the
+  // token (or the end). Events outside [startTime, endTime) are skipped, not counted.
   const size_t cap = static_cast<size_t>(w.limit);
   const int64_t kMaxBytes = 1 << 20;
+  std::vector<LogLine> page;
+  int64_t bytes = 0;
+  LogLine line;
+  auto fits = [&] {
+    return page.size() < cap && bytes + static_cast<int64_t>(line.message.size()) + 26 <= kMaxBytes;
+  };
   if (dir == 'f') {
-    while (lo < all.size() && pos >= 0 && all[lo].begin < pos) ++lo;
-    hi = lo;
-    int64_t bytes = 0;
-    while (hi < all.size() && hi - lo < cap && bytes + static_cast<int64_t>(all[hi].message.size()) + 26 <= kMaxBytes)
-      bytes += static_cast<int64_t>(all[hi++].message.size()) + 26;
+    logs::ForwardReader in(s->path, std::max<int64_t>(pos, 0));
+    while (in.Next(&line)) {
+      if (line.ts < w.start || line.ts >= w.end) continue;
+      if (!fits()) break;
+      bytes += static_cast<int64_t>(line.message.size()) + 26;
+      page.push_back(std::move(line));
+    }
   } else {
-    hi = all.size();
-    while (hi > 0 && pos >= 0 && all[hi - 1].end > pos) --hi;
-    lo = hi;
-    int64_t bytes = 0;
-    while (lo > 0 && hi - lo < cap && bytes + static_cast<int64_t>(all[lo - 1].message.size()) + 26 <= kMaxBytes)
-      bytes += static_cast<int64_t>(all[--lo].message.size()) + 26;
+    logs::BackwardReader in(s->path, pos);
+    while (in.Next(&line)) {
+      if (line.ts < w.start || line.ts >= w.end) continue;
+      if (!fits()) break;
+      bytes += static_cast<int64_t>(line.message.size()) + 26;
+      page.push_back(std::move(line));
+    }
+    std::reverse(page.begin(), page.end());
   }
   json events = json::array();
-  for (size_t i = lo; i < hi; ++i)
-    events.push_back({{"timestamp", all[i].ts}, {"message", all[i].message}, {"ingestionTime", all[i].ts}});
+  for (const auto& e : page) events.push_back({{"timestamp", e.ts}, {"message", e.message}, {"ingestionTime", e.ts}});
   // Tokens: forward resumes after the last event returned, backward before the first. With nothing
-  // returned, the token asked with comes back (clients stop paging when it repeats).
-  std::string fwd, bwd;
-  if (lo < hi) {
-    fwd = OffsetToken('f', all[hi - 1].end);
-    bwd = OffsetToken('b', all[lo].begin);
-  } else {
-    int64_t at = pos >= 0 ? pos : (dir == 'f' ? 0 : (all.empty() ? 0 : all.back().end));
-    if (pos < 0 && from_head) at = 0;
-    if (pos < 0 && !from_head) at = all.empty() ? 0 : all.back().end;
-    fwd = OffsetToken('f', at);
-    bwd = OffsetToken('b', at);
+  // returned, the token asked with comes back (clients stop paging when it repeats); without one,
+  // the head.
+  int64_t fwd = pos >= 0 ? pos : 0, bwd = fwd;
+  if (!page.empty()) {
+    fwd = page.back().end;
+    bwd = page.front().begin;
   }
-  return json{{"events", events}, {"nextForwardToken", fwd}, {"nextBackwardToken", bwd}};
+  return json{{"events", events}, {"nextForwardToken", logs::OffsetToken('f', fwd)},
+              {"nextBackwardToken", logs::OffsetToken('b', bwd)}};
 }
 
 Response FilterLogEvents(Controller& c, const json& req) {
@@ -424,58 +379,32 @@ Response FilterLogEvents(Controller& c, const json& req) {
   if (!filter.ok()) return filter.status();
   auto token = OptString(req, "nextToken");
   if (!token.ok()) return token.status();
-  // nextToken "n/<hex of ts|stream|offset>": the last event returned; paging resumes after it in
-  // (timestamp, stream, offset) order, so it stays valid as streams grow.
-  int64_t after_ts = -1, after_off = -1;
-  std::string after_stream;
-  if (!token->empty()) {
-    bool ok = StartsWith(*token, "n/");
-    std::string raw = ok ? FromHex(std::string_view(*token).substr(2), &ok) : "";
-    auto parts = Split(raw, '|');
-    if (!ok || parts.size() != 3) return Invalid("The specified nextToken is invalid.");
-    after_ts = std::strtoll(parts[0].c_str(), nullptr, 10);
-    after_stream = parts[1];
-    after_off = std::strtoll(parts[2].c_str(), nullptr, 10);
-  }
-  struct Hit {
-    int64_t ts;
-    std::string stream;
-    int64_t off;
-    std::string message;
-  };
-  std::vector<Hit> hits;
-  json searched = json::array();
-  for (const auto& s : AllStreams(c)) {
+  // nextToken "n/<hex>": where each stream's scan stopped, so paging reads every stream forward
+  // once and a token stays valid while the streams grow.
+  logs::ScanPositions from;
+  if (!token->empty() && !logs::ParseScanToken(*token, &from)) return Invalid("The specified nextToken is invalid.");
+  std::vector<logs::StreamFile> files;
+  for (auto& s : AllStreams(c)) {
     if (by_name && !names.count(s.name)) continue;
     if (!StartsWith(s.name, *prefix)) continue;
-    searched.push_back({{"logStreamName", s.name}, {"searchedCompletely", true}});
-    for (auto& e : ReadEvents(s.path)) {
-      if (e.ts < w.start || e.ts >= w.end || !filter->Matches(e.message)) continue;
-      if (after_ts >= 0 && std::tie(e.ts, s.name, e.begin) <= std::tie(after_ts, after_stream, after_off)) continue;
-      hits.push_back({e.ts, s.name, e.begin, std::move(e.message)});
-    }
+    files.push_back({s.name, s.path});
   }
-  std::sort(hits.begin(), hits.end(), [](const Hit& a, const Hit& b) {
-    return std::tie(a.ts, a.stream, a.off) < std::tie(b.ts, b.stream, b.off);
-  });
+  logs::ScanLimits limits;
+  limits.max_events = static_cast<size_t>(w.limit);
+  limits.max_scanned = kFilterScanBytes;
+  auto scan = logs::ScanInterleaved(files, from, [&](const LogLine& e) {
+    return e.ts >= w.start && e.ts < w.end && filter->Matches(e.message);
+  }, limits);
   json events = json::array();
-  // At most `limit` events and about 1 MB a page (at least one event).
-  size_t n = 0;
-  int64_t bytes = 0;
-  for (; n < hits.size() && n < static_cast<size_t>(w.limit); ++n) {
-    bytes += static_cast<int64_t>(hits[n].message.size()) + 26;
-    if (n > 0 && bytes > (1 << 20)) break;
-  }
-  for (size_t i = 0; i < n; ++i) {
-    const Hit& h = hits[i];
-    events.push_back({{"logStreamName", h.stream}, {"timestamp", h.ts}, {"message", h.message},
-                      {"ingestionTime", h.ts}, {"eventId", ToHex(h.stream + ":" + std::to_string(h.off))}});
-  }
+  for (const auto& m : scan.events)
+    events.push_back({{"logStreamName", m.stream->name}, {"timestamp", m.line.ts}, {"message", m.line.message},
+                      {"ingestionTime", m.line.ts},
+                      {"eventId", ToHex(m.stream->name + ":" + std::to_string(m.line.begin))}});
+  json searched = json::array();
+  for (size_t i = 0; i < files.size(); ++i)
+    searched.push_back({{"logStreamName", files[i].name}, {"searchedCompletely", static_cast<bool>(scan.complete[i])}});
   json reply = {{"events", events}, {"searchedLogStreams", searched}};
-  if (n < hits.size()) {
-    const Hit& h = hits[n - 1];
-    reply["nextToken"] = "n/" + ToHex(std::to_string(h.ts) + "|" + h.stream + "|" + std::to_string(h.off));
-  }
+  if (scan.more) reply["nextToken"] = logs::ScanToken(scan.resume);
   return reply;
 }
 

@@ -142,6 +142,39 @@ class LogsTest(ServerTest):
         self.assertEqual(len(hits["events"]) + len(more["events"]), 1500)
         self.assertNotIn("nextToken", more)
 
+    def test_a_search_through_more_than_64_mib_goes_on_in_a_later_call(self):
+        # 70,000 lines of 1,000 bytes (71 MB), then the only match: FilterLogEvents reads at most
+        # 64 MiB a call, so the first call finds nothing and says where to go on from.
+        streams = self.run_job("huge", script="awk 'BEGIN { s = sprintf(\"%1000s\", \"\"); gsub(/ /, \"x\", s); "
+                                               "for (i = 0; i < 70000; i++) print s; print \"the needle\" }'")
+        first = self.logs.filter_log_events(logGroupName=GROUP, logStreamNames=streams, filterPattern="needle")
+        self.assertEqual(first["events"], [])
+        self.assertEqual(first["searchedLogStreams"], [{"logStreamName": streams[0], "searchedCompletely": False}])
+        rest = self.logs.filter_log_events(logGroupName=GROUP, logStreamNames=streams, filterPattern="needle",
+                                           nextToken=first["nextToken"])
+        self.assertEqual([e["message"] for e in rest["events"]], ["the needle"])
+        self.assertEqual(rest["searchedLogStreams"], [{"logStreamName": streams[0], "searchedCompletely": True}])
+        self.assertNotIn("nextToken", rest)
+        # The tail is read backwards from the end, not from the head.
+        tail = self.get(streams[0], limit=2)
+        self.assertEqual([e["message"] for e in tail["events"]], ["x" * 1000, "the needle"])
+
+    def test_tokens_that_no_page_returned_are_refused(self):
+        streams = self.run_job("tokens", script="echo one; echo two")
+        for token in ("f/ffffffffffffffff", "b/-000000000000001", "f/00000000000000001", "n/00"):
+            with self.assertRaises(ClientError) as e:
+                self.get(streams[0], nextToken=token)
+            self.assertEqual(e.exception.response["Error"]["Code"], "InvalidParameterException", token)
+        for token in ("f/0000000000000000", "n/zz", "n/3432"):
+            with self.assertRaises(ClientError) as e:
+                self.logs.filter_log_events(logGroupName=GROUP, nextToken=token)
+            self.assertEqual(e.exception.response["Error"]["Code"], "InvalidParameterException", token)
+        # A forward token inside a line starts at the next line; one past the end waits there.
+        self.assertEqual([e["message"] for e in self.get(streams[0], nextToken="f/0000000000000001")["events"]],
+                         ["two"])
+        end = self.get(streams[0], nextToken="f/00000000000fffff")
+        self.assertEqual((end["events"], end["nextForwardToken"]), ([], "f/00000000000fffff"))
+
     def test_unknown_resources_and_bad_parameters(self):
         streams = self.run_job("small", script="echo hi")
         for kw, field in ((dict(logGroupName="/aws/nope", logStreamName=streams[0]), "group"),
