@@ -13,6 +13,7 @@
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -219,6 +220,39 @@ bool Sandbox::PrepareChild(const JobUser& user) const {
     }
   }
   return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0;
+}
+
+Status ProbeSandbox(const std::string& job_user) {
+  auto user = ResolveJobUser(job_user);
+  if (!user.ok()) return user.status();
+  Sandbox sb(user->switch_user);
+  for (const char* a : {"--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"}) sb.Arg(a);
+  if (Status st = sb.Bind("/", "/tmp", true); !st.ok()) return st;  // exercises the staging
+  auto argv = sb.Command({"true"});
+  if (!argv.ok()) return argv.status();
+  std::vector<char*> args;
+  for (auto& a : *argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) return Internal(std::string("sandbox probe: fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    int devnull = ::open("/dev/null", O_WRONLY);
+    if (devnull >= 0) {
+      ::dup2(devnull, 1);
+      ::dup2(devnull, 2);
+    }
+    if (!sb.PrepareChild(*user)) ::_exit(126);
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return Status::Ok();
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return FailedPrecondition(code == 126 ? "cannot switch to executor.job_user or stage the sandbox's mounts"
+                                        : "bubblewrap with a user namespace, --cap-drop ALL and a seccomp filter failed "
+                                          "(exit code " + std::to_string(code) + ")");
 }
 
 Status GiveToJobUser(const std::string& path, const JobUser& user) {

@@ -84,6 +84,10 @@ class Sandbox {
   std::vector<int> fds_;  // opened by Bind and the filter; closed on destruction
 };
 
+// Runs `true` in a sandbox exactly as a job's (the job user, namespaces, seccomp filter and,
+// as root, the staged mounts). OK when it works; else what failed.
+Status ProbeSandbox(const std::string& job_user);
+
 // Chown a tree the job must write (its /opt/ml, workspace, home) to the job user, without
 // following symbolic links. No-op when the user is not switched.
 Status GiveToJobUser(const std::string& path, const JobUser& user);

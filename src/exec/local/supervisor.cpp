@@ -926,6 +926,9 @@ class Supervisor {
       if (ec) sb->Tmpfs("/opt");
     }
     const std::string ws = Workspace(n);
+    // Mount points in the /opt/ml tree exist before bubblewrap (as the job user) looks for them.
+    fs::create_directories(local::HostDir(dir_, n) + "/code", ec);
+    if (HasWarmPool()) fs::create_directories(local::HostDir(dir_, n) + "/sagemaker/warmpoolcache", ec);
     TY_RETURN_IF_ERROR(sb->Bind(ws, ws, false));
     TY_RETURN_IF_ERROR(sb->Bind(fs::absolute(local::HostDir(dir_, n)).string(), "/opt/ml", false));
     TY_RETURN_IF_ERROR(sb->Bind(fs::absolute(dir_ + "/hosts-file").string(), "/etc/hosts", true));
@@ -1021,6 +1024,12 @@ class Supervisor {
     std::error_code ec;
     for (const char* sub : {"tmp", "home"}) fs::create_directories(Scratch(n) + "/" + sub, ec);
     fs::permissions(Scratch(n) + "/tmp", fs::perms::all | fs::perms::sticky_bit, ec);
+    // Before the requirements are installed (as the job, with $HOME here).
+    if (Status st = local::GiveToJobUser(Scratch(n), job_user_); !st.ok()) {
+      infrastructure_error_ = true;
+      *error = st.message();
+      return false;
+    }
     return true;
   }
 
