@@ -183,6 +183,8 @@ class ServerTest(unittest.TestCase):
         # Where the test and its jobs exchange files directly (gates, logs of runs): outside the
         # data directory, which a sandboxed job cannot see, and bound into every sandbox.
         self.work_dir = tempfile.mkdtemp(prefix="trainyard-work-")
+        # Jobs run as an unprivileged user (executor.job_user) even when the server is root.
+        os.chmod(self.work_dir, 0o1777)
         self.server = self.new_server()
         self.batch = self.server.client("batch")
         self.sm = self.server.client("sagemaker")

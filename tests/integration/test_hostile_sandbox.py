@@ -71,6 +71,8 @@ run("mount_tmpfs", ["mount", "-t", "tmpfs", "none", "/mnt"])
 run("unshare_user", ["unshare", "-U", "-r", "true"])
 libc = ctypes.CDLL(None, use_errno=True)
 report["ptrace_attach_1"] = libc.ptrace(16, 1, 0, 0)  # PTRACE_ATTACH to the sandbox's init
+if report["ptrace_attach_1"] == 0:
+    libc.ptrace(17, 1, 0, 0)  # PTRACE_DETACH: let it run on, so that the report gets out
 report["add_key"] = libc.syscall(248, b"user", b"trainyard", b"x", 1, -2)  # into its process keyring
 try:
     with open(os.environ["TY_WATCHED"] + "/escaped", "w") as f:

@@ -900,7 +900,8 @@ class Supervisor {
   //  2. an empty tmpfs over the server's data directory (every attempt, bucket, pool, the
   //     credentials file, each spec.json with the object store's keys), over the warm pool's
   //     directory when it lives elsewhere, and over each [file_systems] directory;
-  //  3. executor.sandbox_binds, read-write at the same path;
+  //  3. executor.sandbox_binds, read-write at the same path, and executor.pip_find_links
+  //     (a directory) read-only;
   //  4. the instance's own paths, read-write: $HOME (/home/job, on an empty /home) from its
   //     scratch space, its /opt/ml tree, its workspace at the same path (code/, the setup
   //     command's venv/, pylib/; PATH and PYTHONPATH point there), the warm pool cache, its
@@ -918,6 +919,10 @@ class Supervisor {
     for (const auto& b : spec_.value("sandbox_binds", json::array()))
       if (b.is_string() && fs::is_directory(b.get<std::string>(), ec))
         TY_RETURN_IF_ERROR(sb->Bind(b.get<std::string>(), b.get<std::string>(), false));
+    // executor.pip_find_links, when a directory: read-only at the same path, for pip in the sandbox.
+    const std::string find_links = spec_.value("pip", json::object()).value("find_links", "");
+    if (!find_links.empty() && find_links[0] == '/' && fs::is_directory(find_links, ec))
+      TY_RETURN_IF_ERROR(sb->Bind(find_links, find_links, true));
     sb->Tmpfs(fs::is_directory("/home", ec) ? "/home" : "/tmp/.home");
     TY_RETURN_IF_ERROR(sb->Bind(scratch + "/home", JobHome(), false));
     if (spec_.value("network_isolation", false)) sb->Arg("--unshare-net");  // loopback only
@@ -928,7 +933,10 @@ class Supervisor {
     const std::string ws = Workspace(n);
     // Mount points in the /opt/ml tree exist before bubblewrap (as the job user) looks for them.
     fs::create_directories(local::HostDir(dir_, n) + "/code", ec);
-    if (HasWarmPool()) fs::create_directories(local::HostDir(dir_, n) + "/sagemaker/warmpoolcache", ec);
+    if (HasWarmPool()) {
+      fs::create_directories(local::HostDir(dir_, n) + "/sagemaker/warmpoolcache", ec);
+      fs::create_directories(ws + "/warmpoolcache", ec);
+    }
     TY_RETURN_IF_ERROR(sb->Bind(ws, ws, false));
     TY_RETURN_IF_ERROR(sb->Bind(fs::absolute(local::HostDir(dir_, n)).string(), "/opt/ml", false));
     TY_RETURN_IF_ERROR(sb->Bind(fs::absolute(dir_ + "/hosts-file").string(), "/etc/hosts", true));
@@ -1070,8 +1078,10 @@ class Supervisor {
   void SweepOrphans() {
     const std::string root = fs::path(fs::absolute(dir_)).lexically_normal().parent_path().string();
     const std::string self = fs::path(fs::absolute(dir_)).lexically_normal().filename().string();
+    // This attempt's own leftovers (a predecessor of this supervisor was killed) go too: this
+    // supervisor holds the lock, and has made nothing yet.
     auto alive = [&](const std::string& attempt) {
-      return attempt == self || local::SupervisorAlive(root + "/" + attempt);
+      return attempt != self && local::SupervisorAlive(root + "/" + attempt);
     };
     local::SweepOrphanCgroups(spec_.value("cgroup_parent", ""), alive);
     local::SweepOrphanVolumes(root, alive);
