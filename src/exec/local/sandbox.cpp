@@ -255,7 +255,7 @@ Status ProbeSandbox(const std::string& job_user) {
                                           "(exit code " + std::to_string(code) + ")");
 }
 
-Status GiveToJobUser(const std::string& path, const JobUser& user) {
+Status GiveToJobUser(const std::string& path, const JobUser& user, bool private_copies) {
   if (!user.switch_user) return Status::Ok();
   std::error_code ec;
   // A regular file with other hard links is shared (the host's object cache links input files
@@ -263,7 +263,14 @@ Status GiveToJobUser(const std::string& path, const JobUser& user) {
   auto give = [&](const fs::path& p) -> Status {
     struct stat sb {};
     if (::lstat(p.c_str(), &sb) != 0) return Status::Ok();
-    if (S_ISREG(sb.st_mode) && sb.st_nlink > 1) return Status::Ok();
+    if (S_ISREG(sb.st_mode) && sb.st_nlink > 1) {
+      if (!private_copies) return Status::Ok();
+      std::error_code cec;
+      const fs::path copy = p.string() + ".trainyard-copy";
+      fs::copy_file(p, copy, fs::copy_options::overwrite_existing, cec);
+      if (!cec) fs::rename(copy, p, cec);
+      if (cec) return Internal("cannot give " + p.string() + " to the job user: " + cec.message());
+    }
     if (::lchown(p.c_str(), user.uid, user.gid) != 0 && errno != ENOENT)
       return Internal("cannot give " + p.string() + " to the job user: " + std::strerror(errno));
     return Status::Ok();

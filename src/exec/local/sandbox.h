@@ -89,7 +89,10 @@ class Sandbox {
 Status ProbeSandbox(const std::string& job_user);
 
 // Chown a tree the job must write (its /opt/ml, workspace, home) to the job user, without
-// following symbolic links. No-op when the user is not switched.
-Status GiveToJobUser(const std::string& path, const JobUser& user);
+// following symbolic links. No-op when the user is not switched. A regular file with other hard
+// links (the object cache links input files into each instance) stays the supervisor's and
+// read-only, unless `private_copies`: then the job gets a copy of its own (restored checkpoints,
+// which the job rewrites in place).
+Status GiveToJobUser(const std::string& path, const JobUser& user, bool private_copies = false);
 
 }  // namespace ty::exec::local

@@ -479,6 +479,13 @@ class Supervisor {
       }
       Log("checkpoints: restored " + std::to_string(restored.fetched_objects) + " objects (" +
           std::to_string(restored.fetched_bytes) + " bytes) into each instance");
+      // Restored files are the job's to rewrite.
+      for (int n = 1; sandbox_ && n <= count_; ++n)
+        if (Status st = local::GiveToJobUser(CheckpointDir(n), job_user_, true); !st.ok()) {
+          infrastructure_error_ = true;
+          *error = st.message();
+          return false;
+        }
     }
     Log("input: downloaded " + std::to_string(stats_.fetched_objects) + " objects (" +
         std::to_string(stats_.fetched_bytes) + " bytes), reused " + std::to_string(stats_.reused_objects) +
