@@ -1054,8 +1054,10 @@ class Supervisor {
     if (exit_code_ == 0 || stopped_ || !failure_.empty()) return;
     for (int n = 1; n <= count_; ++n) {
       size_t i = static_cast<size_t>(n - 1);
-      std::string f;
-      if (local::ReadFile(local::HostDir(dir_, n) + "/output/failure", &f) && !f.empty()) return;
+      struct stat sb {};  // lstat: the job's file is not opened here (a FIFO would block)
+      if (::lstat((local::HostDir(dir_, n) + "/output/failure").c_str(), &sb) == 0 && S_ISREG(sb.st_mode) &&
+          sb.st_size > 0)
+        return;
       if (i < cgroups_.size() && cgroups_[i] && cgroups_[i]->OomKilled()) {
         failure_ = "AlgorithmError: instance algo-" + std::to_string(n) + " ran out of memory: a process of the training "
                    "job was ended by the out-of-memory killer at the " + std::to_string(spec_.value("memory_mib", 0)) +
