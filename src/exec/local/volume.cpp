@@ -86,12 +86,15 @@ StatusOr<std::unique_ptr<InstanceVolume>> InstanceVolume::Create(const std::stri
   fs::create_directories(mount_at, ec);
   int fd = ::open(image.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Internal("cannot create " + image + ": " + std::strerror(errno));
-  bool sized = ::ftruncate(fd, size_bytes) == 0;
+  // Allocated, not sparse: the volume's space is the job's for sure, and a host disk that fills
+  // up meanwhile can never turn the job's writes into I/O errors of the loop device.
+  int err = ::posix_fallocate(fd, 0, size_bytes);
   ::close(fd);
   std::unique_ptr<InstanceVolume> v(new InstanceVolume());
   v->image_ = image;
   v->mount_at_ = mount_at;
-  if (!sized) return Internal("cannot size " + image + ": " + std::strerror(errno));
+  if (err != 0)
+    return Unavailable("cannot allocate " + std::to_string(size_bytes) + " bytes for " + image + ": " + std::strerror(err));
   // No reserved blocks (the job may use all of it); lost+found is not needed on a scratch volume.
   if (Run({"mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1", image}, log_path) != 0)
     return Unavailable("mkfs.ext4 failed on " + image + " (see " + log_path + ")");

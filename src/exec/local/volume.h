@@ -1,5 +1,6 @@
 // An instance's storage volume (VolumeSizeInGB), when the supervisor is root and loop devices
-// work: a sparse ext4 image in the attempt directory, loop-mounted nosuid,nodev. Everything the
+// work: an ext4 image in the attempt directory (its space allocated up front), loop-mounted
+// nosuid,nodev. Everything the
 // job can write (its /opt/ml tree, /tmp, /var/tmp, $HOME) lives on it, so the kernel counts the
 // bytes and a job that writes more gets ENOSPC instead of filling the host's disk.
 // Not thread-safe; owned by the supervisor's main thread.
@@ -16,7 +17,7 @@ namespace ty::exec::local {
 
 class InstanceVolume {
  public:
-  // Creates `image` (size_bytes, sparse), makes an ext4 file system on it and mounts it at
+  // Creates `image` (size_bytes, allocated), makes an ext4 file system on it and mounts it at
   // `mount_at`. Unavailable: not root, or no loop device could be had.
   static StatusOr<std::unique_ptr<InstanceVolume>> Create(const std::string& image, const std::string& mount_at,
                                                           int64_t size_bytes, const std::string& log_path);
