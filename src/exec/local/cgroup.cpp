@@ -127,8 +127,11 @@ StatusOr<std::unique_ptr<InstanceCgroup>> InstanceCgroup::Create(const std::stri
     std::string base = Join(h.v2_mount, h.v2_path, parent);
     std::string group = base + "/" + kGroupDir, dir = group + "/" + name;
     ::mkdir(group.c_str(), 0755);
-    WriteValue(base + "/cgroup.subtree_control", "+memory +pids +cpu");
-    WriteValue(group + "/cgroup.subtree_control", "+memory +pids +cpu");
+    // One controller per write: a write naming one the kernel does not offer changes nothing.
+    for (const char* c : {"+memory", "+pids", "+cpu"}) {
+      WriteValue(base + "/cgroup.subtree_control", c);
+      WriteValue(group + "/cgroup.subtree_control", c);
+    }
     std::string enabled = ReadValue(group + "/cgroup.subtree_control");
     if (enabled.find("memory") != std::string::npos && enabled.find("pids") != std::string::npos &&
         (::mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST)) {
