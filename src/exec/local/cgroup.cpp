@@ -232,7 +232,14 @@ void InstanceCgroup::Remove() {
   for (const auto& dir : dirs_) KillAndRemove(dir, version_ == 2);
 }
 
-void SweepOrphanCgroups(const std::string& parent, const std::function<bool(const std::string&)>& alive) {
+std::string CgroupPrefix(const std::string& attempts_root) {
+  struct stat sb {};
+  if (::stat(attempts_root.c_str(), &sb) != 0) return "unknown.";
+  return std::to_string(static_cast<uint64_t>(sb.st_dev)) + "-" + std::to_string(static_cast<uint64_t>(sb.st_ino)) + ".";
+}
+
+void SweepOrphanCgroups(const std::string& parent, const std::string& prefix,
+                        const std::function<bool(const std::string&)>& alive) {
   Hierarchies h = Discover();
   std::vector<std::pair<std::string, bool>> groups;
   if (!h.v2_mount.empty()) groups.emplace_back(Join(h.v2_mount, h.v2_path, parent) + "/" + kGroupDir, true);
@@ -244,8 +251,8 @@ void SweepOrphanCgroups(const std::string& parent, const std::function<bool(cons
       if (!it->is_directory(ec)) continue;
       std::string name = it->path().filename().string();
       auto dot = name.rfind(".algo-");
-      if (dot == std::string::npos) continue;
-      std::string attempt = name.substr(0, dot);
+      if (dot == std::string::npos || name.rfind(prefix, 0) != 0 || dot < prefix.size()) continue;
+      std::string attempt = name.substr(prefix.size(), dot - prefix.size());
       if (checked_alive.count(attempt)) continue;
       if (!checked_dead.count(attempt)) {
         if (alive(attempt)) {

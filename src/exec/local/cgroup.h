@@ -61,9 +61,15 @@ class InstanceCgroup {
   bool removed_ = false;
 };
 
-// Removes instance cgroups left by supervisors that died (their names are "<attempt>.algo-<n>";
-// `alive(attempt)` says whether that attempt's supervisor still runs). Processes still in them
+// The prefix of the cgroup names of attempts under `attempts_root`: "<st_dev>-<st_ino>." of that
+// directory, so that servers with other data directories (whose attempts may have the same
+// names) never touch each other's cgroups. Instance cgroups are "<prefix><attempt>.algo-<n>".
+std::string CgroupPrefix(const std::string& attempts_root);
+
+// Removes the instance cgroups named with `prefix` that supervisors which died left behind
+// (`alive(attempt)` says whether that attempt's supervisor still runs). Processes still in them
 // are killed first.
-void SweepOrphanCgroups(const std::string& parent, const std::function<bool(const std::string&)>& alive);
+void SweepOrphanCgroups(const std::string& parent, const std::string& prefix,
+                        const std::function<bool(const std::string&)>& alive);
 
 }  // namespace ty::exec::local

@@ -102,6 +102,10 @@ bool EmitTransitions(const std::string& id, const json& st, size_t* seen, EpochM
 }  // namespace
 
 LocalExecutor::LocalExecutor(Options options) : options_(std::move(options)) {
+  // Storage volumes of supervisors that died while the server was down (exec/local/volume.h).
+  local::SweepOrphanVolumes(options_.attempts_root, [this](const std::string& attempt) {
+    return local::SupervisorAlive(options_.attempts_root + "/" + attempt);
+  });
   std::error_code ec;
   fs::create_directories(options_.attempts_root, ec);
   if (!options_.notify_socket.empty() && options_.notify_socket.size() < sizeof(sockaddr_un::sun_path)) {

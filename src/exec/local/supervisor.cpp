@@ -1003,7 +1003,9 @@ class Supervisor {
   // neither (an unprivileged server without a delegated cgroup), the job still runs, with the
   // fallbacks the log names: a file-size limit and a bounded /tmp.
   bool ConfineInstance(int n, std::string* error) {
-    const std::string name = spec_.value("attempt_id", "attempt") + ".algo-" + std::to_string(n);
+    const std::string attempts_root = fs::path(fs::absolute(dir_)).lexically_normal().parent_path().string();
+    const std::string name =
+        local::CgroupPrefix(attempts_root) + spec_.value("attempt_id", "attempt") + ".algo-" + std::to_string(n);
     local::CgroupLimits limits;
     limits.memory_bytes = spec_.value("memory_mib", int64_t{0}) << 20;
     limits.pids_max = spec_.value("pids_max", int64_t{4096});
@@ -1092,7 +1094,7 @@ class Supervisor {
     auto alive = [&](const std::string& attempt) {
       return attempt != self && local::SupervisorAlive(root + "/" + attempt);
     };
-    local::SweepOrphanCgroups(spec_.value("cgroup_parent", ""), alive);
+    local::SweepOrphanCgroups(spec_.value("cgroup_parent", ""), local::CgroupPrefix(root), alive);
     local::SweepOrphanVolumes(root, alive);
   }
 

@@ -106,6 +106,9 @@ StatusOr<std::unique_ptr<InstanceVolume>> InstanceVolume::Create(const std::stri
   std::string why = std::strerror(errno);
   ::close(loop);  // unmounted, the device now clears itself
   if (!mounted) return Unavailable("cannot mount " + device + " at " + mount_at + ": " + why);
+  // The loop device holds the image now: unlinked, its space goes back with the last unmount,
+  // even when nobody is left to delete it (a supervisor that was killed).
+  ::unlink(image.c_str());
   ::rmdir((mount_at + "/lost+found").c_str());
   return v;
 }
