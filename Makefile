@@ -1,9 +1,13 @@
 # Thin wrapper over CMake. `make` builds, `make test` builds and runs every test,
 # `make quickstart` builds, starts a server with the embedded defaults and runs the walkthrough.
+# `make fuzz` builds the libFuzzer targets with clang in $(FUZZ_BUILD) and runs each for
+# FUZZ_SECONDS, then replays the crash inputs kept in fuzz/regressions/ (docs/fuzzing.md).
 BUILD ?= build
 JOBS ?= $(shell nproc)
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 20
 
-.PHONY: all deps configure build test quickstart bench clean
+.PHONY: all deps configure build test fuzz quickstart bench clean
 
 all: build
 
@@ -19,6 +23,12 @@ build: configure
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --repeat until-pass:2
 
+fuzz: deps
+	@test -f $(FUZZ_BUILD)/build.ninja || CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTY_FUZZ=ON
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz-targets
+	fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 quickstart: build
 	examples/quickstart/run.sh
 
@@ -26,4 +36,4 @@ bench: build
 	bench/run.sh
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD)

@@ -488,6 +488,12 @@ Response HandleBatch(Controller& c, const std::string& op, const json& req) {
     });
   }
   if (op == "SubmitServiceJob") {
+    // The job name is the training job's name when the payload has none, and shows in paths.
+    const json name = req.value("jobName", json());
+    if (name.is_string() && !IsBatchJobName(name.get<std::string>()))
+      return InvalidArgument("jobName " + name.dump() +
+                             " must be up to 128 letters (upper and lower case), digits, hyphens and underscores, "
+                             "starting with a letter or digit");
     // Beyond AWS: the payload is checked against CreateTrainingJob's shape now, not at dispatch.
     std::string payload_text = req.value("serviceRequestPayload", "");
     json payload = json::parse(payload_text, nullptr, false);

@@ -35,6 +35,9 @@ WireError ToWireError(Protocol protocol, const Status& st) {
       return {400, batch ? "ClientException" : "ResourceInUse", st.message()};
     case Code::kLimitExceeded:
       return {400, batch ? "ClientException" : "ResourceLimitExceeded", st.message()};
+    case Code::kThrottled:
+      // AWS's common error for every JSON protocol (Batch's rest-json included); SDKs retry it.
+      return {400, "ThrottlingException", st.message()};
     case Code::kUnavailable:
       return {503, "ServiceUnavailableException", st.message()};
     case Code::kInternal:

@@ -296,32 +296,51 @@ Response HandleMetricSeries(Controller& c, const json& req) {
   if (req.contains("MetricName") && !req["MetricName"].is_string()) return InvalidArgument("MetricName must be a string");
   for (const char* k : {"StartTime", "EndTime"})
     if (req.contains(k) && !req[k].is_number()) return InvalidArgument(std::string(k) + " must be a number of epoch seconds");
+  // Pages of at most MaxResults points (default and most: control::kMaxMetricPointsPerMetric),
+  // so no read builds a whole series (docs/metrics.md).
+  constexpr int64_t kMaxPage = static_cast<int64_t>(control::kMaxMetricPointsPerMetric);
+  int64_t max_results = kMaxPage;
+  if (req.contains("MaxResults")) {
+    if (!req["MaxResults"].is_number_integer() || req["MaxResults"].get<int64_t>() < 1 || req["MaxResults"].get<int64_t>() > kMaxPage)
+      return InvalidArgument("MaxResults must be an integer between 1 and " + std::to_string(kMaxPage));
+    max_results = req["MaxResults"].get<int64_t>();
+  }
+  control::MetricCursor cursor;
+  if (req.contains("NextToken")) {
+    auto parsed = req["NextToken"].is_string() ? control::ParseMetricCursorToken(req["NextToken"].get<std::string>())
+                                               : std::nullopt;
+    if (!parsed) return InvalidArgument("NextToken is not a token this server returned");
+    cursor = *parsed;
+  }
   const std::string name = req["TrainingJobName"], metric = req.value("MetricName", "");
   const EpochMs from = TimeArg(req, "StartTime", INT64_MIN), to = TimeArg(req, "EndTime", INT64_MAX);
-  return c.Read([&](const State& s) -> Response {
+  auto page = c.Read([&](const State& s) -> StatusOr<std::pair<std::string, control::MetricPage>> {
     const TrainingJob* tj = s.FindTrainingJob(name);
     if (!tj) return NotFound("Requested resource not found: training job " + name);
     // Every defined metric is listed, in definition order, even before it has a value.
     json defs = json::parse(tj->request_json).value("AlgorithmSpecification", json::object()).value("MetricDefinitions", json::array());
-    std::map<std::string, json> points;
     std::vector<std::string> order;
     for (const auto& d : defs) {
       std::string n = d.value("Name", "");
-      if ((metric.empty() || n == metric) && !points.count(n)) {
-        points[n] = json::array();
-        order.push_back(n);
-      }
+      if ((metric.empty() || n == metric) && std::find(order.begin(), order.end(), n) == order.end()) order.push_back(n);
     }
-    if (!metric.empty() && !points.count(metric))
+    if (!metric.empty() && order.empty())
       return NotFound("Requested resource not found: training job " + tj->name + " defines no metric " + metric);
-    if (auto it = s.metric_series.find(tj->name); it != s.metric_series.end())
-      for (const auto& m : it->second)
-        if (points.count(m.name) && m.timestamp >= from && m.timestamp <= to)
-          points[m.name].push_back({{"Timestamp", Seconds(m.timestamp)}, {"Value", m.value}});
-    json series = json::array();
-    for (const auto& n : order) series.push_back({{"MetricName", n}, {"Points", points[n]}});
-    return json{{"TrainingJobName", tj->name}, {"Series", series}};
+    if (cursor.metric > order.size()) return InvalidArgument("NextToken is not a token this server returned");
+    auto it = s.metric_series.find(tj->name);
+    return std::make_pair(tj->name, control::PageMetricSeries(it == s.metric_series.end() ? nullptr : &it->second, order,
+                                                              from, to, cursor, static_cast<size_t>(max_results)));
   });
+  if (!page.ok()) return page.status();
+  json series = json::array();
+  for (const auto& sr : page->second.series) {
+    json points = json::array();
+    for (const auto& p : sr.points) points.push_back({{"Timestamp", Seconds(p.timestamp)}, {"Value", p.value}});
+    series.push_back({{"MetricName", sr.name}, {"Points", std::move(points)}});
+  }
+  json out = {{"TrainingJobName", page->first}, {"Series", std::move(series)}};
+  if (page->second.next) out["NextToken"] = control::MetricCursorToken(*page->second.next);
+  return out;
 }
 
 Response HandleSystemMetrics(Controller& c, const json& req) {

@@ -1,12 +1,10 @@
 #include "api/server.h"
 
-#include <httplib.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <chrono>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "api/errors.h"
 #include "api/events.h"
@@ -16,6 +14,8 @@
 #include "api/sigv4.h"
 #include "control/controller.h"
 #include "core/strings.h"
+#include "http/guards.h"
+#include "http/server.h"
 #include "obs/webhooks.h"
 #include "store/event_log.h"
 
@@ -23,81 +23,158 @@ namespace ty::api {
 
 using nlohmann::json;
 
+namespace {
+
+http::Limits LimitsFrom(const Config& c) {
+  http::Limits l;
+  l.max_body_bytes = c.max_request_bytes;
+  l.max_header_bytes = c.max_header_bytes;
+  l.max_header_fields = c.max_header_fields;
+  l.max_buffered_body_bytes = c.max_buffered_request_bytes;
+  l.header_timeout_ms = c.header_timeout_seconds * 1000;
+  l.body_timeout_ms = c.body_timeout_seconds * 1000;
+  l.idle_timeout_ms = c.idle_timeout_seconds * 1000;
+  l.max_connections = c.max_connections;
+  l.io_threads = c.io_threads;
+  // Event streams and long polls hold a worker while they wait; they are capped at
+  // events.max_streams, so http_threads workers are always left for everything else.
+  l.workers = c.http_threads + std::max(0, c.events_max_streams);
+  return l;
+}
+
+int64_t MonotonicMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Members whose string value is itself JSON that a handler parses (a Batch job's payload, an
+// events filter's pattern): they are held to the same nesting limit as the body.
+constexpr const char* kEmbeddedJsonMembers[] = {"serviceRequestPayload", "EventPattern"};
+
+}  // namespace
+
 struct ApiServer::Impl {
   control::Controller& controller;
   RootCredential root;
-  httplib::Server http;
+  http::RateLimiter throttle;
+  std::atomic<int64_t> throttled{0};  // requests refused by `throttle`, since start
   std::unique_ptr<obs::WebhookDispatcher> webhooks;
+  std::unique_ptr<http::Server> http;  // after everything its handlers use: destroyed first
 
-  Impl(control::Controller& c, RootCredential r) : controller(c), root(std::move(r)) {}
+  Impl(control::Controller& c, RootCredential r)
+      : controller(c),
+        root(std::move(r)),
+        throttle(c.config().throttle_rate, c.config().throttle_burst) {}
 
-  void Reply(httplib::Response& res, Protocol protocol, const Status& st) {
-    WireError e = ToWireError(protocol, st);
-    res.status = e.http_status;
-    res.set_header("x-amzn-ErrorType", e.type);
-    res.set_header("x-amzn-RequestId", NewRequestId());
-    res.set_content(ErrorBody(protocol, e),
-                    protocol != Protocol::kBatchRestJson ? "application/x-amz-json-1.1" : "application/json");
+  static const char* ContentType(Protocol protocol) {
+    return protocol != Protocol::kBatchRestJson ? "application/x-amz-json-1.1" : "application/json";
   }
 
-  void Reply(httplib::Response& res, Protocol protocol, const json& body) {
-    res.status = 200;
-    res.set_header("x-amzn-RequestId", NewRequestId());
-    res.set_content(body.dump(), protocol != Protocol::kBatchRestJson ? "application/x-amz-json-1.1" : "application/json");
+  http::Response Reply(Protocol protocol, const Status& st) {
+    WireError e = ToWireError(protocol, st);
+    http::Response res;
+    res.status = e.http_status;
+    res.headers = {{"x-amzn-ErrorType", e.type}, {"x-amzn-RequestId", NewRequestId()}, {"Content-Type", ContentType(protocol)}};
+    res.body = ErrorBody(protocol, e);
+    return res;
+  }
+
+  http::Response Reply(Protocol protocol, const json& body) {
+    http::Response res;
+    res.headers = {{"x-amzn-RequestId", NewRequestId()}, {"Content-Type", ContentType(protocol)}};
+    res.body = body.dump();
+    return res;
   }
 
   static std::string NewRequestId() { return NewUuid(); }
 
-  void Stream(const httplib::Request& req, httplib::Response& res);
+  // The protocol whose error shape a refusal takes: Batch's rest-json lives under /v1/, everything
+  // else (SageMaker, Logs, trainyard's own endpoints) speaks JSON 1.1.
+  static Protocol ProtocolOf(const http::Request& req) {
+    return req.path.rfind("/v1/", 0) == 0 && !req.Header("X-Amz-Target") ? Protocol::kBatchRestJson
+                                                                         : Protocol::kSageMakerJson;
+  }
 
-  Status Authenticate(const httplib::Request& req, const std::string& service) {
+  http::Response Route(const http::Request& req);
+  std::string NetworkMetrics() const;
+  http::Response Stream(const http::Request& req);
+  http::Response Refuse(int status, const std::string& message, const http::Request* head);
+
+  // Verifies the signature, then takes a token from the caller's bucket.
+  Status Authenticate(const http::Request& req, const std::string& service) {
     HttpRequestView view;
     view.method = req.method;
-    auto q = req.target.find('?');
-    view.path = q == std::string::npos ? req.target : req.target.substr(0, q);
-    view.query = q == std::string::npos ? "" : req.target.substr(q + 1);
-    for (const auto& [k, v] : req.headers) view.headers.emplace_back(k, v);
+    view.path = req.path;
+    view.query = req.query;
+    view.headers = req.headers;
     view.body = req.body;
     SecretLookup lookup = [this](std::string_view key) -> std::optional<std::string> {
       if (key == root.access_key_id) return root.secret_access_key;
       return std::nullopt;
     };
     auto caller = VerifySigV4(view, lookup, controller.config().region, {service}, SystemClock::instance().now_ms());
-    return caller.status();
+    if (!caller.ok()) return caller.status();
+    if (!throttle.Admit(caller->access_key_id, MonotonicMs())) {
+      throttled.fetch_add(1);
+      return Status(Code::kThrottled, "Rate exceeded (server.throttle_rate = " + FormatRate(controller.config().throttle_rate) +
+                                          " requests per second per access key)");
+    }
+    return Status::Ok();
   }
 
-  StatusOr<json> ParseBody(const httplib::Request& req) {
+  static std::string FormatRate(double r) {
+    std::string s = std::to_string(r);
+    s.erase(s.find_last_not_of('0') + 1);
+    if (!s.empty() && s.back() == '.') s.pop_back();
+    return s;
+  }
+
+  Status CheckDepth(std::string_view text, const std::string& what) {
+    const int limit = controller.config().max_json_depth;
+    if (http::JsonDepth(text, limit) > limit)
+      return InvalidArgument(what + " nests JSON objects and arrays more than " + std::to_string(limit) +
+                             " deep (server.max_json_depth)");
+    return Status::Ok();
+  }
+
+  StatusOr<json> ParseBody(const http::Request& req) {
     if (static_cast<int64_t>(req.body.size()) > controller.config().max_request_bytes)
       return Status(Code::kPayloadTooLarge, "Request body of " + std::to_string(req.body.size()) +
                                                 " bytes exceeds the limit of " +
                                                 std::to_string(controller.config().max_request_bytes) + " bytes");
     if (req.body.empty()) return json::object();
+    // Before anything parses, validates or renders the body: each of those recurses per level.
+    TY_RETURN_IF_ERROR(CheckDepth(req.body, "The request body"));
     json j = json::parse(req.body, nullptr, false);
     if (j.is_discarded() || !j.is_object())
       return InvalidArgument("The request body is not a JSON object");
+    for (const char* member : kEmbeddedJsonMembers) {
+      auto it = j.find(member);
+      if (it != j.end() && it->is_string()) TY_RETURN_IF_ERROR(CheckDepth(it->get_ref<const std::string&>(), member));
+    }
     return j;
   }
 
-  void Handle(const httplib::Request& req, httplib::Response& res, Protocol protocol, const std::string& service,
-              const ServiceModel* model, const std::string& operation) {
+  http::Response Handle(const http::Request& req, Protocol protocol, const std::string& service, const ServiceModel* model,
+                        const std::string& operation) {
     auto t0 = std::chrono::steady_clock::now();
     Status auth = Authenticate(req, service);
-    if (!auth.ok()) return Reply(res, protocol, auth);
+    if (!auth.ok()) return Reply(protocol, auth);
     auto body = ParseBody(req);
-    if (!body.ok()) return Reply(res, protocol, body.status());
+    if (!body.ok()) return Reply(protocol, body.status());
     Response out = Status(Code::kUnknownOperation, "");
     if (model) {
       const ServiceModel::Operation* op = model->FindOperation(operation);
       bool implemented = protocol == Protocol::kBatchRestJson ? BatchImplements(operation) : SageMakerImplements(operation);
       if (!op || !implemented)
-        return Reply(res, protocol, Status(Code::kUnknownOperation, "Operation " + operation + " is not supported by this server"));
+        return Reply(protocol, Status(Code::kUnknownOperation, "Operation " + operation + " is not supported by this server"));
       Status valid = model->ValidateInput(*op, *body);
-      if (!valid.ok()) return Reply(res, protocol, valid);
+      if (!valid.ok()) return Reply(protocol, valid);
       out = protocol == Protocol::kBatchRestJson ? HandleBatch(controller, operation, *body)
                                                   : HandleSageMaker(controller, operation, *body);
     } else if (protocol == Protocol::kLogsJson) {
       if (!LogsImplements(operation))
-        return Reply(res, protocol, Status(Code::kUnknownOperation, "Operation " + operation + " is not supported by this server"));
+        return Reply(protocol, Status(Code::kUnknownOperation, "Operation " + operation + " is not supported by this server"));
       out = HandleLogs(controller, operation, *body);
     } else if (operation == "AdvanceClock") {
       out = HandleAdvanceClock(controller, *body);
@@ -114,167 +191,178 @@ struct ApiServer::Impl {
     } else {
       out = HandleGetLogs(controller, *body);
     }
+    http::Response res;
     if (!out.ok()) {
       if (out.status().code() == Code::kInternal) spdlog::error("{}: {}", operation, out.status().message());
-      Reply(res, protocol, out.status());
+      res = Reply(protocol, out.status());
     } else {
-      Reply(res, protocol, *out);
+      res = Reply(protocol, *out);
     }
     auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
     spdlog::debug("{} {} -> {} in {} us", service, operation, res.status, us);
+    return res;
   }
 };
 
 // GET /trainyard/v1/events/stream: server-sent events (docs/events.md). Query parameters: after
 // (a sequence number; default: the newest, or the Last-Event-ID header), source, detail-type,
 // queue, share (each may repeat) and pattern (an EventBridge pattern).
-void ApiServer::Impl::Stream(const httplib::Request& req, httplib::Response& res) {
+http::Response ApiServer::Impl::Stream(const http::Request& req) {
   Status auth = Authenticate(req, "events");
-  if (!auth.ok()) return Reply(res, Protocol::kSageMakerJson, auth);
+  if (!auth.ok()) return Reply(Protocol::kSageMakerJson, auth);
   store::EventLog* log = controller.events();
   if (!log || !controller.config().events_enabled)
-    return Reply(res, Protocol::kSageMakerJson, FailedPrecondition("events are not enabled on this server"));
+    return Reply(Protocol::kSageMakerJson, FailedPrecondition("events are not enabled on this server"));
   json q = json::object();
   auto many = [&](const char* param, const char* key) {
-    if (!req.has_param(param)) return;
-    json v = json::array();
-    for (size_t i = 0; i < req.get_param_value_count(param); ++i) v.push_back(req.get_param_value(param, i));
-    q[key] = v;
+    std::vector<std::string> values = req.Params(param);
+    if (values.empty()) return;
+    q[key] = values;
   };
   many("source", "Sources");
   many("detail-type", "DetailTypes");
   many("queue", "JobQueues");
   many("share", "Shares");
-  if (req.has_param("pattern")) q["EventPattern"] = req.get_param_value("pattern");
+  if (auto pattern = req.Params("pattern"); !pattern.empty()) {
+    Status deep = CheckDepth(pattern.front(), "pattern");
+    if (!deep.ok()) return Reply(Protocol::kSageMakerJson, deep);
+    q["EventPattern"] = pattern.front();
+  }
   auto filter = EventFilterFrom(q);
-  if (!filter.ok()) return Reply(res, Protocol::kSageMakerJson, filter.status());
-  std::string from = req.has_header("Last-Event-ID") ? req.get_header_value("Last-Event-ID") : req.get_param_value("after");
+  if (!filter.ok()) return Reply(Protocol::kSageMakerJson, filter.status());
+  std::string from;
+  if (const std::string* last = req.Header("Last-Event-ID")) {
+    from = *last;
+  } else if (auto after = req.Params("after"); !after.empty()) {
+    from = after.front();
+  }
   uint64_t cursor = log->LastPublished();
   if (!from.empty()) {
     char* end = nullptr;
     cursor = std::strtoull(from.c_str(), &end, 10);
     if (!end || *end != '\0')
-      return Reply(res, Protocol::kSageMakerJson, InvalidArgument("after (or Last-Event-ID) must be a sequence number"));
+      return Reply(Protocol::kSageMakerJson, InvalidArgument("after (or Last-Event-ID) must be a sequence number"));
   }
   if (EventWaiters().fetch_add(1) >= controller.config().events_max_streams) {
     EventWaiters().fetch_sub(1);
-    return Reply(res, Protocol::kSageMakerJson,
+    return Reply(Protocol::kSageMakerJson,
                  Status(Code::kLimitExceeded, "Too many event streams are open (events.max_streams = " +
                                                std::to_string(controller.config().events_max_streams) + ")"));
   }
   auto state = std::make_shared<std::pair<obs::EventFilter, uint64_t>>(std::move(*filter), cursor);
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [this, log, state](size_t, httplib::DataSink& sink) {
-        if (log->closed()) {
-          sink.done();
-          return true;
-        }
-        std::vector<json> found;
-        Status error = Status::Ok();
-        const uint64_t before = state->second;
-        state->second = ReadMatching(*log, state->first, state->second, 100, 10000, &found, &error);
-        if (!error.ok()) return false;
-        std::string out;
-        for (const auto& d : found) {
-          const json& e = d["event"];
-          out += "id: " + std::to_string(d["seq"].get<uint64_t>()) + "\nevent: " + e.value("detail-type", "") +
-                 "\ndata: " + e.dump() + "\n\n";
-        }
-        if (!out.empty()) return sink.write(out.data(), out.size());
-        if (state->second != before) return true;  // skipped unwanted events: read on
-        if (log->WaitNewer(state->second, std::chrono::steady_clock::now() + std::chrono::seconds(15)) <= state->second &&
-            !log->closed()) {
-          static const std::string kKeepAlive = ": keep-alive\n\n";  // finds clients that left
-          return sink.write(kKeepAlive.data(), kKeepAlive.size());
-        }
-        return true;
-      },
-      [](bool) { EventWaiters().fetch_sub(1); });
+  http::Response res;
+  res.headers = {{"Content-Type", "text/event-stream"}, {"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+  res.stream = [log, state](std::string* out) {
+    if (log->closed()) return false;
+    std::vector<json> found;
+    Status error = Status::Ok();
+    const uint64_t before = state->second;
+    state->second = ReadMatching(*log, state->first, state->second, 100, 10000, &found, &error);
+    if (!error.ok()) return false;
+    for (const auto& d : found) {
+      const json& e = d["event"];
+      *out += "id: " + std::to_string(d["seq"].get<uint64_t>()) + "\nevent: " + e.value("detail-type", "") +
+              "\ndata: " + e.dump() + "\n\n";
+    }
+    if (!out->empty() || state->second != before) return true;  // sent, or skipped unwanted events: read on
+    if (log->WaitNewer(state->second, std::chrono::steady_clock::now() + std::chrono::seconds(15)) <= state->second &&
+        !log->closed())
+      *out = ": keep-alive\n\n";  // finds clients that left
+    return true;
+  };
+  res.on_stream_end = [] { EventWaiters().fetch_sub(1); };
+  return res;
+}
+
+http::Response ApiServer::Impl::Route(const http::Request& req) {
+  const std::string& path = req.path;
+  if (req.method == "POST") {
+    // Batch: POST /v1/<operation>, routed by the model's requestUri.
+    if (path.rfind("/v1/", 0) == 0) {
+      const ServiceModel& m = ServiceModel::Batch();
+      const ServiceModel::Operation* op = m.FindByHttp("POST", path);
+      return Handle(req, Protocol::kBatchRestJson, "batch", &m, op ? op->name : path);
+    }
+    // SageMaker: POST / with X-Amz-Target: SageMaker.<Operation>.
+    if (path == "/") {
+      const std::string* header = req.Header("X-Amz-Target");
+      std::string target = header ? *header : "";
+      // CloudWatch Logs shares the JSON 1.1 shape; its operations are told apart by the prefix.
+      static const std::string kLogsPrefix = "Logs_20140328.";
+      if (target.rfind(kLogsPrefix, 0) == 0)
+        return Handle(req, Protocol::kLogsJson, "logs", nullptr, target.substr(kLogsPrefix.size()));
+      const ServiceModel& m = ServiceModel::SageMaker();
+      std::string prefix = m.target_prefix() + ".";
+      if (target.rfind(prefix, 0) != 0)
+        return Reply(Protocol::kSageMakerJson,
+                     Status(Code::kUnknownOperation, "X-Amz-Target must name a SageMaker operation, not '" + target + "'"));
+      return Handle(req, Protocol::kSageMakerJson, "sagemaker", &m, target.substr(prefix.size()));
+    }
+    static const std::pair<const char*, const char*> kOwn[] = {
+        {"/trainyard/v1/logs", "GetLogs"},
+        {"/trainyard/v1/admin/advance-clock", "AdvanceClock"},
+        {"/trainyard/v1/admin/interrupt", "Interrupt"},
+        {"/trainyard/v1/metric-series", "MetricSeries"},
+        {"/trainyard/v1/system-metrics", "SystemMetrics"},
+        {"/trainyard/v1/costs", "CostReport"},
+    };
+    for (const auto& [p, op] : kOwn)
+      if (path == p) return Handle(req, Protocol::kSageMakerJson, "sagemaker", nullptr, op);
+    // Events (docs/events.md): replay from a cursor, with long polling, signed as "events".
+    if (path == "/trainyard/v1/events") return Handle(req, Protocol::kSageMakerJson, "events", nullptr, "Events");
+  } else if (req.method == "GET") {
+    if (path == "/trainyard/v1/events/stream") return Stream(req);
+    // Prometheus scrape endpoint: unauthenticated, read-only (docs/metrics.md).
+    if (path == "/metrics") {
+      http::Response res;
+      res.body = RenderMetrics(controller);
+      if (store::EventLog* log = controller.events())
+        res.body += RenderEventMetrics(log->LastPublished(), webhooks ? webhooks->Stats() : std::vector<obs::WebhookStats>{});
+      res.body += NetworkMetrics();
+      res.headers = {{"Content-Type", "text/plain; version=0.0.4; charset=utf-8"}};
+      return res;
+    }
+  }
+  http::Response res = Reply(ProtocolOf(req), Status(Code::kUnknownOperation, "No operation at " + req.method + " " + path));
+  res.status = 404;
+  return res;
+}
+
+// The listener's own families (docs/metrics.md), beside the controller's.
+std::string ApiServer::Impl::NetworkMetrics() const {
+  const http::Stats st = http->stats();
+  std::string out;
+  auto family = [&](const char* name, const char* type, const char* help, int64_t value) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
+           std::to_string(value) + "\n";
+  };
+  family("trainyard_http_open_connections", "gauge", "Client connections open now.", st.open_connections);
+  family("trainyard_http_refused_connections_total", "counter",
+         "Connections answered 503 and closed because server.max_connections were open.", st.refused_connections);
+  family("trainyard_http_queued_requests", "gauge", "Requests read whole and waiting for a worker.", st.queued_requests);
+  family("trainyard_http_throttled_requests_total", "counter",
+         "Signed requests refused with ThrottlingException (server.throttle_rate).", throttled.load());
+  return out;
+}
+
+// Refusals of the network layer, in the shape the request's protocol expects.
+http::Response ApiServer::Impl::Refuse(int status, const std::string& message, const http::Request* head) {
+  Protocol p = head ? ProtocolOf(*head) : Protocol::kSageMakerJson;
+  Code code = status == 413 ? Code::kPayloadTooLarge
+              : status == 503 ? Code::kUnavailable
+              : status >= 500 ? Code::kInternal
+                              : Code::kInvalidArgument;
+  http::Response res = Reply(p, Status(code, message));
+  res.status = status;
+  return res;
 }
 
 ApiServer::ApiServer(control::Controller& controller, RootCredential root)
     : impl_(std::make_unique<Impl>(controller, std::move(root))) {
-  auto& http = impl_->http;
   Impl* impl = impl_.get();
-  http.set_keep_alive_max_count(100000);
-  http.set_keep_alive_timeout(5);
-  http.set_payload_max_length(static_cast<size_t>(controller.config().max_request_bytes) + 1);
-  http.set_tcp_nodelay(true);
-  int threads = controller.config().http_threads;
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-
-  // Batch: POST /v1/<operation>, routed by the model's requestUri.
-  http.Post(R"(/v1/[a-z]+)", [impl](const httplib::Request& req, httplib::Response& res) {
-    const ServiceModel& m = ServiceModel::Batch();
-    const ServiceModel::Operation* op = m.FindByHttp("POST", req.path);
-    impl->Handle(req, res, Protocol::kBatchRestJson, "batch", &m, op ? op->name : req.path);
-  });
-  // SageMaker: POST / with X-Amz-Target: SageMaker.<Operation>.
-  http.Post("/", [impl](const httplib::Request& req, httplib::Response& res) {
-    std::string target = req.get_header_value("X-Amz-Target");
-    // CloudWatch Logs shares the JSON 1.1 shape; its operations are told apart by the prefix.
-    static const std::string kLogsPrefix = "Logs_20140328.";
-    if (target.rfind(kLogsPrefix, 0) == 0) {
-      impl->Handle(req, res, Protocol::kLogsJson, "logs", nullptr, target.substr(kLogsPrefix.size()));
-      return;
-    }
-    const ServiceModel& m = ServiceModel::SageMaker();
-    std::string prefix = m.target_prefix() + ".";
-    if (target.rfind(prefix, 0) != 0) {
-      impl->Reply(res, Protocol::kSageMakerJson,
-                  Status(Code::kUnknownOperation, "X-Amz-Target must name a SageMaker operation, not '" + target + "'"));
-      return;
-    }
-    impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", &m, target.substr(prefix.size()));
-  });
-  http.Post("/trainyard/v1/logs", [impl](const httplib::Request& req, httplib::Response& res) {
-    impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", nullptr, "GetLogs");
-  });
-  http.Post("/trainyard/v1/admin/advance-clock", [impl](const httplib::Request& req, httplib::Response& res) {
-    impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", nullptr, "AdvanceClock");
-  });
-  http.Post("/trainyard/v1/admin/interrupt", [impl](const httplib::Request& req, httplib::Response& res) {
-    impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", nullptr, "Interrupt");
-  });
-  http.Post("/trainyard/v1/metric-series", [impl](const httplib::Request& req, httplib::Response& res) {
-    impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", nullptr, "MetricSeries");
-  });
-  http.Post("/trainyard/v1/system-metrics", [impl](const httplib::Request& req, httplib::Response& res) {
-    impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", nullptr, "SystemMetrics");
-  });
-  http.Post("/trainyard/v1/costs", [impl](const httplib::Request& req, httplib::Response& res) {
-    impl->Handle(req, res, Protocol::kSageMakerJson, "sagemaker", nullptr, "CostReport");
-  });
-  // Events (docs/events.md): replay from a cursor, with long polling, signed as "events".
-  http.Post("/trainyard/v1/events", [impl](const httplib::Request& req, httplib::Response& res) {
-    impl->Handle(req, res, Protocol::kSageMakerJson, "events", nullptr, "Events");
-  });
-  http.Get("/trainyard/v1/events/stream", [impl](const httplib::Request& req, httplib::Response& res) {
-    impl->Stream(req, res);
-  });
-  // Prometheus scrape endpoint: unauthenticated, read-only (docs/metrics.md).
-  http.Get("/metrics", [impl](const httplib::Request&, httplib::Response& res) {
-    res.status = 200;
-    std::string text = RenderMetrics(impl->controller);
-    if (store::EventLog* log = impl->controller.events())
-      text += RenderEventMetrics(log->LastPublished(), impl->webhooks ? impl->webhooks->Stats() : std::vector<obs::WebhookStats>{});
-    res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
-  });
-  http.set_error_handler([impl](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    Protocol p = req.has_header("X-Amz-Target") ? Protocol::kSageMakerJson : Protocol::kBatchRestJson;
-    if (res.status == 413) {
-      impl->Reply(res, p, Status(Code::kPayloadTooLarge, "Request body exceeds the limit of " +
-                                                             std::to_string(impl->controller.config().max_request_bytes) + " bytes"));
-      res.status = 413;
-    } else if (res.status == 404) {
-      impl->Reply(res, p, Status(Code::kUnknownOperation, "No operation at " + req.method + " " + req.path));
-      res.status = 404;
-    }
-  });
+  impl->http = std::make_unique<http::Server>(
+      LimitsFrom(controller.config()), [impl](const http::Request& req) { return impl->Route(req); },
+      [impl](int status, const std::string& message, const http::Request* head) { return impl->Refuse(status, message, head); });
 }
 
 ApiServer::~ApiServer() {
@@ -289,17 +377,15 @@ StatusOr<int> ApiServer::Bind(const std::string& host, int port) {
     if (!st.ok()) return st;
     impl_->webhooks = std::move(d);
   }
-  int bound = port == 0 ? impl_->http.bind_to_any_port(host) : (impl_->http.bind_to_port(host, port) ? port : -1);
-  if (bound < 0) return Unavailable("cannot listen on " + host + ":" + std::to_string(port));
-  return bound;
+  return impl_->http->Bind(host, port);
 }
 
-void ApiServer::Run() { impl_->http.listen_after_bind(); }
+void ApiServer::Run() { impl_->http->Run(); }
 
 void ApiServer::Stop() {
   if (impl_->webhooks) impl_->webhooks->Stop();
   if (store::EventLog* log = impl_->controller.events()) log->Close();  // ends the streams
-  impl_->http.stop();
+  impl_->http->Stop();
 }
 
 }  // namespace ty::api

@@ -520,9 +520,45 @@ std::string Truncate(std::string s) {
   return s;
 }
 
+// A value as a message quotes it: its compact JSON (json::dump(-1) with invalid UTF-8 replaced),
+// cut after kMaxShownValue code points. Written without recursion and only as far as the cut, so
+// neither the nesting nor the size of what a caller sent bounds the stack or the work: dump()
+// recurses once per level, and a body nested 65,000 deep overflowed the stack here.
 std::string Show(const json& v) {
   if (v.is_string()) return Truncate(v.get<std::string>());
-  return Truncate(v.dump(-1, ' ', false, json::error_handler_t::replace));
+  auto scalar = [](const json& x) { return x.dump(-1, ' ', false, json::error_handler_t::replace); };
+  struct Open {
+    const json* node;
+    json::const_iterator next;
+  };
+  std::vector<Open> open;  // the arrays and objects written up to their next element
+  std::string out;
+  auto write = [&](const json& x) {
+    if (x.is_structured()) {
+      out += x.is_object() ? '{' : '[';
+      open.push_back({&x, x.cbegin()});
+    } else {
+      out += scalar(x);
+    }
+  };
+  write(v);
+  // More than 4 bytes per code point cannot be: past that, Truncate cuts what is written already.
+  while (!open.empty() && out.size() <= 4 * kMaxShownValue) {
+    Open& top = open.back();
+    if (top.next == top.node->cend()) {
+      out += top.node->is_object() ? '}' : ']';
+      open.pop_back();
+      continue;
+    }
+    if (top.next != top.node->cbegin()) out += ',';
+    if (top.node->is_object()) {
+      out += scalar(json(top.next.key()));
+      out += ':';
+    }
+    const json& item = *top.next++;
+    write(item);  // may grow `open`: `top` is not used past here
+  }
+  return Truncate(std::move(out));
 }
 
 std::string JoinPath(std::string_view path, std::string_view name) {

@@ -27,6 +27,12 @@ constexpr std::array<std::string_view, 13> kUnsignedHeaders = {
     "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade", "user-agent",
     "x-amzn-trace-id", "x-amz-signature"};
 
+// A header that must be among SignedHeaders whenever the request carries it (lowercase name).
+bool MustBeSigned(std::string_view name) {
+  if (name == "host" || name == "content-type" || name == "x-amz-target") return true;
+  return name.rfind("x-amz-", 0) == 0 && name != "x-amz-signature";
+}
+
 using Headers = std::vector<std::pair<std::string, std::string>>;
 using Params = std::vector<std::pair<std::string, std::string>>;
 
@@ -461,6 +467,23 @@ StatusOr<VerifiedCaller> VerifySigV4(const HttpRequestView& req, const SecretLoo
   signed_names.erase(std::unique(signed_names.begin(), signed_names.end()), signed_names.end());
   if (!std::binary_search(signed_names.begin(), signed_names.end(), std::string("host")))
     return BadSignature("'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization.");
+
+  // Headers that choose what the request does must be covered by the signature when they are
+  // sent, or they could be swapped on a signed request (X-Amz-Target turning a Describe into a
+  // Stop). Named in the order they were received.
+  std::vector<std::string> unsigned_sent;
+  for (const auto& [k, v] : req.headers) {
+    std::string name = ToLower(k);
+    if (!MustBeSigned(name) || std::binary_search(signed_names.begin(), signed_names.end(), name)) continue;
+    if (std::find(unsigned_sent.begin(), unsigned_sent.end(), name) == unsigned_sent.end())
+      unsigned_sent.push_back(std::move(name));
+  }
+  if (!unsigned_sent.empty()) {
+    std::string names;
+    for (const auto& n : unsigned_sent) names += (names.empty() ? "" : ", ") + n;
+    return BadSignature("There were headers present in the request which were not signed: " + names +
+                        ". Host, Content-Type, X-Amz-Target and every x-amz-* header sent must be in SignedHeaders.");
+  }
 
   std::optional<std::string> canonical_headers = CanonicalHeaders(req.headers, signed_names);
   if (!canonical_headers) return BadSignature(std::string(kSignatureMismatch));

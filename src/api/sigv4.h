@@ -57,12 +57,14 @@ struct VerifiedCaller {
 // The scope's region must equal `region` and its service must be one of `allowed_services`. The
 // request time comes from X-Amz-Date, else from the Date header (RFC 1123 or ISO-8601 basic); it
 // must be within `max_skew_ms` (>= 0) of `now` (a presigned URL is valid from its X-Amz-Date, less
-// the skew, until X-Amz-Date + X-Amz-Expires). 'host' must be a signed header. When the request
+// the skew, until X-Amz-Date + X-Amz-Expires). 'host' must be a signed header, and so must
+// Content-Type, X-Amz-Target and every x-amz-* header the request carries. When the request
 // carries x-amz-content-sha256 it must equal the body's hash: the body is always covered.
 //
 // Errors (AWS messages): kUnauthenticated for a missing or malformed signature or date, kUnknownKey
 // when `lookup` does not know the key, kBadSignature for a wrong region/service/scope date, an
-// unsigned host header or a signature mismatch, kExpired when outside the allowed time window.
+// unsigned host header, another header sent but not signed that must be (named in the message) or
+// a signature mismatch, kExpired when outside the allowed time window.
 StatusOr<VerifiedCaller> VerifySigV4(const HttpRequestView& req, const SecretLookup& lookup,
                                      std::string_view region,
                                      const std::vector<std::string>& allowed_services, EpochMs now,

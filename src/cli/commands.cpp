@@ -575,6 +575,22 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
         if (system && !host.empty()) req["Host"] = host.rfind("algo-", 0) == 0 ? job + "/" + host : host;
         auto out = c.Post("sagemaker", system ? "/trainyard/v1/system-metrics" : "/trainyard/v1/metric-series", req);
         if (!out.ok()) return Fail(out.status());
+        // MetricDefinitions series come in pages (docs/metrics.md): the pages are joined per metric.
+        while (!system && out->contains("NextToken")) {
+          req["NextToken"] = (*out)["NextToken"];
+          auto more = c.Post("sagemaker", "/trainyard/v1/metric-series", req);
+          if (!more.ok()) return Fail(more.status());
+          json& series = (*out)["Series"];
+          for (auto& s : (*more)["Series"]) {
+            if (!series.empty() && series.back()["MetricName"] == s["MetricName"]) {
+              for (auto& p : s["Points"]) series.back()["Points"].push_back(std::move(p));
+            } else {
+              series.push_back(std::move(s));
+            }
+          }
+          if (more->contains("NextToken")) (*out)["NextToken"] = (*more)["NextToken"];
+          else out->erase("NextToken");
+        }
         if (common.as_json) {
           std::printf("%s\n", out->dump(2).c_str());
           return 0;

@@ -3,10 +3,12 @@
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -103,6 +105,16 @@ void AddServeCommand(CLI::App& app, std::function<int()>& run) {
       sigaddset(&sigs, SIGINT);
       pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
       signal(SIGPIPE, SIG_IGN);
+
+      // Every open connection holds a descriptor: take the hard limit, so that tens of thousands
+      // of idle clients fit (server.max_connections is lowered to what does).
+      rlimit nofile{};
+      if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+        rlim_t soft = nofile.rlim_cur;
+        nofile.rlim_cur = nofile.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &nofile) != 0)
+          spdlog::warn("cannot raise the open-file limit from {}: {}", soft, std::strerror(errno));
+      }
 
       std::error_code ec;
       fs::create_directories(config.data_dir, ec);

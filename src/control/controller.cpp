@@ -200,10 +200,8 @@ void Controller::LoadState() {
     s.warm_pools[p.id] = p;
   }));
   must(store_->LoadAll(store::Kind::kMetricSeries, [&](const std::string& key, const std::string& doc) {
-    auto j = json::parse(doc, nullptr, false);
-    if (j.is_discarded()) return;
-    auto& series = s.metric_series[key];
-    for (auto& m : j) series.push_back({m[0].get<std::string>(), m[1].get<double>(), m[2].get<EpochMs>()});
+    MetricSeries series;
+    if (DecodeMetricSeries(doc, &series)) s.metric_series.emplace(key, std::move(series));
   }));
   must(store_->LoadAll(store::Kind::kMeta, [&](const std::string& key, const std::string& doc) {
     if (!StartsWith(key, "alarm/")) return;
@@ -253,7 +251,7 @@ void Controller::Shutdown() {
 void Controller::Loop() {
   using namespace std::chrono_literals;
   while (true) {
-    std::deque<std::pair<Command, std::function<void()>>> batch;
+    std::deque<std::pair<Command, Ack>> batch;
     {
       std::unique_lock lock(queue_mu_);
       queue_cv_.wait_for(lock, 500ms, [&] { return !commands_.empty() || wake_ || stopping_; });
@@ -293,8 +291,9 @@ Status Controller::ExecuteStatus(std::function<Status(Turn&)> fn) {
   return r.status();
 }
 
-void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& batch) {
+void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
   Turn t(clock_.now_ms());
+  Status committed;
   {
     std::unique_lock lock(state_mu_);
     for (auto& [cmd, ack] : batch) cmd(t);
@@ -308,6 +307,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& 
         backoff_ends_.erase(backoff_ends_.begin(), backoff_ends_.upper_bound(t.now));
         t.reschedule = true;
       }
+      CheckDiskReserve(t);
       EnforceTimeouts(t);
       EvaluateAlarms(t);
       TailMetrics(t);
@@ -320,6 +320,10 @@ void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& 
     ExpireWarmPools(t);
     StartPendingTrainingJobs(t);
     SchedulePass(t);
+    if (unsaved_) {
+      t.CarryOver(*unsaved_);
+      unsaved_.reset();
+    }
 
     std::vector<store::Write> writes;
     for (const auto& n : t.environments)
@@ -339,7 +343,9 @@ void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& 
         writes.push_back({store::Kind::kQuotaShare, n, EncodeDoc(it->second)});
     for (const auto& n : t.deleted_quota_shares) writes.push_back({store::Kind::kQuotaShare, n, ""});
     for (uint64_t seq : t.jobs) {
-      const ServiceJobState& js = state_.jobs.at(seq);
+      auto found = state_.jobs.find(seq);
+      if (found == state_.jobs.end()) continue;
+      const ServiceJobState& js = found->second;
       json extra = {{"service_environment", js.service_environment}, {"history", json::array()}};
       for (auto& [st, at] : js.history) extra["history"].push_back({st, at});
       std::string doc = extra.dump();
@@ -347,33 +353,45 @@ void Controller::RunTurn(std::deque<std::pair<Command, std::function<void()>>>& 
       writes.push_back({store::Kind::kServiceJob, js.job.id, std::move(doc)});
     }
     for (const auto& n : t.training_jobs)
-      writes.push_back({store::Kind::kTrainingJob, n, EncodeDoc(state_.training_jobs.at(n))});
+      if (auto it = state_.training_jobs.find(n); it != state_.training_jobs.end())
+        writes.push_back({store::Kind::kTrainingJob, n, EncodeDoc(it->second)});
     for (const auto& n : t.warm_pools)
-      writes.push_back({store::Kind::kWarmPool, n, EncodeDoc(state_.warm_pools.at(n))});
+      if (auto it = state_.warm_pools.find(n); it != state_.warm_pools.end())
+        writes.push_back({store::Kind::kWarmPool, n, EncodeDoc(it->second)});
     for (const auto& n : t.deleted_warm_pools) writes.push_back({store::Kind::kWarmPool, n, ""});
     for (const auto& n : t.alarms) {
-      const AlarmState& a = state_.alarms.at(n);
+      auto found = state_.alarms.find(n);
+      if (found == state_.alarms.end()) continue;
+      const AlarmState& a = found->second;
       json doc = {{"value", a.value}, {"since", a.since}, {"reason", a.reason}, {"condition_since", a.condition_since}};
       writes.push_back({store::Kind::kMeta, "alarm/" + n, doc.dump()});
     }
     for (const auto& n : t.system_series)
       if (auto it = state_.system_series.find(n); it != state_.system_series.end())
         writes.push_back({store::Kind::kSystemMetrics, n, EncodeSystemSeries(it->second)});
-    for (const auto& n : t.metric_series) {
-      json doc = json::array();
-      for (auto& m : state_.metric_series[n]) doc.push_back({m.name, m.value, m.timestamp});
-      writes.push_back({store::Kind::kMetricSeries, n, doc.dump()});
-    }
+    for (const auto& n : t.metric_series)
+      if (auto it = state_.metric_series.find(n); it != state_.metric_series.end())
+        writes.push_back({store::Kind::kMetricSeries, n, EncodeMetricSeries(it->second)});
+    const uint64_t events_before = last_event_seq_;
     RenderEvents(t, &writes);
-    Status st = store_->Commit(writes);
-    if (!st.ok()) {
-      // The in-memory state is now ahead of the durable state; the only safe way on is a restart.
-      spdlog::critical("store commit failed: {}; exiting so that a restart recovers", st.message());
-      std::_Exit(70);
+    committed = store_->Commit(writes);
+    if (!committed.ok()) {
+      // Typically a full disk (SQLITE_FULL, an I/O error). Exiting would not help: a restart
+      // finds the same disk. The state in memory is ahead of the store; the turn is kept and
+      // written again with the next ones, and nothing it decided is acted on or acknowledged
+      // until then. CheckDiskReserve frees space.
+      last_event_seq_ = events_before;
+      spdlog::error("store commit failed: {}; {} writes are kept for the next turn", committed.message(), writes.size());
+      unsaved_ = std::make_unique<Turn>(t.now);
+      unsaved_->CarryOver(t);
+      committed = Unavailable("the change could not be stored (" + committed.message() +
+                              "); it may still take effect once the server can store it: describe the resource "
+                              "before retrying");
     }
   }
+  for (auto& [cmd, ack] : batch) ack(committed);
+  if (!committed.ok()) return;  // the next turn (at most 500 ms away) tries again
   if (!t.events.empty()) event_log_->Published(last_event_seq_);
-  for (auto& [cmd, ack] : batch) ack();
   for (auto& [id, spec] : t.starts) {
     Status st = executor_->Start(id, spec);
     if (!st.ok()) {

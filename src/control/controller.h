@@ -118,6 +118,9 @@ class Controller {
  private:
   class Turn;  // the changes of one loop turn (defined in controller.cpp)
   using Command = std::function<void(Turn&)>;
+  // Called once the command's turn is over, with the outcome of its commit: a caller whose
+  // change could not be stored is answered with that error instead of its result.
+  using Ack = std::function<void(const Status& commit)>;
 
   Controller(Config config, const Clock& clock);
 
@@ -127,7 +130,7 @@ class Controller {
   Status ExecuteStatus(std::function<Status(Turn&)> fn);
 
   void Loop();
-  void RunTurn(std::deque<std::pair<Command, std::function<void()>>>& batch);
+  void RunTurn(std::deque<std::pair<Command, Ack>>& batch);
   void LoadState();
   void ReadoptAttempts();
 
@@ -153,6 +156,10 @@ class Controller {
   void StartServiceJob(Turn& t, ServiceJobState& js, const std::string& environment);
   void StartPendingTrainingJobs(Turn& t);
   void TailMetrics(Turn& t);
+  // Reads at most max_bytes more of each instance's log of tj (whole lines) into its
+  // MetricDefinitions series; kMetricTailBytesPerTurn keeps one chatty job from holding a turn.
+  void TailJobMetrics(Turn& t, TrainingJob& tj, int64_t max_bytes);
+  static constexpr int64_t kMetricTailBytesPerTurn = 8 << 20;
   struct Tail;
   void TailSystemMetrics(Turn& t, const TrainingJob& tj, Tail& tail);
   // Forgets where the metrics of a job's logs were read to (its run ended), storing what is unsaved.
@@ -203,10 +210,18 @@ class Controller {
   std::string WarmPoolDir(const std::string& id) const { return data_dir_ + "/pools/" + id; }
   // Moves a training job to Stopping for `cause` ("user", "terminate", "timeout", "preempt") and,
   // when it was launched, asks the executor to stop it after the commit.
-  void RequestStop(Turn& t, TrainingJob& tj, const std::string& cause, const std::string& message);
+  // grace_seconds < 0: [executor] stop_grace_seconds.
+  void RequestStop(Turn& t, TrainingJob& tj, const std::string& cause, const std::string& message, int grace_seconds = -1);
+  // [server] data_dir_reserve_mib (docs/configuration.md, "Disk reserve"): checks the data dir's
+  // free space (one statvfs per tick); under the reserve, reclaims finished attempts' scratch,
+  // holds back every start (disk_low_) and stops the running job that uses most of the data dir.
+  void CheckDiskReserve(Turn& t);
+  // Removes the workspaces (not the logs) of attempts whose training job is final; returns how many.
+  size_t ReclaimFinishedScratch();
+  // Why nothing starts while disk_low_ (a job's wait reason).
+  std::string DiskReserveReason() const;
   std::string BuildAttemptSpec(const TrainingJob& tj) const;
-  std::string ResolveS3(const std::string& uri) const;
-  std::string FileSystemPath(const std::string& id) const;  // [file_systems] entry, or ""  // s3://b/k -> <data>/buckets/b/k
+  std::string FileSystemPath(const std::string& id) const;  // [file_systems] entry, or ""
 
   // ---- constant after construction ----
   Config config_;
@@ -223,6 +238,14 @@ class Controller {
   State state_;
 
   // ---- controller-thread only ----
+  // A turn whose commit failed (a full disk): its changes are in state_ but not in the store, and
+  // its actions (starts, stops) were not taken. Each later turn writes them again and acts on
+  // them once a commit succeeds. Null when every turn is stored.
+  std::unique_ptr<Turn> unsaved_;
+  // The data dir's free space was under the reserve at the last check (starts are held back).
+  bool disk_low_ = false;
+  int64_t disk_free_bytes_ = -1;  // at the last check; -1: not known
+  std::set<std::string> scratch_reclaimed_;  // final training jobs whose workspace is gone
   std::map<std::string, std::unique_ptr<Tail>> tails_;  // training job name -> metric tail state
   EpochMs last_tick_ = 0;
   EpochMs last_log_sweep_ = 0;
@@ -245,7 +268,7 @@ class Controller {
   // ---- guarded by queue_mu_ ----
   std::mutex queue_mu_;
   std::condition_variable queue_cv_;
-  std::deque<std::pair<Command, std::function<void()>>> commands_;
+  std::deque<std::pair<Command, Ack>> commands_;
   bool wake_ = false;
   bool stopping_ = false;
   bool accepting_ = true;

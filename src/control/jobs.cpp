@@ -435,6 +435,15 @@ void Controller::SchedulePass(Turn& t) {
     ~Timer() { h.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()); }
   } timer{state_.telemetry.schedule_pass};
 
+  if (disk_low_) {
+    // Nothing starts while the data dir is under its reserve (CheckDiskReserve): every waiting
+    // job says why, and the pass after the space comes back places them.
+    const std::string reason = DiskReserveReason();
+    for (const auto& [qname, q] : state_.queues)
+      for (uint64_t seq : state_.JobsIn(qname, JobStatus::kRunnable)) state_.jobs.at(seq).wait_reason = reason;
+    return;
+  }
+
   sched::Snapshot snap;
   snap.now_ms = t.now;
   std::map<std::string, int> env_index;

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "control/metric_series.h"
 #include "control/telemetry.h"
 #include "core/model.h"
 
@@ -78,7 +79,9 @@ struct State {
   std::unordered_map<std::string, std::string> training_job_by_lower;
   // Training jobs that are InProgress or Stopping, by creation order: the only ones a turn visits.
   std::set<std::pair<uint64_t, std::string>> live_training_jobs;
-  std::map<std::string, std::vector<MetricValue>> metric_series;  // by training job name
+  // MetricDefinitions series (control/metric_series.h: at most kMaxMetricPointsPerMetric points
+  // per metric), by training job name.
+  std::map<std::string, MetricSeries> metric_series;
   // System metrics sampled on each instance (control/system_metrics.h), by training job name.
   std::map<std::string, SystemSeries> system_series;
   std::map<std::string, int64_t> host_in_use;              // instance type -> instances held

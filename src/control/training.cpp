@@ -11,6 +11,7 @@
 #include "control/system_metrics.h"
 #include "control/turn.h"
 #include "control/warm_pool_rules.h"
+#include "core/object_key.h"
 #include "core/strings.h"
 #include "exec/executor.h"
 
@@ -23,18 +24,19 @@ namespace {
 
 constexpr const char* kSmPrefix = "Received status from SageMaker: ";
 
-// s3://bucket/key -> (bucket, key); false when the URI is not an s3:// URI with a valid bucket.
-bool SplitS3(const std::string& uri, std::string* bucket, std::string* key) {
-  if (!StartsWith(uri, "s3://")) return false;
-  std::string rest = uri.substr(5);
-  auto slash = rest.find('/');
-  *bucket = rest.substr(0, slash);
-  *key = slash == std::string::npos ? "" : rest.substr(slash + 1);
-  static const RE2 kBucket("[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]");
-  if (!RE2::FullMatch(*bucket, kBucket)) return false;
-  for (const auto& seg : Split(*key, '/'))
-    if (seg == "..") return false;
-  return true;
+// `uri` is an s3:// URI whose bucket and key follow core/object_key.h's rules; the error names
+// `field` and the rule.
+Status CheckS3Uri(const std::string& field, const std::string& uri, KeyUse use) {
+  auto loc = ParseS3Uri(uri, use);
+  return loc.ok() ? Status::Ok() : InvalidArgument(field + ": " + loc.status().message());
+}
+
+// The RE2 a MetricDefinitions Regex compiles to: the same options when the request is checked and
+// when the log is read, so a regex accepted at creation is the one that runs.
+std::unique_ptr<RE2> CompileMetricRegex(const std::string& regex) {
+  RE2::Options opts;
+  opts.set_log_errors(false);
+  return std::make_unique<RE2>(regex, opts);
 }
 
 std::string Unquote(const std::string& v) {
@@ -104,12 +106,6 @@ int PhaseRank(const std::string& secondary) {
 
 }  // namespace
 
-std::string Controller::ResolveS3(const std::string& uri) const {
-  std::string bucket, key;
-  if (!SplitS3(uri, &bucket, &key)) return "";
-  return data_dir_ + "/buckets/" + bucket + (key.empty() ? "" : "/" + key);
-}
-
 std::string Controller::FileSystemPath(const std::string& id) const {
   for (const auto& [name, dir] : config_.file_systems)
     if (name == id) return dir;
@@ -138,7 +134,24 @@ void Controller::SweepLogs(EpochMs now) {
 }
 
 Status Controller::CheckTrainingRequest(const json& req) const {
+  // Service-job payloads reach here too; the name becomes a directory name and part of paths.
+  static const RE2 kTrainingJobName("[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}");
+  const json name = req.value("TrainingJobName", json());
+  if (!name.is_string() || !RE2::FullMatch(name.get<std::string>(), kTrainingJobName))
+    return InvalidArgument("TrainingJobName " + name.dump() +
+                           " must be 1 to 63 letters, digits and hyphens, starting and ending with a letter or digit");
   const json spec = req.value("AlgorithmSpecification", json::object());
+  const json metrics = spec.value("MetricDefinitions", json::array());
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    const std::string where = "AlgorithmSpecification.MetricDefinitions[" + std::to_string(i) + "]";
+    const std::string metric = metrics[i].is_object() ? metrics[i].value("Name", "") : "";
+    auto re = CompileMetricRegex(metrics[i].is_object() ? metrics[i].value("Regex", "") : "");
+    if (!re->ok())
+      return InvalidArgument(where + " (Name '" + metric + "'): the Regex does not compile: " + re->error());
+    if (re->NumberOfCapturingGroups() < 1)
+      return InvalidArgument(where + " (Name '" + metric + "'): the Regex has no capturing group, so it cannot "
+                             "capture the metric's value; put the number in parentheses, e.g. loss=([0-9.]+)");
+  }
   auto hps = req.value("HyperParameters", json::object());
   bool has_entry = spec.contains("ContainerEntrypoint") && !spec["ContainerEntrypoint"].empty();
   bool script = hps.contains("sagemaker_program");
@@ -148,11 +161,9 @@ Status Controller::CheckTrainingRequest(const json& req) const {
         "script mode (this server runs commands on its own hosts; TrainingImage alone names nothing it can run)");
   if (spec.contains("AlgorithmName") && !spec["AlgorithmName"].is_null())
     return InvalidArgument("AlgorithmSpecification.AlgorithmName: built-in and marketplace algorithms are not available here");
-  if (script && hps.contains("sagemaker_submit_directory")) {
-    std::string dir = Unquote(hps["sagemaker_submit_directory"].get<std::string>());
-    if (ResolveS3(dir).empty())
-      return InvalidArgument("HyperParameters.sagemaker_submit_directory must be an s3://bucket/key URI of a tar.gz, not '" + dir + "'");
-  }
+  if (script && hps.contains("sagemaker_submit_directory"))
+    TY_RETURN_IF_ERROR(CheckS3Uri("HyperParameters.sagemaker_submit_directory (an s3://bucket/key URI of a tar.gz)",
+                                  Unquote(hps["sagemaker_submit_directory"].get<std::string>()), KeyUse::kObject));
   const json rc = req.value("ResourceConfig", json::object());
   if (rc.contains("InstanceGroups") && !rc["InstanceGroups"].empty())
     return InvalidArgument("ResourceConfig.InstanceGroups: heterogeneous clusters are not supported yet; use InstanceType and InstanceCount");
@@ -176,9 +187,8 @@ Status Controller::CheckTrainingRequest(const json& req) const {
                          std::to_string(offered) + " Instances, with current utilization of 0 Instances and a "
                          "request delta of " + std::to_string(count) + " Instances. This host's instance "
                          "catalogue sets the limit (see [[instance_types]] in the configuration).");
-  std::string out = req.value("OutputDataConfig", json::object()).value("S3OutputPath", "");
-  if (ResolveS3(out).empty())
-    return InvalidArgument("OutputDataConfig.S3OutputPath must be an s3://bucket/prefix URI, not '" + out + "'");
+  TY_RETURN_IF_ERROR(CheckS3Uri("OutputDataConfig.S3OutputPath",
+                                req.value("OutputDataConfig", json::object()).value("S3OutputPath", ""), KeyUse::kPrefix));
   std::string compression = req.value("OutputDataConfig", json::object()).value("CompressionType", "GZIP");
   if (compression != "GZIP" && compression != "NONE")
     return InvalidArgument("OutputDataConfig.CompressionType must be GZIP or NONE, not '" + compression + "'");
@@ -187,8 +197,14 @@ Status Controller::CheckTrainingRequest(const json& req) const {
   for (size_t i = 0; i < channels.size(); ++i) {
     std::string where = "InputDataConfig[" + std::to_string(i) + "]";
     const json& ch = channels[i];
-    if (!names.insert(ch.value("ChannelName", "")).second)
-      return InvalidArgument(where + ".ChannelName '" + ch.value("ChannelName", "") + "' is used twice");
+    const std::string name = ch.value("ChannelName", "");
+    // The channel's files are staged in /opt/ml/input/data/<ChannelName>/: "." and ".." match
+    // SageMaker's pattern but would put them beside it.
+    static const RE2 kChannelName("[A-Za-z0-9.\\-_]{1,64}");
+    if (!RE2::FullMatch(name, kChannelName) || name == "." || name == "..")
+      return InvalidArgument(where + ".ChannelName '" + name + "' must be 1 to 64 letters, digits, '.', '-' or '_', "
+                             "and not '.' or '..' (it names a folder under /opt/ml/input/data/)");
+    if (!names.insert(name).second) return InvalidArgument(where + ".ChannelName '" + name + "' is used twice");
     const json ds = ch.value("DataSource", json::object());
     std::string mode = ch.value("InputMode", spec.value("TrainingInputMode", "File"));
     if (mode != "File" && mode != "FastFile")
@@ -221,8 +237,8 @@ Status Controller::CheckTrainingRequest(const json& req) const {
     if (type != "S3Prefix" && type != "ManifestFile")
       return InvalidArgument(where + ".DataSource.S3DataSource.S3DataType: '" + type +
                              "' is not supported here; use S3Prefix or ManifestFile");
-    if (ResolveS3(s3.value("S3Uri", "")).empty())
-      return InvalidArgument(where + ".DataSource.S3DataSource.S3Uri must be an s3://bucket/key URI");
+    TY_RETURN_IF_ERROR(CheckS3Uri(where + ".DataSource.S3DataSource.S3Uri", s3.value("S3Uri", ""),
+                                  type == "ManifestFile" ? KeyUse::kObject : KeyUse::kPrefix));
     for (const char* unsupported : {"AttributeNames", "InstanceGroupNames"})
       if (s3.contains(unsupported) && !s3[unsupported].empty())
         return InvalidArgument(where + ".DataSource.S3DataSource." + unsupported + " is not supported here");
@@ -238,8 +254,7 @@ Status Controller::CheckTrainingRequest(const json& req) const {
       return InvalidArgument(where + ".CompressionType: only Pipe mode reads compressed input; use None");
   }
   if (req.contains("CheckpointConfig") && !req["CheckpointConfig"].is_null()) {
-    if (ResolveS3(req["CheckpointConfig"].value("S3Uri", "")).empty())
-      return InvalidArgument("CheckpointConfig.S3Uri must be an s3://bucket/prefix URI");
+    TY_RETURN_IF_ERROR(CheckS3Uri("CheckpointConfig.S3Uri", req["CheckpointConfig"].value("S3Uri", ""), KeyUse::kPrefix));
     std::string lp = req["CheckpointConfig"].value("LocalPath", "/opt/ml/checkpoints");
     if (lp.rfind("/opt/ml/", 0) != 0 || lp.size() <= 8 || lp.find("/../") != std::string::npos ||
         EndsWith(lp, "/.."))
@@ -378,14 +393,15 @@ void Controller::TrainingJobEvent(Turn& t, const std::string& name, const std::s
   t.events.push_back(std::move(e));
 }
 
-void Controller::RequestStop(Turn& t, TrainingJob& tj, const std::string& cause, const std::string& message) {
+void Controller::RequestStop(Turn& t, TrainingJob& tj, const std::string& cause, const std::string& message,
+                             int grace_seconds) {
   tj.stop_requested = true;
   tj.stop_cause = cause;
   tj.status = "Stopping";
   AddTransition(t, tj, "Stopping", message, t.now);
   t.reschedule = true;
   if (tj.launched) {
-    t.stops.emplace_back(tj.name, config_.stop_grace_seconds);
+    t.stops.emplace_back(tj.name, grace_seconds < 0 ? config_.stop_grace_seconds : grace_seconds);
   } else {
     // Nothing runs (never launched, or an interrupted spot job waiting for capacity): it ends now.
     exec::AttemptEvent e;
@@ -457,6 +473,12 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
     const Ladder ladder = tj->capacity_ladder.empty()
                               ? Ladder{{Rung{tj->instance_type, tj->managed_spot}}, 2}
                               : LadderFromText(tj->capacity_ladder, tj->fallback_after_interruptions);
+    if (disk_low_) {
+      const std::string reason = "Waiting: " + DiskReserveReason() + ".";
+      if (tj->secondary_status != "Pending" || tj->transitions.empty() || tj->transitions.back().message != reason)
+        AddTransition(t, *tj, "Pending", reason, t.now);
+      continue;
+    }
     const int rung = PickRung(ladder, tj->instance_count, tj->interruptions, [&](const std::string& key) {
       return config_.CapacityOf(key) - state_.host_in_use[key];
     });
@@ -718,7 +740,7 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   if (tj.status == "InProgress" && tj.stop_cause == "interrupt") {
     // The interrupted run is over (checkpoints uploaded): the job waits, InProgress/Interrupted,
     // until spot capacity frees (StartPendingTrainingJobs), within MaxWaitTimeInSeconds.
-    TailMetrics(t);
+    if (tj.launched) TailJobMetrics(t, tj, INT64_MAX);
     DropTail(t, tj.name);
     ReleaseCapacity(tj);
     CloseRun(tj, e.at);
@@ -744,7 +766,7 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   if (infrastructure_failure && !stopping && RestartAfterInfrastructureFailure(t, tj, e)) return;
 
   // Final: the attempt is over.
-  TailMetrics(t);  // the last lines of the log count too
+  if (tj.launched) TailJobMetrics(t, tj, INT64_MAX);  // the last lines of the log count too
   DropTail(t, tj.name);
   ReleaseCapacity(tj);
   if (tj.launched) CloseRun(tj, e.at);
@@ -771,6 +793,14 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   } else if (tj.stop_cause == "maxwait") {
     tj.status = "Stopped";
     AddTransition(t, tj, "MaxWaitTimeExceeded", "Training job exceeded MaxWaitTimeInSeconds provided", e.at);
+  } else if (tj.stop_cause == "disk_reserve") {
+    // CheckDiskReserve stopped it and wrote why; whatever the run recorded as it died (a write
+    // that failed, a lost supervisor) is a consequence. Its scratch goes now: the store needs
+    // the space to record this.
+    tj.status = "Failed";
+    AddTransition(t, tj, "Failed", "Training job failed: " + tj.failure_reason, e.at);
+    executor_->Cleanup(tj.name);
+    scratch_reclaimed_.insert(tj.name);
   } else if (e.stopped || tj.stop_requested) {
     tj.status = "Stopped";
     AddTransition(t, tj, "Stopped", "Training job stopped.", e.at);
@@ -983,62 +1013,71 @@ void Controller::EnforceTimeouts(Turn& t) {
 void Controller::TailMetrics(Turn& t) {
   for (const auto& [seq, name] : state_.live_training_jobs) {
     TrainingJob& tj = state_.training_jobs.at(name);
-    if (!tj.launched) continue;
-    auto& tail = tails_[name];
-    if (!tail) {
-      tail = std::make_unique<Tail>();
-      json req = json::parse(tj.request_json);
-      for (auto& md : req.value("AlgorithmSpecification", json::object()).value("MetricDefinitions", json::array())) {
-        RE2::Options opts;
-        opts.set_log_errors(false);
-        auto re = std::make_unique<RE2>(md.value("Regex", ""), opts);
-        if (re->ok() && re->NumberOfCapturingGroups() >= 1) tail->metrics.emplace_back(md.value("Name", ""), std::move(re));
-      }
-      tail->offsets.assign(static_cast<size_t>(tj.instance_count), 0);
-      tail->system_offsets.assign(static_cast<size_t>(tj.instance_count), 0);
-      // Re-reading from the start after a restart rebuilds the series exactly.
-      state_.metric_series.erase(name);
+    if (tj.launched) TailJobMetrics(t, tj, kMetricTailBytesPerTurn);
+  }
+}
+
+void Controller::TailJobMetrics(Turn& t, TrainingJob& tj, int64_t max_bytes) {
+  const std::string& name = tj.name;
+  auto& tail = tails_[name];
+  if (!tail) {
+    tail = std::make_unique<Tail>();
+    json req = json::parse(tj.request_json);
+    for (auto& md : req.value("AlgorithmSpecification", json::object()).value("MetricDefinitions", json::array())) {
+      auto re = CompileMetricRegex(md.value("Regex", ""));
+      if (re->ok() && re->NumberOfCapturingGroups() >= 1) tail->metrics.emplace_back(md.value("Name", ""), std::move(re));
     }
-    TailSystemMetrics(t, tj, *tail);
-    if (tail->metrics.empty()) continue;
-    bool changed = false;
-    auto& series = state_.metric_series[name];
-    for (int i = 0; i < tj.instance_count; ++i) {
-      std::ifstream in(executor_->LogPath(name, i + 1), std::ios::binary);
-      if (!in) continue;
-      in.seekg(tail->offsets[i]);
-      std::string line;
-      std::streamoff consumed = tail->offsets[i];
-      while (std::getline(in, line)) {
-        if (in.eof()) break;  // partial last line: read it next time
-        consumed += static_cast<std::streamoff>(line.size()) + 1;
-        auto sp = line.find(' ');
-        if (sp == std::string::npos) continue;
-        EpochMs ts = std::strtoll(line.c_str(), nullptr, 10);
-        std::string_view text(line.data() + sp + 1, line.size() - sp - 1);
-        for (auto& [mname, re] : tail->metrics) {
-          std::string value;
-          if (RE2::PartialMatch(text, *re, &value)) {
-            char* end = nullptr;
-            double v = std::strtod(value.c_str(), &end);
-            if (end != value.c_str()) {
-              series.push_back({mname, v, ts});
-              changed = true;
-            }
+    tail->offsets.assign(static_cast<size_t>(tj.instance_count), 0);
+    tail->system_offsets.assign(static_cast<size_t>(tj.instance_count), 0);
+    // Re-reading from the start after a restart rebuilds the series exactly (the downsampling
+    // rule depends only on the order of the values).
+    state_.metric_series.erase(name);
+  }
+  TailSystemMetrics(t, tj, *tail);
+  if (tail->metrics.empty()) return;
+  bool changed = false;
+  MetricSeries& series = state_.metric_series[name];
+  for (int i = 0; i < tj.instance_count; ++i) {
+    std::ifstream in(executor_->LogPath(name, i + 1), std::ios::binary);
+    if (!in) continue;
+    in.seekg(tail->offsets[i]);
+    std::string line;
+    const std::streamoff from = tail->offsets[i];
+    std::streamoff consumed = from;
+    while (consumed - from < max_bytes && std::getline(in, line)) {
+      if (in.eof()) break;  // partial last line: read it next time
+      consumed += static_cast<std::streamoff>(line.size()) + 1;
+      auto sp = line.find(' ');
+      if (sp == std::string::npos) continue;
+      EpochMs ts = std::strtoll(line.c_str(), nullptr, 10);
+      std::string_view text(line.data() + sp + 1, line.size() - sp - 1);
+      for (auto& [mname, re] : tail->metrics) {
+        std::string value;
+        if (RE2::PartialMatch(text, *re, &value)) {
+          char* end = nullptr;
+          double v = std::strtod(value.c_str(), &end);
+          if (end != value.c_str()) {
+            series.Append(mname, v, ts);
+            changed = true;
           }
         }
       }
-      tail->offsets[i] = consumed;
     }
-    if (changed) {
-      std::map<std::string, MetricValue> last;
-      for (const auto& m : series) last[m.name] = m;
-      tj.final_metrics.clear();
-      for (auto& [mname, re] : tail->metrics)
-        if (last.count(mname)) tj.final_metrics.push_back(last[mname]);
-      t.training_jobs.insert(name);
-      t.metric_series.insert(name);
-    }
+    tail->offsets[i] = consumed;
+  }
+  if (!changed) return;
+  tj.final_metrics.clear();
+  for (auto& [mname, re] : tail->metrics)
+    if (const MetricTrack* track = series.Find(mname); track && !track->points.empty())
+      tj.final_metrics.push_back({mname, track->points.back().value, track->points.back().timestamp});
+  t.training_jobs.insert(name);
+  // Like the system metrics: stored once a minute while the job runs (the logs rebuild what a
+  // crash loses) and once more when its run ends (DropTail).
+  tail->metrics_dirty = true;
+  if (t.now - tail->metrics_persisted_at >= 60'000) {
+    t.metric_series.insert(name);
+    tail->metrics_dirty = false;
+    tail->metrics_persisted_at = t.now;
   }
 }
 
@@ -1077,6 +1116,7 @@ void Controller::DropTail(Turn& t, const std::string& name) {
   auto it = tails_.find(name);
   if (it == tails_.end()) return;
   if (it->second->system_dirty) t.system_series.insert(name);
+  if (it->second->metrics_dirty) t.metric_series.insert(name);
   tails_.erase(it);
 }
 

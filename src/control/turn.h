@@ -22,6 +22,10 @@ class Controller::Turn {
  public:
   explicit Turn(EpochMs now) : now(now) {}
 
+  // Takes in an earlier turn whose commit failed: its dirty entities are written again with this
+  // turn's (a deletion or re-creation in this turn wins), its events and actions come first.
+  void CarryOver(Turn& older);
+
   const EpochMs now;
 
   // Dirty entities, persisted (from State) at the end of the turn.
@@ -51,6 +55,34 @@ class Controller::Turn {
   std::vector<std::string> remove_dirs;                     // workspaces of terminated warm pools
 };
 
+inline void Controller::Turn::CarryOver(Turn& older) {
+  auto merge = [](std::set<std::string>& dirty, std::set<std::string>& deleted, std::set<std::string>& old_dirty,
+                  std::set<std::string>& old_deleted) {
+    for (const auto& n : old_dirty)
+      if (!deleted.count(n)) dirty.insert(n);
+    for (const auto& n : old_deleted)
+      if (!dirty.count(n)) deleted.insert(n);
+  };
+  merge(environments, deleted_environments, older.environments, older.deleted_environments);
+  merge(queues, deleted_queues, older.queues, older.deleted_queues);
+  merge(policies, deleted_policies, older.policies, older.deleted_policies);
+  merge(quota_shares, deleted_quota_shares, older.quota_shares, older.deleted_quota_shares);
+  merge(warm_pools, deleted_warm_pools, older.warm_pools, older.deleted_warm_pools);
+  jobs.insert(older.jobs.begin(), older.jobs.end());
+  training_jobs.insert(older.training_jobs.begin(), older.training_jobs.end());
+  metric_series.insert(older.metric_series.begin(), older.metric_series.end());
+  system_series.insert(older.system_series.begin(), older.system_series.end());
+  alarms.insert(older.alarms.begin(), older.alarms.end());
+  meta = meta || older.meta;
+  reschedule = reschedule || older.reschedule;
+  auto before = [](auto& mine, auto& theirs) { mine.insert(mine.begin(), theirs.begin(), theirs.end()); };
+  before(events, older.events);
+  before(starts, older.starts);
+  before(stops, older.stops);
+  before(interrupts, older.interrupts);
+  before(remove_dirs, older.remove_dirs);
+}
+
 template <typename T>
 inline StatusOr<T> Controller::Execute(std::function<StatusOr<T>(Turn&)> fn) {
   std::optional<StatusOr<T>> result;
@@ -59,7 +91,12 @@ inline StatusOr<T> Controller::Execute(std::function<StatusOr<T>(Turn&)> fn) {
   {
     std::lock_guard lock(queue_mu_);
     if (!accepting_) return Unavailable("the server is shutting down");
-    commands_.emplace_back([&](Turn& t) { result.emplace(fn(t)); }, [&] { done.set_value(); });
+    commands_.emplace_back([&](Turn& t) { result.emplace(fn(t)); },
+                           [&](const Status& commit) {
+                             // What the command changed was not stored: the caller must not take it as done.
+                             if (!commit.ok() && result->ok()) result.emplace(commit);
+                             done.set_value();
+                           });
     queue_cv_.notify_one();
   }
   fut.wait();
@@ -75,6 +112,9 @@ struct Controller::Tail {
   std::vector<std::streamoff> system_offsets;  // per instance
   bool system_dirty = false;
   EpochMs system_persisted_at = 0;
+  // Likewise for State::metric_series.
+  bool metrics_dirty = false;
+  EpochMs metrics_persisted_at = 0;
 };
 
 }  // namespace ty::control

@@ -205,7 +205,11 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
   }
   if (auto* s = root["server"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*s, {"listen", "data_dir", "region", "account_id", "max_request_bytes",
-                                      "max_submit_payload_bytes", "http_threads", "sqlite_synchronous_full"},
+                                      "max_submit_payload_bytes", "http_threads", "sqlite_synchronous_full",
+                                      "data_dir_reserve_mib", "max_header_bytes", "max_header_fields", "max_buffered_request_bytes",
+                                      "header_timeout_seconds", "body_timeout_seconds",
+                                      "idle_timeout_seconds", "max_connections", "io_threads", "max_json_depth",
+                                      "throttle_rate", "throttle_burst"},
                                  "[server]"));
     TY_RETURN_IF_ERROR(Read(*s, "listen", &c.listen, "server."));
     TY_RETURN_IF_ERROR(Read(*s, "data_dir", &c.data_dir, "server."));
@@ -215,6 +219,37 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     TY_RETURN_IF_ERROR(Read(*s, "max_submit_payload_bytes", &c.max_submit_payload_bytes, "server."));
     TY_RETURN_IF_ERROR(Read(*s, "http_threads", &c.http_threads, "server."));
     TY_RETURN_IF_ERROR(Read(*s, "sqlite_synchronous_full", &c.sqlite_synchronous_full, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "data_dir_reserve_mib", &c.data_dir_reserve_mib, "server."));
+    if (c.data_dir_reserve_mib < 0 || c.data_dir_reserve_mib > (int64_t{1} << 30))
+      return InvalidArgument("config: server.data_dir_reserve_mib must be between 0 and 1073741824 (MiB)");
+    TY_RETURN_IF_ERROR(Read(*s, "max_header_bytes", &c.max_header_bytes, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "max_header_fields", &c.max_header_fields, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "max_buffered_request_bytes", &c.max_buffered_request_bytes, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "header_timeout_seconds", &c.header_timeout_seconds, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "body_timeout_seconds", &c.body_timeout_seconds, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "idle_timeout_seconds", &c.idle_timeout_seconds, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "max_connections", &c.max_connections, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "io_threads", &c.io_threads, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "max_json_depth", &c.max_json_depth, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "throttle_rate", &c.throttle_rate, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "throttle_burst", &c.throttle_burst, "server."));
+    if (c.max_request_bytes < 1) return InvalidArgument("config: server.max_request_bytes must be >= 1");
+    if (c.http_threads < 1) return InvalidArgument("config: server.http_threads must be >= 1");
+    if (c.max_header_bytes < 1024) return InvalidArgument("config: server.max_header_bytes must be >= 1024");
+    if (c.max_header_fields < 8) return InvalidArgument("config: server.max_header_fields must be >= 8");
+    if (c.max_buffered_request_bytes < c.max_request_bytes)
+      return InvalidArgument("config: server.max_buffered_request_bytes must be >= server.max_request_bytes");
+    for (auto [v, name] : {std::pair{c.header_timeout_seconds, "header_timeout_seconds"},
+                           {c.body_timeout_seconds, "body_timeout_seconds"},
+                           {c.idle_timeout_seconds, "idle_timeout_seconds"}})
+      if (v < 1 || v > 3600) return InvalidArgument(std::string("config: server.") + name + " must be from 1 to 3600");
+    if (c.max_connections < 1) return InvalidArgument("config: server.max_connections must be >= 1");
+    if (c.io_threads < 1 || c.io_threads > 64) return InvalidArgument("config: server.io_threads must be from 1 to 64");
+    if (c.max_json_depth < 2 || c.max_json_depth > 1000)
+      return InvalidArgument("config: server.max_json_depth must be from 2 to 1000");
+    if (c.throttle_rate < 0) return InvalidArgument("config: server.throttle_rate must be >= 0 (0 = no throttling)");
+    if (c.throttle_rate > 0 && c.throttle_burst < 1)
+      return InvalidArgument("config: server.throttle_burst must be >= 1 when server.throttle_rate is set");
   }
   if (auto* e = root["executor"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*e, {"sandbox", "stop_grace_seconds", "pip_find_links", "pip_no_index",

@@ -119,8 +119,24 @@ struct Config {
   std::string sandbox = "auto";        // auto | bwrap | none
   int64_t max_request_bytes = 6 * 1024 * 1024;   // bodies above this are refused (413)
   int64_t max_submit_payload_bytes = 30 * 1024;  // serviceRequestPayload limit
-  int http_threads = 16;
+  int http_threads = 16;           // workers that run requests (event streams and long polls get their own)
+  // The network layer's limits (docs/configuration.md, [server]).
+  int64_t max_header_bytes = 16 * 1024;  // request line and headers together; more is refused (431)
+  int max_header_fields = 100;           // header lines; more are refused (431)
+  int64_t max_buffered_request_bytes = 512 * 1024 * 1024;  // bodies being read, all connections; over it: 503
+  int header_timeout_seconds = 10;       // the whole head must arrive this soon after its first byte
+  int body_timeout_seconds = 60;         // the whole body after the head; also each response write
+  int idle_timeout_seconds = 60;         // keep-alive connections with no request under way close after this
+  int max_connections = 20000;           // more are answered 503 and closed (lowered to fit RLIMIT_NOFILE)
+  int io_threads = 1;                    // threads that only read and write sockets
+  int max_json_depth = 64;               // deeper JSON request bodies are refused before parsing
+  double throttle_rate = 25000;          // requests per second per access key (0 = no throttling)
+  double throttle_burst = 50000;         // the bucket's size: requests a key may make at once
   bool sqlite_synchronous_full = true;
+  // [server] data_dir_reserve_mib: free space the data dir's file system keeps. Under it no job
+  // starts and the running job using most of the data dir is failed (docs/configuration.md,
+  // "Disk reserve"); 0: no reserve.
+  int64_t data_dir_reserve_mib = 256;
   std::vector<InstanceTypeSpec> instance_types;
   ObjectStoreConfig object_store;
   // FileSystemDataSource: FileSystemId -> host directory ([file_systems] in the config file).

@@ -26,6 +26,7 @@ enum class Code {
   kExpired,            // request time too far from the server's clock
   kUnknownOperation,   // the operation is not part of the API
   kUnavailable,        // shutting down, or a dependency is down
+  kThrottled,          // the caller made more requests than its rate allows (ThrottlingException)
   kInternal,           // a bug or an environment failure
 };
 

@@ -115,6 +115,10 @@ bool IsBatchName(std::string_view s) {
   return true;
 }
 
+bool IsBatchJobName(std::string_view s) {
+  return IsBatchName(s) && std::isalnum(static_cast<unsigned char>(s.front()));
+}
+
 bool GlobMatch(std::string_view pattern, std::string_view text) {
   // Iterative wildcard match with single backtrack point: linear in practice, no recursion.
   size_t p = 0, t = 0, star = std::string_view::npos, mark = 0;

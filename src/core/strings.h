@@ -30,6 +30,8 @@ bool EndsWith(std::string_view s, std::string_view p);
 
 // An AWS Batch resource name: 1 to 128 letters, digits, hyphens or underscores.
 bool IsBatchName(std::string_view s);
+// An AWS Batch job name: as IsBatchName, and the first character is a letter or digit.
+bool IsBatchJobName(std::string_view s);
 
 // AWS-style glob: `*` matches any run of characters (including none), everything else literally.
 bool GlobMatch(std::string_view pattern, std::string_view text);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/object_key.h"
 #include "core/status.h"
 
 namespace ty::objstore {
@@ -33,16 +34,37 @@ class ObjectStore {
   virtual bool Remote(const std::string& bucket) const = 0;
 };
 
-// The embedded directory store rooted at `root` (<data_dir>/buckets).
+// The embedded directory store rooted at `root` (<data_dir>/buckets). Every call checks the
+// bucket name and the key (core/object_key.h) and resolves the key beneath the bucket's
+// directory without following symlinks, so no key reaches a file outside its bucket; symlinks
+// and other non-regular files in a bucket are not objects (not listed, not read, not written
+// through).
 std::unique_ptr<ObjectStore> NewDirStore(std::string root);
 
-// An S3-compatible endpoint. Errors name the bucket, the key and the S3 error code.
+// Tests only: makes the directory store resolve keys by its O_NOFOLLOW walk, as on kernels
+// without openat2 (before 5.6), instead of openat2.
+void DisableOpenat2ForTesting(bool disabled);
+
+// An S3-compatible endpoint. Errors name the bucket, the key and the S3 error code. Linked from
+// ty_objstore_s3 (libcurl, libxml2), or reached through LoadS3Store.
 std::unique_ptr<ObjectStore> NewS3Store(const ObjectStoreConfig& config);
 
-// Buckets that config.Routes() go to the endpoint, all others to the directory store.
-std::unique_ptr<ObjectStore> NewRouter(const ObjectStoreConfig& config, std::string dir_root);
+// NewS3Store from the trainyard-s3 module (beside the running executable, or the path in
+// TRAINYARD_S3_MODULE), loaded on first use. libcurl and the libraries behind it cost a process
+// about 3 ms of CPU to load; the supervisor of every job would pay that even when all its
+// buckets are embedded. When the module cannot be loaded, the store answers every call with
+// InternalServerError naming why.
+std::unique_ptr<ObjectStore> LoadS3Store(const ObjectStoreConfig& config);
 
-// s3://bucket/key -> (bucket, key); false when it is not an s3:// URI with a bucket.
+using S3StoreFactory = std::unique_ptr<ObjectStore> (*)(const ObjectStoreConfig&);
+
+// Buckets that config.Routes() go to the endpoint, all others to the directory store. The
+// endpoint's store is made by `make_s3` (LoadS3Store when null) only when an endpoint is set.
+std::unique_ptr<ObjectStore> NewRouter(const ObjectStoreConfig& config, std::string dir_root,
+                                       S3StoreFactory make_s3 = nullptr);
+
+// s3://bucket/key -> (bucket, key); false when it is not an s3:// URI with a valid bucket name
+// and a key that is a safe prefix (ty::ParseS3Uri with KeyUse::kPrefix, which says why).
 bool ParseS3Uri(const std::string& uri, std::string* bucket, std::string* key);
 
 }  // namespace ty::objstore

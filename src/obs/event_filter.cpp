@@ -10,20 +10,34 @@ using nlohmann::json;
 
 namespace {
 
+// Nesting levels a pattern may use (nested objects, $or alternatives, anything-but matchers). Events
+// are a few levels deep; the bound keeps checking and matching, which recurse per level, off the
+// end of the stack whatever a caller sends (a pattern is a string, so no JSON depth limit on the
+// request that carries it applies).
+constexpr int kMaxPatternDepth = 32;
+
+Status TooDeep(const std::string& path) {
+  return InvalidArgument("event pattern: " + (path.empty() ? std::string("the pattern") : path) +
+                         " is nested more than " + std::to_string(kMaxPatternDepth) + " levels deep");
+}
+
 bool In(const std::vector<std::string>& allowed, const std::string& v) {
   return allowed.empty() || std::find(allowed.begin(), allowed.end(), v) != allowed.end();
 }
 
-Status CheckMatcher(const json& m, const std::string& path) {
+Status CheckMatcher(const json& m, const std::string& path, int depth) {
   if (!m.is_object()) return Status::Ok();  // an exact value
+  if (depth > kMaxPatternDepth) return TooDeep(path);
   if (m.size() != 1) return InvalidArgument("event pattern: " + path + ": a matcher object has exactly one key");
-  const auto& [op, v] = *m.items().begin();
+  // Not `*m.items().begin()`: that binds to a proxy that is gone by the next statement.
+  const std::string& op = m.begin().key();
+  const json& v = m.begin().value();
   if (op == "prefix" || op == "suffix" || op == "equals-ignore-case" || op == "wildcard") {
     if (!v.is_string()) return InvalidArgument("event pattern: " + path + ": \"" + op + "\" takes a string");
   } else if (op == "exists") {
     if (!v.is_boolean()) return InvalidArgument("event pattern: " + path + ": \"exists\" takes true or false");
   } else if (op == "anything-but") {
-    if (v.is_object()) return CheckMatcher(v, path + ".anything-but");
+    if (v.is_object()) return CheckMatcher(v, path + ".anything-but", depth + 1);
     if (v.is_array()) {
       for (const auto& e : v)
         if (e.is_object() || e.is_array()) return InvalidArgument("event pattern: " + path + ": \"anything-but\" lists plain values");
@@ -43,18 +57,19 @@ Status CheckMatcher(const json& m, const std::string& path) {
   return Status::Ok();
 }
 
-Status Check(const json& p, const std::string& path) {
+Status Check(const json& p, const std::string& path, int depth) {
+  if (depth > kMaxPatternDepth) return TooDeep(path);
   if (!p.is_object()) return InvalidArgument("event pattern: " + (path.empty() ? std::string("the pattern") : path) + " must be a JSON object");
   for (const auto& [k, v] : p.items()) {
     const std::string here = path.empty() ? k : path + "." + k;
     if (k == "$or") {
       if (!v.is_array() || v.size() < 2) return InvalidArgument("event pattern: " + here + " takes an array of at least two patterns");
-      for (const auto& alt : v) TY_RETURN_IF_ERROR(Check(alt, here));
+      for (const auto& alt : v) TY_RETURN_IF_ERROR(Check(alt, here, depth + 1));
     } else if (v.is_object()) {
-      TY_RETURN_IF_ERROR(Check(v, here));
+      TY_RETURN_IF_ERROR(Check(v, here, depth + 1));
     } else if (v.is_array()) {
       if (v.empty()) return InvalidArgument("event pattern: " + here + " must not be an empty array");
-      for (const auto& m : v) TY_RETURN_IF_ERROR(CheckMatcher(m, here));
+      for (const auto& m : v) TY_RETURN_IF_ERROR(CheckMatcher(m, here, depth));
     } else {
       return InvalidArgument("event pattern: " + here + " must be an array of values or a nested object");
     }
@@ -81,7 +96,8 @@ bool NumericHolds(const json& conds, double x) {
 // One matcher against one present scalar value.
 bool MatchValue(const json& m, const json& have) {
   if (!m.is_object()) return ScalarEquals(m, have);
-  const auto& [op, v] = *m.items().begin();
+  const std::string& op = m.begin().key();
+  const json& v = m.begin().value();
   if (op == "prefix") return have.is_string() && StartsWith(have.get<std::string>(), v.get<std::string>());
   if (op == "suffix") return have.is_string() && EndsWith(have.get<std::string>(), v.get<std::string>());
   if (op == "equals-ignore-case") return have.is_string() && ToLower(have.get<std::string>()) == ToLower(v.get<std::string>());
@@ -118,7 +134,7 @@ bool MatchField(const json& matchers, const json* have) {
 
 }  // namespace
 
-Status CheckEventPattern(const json& pattern) { return Check(pattern, ""); }
+Status CheckEventPattern(const json& pattern) { return Check(pattern, "", 1); }
 
 bool MatchesEventPattern(const json& pattern, const json& event) {
   for (const auto& [k, v] : pattern.items()) {

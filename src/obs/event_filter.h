@@ -28,8 +28,10 @@ struct EventFilter {
 };
 
 // EventBridge event-pattern matching (a subset: exact values, prefix, suffix, anything-but,
-// exists, numeric, equals-ignore-case, wildcard and $or). InvalidArgument names what is wrong.
+// exists, numeric, equals-ignore-case, wildcard and $or), nested at most 32 levels deep (objects,
+// $or alternatives and anything-but matchers each count one). InvalidArgument names what is wrong.
 Status CheckEventPattern(const nlohmann::json& pattern);
+// REQUIRES: CheckEventPattern(pattern) is OK (matching recurses once per level of the pattern).
 bool MatchesEventPattern(const nlohmann::json& pattern, const nlohmann::json& event);
 
 }  // namespace ty::obs

@@ -99,7 +99,10 @@ class DiskFullTest(ServerTest):
         s3.put_object(Bucket="remote", Key="small/data.csv", Body=b"1,2\n")
         s3.close()
         self.data_dir_parent = self.mnt
-        self.server_config = "[executor]\nstop_grace_seconds = 2\n\n" + self.moto.object_store_toml(["remote"])
+        # No disk reserve: these tests are about what a full disk does to the job that fills it
+        # (the reserve would hold every start back on a 20 MiB disk; test_hostile_resources has it).
+        self.server_config = ("[server]\ndata_dir_reserve_mib = 0\n\n[executor]\nstop_grace_seconds = 2\n\n"
+                              + self.moto.object_store_toml(["remote"]))
         super().setUp()
 
     def payload(self, name, command, prefix, **extra):

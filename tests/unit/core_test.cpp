@@ -3,10 +3,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <vector>
 
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/model.h"
+#include "core/object_key.h"
 #include "core/strings.h"
 
 namespace ty {
@@ -34,6 +36,66 @@ TEST(AmzDate, RoundTripsAndRejectsGarbage) {
 TEST(Strings, SplitKeepsEmptyFields) {
   EXPECT_EQ(Split("a//b", '/'), (std::vector<std::string>{"a", "", "b"}));
   EXPECT_EQ(Trim("  x y \n"), "x y");
+}
+
+TEST(BatchNames, JobNamesStartWithALetterOrDigit) {
+  EXPECT_TRUE(IsBatchJobName("a"));
+  EXPECT_TRUE(IsBatchJobName(std::string(128, 'A')));
+  EXPECT_TRUE(IsBatchJobName("9_a-B"));
+  for (const std::string& bad : std::vector<std::string>{"", "-x", "_x", "../x", "a.b", "a\nb", "a b", std::string(129, 'a')})
+    EXPECT_FALSE(IsBatchJobName(bad)) << bad;
+}
+
+TEST(ObjectKey, BucketNamesFollowS3Rules) {
+  for (const std::string& ok : std::vector<std::string>{"abc", "trainyard-test", "a.b-c", "123", std::string(63, 'a')})
+    EXPECT_TRUE(CheckBucketName(ok).ok()) << ok;
+  for (const std::string& bad : std::vector<std::string>{"ab", std::string(64, 'a'), "Abc", "a_b", "-ab", "ab-", "a..b", "192.168.5.4",
+                                "xn--abc", "sthree-x", "amzn-s3-demo-x", "abc-s3alias", "abc--ol-s3", "abc.mrap",
+                                                       "abc--x-s3", "abc--table-s3", "a/b", ".."}) {
+    Status st = CheckBucketName(bad);
+    EXPECT_EQ(st.code(), Code::kInvalidArgument) << bad;
+  }
+  EXPECT_NE(CheckBucketName("a..b").message().find("'a..b'"), std::string::npos);
+}
+
+TEST(ObjectKey, KeysAreSafeRelativePaths) {
+  for (const char* ok : {"a", "a/b.csv", ".hidden", "a/..b/c..", "dir/file with spaces", "\xc3\xa9t\xc3\xa9"})
+    EXPECT_TRUE(CheckObjectKey(ok, KeyUse::kObject).ok()) << ok;
+  // message fragment each rule gives
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"", "empty"}, {"/etc/passwd", "starts with '/'"}, {"a//b", "empty segment"}, {"./a", "'.' segment"},
+      {"a/..", "'..' segment"}, {"../x", "'..' segment"}, {"a/", "ends with '/'"},
+      {std::string("a\0b", 3), "control character"}, {"a\nb", "control character"}, {"a\x7f", "control character"},
+      {"\xff", "UTF-8"}, {"\xc0\xaf", "UTF-8"}, {"\xed\xa0\x80", "UTF-8"}, {"\xe2\x82", "UTF-8"},
+      {std::string(1025, 'a'), "1025 bytes"}, {std::string(256, 'a'), "segment of 256 bytes"}};
+  for (const auto& [key, rule] : bad) {
+    Status st = CheckObjectKey(key, KeyUse::kObject);
+    ASSERT_EQ(st.code(), Code::kInvalidArgument) << key;
+    EXPECT_NE(st.message().find(rule), std::string::npos) << st.message();
+  }
+  EXPECT_NE(CheckObjectKey("a\nb", KeyUse::kObject).message().find("'a\\x0ab'"), std::string::npos)
+      << "control bytes are shown escaped";
+  // A prefix may be empty or end with one '/'; not with two, nor climb.
+  for (const char* ok : {"", "a/", "a/b", "a/part-"}) EXPECT_TRUE(CheckObjectKey(ok, KeyUse::kPrefix).ok()) << ok;
+  for (const char* badp : {"/", "a//", "../", "a/./", "//abs/"})
+    EXPECT_FALSE(CheckObjectKey(badp, KeyUse::kPrefix).ok()) << badp;
+}
+
+TEST(ObjectKey, ParseS3UriSplitsAndChecks) {
+  auto loc = ParseS3Uri("s3://bkt/a/b/", KeyUse::kPrefix);
+  ASSERT_TRUE(loc.ok());
+  EXPECT_EQ(loc->bucket, "bkt");
+  EXPECT_EQ(loc->key, "a/b/");
+  ASSERT_TRUE(ParseS3Uri("s3://bkt", KeyUse::kPrefix).ok());
+  EXPECT_EQ(ParseS3Uri("s3://bkt", KeyUse::kPrefix)->key, "");
+  EXPECT_FALSE(ParseS3Uri("s3://bkt/", KeyUse::kObject).ok());
+  EXPECT_FALSE(ParseS3Uri("https://bkt/a", KeyUse::kObject).ok());
+  auto abs = ParseS3Uri("s3://bkt//tmp/x", KeyUse::kPrefix);
+  ASSERT_FALSE(abs.ok());
+  EXPECT_NE(abs.status().message().find("'s3://bkt//tmp/x'"), std::string::npos) << abs.status().message();
+  EXPECT_NE(abs.status().message().find("starts with '/'"), std::string::npos) << abs.status().message();
+  EXPECT_FALSE(ParseS3Uri("s3://bkt/../../", KeyUse::kPrefix).ok());
+  EXPECT_FALSE(ParseS3Uri("s3://../x", KeyUse::kPrefix).ok());
 }
 
 TEST(Uuid, HasVersion4Shape) {

@@ -60,6 +60,42 @@ TEST(EventPattern, BadPatternsNameTheRule) {
   EXPECT_NE(msg(R"([1])").find("must be a JSON object"), std::string::npos);
 }
 
+// {"a":{"a":...{"a":[1]}...}}: `levels` nested objects.
+std::string NestedPattern(size_t levels) {
+  std::string p;
+  for (size_t i = 0; i < levels; ++i) p += R"({"a":)";
+  p += "[1]";
+  return p + std::string(levels, '}');
+}
+
+TEST(EventPattern, NestingUpTo32LevelsIsChecked) {
+  json event = 1;
+  for (int i = 0; i < 32; ++i) event = json{{"a", event}};
+  json ok = json::parse(NestedPattern(32));
+  ASSERT_TRUE(CheckEventPattern(ok).ok()) << CheckEventPattern(ok).message();
+  EXPECT_TRUE(MatchesEventPattern(ok, event));
+  std::string path = "a";  // where the 33rd object sits: a.a...a, 32 keys
+  for (int i = 1; i < 32; ++i) path += ".a";
+  EXPECT_EQ(CheckEventPattern(json::parse(NestedPattern(33))).message(),
+            "event pattern: " + path + " is nested more than 32 levels deep");
+}
+
+TEST(EventPattern, DeeplyNestedPatternsAreRefusedWithoutRecursingToTheBottom) {
+  // A pattern arrives as a string inside the request, so no JSON depth limit on the request
+  // applies to it; checking it once recursed per level and overflowed the stack
+  // (fuzz/regressions/event_pattern/).
+  EventFilter f;
+  Status st = f.SetPattern(NestedPattern(200000));
+  EXPECT_NE(st.message().find("is nested more than 32 levels deep"), std::string::npos) << st.message();
+  std::string anything_but = R"({"a":[)";
+  for (int i = 0; i < 200000; ++i) anything_but += R"({"anything-but":)";
+  anything_but += "1" + std::string(200000, '}') + "]}";
+  st = f.SetPattern(anything_but);
+  EXPECT_NE(st.message().find("a.anything-but.anything-but"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("is nested more than 32 levels deep"), std::string::npos);
+  EXPECT_TRUE(f.pattern.is_null());
+}
+
 TEST(EventFilter, QueueShareTagAndTypeFiltersAllMustPass) {
   json stored = {{"seq", 4}, {"queue", "gpu"}, {"share", "nlp"}, {"tags", {{"team", "nlp"}, {"env", "prod"}}}, {"event", Event()}};
   EventFilter f;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <filesystem>
@@ -287,6 +288,128 @@ TEST_F(ObjStoreTest, VirtualHostStyle) {
   EXPECT_TRUE(NewS3Store(cfg)->Head(bucket, "v/k.txt").ok());  // the same object, path style
 }
 
+// ------------------------------------------------------------------------------------------
+// The directory store: keys resolve beneath their bucket, without following symlinks, whether
+// the kernel offers openat2 or the store walks the path one O_NOFOLLOW open at a time.
+
+class DirStoreTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    DisableOpenat2ForTesting(!GetParam());
+    dir = fs::temp_directory_path() / ("dirstore_test." + std::to_string(::getpid()) + "." +
+                                       std::to_string(GetParam()));
+    fs::remove_all(dir);
+    root = dir / "buckets";
+    outside = dir / "outside";
+    fs::create_directories(root / "bkt");
+    fs::create_directories(outside);
+    std::ofstream(outside / "secret") << "s3cr3t";
+    std::ofstream(dir / "src") << "new content";
+    store = NewDirStore(root.string());
+  }
+  void TearDown() override {
+    DisableOpenat2ForTesting(false);
+    fs::remove_all(dir);
+  }
+  static std::string Read(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  fs::path dir, root, outside;
+  std::unique_ptr<ObjectStore> store;
+};
+
+INSTANTIATE_TEST_SUITE_P(Resolution, DirStoreTest, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "Openat2" : "NoFollowWalk"; });
+
+TEST_P(DirStoreTest, PutHeadGetListDelete) {
+  ASSERT_TRUE(store->Put("bkt", "data/a/x.csv", (dir / "src").string()).ok());
+  ASSERT_TRUE(store->Put("bkt", "datax", (dir / "src").string()).ok());
+  auto head = store->Head("bkt", "data/a/x.csv");
+  ASSERT_TRUE(head.ok()) << head.status().message();
+  EXPECT_EQ(head->size, 11);
+  ASSERT_TRUE(store->Get("bkt", "data/a/x.csv", (dir / "got/x").string()).ok());
+  EXPECT_EQ(Read(dir / "got/x"), "new content");
+  auto list = store->List("bkt", "data/");
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ(list->front().key, "data/a/x.csv");
+  auto all = store->List("bkt", "dat");
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 2u);
+  ASSERT_TRUE(store->Delete("bkt", "data/a/x.csv").ok());
+  EXPECT_EQ(store->Head("bkt", "data/a/x.csv").status().code(), Code::kNotFound);
+  EXPECT_TRUE(store->Delete("bkt", "no/such/key").ok());  // as S3: deleting nothing succeeds
+  EXPECT_EQ(store->List("no-such-bucket", "").status().code(), Code::kNotFound);
+}
+
+TEST_P(DirStoreTest, KeysThatAreNotSafeRelativePathsAreRefused) {
+  const std::string abs = (outside / "abs").string();  // "/tmp/.../outside/abs"
+  const std::vector<std::string> keys = {abs,  "/" + abs, "../outside/x", "a/../../../outside/x", "a//b", "./a", "a/.",
+                                         "a\001b", std::string("a\0b", 3), "", "a/"};
+  for (const std::string& key : keys) {
+    SCOPED_TRACE(key);
+    Status put = store->Put("bkt", key, (dir / "src").string());
+    EXPECT_EQ(put.code(), Code::kInvalidArgument) << put.message();
+    EXPECT_EQ(store->Get("bkt", key, (dir / "got").string()).code(), Code::kInvalidArgument);
+    EXPECT_EQ(store->Head("bkt", key).status().code(), Code::kInvalidArgument);
+    EXPECT_EQ(store->Delete("bkt", key).code(), Code::kInvalidArgument);
+  }
+  EXPECT_EQ(store->Put("../buckets", "x", (dir / "src").string()).code(), Code::kInvalidArgument);
+  EXPECT_EQ(store->List("bkt", "../").status().code(), Code::kInvalidArgument);
+  EXPECT_FALSE(fs::exists(outside / "abs"));
+  EXPECT_FALSE(fs::exists(outside / "x"));
+  EXPECT_FALSE(fs::exists(dir / "got"));
+  EXPECT_EQ(Read(outside / "secret"), "s3cr3t");
+}
+
+TEST_P(DirStoreTest, ASymlinkPlantedInABucketIsNeverFollowed) {
+  fs::create_directory_symlink(outside, root / "bkt/dirlink");     // a folder of the key
+  fs::create_symlink(outside / "secret", root / "bkt/filelink");   // the key itself
+  fs::create_directories(root / "bkt/deep");
+  fs::create_directory_symlink(outside, root / "bkt/deep/link");  // a folder further down
+
+  for (const char* key : {"dirlink/secret", "filelink", "deep/link/secret"}) {
+    SCOPED_TRACE(key);
+    Status get = store->Get("bkt", key, (dir / "got").string());
+    EXPECT_FALSE(get.ok());
+    EXPECT_EQ(get.code(), Code::kNotFound) << get.message();
+    EXPECT_FALSE(fs::exists(dir / "got"));
+    EXPECT_EQ(store->Head("bkt", key).status().code(), Code::kNotFound);
+  }
+  // Writing through a symlinked folder is refused and creates nothing outside.
+  for (const char* key : {"dirlink/new", "deep/link/new", "deep/link/sub/new"}) {
+    SCOPED_TRACE(key);
+    Status put = store->Put("bkt", key, (dir / "src").string());
+    EXPECT_FALSE(put.ok());
+    EXPECT_NE(put.message().find("symlink"), std::string::npos) << put.message();
+  }
+  EXPECT_FALSE(fs::exists(outside / "new"));
+  EXPECT_FALSE(fs::exists(outside / "sub"));
+  // Deleting through one removes nothing outside.
+  store->Delete("bkt", "dirlink/secret");
+  EXPECT_EQ(Read(outside / "secret"), "s3cr3t");
+  // Symlinks are not objects: the listing holds none, and nothing behind them.
+  auto list = store->List("bkt", "");
+  ASSERT_TRUE(list.ok());
+  EXPECT_TRUE(list->empty()) << list->front().key;
+  // Writing the symlink's own key replaces the link with the object; its target is untouched.
+  ASSERT_TRUE(store->Put("bkt", "filelink", (dir / "src").string()).ok());
+  EXPECT_FALSE(fs::is_symlink(root / "bkt/filelink"));
+  EXPECT_EQ(Read(root / "bkt/filelink"), "new content");
+  EXPECT_EQ(Read(outside / "secret"), "s3cr3t");
+}
+
+TEST_P(DirStoreTest, AFifoInABucketIsNotAnObjectAndDoesNotBlockTheReader) {
+  ASSERT_EQ(::mkfifo((root / "bkt/fifo").c_str(), 0644), 0);
+  EXPECT_EQ(store->Get("bkt", "fifo", (dir / "got").string()).code(), Code::kNotFound);
+  EXPECT_EQ(store->Head("bkt", "fifo").status().code(), Code::kNotFound);
+  auto list = store->List("bkt", "");
+  ASSERT_TRUE(list.ok());
+  EXPECT_TRUE(list->empty());
+}
+
 TEST(ParseS3UriTest, SplitsBucketAndKey) {
   std::string b, k;
   ASSERT_TRUE(ParseS3Uri("s3://bkt/a/b/", &b, &k));
@@ -295,6 +418,9 @@ TEST(ParseS3UriTest, SplitsBucketAndKey) {
   ASSERT_TRUE(ParseS3Uri("s3://bkt", &b, &k));
   EXPECT_EQ(k, "");
   EXPECT_FALSE(ParseS3Uri("https://bkt/a", &b, &k));
+  EXPECT_FALSE(ParseS3Uri("s3://bkt//etc/passwd", &b, &k));
+  EXPECT_FALSE(ParseS3Uri("s3://bkt/../../", &b, &k));
+  EXPECT_FALSE(ParseS3Uri("s3://../x", &b, &k));
 }
 
 }  // namespace

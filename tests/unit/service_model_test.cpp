@@ -554,6 +554,35 @@ TEST(ServiceModelTest, DeepNestingIsBounded) {
   EXPECT_THAT(Validate(body), HasSubstr("at 'Tags[0]' failed to satisfy constraint: Member must be of type structure"));
 }
 
+TEST(ServiceModelTest, QuotingAValueNestedFarDeeperThanTheStackAllowsDoesNotRecurse) {
+  // A 300,000-deep array where a string belongs: quoting it in the message once recursed once per
+  // level (json::dump) and overflowed the stack (fuzz/regressions/service_model/).
+  const size_t depth = 300000;
+  json body = json::object();  // moved in: copying a json value recurses too
+  body["TrainingJobName"] = json::parse(std::string(depth, '[') + std::string(depth, ']'));
+  std::string msg = Validate(body, "DescribeTrainingJob");
+  EXPECT_EQ(msg, "1 validation error detected: Value '" + std::string(100, '[') +
+                     "...' at 'TrainingJobName' failed to satisfy constraint: Member must be of type string");
+}
+
+TEST(ServiceModelTest, QuotedValuesAreTheirCompactJson) {
+  // The quote is json::dump's compact form (keys sorted, invalid UTF-8 replaced), cut after 100
+  // code points.
+  json value = json::parse(R"({"b": [1, 2.5, {"c": null, "a": true}], "a": "x\"y", "é": {}, "e": []})");
+  value["bad"] = std::string("\xff");
+  std::string msg = Validate(json{{"TrainingJobName", value}}, "DescribeTrainingJob");
+  EXPECT_THAT(msg, HasSubstr("Value '" + value.dump(-1, ' ', false, json::error_handler_t::replace) + "' at"));
+
+  json wide = json::array();
+  for (int i = 0; i < 100; ++i) wide.push_back(json::array({i, "é"}));
+  msg = Validate(json{{"TrainingJobName", wide}}, "DescribeTrainingJob");
+  std::string full = wide.dump();
+  size_t cut = 0;
+  for (size_t points = 0; points < 100; ++cut) points += (static_cast<unsigned char>(full[cut]) & 0xC0) != 0x80;
+  while (cut < full.size() && (static_cast<unsigned char>(full[cut]) & 0xC0) == 0x80) ++cut;
+  EXPECT_THAT(msg, HasSubstr("Value '" + full.substr(0, cut) + "...' at 'TrainingJobName'"));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Pattern coverage of the operations trainyard serves
 

@@ -437,6 +437,46 @@ TEST(SigV4Failure, HostNotSigned) {
   EXPECT_THAT(st.message(), HasSubstr("'Host'"));
 }
 
+// A request signed over Host and X-Amz-Date alone, then given `name: value` (as a man in the middle
+// could): the header must be refused by name rather than acted on.
+HttpRequestView SignedThenAdded(std::string name, std::string value) {
+  HttpRequestView req{"POST", "/", "", {{"Host", "127.0.0.1:8080"}}, kSageMakerBody};
+  SignSigV4(req, {kTyKey, kTySecret}, "us-east-1", "sagemaker", kT);
+  req.headers.emplace_back(std::move(name), std::move(value));
+  return req;
+}
+
+TEST(SigV4Failure, UnsignedTargetIsRefusedNamingIt) {
+  // The finding: SignedHeaders=host;x-amz-date with X-Amz-Target swapped to a Stop.
+  Status st = Verify(SignedThenAdded("X-Amz-Target", "SageMaker.StopTrainingJob"));
+  EXPECT_EQ(st.code(), Code::kBadSignature);
+  EXPECT_THAT(st.message(), HasSubstr("not signed: x-amz-target."));
+}
+
+TEST(SigV4Failure, UnsignedContentTypeIsRefused) {
+  Status st = Verify(SignedThenAdded("Content-Type", "application/x-amz-json-1.1"));
+  EXPECT_EQ(st.code(), Code::kBadSignature);
+  EXPECT_THAT(st.message(), HasSubstr("not signed: content-type."));
+}
+
+TEST(SigV4Failure, EveryUnsignedAmzHeaderIsRefused) {
+  for (const char* name : {"X-Amz-Security-Token", "x-amz-content-sha256", "X-AMZ-Meta-Anything"}) {
+    HttpRequestView req = SignedThenAdded(name, "v");
+    if (ToLower(name) == "x-amz-content-sha256") req.headers.back().second = Sha256Hex(req.body);
+    Status st = Verify(req);
+    EXPECT_EQ(st.code(), Code::kBadSignature) << name;
+    EXPECT_THAT(st.message(), HasSubstr("not signed: " + ToLower(name) + ".")) << name;
+  }
+}
+
+TEST(SigV4, UnsignedHeadersThatChooseNothingAreAccepted) {
+  // What botocore never signs (User-Agent, X-Amzn-Trace-Id) and headers outside x-amz-*.
+  for (const char* name : {"User-Agent", "X-Amzn-Trace-Id", "X-Custom", "Accept-Encoding"}) {
+    auto caller = VerifySigV4(SignedThenAdded(name, "v"), Lookup(), "us-east-1", kServices, kT);
+    EXPECT_TRUE(caller.ok()) << name << ": " << caller.status().message();
+  }
+}
+
 void ExpectMismatch(const HttpRequestView& req) {
   Status st = Verify(req);
   EXPECT_EQ(st.code(), Code::kBadSignature);

@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/object_key.h"
 #include "core/strings.h"
 
 namespace ty::exec::local {
@@ -49,12 +50,8 @@ std::string DirOf(const std::string& key) {
   return slash == std::string::npos ? "" : key.substr(0, slash + 1);
 }
 
-bool SafeRel(const std::string& rel) {
-  if (rel.empty() || rel.front() == '/') return false;
-  for (const auto& seg : Split(rel, '/'))
-    if (seg == ".." || seg == ".") return false;
-  return true;
-}
+// `rel` can name a file beneath a local directory (no '/' first, no empty, '.' or '..' segment).
+bool SafeRel(const std::string& rel) { return CheckObjectKey(rel, KeyUse::kObject).ok(); }
 
 // Reflink (a copy-on-write clone, where the file system has them), else a hard link, else a
 // copy. The cache's files are read-only, so a job cannot change them through a hard link
@@ -81,10 +78,13 @@ bool LinkOrCopy(const std::string& from, const std::string& to, std::string* why
 
 Status DataMover::ListChannel(const json& ch, const std::string& scratch, std::vector<InputItem>* items) {
   std::string uri = ch.value("uri", "");
-  std::string bucket, key;
-  if (!objstore::ParseS3Uri(uri, &bucket, &key)) return InvalidArgument("not an s3:// URI: " + uri);
+  const bool manifest = ch.value("data_type", "S3Prefix") == "ManifestFile";
+  auto where = ParseS3Uri(uri, manifest ? KeyUse::kObject : KeyUse::kPrefix);
+  if (!where.ok()) return where.status();
+  const std::string& bucket = where->bucket;
+  const std::string& key = where->key;
   items->clear();
-  if (ch.value("data_type", "S3Prefix") == "ManifestFile") {
+  if (manifest) {
     std::string local = scratch + "/manifest-" + ch.value("name", "") + ".json";
     Status st = store_->Get(bucket, key, local);
     if (!st.ok()) return InvalidArgument("the manifest file " + uri + " cannot be read: " + st.message());
@@ -100,16 +100,20 @@ Status DataMover::ListChannel(const json& ch, const std::string& scratch, std::v
         !m[0]["prefix"].is_string())
       return InvalidArgument("the manifest file " + uri +
                              " is not a JSON array starting with {\"prefix\": \"s3://...\"} followed by relative keys");
-    std::string pbucket, pkey;
-    if (!objstore::ParseS3Uri(m[0]["prefix"].get<std::string>(), &pbucket, &pkey))
-      return InvalidArgument("the manifest file " + uri + ": the prefix is not an s3:// URI");
+    // The manifest is data, read after the API's checks: its prefix and entries meet the same
+    // rules as a request's URIs, or nothing is staged.
+    auto prefix = ParseS3Uri(m[0]["prefix"].get<std::string>(), KeyUse::kPrefix);
+    if (!prefix.ok()) return InvalidArgument("the manifest file " + uri + ": its prefix " + prefix.status().message());
     for (size_t i = 1; i < m.size(); ++i) {
       if (!m[i].is_string()) return InvalidArgument("the manifest file " + uri + ": entry " + std::to_string(i) + " is not a string");
       InputItem it;
-      it.bucket = pbucket;
-      it.key = pkey + m[i].get<std::string>();
+      it.bucket = prefix->bucket;
       it.rel = m[i].get<std::string>();
-      if (!SafeRel(it.rel)) return InvalidArgument("the manifest file " + uri + ": entry '" + it.rel + "' is not a relative key");
+      it.key = prefix->key + it.rel;
+      Status rel_ok = CheckObjectKey(it.rel, KeyUse::kObject);
+      if (rel_ok.ok()) rel_ok = CheckObjectKey(it.key, KeyUse::kObject);
+      if (!rel_ok.ok())
+        return InvalidArgument("the manifest file " + uri + ": entry " + std::to_string(i) + ": " + rel_ok.message());
       auto head = store_->Head(it.bucket, it.key);
       if (!head.ok()) return InvalidArgument("the manifest file " + uri + " lists an object that cannot be read: " + head.status().message());
       it.size = head->size;
@@ -218,31 +222,30 @@ Status DataMover::FetchAll(const std::vector<std::pair<InputItem, std::string>>&
 }
 
 Status DataMover::UploadFile(const std::string& local_path, const std::string& uri) {
-  std::string bucket, key;
-  if (!objstore::ParseS3Uri(uri, &bucket, &key)) return InvalidArgument("not an s3:// URI: " + uri);
-  return store_->Put(bucket, key, local_path);
+  auto where = ParseS3Uri(uri, KeyUse::kObject);
+  if (!where.ok()) return where.status();
+  return store_->Put(where->bucket, where->key, local_path);
 }
 
 Status DataMover::Download(const std::string& uri, const std::string& local_path) {
-  std::string bucket, key;
-  if (!objstore::ParseS3Uri(uri, &bucket, &key)) return InvalidArgument("not an s3:// URI: " + uri);
-  return store_->Get(bucket, key, local_path);
+  auto where = ParseS3Uri(uri, KeyUse::kObject);
+  if (!where.ok()) return where.status();
+  return store_->Get(where->bucket, where->key, local_path);
 }
 
-Status DataMover::UploadTree(const std::string& local_dir, const std::string& prefix_uri) {
-  std::error_code ec;
-  if (!fs::is_directory(local_dir, ec)) return Status::Ok();
+Status DataMover::UploadTree(const JobDir& dir, const std::string& prefix_uri, const SkipFn& skip) {
   std::string prefix = prefix_uri;
   if (!prefix.empty() && prefix.back() != '/') prefix += '/';
-  for (fs::recursive_directory_iterator it(local_dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (!it->is_regular_file(ec)) continue;
-    TY_RETURN_IF_ERROR(UploadFile(it->path().string(), prefix + fs::relative(it->path(), local_dir, ec).generic_string()));
-  }
-  return Status::Ok();
+  // The store reads the file through its descriptor (/proc/self/fd names that very inode), so
+  // nothing is opened again by a path the job controls.
+  return WalkJobTree(dir, WalkOptions{}, [&](const JobFile& f) {
+    Status st = UploadFile("/proc/self/fd/" + std::to_string(f.fd), prefix + f.rel);
+    return st.ok() ? st : Status(st.code(), f.rel + ": " + st.message());
+  }, skip);
 }
 
-CheckpointSync::CheckpointSync(DataMover* mover, std::string prefix_uri, std::vector<std::string> local_dirs)
-    : mover_(mover), dirs_(std::move(local_dirs)) {
+CheckpointSync::CheckpointSync(DataMover* mover, std::string prefix_uri, std::vector<JobDir> local_dirs, SkipFn skip)
+    : mover_(mover), dirs_(std::move(local_dirs)), skip_(std::move(skip)) {
   objstore::ParseS3Uri(prefix_uri, &bucket_, &prefix_);
   if (!prefix_.empty() && prefix_.back() != '/') prefix_ += '/';
 }
@@ -258,7 +261,8 @@ Status CheckpointSync::Restore(TransferStats* stats) {
     if (rel.empty() || rel.back() == '/' || !SafeRel(rel)) continue;
     in_store_[rel] = true;
     for (size_t i = 0; i < dirs_.size(); ++i) {
-      std::string dest = dirs_[i] + "/" + rel;
+      // Before the job starts: the tree is still the supervisor's own.
+      std::string dest = dirs_[i].Path() + "/" + rel;
       // Straight from the store (checkpoints change between jobs and are written in place), once;
       // the other instances get a copy of their own.
       if (i == 0) {
@@ -268,7 +272,7 @@ Status CheckpointSync::Restore(TransferStats* stats) {
       } else {
         std::error_code ec;
         fs::create_directories(fs::path(dest).parent_path(), ec);
-        fs::copy_file(dirs_[0] + "/" + rel, dest, fs::copy_options::overwrite_existing, ec);
+        fs::copy_file(dirs_[0].Path() + "/" + rel, dest, fs::copy_options::overwrite_existing, ec);
         if (ec) return Internal("cannot copy the checkpoint " + rel + " to " + dest + ": " + ec.message());
       }
       // Restored files count as uploaded: only a later change sends them back.
@@ -282,25 +286,31 @@ Status CheckpointSync::Restore(TransferStats* stats) {
 
 Status CheckpointSync::Sync(int* uploaded, int* deleted) {
   std::set<std::string> present;
-  std::error_code ec;
+  bool complete = true;
   for (size_t i = 0; i < dirs_.size(); ++i) {
-    if (!fs::is_directory(dirs_[i], ec)) continue;
-    for (fs::recursive_directory_iterator it(dirs_[i], ec), end; !ec && it != end; it.increment(ec)) {
-      if (!it->is_regular_file(ec)) continue;
-      std::string rel = fs::relative(it->path(), dirs_[i], ec).generic_string();
-      present.insert(rel);
-      struct stat st;
-      if (::stat(it->path().c_str(), &st) != 0) continue;
-      Sig sig{st.st_size, st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec};
-      std::string id = std::to_string(i) + "\n" + rel;
+    WalkResult walked;
+    auto visit = [&](const JobFile& f) {
+      present.insert(f.rel);
+      Sig sig{f.st.st_size, f.st.st_mtim.tv_sec * 1000000000LL + f.st.st_mtim.tv_nsec};
+      std::string id = std::to_string(i) + "\n" + f.rel;
       auto prev = uploaded_.find(id);
-      if (prev != uploaded_.end() && prev->second.size == sig.size && prev->second.mtime_ns == sig.mtime_ns) continue;
-      TY_RETURN_IF_ERROR(mover_->store().Put(bucket_, prefix_ + rel, it->path().string()));
+      if (prev != uploaded_.end() && prev->second.size == sig.size && prev->second.mtime_ns == sig.mtime_ns)
+        return Status::Ok();
+      TY_RETURN_IF_ERROR(mover_->store().Put(bucket_, prefix_ + f.rel, "/proc/self/fd/" + std::to_string(f.fd)));
       uploaded_[id] = sig;
-      in_store_[rel] = true;
+      in_store_[f.rel] = true;
       ++*uploaded;
-    }
+      return Status::Ok();
+    };
+    auto skip = [&](const std::string& rel, const std::string& why) {
+      // Each entry once, and a bounded number in all: a job can make links faster than this can log.
+      if (skip_ && reported_.size() < kMaxReported && reported_.insert(std::to_string(i) + "\n" + rel + "\n" + why).second)
+        skip_(i, rel, why);
+    };
+    TY_RETURN_IF_ERROR(WalkJobTree(dirs_[i], WalkOptions{}, visit, skip, &walked));
+    complete = complete && walked.complete;
   }
+  if (!complete) return Status::Ok();  // what was not seen is not known to be gone
   for (auto it = in_store_.begin(); it != in_store_.end();) {
     if (present.count(it->first)) {
       ++it;

@@ -7,12 +7,14 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "core/config.h"
 #include "core/status.h"
+#include "exec/local/job_tree.h"
 #include "objstore/objstore.h"
 
 namespace ty::exec::local {
@@ -57,8 +59,9 @@ class DataMover {
   Status FetchAll(const std::vector<std::pair<InputItem, std::string>>& work, int threads,
                   const std::function<bool()>& cancelled, TransferStats* stats);
 
-  // Every file under `local_dir`, uploaded to prefix_uri + relative path.
-  Status UploadTree(const std::string& local_dir, const std::string& prefix_uri);
+  // Every regular file under `dir` (a job's tree: walked without following links, job_tree.h),
+  // uploaded to prefix_uri + its relative path; `skip` hears of each entry left out and why.
+  Status UploadTree(const JobDir& dir, const std::string& prefix_uri, const SkipFn& skip);
   Status UploadFile(const std::string& local_path, const std::string& uri);
   Status Download(const std::string& uri, const std::string& local_path);
 
@@ -68,11 +71,14 @@ class DataMover {
 };
 
 // Checkpoint sync: restores the prefix into every instance's directory at the start, then
-// uploads new and changed files and deletes in the store what was deleted locally (a file is
-// gone when no instance has it any more).
+// uploads new and changed regular files (walked as a job's tree: links, FIFOs and devices are
+// left out, job_tree.h) and deletes in the store what was deleted locally (a file is gone when no
+// instance has it any more; nothing is deleted after a walk that could not see the whole tree).
 class CheckpointSync {
  public:
-  CheckpointSync(DataMover* mover, std::string prefix_uri, std::vector<std::string> local_dirs);
+  // Told once about each entry of instance `dir` (an index into local_dirs) a sync leaves out.
+  using SkipFn = std::function<void(size_t dir, const std::string& rel, const std::string& why)>;
+  CheckpointSync(DataMover* mover, std::string prefix_uri, std::vector<JobDir> local_dirs, SkipFn skip = nullptr);
   Status Restore(TransferStats* stats);
   // One pass; *uploaded / *deleted count what it did.
   Status Sync(int* uploaded, int* deleted);
@@ -84,7 +90,10 @@ class CheckpointSync {
   };
   DataMover* mover_;
   std::string bucket_, prefix_;
-  std::vector<std::string> dirs_;
+  std::vector<JobDir> dirs_;
+  SkipFn skip_;
+  static constexpr size_t kMaxReported = 10'000;
+  std::set<std::string> reported_;  // "<instance>\n<rel>\n<why>" already told to skip_
   std::map<std::string, Sig> uploaded_;  // "<instance>\n<rel>" -> what was last uploaded
   std::map<std::string, bool> in_store_;  // rel -> present in the store
 };

@@ -41,9 +41,11 @@
 #include <thread>
 #include <vector>
 
+#include "exec/local/archive.h"
 #include "exec/local/attempt_files.h"
 #include "exec/local/cgroup.h"
 #include "exec/local/data.h"
+#include "exec/local/job_tree.h"
 #include "exec/local/sandbox.h"
 #include "exec/local/system_sampler.h"
 #include "exec/local/volume.h"
@@ -76,7 +78,7 @@ void OnSignal(int) {
   errno = saved;
 }
 
-// Runs a command to completion (used for tar). Returns its exit status, or -1.
+// Runs a command to completion (the setup command, pip). Returns its exit status, or -1.
 int RunCommand(const std::vector<std::string>& argv, const std::string& log_path) {
   pid_t pid = ::fork();
   if (pid < 0) return -1;
@@ -97,51 +99,6 @@ int RunCommand(const std::vector<std::string>& argv, const std::string& log_path
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
-
-// RunCommand that also keeps the command's output (stdout and stderr, the last 4 KiB) in *output,
-// for an error message; the log gets it too, where it can still be written.
-int RunCommandOutput(const std::vector<std::string>& argv, const std::string& log_path, std::string* output) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return -1;
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    return -1;
-  }
-  if (pid == 0) {
-    ::dup2(fds[1], 1);
-    ::dup2(fds[1], 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execvp(args[0], args.data());
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  std::string all;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(fds[0], buf, sizeof buf)) != 0) {
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    all.append(buf, static_cast<size_t>(n));
-    if (all.size() > 8192) all.erase(0, all.size() - 4096);
-  }
-  ::close(fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!all.empty()) std::ofstream(log_path, std::ios::app) << all;
-  if (all.size() > 4096) all.erase(0, all.size() - 4096);
-  *output = all;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-// True when a command's output says the disk was full.
-bool SaysDiskFull(const std::string& output) { return output.find(std::strerror(ENOSPC)) != std::string::npos; }
 
 // A JSON-decoded hyperparameter value when it is JSON, else the raw string.
 json DecodeHp(const std::string& v) {
@@ -174,6 +131,14 @@ struct Instance {
 
 // How many objects of a channel are downloaded at once.
 constexpr int kDownloadThreads = 8;
+
+// SageMaker's limit on FailureReason: the most of /opt/ml/output/failure that is read.
+constexpr size_t kMaxFailureBytes = 1024;
+// How many entries one pass over an instance's tree reports as left out in the job's log (a
+// tree of a million links must not become a million log lines); then one line with the count.
+constexpr int kMaxSkipLines = 50;
+// What a source directory archive may unpack to (the host's disk is shared).
+constexpr local::ExtractLimits kSourceDirLimits{100'000, int64_t{8} << 30};
 
 // How long the output of an exited instance may keep coming (from processes that left its
 // process group) before the supervisor stops reading it.
@@ -467,9 +432,19 @@ class Supervisor {
           }
     }
     if (spec_.contains("checkpoint") && spec_["checkpoint"].is_object()) {
-      std::vector<std::string> dirs;
-      for (int n = 1; n <= count_; ++n) dirs.push_back(CheckpointDir(n));
-      checkpoints_ = std::make_unique<local::CheckpointSync>(mover_.get(), spec_["checkpoint"].value("uri", ""), dirs);
+      std::vector<local::JobDir> dirs;
+      for (int n = 1; n <= count_; ++n) dirs.push_back({local::HostDir(dir_, n), CheckpointRel()});
+      // Called by one sync at a time (the sync thread, then the final sync after it is joined).
+      checkpoint_skip_lines_.assign(static_cast<size_t>(count_), 0);
+      auto skipped = [this](size_t i, const std::string& rel, const std::string& why) {
+        int& lines = checkpoint_skip_lines_[i];
+        if (++lines > kMaxSkipLines) return;
+        JobLog(static_cast<int>(i) + 1, "[trainyard] checkpoints: " + ShownRel(CheckpointRel(), rel) +
+                                            " is not uploaded: " + why +
+                                            (lines == kMaxSkipLines ? " (further entries left out are not reported)" : ""));
+      };
+      checkpoints_ = std::make_unique<local::CheckpointSync>(mover_.get(), spec_["checkpoint"].value("uri", ""), dirs,
+                                                             skipped);
       local::TransferStats restored;
       Status st = checkpoints_->Restore(&restored);
       if (!st.ok()) {
@@ -551,7 +526,16 @@ class Supervisor {
     const std::string log = dir_ + "/supervisor.log";
     const std::string setup = spec_.value("setup_command", "");
     const json& code_id = code_id_;
-    json marker = json::parse(ReadOr((ws / ".prepared").string(), "{}"), nullptr, false);
+    // The workspace is the jobs' (bound read-write into each one): its marker is read as a job's
+    // file, so a FIFO or a link planted there by an earlier job on the pool only means "not
+    // prepared".
+    std::string marker_text = "{}";
+    if (Status st = local::ReadJobFile({ws.string(), ""}, ".prepared", 64 * 1024, &marker_text);
+        !st.ok() && st.code() != Code::kNotFound) {
+      Log("workspace algo-" + std::to_string(n) + ": the .prepared marker is ignored: " + st.message());
+      marker_text = "{}";
+    }
+    json marker = json::parse(marker_text.empty() ? "{}" : marker_text, nullptr, false);
     if (marker.is_discarded()) marker = json::object();
     const bool setup_done = marker.contains("setup") && marker["setup"] == setup;
     const bool code_done = setup_done && marker.contains("code") && marker["code"] == code_id;
@@ -582,13 +566,19 @@ class Supervisor {
             return false;
           }
         }
-        std::string out;
-        if (RunCommandOutput({"tar", "-xzf", tarball, "-C", (ws / "code").string()}, log, &out) != 0) {
-          *error = "sagemaker_submit_directory: cannot unpack " + submit_uri_;
-          if (SaysDiskFull(out)) {  // the host's disk, not the job's archive
+        // Unpacked in this process (no tar process per job), refusing any entry that would land
+        // outside code/ (archive.h); a refused archive leaves nothing behind.
+        Status st = local::ExtractTarGz(tarball, (ws / "code").string(), kSourceDirLimits);
+        if (!st.ok()) {
+          fs::remove_all(ws / "code", ec);
+          if (st.code() == Code::kInternal) {  // the host's disk, not the job's archive
             infrastructure_error_ = true;
-            *error += " into " + (ws / "code").string() + ": " + std::strerror(ENOSPC);
+            *error = "sagemaker_submit_directory: cannot unpack " + submit_uri_ + ": " + st.message();
+          } else {
+            *error = "sagemaker_submit_directory: the archive " + submit_uri_ + " is refused: " + st.message();
           }
+          JobLog(n, "[trainyard] " + *error);
+          Log(*error);
           return false;
         }
       }
@@ -596,7 +586,7 @@ class Supervisor {
     }
     if (!setup_done || !code_done) {
       json m = {{"setup", setup}, {"code", code_id}};
-      local::WriteFileAtomic((ws / ".prepared").string(), m.dump(), false);
+      local::WriteJobFile({ws.string(), ""}, ".prepared", m.dump());  // replaces a planted link
     }
     // In the sandbox the workspace's code/ and cache are bind-mounted over empty directories of
     // the /opt/ml tree (Command); without one, the tree links to them.
@@ -1290,8 +1280,11 @@ class Supervisor {
     char when[32];
     std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&deadline));
     json notice = {{"action", "terminate"}, {"time", when}, {"notice_seconds", grace_ms_ / 1000}};
-    for (int n = 1; n <= count_; ++n)
-      local::WriteFileAtomic(local::HostDir(dir_, n) + "/" + kInterruptionNotice, notice.dump() + "\n", false);
+    // The instance's tree is the job's: the notice replaces whatever is there, a link included.
+    for (int n = 1; n <= count_; ++n) {
+      Status st = local::WriteJobFile({local::HostDir(dir_, n), ""}, kInterruptionNotice, notice.dump() + "\n");
+      if (!st.ok()) Log("interruption notice for algo-" + std::to_string(n) + ": " + st.message());
+    }
   }
 
   void BeginStop() {
@@ -1415,12 +1408,42 @@ class Supervisor {
       if (i.log) std::fclose(i.log);
   }
 
-  void Upload() {
-    std::string log = dir_ + "/supervisor.log";
+  // The job's own account of its failure, /opt/ml/output/failure of the first instance that has
+  // one: a regular file, its first kMaxFailureBytes, read without following a link or opening
+  // anything else (a link there once returned the server's secrets; a FIFO held the supervisor).
+  void ReadFailureFiles() {
     for (int n = 1; n <= count_ && failure_.empty(); ++n) {
       std::string f;
-      if (local::ReadFile(local::HostDir(dir_, n) + "/output/failure", &f) && !f.empty()) failure_ = f.substr(0, 1024);
+      Status st = local::ReadJobFile({local::HostDir(dir_, n), "output"}, "failure", kMaxFailureBytes, &f);
+      if (st.ok() && !f.empty()) failure_ = f;
+      if (!st.ok() && st.code() != Code::kNotFound)
+        JobLog(n, "[trainyard] /opt/ml/output/failure is ignored: " + st.message());
     }
+  }
+
+  // Reports the entries of one instance's tree left out of an upload in its log, the first
+  // kMaxSkipLines one by one, then how many more.
+  class SkipReport {
+   public:
+    SkipReport(Supervisor* s, std::string what) : s_(s), what_(std::move(what)) {}
+    ~SkipReport() {
+      for (const auto& [n, count] : counts_)
+        if (count > kMaxSkipLines)
+          s_->JobLog(n, "[trainyard] " + what_ + ": " + std::to_string(count - kMaxSkipLines) +
+                            " more entries are not uploaded");
+    }
+    void operator()(int n, const std::string& rel, const std::string& why) {
+      if (++counts_[n] <= kMaxSkipLines) s_->JobLog(n, "[trainyard] " + what_ + ": " + rel + " is not uploaded: " + why);
+    }
+
+   private:
+    Supervisor* s_;
+    std::string what_;
+    std::map<int, int> counts_;
+  };
+
+  void Upload() {
+    ReadFailureFiles();
     // A process that died of a signal nobody here sent (the out-of-memory killer, a crash) says so.
     if (failure_.empty() && killed_by_ > 0 && !stopped_ && !max_runtime_exceeded_) {
       const char* name = sigabbrev_np(killed_by_);
@@ -1437,37 +1460,42 @@ class Supervisor {
       if (exit_code_ == 0) exit_code_ = 1;
       return false;
     };
+    // What the job wrote is walked without following links (exec/local/job_tree.h): only its
+    // regular files and directories go out, named by the names walked; the rest is reported in
+    // the instance's log.
     auto pack = [&](const std::string& name, const char* sub) {
       if (out_prefix.empty()) return false;
+      const std::string shown = std::string("/opt/ml/") + sub;
+      SkipReport skipped(this, shown);
       if (!compress) {
         // CompressionType NONE: the files themselves, under output/model/ and output/data/.
         std::string target = out_prefix + (std::string(sub) == "model" ? "model/" : "data/");
         for (int n = 1; n <= count_; ++n) {
-          Status st = mover_->UploadTree(local::HostDir(dir_, n) + "/" + sub, target);
+          Status st = mover_->UploadTree({local::HostDir(dir_, n), sub}, target,
+                                         [&](const std::string& rel, const std::string& why) {
+                                           skipped(n, ShownRel(sub, rel), why);
+                                         });
           if (!st.ok()) return fail("cannot upload " + std::string(sub) + " to " + target + ": " + st.message(), st.code());
         }
         return true;
       }
+      // Packed in this process (no tar or gzip process per job); an instance without the
+      // directory adds nothing, so an empty output is a valid empty archive.
       std::string dest = dir_ + "/" + name;
       std::string tmp = dest + ".tmp";
-      std::vector<std::string> argv = {"tar", compress ? "-czf" : "-cf", tmp};
-      bool any = false;
-      for (int n = 1; n <= count_; ++n) {
-        std::string d = local::HostDir(dir_, n) + "/" + sub;
-        if (fs::is_directory(d)) {
-          argv.insert(argv.end(), {"-C", d, "."});
-          any = true;
-        }
-      }
-      if (!any) argv.insert(argv.end(), {"-T", "/dev/null"});
-      std::string out;
-      if (RunCommandOutput(argv, log, &out) != 0) {
+      std::vector<local::JobDir> dirs;
+      for (int n = 1; n <= count_; ++n) dirs.push_back({local::HostDir(dir_, n), sub});
+      Status packed = local::CreateTarGz(tmp, dirs, local::WalkOptions{},
+                                         [&](size_t i, const std::string& rel, const std::string& why) {
+                                           skipped(static_cast<int>(i) + 1, ShownRel(sub, rel), why);
+                                         });
+      if (!packed.ok()) {
         std::error_code ec;
         fs::remove(tmp, ec);  // a partial archive would keep the disk full
         // A full disk is the host's failure (InternalServerError, retried where allowed).
-        if (SaysDiskFull(out))
+        if (packed.message().find(std::strerror(ENOSPC)) != std::string::npos)
           return fail("cannot pack " + name + " at " + dest + ": " + std::strerror(ENOSPC), Code::kInternal);
-        return fail("cannot pack " + name);
+        return fail("cannot pack " + name + ": " + packed.message(), Code::kInternal);
       }
       if (::rename(tmp.c_str(), dest.c_str()) != 0) return fail("cannot pack " + name + ": " + std::strerror(errno), Code::kInternal);
       Status st = mover_->UploadFile(dest, out_prefix + name);
@@ -1479,6 +1507,27 @@ class Supervisor {
     model_uploaded_ = pack("model.tar.gz", "model");
     pack("output.tar.gz", "output/data");
     if (checkpoints_ && !SyncCheckpoints("final")) fail("cannot sync checkpoints: " + last_sync_error_);
+  }
+
+  // How an entry of /opt/ml/<sub> is named in the job's log: its path in the job's view.
+  static std::string ShownRel(const std::string& sub, const std::string& rel) {
+    return "/opt/ml/" + sub + (rel.empty() ? "" : "/" + rel);
+  }
+
+  // Appends a line to instance n's log (the job's log stream), where the job's own output went;
+  // nothing once the log reached [logs] max_bytes_per_stream. Safe from any thread: each line is
+  // one append.
+  void JobLog(int n, const std::string& text) {
+    const std::string path = local::LogDir(dir_) + "/algo-" + std::to_string(n) + ".log";
+    struct stat st {};
+    if (max_log_bytes_ > 0 && ::stat(path.c_str(), &st) == 0 && st.st_size >= max_log_bytes_) return;
+    std::string line = std::to_string(NowMs()) + " " + text;
+    std::replace(line.begin(), line.end(), '\n', ' ');
+    line += '\n';
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    [[maybe_unused]] ssize_t w = ::write(fd, line.data(), line.size());
+    ::close(fd);
   }
 
   std::string dir_;
@@ -1524,6 +1573,7 @@ class Supervisor {
   std::unique_ptr<local::DataMover> mover_;
   local::TransferStats stats_;
   std::unique_ptr<local::CheckpointSync> checkpoints_;
+  std::vector<int> checkpoint_skip_lines_;  // per instance: entries left out reported in its log
   std::string submit_uri_;           // sagemaker_submit_directory, "" without one
   nlohmann::json code_id_ = nlohmann::json::object();  // what identifies it (URI, ETag, size)
   int sync_seconds_ = 10;

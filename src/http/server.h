@@ -1,0 +1,106 @@
+// The HTTP/1.1 listener: event-driven I/O (Boost.Beast on Boost.Asio, kept inside server.cpp)
+// with every limit a hostile client could push against, and a worker pool that runs handlers.
+//
+// Threads: `io_threads` threads only read and write sockets; they never run a handler. A request
+// is handed to the worker pool once it has been read whole, through one FIFO, and a connection
+// reads its next request only after its response is written (one in flight per connection), so a
+// client that keeps many requests coming waits its turn behind the others.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+
+namespace ty::http {
+
+using Fields = std::vector<std::pair<std::string, std::string>>;
+
+// A request read whole (head and body).
+struct Request {
+  std::string method;  // "POST"
+  std::string target;  // as sent: path and query
+  std::string path;    // target before '?'
+  std::string query;   // target after '?', without it; may be empty
+  Fields headers;      // names as received
+  std::string body;
+
+  // The first header named `name` (compared case-insensitively), or null.
+  const std::string* Header(std::string_view name) const;
+  // The percent-decoded values of query parameter `name`, in order.
+  std::vector<std::string> Params(std::string_view name) const;
+};
+
+// Produces the next piece of a streamed body: appends to `out` (possibly nothing) and returns false
+// once the stream is over. May block (it runs on a worker); must return within a bounded time.
+using StreamProducer = std::function<bool(std::string* out)>;
+
+struct Response {
+  int status = 200;
+  Fields headers;  // Content-Length, Transfer-Encoding and Connection are the server's
+  std::string body;
+  // When set, the body is sent with chunked encoding, produced piece by piece on the worker until
+  // the producer returns false, a write fails or the server stops; the connection closes after.
+  StreamProducer stream;
+  std::function<void()> on_stream_end;  // called once when a stream ends, however it ends
+};
+
+// Runs on a worker thread; may block (long polls), but should return in bounded time.
+using Handler = std::function<Response(const Request&)>;
+
+// The response for a request the server refuses itself before any handler runs: 400 (malformed),
+// 413 (body over the limit), 431 (header over the limit), 500 (a handler threw) and 503 (over
+// the connection cap, or too many bodies buffered). `head` is the request's head when it was read (no body), else null.
+using Refusal = std::function<Response(int status, const std::string& message, const Request* head)>;
+
+struct Limits {
+  int64_t max_body_bytes = 6 * 1024 * 1024;  // Content-Length and chunked bodies alike
+  int64_t max_header_bytes = 16 * 1024;      // request line and every header line together
+  int max_header_fields = 100;               // header lines
+  // Bodies being read or waiting for their handler, all connections together: a Content-Length
+  // body reserves its length when its head arrives, a chunked one max_body_bytes.
+  int64_t max_buffered_body_bytes = 512 * 1024 * 1024;
+  int header_timeout_ms = 10'000;            // the whole head must arrive this soon after its first byte
+  int body_timeout_ms = 60'000;              // the whole body, after the head; and each response write
+  int idle_timeout_ms = 60'000;              // a connection with no request under way is closed after this
+  int max_connections = 20'000;              // beyond it new connections get a 503 and are closed
+  int io_threads = 1;
+  int workers = 16;
+};
+
+struct Stats {
+  int64_t open_connections = 0;
+  int64_t refused_connections = 0;  // over max_connections
+  int64_t queued_requests = 0;      // read whole, waiting for a worker
+  int64_t buffered_body_bytes = 0;  // reserved by bodies being read or waiting
+};
+
+class Server {
+ public:
+  Server(Limits limits, Handler handler, Refusal refusal);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds host:port (port 0 picks a free one) and returns the bound port. The connection cap is
+  // lowered to fit RLIMIT_NOFILE (less a reserve for the rest of the process).
+  StatusOr<int> Bind(const std::string& host, int port);
+  // Serves until Stop(). REQUIRES: Bind() succeeded.
+  void Run();
+  // Thread-safe; Run() returns once the I/O threads and workers have ended.
+  void Stop();
+
+  Stats stats() const;
+
+  struct Impl;  // defined in server.cpp, with the connections that use it
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ty::http

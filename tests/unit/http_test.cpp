@@ -1,0 +1,289 @@
+// The HTTP listener and the input guards: JSON depth counting, token buckets, and the listener's
+// ordering, fairness, stream and deadline contracts over real sockets on 127.0.0.1.
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "http/guards.h"
+#include "http/server.h"
+
+namespace ty::http {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// --- JsonDepth ------------------------------------------------------------------------------------
+
+TEST(JsonDepth, CountsObjectsAndArraysTogether) {
+  EXPECT_EQ(JsonDepth(R"({"a": 1})", 64), 1);
+  EXPECT_EQ(JsonDepth(R"({"a": [{"b": []}], "c": {}})", 64), 4);
+  EXPECT_EQ(JsonDepth("42", 64), 0);
+}
+
+TEST(JsonDepth, BracketsInsideStringsDoNotCount) {
+  EXPECT_EQ(JsonDepth(R"({"a": "[[[[{{{{"})", 64), 1);
+  // An escaped quote does not end the string; an escaped backslash before the quote does.
+  EXPECT_EQ(JsonDepth(R"({"a": "\"[[[["})", 64), 1);
+  EXPECT_EQ(JsonDepth(R"({"a": "\\", "b": [[]]})", 64), 3);
+}
+
+TEST(JsonDepth, StopsCountingPastTheLimit) {
+  std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_EQ(JsonDepth(deep, 64), 65);
+  EXPECT_EQ(JsonDepth(std::string(64, '[') + std::string(64, ']'), 64), 64);
+}
+
+// --- RateLimiter ----------------------------------------------------------------------------------
+
+TEST(RateLimiter, BurstThenRefusedUntilTokensAccrue) {
+  RateLimiter r(/*rate_per_second=*/2, /*burst=*/3);
+  // tokens: 3 -> 0 at t=0; +1 per 500 ms after.
+  EXPECT_TRUE(r.Admit("k", 0));
+  EXPECT_TRUE(r.Admit("k", 0));
+  EXPECT_TRUE(r.Admit("k", 0));
+  EXPECT_FALSE(r.Admit("k", 0));
+  EXPECT_FALSE(r.Admit("k", 499));
+  EXPECT_TRUE(r.Admit("k", 500));
+  EXPECT_FALSE(r.Admit("k", 500));
+  // A long pause refills only up to the burst.
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(r.Admit("k", 60'000)) << i;
+  EXPECT_FALSE(r.Admit("k", 60'000));
+}
+
+TEST(RateLimiter, KeysHaveTheirOwnBuckets) {
+  RateLimiter r(1, 1);
+  EXPECT_TRUE(r.Admit("a", 0));
+  EXPECT_FALSE(r.Admit("a", 0));
+  EXPECT_TRUE(r.Admit("b", 0));
+}
+
+TEST(RateLimiter, ZeroRateAdmitsEverything) {
+  RateLimiter r(0, 0);
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(r.Admit("k", 0));
+}
+
+// --- Server ---------------------------------------------------------------------------------------
+
+// A server on a free port, run on its own thread for the length of a test.
+class Running {
+ public:
+  Running(Limits limits, Handler handler)
+      : server_(limits, std::move(handler), [](int status, const std::string& message, const Request*) {
+          Response r;
+          r.status = status;
+          r.body = message;
+          return r;
+        }) {
+    auto port = server_.Bind("127.0.0.1", 0);
+    EXPECT_TRUE(port.ok()) << port.status().message();
+    port_ = *port;
+    thread_ = std::thread([this] { server_.Run(); });
+  }
+  ~Running() {
+    server_.Stop();
+    thread_.join();
+  }
+  int port() const { return port_; }
+  Server& server() { return server_; }
+
+ private:
+  Server server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+int Connect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  return fd;
+}
+
+void Send(int fd, const std::string& s) { ASSERT_EQ(send(fd, s.data(), s.size(), MSG_NOSIGNAL), static_cast<ssize_t>(s.size())); }
+
+// Reads until `count` responses' bodies ("<path>") have arrived, or the peer closes or times out.
+std::string ReadUntil(int fd, const std::string& needle) {
+  std::string got;
+  char buf[4096];
+  while (got.find(needle) == std::string::npos) {
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  return got;
+}
+
+std::string Get(const std::string& path) { return "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n"; }
+
+Response Echo(const Request& req) {
+  Response r;
+  r.body = "<" + req.path + ">";
+  return r;
+}
+
+template <typename Pred>
+bool Eventually(Pred pred) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return pred();
+}
+
+TEST(Server, PipelinedRequestsAreAnsweredInOrder) {
+  Limits l;
+  l.workers = 4;
+  Running s(l, Echo);
+  int fd = Connect(s.port());
+  Send(fd, Get("/1") + Get("/2") + Get("/3"));
+  std::string got = ReadUntil(fd, "</3>");
+  EXPECT_LT(got.find("</1>"), got.find("</2>"));
+  EXPECT_LT(got.find("</2>"), got.find("</3>"));
+  close(fd);
+}
+
+TEST(Server, ABusyConnectionTakesItsTurnBehindOthers) {
+  // One worker. A's first request holds it; while it does, A has four more pipelined and B sends
+  // one. A connection has one request in flight, so B's is queued first and served second.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  std::vector<std::string> order;
+  Limits l;
+  l.workers = 1;
+  Running s(l, [&](const Request& req) {
+    std::unique_lock<std::mutex> lock(mu);
+    order.push_back(req.path);
+    if (req.path == "/a1") cv.wait(lock, [&] { return open; });
+    return Echo(req);
+  });
+  int a = Connect(s.port()), b = Connect(s.port());
+  Send(a, Get("/a1") + Get("/a2") + Get("/a3") + Get("/a4") + Get("/a5"));
+  ASSERT_TRUE(Eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return order.size() == 1;
+  }));
+  Send(b, Get("/b1"));
+  ASSERT_TRUE(Eventually([&] { return s.server().stats().queued_requests == 1; }));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    open = true;
+  }
+  cv.notify_all();
+  EXPECT_THAT(ReadUntil(a, "</a5>"), HasSubstr("</a5>"));
+  EXPECT_THAT(ReadUntil(b, "</b1>"), HasSubstr("</b1>"));
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_THAT(order, ElementsAre("/a1", "/b1", "/a2", "/a3", "/a4", "/a5"));
+  close(a);
+  close(b);
+}
+
+TEST(Server, AStreamEndsWhenItsClientLeaves) {
+  std::atomic<bool> ended{false};
+  Limits l;
+  Running s(l, [&](const Request&) {
+    Response r;
+    r.stream = [](std::string* out) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      *out = "data: tick\n\n";
+      return true;
+    };
+    r.on_stream_end = [&] { ended = true; };
+    return r;
+  });
+  int fd = Connect(s.port());
+  Send(fd, Get("/stream"));
+  EXPECT_THAT(ReadUntil(fd, "tick"), StartsWith("HTTP/1.1 200 OK\r\n"));
+  close(fd);
+  EXPECT_TRUE(Eventually([&] { return ended.load(); }));
+}
+
+TEST(Server, IdleConnectionsAreClosed) {
+  Limits l;
+  l.idle_timeout_ms = 100;
+  Running s(l, Echo);
+  int fd = Connect(s.port());
+  Send(fd, Get("/1"));
+  EXPECT_THAT(ReadUntil(fd, "</1>"), HasSubstr("</1>"));
+  char c;
+  EXPECT_EQ(recv(fd, &c, 1, 0), 0);  // closed by the server, well before the 5 s receive timeout
+  close(fd);
+}
+
+TEST(Server, HeadOverTheLimitIsRefusedWith431) {
+  Limits l;
+  l.max_header_bytes = 1024;
+  Running s(l, Echo);
+  int fd = Connect(s.port());
+  Send(fd, "GET / HTTP/1.1\r\nHost: x\r\nX-Pad: " + std::string(2000, 'a') + "\r\n\r\n");
+  EXPECT_THAT(ReadUntil(fd, "max_header_bytes"), StartsWith("HTTP/1.1 431 "));
+  close(fd);
+}
+
+TEST(Server, ChunkedBodyOverTheLimitIsRefusedWith413) {
+  Limits l;
+  l.max_body_bytes = 1000;
+  Running s(l, Echo);
+  int fd = Connect(s.port());
+  Send(fd, "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n400\r\n" + std::string(1024, 'a') + "\r\n");
+  EXPECT_THAT(ReadUntil(fd, "max_request_bytes"), StartsWith("HTTP/1.1 413 "));
+  close(fd);
+}
+
+TEST(Server, TooManyHeaderFieldsAreRefusedWith431) {
+  Limits l;
+  l.max_header_fields = 10;
+  Running s(l, Echo);
+  std::string head = "GET / HTTP/1.1\r\nHost: x\r\n";
+  for (int i = 0; i < 10; ++i) head += "X-" + std::to_string(i) + ": v\r\n";
+  int fd = Connect(s.port());
+  Send(fd, head + "\r\n");
+  EXPECT_THAT(ReadUntil(fd, "max_header_fields"), StartsWith("HTTP/1.1 431 "));
+  close(fd);
+}
+
+TEST(Server, BodiesBeyondTheBufferedBudgetAreRefusedWith503) {
+  // budget 1000: A's head reserves 800 while its body is awaited; B's 300 would pass the budget.
+  Limits l;
+  l.max_body_bytes = 1000;
+  l.max_buffered_body_bytes = 1000;
+  Running s(l, Echo);
+  int a = Connect(s.port());
+  Send(a, "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 800\r\n\r\n");
+  ASSERT_TRUE(Eventually([&] { return s.server().stats().buffered_body_bytes == 800; }));
+  int b = Connect(s.port());
+  Send(b, "POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 300\r\n\r\n" + std::string(300, 'b'));
+  EXPECT_THAT(ReadUntil(b, "max_buffered_request_bytes"), StartsWith("HTTP/1.1 503 "));
+  close(b);
+  // Once A's request is answered its reservation is given back.
+  Send(a, std::string(800, 'a'));
+  EXPECT_THAT(ReadUntil(a, "</a>"), HasSubstr("</a>"));
+  EXPECT_TRUE(Eventually([&] { return s.server().stats().buffered_body_bytes == 0; }));
+  int c = Connect(s.port());
+  Send(c, "POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 300\r\n\r\n" + std::string(300, 'c'));
+  EXPECT_THAT(ReadUntil(c, "</c>"), HasSubstr("</c>"));
+  close(a);
+  close(c);
+}
+
+}  // namespace
+}  // namespace ty::http
