@@ -10,6 +10,7 @@
 #include "control/turn.h"
 #include "core/strings.h"
 #include "exec/executor.h"
+#include "exec/local/sandbox.h"
 #include "exec/local_executor.h"
 #include "store/event_log.h"
 #include "store/store.h"
@@ -36,8 +37,12 @@ std::string NameFromArnOrName(const std::string& s) {
 
 // With the mounts and namespaces the supervisor asks for (a read-only root, its own /proc in a
 // PID namespace, /dev, a tmpfs): where bubblewrap runs but cannot do these, jobs could not start.
-bool SandboxWorks() {
-  return std::system("bwrap --ro-bind / / --proc /proc --dev /dev --tmpfs /tmp --unshare-pid --unshare-uts true >/dev/null 2>&1") == 0;
+// Whether a job's sandbox can be built here as the supervisor builds it (the job user, user
+// namespace, no capabilities, seccomp filter); *why says what failed.
+bool SandboxWorks(const std::string& job_user, std::string* why) {
+  Status st = exec::local::ProbeSandbox(job_user);
+  if (!st.ok()) *why = st.message();
+  return st.ok();
 }
 
 Tags ReadTags(const json& req) {
@@ -98,13 +103,13 @@ StatusOr<std::unique_ptr<Controller>> Controller::Open(const Config& config, con
     fs::create_directories(fs::path(c->data_dir_) / sub, ec);
     if (ec) return Internal("cannot create " + (fs::path(c->data_dir_) / sub).string() + ": " + ec.message());
   }
-  if (config.sandbox == "bwrap" || (config.sandbox == "auto" && SandboxWorks())) {
-    c->sandbox_ = "bwrap";
-  } else {
-    c->sandbox_ = "none";
-  }
-  if (config.sandbox == "bwrap" && !SandboxWorks())
-    return FailedPrecondition("executor.sandbox = \"bwrap\" but bubblewrap does not work on this machine");
+  std::string sandbox_problem;
+  const bool sandbox_works = config.sandbox != "none" && SandboxWorks(config.job_user, &sandbox_problem);
+  c->sandbox_ = sandbox_works ? "bwrap" : "none";
+  if (config.sandbox == "auto" && !sandbox_works)
+    spdlog::warn("jobs run without a sandbox: {}", sandbox_problem);
+  if (config.sandbox == "bwrap" && !sandbox_works)
+    return FailedPrecondition("executor.sandbox = \"bwrap\" but bubblewrap does not work on this machine: " + sandbox_problem);
 
   auto store = store::OpenSqliteStore(c->data_dir_ + "/trainyard.db", config.sqlite_synchronous_full);
   if (!store.ok()) return store.status();

@@ -622,6 +622,10 @@ std::string Controller::BuildAttemptSpec(const TrainingJob& tj) const {
   spec["pip"] = {{"find_links", config_.pip_find_links}, {"no_index", config_.pip_no_index}};
   spec["stop_grace_seconds"] = config_.stop_grace_seconds;
   spec["sandbox_binds"] = config_.sandbox_binds;
+  spec["job_user"] = config_.job_user;
+  spec["pids_max"] = config_.max_pids_per_instance;
+  spec["cgroup_parent"] = config_.cgroup_parent;
+  spec["volume_size_gb"] = req.value("ResourceConfig", json::object()).value("VolumeSizeInGB", int64_t{30});
   // Other jobs' data the sandbox must hide besides the data directory: every [file_systems]
   // directory (a job's own FileSystemDataSource channels are bound back in).
   json hidden = json::array();

@@ -254,7 +254,8 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
   if (auto* e = root["executor"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*e, {"sandbox", "stop_grace_seconds", "pip_find_links", "pip_no_index",
                                       "sandbox_binds", "spot_notice_seconds", "chaos_seed",
-                                      "system_metrics_interval_seconds", "nvidia_smi"},
+                                      "system_metrics_interval_seconds", "nvidia_smi", "job_user",
+                                      "max_pids_per_instance", "cgroup_parent"},
                                  "[executor]"));
     TY_RETURN_IF_ERROR(Read(*e, "spot_notice_seconds", &c.spot_notice_seconds, "executor."));
     TY_RETURN_IF_ERROR(Read(*e, "chaos_seed", &c.chaos_seed, "executor."));
@@ -280,6 +281,16 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     if (c.system_metrics_interval_seconds < 0 || c.system_metrics_interval_seconds > 3600)
       return InvalidArgument("config: executor.system_metrics_interval_seconds must be between 0 (off) and 3600");
     TY_RETURN_IF_ERROR(Read(*e, "nvidia_smi", &c.nvidia_smi, "executor."));
+    TY_RETURN_IF_ERROR(Read(*e, "job_user", &c.job_user, "executor."));
+    if (c.job_user.empty() || c.job_user == "root" || c.job_user == "0" || c.job_user.rfind("0:", 0) == 0 ||
+        c.job_user.find_first_of(" \t\n/") != std::string::npos)
+      return InvalidArgument("config: executor.job_user must name an unprivileged user (name, uid or uid:gid), not root");
+    TY_RETURN_IF_ERROR(Read(*e, "max_pids_per_instance", &c.max_pids_per_instance, "executor."));
+    if (c.max_pids_per_instance < 16 || c.max_pids_per_instance > 4194304)
+      return InvalidArgument("config: executor.max_pids_per_instance must be between 16 and 4194304");
+    TY_RETURN_IF_ERROR(Read(*e, "cgroup_parent", &c.cgroup_parent, "executor."));
+    if (!c.cgroup_parent.empty() && (c.cgroup_parent[0] != '/' || c.cgroup_parent.find("..") != std::string::npos))
+      return InvalidArgument("config: executor.cgroup_parent must be an absolute path inside the cgroup hierarchy, without ..");
   }
   if (auto* o = root["object_store"].as_table()) {
     ObjectStoreConfig& os = c.object_store;

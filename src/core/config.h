@@ -147,6 +147,13 @@ struct Config {
   // Host directories bound read-write, at the same path, into every sandboxed instance
   // (executor.sandbox_binds): a place jobs and the host share on purpose. Absolute paths.
   std::vector<std::string> sandbox_binds;
+  // The sandbox (docs/user-guide.md, "The sandbox"): when the server runs as root, jobs run as
+  // this unprivileged user ("name", "uid" or "uid:gid"; executor.job_user); each instance's
+  // cgroup allows this many tasks (executor.max_pids_per_instance) and is made under this
+  // cgroup (executor.cgroup_parent, a path inside the hierarchy; "": the server's own).
+  std::string job_user = "nobody";
+  int64_t max_pids_per_instance = 4096;
+  std::string cgroup_parent;
   // [logs] (docs/logs.md): events older than this many days are no longer served, and a finished
   // job's log files are deleted once its end is that old (0: keep forever); a stream's log file
   // stops growing at max_bytes_per_stream (0: no cap).

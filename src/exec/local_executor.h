@@ -45,6 +45,7 @@ class LocalExecutor final : public Executor {
   void Cleanup(const std::string& attempt_id) override;
 
  private:
+  void ReleaseVolumesOfDeadSupervisors(const std::string& attempt_dir);
   struct Tracked {
     size_t transitions_seen = 0;
     EpochMs since = 0;  // when tracking began, on the monotonic clock (a supervisor gets a moment to write its status)

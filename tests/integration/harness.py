@@ -168,6 +168,34 @@ def kill_attempt_processes(data_dir):
                 os.kill(int(status["supervisor_pid"]), signal.SIGKILL)
         except (OSError, ValueError):
             pass
+    release_attempt_leftovers(attempts)
+
+
+def release_attempt_leftovers(attempts):
+    """What supervisors killed outright leave behind when the server is root: their instances'
+    storage volumes (mounts under the attempts directory) and cgroups (named after the attempts
+    directory's device and inode, exec/local/cgroup.h)."""
+    attempts = os.path.realpath(attempts)
+    points = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            point = line.split()[4]
+            if point.startswith(attempts + "/"):
+                points.append(point)
+    for point in reversed(points):
+        subprocess.call(["umount", "-l", point], stderr=subprocess.DEVNULL)
+    st = os.stat(attempts)
+    import glob
+    for group in glob.glob(f"/sys/fs/cgroup/**/trainyard/{st.st_dev}-{st.st_ino}.*", recursive=True):
+        deadline = time.time() + 5
+        while os.path.isdir(group) and time.time() < deadline:
+            try:
+                with open(os.path.join(group, "cgroup.procs")) as f:
+                    for pid in f.read().split():
+                        os.kill(int(pid), signal.SIGKILL)
+                os.rmdir(group)
+            except OSError:
+                time.sleep(0.01)
 
 
 class ServerTest(unittest.TestCase):
@@ -183,6 +211,8 @@ class ServerTest(unittest.TestCase):
         # Where the test and its jobs exchange files directly (gates, logs of runs): outside the
         # data directory, which a sandboxed job cannot see, and bound into every sandbox.
         self.work_dir = tempfile.mkdtemp(prefix="trainyard-work-")
+        # Jobs run as an unprivileged user (executor.job_user) even when the server is root.
+        os.chmod(self.work_dir, 0o1777)
         self.server = self.new_server()
         self.batch = self.server.client("batch")
         self.sm = self.server.client("sagemaker")

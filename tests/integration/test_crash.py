@@ -64,6 +64,7 @@ class CrashTest(ServerTest):
         work = self.work_dir
         locks = os.path.join(work, "locks")
         os.makedirs(locks)
+        os.chmod(locks, 0o1777)  # jobs run as an unprivileged user
         runs, gate, count = (os.path.join(work, n) for n in ("runs.log", "gate", "count"))
 
         # A run of a job holds its lock while it runs: two overlapping runs of one job show up as
@@ -180,6 +181,7 @@ setup_command = "echo setup >> {self.setup_dir}/setups.log; while [ ! -e {self.s
         super().setUp()
         self.locks = os.path.join(self.work_dir, "locks")
         os.makedirs(self.locks)
+        os.chmod(self.locks, 0o1777)  # jobs run as an unprivileged user
         self.runs = os.path.join(self.work_dir, "runs.log")
         self.gate = os.path.join(self.work_dir, "gate")
 

@@ -156,6 +156,7 @@ class S3DataTest(ServerTest):
         os.makedirs(os.path.join(self.fs_dir, "datasets", "d1"))
         with open(os.path.join(self.fs_dir, "datasets", "d1", "big.txt"), "w") as f:
             f.write("on the file system")
+        os.chmod(os.path.join(self.fs_dir, "datasets", "d1"), 0o1777)  # jobs run as an unprivileged user
         fs_channel = {"ChannelName": "fsx", "DataSource": {"FileSystemDataSource": {
             "FileSystemId": "fs-0123abcd", "FileSystemAccessMode": "ro", "FileSystemType": "EFS",
             "DirectoryPath": "/datasets/d1"}}}

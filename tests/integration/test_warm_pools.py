@@ -295,6 +295,7 @@ class WarmPoolRequirementsTest(WarmPoolBase):
     def setUpClass(cls):
         import tempfile
         cls.wheels = tempfile.mkdtemp(prefix="trainyard-wheels-")
+        os.chmod(cls.wheels, 0o755)  # pip runs as the job, an unprivileged user
         make_wheel(cls.wheels)
         cls.server_config = f"""
 [executor]

@@ -298,6 +298,27 @@ TEST(Config, SandboxBindsAreAbsolutePaths) {
   }
 }
 
+TEST(Config, JobUserIsNeverRootAndPidsAndCgroupParentAreBounded) {
+  Config d = DefaultConfig();
+  EXPECT_EQ(d.job_user, "nobody");
+  EXPECT_EQ(d.max_pids_per_instance, 4096);
+  EXPECT_EQ(d.cgroup_parent, "");
+  auto c = LoadConfigFile(WriteTemp("[executor]\njob_user = \"1000:1000\"\nmax_pids_per_instance = 256\n"
+                                    "cgroup_parent = \"/trainyard.slice\"\n"), DefaultConfig());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->job_user, "1000:1000");
+  EXPECT_EQ(c->max_pids_per_instance, 256);
+  EXPECT_EQ(c->cgroup_parent, "/trainyard.slice");
+  for (const char* bad : {"job_user = \"root\"\n", "job_user = \"0\"\n", "job_user = \"0:0\"\n", "job_user = \"\"\n",
+                          "max_pids_per_instance = 0\n", "max_pids_per_instance = 10\n",
+                          "cgroup_parent = \"relative\"\n", "cgroup_parent = \"/a/../..\"\n"}) {
+    auto r = LoadConfigFile(WriteTemp(std::string("[executor]\n") + bad), DefaultConfig());
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("executor." + std::string(bad).substr(0, std::string(bad).find(' '))),
+              std::string::npos) << r.status().message();
+  }
+}
+
 TEST(Clock, OffsetClockFollowsTheWallClockPlusWhatWasAdvanced) {
   OffsetClock c;
   EpochMs before = SystemClock::instance().now_ms();

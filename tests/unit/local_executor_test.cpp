@@ -1,6 +1,12 @@
 // The local executor with real supervisor processes (the `trainyard` binary from TRAINYARD_BIN).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +20,7 @@
 #include <thread>
 
 #include "exec/local/attempt_files.h"
+#include "exec/local/sandbox.h"
 #include "exec/local/system_sampler.h"
 #include "exec/local_executor.h"
 
@@ -22,6 +29,66 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+// Loads the job's seccomp filter in a child and reports, as its exit status, the first check
+// that did not hold (0: all did). The filter refuses with EPERM and leaves the rest alone.
+int ChildUnderJobFilter() {
+  auto fd = local::JobSeccompFilter();
+  if (!fd.ok()) return 100;
+  std::vector<sock_filter> prog(4096);
+  ssize_t n = ::read(*fd, prog.data(), prog.size() * sizeof(sock_filter));
+  if (n <= 0 || n % sizeof(sock_filter) != 0) return 101;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    sock_fprog fprog{static_cast<unsigned short>(n / sizeof(sock_filter)), prog.data()};
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog) != 0)
+      ::_exit(102);
+    if (::mount("none", "/mnt", "tmpfs", 0, nullptr) == 0 || errno != EPERM) ::_exit(1);
+    if (::umount2("/proc", MNT_DETACH) == 0 || errno != EPERM) ::_exit(2);
+    if (::unshare(CLONE_NEWUSER) == 0 || errno != EPERM) ::_exit(3);
+    if (::syscall(SYS_clone3, nullptr, 0) != -1 || errno != ENOSYS) ::_exit(4);
+    if (::syscall(SYS_keyctl, 0, 0, 0, 0, 0) != -1 || errno != EPERM) ::_exit(5);
+    if (::syscall(SYS_bpf, 0, nullptr, 0) != -1 || errno != EPERM) ::_exit(6);
+    if (::syscall(SYS_ptrace, 16 /* PTRACE_ATTACH */, ::getppid(), 0, 0) != -1 || errno != EPERM) ::_exit(7);
+    if (::syscall(SYS_setns, 0, 0) != -1 || errno != EPERM) ::_exit(8);
+    // Allowed: unrelated calls and namespaces other than user ones (bubblewrap's own).
+    if (::getpid() <= 0) ::_exit(9);
+    pid_t inner = ::fork();
+    if (inner == 0) ::_exit(0);
+    if (inner < 0) ::_exit(10);
+    int st = 0;
+    ::waitpid(inner, &st, 0);
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::close(*fd);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 200;
+}
+
+TEST(JobSandbox, SeccompFilterRefusesMountUserNamespacesKeyringsBpfPtraceAndSetns) {
+  EXPECT_EQ(ChildUnderJobFilter(), 0);
+}
+
+TEST(JobSandbox, JobUserIsTheCallerWhenUnprivilegedAndNeverRoot) {
+  auto u = local::ResolveJobUser("nobody");
+  ASSERT_TRUE(u.ok()) << u.status().message();
+  if (::geteuid() == 0) {
+    EXPECT_TRUE(u->switch_user);
+    EXPECT_NE(u->uid, 0u);
+    EXPECT_NE(u->gid, 0u);
+    EXPECT_FALSE(local::ResolveJobUser("root").ok());
+    EXPECT_FALSE(local::ResolveJobUser("0:0").ok());
+    EXPECT_FALSE(local::ResolveJobUser("no-such-user-here").ok());
+    auto numeric = local::ResolveJobUser("4242:4343");
+    ASSERT_TRUE(numeric.ok());
+    EXPECT_EQ(numeric->uid, 4242u);
+    EXPECT_EQ(numeric->gid, 4343u);
+  } else {
+    EXPECT_FALSE(u->switch_user);
+    EXPECT_EQ(u->uid, ::geteuid());
+  }
+}
 
 std::string Slurp(const fs::path& p) {
   std::ifstream in(p);

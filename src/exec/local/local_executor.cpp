@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "exec/local/attempt_files.h"
+#include "exec/local/volume.h"
 
 namespace ty::exec {
 
@@ -101,6 +102,10 @@ bool EmitTransitions(const std::string& id, const json& st, size_t* seen, EpochM
 }  // namespace
 
 LocalExecutor::LocalExecutor(Options options) : options_(std::move(options)) {
+  // Storage volumes of supervisors that died while the server was down (exec/local/volume.h).
+  local::SweepOrphanVolumes(options_.attempts_root, [this](const std::string& attempt) {
+    return local::SupervisorAlive(options_.attempts_root + "/" + attempt);
+  });
   std::error_code ec;
   fs::create_directories(options_.attempts_root, ec);
   if (!options_.notify_socket.empty() && options_.notify_socket.size() < sizeof(sockaddr_un::sun_path)) {
@@ -251,6 +256,7 @@ std::vector<AttemptEvent> LocalExecutor::Poll() {
         if (st.is_object() && st["instance_pgids"].is_array())
           for (const auto& pgid : st["instance_pgids"])
             if (pgid.is_number_integer() && pgid.get<int64_t>() > 1) ::kill(-pgid.get<pid_t>(), SIGKILL);
+        ReleaseVolumesOfDeadSupervisors(dir);
         AttemptEvent e;
         e.attempt_id = id;
         e.phase = Phase::kLost;
@@ -266,6 +272,13 @@ std::vector<AttemptEvent> LocalExecutor::Poll() {
 }
 
 
+// A supervisor that was killed leaves its instances' storage volumes mounted in its attempt
+// directory; they are unmounted before anything removes the directory (exec/local/volume.h).
+void LocalExecutor::ReleaseVolumesOfDeadSupervisors(const std::string& attempt_dir) {
+  const std::string root = fs::path(attempt_dir).parent_path().string();
+  local::SweepOrphanVolumes(root, [&root](const std::string& attempt) { return local::SupervisorAlive(root + "/" + attempt); });
+}
+
 std::string LocalExecutor::LogPath(const std::string& id, int instance) const {
   return local::LogDir(Dir(id)) + "/algo-" + std::to_string(instance) + ".log";
 }
@@ -275,6 +288,7 @@ std::string LocalExecutor::SystemMetricsPath(const std::string& id, int instance
 }
 
 void LocalExecutor::Cleanup(const std::string& id) {
+  ReleaseVolumesOfDeadSupervisors(Dir(id));
   std::error_code ec;
   fs::remove_all(Dir(id) + "/hosts", ec);
 }

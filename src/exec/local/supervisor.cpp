@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -42,9 +43,12 @@
 
 #include "exec/local/archive.h"
 #include "exec/local/attempt_files.h"
+#include "exec/local/cgroup.h"
 #include "exec/local/data.h"
 #include "exec/local/job_tree.h"
+#include "exec/local/sandbox.h"
 #include "exec/local/system_sampler.h"
+#include "exec/local/volume.h"
 #include "exec/supervisor.h"
 
 namespace ty::exec {
@@ -192,6 +196,12 @@ class Supervisor {
     grace_ms_ = spec_.value("stop_grace_seconds", int64_t{120}) * 1000;
     max_log_bytes_ = spec_.value("log_max_bytes", int64_t{0});
     fs::create_directories(local::LogDir(dir_));
+    if (sandbox_) {
+      auto user = local::ResolveJobUser(spec_.value("job_user", "nobody"));
+      if (!user.ok()) throw std::runtime_error(user.status().message());
+      job_user_ = *user;
+      SweepOrphans();
+    }
 
     json store = spec_.value("object_store", json::object());
     mover_ = std::make_unique<local::DataMover>(local::StoreConfigFromSpec(store), store.value("dir_root", ""),
@@ -216,11 +226,13 @@ class Supervisor {
         StopSystemSampler();
         NoteCheckpoint(NowMs(), true);
         StopCheckpointSync();
+        NoteResourceFailure();
       }
     }
     if (StopRequested() && launched_ == 0) stopped_ = true;
     Enter("Uploading", "Uploading generated training model.");
     Upload();
+    ReleaseInstances();
     RecordOutcome();
   }
 
@@ -245,6 +257,7 @@ class Supervisor {
         int st;
         if (i.pid > 0 && !i.exited) ::waitpid(i.pid, &st, 0);
       }
+      ReleaseInstances();
       if (exit_code_ == 0) exit_code_ = 1;
       failure_ = "InternalServerError: the supervisor failed: " + what;
       RecordOutcome();
@@ -349,6 +362,7 @@ class Supervisor {
     for (int n = 1; n <= count_; ++n) {
       if (StopRequested()) return true;  // staging can take long; Run() sees the stop
       fs::path h = local::HostDir(dir_, n);
+      if (sandbox_ && !ConfineInstance(n, error)) return false;
       for (const char* sub : {"input/config", "input/data", "model", "output/data", "output/intermediate",
                               "checkpoints", "sagemaker"})
         fs::create_directories(h / sub, ec);
@@ -407,6 +421,16 @@ class Supervisor {
         if (StopRequested()) return true;
       }
     }
+    if (sandbox_) {
+      // What the job may write is the job user's (files shared with the object cache excepted).
+      for (int n = 1; n <= count_; ++n)
+        for (const std::string& p : {local::HostDir(dir_, n), Scratch(n), Workspace(n)})
+          if (Status st = local::GiveToJobUser(p, job_user_); !st.ok()) {
+            infrastructure_error_ = true;
+            *error = st.message();
+            return false;
+          }
+    }
     if (spec_.contains("checkpoint") && spec_["checkpoint"].is_object()) {
       std::vector<local::JobDir> dirs;
       for (int n = 1; n <= count_; ++n) dirs.push_back({local::HostDir(dir_, n), CheckpointRel()});
@@ -430,6 +454,13 @@ class Supervisor {
       }
       Log("checkpoints: restored " + std::to_string(restored.fetched_objects) + " objects (" +
           std::to_string(restored.fetched_bytes) + " bytes) into each instance");
+      // Restored files are the job's to rewrite.
+      for (int n = 1; sandbox_ && n <= count_; ++n)
+        if (Status st = local::GiveToJobUser(CheckpointDir(n), job_user_, true); !st.ok()) {
+          infrastructure_error_ = true;
+          *error = st.message();
+          return false;
+        }
     }
     Log("input: downloaded " + std::to_string(stats_.fetched_objects) + " objects (" +
         std::to_string(stats_.fetched_bytes) + " bytes), reused " + std::to_string(stats_.reused_objects) +
@@ -551,7 +582,7 @@ class Supervisor {
           return false;
         }
       }
-      if (fs::exists(ws / "code/requirements.txt") && !InstallRequirements(ws, error)) return false;
+      if (fs::exists(ws / "code/requirements.txt") && !InstallRequirements(n, ws, error)) return false;
     }
     if (!setup_done || !code_done) {
       json m = {{"setup", setup}, {"code", code_id}};
@@ -578,8 +609,10 @@ class Supervisor {
     return true;
   }
 
-  // pip into the workspace's venv when the setup made one, else into pylib/ (on PYTHONPATH).
-  bool InstallRequirements(const fs::path& ws, std::string* error) {
+  // pip into the workspace's venv when the setup made one, else into pylib/ (on PYTHONPATH). In
+  // the sandbox it runs as the job, in the instance's sandbox and cgroup: a package's build
+  // backend is the job's code.
+  bool InstallRequirements(int n, const fs::path& ws, std::string* error) {
     std::vector<std::string> cmd;
     if (fs::exists(ws / "venv/bin/python")) {
       cmd = {(ws / "venv/bin/python").string(), "-m", "pip", "install"};
@@ -590,7 +623,17 @@ class Supervisor {
     const json pip = spec_.value("pip", json::object());
     if (pip.value("no_index", false)) cmd.push_back("--no-index");
     if (!pip.value("find_links", "").empty()) cmd.insert(cmd.end(), {"--find-links", pip.value("find_links", "")});
-    if (RunCommand(cmd, dir_ + "/supervisor.log") != 0) {
+    int rc = -1;
+    if (!sandbox_) {
+      rc = RunCommand(cmd, dir_ + "/supervisor.log");
+    } else if (Status st = local::GiveToJobUser(ws.string(), job_user_); !st.ok()) {
+      infrastructure_error_ = true;
+      *error = st.message();
+      return false;
+    } else {
+      rc = RunSandboxed(n, cmd, dir_ + "/supervisor.log");
+    }
+    if (rc != 0) {
       *error = "cannot install requirements.txt of sagemaker_submit_directory (pip failed; see " + dir_ + "/supervisor.log)";
       return false;
     }
@@ -735,6 +778,10 @@ class Supervisor {
                           "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "PYENV_ROOT", "PYENV_VERSION"})
       if (const char* v = std::getenv(k)) env[k] = v;
     if (!env.count("PATH")) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
+    if (sandbox_) {
+      env["HOME"] = JobHome();  // writable: pip install --user, caches
+      env["USER"] = "job";
+    }
     std::string ml = OptMl(n);
     std::vector<std::string> hosts;
     for (int k = 1; k <= count_; ++k) hosts.push_back("algo-" + std::to_string(k));
@@ -839,54 +886,285 @@ class Supervisor {
         cmd.push_back(HpArg(v.is_string() ? v.get<std::string>() : v.dump()));
       }
     }
-    if (!sandbox_) return cmd;
-    // What the job sees (docs/user-guide.md, "The sandbox"), mounts in this order (bubblewrap
-    // applies them in order, a later one over an earlier one):
-    //  1. the host's file system read-only, with a /proc of its own (a PID namespace: no other
-    //     process of the host, so no /proc/<pid>/root into another job), a minimal /dev (plus
-    //     the GPUs' device nodes) and a private, empty /tmp and /var/tmp;
-    //  2. an empty tmpfs over the server's data directory (every attempt, bucket, pool, the
-    //     credentials file, each spec.json with the object store's keys), over the warm pool's
-    //     directory when it lives elsewhere, and over each [file_systems] directory;
-    //  3. executor.sandbox_binds, read-write at the same path;
-    //  4. the instance's own paths, read-write: its /opt/ml tree, its workspace at the same path
-    //     (code/, the setup command's venv/, pylib/; PATH and PYTHONPATH point there), the warm
-    //     pool cache, its file-system channels, and /etc/hosts read-only.
-    std::vector<std::string> bw = {"bwrap", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"};
+    return cmd;
+  }
+
+  // What the job sees (docs/user-guide.md, "The sandbox"), mounts in this order (bubblewrap
+  // applies them in order, a later one over an earlier one):
+  //  1. the host's file system read-only, with a /proc of its own (a PID namespace: no other
+  //     process of the host, so no /proc/<pid>/root into another job), a minimal /dev plus the
+  //     device nodes of its own GPUs, and /tmp and /var/tmp from its scratch space;
+  //  2. an empty tmpfs over the server's data directory (every attempt, bucket, pool, the
+  //     credentials file, each spec.json with the object store's keys), over the warm pool's
+  //     directory when it lives elsewhere, and over each [file_systems] directory;
+  //  3. executor.sandbox_binds, read-write at the same path, and executor.pip_find_links
+  //     (a directory) read-only;
+  //  4. the instance's own paths, read-write: $HOME (/home/job, on an empty /home) from its
+  //     scratch space, its /opt/ml tree, its workspace at the same path (code/, the setup
+  //     command's venv/, pylib/; PATH and PYTHONPATH point there), the warm pool cache, its
+  //     file-system channels, and /etc/hosts read-only.
+  // With a storage volume (ConfineInstance), the scratch space, /opt/ml and the workspace are
+  // all on it. Bind sources are opened here, as the supervisor (local::Sandbox::Bind).
+  Status BuildSandbox(int n, local::Sandbox* sb) {
+    std::error_code ec;
+    for (const char* a : {"--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"}) sb->Arg(a);
+    for (const std::string& node : GpuNodes()) sb->DeviceBind(node);
+    const std::string scratch = Scratch(n);
+    for (const char* t : {"/tmp", "/var/tmp"})
+      if (fs::is_directory(t, ec)) TY_RETURN_IF_ERROR(sb->Bind(scratch + "/tmp", t, false));
+    for (const std::string& hidden : HiddenDirs()) sb->Tmpfs(hidden);
+    for (const auto& b : spec_.value("sandbox_binds", json::array()))
+      if (b.is_string() && fs::is_directory(b.get<std::string>(), ec))
+        TY_RETURN_IF_ERROR(sb->Bind(b.get<std::string>(), b.get<std::string>(), false));
+    // executor.pip_find_links, when a directory: read-only at the same path, for pip in the sandbox.
+    const std::string find_links = spec_.value("pip", json::object()).value("find_links", "");
+    if (!find_links.empty() && find_links[0] == '/' && fs::is_directory(find_links, ec))
+      TY_RETURN_IF_ERROR(sb->Bind(find_links, find_links, true));
+    sb->Tmpfs(fs::is_directory("/home", ec) ? "/home" : "/tmp/.home");
+    TY_RETURN_IF_ERROR(sb->Bind(scratch + "/home", JobHome(), false));
+    if (spec_.value("network_isolation", false)) sb->Arg("--unshare-net");  // loopback only
+    if (!fs::exists("/opt/ml")) {
+      fs::create_directories("/opt/ml", ec);
+      if (ec) sb->Tmpfs("/opt");
+    }
+    const std::string ws = Workspace(n);
+    // Mount points in the /opt/ml tree exist before bubblewrap (as the job user) looks for them.
+    fs::create_directories(local::HostDir(dir_, n) + "/code", ec);
+    if (HasWarmPool()) {
+      fs::create_directories(local::HostDir(dir_, n) + "/sagemaker/warmpoolcache", ec);
+      fs::create_directories(ws + "/warmpoolcache", ec);
+    }
+    TY_RETURN_IF_ERROR(sb->Bind(ws, ws, false));
+    TY_RETURN_IF_ERROR(sb->Bind(fs::absolute(local::HostDir(dir_, n)).string(), "/opt/ml", false));
+    TY_RETURN_IF_ERROR(sb->Bind(fs::absolute(dir_ + "/hosts-file").string(), "/etc/hosts", true));
+    TY_RETURN_IF_ERROR(sb->Bind(ws + "/code", "/opt/ml/code", false));
+    if (HasWarmPool()) TY_RETURN_IF_ERROR(sb->Bind(ws + "/warmpoolcache", "/opt/ml/sagemaker/warmpoolcache", false));
+    for (const auto& ch : spec_.value("channels", json::array())) {
+      if (!ch.contains("file_system")) continue;
+      TY_RETURN_IF_ERROR(sb->Bind(ch["file_system"].value("host_path", ""), "/opt/ml/input/data/" + ch.value("name", ""),
+                                  ch["file_system"].value("read_only", true)));
+    }
+    sb->Arg("--hostname");
+    sb->Arg("algo-" + std::to_string(n));
+    for (const char* a : {"--chdir", "/opt/ml/code"}) sb->Arg(a);
+    return Status::Ok();
+  }
+
+  // $HOME in the sandbox (writable, so `pip install --user` works as in SageMaker's containers).
+  static std::string JobHome() {
+    std::error_code ec;
+    return fs::is_directory("/home", ec) ? "/home/job" : "/tmp/.home/job";
+  }
+
+  // The device nodes of the GPUs this host gives the job: /dev/nvidiaN for each index in the
+  // server's CUDA_VISIBLE_DEVICES (every GPU when it is unset; never the job's own setting),
+  // plus the control nodes every CUDA process needs. Other GPUs' nodes are not in the sandbox.
+  static std::vector<std::string> GpuNodes() {
+    const char* cuda = std::getenv("CUDA_VISIBLE_DEVICES");
+    auto visible = local::VisibleGpus(cuda ? std::optional<std::string>(cuda) : std::nullopt);
+    std::vector<std::string> nodes;
     std::error_code ec;
     for (fs::directory_iterator it("/dev", ec), end; !ec && it != end; it.increment(ec)) {
       std::string name = it->path().filename().string();
-      if (name.rfind("nvidia", 0) == 0 || name == "dri" || name == "kfd")
-        bw.insert(bw.end(), {"--dev-bind", it->path().string(), it->path().string()});
+      if (name.rfind("nvidia", 0) != 0) continue;
+      std::string rest = name.substr(6);
+      bool gpu = !rest.empty() && rest.find_first_not_of("0123456789") == std::string::npos;
+      if (gpu && visible && !visible->count(std::atoi(rest.c_str()))) continue;
+      if (gpu || name == "nvidiactl" || name.rfind("nvidia-uvm", 0) == 0 || name == "nvidia-modeset")
+        nodes.push_back(it->path().string());
     }
-    for (const char* t : {"/tmp", "/var/tmp"})
-      if (fs::is_directory(t, ec)) bw.insert(bw.end(), {"--tmpfs", t});
-    for (const std::string& hidden : HiddenDirs()) bw.insert(bw.end(), {"--tmpfs", hidden});
-    // executor.sandbox_binds: directories the host shares with every job on purpose.
-    for (const auto& b : spec_.value("sandbox_binds", json::array()))
-      if (b.is_string() && fs::is_directory(b.get<std::string>(), ec))
-        bw.insert(bw.end(), {"--bind", b.get<std::string>(), b.get<std::string>()});
-    bw.push_back("--unshare-pid");
-    if (spec_.value("network_isolation", false)) bw.push_back("--unshare-net");  // loopback only
-    if (!fs::exists("/opt/ml")) {
-      fs::create_directories("/opt/ml", ec);
-      if (ec) bw.insert(bw.end(), {"--tmpfs", "/opt"});
+    std::sort(nodes.begin(), nodes.end());
+    return nodes;
+  }
+
+  // ---- Limits per instance (docs/user-guide.md, "The sandbox") ----
+  // Where the instance's /tmp, /var/tmp and $HOME live: on its storage volume, else in the
+  // attempt directory.
+  std::string Scratch(int n) const {
+    size_t i = static_cast<size_t>(n - 1);
+    if (i < volumes_.size() && volumes_[i]) return volumes_[i]->path() + "/scratch";
+    return fs::absolute(dir_ + "/scratch/algo-" + std::to_string(n)).string();
+  }
+
+  int64_t VolumeBytes() const { return std::max<int64_t>(1, spec_.value("volume_size_gb", int64_t{30})) << 30; }
+
+  // Gives instance n its cgroup (memory, pids, CPU, devices of its instance type) and storage
+  // volume (VolumeSizeInGB), before anything is written into its tree. Where the host offers
+  // neither (an unprivileged server without a delegated cgroup), the job still runs, with the
+  // fallbacks the log names: a file-size limit and a bounded /tmp.
+  bool ConfineInstance(int n, std::string* error) {
+    const std::string attempts_root = fs::path(fs::absolute(dir_)).lexically_normal().parent_path().string();
+    const std::string name =
+        local::CgroupPrefix(attempts_root) + spec_.value("attempt_id", "attempt") + ".algo-" + std::to_string(n);
+    local::CgroupLimits limits;
+    limits.memory_bytes = spec_.value("memory_mib", int64_t{0}) << 20;
+    limits.pids_max = spec_.value("pids_max", int64_t{4096});
+    limits.vcpus = spec_.value("vcpus", 0);
+    limits.device_nodes = GpuNodes();
+    auto cg = local::InstanceCgroup::Create(name, spec_.value("cgroup_parent", ""), limits);
+    if (cg.ok()) {
+      Log("algo-" + std::to_string(n) + ": " + (*cg)->Describe() + " (memory " + std::to_string(limits.memory_bytes) +
+          " bytes, pids " + std::to_string(limits.pids_max) + ", vcpus " + std::to_string(limits.vcpus) + ")");
+      cgroups_.push_back(std::move(cg).value());
+    } else {
+      Log("algo-" + std::to_string(n) + ": no cgroup (" + cg.status().message() + "): no memory, process or CPU limit");
+      cgroups_.push_back(nullptr);
     }
-    const std::string ws = Workspace(n);
-    bw.insert(bw.end(), {"--bind", ws, ws, "--bind", fs::absolute(local::HostDir(dir_, n)).string(), "/opt/ml",
-                         "--ro-bind", fs::absolute(dir_ + "/hosts-file").string(), "/etc/hosts", "--bind",
-                         ws + "/code", "/opt/ml/code"});
-    if (HasWarmPool())
-      bw.insert(bw.end(), {"--bind", Workspace(n) + "/warmpoolcache", "/opt/ml/sagemaker/warmpoolcache"});
-    for (const auto& ch : spec_.value("channels", json::array())) {
-      if (!ch.contains("file_system")) continue;
-      bw.insert(bw.end(), {ch["file_system"].value("read_only", true) ? "--ro-bind" : "--bind",
-                           ch["file_system"].value("host_path", ""), "/opt/ml/input/data/" + ch.value("name", "")});
+    const std::string vol_dir = fs::absolute(dir_ + "/volumes").string();
+    auto vol = local::InstanceVolume::Create(vol_dir + "/algo-" + std::to_string(n) + ".img",
+                                             vol_dir + "/algo-" + std::to_string(n), VolumeBytes(), dir_ + "/supervisor.log");
+    if (vol.ok()) {
+      Log("algo-" + std::to_string(n) + ": storage volume of " + std::to_string(VolumeBytes()) + " bytes at " + (*vol)->path());
+      Status st = (*vol)->BindInto("opt-ml", fs::absolute(local::HostDir(dir_, n)).string());
+      if (st.ok() && !HasWarmPool()) st = (*vol)->BindInto("workspace", Workspace(n));
+      volumes_.push_back(std::move(vol).value());
+      if (!st.ok()) {
+        infrastructure_error_ = true;
+        *error = st.message();
+        return false;
+      }
+    } else {
+      Log("algo-" + std::to_string(n) + ": no storage volume (" + vol.status().message() +
+          "): each file is limited to VolumeSizeInGB, and /tmp is not counted");
+      volumes_.push_back(nullptr);
     }
-    bw.insert(bw.end(), {"--unshare-uts", "--hostname", "algo-" + std::to_string(n), "--die-with-parent", "--chdir",
-                         "/opt/ml/code", "--"});
-    bw.insert(bw.end(), cmd.begin(), cmd.end());
-    return bw;
+    std::error_code ec;
+    for (const char* sub : {"tmp", "home"}) fs::create_directories(Scratch(n) + "/" + sub, ec);
+    fs::permissions(Scratch(n) + "/tmp", fs::perms::all | fs::perms::sticky_bit, ec);
+    // Before the requirements are installed (as the job, with $HOME here).
+    if (Status st = local::GiveToJobUser(Scratch(n), job_user_); !st.ok()) {
+      infrastructure_error_ = true;
+      *error = st.message();
+      return false;
+    }
+    return true;
+  }
+
+  // After the instances ended: an instance the out-of-memory killer hit, or whose storage
+  // volume is full, fails the job with that reason (unless it wrote its own failure file).
+  void NoteResourceFailure() {
+    if (exit_code_ == 0 || stopped_ || !failure_.empty()) return;
+    for (int n = 1; n <= count_; ++n) {
+      size_t i = static_cast<size_t>(n - 1);
+      struct stat sb {};  // lstat: the job's file is not opened here (a FIFO would block)
+      if (::lstat((local::HostDir(dir_, n) + "/output/failure").c_str(), &sb) == 0 && S_ISREG(sb.st_mode) &&
+          sb.st_size > 0)
+        return;
+      if (i < cgroups_.size() && cgroups_[i] && cgroups_[i]->OomKilled()) {
+        failure_ = "AlgorithmError: instance algo-" + std::to_string(n) + " ran out of memory: a process of the training "
+                   "job was ended by the out-of-memory killer at the " + std::to_string(spec_.value("memory_mib", 0)) +
+                   " MiB of instance type " + spec_.value("instance_type", "") +
+                   ". Please use an instance type with more memory, or reduce the memory the job uses.";
+        return;
+      }
+      if (i < volumes_.size() && volumes_[i] && volumes_[i]->Full()) {
+        failure_ = "AlgorithmError: instance algo-" + std::to_string(n) + " used all of its storage volume (VolumeSizeInGB " +
+                   std::to_string(spec_.value("volume_size_gb", 30)) + ", which holds /opt/ml, /tmp and $HOME): " +
+                   std::strerror(ENOSPC) + ". Please request a larger VolumeSizeInGB, or write less.";
+        return;
+      }
+    }
+    if (killed_by_ == SIGXFSZ)
+      failure_ = "AlgorithmError: instance algo-" + std::to_string(first_failed_) + " wrote a file larger than its storage "
+                 "volume (VolumeSizeInGB " + std::to_string(spec_.value("volume_size_gb", 30)) + ")";
+  }
+
+  // Kills what is left in each instance's cgroup, removes it, unmounts and deletes the volumes.
+  void ReleaseInstances() {
+    cgroups_.clear();
+    volumes_.clear();
+  }
+
+  // Cgroups and volumes left by supervisors that were killed (their attempt's lock is free).
+  void SweepOrphans() {
+    const std::string root = fs::path(fs::absolute(dir_)).lexically_normal().parent_path().string();
+    const std::string self = fs::path(fs::absolute(dir_)).lexically_normal().filename().string();
+    // This attempt's own leftovers (a predecessor of this supervisor was killed) go too: this
+    // supervisor holds the lock, and has made nothing yet.
+    auto alive = [&](const std::string& attempt) {
+      return attempt != self && local::SupervisorAlive(root + "/" + attempt);
+    };
+    local::SweepOrphanCgroups(spec_.value("cgroup_parent", ""), local::CgroupPrefix(root), alive);
+    local::SweepOrphanVolumes(root, alive);
+  }
+
+  // Forks a child that becomes instance n's process: its cgroup, then the job user and
+  // no_new_privs (Sandbox::PrepareChild), then execs argv. Only system calls after fork.
+  // Returns the pid, or -1 with errno.
+  pid_t SpawnInstanceProcess(int n, const local::Sandbox* sb, std::vector<char*>& args, std::vector<char*>& envp,
+                             int out_fd, const std::string& cwd) {
+    const pid_t self = ::getpid();
+    const local::InstanceCgroup* cg = sandbox_ && static_cast<size_t>(n - 1) < cgroups_.size()
+                                          ? cgroups_[static_cast<size_t>(n - 1)].get() : nullptr;
+    const bool limit_files = sandbox_ && (static_cast<size_t>(n - 1) >= volumes_.size() || !volumes_[static_cast<size_t>(n - 1)]);
+    const rlim_t file_limit = static_cast<rlim_t>(VolumeBytes());
+    const local::JobUser user = job_user_;
+    pid_t pid = ::fork();
+    if (pid != 0) return pid;
+    ::setpgid(0, 0);
+    ::dup2(out_fd, 1);
+    ::dup2(out_fd, 2);
+    int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (devnull >= 0) ::dup2(devnull, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int sig : {SIGTERM, SIGINT, SIGPIPE, SIGHUP}) ::signal(sig, SIG_DFL);
+    if (cg && !cg->JoinFromChild()) {
+      std::fprintf(stderr, "cannot join the instance's cgroup: %s\n", std::strerror(errno));
+      ::_exit(126);
+    }
+    rlimit no_core{0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);  // a core would be written by the host's handler
+    if (limit_files) {
+      rlimit fsize{file_limit, file_limit};
+      ::setrlimit(RLIMIT_FSIZE, &fsize);
+    }
+    if (sb && !sb->PrepareChild(user)) {
+      std::fprintf(stderr, "cannot drop to the job user: %s\n", std::strerror(errno));
+      ::_exit(126);
+    }
+    // After the switch of user, which clears it.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != self) ::_exit(137);  // the supervisor died before the line above
+    if (::chdir(cwd.c_str()) != 0) {
+    }
+    if (args[0] != nullptr) ::execvpe(args[0], args.data(), envp.data());
+    std::fprintf(stderr, "cannot run %s: %s\n", args[0] ? args[0] : "(no command)", std::strerror(errno));
+    ::_exit(127);
+  }
+
+  // Runs `cmd` as instance n's job would run (its sandbox, cgroup and user) to completion, with
+  // its output appended to log_path. Its exit status, or -1.
+  int RunSandboxed(int n, const std::vector<std::string>& cmd, const std::string& log_path) {
+    local::Sandbox sb(job_user_.switch_user);
+    if (Status st = BuildSandbox(n, &sb); !st.ok()) {
+      Log(st.message());
+      return -1;
+    }
+    auto argv = sb.Command(cmd);
+    if (!argv.ok()) {
+      Log(argv.status().message());
+      return -1;
+    }
+    auto env = Environment(n);
+    std::vector<std::string> env_strings;
+    for (auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+    std::vector<char*> envp, args;
+    for (auto& e : env_strings) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    for (auto& a : *argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    pid_t pid = SpawnInstanceProcess(n, &sb, args, envp, fd, "/");
+    ::close(fd);
+    if (pid < 0) return -1;
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    ::kill(-pid, SIGKILL);  // what it left running in the background
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
 
   // Gang start: every instance's environment and command line are built first, then the
@@ -896,13 +1174,24 @@ class Supervisor {
   bool Launch(std::string* error) {
     std::vector<std::map<std::string, std::string>> envs;
     std::vector<std::vector<std::string>> argvs;
+    std::vector<local::Sandbox> sandboxes;
+    for (int n = 1; n <= count_; ++n) sandboxes.emplace_back(job_user_.switch_user);
     for (int n = 1; n <= count_; ++n) {
       envs.push_back(Environment(n));
       argvs.push_back(Command(n));
+      if (sandbox_) {
+        local::Sandbox& sb = sandboxes[static_cast<size_t>(n - 1)];
+        Status st = BuildSandbox(n, &sb);
+        auto argv = st.ok() ? sb.Command(argvs.back()) : StatusOr<std::vector<std::string>>(st);
+        if (!argv.ok()) {
+          *error = "cannot start algo-" + std::to_string(n) + ": " + argv.status().message();
+          return false;
+        }
+        argvs.back() = std::move(argv).value();
+      }
       auto cuda = envs.back().find("CUDA_VISIBLE_DEVICES");
       cuda_visible_.push_back(cuda == envs.back().end() ? std::nullopt : std::optional<std::string>(cuda->second));
     }
-    const pid_t self = ::getpid();
     bool ok = true;
     for (int n = 1; n <= count_ && ok; ++n) {
       Instance inst;
@@ -926,28 +1215,8 @@ class Supervisor {
       for (auto& a : argvs[n - 1]) args.push_back(a.data());
       args.push_back(nullptr);
       std::string cwd = sandbox_ ? "/" : local::HostDir(dir_, n) + "/code";
-      pid_t pid = ::fork();
-      if (pid == 0) {
-        ::setpgid(0, 0);
-        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (::getppid() != self) ::_exit(137);  // the supervisor died before the line above
-        ::dup2(fds[1], 1);
-        ::dup2(fds[1], 2);
-        int devnull = ::open("/dev/null", O_RDONLY);
-        if (devnull >= 0) ::dup2(devnull, 0);
-        sigset_t none;
-        sigemptyset(&none);
-        ::sigprocmask(SIG_SETMASK, &none, nullptr);
-        ::signal(SIGTERM, SIG_DFL);
-        ::signal(SIGINT, SIG_DFL);
-        ::signal(SIGPIPE, SIG_DFL);
-        ::signal(SIGHUP, SIG_DFL);
-        if (::chdir(cwd.c_str()) != 0) {
-        }
-        if (args[0] != nullptr) ::execvpe(args[0], args.data(), envp.data());
-        std::fprintf(stderr, "cannot run %s: %s\n", args[0] ? args[0] : "(no command)", std::strerror(errno));
-        ::_exit(127);
-      }
+      pid_t pid = SpawnInstanceProcess(n, sandbox_ ? &sandboxes[static_cast<size_t>(n - 1)] : nullptr, args, envp,
+                                       fds[1], cwd);
       ::close(fds[1]);
       if (pid < 0) {
         *error = "cannot start algo-" + std::to_string(n) + ": fork: " + std::strerror(errno);
@@ -1272,6 +1541,11 @@ class Supervisor {
   int first_failed_ = 0;  // the instance whose non-zero exit failed the gang
   int killed_by_ = 0;     // the signal that ended it (also seen as an exit code of 128 + N), or 0
   std::vector<Instance> instances_;
+  // Per instance (index n - 1), in the sandbox: its cgroup and storage volume, each null where
+  // the host offers none (set up by ConfineInstance, released by ReleaseInstances).
+  std::vector<std::unique_ptr<local::InstanceCgroup>> cgroups_;
+  std::vector<std::unique_ptr<local::InstanceVolume>> volumes_;
+  local::JobUser job_user_;
   std::vector<std::optional<std::string>> cuda_visible_;  // per instance: its CUDA_VISIBLE_DEVICES, if set
   std::unique_ptr<local::SystemSampler> sampler_;
   int launched_ = 0;

@@ -1,0 +1,171 @@
+#include "exec/local/volume.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/loop.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+namespace ty::exec::local {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Attaches `image` to a free loop device that frees itself when unmounted; its path, or "".
+// *loop_fd holds the device open: closed before the mount, it would be freed at once.
+std::string AttachLoop(const std::string& image, int* loop_fd, std::string* error) {
+  int ctl = ::open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+  if (ctl < 0) {
+    *error = std::string("/dev/loop-control: ") + std::strerror(errno);
+    return "";
+  }
+  int file = ::open(image.c_str(), O_RDWR | O_CLOEXEC);
+  std::string device;
+  for (int attempt = 0; attempt < 8 && file >= 0 && device.empty(); ++attempt) {
+    int n = ::ioctl(ctl, LOOP_CTL_GET_FREE);
+    if (n < 0) break;
+    std::string path = "/dev/loop" + std::to_string(n);
+    int loop = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (loop < 0) continue;
+    loop_config config{};
+    config.fd = static_cast<uint32_t>(file);
+    config.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+    if (::ioctl(loop, LOOP_CONFIGURE, &config) == 0) {
+      device = path;
+      *loop_fd = loop;
+      break;
+    }
+    *error = path + ": " + std::strerror(errno);  // EBUSY: another took it first
+    ::close(loop);
+  }
+  if (file < 0) *error = image + ": " + std::strerror(errno);
+  if (file >= 0) ::close(file);
+  ::close(ctl);
+  return device;
+}
+
+int Run(const std::vector<std::string>& argv, const std::string& log_path) {
+  pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<InstanceVolume>> InstanceVolume::Create(const std::string& image, const std::string& mount_at,
+                                                                 int64_t size_bytes, const std::string& log_path) {
+  if (::geteuid() != 0) return Unavailable("storage volumes need root (loop devices)");
+  if (::access("/dev/loop-control", W_OK) != 0) return Unavailable("no /dev/loop-control");
+  std::error_code ec;
+  fs::create_directories(fs::path(image).parent_path(), ec);
+  fs::create_directories(mount_at, ec);
+  int fd = ::open(image.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Internal("cannot create " + image + ": " + std::strerror(errno));
+  // Allocated, not sparse: the volume's space is the job's for sure, and a host disk that fills
+  // up meanwhile can never turn the job's writes into I/O errors of the loop device.
+  int err = ::posix_fallocate(fd, 0, size_bytes);
+  ::close(fd);
+  std::unique_ptr<InstanceVolume> v(new InstanceVolume());
+  v->image_ = image;
+  v->mount_at_ = mount_at;
+  if (err != 0)
+    return Unavailable("cannot allocate " + std::to_string(size_bytes) + " bytes for " + image + ": " + std::strerror(err));
+  // No reserved blocks (the job may use all of it); lost+found is not needed on a scratch volume.
+  if (Run({"mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1", image}, log_path) != 0)
+    return Unavailable("mkfs.ext4 failed on " + image + " (see " + log_path + ")");
+  std::string error;
+  int loop = -1;
+  std::string device = AttachLoop(image, &loop, &error);
+  if (device.empty()) return Unavailable("no loop device: " + error);
+  const bool mounted = ::mount(device.c_str(), mount_at.c_str(), "ext4", MS_NOSUID | MS_NODEV, nullptr) == 0;
+  std::string why = std::strerror(errno);
+  ::close(loop);  // unmounted, the device now clears itself
+  if (!mounted) return Unavailable("cannot mount " + device + " at " + mount_at + ": " + why);
+  // The loop device holds the image now: unlinked, its space goes back with the last unmount,
+  // even when nobody is left to delete it (a supervisor that was killed).
+  ::unlink(image.c_str());
+  ::rmdir((mount_at + "/lost+found").c_str());
+  return v;
+}
+
+InstanceVolume::~InstanceVolume() { Remove(); }
+
+Status InstanceVolume::BindInto(const std::string& sub, const std::string& at) {
+  std::error_code ec;
+  fs::create_directories(mount_at_ + "/" + sub, ec);
+  fs::create_directories(at, ec);
+  if (::mount((mount_at_ + "/" + sub).c_str(), at.c_str(), nullptr, MS_BIND, nullptr) != 0)
+    return Internal("cannot mount the volume's " + sub + " at " + at + ": " + std::strerror(errno));
+  binds_.push_back(at);
+  return Status::Ok();
+}
+
+bool InstanceVolume::Full() const {
+  struct statvfs sv {};
+  if (::statvfs(mount_at_.c_str(), &sv) != 0) return false;
+  const uint64_t total = static_cast<uint64_t>(sv.f_blocks) * sv.f_frsize;
+  const uint64_t avail = static_cast<uint64_t>(sv.f_bavail) * sv.f_frsize;
+  return avail < std::max<uint64_t>(4 << 20, total / 200);  // under 4 MiB or 0.5% left
+}
+
+void InstanceVolume::Remove() {
+  if (removed_) return;
+  removed_ = true;
+  for (auto it = binds_.rbegin(); it != binds_.rend(); ++it) ::umount2(it->c_str(), MNT_DETACH);
+  ::umount2(mount_at_.c_str(), MNT_DETACH);  // the loop device clears itself (autoclear)
+  ::rmdir(mount_at_.c_str());
+  ::unlink(image_.c_str());
+}
+
+void SweepOrphanVolumes(const std::string& attempts_root, const std::function<bool(const std::string&)>& alive) {
+  std::error_code ec;
+  fs::path root = fs::weakly_canonical(fs::absolute(attempts_root), ec);
+  if (ec) return;
+  std::vector<std::pair<std::string, std::string>> mounts;  // (mount point, attempt), innermost last
+  std::ifstream mi("/proc/self/mountinfo");
+  const std::string prefix = root.string() + "/";
+  for (std::string line; std::getline(mi, line);) {
+    std::istringstream in(line);
+    std::string id, parent, dev, fsroot, point;
+    if (!(in >> id >> parent >> dev >> fsroot >> point)) continue;
+    if (point.rfind(prefix, 0) != 0) continue;
+    std::string rest = point.substr(prefix.size());
+    mounts.emplace_back(point, rest.substr(0, rest.find('/')));
+  }
+  for (auto it = mounts.rbegin(); it != mounts.rend(); ++it) {
+    if (alive(it->second)) continue;
+    ::umount2(it->first.c_str(), MNT_DETACH);
+  }
+  for (const auto& [point, attempt] : mounts) {
+    if (alive(attempt)) continue;
+    for (fs::directory_iterator d(root / attempt / "volumes", ec), end; !ec && d != end; d.increment(ec))
+      if (d->path().extension() == ".img") fs::remove(d->path(), ec);
+  }
+}
+
+}  // namespace ty::exec::local
