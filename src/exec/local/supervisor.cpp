@@ -46,6 +46,7 @@
 #include "exec/local/cgroup.h"
 #include "exec/local/data.h"
 #include "exec/local/job_tree.h"
+#include "exec/local/run_command.h"
 #include "exec/local/sandbox.h"
 #include "exec/local/system_sampler.h"
 #include "exec/local/volume.h"
@@ -76,28 +77,6 @@ void OnSignal(int) {
   char c = 1;
   [[maybe_unused]] ssize_t n = ::write(g_signal_pipe[1], &c, 1);
   errno = saved;
-}
-
-// Runs a command to completion (the setup command, pip). Returns its exit status, or -1.
-int RunCommand(const std::vector<std::string>& argv, const std::string& log_path) {
-  pid_t pid = ::fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-    }
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execvp(args[0], args.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 // A JSON-decoded hyperparameter value when it is JSON, else the raw string.
@@ -544,7 +523,7 @@ class Supervisor {
       for (const char* sub : {"code", "venv", "pylib"}) fs::remove_all(ws / sub, ec);
       fs::create_directories(ws, ec);
       if (!setup.empty()) {
-        if (RunCommand({"/bin/sh", "-c", "export TRAINYARD_WORKSPACE=\"$1\"; cd \"$1\" && eval \"$2\"", "setup",
+        if (local::RunCommand({"/bin/sh", "-c", "export TRAINYARD_WORKSPACE=\"$1\"; cd \"$1\" && eval \"$2\"", "setup",
                         ws.string(), setup}, log) != 0) {
           infrastructure_error_ = true;
           *error = "the instance setup command for " + spec_.value("instance_type", "") + " failed (see " + log + ")";
@@ -625,7 +604,7 @@ class Supervisor {
     if (!pip.value("find_links", "").empty()) cmd.insert(cmd.end(), {"--find-links", pip.value("find_links", "")});
     int rc = -1;
     if (!sandbox_) {
-      rc = RunCommand(cmd, dir_ + "/supervisor.log");
+      rc = local::RunCommand(cmd, dir_ + "/supervisor.log");
     } else if (Status st = local::GiveToJobUser(ws.string(), job_user_); !st.ok()) {
       infrastructure_error_ = true;
       *error = st.message();

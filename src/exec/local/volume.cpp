@@ -15,6 +15,8 @@
 #include <sstream>
 #include <vector>
 
+#include "exec/local/run_command.h"
+
 namespace ty::exec::local {
 
 namespace fs = std::filesystem;
@@ -54,27 +56,6 @@ std::string AttachLoop(const std::string& image, int* loop_fd, std::string* erro
   return device;
 }
 
-int Run(const std::vector<std::string>& argv, const std::string& log_path) {
-  pid_t pid = ::fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-    }
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execvp(args[0], args.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 }  // namespace
 
 StatusOr<std::unique_ptr<InstanceVolume>> InstanceVolume::Create(const std::string& image, const std::string& mount_at,
@@ -96,7 +77,7 @@ StatusOr<std::unique_ptr<InstanceVolume>> InstanceVolume::Create(const std::stri
   if (err != 0)
     return Unavailable("cannot allocate " + std::to_string(size_bytes) + " bytes for " + image + ": " + std::strerror(err));
   // No reserved blocks (the job may use all of it); lost+found is not needed on a scratch volume.
-  if (Run({"mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1", image}, log_path) != 0)
+  if (RunCommand({"mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1", image}, log_path) != 0)
     return Unavailable("mkfs.ext4 failed on " + image + " (see " + log_path + ")");
   std::string error;
   int loop = -1;
