@@ -30,6 +30,7 @@ PEERS="$(cd "$PEERS" && pwd)"
 out="${OUT:-$root/bench/results/vs_slurm}"
 mkdir -p "$out"
 work="$(mktemp -d /tmp/ty-vs-slurm-XXXXXX)"
+chmod 755 "$work"  # the job user reaches the mark directory inside it
 pid=""
 stop_server() { [[ -n $pid ]] && { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; }; pid=""; }
 cleanup() {
@@ -53,6 +54,7 @@ fresh_server() {
   stop_server
   local d="$work/data" extra="${1:-}"
   rm -rf "$d" "$work/mark"; mkdir -p "$d" "$work/mark"
+  chmod 1777 "$work/mark"  # the jobs write their marks as executor.job_user when the server is root
   cat >"$work/config.toml" <<TOML
 [executor]
 sandbox_binds = ["$work/mark"]
