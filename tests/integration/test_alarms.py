@@ -4,6 +4,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import urllib.parse
 
 from harness import Receiver, ServerTest
@@ -173,6 +174,7 @@ seconds = 120
                                ('[[alarms]]\nname = "a"\nrule = "runnable_longer_than"\n', "seconds must be >= 1"),
                                ('[[alarms]]\nrule = "warm_pool_expiring"\nseconds = 5\n', "alarms[0].name is required")):
             d = tempfile.mkdtemp(prefix="trainyard-test-")
+            self.addCleanup(shutil.rmtree, d, ignore_errors=True)
             with self.assertRaises(RuntimeError) as e:
                 Server(d, config=text).start()
             self.assertIn(fragment, str(e.exception))

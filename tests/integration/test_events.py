@@ -4,6 +4,7 @@ across restarts of the receiver and of the server."""
 import http.client
 import json
 import os
+import shutil
 import subprocess
 import time
 import unittest
@@ -276,6 +277,7 @@ class EventConfigTest(unittest.TestCase):
                                 "a must be an array"),
                                ("[events]\nmax_events = 0\n", "events.max_events must be >= 1")):
             d = tempfile.mkdtemp(prefix="trainyard-test-")
+            self.addCleanup(shutil.rmtree, d, ignore_errors=True)
             with self.assertRaises(RuntimeError) as e:
                 Server(d, config=text).start()
             self.assertIn(fragment, str(e.exception))
