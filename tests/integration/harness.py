@@ -168,6 +168,22 @@ def kill_attempt_processes(data_dir):
                 os.kill(int(status["supervisor_pid"]), signal.SIGKILL)
         except (OSError, ValueError):
             pass
+    # A supervisor that had not yet written its status.json: found by the attempt directory it
+    # was started with (it would otherwise go on to mount its volumes after the sweep below).
+    prefix = (os.path.realpath(attempts) + "/").encode()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if any(os.path.realpath(a.decode(errors="replace")).encode().startswith(prefix) for a in argv[1:3] if a):
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
     release_attempt_leftovers(attempts)
 
 
