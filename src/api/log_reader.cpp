@@ -30,13 +30,6 @@ int64_t SizeOf(int fd) {
   return end < 0 ? 0 : static_cast<int64_t>(end);
 }
 
-int HexDigit(char ch) {
-  if (ch >= '0' && ch <= '9') return ch - '0';
-  if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
-  if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
-  return -1;
-}
-
 }  // namespace
 
 bool ParseLine(std::string_view line, int64_t* ts, std::string_view* message) {
@@ -182,7 +175,7 @@ bool ParseOffsetToken(std::string_view token, char* direction, int64_t* offset) 
   if (token.size() != 18 || (token[0] != 'f' && token[0] != 'b') || token[1] != '/') return false;
   uint64_t v = 0;
   for (char ch : token.substr(2)) {
-    int d = HexDigit(ch);
+    int d = HexDigitValue(ch);
     if (d < 0) return false;
     v = v * 16 + static_cast<uint64_t>(d);
   }
@@ -206,7 +199,7 @@ bool ParseScanToken(std::string_view token, ScanPositions* positions) {
   if (token.substr(0, 2) != "n/" || token.size() % 2 != 0) return false;
   std::string raw;
   for (size_t i = 2; i < token.size(); i += 2) {
-    int hi = HexDigit(token[i]), lo = HexDigit(token[i + 1]);
+    int hi = HexDigitValue(token[i]), lo = HexDigitValue(token[i + 1]);
     if (hi < 0 || lo < 0) return false;
     raw.push_back(static_cast<char>(hi * 16 + lo));
   }

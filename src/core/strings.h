@@ -21,7 +21,12 @@ std::string ToHex(std::string_view bytes);
 std::string Sha256Hex(std::string_view data);
 std::string HmacSha256(std::string_view key, std::string_view data);
 
+// The value of one hexadecimal digit (either case), or -1.
+int HexDigitValue(char c);
+
 std::string ToLower(std::string_view s);
+// ASCII case-insensitive equality (header names, enum spellings).
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
 std::string ToUpper(std::string_view s);
 std::vector<std::string> Split(std::string_view s, char sep);
 std::string_view Trim(std::string_view s);

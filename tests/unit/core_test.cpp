@@ -38,6 +38,21 @@ TEST(Strings, SplitKeepsEmptyFields) {
   EXPECT_EQ(Trim("  x y \n"), "x y");
 }
 
+TEST(Strings, HexDigitValueReadsBothCasesAndRefusesTheRest) {
+  EXPECT_EQ(HexDigitValue('0'), 0);
+  EXPECT_EQ(HexDigitValue('9'), 9);
+  EXPECT_EQ(HexDigitValue('a'), 10);
+  EXPECT_EQ(HexDigitValue('F'), 15);
+  for (char c : {'g', 'G', '/', ':', '@', '`', ' ', '\0'}) EXPECT_EQ(HexDigitValue(c), -1) << int(c);
+}
+
+TEST(Strings, EqualsIgnoreCaseComparesAsciiWithoutCase) {
+  EXPECT_TRUE(EqualsIgnoreCase("Content-Length", "content-length"));
+  EXPECT_TRUE(EqualsIgnoreCase("", ""));
+  EXPECT_FALSE(EqualsIgnoreCase("content-length", "content-lengths"));
+  EXPECT_FALSE(EqualsIgnoreCase("x-amz-target", "x-amz-targes"));
+}
+
 TEST(BatchNames, JobNamesStartWithALetterOrDigit) {
   EXPECT_TRUE(IsBatchJobName("a"));
   EXPECT_TRUE(IsBatchJobName(std::string(128, 'A')));
