@@ -133,6 +133,18 @@ Fd OpenDirBeneath(int base, const std::string& rel, bool create) {
   return cur;
 }
 
+// The directory store's ETag: the file's inode, size and modification time. Every Put writes a
+// new file and renames it into place, so a new version always has a new tag; an object that
+// was not written again keeps its tag. (S3's is an MD5 of the content; hashing every object on
+// each Head would read it whole.) Warm pools tell a changed source archive by it.
+std::string FileEtag(const struct stat& st) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%llx-%llx-%llx%09lx", static_cast<unsigned long long>(st.st_ino),
+                static_cast<unsigned long long>(st.st_size), static_cast<unsigned long long>(st.st_mtim.tv_sec),
+                static_cast<long>(st.st_mtim.tv_nsec));
+  return buf;
+}
+
 class DirStore : public ObjectStore {
  public:
   explicit DirStore(std::string root) : root_(std::move(root)) {}
@@ -172,7 +184,7 @@ class DirStore : public ObjectStore {
           Fd child(::openat(::dirfd(d), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
           if (child.ok()) todo.emplace_back(std::move(child), sub);
         } else if (S_ISREG(st.st_mode) && StartsWith(key, prefix) && CheckObjectKey(key, KeyUse::kObject).ok()) {
-          out.push_back(ObjectInfo{key, static_cast<int64_t>(st.st_size), ""});
+          out.push_back(ObjectInfo{key, static_cast<int64_t>(st.st_size), FileEtag(st)});
         }
       }
       ::closedir(d);
@@ -187,7 +199,7 @@ class DirStore : public ObjectStore {
     struct stat st;
     if (!p.dir.ok() || ::fstatat(p.dir.get(), p.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
       return NotFound("NoSuchKey: " + Where(bucket, key) + " does not exist");
-    return ObjectInfo{key, static_cast<int64_t>(st.st_size), ""};
+    return ObjectInfo{key, static_cast<int64_t>(st.st_size), FileEtag(st)};
   }
 
   Status Get(const std::string& bucket, const std::string& key, const std::string& local_path) override {

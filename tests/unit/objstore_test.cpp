@@ -344,6 +344,26 @@ TEST_P(DirStoreTest, PutHeadGetListDelete) {
   EXPECT_EQ(store->List("no-such-bucket", "").status().code(), Code::kNotFound);
 }
 
+// A warm pool reuses an unpacked source archive while the archive's ETag and size stay the same,
+// so a rewritten object of the same size must get a new tag, and one left alone must keep it.
+TEST_P(DirStoreTest, ARewrittenObjectOfTheSameSizeGetsANewEtag) {
+  ASSERT_TRUE(store->Put("bkt", "code/src.tar.gz", (dir / "src").string()).ok());
+  auto first = store->Head("bkt", "code/src.tar.gz");
+  ASSERT_TRUE(first.ok());
+  EXPECT_FALSE(first->etag.empty());
+  EXPECT_EQ(store->Head("bkt", "code/src.tar.gz")->etag, first->etag);
+  auto listed = store->List("bkt", "code/");
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->front().etag, first->etag);
+  std::ofstream(dir / "src2") << "NEW CONTENT";  // the same 11 bytes
+  ASSERT_TRUE(store->Put("bkt", "code/src.tar.gz", (dir / "src2").string()).ok());
+  auto second = store->Head("bkt", "code/src.tar.gz");
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->size, first->size);
+  EXPECT_NE(second->etag, first->etag);
+}
+
 TEST_P(DirStoreTest, KeysThatAreNotSafeRelativePathsAreRefused) {
   const std::string abs = (outside / "abs").string();  // "/tmp/.../outside/abs"
   const std::vector<std::string> keys = {abs,  "/" + abs, "../outside/x", "a/../../../outside/x", "a//b", "./a", "a/.",
