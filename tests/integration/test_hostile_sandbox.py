@@ -139,23 +139,7 @@ class HostileJobTest(ServerTest):
             self.assertIn(w, tj.get("FailureReason", ""))
 
     def code_job(self, name, files):
-        """A script-mode job whose source directory holds `files` (relative path -> text); the
-        first is the program."""
-        src = tempfile.mkdtemp(prefix="trainyard-code-")
-        try:
-            for rel, text in files.items():
-                os.makedirs(os.path.dirname(os.path.join(src, rel)), exist_ok=True)
-                with open(os.path.join(src, rel), "w") as f:
-                    f.write(text)
-            os.makedirs(self.bucket_path("trainyard-test", "code"), exist_ok=True)
-            subprocess.check_call(["tar", "-czf", self.bucket_path("trainyard-test", f"code/{name}.tar.gz"),
-                                   "-C", src, "."])
-        finally:
-            shutil.rmtree(src)
-        p = self.script_payload(name)
-        del p["InputDataConfig"]
-        p["HyperParameters"] = {"sagemaker_program": next(iter(files)),
-                                "sagemaker_submit_directory": f"s3://trainyard-test/code/{name}.tar.gz"}
+        p = super().code_job(name, files)
         p["OutputDataConfig"]["CompressionType"] = "NONE"
         return p
 

@@ -132,24 +132,6 @@ class SandboxFileSystemTest(ServerTest):
             time.sleep(0.05)
         return path
 
-    def code_job(self, name, files, **extra):
-        """A script-mode job whose source directory holds `files` (name -> text)."""
-        src = tempfile.mkdtemp(prefix="trainyard-code-")
-        try:
-            for fname, text in files.items():
-                with open(os.path.join(src, fname), "w") as f:
-                    f.write(text)
-            os.makedirs(self.bucket_path("trainyard-test", "code"), exist_ok=True)
-            subprocess.check_call(["tar", "-czf", self.bucket_path("trainyard-test", f"code/{name}.tar.gz"),
-                                   "-C", src, "."])
-        finally:
-            shutil.rmtree(src)
-        p = self.script_payload(name, **extra)
-        del p["InputDataConfig"]
-        p["HyperParameters"] = {"sagemaker_program": next(iter(files)),
-                                "sagemaker_submit_directory": f"s3://trainyard-test/code/{name}.tar.gz"}
-        return p
-
     def probe(self, name, reads, writes):
         p = self.code_job(name, {"probe.py": PROBE, "paths.json": json.dumps({"reads": reads, "writes": writes})})
         p["OutputDataConfig"]["CompressionType"] = "NONE"
