@@ -1,9 +1,12 @@
 #!/bin/sh
-# Wall time of `trainyard simulate` on the shared traces: three runs per case, median shown.
+# Wall time of `trainyard simulate` on the Philly and Alibaba traces: three runs per case, median shown.
 # Usage: bench/simulate.sh [TRAINYARD_BIN] [TRACES_DIR]
+# TRACES_DIR (or $TRAINYARD_TRACES) holds philly.csv and alibaba_fgd2023.csv in the normalized
+# trace CSV of docs/simulate.md ("Traces").
 set -eu
 BIN=${1:-build/trainyard}
-TRACES=${2:-../shared/traces}
+case ${1:-} in -h|--help) sed -n '2,5s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
+TRACES=${2:-${TRAINYARD_TRACES:?set TRAINYARD_TRACES (or pass TRACES_DIR) to a directory with philly.csv and alibaba_fgd2023.csv in the normalized trace CSV of docs/simulate.md}}
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 run() {  # name trace cluster [extra flags]

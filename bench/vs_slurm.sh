@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# Side by side with Slurm, in one run on this machine: the definitions of
-# ../shared/peers/slurm/bench.sh (a)-(d), measured for trainyard (local executor, real HTTP,
+# Side by side with Slurm, in one run on this machine: the definitions of the Slurm peer's
+# bench.sh (a)-(d), measured for trainyard (local executor, real HTTP,
 # SigV4-signed requests, default durability and sandbox) and then for the private Slurm peer.
 #
 #   bench/vs_slurm.sh            # both; results and a markdown table in bench/results/vs_slurm/
 #
-# Env knobs (same names and meaning as peers/slurm/bench.sh):
+# Env knobs (same names and meaning as the peer's bench.sh):
 #   N=1000 jobs for (a) and (b), NPEND=10000 queued jobs for (d), LAT_SAMPLES=50 for (c),
 #   REPS=1 (Slurm's repetitions; trainyard runs each test REPS times too), P=8 parallel clients.
 #   SLOTS=100: trainyard capacity, one 1-vCPU instance per job, like Slurm's 100 CPUs.
 #   SLURM=run (default): run peers/slurm/bench.sh now; SLURM=file: take the Slurm column from
-#   peers/slurm/results/bench-full.txt (the 2026-11-22 run) instead, and say so in the table.
-#   PEERS=../shared/peers/slurm (relative to the repository root). OUT: results directory.
+#   $PEERS/results/bench-full.txt (the 2026-11-22 run) instead, and say so in the table.
+#   PEERS: the Slurm peer's directory (its install.sh, bench.sh and slurm.conf template), required.
+#   OUT: results directory.
 # Tears the Slurm peer down at the end (bench.sh does, and the EXIT trap again with --purge) and
 # stops every trainyard server it started; leaves only the results directory, nothing under /tmp.
 set -euo pipefail
@@ -25,7 +26,7 @@ REPS=${REPS:-1}
 P=${P:-8}
 SLOTS=${SLOTS:-100}
 SLURM=${SLURM:-run}
-PEERS=${PEERS:-$root/../shared/peers/slurm}
+PEERS=${PEERS:?set PEERS to the Slurm peer directory (install.sh, bench.sh); see bench/README.md}
 PEERS="$(cd "$PEERS" && pwd)"
 out="${OUT:-$root/bench/results/vs_slurm}"
 mkdir -p "$out"

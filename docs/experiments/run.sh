@@ -3,9 +3,11 @@
 # `trainyard simulate` with each set-up, keeps summary.json and the SVG plots under
 # docs/experiments/philly/NAME/ (jobs.csv stays in a temporary directory) and prints the tables.
 # Usage (from the repository root): docs/experiments/run.sh [TRAINYARD_BIN] [TRACES_DIR]
+# TRACES_DIR (or $TRAINYARD_TRACES) holds philly.csv in the normalized trace CSV of docs/simulate.md.
 set -eu
 BIN=${1:-build/trainyard}
-TRACES=${2:-../shared/traces}
+case ${1:-} in -h|--help) sed -n '2,6s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
+TRACES=${2:-${TRAINYARD_TRACES:?set TRAINYARD_TRACES (or pass TRACES_DIR) to a directory with philly.csv and alibaba_fgd2023.csv in the normalized trace CSV of docs/simulate.md}}
 DEST=docs/experiments/philly
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT

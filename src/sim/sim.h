@@ -70,7 +70,7 @@ struct TraceJob {
   int priority = -1; // schedulingPriority; -1: the team's (scenarios set it per job, traces never)
 };
 
-// Reads the normalized trace CSV (../shared/traces/README.md) and keeps the jobs submitted in
+// Reads the normalized trace CSV (docs/simulate.md, "Traces") and keeps the jobs submitted in
 // [start_s, end_s); end_s < 0: no end. Rows are ordered by submit time, then file order.
 StatusOr<std::vector<TraceJob>> ReadTrace(const std::string& path, int64_t start_s, int64_t end_s);
 
