@@ -1,5 +1,5 @@
 """Batch retryStrategy and SageMaker RetryStrategy through a real server and real processes
-(docs/retries.md, SEMANTICS.md §1.7, §2.7, §4.5)."""
+(docs/retries.md)."""
 import json
 import os
 import signal

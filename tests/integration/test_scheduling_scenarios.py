@@ -1,6 +1,7 @@
-"""Scheduling scenarios from SEMANTICS.md, reproduced through the real API with real processes:
+"""Scheduling scenarios from AWS's own material (the Amazon Search blog post on Batch quota
+shares and AWS's quota-management notebook), reproduced through the real API with real processes:
 
-* the Amazon Search blog's borrow-and-reclaim at full size (§2.9.7: 100 instances, shares of 60
+* the Amazon Search blog's borrow-and-reclaim at full size (100 instances, shares of 60
   and 40; A grows to 75 while B uses 25, and is preempted back to 60 when B asks for its 40);
 * the blog's in-share preemption (a share at 60/60 running priorities 80, 50, 30, 10; a
   priority-90 job preempts exactly the priority-10 one), and the same through UpdateServiceJob;

@@ -1,4 +1,4 @@
-"""Managed spot training through a real server and real processes (docs/spot.md, SEMANTICS.md §7):
+"""Managed spot training through a real server and real processes (docs/spot.md):
 each lifecycle of §7 (no interruption, one, two plus MaxWaitTimeExceeded, never launched), the
 interruption notice, resuming from the saved checkpoint, billing and the cost report. Long waits
 use the offset clock."""

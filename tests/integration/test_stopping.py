@@ -1,5 +1,4 @@
-"""StoppingCondition and timeoutConfig through a real server (docs/retries.md, SEMANTICS.md §1.8,
-§4.5). Long waits use the offset clock."""
+"""StoppingCondition and timeoutConfig through a real server (docs/retries.md). Long waits use the offset clock."""
 import json
 import os
 import signal

@@ -1,4 +1,4 @@
-"""System metrics of each instance (SEMANTICS.md §8.2, docs/metrics.md "System metrics"): sampled
+"""System metrics of each instance (SageMaker's per-host training metrics; docs/metrics.md "System metrics"): sampled
 by the supervisor, served by POST /trainyard/v1/system-metrics and `trainyard metrics --system`."""
 import json
 import os

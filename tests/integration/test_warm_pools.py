@@ -1,5 +1,5 @@
 """Managed warm pools through the sagemaker boto3 client against a real server
-(docs/warm-pools.md, SEMANTICS.md §5)."""
+(docs/warm-pools.md)."""
 import json
 import os
 import subprocess

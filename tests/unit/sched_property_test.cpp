@@ -3,8 +3,8 @@
 // Every case is generated from a seeded std::mt19937_64, so a failure names the seed of its case
 // and prints the workload (and, for multi-pass properties, every pass); rerun one case with
 // TY_PROP_SEED=<seed> TY_PROP_CASES=1, scale the number of cases with TY_PROP_CASES=<n>, and list
-// every failing case with TY_PROP_VERBOSE=1. The properties (SEMANTICS.md §1.3-1.4, §2.9 and its
-// decisions table); each checker states exactly what it checks:
+// every failing case with TY_PROP_VERBOSE=1. The properties (Batch's fair-share and quota-share rules
+// and docs/design/decisions.md); each checker states exactly what it checks:
 //   1. every pass (CheckSchedule, CheckQuota): each job gets exactly one decision; starts never
 //      over-commit an environment, the host or a quota environment; kinds, reasons and labels are
 //      right; work conservation (no idle capacity while a job that policy lets run fits it).
