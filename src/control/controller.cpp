@@ -11,7 +11,7 @@
 #include "core/strings.h"
 #include "exec/executor.h"
 #include "exec/local/sandbox.h"
-#include "exec/local_executor.h"
+#include "exec/local/local_executor.h"
 #include "store/event_log.h"
 #include "store/store.h"
 

@@ -22,7 +22,7 @@
 #include "exec/local/attempt_files.h"
 #include "exec/local/sandbox.h"
 #include "exec/local/system_sampler.h"
-#include "exec/local_executor.h"
+#include "exec/local/local_executor.h"
 
 namespace ty::exec {
 namespace {

@@ -1,4 +1,4 @@
-#include "exec/local_executor.h"
+#include "exec/local/local_executor.h"
 
 #include <fcntl.h>
 #include <spawn.h>

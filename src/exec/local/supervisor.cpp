@@ -50,7 +50,7 @@
 #include "exec/local/sandbox.h"
 #include "exec/local/system_sampler.h"
 #include "exec/local/volume.h"
-#include "exec/supervisor.h"
+#include "exec/local/supervisor.h"
 
 namespace ty::exec {
 
