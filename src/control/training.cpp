@@ -545,12 +545,14 @@ exec::AttemptSpec Controller::BuildAttemptSpec(const TrainingJob& tj) const {
   spec.network_isolation = req.value("EnableNetworkIsolation", false);
   for (auto& a : alg.value("ContainerEntrypoint", json::array())) spec.command.push_back(as_string(a));
   for (auto& a : alg.value("ContainerArguments", json::array())) spec.command.push_back(as_string(a));
-  for (auto& [k, v] : req.value("HyperParameters", json::object()).items()) spec.hyperparameters[k] = as_string(v);
+  const json hps = req.value("HyperParameters", json::object());
+  for (auto& [k, v] : hps.items()) spec.hyperparameters[k] = as_string(v);
   if (spec.command.empty()) {
     auto hp = [&](const char* k) { auto f = spec.hyperparameters.find(k); return f == spec.hyperparameters.end() ? "" : Unquote(f->second); };
     spec.script_mode = exec::ScriptMode{hp("sagemaker_program"), hp("sagemaker_submit_directory")};
   }
-  for (auto& [k, v] : req.value("Environment", json::object()).items()) spec.environment[k] = as_string(v);
+  const json env = req.value("Environment", json::object());
+  for (auto& [k, v] : env.items()) spec.environment[k] = as_string(v);
   if (!tj.service_job_id.empty()) {
     auto seq = state_.job_seq_by_id.find(tj.service_job_id);
     if (seq != state_.job_seq_by_id.end()) {
