@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <string_view>
 
 #include "api/encode.h"
 #include "api/handlers.h"
@@ -428,20 +429,18 @@ Response HandleGetLogs(Controller& c, const json& req) {
   if (instance < 1 || instance > found->first)
     return InvalidArgument("instance must be between 1 and " + std::to_string(found->first));
   json events = json::array();
-  std::ifstream in(c.LogPath(name, instance), std::ios::binary);
-  int64_t next = offset;
-  if (in) {
-    in.seekg(offset);
-    std::string line;
-    while (next - offset < limit && std::getline(in, line)) {
-      if (in.eof()) break;  // partial line: wait for its end
-      next += static_cast<int64_t>(line.size()) + 1;
-      auto sp = line.find(' ');
-      if (sp == std::string::npos) continue;
-      events.push_back({{"timestamp", std::strtoll(line.c_str(), nullptr, 10)}, {"message", line.substr(sp + 1)}});
-    }
+  // Whole lines only: a line being written is returned once it ends.
+  const auto chunk = c.ReadLog(name, instance, offset, limit);
+  for (size_t begin = 0; begin < chunk.bytes.size();) {
+    size_t end = chunk.bytes.find('\n', begin);
+    std::string_view line(chunk.bytes.data() + begin, end - begin);
+    begin = end + 1;
+    auto sp = line.find(' ');
+    if (sp == std::string_view::npos) continue;
+    events.push_back({{"timestamp", std::strtoll(std::string(line.substr(0, sp)).c_str(), nullptr, 10)},
+                      {"message", std::string(line.substr(sp + 1))}});
   }
-  return json{{"events", events}, {"nextOffset", next}, {"complete", found->second}};
+  return json{{"events", events}, {"nextOffset", chunk.next_offset}, {"complete", found->second}};
 }
 
 }  // namespace ty::api

@@ -4,7 +4,7 @@
 #include <fstream>
 
 #include "core/strings.h"
-#include "exec/supervisor.h"
+#include "exec/local/supervisor.h"
 
 namespace ty::cli {
 

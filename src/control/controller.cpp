@@ -10,8 +10,8 @@
 #include "control/turn.h"
 #include "core/strings.h"
 #include "exec/executor.h"
-#include "exec/local/sandbox.h"
-#include "exec/local_executor.h"
+#include "exec/local/host_settings.h"
+#include "exec/local/local_executor.h"
 #include "store/event_log.h"
 #include "store/store.h"
 
@@ -33,16 +33,6 @@ T Get(const json& j, const char* key, T fallback) {
 std::string NameFromArnOrName(const std::string& s) {
   auto slash = s.rfind('/');
   return StartsWith(s, "arn:") && slash != std::string::npos ? s.substr(slash + 1) : s;
-}
-
-// With the mounts and namespaces the supervisor asks for (a read-only root, its own /proc in a
-// PID namespace, /dev, a tmpfs): where bubblewrap runs but cannot do these, jobs could not start.
-// Whether a job's sandbox can be built here as the supervisor builds it (the job user, user
-// namespace, no capabilities, seccomp filter); *why says what failed.
-bool SandboxWorks(const std::string& job_user, std::string* why) {
-  Status st = exec::local::ProbeSandbox(job_user);
-  if (!st.ok()) *why = st.message();
-  return st.ok();
 }
 
 Tags ReadTags(const json& req) {
@@ -103,13 +93,9 @@ StatusOr<std::unique_ptr<Controller>> Controller::Open(const Config& config, con
     fs::create_directories(fs::path(c->data_dir_) / sub, ec);
     if (ec) return Internal("cannot create " + (fs::path(c->data_dir_) / sub).string() + ": " + ec.message());
   }
-  std::string sandbox_problem;
-  const bool sandbox_works = config.sandbox != "none" && SandboxWorks(config.job_user, &sandbox_problem);
-  c->sandbox_ = sandbox_works ? "bwrap" : "none";
-  if (config.sandbox == "auto" && !sandbox_works)
-    spdlog::warn("jobs run without a sandbox: {}", sandbox_problem);
-  if (config.sandbox == "bwrap" && !sandbox_works)
-    return FailedPrecondition("executor.sandbox = \"bwrap\" but bubblewrap does not work on this machine: " + sandbox_problem);
+  auto sandbox = exec::LocalExecutor::ResolveSandbox(config.sandbox, config.job_user);
+  if (!sandbox.ok()) return sandbox.status();
+  if (!sandbox->problem.empty()) spdlog::warn("jobs run without a sandbox: {}", sandbox->problem);
 
   auto store = store::OpenSqliteStore(c->data_dir_ + "/trainyard.db", config.sqlite_synchronous_full);
   if (!store.ok()) return store.status();
@@ -124,7 +110,7 @@ StatusOr<std::unique_ptr<Controller>> Controller::Open(const Config& config, con
   // The small supervisor binary beside this one starts faster; the server itself can also do it.
   fs::path small = fs::path(self_exe).parent_path() / "trainyard-supervisor";
   eo.supervisor_binary = fs::exists(small) ? small.string() : self_exe;
-  eo.notify_socket = c->data_dir_ + "/run/executor.sock";
+  eo.host = exec::local::HostSettingsFor(config, c->data_dir_, sandbox->mode);
   Controller* self = c.get();
   eo.wake = [self] {
     std::lock_guard lock(self->queue_mu_);
@@ -133,6 +119,7 @@ StatusOr<std::unique_ptr<Controller>> Controller::Open(const Config& config, con
   };
   eo.clock = &clock;
   c->executor_ = std::make_unique<exec::LocalExecutor>(eo);
+  c->sandbox_ = c->executor_->Sandboxed() ? "bwrap" : "none";
 
   c->LoadState();
   // Workspaces of pools that ended while the server was down between the commit and the removal.
@@ -404,6 +391,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
       e.exit_code = 1;
       e.at = clock_.now_ms();
       e.failure_reason = "CapacityError: the host could not start the instances: " + st.message();
+      e.failure_kind = exec::FailureKind::kCapacity;
       deferred_events_.push_back(e);
       std::lock_guard qlock(queue_mu_);
       wake_ = true;

@@ -108,8 +108,12 @@ class Controller {
   static const JobQueue* FindQueue(const State& s, const std::string& name_or_arn);
   static const ServiceEnvironment* FindEnvironment(const State& s, const std::string& name_or_arn);
 
-  // Path of one instance's log of a training job ("" when unknown).
+  // Path of one instance's log of a training job ("" when unknown), for the Logs API's readers.
   std::string LogPath(const std::string& training_job, int instance) const;
+  // Complete lines of one instance's log of a training job from byte `offset` (Executor::ReadLog).
+  // Any thread; takes no lock.
+  exec::Executor::LogChunk ReadLog(const std::string& training_job, int instance, int64_t offset,
+                                   int64_t max_bytes) const;
 
   // Validates a CreateTrainingJob request against what this host can run (instance catalogue,
   // URIs, script mode). Model validation has already happened.
@@ -220,14 +224,14 @@ class Controller {
   size_t ReclaimFinishedScratch();
   // Why nothing starts while disk_low_ (a job's wait reason).
   std::string DiskReserveReason() const;
-  std::string BuildAttemptSpec(const TrainingJob& tj) const;
+  exec::AttemptSpec BuildAttemptSpec(const TrainingJob& tj) const;
   std::string FileSystemPath(const std::string& id) const;  // [file_systems] entry, or ""
 
   // ---- constant after construction ----
   Config config_;
   const Clock& clock_;
   std::string data_dir_;
-  std::string sandbox_;  // resolved: "bwrap" or "none"
+  std::string sandbox_;  // "bwrap" when the executor sandboxes its instances, else "none"
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<exec::Executor> executor_;
   std::unique_ptr<store::EventLog> event_log_;

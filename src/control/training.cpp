@@ -116,6 +116,11 @@ std::string Controller::LogPath(const std::string& training_job, int instance) c
   return executor_ ? executor_->LogPath(training_job, instance) : "";
 }
 
+exec::Executor::LogChunk Controller::ReadLog(const std::string& training_job, int instance, int64_t offset,
+                                             int64_t max_bytes) const {
+  return executor_ ? executor_->ReadLog(training_job, instance, offset, max_bytes) : exec::Executor::LogChunk{"", offset};
+}
+
 void Controller::SweepLogs(EpochMs now) {
   if (config_.logs_retention_days <= 0 || !executor_ || now - last_log_sweep_ < 60000) return;
   last_log_sweep_ = now;
@@ -123,12 +128,8 @@ void Controller::SweepLogs(EpochMs now) {
   for (const auto& [name, tj] : state_.training_jobs) {
     if (tj.status == "InProgress" || tj.status == "Stopping" || tj.training_end_time <= 0) continue;
     if (tj.training_end_time >= cutoff || logs_swept_.count(name)) continue;
-    for (int i = 1; i <= tj.instance_count; ++i) {
-      std::error_code ec;
-      std::filesystem::remove(executor_->LogPath(name, i), ec);
-      // Its system metrics are in the store (State::system_series); the file was their source.
-      std::filesystem::remove(executor_->SystemMetricsPath(name, i), ec);
-    }
+    // Its system metrics are in the store (State::system_series); the samples were their source.
+    executor_->DiscardLogs(name);
     logs_swept_.insert(name);
   }
 }
@@ -424,8 +425,7 @@ void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj, bool spot) {
   if (tj.interruptions > 0) {
     // The interrupted run's files; its checkpoints were uploaded when it ended.
     DropTail(t, tj.name);
-    std::error_code ec;
-    fs::remove_all(fs::path(data_dir_) / "attempts" / tj.name, ec);
+    if (Status st = executor_->Discard(tj.name); !st.ok()) spdlog::warn("cannot clear the interrupted run of {}: {}", tj.name, st.message());
     tj.stop_cause.clear();
   }
   std::string message;
@@ -523,116 +523,83 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
   }
 }
 
-std::string Controller::BuildAttemptSpec(const TrainingJob& tj) const {
+exec::AttemptSpec Controller::BuildAttemptSpec(const TrainingJob& tj) const {
+  // The request passed CheckTrainingRequest and the service model: members have their types.
+  // Only the job's terms go in; how this host runs it is the executor's (LocalExecutor::Options).
   json req = json::parse(tj.request_json);
   const json alg = req.value("AlgorithmSpecification", json::object());
   const InstanceTypeSpec* it = config_.FindInstanceType(tj.instance_type);
-  json spec;
-  spec["attempt_id"] = tj.name;
-  spec["training_job_name"] = tj.name;
-  spec["training_job_arn"] = tj.arn;
-  spec["region"] = config_.region;
-  spec["instance_type"] = tj.instance_type;
-  spec["instance_count"] = tj.instance_count;
-  spec["log_max_bytes"] = config_.logs_max_bytes_per_stream;
-  spec["vcpus"] = it ? it->vcpus : 1;
-  spec["gpus"] = it ? it->gpus : 0;
-  spec["memory_mib"] = it ? it->memory_mib : 1024;
-  spec["sandbox"] = sandbox_;
-  spec["network_isolation"] = req.value("EnableNetworkIsolation", false);
-  json command = json::array();
-  for (auto& a : alg.value("ContainerEntrypoint", json::array())) command.push_back(a);
-  for (auto& a : alg.value("ContainerArguments", json::array())) command.push_back(a);
-  spec["command"] = command;
-  json hps = req.value("HyperParameters", json::object());
-  spec["hyperparameters"] = hps;
-  if (command.empty()) {
-    std::string tarball;
-    if (hps.contains("sagemaker_submit_directory")) tarball = Unquote(hps["sagemaker_submit_directory"].get<std::string>());
-    spec["script_mode"] = {{"program", Unquote(hps.value("sagemaker_program", ""))}, {"submit_uri", tarball}};
+  auto as_string = [](const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+  exec::AttemptSpec spec;
+  spec.attempt_id = tj.name;
+  spec.training_job_name = tj.name;
+  spec.training_job_arn = tj.arn;
+  spec.region = config_.region;
+  spec.instance_type = tj.instance_type;
+  spec.instance_count = static_cast<int>(tj.instance_count);
+  spec.vcpus = it ? it->vcpus : 1;
+  spec.gpus = it ? it->gpus : 0;
+  spec.memory_mib = it ? it->memory_mib : 1024;
+  spec.volume_size_gb = req.value("ResourceConfig", json::object()).value("VolumeSizeInGB", int64_t{30});
+  spec.setup_command = it ? it->setup_command : "";
+  spec.network_isolation = req.value("EnableNetworkIsolation", false);
+  for (auto& a : alg.value("ContainerEntrypoint", json::array())) spec.command.push_back(as_string(a));
+  for (auto& a : alg.value("ContainerArguments", json::array())) spec.command.push_back(as_string(a));
+  const json hps = req.value("HyperParameters", json::object());
+  for (auto& [k, v] : hps.items()) spec.hyperparameters[k] = as_string(v);
+  if (spec.command.empty()) {
+    auto hp = [&](const char* k) { auto f = spec.hyperparameters.find(k); return f == spec.hyperparameters.end() ? "" : Unquote(f->second); };
+    spec.script_mode = exec::ScriptMode{hp("sagemaker_program"), hp("sagemaker_submit_directory")};
   }
-  spec["environment"] = req.value("Environment", json::object());
-  json extra = json::object();
+  const json env = req.value("Environment", json::object());
+  for (auto& [k, v] : env.items()) spec.environment[k] = as_string(v);
   if (!tj.service_job_id.empty()) {
     auto seq = state_.job_seq_by_id.find(tj.service_job_id);
     if (seq != state_.job_seq_by_id.end()) {
       const ServiceJobState& js = state_.jobs.at(seq->second);
-      extra["AWS_BATCH_JOB_ID"] = js.job.id;
-      extra["AWS_BATCH_JOB_ARN"] = js.job.arn;
-      extra["AWS_BATCH_JOB_NAME"] = js.job.name;
-      extra["AWS_BATCH_JQ_NAME"] = js.job.queue;
-      extra["AWS_BATCH_SE_NAME"] = js.service_environment;
-      extra["AWS_BATCH_JOB_ATTEMPT"] = std::to_string(tj.attempt_number);
+      spec.extra_env["AWS_BATCH_JOB_ID"] = js.job.id;
+      spec.extra_env["AWS_BATCH_JOB_ARN"] = js.job.arn;
+      spec.extra_env["AWS_BATCH_JOB_NAME"] = js.job.name;
+      spec.extra_env["AWS_BATCH_JQ_NAME"] = js.job.queue;
+      spec.extra_env["AWS_BATCH_SE_NAME"] = js.service_environment;
+      spec.extra_env["AWS_BATCH_JOB_ATTEMPT"] = std::to_string(tj.attempt_number);
     }
   }
-  spec["extra_env"] = extra;
-  spec["system_metrics"] = {{"interval_seconds", config_.system_metrics_interval_seconds},
-                            {"nvidia_smi", config_.nvidia_smi}};
-  json channels = json::array();
   for (auto& ch : req.value("InputDataConfig", json::array())) {
-    json c = {{"name", ch["ChannelName"]},
-              {"content_type", ch.value("ContentType", "")},
-              {"input_mode", ch.value("InputMode", alg.value("TrainingInputMode", "File"))},
-              {"record_wrapper", ch.value("RecordWrapperType", "None")}};
+    exec::Channel c;
+    c.name = ch["ChannelName"].get<std::string>();
+    c.content_type = ch.value("ContentType", "");
+    c.input_mode = ch.value("InputMode", alg.value("TrainingInputMode", "File"));
+    c.record_wrapper = ch.value("RecordWrapperType", "None");
     if (ch["DataSource"].contains("FileSystemDataSource")) {
       const json f = ch["DataSource"]["FileSystemDataSource"];
-      std::string dir = f.value("DirectoryPath", "/");
-      c["distribution"] = "FullyReplicated";
-      c["file_system"] = {{"host_path", (fs::path(FileSystemPath(f.value("FileSystemId", ""))) / dir.substr(1)).lexically_normal().string()},
-                          {"read_only", f.value("FileSystemAccessMode", "ro") == "ro"}};
+      c.file_system = exec::FileSystemSource{f.value("FileSystemId", ""), f.value("DirectoryPath", "/"),
+                                             f.value("FileSystemAccessMode", "ro") == "ro"};
     } else {
       const json s3 = ch["DataSource"]["S3DataSource"];
-      c["uri"] = s3["S3Uri"];
-      c["data_type"] = s3.value("S3DataType", "S3Prefix");
-      c["distribution"] = s3.value("S3DataDistributionType", "FullyReplicated");
-      if (ch.contains("ShuffleConfig") && ch["ShuffleConfig"].is_object()) c["shuffle_seed"] = ch["ShuffleConfig"]["Seed"];
+      c.uri = s3["S3Uri"].get<std::string>();
+      c.data_type = s3.value("S3DataType", "S3Prefix");
+      c.distribution = s3.value("S3DataDistributionType", "FullyReplicated");
+      if (ch.contains("ShuffleConfig") && ch["ShuffleConfig"].is_object() && ch["ShuffleConfig"].value("Seed", json()).is_number_integer())
+        c.shuffle_seed = ch["ShuffleConfig"]["Seed"].get<int64_t>();
     }
-    channels.push_back(c);
+    spec.channels.push_back(std::move(c));
   }
-  spec["channels"] = channels;
   const json out = req["OutputDataConfig"];
   std::string prefix = out.value("S3OutputPath", "");
   while (EndsWith(prefix, "/")) prefix.pop_back();
-  spec["output_prefix"] = prefix + "/" + tj.name + "/output/";
-  spec["compress"] = out.value("CompressionType", "GZIP") != "NONE";
-  const ObjectStoreConfig& os = config_.object_store;
-  spec["object_store"] = {{"endpoint", os.endpoint},
-                          {"region", os.region.empty() ? config_.region : os.region},
-                          {"access_key_id", os.access_key_id},
-                          {"secret_access_key", os.secret_access_key},
-                          {"path_style", os.path_style},
-                          {"buckets", os.buckets},
-                          {"multipart_threshold_bytes", os.multipart_threshold_bytes},
-                          {"multipart_part_bytes", os.multipart_part_bytes},
-                          {"checkpoint_sync_seconds", os.checkpoint_sync_seconds},
-                          {"dir_root", data_dir_ + "/buckets"},
-                          {"cache_dir", data_dir_ + "/cache/objects"}};
-  if (req.contains("CheckpointConfig") && !req["CheckpointConfig"].is_null()) {
-    spec["checkpoint"] = {{"uri", req["CheckpointConfig"]["S3Uri"]},
-                          {"local_path", req["CheckpointConfig"].value("LocalPath", "/opt/ml/checkpoints")}};
-  } else {
-    spec["checkpoint"] = nullptr;
-  }
+  spec.output_prefix = prefix + "/" + tj.name + "/output/";
+  spec.compress = out.value("CompressionType", "GZIP") != "NONE";
+  if (req.contains("CheckpointConfig") && !req["CheckpointConfig"].is_null())
+    spec.checkpoint = exec::CheckpointConfig{req["CheckpointConfig"]["S3Uri"].get<std::string>(),
+                                             req["CheckpointConfig"].value("LocalPath", "/opt/ml/checkpoints")};
   // The instance workspace (docs/warm-pools.md): kept in the pool's directory when the job has a
   // warm pool, else in the attempt's own directory.
   if (!tj.warm_pool_id.empty())
-    spec["warm_pool"] = {{"id", tj.warm_pool_id}, {"workspace", WarmPoolDir(tj.warm_pool_id)},
-                         {"reused_from", tj.reused_from_job}};
-  spec["setup_command"] = it ? it->setup_command : "";
-  spec["pip"] = {{"find_links", config_.pip_find_links}, {"no_index", config_.pip_no_index}};
-  spec["stop_grace_seconds"] = config_.stop_grace_seconds;
-  spec["sandbox_binds"] = config_.sandbox_binds;
-  spec["job_user"] = config_.job_user;
-  spec["pids_max"] = config_.max_pids_per_instance;
-  spec["cgroup_parent"] = config_.cgroup_parent;
-  spec["volume_size_gb"] = req.value("ResourceConfig", json::object()).value("VolumeSizeInGB", int64_t{30});
-  // Other jobs' data the sandbox must hide besides the data directory: every [file_systems]
-  // directory (a job's own FileSystemDataSource channels are bound back in).
-  json hidden = json::array();
-  for (const auto& [id, dir] : config_.file_systems) hidden.push_back(dir);
-  spec["sandbox_hidden"] = hidden;
-  spec["max_runtime_seconds"] = std::max<int64_t>(1, RemainingRuntimeSeconds(tj, clock_.now_ms()));
-  return spec.dump();
+    spec.warm_pool = exec::WarmPoolSpec{tj.warm_pool_id, WarmPoolDir(tj.warm_pool_id), tj.reused_from_job};
+  spec.stop_grace_seconds = config_.stop_grace_seconds;
+  spec.max_runtime_seconds = std::max<int64_t>(1, RemainingRuntimeSeconds(tj, clock_.now_ms()));
+  return spec;
 }
 
 // ------------------------------------------------------------------------------------------
@@ -654,8 +621,8 @@ void Controller::ReadoptAttempts() {
     // The launch was committed but the executor never started it (the server died in between):
     // start it now. It cannot be running, so this never runs an attempt twice.
     spdlog::warn("attempt {} was never started ({}); starting it now", name, st.message());
-    std::error_code ec;
-    fs::remove_all(fs::path(data_dir_) / "attempts" / name, ec);
+    if (Status cleared = executor_->Discard(name); !cleared.ok())
+      spdlog::warn("cannot clear the files of attempt {}: {}", name, cleared.message());
     Status started = executor_->Start(name, BuildAttemptSpec(tj));
     if (!started.ok()) spdlog::error("cannot start attempt {}: {}", name, started.message());
   }
@@ -707,9 +674,8 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
       if (tj.training_start_time == 0) tj.training_start_time = e.at;
       if (!stopping) {
         // The supervisor's message may add what staging did ("Training in progress. Input data: ...").
-        std::string detail = StartsWith(e.message, "Training in progress.") ? e.message.substr(21) : "";
         AddTransition(t, tj, "Training",
-                      "Training in progress" + std::string(sandbox_ == "bwrap" ? " (sandboxed)." : " (no sandbox).") + detail, e.at);
+                      "Training in progress" + std::string(sandbox_ == "bwrap" ? " (sandboxed)." : " (no sandbox).") + e.detail, e.at);
       }
       t.training_jobs.insert(tj.name);
       if (js) {
@@ -762,7 +728,7 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
 
   const bool infrastructure_failure =
       e.phase == exec::Phase::kLost ||
-      (e.exit_code != 0 && !e.stopped && !e.max_runtime_exceeded && StartsWith(e.failure_reason, "InternalServerError:"));
+      (e.exit_code != 0 && !e.stopped && !e.max_runtime_exceeded && e.failure_kind == exec::FailureKind::kInternal);
   if (infrastructure_failure && !stopping && RestartAfterInfrastructureFailure(t, tj, e)) return;
 
   // Final: the attempt is over.
@@ -837,10 +803,8 @@ bool Controller::RestartAfterInfrastructureFailure(Turn& t, TrainingJob& tj, con
   if (used >= allowed) return false;
   if (RemainingRuntimeSeconds(tj, e.at) <= 0) return false;
   DropTail(t, tj.name);
-  std::error_code ec;
-  fs::remove_all(fs::path(data_dir_) / "attempts" / tj.name, ec);  // the dead run's files; idempotent
-  if (ec) {
-    spdlog::error("cannot clear the lost run of {}: {}", tj.name, ec.message());
+  if (Status st = executor_->Discard(tj.name); !st.ok()) {  // the dead run's files; idempotent
+    spdlog::error("cannot clear the lost run of {}: {}", tj.name, st.message());
     return false;
   }
   AddTransition(t, tj, "Restarting",

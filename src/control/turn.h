@@ -49,7 +49,7 @@ class Controller::Turn {
   bool reschedule = false;
 
   // Actions, carried out after the commit, in order.
-  std::vector<std::pair<std::string, std::string>> starts;  // attempt id, spec json
+  std::vector<std::pair<std::string, exec::AttemptSpec>> starts;  // attempt id, spec
   std::vector<std::pair<std::string, int>> stops;           // attempt id, grace seconds
   std::vector<std::pair<std::string, int>> interrupts;      // spot interruptions: attempt id, notice seconds
   std::vector<std::string> remove_dirs;                     // workspaces of terminated warm pools

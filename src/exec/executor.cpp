@@ -14,4 +14,21 @@ const char* PhaseName(Phase p) {
   return "?";
 }
 
+const char* FailureKindName(FailureKind k) {
+  switch (k) {
+    case FailureKind::kNone: return "None";
+    case FailureKind::kAlgorithm: return "Algorithm";
+    case FailureKind::kClient: return "Client";
+    case FailureKind::kInternal: return "Internal";
+    case FailureKind::kCapacity: return "Capacity";
+  }
+  return "None";
+}
+
+FailureKind ParseFailureKind(std::string_view name) {
+  for (FailureKind k : {FailureKind::kAlgorithm, FailureKind::kClient, FailureKind::kInternal, FailureKind::kCapacity})
+    if (name == FailureKindName(k)) return k;
+  return FailureKind::kNone;
+}
+
 }  // namespace ty::exec

@@ -1,17 +1,22 @@
 // The Executor port: where training-job attempts run.
 //
-// The controller hands the executor an attempt spec (JSON, format in docs/design/attempt-spec.md)
-// and learns what happened by polling. Implementations: local/ (processes on this host under a
-// supervisor of ours). Every call is made from the controller thread only, except that the
-// wake callback may be invoked from any thread.
+// The controller hands the executor a typed attempt spec (exec/attempt_spec.h: the job's terms
+// only; how a host runs it is the executor's own configuration) and learns what happened by
+// polling. The executor owns everything it keeps for an attempt (directories, logs, metrics
+// samples): the controller reads and discards them only through this port. Implementations:
+// local/ (processes on this host under a supervisor of ours). Every call is made from the
+// controller thread only, except ReadLog/ReadSystemMetrics (any thread) and the wake callback
+// (invoked from any thread).
 #pragma once
 
 #include <functional>
 #include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
 #include "core/clock.h"
+#include "exec/attempt_spec.h"
 #include "core/status.h"
 
 namespace ty::exec {
@@ -30,16 +35,35 @@ enum class Phase {
 
 const char* PhaseName(Phase p);
 
+// Why an attempt failed, as the executor classifies it (only meaningful on a kExited event with a
+// non-zero exit code that was neither stopped nor out of time). The controller decides retries on
+// it; the text of failure_reason is for people.
+enum class FailureKind {
+  kNone,
+  kAlgorithm,  // the job's own code failed (exit code, its failure file, out of memory or disk)
+  kClient,     // what the job asked for cannot be done (missing data, a refused archive, an upload the store refused)
+  kInternal,   // the host failed (store unreachable, disk full, a setup that failed): transient, retried where allowed
+  kCapacity,   // the host could not bring the instances up: retried without consuming attempts
+};
+
+const char* FailureKindName(FailureKind k);  // "None", "Algorithm", "Client", "Internal", "Capacity"
+// The kind of a name FailureKindName gives; kNone for anything else.
+FailureKind ParseFailureKind(std::string_view name);
+
 struct AttemptEvent {
   std::string attempt_id;
   Phase phase = Phase::kPreparing;
   EpochMs at = 0;                // when the supervisor entered the phase
   std::string message;           // human-readable, for SecondaryStatusTransitions
+  // What the message adds to the phase's fixed text, for a caller that words the phase itself
+  // (on kTraining: what staging did, " Input data: N objects ..."; "" when nothing).
+  std::string detail;
   // Only meaningful when phase == kExited:
   int exit_code = 0;             // first non-zero exit code among instances, else 0
   bool stopped = false;          // ended because Stop() was called
   bool max_runtime_exceeded = false;
   std::string failure_reason;    // first 1024 chars of /opt/ml/output/failure, or a supervisor error
+  FailureKind failure_kind = FailureKind::kNone;
   bool model_uploaded = false;   // model.tar.gz was written
 };
 
@@ -49,7 +73,7 @@ class Executor {
 
   // Starts an attempt. Returns once the supervisor has been launched (not when it is running).
   // REQUIRES: attempt_id is unique and was never started before.
-  virtual Status Start(const std::string& attempt_id, const std::string& spec_json) = 0;
+  virtual Status Start(const std::string& attempt_id, const AttemptSpec& spec) = 0;
 
   // Asks the attempt to stop: SIGTERM to every process, SIGKILL after grace_seconds.
   // Idempotent; a no-op for an attempt that already exited.
@@ -68,16 +92,43 @@ class Executor {
   // An attempt is untracked once its kExited or kLost event was returned.
   virtual std::vector<AttemptEvent> Poll() = 0;
 
-  // Path of the log file of one instance (1-based), for tailing. Lines are "<epoch_ms> <text>".
-  virtual std::string LogPath(const std::string& attempt_id, int instance) const = 0;
+  // Whether instances run isolated from the host (a sandbox with its own network namespace
+  // possible): EnableNetworkIsolation needs it.
+  virtual bool Sandboxed() const { return false; }
 
-  // Path of the system metrics samples of one instance (1-based), for tailing: JSON lines
-  // {"Timestamp": <epoch ms>, "<MetricName>": <value>, ...} (docs/metrics.md, "System metrics").
-  // Kept with the logs.
-  virtual std::string SystemMetricsPath(const std::string& attempt_id, int instance) const = 0;
+  // The complete lines ("<epoch_ms> <text>\n") of one instance's (1-based) log that begin in
+  // [offset, offset + max_bytes): at least one when one begins there, however long; a line being
+  // written is not returned until it ends. A log that does not exist (yet, or any more) reads as
+  // empty. Safe from any thread.
+  struct LogChunk {
+    std::string bytes;
+    int64_t next_offset = 0;  // where the next read goes on
+  };
+  virtual LogChunk ReadLog(const std::string& attempt_id, int instance, int64_t offset, int64_t max_bytes) const {
+    return {"", offset};
+  }
+  // The same over the instance's system metrics samples: JSON lines {"Timestamp": <epoch ms>,
+  // "<MetricName>": <value>, ...} (docs/metrics.md, "System metrics").
+  virtual LogChunk ReadSystemMetrics(const std::string& attempt_id, int instance, int64_t offset,
+                                     int64_t max_bytes) const {
+    return {"", offset};
+  }
+
+  // Path of the log file of one instance (1-based), for readers that page through it
+  // themselves (the Logs API, the metric tail). Lines are "<epoch_ms> <text>".
+  // TODO: callers move to ReadLog, then this goes.
+  virtual std::string LogPath(const std::string& attempt_id, int instance) const { return ""; }
+  virtual std::string SystemMetricsPath(const std::string& attempt_id, int instance) const { return ""; }
 
   // Forgets an attempt's workspace files (keeps logs). Called when an attempt's records are final.
   virtual void Cleanup(const std::string& attempt_id) = 0;
+
+  // Forgets everything of an attempt that is not running (workspace, status, logs), so that the
+  // same id can be started again (a restarted or resumed run). Idempotent.
+  virtual Status Discard(const std::string& attempt_id) { return Status::Ok(); }
+
+  // Deletes an ended attempt's logs and metrics samples ([logs] retention_days).
+  virtual void DiscardLogs(const std::string& attempt_id) {}
 };
 
 }  // namespace ty::exec

@@ -19,10 +19,12 @@
 #include <sstream>
 #include <thread>
 
+#include "exec/attempt_spec.h"
 #include "exec/local/attempt_files.h"
+#include "exec/local/host_settings.h"
 #include "exec/local/sandbox.h"
 #include "exec/local/system_sampler.h"
-#include "exec/local_executor.h"
+#include "exec/local/local_executor.h"
 
 namespace ty::exec {
 namespace {
@@ -137,7 +139,11 @@ class LocalExecutorTest : public ::testing::TestWithParam<std::string> {
     LocalExecutor::Options o;
     o.attempts_root = (root_ / "attempts").string();
     o.supervisor_binary = bin_;
-    o.notify_socket = (root_ / "executor.sock").string();
+    o.host.sandbox = GetParam();
+    o.host.notify_socket = (root_ / "executor.sock").string();
+    // The embedded directory store rooted at root_: s3://out/<id>/ is root_/out/<id>/.
+    o.host.object_dir_root = root_.string();
+    o.host.object_cache_dir = (root_ / "cache").string();
     o.clock = &SystemClock::instance();
     return std::make_unique<LocalExecutor>(o);
   }
@@ -151,19 +157,23 @@ class LocalExecutorTest : public ::testing::TestWithParam<std::string> {
             {"instance_count", instances},
             {"vcpus", 2},
             {"gpus", 0},
-            {"sandbox", GetParam()},
             {"command", {"/bin/sh", "-c", command}},
             {"hyperparameters", {{"epochs", "3"}}},
             {"environment", {{"FOO", "bar"}}},
             {"extra_env", json::object()},
             {"channels", json::array()},
-            // The embedded directory store rooted at root_: s3://out/<id>/ is root_/out/<id>/.
-            {"object_store", {{"dir_root", root_.string()}, {"cache_dir", (root_ / "cache").string()}}},
             {"output_prefix", "s3://out/" + id + "/"},
             {"compress", true},
             {"checkpoint", nullptr},
             {"stop_grace_seconds", 30},
             {"max_runtime_seconds", 0}};
+  }
+
+  // Starts the attempt of a spec given in its JSON form (exec/attempt_spec.h).
+  Status StartSpec(const std::string& id, const json& spec) {
+    auto decoded = DecodeAttemptSpec(spec.dump());
+    if (!decoded.ok()) return decoded.status();
+    return executor_->Start(id, *decoded);
   }
 
   // Polls until the attempt's final event, collecting every event.
@@ -201,7 +211,7 @@ class LocalExecutorTest : public ::testing::TestWithParam<std::string> {
 TEST_P(LocalExecutorTest, SuccessfulAttemptReportsEveryPhaseAndWritesArtifacts) {
   std::string cmd = "echo hello; echo \"hosts=$SM_HOSTS foo=$FOO job=$TRAINING_JOB_NAME\"; "
                     "echo w > $SM_MODEL_DIR/weights.txt; cat $SM_INPUT_CONFIG_DIR/hyperparameters.json";
-  ASSERT_TRUE(executor_->Start("ok", Spec("ok", cmd).dump()).ok());
+  ASSERT_TRUE(StartSpec("ok", Spec("ok", cmd)).ok());
   auto events = RunToEnd(*executor_, "ok");
   ASSERT_EQ(events.size(), 4u);
   EXPECT_EQ(events[0].phase, Phase::kPreparing);
@@ -226,7 +236,7 @@ TEST_P(LocalExecutorTest, SuccessfulAttemptReportsEveryPhaseAndWritesArtifacts) 
 
 TEST_P(LocalExecutorTest, FailureFileAndExitCodeAreReported) {
   std::string cmd = "echo 'out of memory in layer 3' > $SM_OUTPUT_DIR/failure; exit 7";
-  ASSERT_TRUE(executor_->Start("bad", Spec("bad", cmd).dump()).ok());
+  ASSERT_TRUE(StartSpec("bad", Spec("bad", cmd)).ok());
   auto events = RunToEnd(*executor_, "bad");
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back().phase, Phase::kExited);
@@ -235,7 +245,7 @@ TEST_P(LocalExecutorTest, FailureFileAndExitCodeAreReported) {
 }
 
 TEST_P(LocalExecutorTest, StopDeliversSigtermAndTheJobCanFinishCleanly) {
-  ASSERT_TRUE(executor_->Start("stop", Spec("stop", "trap 'echo term; exit 0' TERM; while :; do sleep 0.05; done").dump()).ok());
+  ASSERT_TRUE(StartSpec("stop", Spec("stop", "trap 'echo term; exit 0' TERM; while :; do sleep 0.05; done")).ok());
   WaitForPhase(*executor_, "stop", "Training");
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   ASSERT_TRUE(executor_->Stop("stop", 30).ok());
@@ -247,7 +257,7 @@ TEST_P(LocalExecutorTest, StopDeliversSigtermAndTheJobCanFinishCleanly) {
 }
 
 TEST_P(LocalExecutorTest, JobIgnoringSigtermIsKilledAfterTheGrace) {
-  ASSERT_TRUE(executor_->Start("deaf", Spec("deaf", "trap '' TERM; echo deaf; while :; do sleep 0.05; done").dump()).ok());
+  ASSERT_TRUE(StartSpec("deaf", Spec("deaf", "trap '' TERM; echo deaf; while :; do sleep 0.05; done")).ok());
   WaitForPhase(*executor_, "deaf", "Training");
   // The stop must come after the trap is in place: a SIGTERM before it ends the shell at once.
   for (int i = 0; i < 400 && Slurp(executor_->LogPath("deaf", 1)).find(" deaf") == std::string::npos; ++i)
@@ -266,13 +276,13 @@ TEST_P(LocalExecutorTest, MaxRuntimeStopsTheAttempt) {
   json spec = Spec("slow", "sleep 30");
   spec["max_runtime_seconds"] = 1;
   spec["stop_grace_seconds"] = 1;
-  ASSERT_TRUE(executor_->Start("slow", spec.dump()).ok());
+  ASSERT_TRUE(StartSpec("slow", spec).ok());
   auto events = RunToEnd(*executor_, "slow");
   EXPECT_TRUE(events.back().max_runtime_exceeded);
 }
 
 TEST_P(LocalExecutorTest, GangOfTwoStartsTogetherAndSeesEachOther) {
-  ASSERT_TRUE(executor_->Start("gang", Spec("gang", "echo \"me=$SM_CURRENT_HOST all=$SM_HOSTS\"", 2).dump()).ok());
+  ASSERT_TRUE(StartSpec("gang", Spec("gang", "echo \"me=$SM_CURRENT_HOST all=$SM_HOSTS\"", 2)).ok());
   auto events = RunToEnd(*executor_, "gang");
   EXPECT_EQ(events.back().exit_code, 0);
   for (int n : {1, 2}) {
@@ -285,7 +295,7 @@ TEST_P(LocalExecutorTest, InTheSandboxInstancesReachEachOtherByName) {
   if (GetParam() != "bwrap") GTEST_SKIP() << "names resolve only inside the sandbox";
   std::string cmd = "echo \"name=$(hostname) peer=$(getent hosts algo-2 | cut -d' ' -f1) "
                     "ml=$(ls /opt/ml/input/config | tr '\\n' ,)\"";
-  ASSERT_TRUE(executor_->Start("names", Spec("names", cmd, 2).dump()).ok());
+  ASSERT_TRUE(StartSpec("names", Spec("names", cmd, 2)).ok());
   auto events = RunToEnd(*executor_, "names");
   EXPECT_EQ(events.back().exit_code, 0);
   std::string log = Slurp(executor_->LogPath("names", 1));
@@ -297,13 +307,13 @@ TEST_P(LocalExecutorTest, AFailingInstanceStopsTheRestOfTheGang) {
   std::string cmd = "if [ \"$SM_CURRENT_HOST\" = algo-2 ]; then exit 5; fi; sleep 30";
   json spec = Spec("half", cmd, 2);
   spec["stop_grace_seconds"] = 1;
-  ASSERT_TRUE(executor_->Start("half", spec.dump()).ok());
+  ASSERT_TRUE(StartSpec("half", spec).ok());
   auto events = RunToEnd(*executor_, "half");
   EXPECT_EQ(events.back().exit_code, 5);
 }
 
 TEST_P(LocalExecutorTest, ANewExecutorAdoptsARunningAttempt) {
-  ASSERT_TRUE(executor_->Start("adopt", Spec("adopt", "sleep 1; echo done").dump()).ok());
+  ASSERT_TRUE(StartSpec("adopt", Spec("adopt", "sleep 1; echo done")).ok());
   WaitForPhase(*executor_, "adopt", "Training");
   executor_.reset();  // the "server" goes away; the supervisor does not
   executor_ = Make();
@@ -316,7 +326,7 @@ TEST_P(LocalExecutorTest, ANewExecutorAdoptsARunningAttempt) {
 }
 
 TEST_P(LocalExecutorTest, ASupervisorKilledWithoutAnOutcomeIsLost) {
-  ASSERT_TRUE(executor_->Start("lost", Spec("lost", "sleep 30; echo never").dump()).ok());
+  ASSERT_TRUE(StartSpec("lost", Spec("lost", "sleep 30; echo never")).ok());
   WaitForPhase(*executor_, "lost", "Training");
   json st = json::parse(Slurp(root_ / "attempts/lost/status.json"));
   ASSERT_EQ(::kill(st["supervisor_pid"].get<int>(), SIGKILL), 0);
@@ -383,7 +393,7 @@ print("epoch 2 loss=0.25", flush=True)
                       {{"name", "labels"}, {"uri", "s3://data/labels.csv"}, {"content_type", ""},
                        {"input_mode", "File"}, {"distribution", "ShardedByS3Key"}, {"record_wrapper", "RecordIO"}}};
   spec["checkpoint"] = {{"uri", "s3://ckpt/"}, {"local_path", "/opt/ml/checkpoints"}};
-  ASSERT_TRUE(executor_->Start("script", spec.dump()).ok());
+  ASSERT_TRUE(StartSpec("script", spec).ok());
   auto events = RunToEnd(*executor_, "script");
   // The four phases, and the checkpoint the job wrote (step-2.ckpt, after training started; the
   // restored step-1.ckpt predates it and does not count) before Exited. Creating and then writing
@@ -484,7 +494,7 @@ print("epoch 2 loss=0.25", flush=True)
 TEST_P(LocalExecutorTest, UncompressedArtifactsAreThePlainFiles) {
   json spec = Spec("plain", "echo m > $SM_MODEL_DIR/m.txt");
   spec["compress"] = false;
-  ASSERT_TRUE(executor_->Start("plain", spec.dump()).ok());
+  ASSERT_TRUE(StartSpec("plain", spec).ok());
   auto events = RunToEnd(*executor_, "plain");
   EXPECT_EQ(events.back().exit_code, 0);
   EXPECT_TRUE(events.back().model_uploaded);
@@ -494,7 +504,7 @@ TEST_P(LocalExecutorTest, UncompressedArtifactsAreThePlainFiles) {
 
 // A stop that races the supervisor's start is neither lost nor ignored: the job never runs.
 TEST_P(LocalExecutorTest, StopRightAfterStartEndsStoppedWithoutRunningTheJob) {
-  ASSERT_TRUE(executor_->Start("early", Spec("early", "echo ran; sleep 30").dump()).ok());
+  ASSERT_TRUE(StartSpec("early", Spec("early", "echo ran; sleep 30")).ok());
   ASSERT_TRUE(executor_->Stop("early", 30).ok());
   auto start = std::chrono::steady_clock::now();
   auto events = RunToEnd(*executor_, "early");
@@ -510,7 +520,7 @@ TEST_P(LocalExecutorTest, BackgroundLeftoversDoNotKeepTheAttemptAlive) {
   // Found by its command line on the host: in the sandbox the job sees its own PID namespace, so
   // the $! it could report means nothing outside.
   const std::string arg = "1000." + std::to_string(::getpid());
-  ASSERT_TRUE(executor_->Start("bg", Spec("bg", "sleep " + arg + " & echo main done").dump()).ok());
+  ASSERT_TRUE(StartSpec("bg", Spec("bg", "sleep " + arg + " & echo main done")).ok());
   auto start = std::chrono::steady_clock::now();
   auto events = RunToEnd(*executor_, "bg");
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
@@ -542,7 +552,7 @@ TEST_P(LocalExecutorTest, TheSupervisorInheritsNoDescriptorsOfTheServer) {
   ASSERT_EQ(::pipe(fds), 0);
   char want[256] = {0};
   ASSERT_GT(::readlink(("/proc/self/fd/" + std::to_string(fds[1])).c_str(), want, sizeof want - 1), 0);
-  ASSERT_TRUE(executor_->Start("fds", Spec("fds", "sleep 30").dump()).ok());
+  ASSERT_TRUE(StartSpec("fds", Spec("fds", "sleep 30")).ok());
   WaitForPhase(*executor_, "fds", "Training");
   json st = json::parse(Slurp(root_ / "attempts/fds/status.json"));
   std::string fd_dir = "/proc/" + std::to_string(st["supervisor_pid"].get<int>()) + "/fd";
@@ -562,7 +572,7 @@ TEST_P(LocalExecutorTest, TheSupervisorInheritsNoDescriptorsOfTheServer) {
 TEST_P(LocalExecutorTest, StopAndAdoptOfUnknownAttemptsAreNotFound) {
   EXPECT_EQ(executor_->Stop("nope", 1).code(), Code::kNotFound);
   EXPECT_EQ(executor_->Adopt("nope").code(), Code::kNotFound);
-  EXPECT_EQ(executor_->Start("notjson", "{").code(), Code::kInvalidArgument);
+  EXPECT_EQ(StartSpec("other", Spec("mismatch", "true")).code(), Code::kInvalidArgument);
   EXPECT_TRUE(executor_->Poll().empty());
 }
 
@@ -571,13 +581,114 @@ TEST_P(LocalExecutorTest, TheCheckpointMarkerIsReportedBeforeTheExit) {
   // look still sees it, and the event comes before Exited with the marker's time.
   auto before = std::chrono::duration_cast<std::chrono::milliseconds>(
                     std::chrono::system_clock::now().time_since_epoch()).count();
-  ASSERT_TRUE(executor_->Start("ck", Spec("ck", "sleep 0.2; touch \"$TRAINYARD_CHECKPOINT_MARKER\"").dump()).ok());
+  ASSERT_TRUE(StartSpec("ck", Spec("ck", "sleep 0.2; touch \"$TRAINYARD_CHECKPOINT_MARKER\"")).ok());
   auto events = RunToEnd(*executor_, "ck");
   auto ck = std::find_if(events.begin(), events.end(), [](const AttemptEvent& e) { return e.phase == Phase::kCheckpointed; });
   ASSERT_NE(ck, events.end());
   EXPECT_GE(ck->at, before);
   EXPECT_EQ(events.back().phase, Phase::kExited);
   EXPECT_EQ(std::count_if(events.begin(), events.end(), [](const AttemptEvent& e) { return e.phase == Phase::kCheckpointed; }), 1);
+}
+
+// ---- Failure kinds, recorded by the supervisor and read back by Poll ----
+
+TEST_P(LocalExecutorTest, ANonZeroExitIsAnAlgorithmFailure) {
+  ASSERT_TRUE(StartSpec("algo", Spec("algo", "exit 3")).ok());
+  const AttemptEvent end = RunToEnd(*executor_, "algo").back();
+  EXPECT_EQ(end.exit_code, 3);
+  EXPECT_EQ(end.failure_kind, FailureKind::kAlgorithm);
+  EXPECT_EQ(end.failure_reason, "");  // the controller words it from the exit code
+}
+
+TEST_P(LocalExecutorTest, AJobCannotPassItsFailureOffAsTheHosts) {
+  // The reason the job writes is shown as it is, but it is the job's failure: no retry as an
+  // infrastructure failure because of the text.
+  ASSERT_TRUE(StartSpec("spoof", Spec("spoof", "echo 'InternalServerError: not really' > $SM_OUTPUT_DIR/failure; exit 1")).ok());
+  const AttemptEvent end = RunToEnd(*executor_, "spoof").back();
+  EXPECT_EQ(end.failure_reason, "InternalServerError: not really\n");
+  EXPECT_EQ(end.failure_kind, FailureKind::kAlgorithm);
+}
+
+TEST_P(LocalExecutorTest, MissingChannelDataIsAClientFailure) {
+  json spec = Spec("nodata", "true");
+  spec["channels"] = {{{"name", "train"}, {"uri", "s3://nobucket/nothing/"}}};
+  ASSERT_TRUE(StartSpec("nodata", spec).ok());
+  const AttemptEvent end = RunToEnd(*executor_, "nodata").back();
+  EXPECT_EQ(end.exit_code, 1);
+  EXPECT_EQ(end.failure_kind, FailureKind::kClient);
+  EXPECT_EQ(end.failure_reason.rfind("ClientError: input channel train:", 0), 0u) << end.failure_reason;
+}
+
+TEST_P(LocalExecutorTest, AFailedInstanceSetupIsAnInternalFailure) {
+  json spec = Spec("setup", "true");
+  spec["setup_command"] = "exit 1";
+  ASSERT_TRUE(StartSpec("setup", spec).ok());
+  const AttemptEvent end = RunToEnd(*executor_, "setup").back();
+  EXPECT_EQ(end.failure_kind, FailureKind::kInternal);
+  EXPECT_EQ(end.failure_reason.rfind("InternalServerError: the instance setup command for ml.m5.large failed", 0), 0u)
+      << end.failure_reason;
+}
+
+TEST_P(LocalExecutorTest, ASuccessHasNoFailureKind) {
+  fs::create_directories(root_ / "data/train");
+  std::ofstream(root_ / "data/train/a.csv") << "1\n";
+  json spec = Spec("fine", "test -f \"$SM_CHANNEL_TRAIN/a.csv\"");
+  spec["channels"] = {{{"name", "train"}, {"uri", "s3://data/train/"}}};
+  ASSERT_TRUE(StartSpec("fine", spec).ok());
+  auto events = RunToEnd(*executor_, "fine");
+  EXPECT_EQ(events.back().exit_code, 0);
+  EXPECT_EQ(events.back().failure_kind, FailureKind::kNone);
+  // The staging summary counts only what came from a remote store (none here): no detail.
+  auto training = std::find_if(events.begin(), events.end(), [](const AttemptEvent& e) { return e.phase == Phase::kTraining; });
+  ASSERT_NE(training, events.end());
+  EXPECT_EQ(training->detail, "");
+  EXPECT_EQ(training->message, "Training in progress.");
+}
+
+// ---- The executor's files: logs read through it, and discarded by it ----
+
+TEST_P(LocalExecutorTest, ReadLogReturnsWholeLinesAndWhereToGoOn) {
+  ASSERT_TRUE(StartSpec("lines", Spec("lines", "echo one; echo two; echo three")).ok());
+  EXPECT_EQ(RunToEnd(*executor_, "lines").back().exit_code, 0);
+  auto all = executor_->ReadLog("lines", 1, 0, 1 << 20);
+  std::vector<std::string> texts;
+  std::istringstream in(all.bytes);
+  for (std::string l; std::getline(in, l);) texts.push_back(l.substr(l.find(' ') + 1));
+  EXPECT_EQ(texts, (std::vector<std::string>{"one", "two", "three"}));
+  EXPECT_EQ(all.next_offset, static_cast<int64_t>(all.bytes.size()));
+  // A budget smaller than a line still returns that one line, and the next read goes on after it.
+  auto first = executor_->ReadLog("lines", 1, 0, 1);
+  EXPECT_EQ(first.bytes, all.bytes.substr(0, all.bytes.find('\n') + 1));
+  auto rest = executor_->ReadLog("lines", 1, first.next_offset, 1 << 20);
+  EXPECT_EQ(first.bytes + rest.bytes, all.bytes);
+  EXPECT_EQ(rest.next_offset, all.next_offset);
+  // At the end, and for a log that does not exist: nothing, and the offset stays.
+  EXPECT_EQ(executor_->ReadLog("lines", 1, all.next_offset, 100).bytes, "");
+  EXPECT_EQ(executor_->ReadLog("lines", 1, all.next_offset, 100).next_offset, all.next_offset);
+  EXPECT_EQ(executor_->ReadLog("nope", 1, 0, 100).bytes, "");
+}
+
+TEST_P(LocalExecutorTest, ReadLogLeavesALineBeingWrittenForLater) {
+  fs::create_directories(root_ / "attempts/partial/logs");
+  std::ofstream(root_ / "attempts/partial/logs/algo-1.log") << "1 done\n2 half";
+  auto chunk = executor_->ReadLog("partial", 1, 0, 100);
+  EXPECT_EQ(chunk.bytes, "1 done\n");
+  EXPECT_EQ(chunk.next_offset, 7);
+}
+
+TEST_P(LocalExecutorTest, DiscardLogsAndDiscardRemoveTheAttemptsFiles) {
+  ASSERT_TRUE(StartSpec("gone", Spec("gone", "echo bye")).ok());
+  EXPECT_EQ(RunToEnd(*executor_, "gone").back().exit_code, 0);
+  ASSERT_NE(executor_->ReadLog("gone", 1, 0, 100).bytes, "");
+  executor_->DiscardLogs("gone");
+  EXPECT_EQ(executor_->ReadLog("gone", 1, 0, 100).bytes, "");
+  EXPECT_TRUE(fs::exists(root_ / "attempts/gone/status.json"));  // only the logs went
+  ASSERT_TRUE(executor_->Discard("gone").ok());
+  EXPECT_FALSE(fs::exists(root_ / "attempts/gone"));
+  EXPECT_TRUE(executor_->Discard("gone").ok());  // idempotent
+  // The same id starts again from scratch (a restarted run).
+  ASSERT_TRUE(StartSpec("gone", Spec("gone", "echo again")).ok());
+  EXPECT_EQ(RunToEnd(*executor_, "gone").back().exit_code, 0);
 }
 
 TEST(PhaseNameTest, NamesEveryPhase) {

@@ -24,22 +24,6 @@ namespace ty::exec::local {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-ObjectStoreConfig StoreConfigFromSpec(const json& s) {
-  ObjectStoreConfig c;
-  if (!s.is_object()) return c;
-  c.endpoint = s.value("endpoint", "");
-  c.region = s.value("region", "us-east-1");
-  c.access_key_id = s.value("access_key_id", "");
-  c.secret_access_key = s.value("secret_access_key", "");
-  c.path_style = s.value("path_style", true);
-  for (const auto& b : s.value("buckets", json::array()))
-    if (b.is_string()) c.buckets.push_back(b.get<std::string>());
-  c.multipart_threshold_bytes = s.value("multipart_threshold_bytes", c.multipart_threshold_bytes);
-  c.multipart_part_bytes = s.value("multipart_part_bytes", c.multipart_part_bytes);
-  c.checkpoint_sync_seconds = s.value("checkpoint_sync_seconds", c.checkpoint_sync_seconds);
-  return c;
-}
-
 DataMover::DataMover(const ObjectStoreConfig& config, const std::string& dir_root, std::string cache_dir)
     : store_(objstore::NewRouter(config, dir_root)), cache_dir_(std::move(cache_dir)) {}
 
@@ -76,16 +60,16 @@ bool LinkOrCopy(const std::string& from, const std::string& to, std::string* why
 
 }  // namespace
 
-Status DataMover::ListChannel(const json& ch, const std::string& scratch, std::vector<InputItem>* items) {
-  std::string uri = ch.value("uri", "");
-  const bool manifest = ch.value("data_type", "S3Prefix") == "ManifestFile";
+Status DataMover::ListChannel(const Channel& ch, const std::string& scratch, std::vector<InputItem>* items) {
+  const std::string& uri = ch.uri;
+  const bool manifest = ch.data_type == "ManifestFile";
   auto where = ParseS3Uri(uri, manifest ? KeyUse::kObject : KeyUse::kPrefix);
   if (!where.ok()) return where.status();
   const std::string& bucket = where->bucket;
   const std::string& key = where->key;
   items->clear();
   if (manifest) {
-    std::string local = scratch + "/manifest-" + ch.value("name", "") + ".json";
+    std::string local = scratch + "/manifest-" + ch.name + ".json";
     Status st = store_->Get(bucket, key, local);
     if (!st.ok()) return InvalidArgument("the manifest file " + uri + " cannot be read: " + st.message());
     std::string text;
@@ -132,9 +116,9 @@ Status DataMover::ListChannel(const json& ch, const std::string& scratch, std::v
     }
     if (items->empty()) return NotFound("no objects under " + uri);
   }
-  if (ch.contains("shuffle_seed") && ch["shuffle_seed"].is_number_integer()) {
+  if (ch.shuffle_seed) {
     // Fisher-Yates with a fully specified generator: the same seed gives the same order everywhere.
-    std::mt19937_64 rng(static_cast<uint64_t>(ch["shuffle_seed"].get<int64_t>()));
+    std::mt19937_64 rng(static_cast<uint64_t>(*ch.shuffle_seed));
     for (size_t i = items->size(); i > 1; --i) std::swap((*items)[i - 1], (*items)[rng() % i]);
   }
   return Status::Ok();

@@ -14,6 +14,7 @@
 
 #include "core/config.h"
 #include "core/status.h"
+#include "exec/attempt_spec.h"
 #include "exec/local/job_tree.h"
 #include "objstore/objstore.h"
 
@@ -31,9 +32,6 @@ struct TransferStats {
   int64_t reused_objects = 0, reused_bytes = 0;    // taken from the host cache
 };
 
-// The spec's "object_store" object -> the settings (secrets included) and the cache directory.
-ObjectStoreConfig StoreConfigFromSpec(const nlohmann::json& spec_store);
-
 class DataMover {
  public:
   // `cache_dir` empty: no cache.
@@ -41,10 +39,10 @@ class DataMover {
 
   objstore::ObjectStore& store() { return *store_; }
 
-  // The objects of a channel ("uri", "data_type", "shuffle_seed") in the order the channel
+  // The objects of an S3 channel (uri, data_type, shuffle_seed) in the order the channel
   // defines (key order, or the manifest's, then shuffled with the seed). `scratch` is a
   // directory for the manifest.
-  Status ListChannel(const nlohmann::json& channel, const std::string& scratch, std::vector<InputItem>* items);
+  Status ListChannel(const Channel& channel, const std::string& scratch, std::vector<InputItem>* items);
 
   // The share of instance `n` (1-based) of `count` for the channel's distribution.
   static std::vector<InputItem> Share(const std::vector<InputItem>& items, const std::string& distribution, int n,

@@ -1,4 +1,4 @@
-#include "exec/local_executor.h"
+#include "exec/local/local_executor.h"
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -10,12 +10,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "exec/local/attempt_files.h"
+#include "exec/local/sandbox.h"
 #include "exec/local/volume.h"
 
 namespace ty::exec {
@@ -62,6 +64,16 @@ Phase ParsePhase(const std::string& s) {
   return Phase::kPreparing;
 }
 
+// The failure kind the supervisor recorded. A supervisor of the previous version (still running
+// across a server upgrade) wrote none: its reason's prefix says it.
+FailureKind FailureKindOf(const json& st, const std::string& reason) {
+  if (auto it = st.find("failure_kind"); it != st.end() && it->is_string()) return ParseFailureKind(it->get<std::string>());
+  if (reason.rfind("InternalServerError:", 0) == 0) return FailureKind::kInternal;
+  if (reason.rfind("ClientError:", 0) == 0) return FailureKind::kClient;
+  if (reason.rfind("CapacityError", 0) == 0) return FailureKind::kCapacity;
+  return reason.empty() && IntField(st, "exit_code", 0) == 0 ? FailureKind::kNone : FailureKind::kAlgorithm;
+}
+
 // Appends the transitions of `st` (a parsed status.json) past *seen, advancing it; true when
 // they include Exited.
 bool EmitTransitions(const std::string& id, const json& st, size_t* seen, EpochMs* last_checkpoint,
@@ -86,11 +98,13 @@ bool EmitTransitions(const std::string& id, const json& st, size_t* seen, EpochM
     e.phase = ParsePhase(StringField(tr, "phase"));
     e.at = IntField(tr, "at", 0);
     e.message = StringField(tr, "message");
+    e.detail = StringField(tr, "detail");
     if (e.phase == Phase::kExited) {
       e.exit_code = static_cast<int>(IntField(st, "exit_code", 0));
       e.stopped = BoolField(st, "stopped");
       e.max_runtime_exceeded = BoolField(st, "max_runtime_exceeded");
       e.failure_reason = StringField(st, "failure_reason");
+      e.failure_kind = FailureKindOf(st, e.failure_reason);
       e.model_uploaded = BoolField(st, "model_uploaded");
       exited = true;
     }
@@ -108,13 +122,14 @@ LocalExecutor::LocalExecutor(Options options) : options_(std::move(options)) {
   });
   std::error_code ec;
   fs::create_directories(options_.attempts_root, ec);
-  if (!options_.notify_socket.empty() && options_.notify_socket.size() < sizeof(sockaddr_un::sun_path)) {
-    fs::create_directories(fs::path(options_.notify_socket).parent_path(), ec);
-    ::unlink(options_.notify_socket.c_str());  // a stale one from an earlier server
+  const std::string& socket_path = options_.host.notify_socket;
+  if (!socket_path.empty() && socket_path.size() < sizeof(sockaddr_un::sun_path)) {
+    fs::create_directories(fs::path(socket_path).parent_path(), ec);
+    ::unlink(socket_path.c_str());  // a stale one from an earlier server
     socket_fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
-    std::memcpy(addr.sun_path, options_.notify_socket.c_str(), options_.notify_socket.size());
+    std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size());
     if (socket_fd_ >= 0 && ::bind(socket_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
       timeval tv{0, 200000};
       ::setsockopt(socket_fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -140,16 +155,26 @@ void LocalExecutor::Listen() {
   }
 }
 
-Status LocalExecutor::Start(const std::string& id, const std::string& spec_json) {
+StatusOr<LocalExecutor::SandboxChoice> LocalExecutor::ResolveSandbox(const std::string& configured,
+                                                                    const std::string& job_user) {
+  if (configured == "none") return SandboxChoice{"none", ""};
+  Status st = local::ProbeSandbox(job_user);
+  if (st.ok()) return SandboxChoice{"bwrap", ""};
+  if (configured == "bwrap")
+    return FailedPrecondition("executor.sandbox = \"bwrap\" but bubblewrap does not work on this machine: " + st.message());
+  return SandboxChoice{"none", st.message()};
+}
+
+Status LocalExecutor::Start(const std::string& id, const AttemptSpec& spec) {
+  if (spec.attempt_id != id) return InvalidArgument("attempt spec of " + spec.attempt_id + " started as " + id);
   std::string dir = Dir(id);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return Internal("cannot create " + dir + ": " + ec.message());
-  json spec = json::parse(spec_json, nullptr, false);
-  if (spec.is_discarded() || !spec.is_object()) return InvalidArgument("attempt spec is not a JSON object");
-  spec["notify_socket"] = options_.notify_socket;
-  // 0600: the spec carries the object store's credentials.
-  if (!local::WriteFileAtomic(local::SpecPath(dir), spec.dump(), true, 0600)) return Internal("cannot write the spec of " + id);
+  // The job's spec and this host's settings, side by side (docs/design/attempt-spec.md). 0600:
+  // the host settings carry the object store's credentials.
+  const std::string text = "{\"attempt\":" + Encode(spec) + ",\"host\":" + local::Encode(options_.host) + "}";
+  if (!local::WriteFileAtomic(local::SpecPath(dir), text, true, 0600)) return Internal("cannot write the spec of " + id);
 
   // posix_spawn (vfork-like: cheap even for a large, multi-threaded server) in a new session.
   // If the server dies, the supervisor is re-parented and goes on; while the server lives, it
@@ -285,6 +310,62 @@ std::string LocalExecutor::LogPath(const std::string& id, int instance) const {
 
 std::string LocalExecutor::SystemMetricsPath(const std::string& id, int instance) const {
   return local::SystemMetricsPath(Dir(id), instance);
+}
+
+namespace {
+// The longest line a supervisor writes: 64 KiB of text plus its timestamp.
+constexpr int64_t kMaxLineBytes = 64 * 1024 + 32;
+
+// The complete lines of a file that begin in [offset, offset + max_bytes) (so at least one when
+// one begins there, however long).
+Executor::LogChunk ReadLines(const std::string& path, int64_t offset, int64_t max_bytes) {
+  Executor::LogChunk chunk{"", std::max<int64_t>(0, offset)};
+  if (max_bytes <= 0) return chunk;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return chunk;
+  chunk.bytes.resize(static_cast<size_t>(max_bytes + kMaxLineBytes));
+  size_t got = 0;
+  while (got < chunk.bytes.size()) {
+    ssize_t n = ::pread(fd, chunk.bytes.data() + got, chunk.bytes.size() - got, chunk.next_offset + static_cast<int64_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  chunk.bytes.resize(got);
+  size_t end = 0;  // after the last line taken
+  while (end < chunk.bytes.size() && static_cast<int64_t>(end) < max_bytes) {
+    size_t nl = chunk.bytes.find('\n', end);
+    if (nl == std::string::npos) break;  // being written
+    end = nl + 1;
+  }
+  chunk.bytes.resize(end);
+  chunk.next_offset += static_cast<int64_t>(chunk.bytes.size());
+  return chunk;
+}
+}  // namespace
+
+Executor::LogChunk LocalExecutor::ReadLog(const std::string& id, int instance, int64_t offset, int64_t max_bytes) const {
+  return ReadLines(LogPath(id, instance), offset, max_bytes);
+}
+
+Executor::LogChunk LocalExecutor::ReadSystemMetrics(const std::string& id, int instance, int64_t offset,
+                                                    int64_t max_bytes) const {
+  return ReadLines(SystemMetricsPath(id, instance), offset, max_bytes);
+}
+
+Status LocalExecutor::Discard(const std::string& id) {
+  tracked_.erase(id);
+  ReleaseVolumesOfDeadSupervisors(Dir(id));
+  std::error_code ec;
+  fs::remove_all(Dir(id), ec);
+  if (ec) return Internal("cannot remove " + Dir(id) + ": " + ec.message());
+  return Status::Ok();
+}
+
+void LocalExecutor::DiscardLogs(const std::string& id) {
+  std::error_code ec;
+  fs::remove_all(local::LogDir(Dir(id)), ec);
 }
 
 void LocalExecutor::Cleanup(const std::string& id) {

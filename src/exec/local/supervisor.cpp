@@ -45,12 +45,15 @@
 #include "exec/local/attempt_files.h"
 #include "exec/local/cgroup.h"
 #include "exec/local/data.h"
+#include "exec/local/host_settings.h"
 #include "exec/local/job_tree.h"
 #include "exec/local/run_command.h"
 #include "exec/local/sandbox.h"
 #include "exec/local/system_sampler.h"
 #include "exec/local/volume.h"
-#include "exec/supervisor.h"
+#include "exec/local/supervisor.h"
+#include "exec/attempt_spec.h"
+#include "exec/executor.h"
 
 namespace ty::exec {
 
@@ -84,10 +87,6 @@ json DecodeHp(const std::string& v) {
   json j = json::parse(v, nullptr, false);
   return j.is_discarded() ? json(v) : j;
 }
-
-// A spec value that should be a string (environment values, hyperparameters): as is, or its
-// JSON text when the controller handed something else.
-std::string AsString(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
 std::string HpArg(const std::string& v) {
   json j = json::parse(v, nullptr, false);
@@ -145,8 +144,14 @@ class Supervisor {
     if (::access(local::StatusPath(dir_).c_str(), F_OK) == 0) return 3;
     std::string text;
     if (!local::ReadFile(local::SpecPath(dir_), &text)) return 4;
-    spec_ = json::parse(text, nullptr, false);
-    if (spec_.is_discarded() || !spec_.is_object()) return 4;
+    // {"attempt": <AttemptSpec>, "host": <HostSettings>} (docs/design/attempt-spec.md).
+    json doc = json::parse(text, nullptr, false);
+    if (doc.is_discarded() || !doc.is_object() || !doc.contains("attempt") || !doc.contains("host")) return 4;
+    auto spec = DecodeAttemptSpec(doc["attempt"].dump());
+    auto host = local::DecodeHostSettings(doc["host"].dump());
+    if (!spec.ok() || !host.ok()) return 4;
+    spec_ = std::move(spec).value();
+    host_ = std::move(host).value();
     status_ = {{"supervisor_pid", ::getpid()}, {"supervisor_start_time", local::ProcStartTime(::getpid())},
                {"phase", "Preparing"}, {"transitions", json::array()}};
     try {
@@ -164,41 +169,37 @@ class Supervisor {
   void RunAttempt() {
     // Resuming after a crash of the supervisor itself is not attempted: a new one starts clean.
     std::string fastfile;
-    for (const auto& ch : spec_.value("channels", json::array()))
-      if (ch.value("input_mode", "File") == "FastFile") fastfile += (fastfile.empty() ? "" : ", ") + ch.value("name", "");
+    for (const auto& ch : spec_.channels)
+      if (ch.input_mode == "FastFile") fastfile += (fastfile.empty() ? "" : ", ") + ch.name;
     Enter("Preparing", "Preparing the instances for training and downloading input data." +
                            (fastfile.empty() ? std::string()
                                              : " FastFile input mode is staged as File mode on this host (channels: " +
                                                    fastfile + "): the data is downloaded in full before training starts."));
-    count_ = std::max(1, spec_.value("instance_count", 1));
-    sandbox_ = spec_.value("sandbox", "none") == "bwrap";
-    grace_ms_ = spec_.value("stop_grace_seconds", int64_t{120}) * 1000;
-    max_log_bytes_ = spec_.value("log_max_bytes", int64_t{0});
+    count_ = std::max(1, spec_.instance_count);
+    sandbox_ = host_.sandbox == "bwrap";
+    grace_ms_ = spec_.stop_grace_seconds * 1000;
+    max_log_bytes_ = host_.log_max_bytes;
     fs::create_directories(local::LogDir(dir_));
     if (sandbox_) {
-      auto user = local::ResolveJobUser(spec_.value("job_user", "nobody"));
+      auto user = local::ResolveJobUser(host_.job_user);
       if (!user.ok()) throw std::runtime_error(user.status().message());
       job_user_ = *user;
       SweepOrphans();
     }
 
-    json store = spec_.value("object_store", json::object());
-    mover_ = std::make_unique<local::DataMover>(local::StoreConfigFromSpec(store), store.value("dir_root", ""),
-                                                store.value("cache_dir", ""));
-    sync_seconds_ = std::max(1, store.value("checkpoint_sync_seconds", 10));
+    mover_ = std::make_unique<local::DataMover>(host_.object_store, host_.object_dir_root, host_.object_cache_dir);
+    sync_seconds_ = std::max(1, host_.object_store.checkpoint_sync_seconds);
 
     std::string error;
     if (!StopRequested()) {
       if (!Prepare(&error)) {
-        failure_ = (infrastructure_error_ ? "InternalServerError: " : "ClientError: ") + error;
-        exit_code_ = 1;
+        Fail(infrastructure_error_ ? FailureKind::kInternal : FailureKind::kClient, error);
       } else if (!StopRequested()) {
         if (!Launch(&error)) {
-          failure_ = "InternalServerError: " + error;
-          exit_code_ = 1;
+          Fail(FailureKind::kInternal, error);
           BeginStop();
         }
-        Enter("Training", "Training in progress." + InputSummary());
+        Enter("Training", "Training in progress." + InputSummary(), InputSummary());
         StartCheckpointSync();
         StartSystemSampler();
         Supervise();
@@ -220,6 +221,10 @@ class Supervisor {
     status_["stopped"] = stopped_;
     status_["max_runtime_exceeded"] = max_runtime_exceeded_;
     status_["failure_reason"] = failure_;
+    // A non-zero exit nothing else explained is the job's own.
+    if (failure_kind_ == FailureKind::kNone && exit_code_ != 0 && !stopped_ && !max_runtime_exceeded_)
+      failure_kind_ = FailureKind::kAlgorithm;
+    status_["failure_kind"] = FailureKindName(failure_kind_);
     status_["model_uploaded"] = model_uploaded_;
     Enter("Exited", "");
   }
@@ -239,6 +244,7 @@ class Supervisor {
       ReleaseInstances();
       if (exit_code_ == 0) exit_code_ = 1;
       failure_ = "InternalServerError: the supervisor failed: " + what;
+      failure_kind_ = FailureKind::kInternal;
       RecordOutcome();
       return 0;
     } catch (...) {
@@ -246,23 +252,36 @@ class Supervisor {
     }
   }
 
-  void Enter(const std::string& phase, const std::string& message) {
+  // The attempt's outcome, with the reason's conventional prefix for its kind
+  // ("InternalServerError: ", "ClientError: "); the first failure recorded stands.
+  void Fail(FailureKind kind, const std::string& what) {
+    if (failure_.empty()) {
+      failure_ = (kind == FailureKind::kInternal ? "InternalServerError: " : kind == FailureKind::kClient ? "ClientError: " : "") + what;
+      failure_kind_ = kind;
+    }
+    if (exit_code_ == 0) exit_code_ = 1;
+  }
+
+  // `detail`: what `message` adds to the phase's fixed text (AttemptEvent::detail).
+  void Enter(const std::string& phase, const std::string& message, const std::string& detail = "") {
     status_["phase"] = phase;
-    status_["transitions"].push_back({{"phase", phase}, {"at", NowMs()}, {"message", message}});
+    json tr = {{"phase", phase}, {"at", NowMs()}, {"message", message}};
+    if (!detail.empty()) tr["detail"] = detail;
+    status_["transitions"].push_back(std::move(tr));
     // Only the outcome must survive a machine crash; earlier phases are progress reports.
     local::WriteFileAtomic(local::StatusPath(dir_), status_.dump(), phase == "Exited");
     Notify();
   }
 
   void Notify() {
-    std::string path = spec_.value("notify_socket", "");
+    const std::string& path = host_.notify_socket;
     if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path)) return;
     int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return;
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     std::memcpy(addr.sun_path, path.c_str(), path.size());
-    std::string msg = spec_.value("attempt_id", "");
+    const std::string& msg = spec_.attempt_id;
     ::sendto(fd, msg.data(), msg.size(), MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
     ::close(fd);
   }
@@ -294,12 +313,12 @@ class Supervisor {
     for (int n = 1; n <= count_; ++n) hosts.push_back("algo-" + std::to_string(n));
     std::sort(hosts.begin(), hosts.end());
     json inputcfg = json::object();
-    for (const auto& ch : spec_.value("channels", json::array())) {
-      json c = {{"TrainingInputMode", ch.value("input_mode", "File")},
-                {"S3DistributionType", ch.value("distribution", "FullyReplicated")},
-                {"RecordWrapperType", ch.value("record_wrapper", "None")}};
-      if (!ch.value("content_type", "").empty()) c["ContentType"] = ch["content_type"];
-      inputcfg[ch.value("name", "")] = c;
+    for (const auto& ch : spec_.channels) {
+      json c = {{"TrainingInputMode", ch.input_mode},
+                {"S3DistributionType", ch.distribution},
+                {"RecordWrapperType", ch.record_wrapper}};
+      if (!ch.content_type.empty()) c["ContentType"] = ch.content_type;
+      inputcfg[ch.name] = c;
     }
     std::string etc_hosts = "127.0.0.1 localhost\n::1 localhost\n";
     for (int n = 1; n <= count_; ++n) etc_hosts += HostAddress(n) + " algo-" + std::to_string(n) + "\n";
@@ -311,20 +330,20 @@ class Supervisor {
     std::error_code ec;
     // Each channel is listed once; each instance then gets its share.
     std::vector<std::vector<local::InputItem>> listed;
-    for (const auto& ch : spec_.value("channels", json::array())) {
+    for (const auto& ch : spec_.channels) {
       listed.emplace_back();
-      if (ch.contains("file_system")) continue;
+      if (ch.file_system) continue;
       Status st = mover_->ListChannel(ch, dir_, &listed.back());
       if (!st.ok()) {
         NoteDataError(st);
-        *error = "input channel " + ch.value("name", "") + ": " + st.message();
+        *error = "input channel " + ch.name + ": " + st.message();
         return false;
       }
     }
     // The submit directory is identified by its URI, ETag and size: a warm workspace prepared
     // from the same archive is used as it is, without fetching it again.
-    if (spec_.contains("script_mode") && !spec_["script_mode"].value("submit_uri", "").empty()) {
-      submit_uri_ = spec_["script_mode"].value("submit_uri", "");
+    if (spec_.script_mode && !spec_.script_mode->submit_uri.empty()) {
+      submit_uri_ = spec_.script_mode->submit_uri;
       std::string bucket, key;
       if (!objstore::ParseS3Uri(submit_uri_, &bucket, &key)) {
         *error = "sagemaker_submit_directory: not an s3:// URI: " + submit_uri_;
@@ -346,7 +365,7 @@ class Supervisor {
                               "checkpoints", "sagemaker"})
         fs::create_directories(h / sub, ec);
       if (!PrepareWorkspace(n, error)) return false;
-      std::string type = spec_.value("instance_type", "");
+      const std::string& type = spec_.instance_type;
       json rc = {{"current_host", hosts[n - 1]},
                  {"hosts", hosts},
                  {"network_interface_name", "eth0"},
@@ -356,16 +375,20 @@ class Supervisor {
                                                    {"instance_type", type},
                                                    {"hosts", hosts}}})}};
       std::ofstream(h / "input/config/resourceconfig.json") << rc.dump();
-      std::ofstream(h / "input/config/hyperparameters.json") << spec_.value("hyperparameters", json::object()).dump();
+      std::ofstream(h / "input/config/hyperparameters.json") << json(spec_.hyperparameters).dump();
       std::ofstream(h / "input/config/inputdataconfig.json") << inputcfg.dump();
       size_t index = 0;
-      for (const auto& ch : spec_.value("channels", json::array())) {
+      for (const auto& ch : spec_.channels) {
         const auto& items = listed[index++];
-        std::string name = ch.value("name", "");
+        const std::string& name = ch.name;
         fs::path dest = h / "input/data" / name;
-        if (ch.contains("file_system")) {
+        if (ch.file_system) {
           // Mounted, never copied: a bind mount in the sandbox (Command), a symlink without one.
-          std::string host = ch["file_system"].value("host_path", "");
+          std::string host = FileSystemDir(ch);
+          if (host.empty()) {
+            *error = "input channel " + name + ": the file system " + ch.file_system->file_system_id + " is not on this host";
+            return false;
+          }
           if (!fs::is_directory(host, ec)) {
             *error = "input channel " + name + ": the file system directory " + host + " does not exist";
             return false;
@@ -384,7 +407,7 @@ class Supervisor {
         }
         fs::create_directories(dest, ec);
         std::vector<std::pair<local::InputItem, std::string>> work;
-        for (const auto& item : local::DataMover::Share(items, ch.value("distribution", "FullyReplicated"), n, count_))
+        for (const auto& item : local::DataMover::Share(items, ch.distribution, n, count_))
           work.emplace_back(item, (dest / item.rel).string());
         // Downloads run in parallel; the stop file (written before any stop signal) ends them early.
         std::string stop_path = local::StopPath(dir_);
@@ -410,7 +433,7 @@ class Supervisor {
             return false;
           }
     }
-    if (spec_.contains("checkpoint") && spec_["checkpoint"].is_object()) {
+    if (spec_.checkpoint) {
       std::vector<local::JobDir> dirs;
       for (int n = 1; n <= count_; ++n) dirs.push_back({local::HostDir(dir_, n), CheckpointRel()});
       // Called by one sync at a time (the sync thread, then the final sync after it is joined).
@@ -422,13 +445,13 @@ class Supervisor {
                                             " is not uploaded: " + why +
                                             (lines == kMaxSkipLines ? " (further entries left out are not reported)" : ""));
       };
-      checkpoints_ = std::make_unique<local::CheckpointSync>(mover_.get(), spec_["checkpoint"].value("uri", ""), dirs,
+      checkpoints_ = std::make_unique<local::CheckpointSync>(mover_.get(), spec_.checkpoint->uri, dirs,
                                                              skipped);
       local::TransferStats restored;
       Status st = checkpoints_->Restore(&restored);
       if (!st.ok()) {
         NoteDataError(st);
-        *error = "CheckpointConfig: cannot restore " + spec_["checkpoint"].value("uri", "") + ": " + st.message();
+        *error = "CheckpointConfig: cannot restore " + spec_.checkpoint->uri + ": " + st.message();
         return false;
       }
       Log("checkpoints: restored " + std::to_string(restored.fetched_objects) + " objects (" +
@@ -455,12 +478,15 @@ class Supervisor {
   // warmpoolcache/ (/opt/ml/sagemaker/warmpoolcache). It lives in the pool's directory when the
   // job has a pool (so the next job on the pool finds it prepared), else in the attempt's.
   std::string Workspace(int n) const {
-    std::string root = spec_.contains("warm_pool") && spec_["warm_pool"].is_object()
-                           ? spec_["warm_pool"].value("workspace", "")
-                           : dir_ + "/workspace";
+    std::string root = spec_.warm_pool ? spec_.warm_pool->workspace : dir_ + "/workspace";
     return fs::absolute(root + "/algo-" + std::to_string(n)).string();
   }
-  bool HasWarmPool() const { return spec_.contains("warm_pool") && spec_["warm_pool"].is_object(); }
+  bool HasWarmPool() const { return spec_.warm_pool.has_value(); }
+
+  // The host directory of a FileSystemDataSource channel; "" when the host has no such file system.
+  std::string FileSystemDir(const Channel& ch) const {
+    return local::FileSystemHostPath(host_, ch.file_system->file_system_id, ch.file_system->directory_path);
+  }
 
   // What a sandboxed instance must not see: the server's data directory (the attempt directory
   // is <data_dir>/attempts/<id>), the warm pool's directory when it lies outside it, and the
@@ -477,18 +503,16 @@ class Supervisor {
     };
     if (!data_dir.empty() && data_dir != data_dir.root_path()) dirs.push_back(data_dir.string());
     if (HasWarmPool()) {
-      fs::path pool = fs::weakly_canonical(fs::absolute(spec_["warm_pool"].value("workspace", "")), ec);
+      fs::path pool = fs::weakly_canonical(fs::absolute(spec_.warm_pool->workspace), ec);
       if (!ec && !pool.empty() && pool != pool.root_path() && (dirs.empty() || !under(pool, data_dir)))
         dirs.push_back(pool.string());
     }
-    // The host's [file_systems] directories (spec "sandbox_hidden"); never the root or a
-    // directory the system runs from.
+    // The host's [file_systems] directories; never the root or a directory the system runs from.
     static const std::set<std::string> kSystem = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
                                                   "/etc", "/opt", "/proc", "/dev", "/sys", "/run", "/tmp"};
-    for (const auto& h : spec_.value("sandbox_hidden", json::array())) {
-      if (!h.is_string()) continue;
+    for (const auto& [id, h] : host_.file_systems) {
       std::error_code hec;
-      fs::path p = fs::weakly_canonical(fs::absolute(h.get<std::string>()), hec);
+      fs::path p = fs::weakly_canonical(fs::absolute(h), hec);
       if (hec || p.empty() || p == p.root_path() || kSystem.count(p.string()) || !fs::is_directory(p, hec)) continue;
       dirs.push_back(p.string());
     }
@@ -503,7 +527,7 @@ class Supervisor {
     const fs::path ws = Workspace(n);
     const fs::path h = local::HostDir(dir_, n);
     const std::string log = dir_ + "/supervisor.log";
-    const std::string setup = spec_.value("setup_command", "");
+    const std::string& setup = spec_.setup_command;
     const json& code_id = code_id_;
     // The workspace is the jobs' (bound read-write into each one): its marker is read as a job's
     // file, so a FIFO or a link planted there by an earlier job on the pool only means "not
@@ -526,7 +550,7 @@ class Supervisor {
         if (local::RunCommand({"/bin/sh", "-c", "export TRAINYARD_WORKSPACE=\"$1\"; cd \"$1\" && eval \"$2\"", "setup",
                         ws.string(), setup}, log) != 0) {
           infrastructure_error_ = true;
-          *error = "the instance setup command for " + spec_.value("instance_type", "") + " failed (see " + log + ")";
+          *error = "the instance setup command for " + spec_.instance_type + " failed (see " + log + ")";
           return false;
         }
       }
@@ -599,9 +623,8 @@ class Supervisor {
       cmd = {"python3", "-m", "pip", "install", "--target", (ws / "pylib").string()};
     }
     cmd.insert(cmd.end(), {"--disable-pip-version-check", "-q", "-r", (ws / "code/requirements.txt").string()});
-    const json pip = spec_.value("pip", json::object());
-    if (pip.value("no_index", false)) cmd.push_back("--no-index");
-    if (!pip.value("find_links", "").empty()) cmd.insert(cmd.end(), {"--find-links", pip.value("find_links", "")});
+    if (host_.pip_no_index) cmd.push_back("--no-index");
+    if (!host_.pip_find_links.empty()) cmd.insert(cmd.end(), {"--find-links", host_.pip_find_links});
     int rc = -1;
     if (!sandbox_) {
       rc = local::RunCommand(cmd, dir_ + "/supervisor.log");
@@ -624,9 +647,7 @@ class Supervisor {
   std::string CheckpointDir(int n) const { return local::HostDir(dir_, n) + "/" + CheckpointRel(); }
   // Relative to /opt/ml: CheckpointConfig.LocalPath, or "checkpoints" without a CheckpointConfig.
   std::string CheckpointRel() const {
-    std::string lp = "/opt/ml/checkpoints";
-    if (spec_.contains("checkpoint") && spec_["checkpoint"].is_object())
-      lp = spec_["checkpoint"].value("local_path", lp);
+    std::string lp = spec_.checkpoint ? spec_.checkpoint->local_path : "/opt/ml/checkpoints";
     std::string rel = lp.rfind("/opt/ml/", 0) == 0 ? lp.substr(8) : "checkpoints";
     while (!rel.empty() && rel.back() == '/') rel.pop_back();
     return rel;
@@ -646,7 +667,7 @@ class Supervisor {
       return static_cast<int64_t>(sb.st_mtim.tv_sec) * 1000 + sb.st_mtim.tv_nsec / 1'000'000;
     };
     for (int n = 1; n <= count_; ++n) newest = std::max(newest, mtime_ms(CheckpointDir(n) + "/" + kCheckpointMarker));
-    if (newest == 0 && spec_.contains("checkpoint")) {
+    if (newest == 0 && spec_.checkpoint) {
       for (int n = 1; n <= count_; ++n) {
         int budget = 10000;  // files looked at per instance and scan: a huge tree is sampled, not walked
         for (auto it = fs::recursive_directory_iterator(CheckpointDir(n), ec);
@@ -672,8 +693,7 @@ class Supervisor {
   // System metrics (docs/metrics.md, "System metrics"): each launched instance is sampled every
   // spec "system_metrics.interval_seconds" (0 or absent: never) on the sampler's own thread.
   void StartSystemSampler() {
-    const json cfg = spec_.value("system_metrics", json::object());
-    const int64_t interval_ms = static_cast<int64_t>(cfg.value("interval_seconds", 0.0) * 1000);
+    const int64_t interval_ms = static_cast<int64_t>(host_.system_metrics_interval_seconds * 1000);
     if (interval_ms <= 0 || instances_.empty()) return;
     std::vector<local::SystemSampler::Instance> targets;
     for (const auto& i : instances_) {
@@ -688,7 +708,7 @@ class Supervisor {
     }
     local::SystemSampler::Options options;
     options.interval_ms = interval_ms;
-    options.nvidia_smi = local::ResolveNvidiaSmi(cfg.value("nvidia_smi", ""));
+    options.nvidia_smi = local::ResolveNvidiaSmi(host_.nvidia_smi);
     Log("system metrics: every " + std::to_string(interval_ms) + " ms, GPUs " +
         (options.nvidia_smi.empty() ? std::string("not sampled (no nvidia-smi)") : "through " + options.nvidia_smi));
     sampler_ = std::make_unique<local::SystemSampler>(std::move(targets), options);
@@ -765,20 +785,18 @@ class Supervisor {
     std::vector<std::string> hosts;
     for (int k = 1; k <= count_; ++k) hosts.push_back("algo-" + std::to_string(k));
     json channels = json::array();
-    for (const auto& ch : spec_.value("channels", json::array())) channels.push_back(ch.value("name", ""));
+    for (const auto& ch : spec_.channels) channels.push_back(ch.name);
     std::sort(channels.begin(), channels.end());
     json hps = json::object();
-    json hps_raw = spec_.value("hyperparameters", json::object());
     json user_args = json::array();
-    for (auto& [k, v] : hps_raw.items()) {
-      std::string s = v.is_string() ? v.get<std::string>() : v.dump();
+    for (const auto& [k, s] : spec_.hyperparameters) {
       if (k.rfind("sagemaker_", 0) == 0) continue;
       hps[k] = DecodeHp(s);
       env["SM_HP_" + Upper(k)] = HpArg(s);
       user_args.push_back("--" + k);
       user_args.push_back(HpArg(s));
     }
-    std::string program = spec_.contains("script_mode") ? spec_["script_mode"].value("program", "") : "";
+    std::string program = spec_.script_mode ? spec_.script_mode->program : "";
     json resource = json::parse(ReadOr(local::HostDir(dir_, n) + "/input/config/resourceconfig.json", "{}"), nullptr, false);
     json inputcfg = json::parse(ReadOr(local::HostDir(dir_, n) + "/input/config/inputdataconfig.json", "{}"), nullptr, false);
     env["SM_MODEL_DIR"] = ml + "/model";
@@ -789,8 +807,8 @@ class Supervisor {
     env["SM_HPS"] = hps.dump();
     env["SM_CURRENT_HOST"] = hosts[n - 1];
     env["SM_HOSTS"] = json(hosts).dump();
-    env["SM_NUM_GPUS"] = std::to_string(spec_.value("gpus", 0));
-    env["SM_NUM_CPUS"] = std::to_string(spec_.value("vcpus", 1));
+    env["SM_NUM_GPUS"] = std::to_string(spec_.gpus);
+    env["SM_NUM_CPUS"] = std::to_string(spec_.vcpus);
     env["SM_NUM_NEURONS"] = "0";
     env["SM_LOG_LEVEL"] = "20";
     env["SM_NETWORK_INTERFACE_NAME"] = "eth0";
@@ -801,7 +819,7 @@ class Supervisor {
     env["SM_OUTPUT_INTERMEDIATE_DIR"] = ml + "/output/intermediate";
     env["SM_RESOURCE_CONFIG"] = resource.dump();
     env["SM_INPUT_DATA_CONFIG"] = inputcfg.dump();
-    env["SM_CURRENT_INSTANCE_TYPE"] = spec_.value("instance_type", "");
+    env["SM_CURRENT_INSTANCE_TYPE"] = spec_.instance_type;
     env["SM_CURRENT_INSTANCE_GROUP"] = "homogeneousCluster";
     env["SM_IS_HETERO"] = "false";
     env["SM_MODULE_DIR"] = ml + "/code";
@@ -820,27 +838,25 @@ class Supervisor {
       env["PYTHONPATH"] = env.count("PYTHONPATH") ? ws + "/pylib:" + env["PYTHONPATH"] : ws + "/pylib";
     json training_env = {{"model_dir", ml + "/model"}, {"channel_input_dirs", json::object()},
                          {"hyperparameters", hps}, {"current_host", hosts[n - 1]}, {"hosts", hosts},
-                         {"num_gpus", spec_.value("gpus", 0)}, {"num_cpus", spec_.value("vcpus", 1)},
+                         {"num_gpus", spec_.gpus}, {"num_cpus", spec_.vcpus},
                          {"input_dir", ml + "/input"}, {"output_dir", ml + "/output"},
                          {"output_data_dir", ml + "/output/data"}, {"resource_config", resource},
-                         {"input_data_config", inputcfg}, {"job_name", spec_.value("training_job_name", "")},
+                         {"input_data_config", inputcfg}, {"job_name", spec_.training_job_name},
                          {"user_entry_point", program}, {"module_dir", ml + "/code"}};
     for (const auto& c : channels)
       training_env["channel_input_dirs"][c.get<std::string>()] = ml + "/input/data/" + c.get<std::string>();
     env["SM_TRAINING_ENV"] = training_env.dump();
-    env["TRAINING_JOB_NAME"] = spec_.value("training_job_name", "");
-    env["TRAINING_JOB_ARN"] = spec_.value("training_job_arn", "");
-    env["AWS_REGION"] = spec_.value("region", "");
+    env["TRAINING_JOB_NAME"] = spec_.training_job_name;
+    env["TRAINING_JOB_ARN"] = spec_.training_job_arn;
+    env["AWS_REGION"] = spec_.region;
     env["MASTER_ADDR"] = sandbox_ ? "algo-1" : "127.0.0.1";
     env["MASTER_PORT"] = "29500";
     env["WORLD_SIZE"] = std::to_string(count_);
     env["RANK"] = std::to_string(n - 1);
     env["NODE_RANK"] = std::to_string(n - 1);
     if (!sandbox_) env["TRAINYARD_OPT_ML"] = ml;
-    const json job_env = spec_.value("environment", json::object());
-    const json extra_env = spec_.value("extra_env", json::object());
-    for (auto& [k, v] : job_env.items()) env[k] = AsString(v);
-    for (auto& [k, v] : extra_env.items()) env[k] = AsString(v);
+    for (const auto& [k, v] : spec_.environment) env[k] = v;
+    for (const auto& [k, v] : spec_.extra_env) env[k] = v;
     return env;
   }
 
@@ -854,15 +870,13 @@ class Supervisor {
   }
 
   std::vector<std::string> Command(int n) {
-    std::vector<std::string> cmd;
-    for (const auto& a : spec_.value("command", json::array())) cmd.push_back(AsString(a));
-    if (cmd.empty() && spec_.contains("script_mode")) {
-      cmd = {"python3", spec_["script_mode"].value("program", "train.py")};
-      const json hps = spec_.value("hyperparameters", json::object());
-      for (auto& [k, v] : hps.items()) {
+    std::vector<std::string> cmd = spec_.command;
+    if (cmd.empty() && spec_.script_mode) {
+      cmd = {"python3", spec_.script_mode->program};
+      for (const auto& [k, v] : spec_.hyperparameters) {
         if (k.rfind("sagemaker_", 0) == 0) continue;
         cmd.push_back("--" + k);
-        cmd.push_back(HpArg(v.is_string() ? v.get<std::string>() : v.dump()));
+        cmd.push_back(HpArg(v));
       }
     }
     return cmd;
@@ -892,16 +906,15 @@ class Supervisor {
     for (const char* t : {"/tmp", "/var/tmp"})
       if (fs::is_directory(t, ec)) TY_RETURN_IF_ERROR(sb->Bind(scratch + "/tmp", t, false));
     for (const std::string& hidden : HiddenDirs()) sb->Tmpfs(hidden);
-    for (const auto& b : spec_.value("sandbox_binds", json::array()))
-      if (b.is_string() && fs::is_directory(b.get<std::string>(), ec))
-        TY_RETURN_IF_ERROR(sb->Bind(b.get<std::string>(), b.get<std::string>(), false));
+    for (const std::string& b : host_.sandbox_binds)
+      if (fs::is_directory(b, ec)) TY_RETURN_IF_ERROR(sb->Bind(b, b, false));
     // executor.pip_find_links, when a directory: read-only at the same path, for pip in the sandbox.
-    const std::string find_links = spec_.value("pip", json::object()).value("find_links", "");
+    const std::string& find_links = host_.pip_find_links;
     if (!find_links.empty() && find_links[0] == '/' && fs::is_directory(find_links, ec))
       TY_RETURN_IF_ERROR(sb->Bind(find_links, find_links, true));
     sb->Tmpfs(fs::is_directory("/home", ec) ? "/home" : "/tmp/.home");
     TY_RETURN_IF_ERROR(sb->Bind(scratch + "/home", JobHome(), false));
-    if (spec_.value("network_isolation", false)) sb->Arg("--unshare-net");  // loopback only
+    if (spec_.network_isolation) sb->Arg("--unshare-net");  // loopback only
     if (!fs::exists("/opt/ml")) {
       fs::create_directories("/opt/ml", ec);
       if (ec) sb->Tmpfs("/opt");
@@ -918,10 +931,9 @@ class Supervisor {
     TY_RETURN_IF_ERROR(sb->Bind(fs::absolute(dir_ + "/hosts-file").string(), "/etc/hosts", true));
     TY_RETURN_IF_ERROR(sb->Bind(ws + "/code", "/opt/ml/code", false));
     if (HasWarmPool()) TY_RETURN_IF_ERROR(sb->Bind(ws + "/warmpoolcache", "/opt/ml/sagemaker/warmpoolcache", false));
-    for (const auto& ch : spec_.value("channels", json::array())) {
-      if (!ch.contains("file_system")) continue;
-      TY_RETURN_IF_ERROR(sb->Bind(ch["file_system"].value("host_path", ""), "/opt/ml/input/data/" + ch.value("name", ""),
-                                  ch["file_system"].value("read_only", true)));
+    for (const auto& ch : spec_.channels) {
+      if (!ch.file_system) continue;
+      TY_RETURN_IF_ERROR(sb->Bind(FileSystemDir(ch), "/opt/ml/input/data/" + ch.name, ch.file_system->read_only));
     }
     sb->Arg("--hostname");
     sb->Arg("algo-" + std::to_string(n));
@@ -965,7 +977,7 @@ class Supervisor {
     return fs::absolute(dir_ + "/scratch/algo-" + std::to_string(n)).string();
   }
 
-  int64_t VolumeBytes() const { return std::max<int64_t>(1, spec_.value("volume_size_gb", int64_t{30})) << 30; }
+  int64_t VolumeBytes() const { return std::max<int64_t>(1, spec_.volume_size_gb) << 30; }
 
   // Gives instance n its cgroup (memory, pids, CPU, devices of its instance type) and storage
   // volume (VolumeSizeInGB), before anything is written into its tree. Where the host offers
@@ -974,13 +986,13 @@ class Supervisor {
   bool ConfineInstance(int n, std::string* error) {
     const std::string attempts_root = fs::path(fs::absolute(dir_)).lexically_normal().parent_path().string();
     const std::string name =
-        local::CgroupPrefix(attempts_root) + spec_.value("attempt_id", "attempt") + ".algo-" + std::to_string(n);
+        local::CgroupPrefix(attempts_root) + spec_.attempt_id + ".algo-" + std::to_string(n);
     local::CgroupLimits limits;
-    limits.memory_bytes = spec_.value("memory_mib", int64_t{0}) << 20;
-    limits.pids_max = spec_.value("pids_max", int64_t{4096});
-    limits.vcpus = spec_.value("vcpus", 0);
+    limits.memory_bytes = spec_.memory_mib << 20;
+    limits.pids_max = host_.pids_max;
+    limits.vcpus = spec_.vcpus;
     limits.device_nodes = GpuNodes();
-    auto cg = local::InstanceCgroup::Create(name, spec_.value("cgroup_parent", ""), limits);
+    auto cg = local::InstanceCgroup::Create(name, host_.cgroup_parent, limits);
     if (cg.ok()) {
       Log("algo-" + std::to_string(n) + ": " + (*cg)->Describe() + " (memory " + std::to_string(limits.memory_bytes) +
           " bytes, pids " + std::to_string(limits.pids_max) + ", vcpus " + std::to_string(limits.vcpus) + ")");
@@ -1031,21 +1043,21 @@ class Supervisor {
         return;
       if (i < cgroups_.size() && cgroups_[i] && cgroups_[i]->OomKilled()) {
         failure_ = "AlgorithmError: instance algo-" + std::to_string(n) + " ran out of memory: a process of the training "
-                   "job was ended by the out-of-memory killer at the " + std::to_string(spec_.value("memory_mib", 0)) +
-                   " MiB of instance type " + spec_.value("instance_type", "") +
+                   "job was ended by the out-of-memory killer at the " + std::to_string(spec_.memory_mib) +
+                   " MiB of instance type " + spec_.instance_type +
                    ". Please use an instance type with more memory, or reduce the memory the job uses.";
         return;
       }
       if (i < volumes_.size() && volumes_[i] && volumes_[i]->Full()) {
         failure_ = "AlgorithmError: instance algo-" + std::to_string(n) + " used all of its storage volume (VolumeSizeInGB " +
-                   std::to_string(spec_.value("volume_size_gb", 30)) + ", which holds /opt/ml, /tmp and $HOME): " +
+                   std::to_string(spec_.volume_size_gb) + ", which holds /opt/ml, /tmp and $HOME): " +
                    std::strerror(ENOSPC) + ". Please request a larger VolumeSizeInGB, or write less.";
         return;
       }
     }
     if (killed_by_ == SIGXFSZ)
       failure_ = "AlgorithmError: instance algo-" + std::to_string(first_failed_) + " wrote a file larger than its storage "
-                 "volume (VolumeSizeInGB " + std::to_string(spec_.value("volume_size_gb", 30)) + ")";
+                 "volume (VolumeSizeInGB " + std::to_string(spec_.volume_size_gb) + ")";
   }
 
   // Kills what is left in each instance's cgroup, removes it, unmounts and deletes the volumes.
@@ -1063,7 +1075,7 @@ class Supervisor {
     auto alive = [&](const std::string& attempt) {
       return attempt != self && local::SupervisorAlive(root + "/" + attempt);
     };
-    local::SweepOrphanCgroups(spec_.value("cgroup_parent", ""), local::CgroupPrefix(root), alive);
+    local::SweepOrphanCgroups(host_.cgroup_parent, local::CgroupPrefix(root), alive);
     local::SweepOrphanVolumes(root, alive);
   }
 
@@ -1304,7 +1316,7 @@ class Supervisor {
   }
 
   void Supervise() {
-    int64_t max_ms = spec_.value("max_runtime_seconds", int64_t{0}) * 1000;
+    int64_t max_ms = spec_.max_runtime_seconds * 1000;
     char buf[65536];
     while (true) {
       std::vector<pollfd> pfds;
@@ -1431,12 +1443,11 @@ class Supervisor {
                  (name ? std::string(" (SIG") + name + ")" : std::string()) +
                  (killed_by_ == SIGKILL ? "; the kernel's out-of-memory killer sends this signal too" : "");
     }
-    bool compress = spec_.value("compress", true);
-    std::string out_prefix = spec_.value("output_prefix", "");
+    const bool compress = spec_.compress;
+    const std::string& out_prefix = spec_.output_prefix;
     auto fail = [&](const std::string& what, Code code = Code::kInvalidArgument) {
       Log("upload: " + what);
-      if (failure_.empty()) failure_ = (IsTransient(code) ? "InternalServerError: " : "ClientError: ") + what;
-      if (exit_code_ == 0) exit_code_ = 1;
+      Fail(IsTransient(code) ? FailureKind::kInternal : FailureKind::kClient, what);
       return false;
     };
     // What the job wrote is walked without following links (exec/local/job_tree.h): only its
@@ -1510,7 +1521,8 @@ class Supervisor {
   }
 
   std::string dir_;
-  json spec_;
+  AttemptSpec spec_;
+  local::HostSettings host_;
   json status_;
   int lock_fd_ = -1;
   int count_ = 1;
@@ -1548,6 +1560,7 @@ class Supervisor {
   }
   bool infrastructure_error_ = false;  // Prepare failed for a reason of the host, not the job's
   std::string failure_;
+  FailureKind failure_kind_ = FailureKind::kNone;
   bool model_uploaded_ = false;
   std::unique_ptr<local::DataMover> mover_;
   local::TransferStats stats_;

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <string>
 
-#include "exec/supervisor.h"
+#include "exec/local/supervisor.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {

@@ -9,12 +9,13 @@
 #include <thread>
 
 #include "exec/executor.h"
+#include "exec/local/host_settings.h"
 
 namespace ty::exec {
 
 // Contracts beyond the port's:
-//  - Start() returns within milliseconds: it writes spec.json (with "notify_socket" set to ours)
-//    and spawns `<supervisor_binary> [supervise] <dir>` in a session of its own, with no file
+//  - Start() returns within milliseconds: it writes spec.json (the AttemptSpec and this host's
+//    settings, Options::host) and spawns `<supervisor_binary> [supervise] <dir>` in a session of its own, with no file
 //    descriptor of this process but stdio (stdout/stderr go to <dir>/supervisor.log). The
 //    supervisor outlives this process; while this process lives, Poll() reaps it.
 //  - Liveness of a supervisor is the flock it holds on <dir>/lock (immune to pid reuse); Stop()
@@ -27,22 +28,40 @@ class LocalExecutor final : public Executor {
   struct Options {
     std::string attempts_root;      // <data-dir>/attempts
     std::string supervisor_binary;  // trainyard-supervisor, or the trainyard binary (`supervise DIR`)
-    std::string notify_socket;      // unix datagram socket supervisors poke on each phase change
+    // How attempts run on this host; host.notify_socket is the unix datagram socket supervisors
+    // poke on each phase change.
+    local::HostSettings host;
     std::function<void()> wake;     // called (from a listener thread) when a supervisor pokes
     const Clock* clock = nullptr;
   };
 
+  // The sandbox this host can give jobs, for `configured` ("auto", "bwrap" or "none"): "bwrap"
+  // when bubblewrap can build a job's sandbox as the supervisor builds it (the job user, a user
+  // namespace, no capabilities, the seccomp filter), else "none" with `problem` saying why.
+  // "bwrap" that does not work is FailedPrecondition. Call once, before construction.
+  struct SandboxChoice {
+    std::string mode;     // "bwrap" or "none"
+    std::string problem;  // why not "bwrap"; "" when it is, or when "none" was configured
+  };
+  static StatusOr<SandboxChoice> ResolveSandbox(const std::string& configured, const std::string& job_user);
+
   explicit LocalExecutor(Options options);
   ~LocalExecutor() override;
 
-  Status Start(const std::string& attempt_id, const std::string& spec_json) override;
+  Status Start(const std::string& attempt_id, const AttemptSpec& spec) override;
   Status Stop(const std::string& attempt_id, int grace_seconds) override;
   Status Interrupt(const std::string& attempt_id, int grace_seconds) override;
   Status Adopt(const std::string& attempt_id) override;
   std::vector<AttemptEvent> Poll() override;
+  bool Sandboxed() const override { return options_.host.sandbox == "bwrap"; }
+  LogChunk ReadLog(const std::string& attempt_id, int instance, int64_t offset, int64_t max_bytes) const override;
+  LogChunk ReadSystemMetrics(const std::string& attempt_id, int instance, int64_t offset,
+                             int64_t max_bytes) const override;
   std::string LogPath(const std::string& attempt_id, int instance) const override;
   std::string SystemMetricsPath(const std::string& attempt_id, int instance) const override;
   void Cleanup(const std::string& attempt_id) override;
+  Status Discard(const std::string& attempt_id) override;
+  void DiscardLogs(const std::string& attempt_id) override;
 
  private:
   void ReleaseVolumesOfDeadSupervisors(const std::string& attempt_dir);

@@ -1,0 +1,202 @@
+#include "exec/attempt_spec.h"
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace ty::exec {
+
+using nlohmann::json;
+
+namespace {
+
+json StringMap(const std::map<std::string, std::string>& m) {
+  json o = json::object();
+  for (const auto& [k, v] : m) o[k] = v;
+  return o;
+}
+
+json EncodeChannel(const Channel& c) {
+  json o = {{"name", c.name},
+            {"content_type", c.content_type},
+            {"input_mode", c.input_mode},
+            {"record_wrapper", c.record_wrapper},
+            {"distribution", c.distribution}};
+  if (c.file_system) {
+    o["file_system"] = {{"file_system_id", c.file_system->file_system_id},
+                        {"directory_path", c.file_system->directory_path},
+                        {"read_only", c.file_system->read_only}};
+  } else {
+    o["uri"] = c.uri;
+    o["data_type"] = c.data_type;
+    if (c.shuffle_seed) o["shuffle_seed"] = *c.shuffle_seed;
+  }
+  return o;
+}
+
+// A decode error names the member; it is caught once, in DecodeAttemptSpec.
+struct BadSpec : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+const json* Member(const json& o, const char* key) {
+  auto it = o.find(key);
+  return it == o.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::string Str(const json& o, const char* key, std::string fallback = "") {
+  const json* v = Member(o, key);
+  if (!v) return fallback;
+  if (!v->is_string()) throw BadSpec(std::string(key) + " must be a string");
+  return v->get<std::string>();
+}
+
+int64_t Int(const json& o, const char* key, int64_t fallback) {
+  const json* v = Member(o, key);
+  if (!v) return fallback;
+  if (!v->is_number_integer()) throw BadSpec(std::string(key) + " must be an integer");
+  return v->get<int64_t>();
+}
+
+bool Bool(const json& o, const char* key, bool fallback) {
+  const json* v = Member(o, key);
+  if (!v) return fallback;
+  if (!v->is_boolean()) throw BadSpec(std::string(key) + " must be a boolean");
+  return v->get<bool>();
+}
+
+const json& Object(const json& v, const std::string& what) {
+  if (!v.is_object()) throw BadSpec(what + " must be an object");
+  return v;
+}
+
+std::map<std::string, std::string> StrMap(const json& o, const char* key) {
+  std::map<std::string, std::string> out;
+  const json* v = Member(o, key);
+  if (!v) return out;
+  for (const auto& [k, x] : Object(*v, key).items()) {
+    if (!x.is_string()) throw BadSpec(std::string(key) + "." + k + " must be a string");
+    out[k] = x.get<std::string>();
+  }
+  return out;
+}
+
+Channel DecodeChannel(const json& o) {
+  Object(o, "channels[]");
+  Channel c;
+  c.name = Str(o, "name");
+  if (c.name.empty()) throw BadSpec("channels[].name is required");
+  c.content_type = Str(o, "content_type");
+  c.input_mode = Str(o, "input_mode", c.input_mode);
+  c.record_wrapper = Str(o, "record_wrapper", c.record_wrapper);
+  c.distribution = Str(o, "distribution", c.distribution);
+  if (const json* f = Member(o, "file_system")) {
+    Object(*f, "channels[].file_system");
+    FileSystemSource fs;
+    fs.file_system_id = Str(*f, "file_system_id");
+    fs.directory_path = Str(*f, "directory_path", fs.directory_path);
+    fs.read_only = Bool(*f, "read_only", fs.read_only);
+    c.file_system = fs;
+  } else {
+    c.uri = Str(o, "uri");
+    c.data_type = Str(o, "data_type", c.data_type);
+    if (Member(o, "shuffle_seed")) c.shuffle_seed = Int(o, "shuffle_seed", 0);
+  }
+  return c;
+}
+
+}  // namespace
+
+std::string Encode(const AttemptSpec& s) {
+  json o;
+  o["attempt_id"] = s.attempt_id;
+  o["training_job_name"] = s.training_job_name;
+  o["training_job_arn"] = s.training_job_arn;
+  o["region"] = s.region;
+  o["instance_type"] = s.instance_type;
+  o["instance_count"] = s.instance_count;
+  o["vcpus"] = s.vcpus;
+  o["gpus"] = s.gpus;
+  o["memory_mib"] = s.memory_mib;
+  o["volume_size_gb"] = s.volume_size_gb;
+  o["setup_command"] = s.setup_command;
+  o["command"] = s.command;
+  if (s.script_mode) o["script_mode"] = {{"program", s.script_mode->program}, {"submit_uri", s.script_mode->submit_uri}};
+  o["hyperparameters"] = StringMap(s.hyperparameters);
+  o["environment"] = StringMap(s.environment);
+  o["extra_env"] = StringMap(s.extra_env);
+  o["network_isolation"] = s.network_isolation;
+  json channels = json::array();
+  for (const auto& c : s.channels) channels.push_back(EncodeChannel(c));
+  o["channels"] = std::move(channels);
+  o["output_prefix"] = s.output_prefix;
+  o["compress"] = s.compress;
+  o["checkpoint"] = s.checkpoint ? json{{"uri", s.checkpoint->uri}, {"local_path", s.checkpoint->local_path}} : json();
+  if (s.warm_pool)
+    o["warm_pool"] = {{"id", s.warm_pool->id}, {"workspace", s.warm_pool->workspace}, {"reused_from", s.warm_pool->reused_from}};
+  o["stop_grace_seconds"] = s.stop_grace_seconds;
+  o["max_runtime_seconds"] = s.max_runtime_seconds;
+  return o.dump();
+}
+
+StatusOr<AttemptSpec> DecodeAttemptSpec(std::string_view text) {
+  json o = json::parse(text, nullptr, false);
+  if (o.is_discarded() || !o.is_object()) return InvalidArgument("attempt spec: not a JSON object");
+  try {
+    AttemptSpec s;
+    s.attempt_id = Str(o, "attempt_id");
+    if (s.attempt_id.empty()) throw BadSpec("attempt_id is required");
+    s.training_job_name = Str(o, "training_job_name");
+    s.training_job_arn = Str(o, "training_job_arn");
+    s.region = Str(o, "region");
+    s.instance_type = Str(o, "instance_type");
+    if (s.instance_type.empty()) throw BadSpec("instance_type is required");
+    const int64_t count = Int(o, "instance_count", 1);
+    if (count < 1 || count > 100000) throw BadSpec("instance_count must be at least 1");
+    s.instance_count = static_cast<int>(count);
+    s.vcpus = static_cast<int>(Int(o, "vcpus", s.vcpus));
+    s.gpus = static_cast<int>(Int(o, "gpus", s.gpus));
+    s.memory_mib = Int(o, "memory_mib", s.memory_mib);
+    s.volume_size_gb = Int(o, "volume_size_gb", s.volume_size_gb);
+    s.setup_command = Str(o, "setup_command");
+    if (const json* cmd = Member(o, "command")) {
+      if (!cmd->is_array()) throw BadSpec("command must be an array of strings");
+      for (const auto& a : *cmd) {
+        if (!a.is_string()) throw BadSpec("command must be an array of strings");
+        s.command.push_back(a.get<std::string>());
+      }
+    }
+    if (const json* sm = Member(o, "script_mode")) {
+      Object(*sm, "script_mode");
+      s.script_mode = ScriptMode{Str(*sm, "program"), Str(*sm, "submit_uri")};
+    }
+    s.hyperparameters = StrMap(o, "hyperparameters");
+    s.environment = StrMap(o, "environment");
+    s.extra_env = StrMap(o, "extra_env");
+    s.network_isolation = Bool(o, "network_isolation", false);
+    if (const json* chs = Member(o, "channels")) {
+      if (!chs->is_array()) throw BadSpec("channels must be an array");
+      for (const auto& c : *chs) s.channels.push_back(DecodeChannel(c));
+    }
+    s.output_prefix = Str(o, "output_prefix");
+    s.compress = Bool(o, "compress", true);
+    if (const json* ck = Member(o, "checkpoint")) {
+      Object(*ck, "checkpoint");
+      CheckpointConfig c;
+      c.uri = Str(*ck, "uri");
+      c.local_path = Str(*ck, "local_path", c.local_path);
+      s.checkpoint = c;
+    }
+    if (const json* wp = Member(o, "warm_pool")) {
+      Object(*wp, "warm_pool");
+      s.warm_pool = WarmPoolSpec{Str(*wp, "id"), Str(*wp, "workspace"), Str(*wp, "reused_from")};
+      if (s.warm_pool->workspace.empty()) throw BadSpec("warm_pool.workspace is required");
+    }
+    s.stop_grace_seconds = Int(o, "stop_grace_seconds", s.stop_grace_seconds);
+    s.max_runtime_seconds = Int(o, "max_runtime_seconds", s.max_runtime_seconds);
+    return s;
+  } catch (const BadSpec& e) {
+    return InvalidArgument(std::string("attempt spec: ") + e.what());
+  }
+}
+
+}  // namespace ty::exec

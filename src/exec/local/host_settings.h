@@ -1,0 +1,53 @@
+// How this host runs attempts: the local executor's own configuration, which it writes into each
+// attempt's spec.json beside the job's AttemptSpec (docs/design/attempt-spec.md). None of it is
+// the job's: another executor would have settings of its own.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/config.h"
+#include "core/status.h"
+
+namespace ty::exec::local {
+
+struct HostSettings {
+  // The sandbox: "bwrap" (every instance under bubblewrap as job_user) or "none". Resolved
+  // before the executor starts (ResolveSandbox); never "auto" here.
+  std::string sandbox = "none";
+  std::string job_user = "nobody";
+  std::vector<std::string> sandbox_binds;          // bound read-write into every sandboxed instance
+  // [file_systems]: id -> host directory. FileSystemDataSource channels name an id; every one of
+  // these directories is hidden in the sandbox except a job's own channels.
+  std::map<std::string, std::string> file_systems;
+  int64_t pids_max = 4096;                         // per instance
+  std::string cgroup_parent;                       // "" = the supervisor's own cgroup
+  int64_t log_max_bytes = 0;                       // per instance log; 0 = no cap
+  double system_metrics_interval_seconds = 0;      // 0 = not sampled
+  std::string nvidia_smi;                          // "" = no GPU metrics
+  std::string pip_find_links;                      // for requirements.txt installs
+  bool pip_no_index = false;
+  // Where s3:// URIs lead: the endpoint (with its keys), else the embedded directory store.
+  ObjectStoreConfig object_store;                  // region resolved (never empty)
+  std::string object_dir_root;                     // the embedded directory store
+  std::string object_cache_dir;                    // the host-wide object cache; "" = none
+  std::string notify_socket;                       // poked on each phase change; "" = none
+};
+
+std::string Encode(const HostSettings& host);
+// Absent members take their defaults; a member of the wrong type is InvalidArgument.
+StatusOr<HostSettings> DecodeHostSettings(std::string_view json);
+
+// The settings a server's configuration gives this host: `data_dir` holds the embedded buckets
+// (buckets/), the object cache (cache/objects) and the notify socket (run/executor.sock);
+// `sandbox` is the resolved mode (LocalExecutor::ResolveSandbox).
+HostSettings HostSettingsFor(const Config& config, const std::string& data_dir, const std::string& sandbox);
+
+// The host directory of a FileSystemDataSource (`directory_path` inside file system `id`), or ""
+// when the host has no such file system.
+std::string FileSystemHostPath(const HostSettings& host, const std::string& id, const std::string& directory_path);
+
+}  // namespace ty::exec::local
