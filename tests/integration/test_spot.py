@@ -378,9 +378,12 @@ class RandomInterruptionTest(ServerTest):
         self.assertGreaterEqual(raw["SpotInterruptions"], 1)
         log = SpotTest.ckpt_log(self, "chaos")
         self.assertEqual(log[-1], "done 30", log)
-        # Every run started where the one before it stopped.
+        # Every run started where the one before it stopped. A run can be reclaimed before its
+        # script printed anything (while its instances were still being prepared), so there are
+        # at most as many starts as runs.
         starts = [int(line.split()[1]) for line in log if line.startswith("start ")]
-        self.assertEqual(len(starts), raw["SpotInterruptions"] + 1)
+        self.assertGreaterEqual(len(starts), 1, log)
+        self.assertLessEqual(len(starts), raw["SpotInterruptions"] + 1, log)
         self.assertEqual(starts, sorted(starts))
 
 
