@@ -2,6 +2,11 @@
 # Wall time of `trainyard simulate` on the shared traces: three runs per case, median shown.
 # Usage: bench/simulate.sh [TRAINYARD_BIN] [TRACES_DIR]
 set -eu
+case ${1:-} in -h|--help)
+  echo "usage: bench/simulate.sh [TRAINYARD_BIN] [TRACES_DIR]   (defaults build/trainyard ../shared/traces)"
+  echo "Wall time of trainyard simulate on the Philly and Alibaba traces: three runs per case, median shown."
+  exit 0;;
+esac
 BIN=${1:-build/trainyard}
 TRACES=${2:-../shared/traces}
 OUT=$(mktemp -d)
