@@ -90,6 +90,7 @@ class Conn {
   explicit Conn(const Args& a) : a_(a), http_(a.endpoint) {
     http_.set_keep_alive(true);
     http_.set_tcp_nodelay(true);
+    http_.set_read_timeout(600, 0);  // a deep queue's turns take seconds (fill), and requests queue behind them
     host_ = a.endpoint.substr(7);
   }
   json Call(const std::string& op, const json& body) {

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The whole server-side scheduling pass at depth: a real server with N jobs queued through the API.
 
-For each N (default 100,000 and 1,000,000) a fresh server (embedded defaults, its own data dir
-under /tmp) gets three queues on the default catalogue's four ml.m5.large instances:
+For each N (default 100,000 and 1,000,000) a fresh server (embedded defaults but for
+[server] http_threads = --http-threads, its own data dir under /tmp) gets three queues on the
+default catalogue's four ml.m5.large instances:
 
   fifo   a FIFO queue (priority 10)
   fair   a fair-share queue (priority 5) whose jobs carry one of --shares share identifiers
@@ -11,8 +12,12 @@ under /tmp) gets three queues on the default catalogue's four ml.m5.large instan
 
 Four long jobs (one in fifo, one in fair, two in quota) hold every ml.m5.large instance, so the
 N jobs filled in next (a third per queue, one in ten asking for two instances, from
-`ty_loadgen fill` over keep-alive connections with SigV4-signed SubmitServiceJob calls) all wait
-on capacity, and every pass has all of them to consider. Then passes are forced in two ways:
+`ty_loadgen fill` over --connections keep-alive connections with SigV4-signed SubmitServiceJob
+calls) all wait on capacity, and every pass has all of them to consider. Each controller turn
+runs a pass, so while passes are slow the fill's rate is the requests in flight (at most
+http_threads; they share one turn and its commit) over the turn's duration: hence the many
+connections. A fill that has not ended after --fill-timeout seconds is stopped and the passes
+are measured at the depth it reached. Then passes are forced in two ways:
 
   ticks    nothing is sent for --tick-seconds: the fair-share queue's usage decays, so the
            controller runs a pass every 500 ms on its own
@@ -20,9 +25,10 @@ on capacity, and every pass has all of them to consider. Then passes are forced 
 
 A pass's duration is read from GET /metrics: trainyard_scheduler_pass_duration_seconds' _sum and
 _count are scraped every 20 ms, and a scrape that saw exactly one new pass gives that pass's
-duration exactly (the difference of the sums; the buckets are too coarse at this depth). Also
-reported: submit throughput of the fill, the mean pass duration during the fill, the server's
-RSS (and its peak) before and after the fill, and the trickle submits' latency.
+duration exactly (the difference of the sums; the buckets are too coarse at this depth), and a
+scrape that saw k passes (at depth turns run back to back) gives their mean, counted k times.
+Also reported: submit throughput of the fill, the mean pass duration during the fill, the
+server's RSS (and its peak) before and after the fill, and the trickle submits' latency.
 
 Usage:
   bench/pass_scale.py [--bin build/trainyard] [--jobs 100000,1000000] [--json FILE]
@@ -262,9 +268,10 @@ def fill(s, args, n):
 def fill_wait(s, args, n, procs, t0, count0, sum0):
     # Progress: queued jobs and the mean pass duration, every 10 s.
     progress = []
+    stopped = False
     last = (t0, count0, sum0, 0)
     while any(p.poll() is None for p in procs.values()):
-        time.sleep(min(10.0, max(0.5, args.progress_seconds)))
+        time.sleep(max(0.5, args.progress_seconds))
         c, su, jobs = s.metrics()
         queued = sum(v for (q, st), v in jobs.items() if st in ("SUBMITTED", "RUNNABLE"))
         now = time.time()
@@ -277,6 +284,7 @@ def fill_wait(s, args, n, procs, t0, count0, sum0):
         last = (now, c, su, queued)
         if args.fill_timeout and now - t0 > args.fill_timeout:
             log(f"  fill stopped after {args.fill_timeout} s")
+            stopped = True
             for p in procs.values():
                 if p.poll() is None:
                     p.terminate()
@@ -284,40 +292,40 @@ def fill_wait(s, args, n, procs, t0, count0, sum0):
     results = {}
     for q, p in procs.items():
         out = p.stdout.read().strip()
-        if p.wait() != 0 and not args.fill_timeout:
+        if p.wait() != 0 and not stopped:
             raise RuntimeError(f"ty_loadgen fill --queue {q} failed ({p.returncode})")
         results[q] = json.loads(out) if out else {"killed": True}
     count1, sum1, jobs = s.metrics()
     queued = sum(v for (q, st), v in jobs.items() if st in ("SUBMITTED", "RUNNABLE"))
-    return {"jobs_asked": n, "queued": queued, "seconds": secs, "submits_per_second": queued / secs,
+    return {"jobs_asked": n, "queued": queued, "stopped_by_timeout": stopped, "seconds": secs, "submits_per_second": queued / secs,
             "passes": count1 - count0, "mean_pass_ms": (sum1 - sum0) / (count1 - count0) * 1e3 if count1 > count0 else None,
             "loadgens": results, "progress": progress}
 
 
 def watch_passes(s, seconds, until=False, since=None):
     """Scrapes /metrics every 20 ms for `seconds` (with `until`, only until a pass was seen), from
-    the scrape `since` (passes, sum) or a new one; returns the durations (s) of the passes seen one
-    per scrape, and how many passes ran in all."""
-    exact, seen = [], 0
+    the scrape `since` (passes, sum) or a new one. Returns [(passes, seconds)] per scrape that saw
+    any: one pass is timed exactly; k passes back to back (a scrape waits for the turn that holds
+    the state lock, and at depth the next turn may start first) give their mean."""
+    seen = []
     c0, s0 = since or s.metrics()[:2]
     deadline = time.time() + seconds
     while time.time() < deadline:
         time.sleep(0.02)
         c, su, _ = s.metrics()
-        if c == c0 + 1:
-            exact.append(su - s0)
-        seen += c - c0
+        if c > c0:
+            seen.append((c - c0, su - s0))
         c0, s0 = c, su
         if until and seen:
             break
-    return exact, seen
+    return seen
 
 
 def measure(s, args):
     log(f"  ticks: {args.tick_seconds} s without requests")
-    ticks, tick_seen = watch_passes(s, args.tick_seconds)
+    ticks = watch_passes(s, args.tick_seconds)
     log(f"  trickle: {args.trickle} single submits")
-    trickle, trickle_seen, submit_ms = [], 0, []
+    trickle, submit_ms = [], []
     queues = [("fifo", {}), ("fair", {"shareIdentifier": "team7", "schedulingPriority": 3}), ("quota", {"quotaShareName": "q3"})]
     for i in range(args.trickle):
         q, extra = queues[i % 3]
@@ -329,17 +337,17 @@ def measure(s, args):
         s.batch.submit_service_job(jobName=name, jobQueue=q, serviceJobType="SAGEMAKER_TRAINING",
                                    serviceRequestPayload=payload(name, "true"), **extra)
         submit_ms.append((time.time() - t) * 1e3)
-        exact, seen = watch_passes(s, 30, until=True, since=before)
-        trickle += exact
-        trickle_seen += seen
-    both = ticks + trickle
+        trickle += watch_passes(s, 30, until=True, since=before)
 
-    def summary(v, seen):
-        ms = [x * 1e3 for x in v]
-        return {"passes": seen, "measured": len(ms), "p50_ms": pct(ms, 0.5), "p99_ms": pct(ms, 0.99),
-                "max_ms": max(ms) if ms else None, "mean_ms": statistics.mean(ms) if ms else None}
-    return {"ticks": summary(ticks, tick_seen), "trickle": summary(trickle, trickle_seen),
-            "all": summary(both, tick_seen + trickle_seen),
+    def summary(seen):
+        # Each pass counts once: k passes seen by one scrape count k times at their mean.
+        per_pass = [d / k * 1e3 for k, d in seen for _ in range(k)]
+        exact = [d * 1e3 for k, d in seen if k == 1]
+        return {"passes": len(per_pass), "timed_exactly": len(exact), "p50_ms": pct(per_pass, 0.5),
+                "p99_ms": pct(per_pass, 0.99), "max_ms": max(per_pass) if per_pass else None,
+                "mean_ms": statistics.mean(per_pass) if per_pass else None,
+                "exact_p50_ms": pct(exact, 0.5), "exact_max_ms": max(exact) if exact else None}
+    return {"ticks": summary(ticks), "trickle": summary(trickle), "all": summary(ticks + trickle),
             "trickle_submit_ms": {"p50": pct(submit_ms, 0.5), "p99": pct(submit_ms, 0.99), "max": max(submit_ms)}}
 
 
@@ -360,7 +368,7 @@ def run(args, n):
              "bytes_per_queued_job": (rss1 - rss0) * 1024 / max(1, f["queued"]), **m}
         a = m["all"]
         log(f"  pass at {f['queued']:,} queued: p50 {a['p50_ms']:.1f} ms, p99 {a['p99_ms']:.1f} ms, "
-            f"max {a['max_ms']:.1f} ms ({a['measured']} of {a['passes']} passes measured)")
+            f"max {a['max_ms']:.1f} ms ({a['passes']} passes, {a['timed_exactly']} timed alone)")
         return r
     finally:
         s.stop(long_jobs)
@@ -372,15 +380,17 @@ def main():
     p.add_argument("--bin", default=os.path.join(ROOT, "build", "trainyard"), help="trainyard binary to measure")
     p.add_argument("--loadgen", default=os.path.join(ROOT, "build", "bench", "ty_loadgen"), help="ty_loadgen binary")
     p.add_argument("--jobs", default="100000,1000000", help="queued depths, comma-separated (default 100000,1000000)")
-    p.add_argument("--connections", type=int, default=48, help="fill connections in all, split over the three queues")
-    p.add_argument("--http-threads", type=int, default=48,
-                   help="[server] http_threads: concurrent requests, which share one commit per turn (default 48)")
+    p.add_argument("--connections", type=int, default=1800,
+                   help="fill connections in all, split over the three queues (default 1800)")
+    p.add_argument("--http-threads", type=int, default=1800,
+                   help="[server] http_threads: requests in flight, which share one turn and its commit (default 1800)")
     p.add_argument("--shares", type=int, default=500,
                    help="share identifiers of the fair-share queue's jobs (500 at most: the active-share limit)")
     p.add_argument("--quota-shares", type=int, default=10, help="quota shares of the quota-share queue")
     p.add_argument("--tick-seconds", type=float, default=15, help="seconds of fair-share ticks measured")
     p.add_argument("--trickle", type=int, default=30, help="single submits measured, each with its pass")
-    p.add_argument("--fill-timeout", type=float, default=0, help="stop filling after this many seconds (0: never)")
+    p.add_argument("--fill-timeout", type=float, default=900,
+                   help="stop filling after this many seconds and measure at the depth reached (default 900; 0: never)")
     p.add_argument("--progress-seconds", type=float, default=10, help="progress line interval during the fill")
     p.add_argument("--json", help="write every figure here (default bench/results/pass_scale.json)")
     args = p.parse_args()
@@ -393,13 +403,13 @@ def main():
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as f:
         json.dump(results, f, indent=1)
-    print("| queued | fill submits/s | pass p50 ms | p99 ms | max ms | passes measured | mean pass ms during fill "
+    print("| queued | fill submits/s | pass p50 ms | p99 ms | max ms | passes (timed alone) | mean pass ms during fill "
           "| server RSS MB (peak) | trickle submit p50 / p99 ms |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         f, a, t = r["fill"], r["all"], r["trickle_submit_ms"]
         print(f"| {f['queued']:,} | {f['submits_per_second']:,.0f} | {a['p50_ms']:.1f} | {a['p99_ms']:.1f} | "
-              f"{a['max_ms']:.1f} | {a['measured']} | {f['mean_pass_ms'] or 0:.1f} | {r['rss_after_mb']:,.0f} "
+              f"{a['max_ms']:.1f} | {a['passes']} ({a['timed_exactly']}) | {f['mean_pass_ms'] or 0:.1f} | {r['rss_after_mb']:,.0f} "
               f"({r['rss_peak_mb']:,.0f}) | {t['p50']:.1f} / {t['p99']:.1f} |")
     log(f"figures in {out}")
 
