@@ -362,13 +362,16 @@ def run(args, n):
         f = fill(s, args, n)
         rss1, hwm = s.status("VmRSS"), s.status("VmHWM")
         log(f"  {f['queued']:,} queued in {f['seconds']:.0f} s ({f['submits_per_second']:,.0f}/s), RSS {rss1 / 1024:.0f} MB")
+        load0 = os.getloadavg()[0]
         m = measure(s, args)
         r = {"n": n, "bin": args.bin, "fill": f, "rss_before_mb": rss0 / 1024, "rss_after_mb": rss1 / 1024,
              "rss_peak_mb": s.status("VmHWM") / 1024, "rss_peak_after_fill_mb": hwm / 1024,
-             "bytes_per_queued_job": (rss1 - rss0) * 1024 / max(1, f["queued"]), **m}
+             "bytes_per_queued_job": (rss1 - rss0) * 1024 / max(1, f["queued"]),
+             "load_average": [load0, os.getloadavg()[0]], **m}
         a = m["all"]
         log(f"  pass at {f['queued']:,} queued: p50 {a['p50_ms']:.1f} ms, p99 {a['p99_ms']:.1f} ms, "
-            f"max {a['max_ms']:.1f} ms ({a['passes']} passes, {a['timed_exactly']} timed alone)")
+            f"max {a['max_ms']:.1f} ms ({a['passes']} passes, {a['timed_exactly']} timed alone); "
+            f"load average {r['load_average'][0]:.1f} -> {r['load_average'][1]:.1f}")
         return r
     finally:
         s.stop(long_jobs)
