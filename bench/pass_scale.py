@@ -266,12 +266,16 @@ def fill(s, args, n):
 
 
 def fill_wait(s, args, n, procs, t0, count0, sum0):
-    # Progress: queued jobs and the mean pass duration, every 10 s.
+    # Progress: queued jobs and the mean pass duration, every --progress-seconds.
     progress = []
     stopped = False
     last = (t0, count0, sum0, 0)
-    while any(p.poll() is None for p in procs.values()):
-        time.sleep(max(0.5, args.progress_seconds))
+    while True:
+        time.sleep(0.1)
+        if all(p.poll() is not None for p in procs.values()):
+            break
+        if time.time() - last[0] < args.progress_seconds:
+            continue
         c, su, jobs = s.metrics()
         queued = sum(v for (q, st), v in jobs.items() if st in ("SUBMITTED", "RUNNABLE"))
         now = time.time()
