@@ -12,6 +12,9 @@ offers LOAD (default 90%) of the GPUs on average.
 """
 import math, os, random, sys
 
+if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+    print(__doc__.strip())
+    sys.exit(0 if len(sys.argv) >= 2 else 2)
 out = sys.argv[1]
 jobs = int(sys.argv[2]) if len(sys.argv) > 2 else 1_000_000
 shares = int(sys.argv[3]) if len(sys.argv) > 3 else 1000

@@ -5,6 +5,13 @@
 //   ty_loadgen latency --endpoint URL --key K --secret S --queue Q --jobs N
 //   ty_loadgen e2e     --endpoint URL --key K --secret S --queue Q --jobs N --connections C
 //   ty_loadgen startlat --endpoint URL --key K --secret S --queue Q --jobs N --mark-dir DIR
+//   ty_loadgen fill     --endpoint URL --key K --secret S --queue Q --jobs N --connections C
+//                       [--share-ids K] [--quota-shares K] [--priorities P] [--prefix P]
+//
+// fill: N jobs in realistic shapes for a queue that stays deep (bench/pass_scale.py): one in ten
+// asks for two instances, with --share-ids a share identifier drawn from K by a Zipf law (a few
+// teams submit most), with --quota-shares a quota share q0..q(K-1) in turn, with --priorities a
+// scheduling priority 0..P-1.
 //
 // e2e: N jobs running `true` submitted from C connections; time from the first submit until
 // every job is SUCCEEDED or FAILED (the definition of peers/slurm/bench.sh (b)).
@@ -18,6 +25,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -37,9 +45,33 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+const char kUsage[] =
+    "usage: ty_loadgen MODE --endpoint http://HOST:PORT --key K --secret S --queue Q [options]\n"
+    "\n"
+    "Load generator for a running trainyard server (signed SubmitServiceJob over keep-alive HTTP).\n"
+    "Prints one JSON object with the figures.\n"
+    "\n"
+    "modes:\n"
+    "  submit    durable submit throughput: --jobs N from --connections C\n"
+    "  latency   submit -> RUNNING on idle capacity, one job at a time (--jobs N)\n"
+    "  e2e       N jobs from C connections, until every one has ended\n"
+    "  startlat  submit -> the job's first line, via a file in --mark-dir DIR\n"
+    "  fill      N jobs in realistic shapes into a deep queue (see --share-ids, --quota-shares)\n"
+    "\n"
+    "options:\n"
+    "  --jobs N            jobs to submit (default 1000)\n"
+    "  --connections C     keep-alive connections, one thread each (default 4)\n"
+    "  --command CMD       the jobs' shell command (default true)\n"
+    "  --mark-dir DIR      startlat: directory bound into the sandbox for the jobs' marks\n"
+    "  --share-ids K       fill: a shareIdentifier from K (Zipf), for a fair-share queue\n"
+    "  --quota-shares K    fill: a quotaShareName q0..q(K-1), for a quota-share queue\n"
+    "  --priorities P      fill: a schedulingPriority 0..P-1 (default none)\n"
+    "  --prefix P          fill: job name prefix (default fill-)\n"
+    "  -h, --help          print this help and exit\n";
+
 struct Args {
-  std::string mode, endpoint, key, secret, queue, command = "true", mark_dir;
-  int jobs = 1000, connections = 4;
+  std::string mode, endpoint, key, secret, queue, command = "true", mark_dir, prefix = "fill-";
+  int jobs = 1000, connections = 4, share_ids = 0, quota_shares = 0, priorities = 0;
 };
 
 std::string Payload(const std::string& name, const std::string& command) {
@@ -58,6 +90,7 @@ class Conn {
   explicit Conn(const Args& a) : a_(a), http_(a.endpoint) {
     http_.set_keep_alive(true);
     http_.set_tcp_nodelay(true);
+    http_.set_read_timeout(600, 0);  // a deep queue's turns take seconds (fill), and requests queue behind them
     host_ = a.endpoint.substr(7);
   }
   json Call(const std::string& op, const json& body) {
@@ -262,29 +295,112 @@ json StartLatency(const Args& a) {
           {"submit_call_ms_p50", PercentileInterp(call_ms, 0.5)}};
 }
 
+std::string PayloadOf(const std::string& name, const std::string& command, int instances) {
+  json p = json::parse(Payload(name, command));
+  p["ResourceConfig"]["InstanceCount"] = instances;
+  return p.dump();
+}
+
+// Fills a queue with a.jobs jobs from a.connections connections (see the header comment).
+json Fill(const Args& a) {
+  std::vector<double> zipf_cum;
+  for (int k = 0; k < a.share_ids; ++k) zipf_cum.push_back((zipf_cum.empty() ? 0 : zipf_cum.back()) + 1 / std::pow(k + 1, 1.1));
+  std::atomic<int> next{0};
+  std::mutex mu;
+  std::vector<double> lat_ms;
+  auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (int c = 0; c < a.connections; ++c) {
+    threads.emplace_back([&, c] {
+      Conn conn(a);
+      std::mt19937_64 rng(20261125 + c);
+      std::vector<double> mine;
+      int i;
+      while ((i = next++) < a.jobs) {
+        std::string name = a.prefix + std::to_string(i);
+        json req = {{"jobName", name}, {"jobQueue", a.queue}, {"serviceJobType", "SAGEMAKER_TRAINING"},
+                    {"serviceRequestPayload", PayloadOf(name, a.command, i % 10 == 9 ? 2 : 1)}};
+        if (!zipf_cum.empty()) {
+          double u = std::uniform_real_distribution<double>(0, zipf_cum.back())(rng);
+          auto k = std::lower_bound(zipf_cum.begin(), zipf_cum.end(), u) - zipf_cum.begin();
+          req["shareIdentifier"] = "team" + std::to_string(k);
+        }
+        if (a.quota_shares > 0) req["quotaShareName"] = "q" + std::to_string(i % a.quota_shares);
+        if (a.priorities > 0) req["schedulingPriority"] = static_cast<int>(rng() % static_cast<uint64_t>(a.priorities));
+        auto s = Clock::now();
+        conn.Call("submitservicejob", req);
+        mine.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s).count());
+      }
+      std::lock_guard l(mu);
+      lat_ms.insert(lat_ms.end(), mine.begin(), mine.end());
+    });
+  }
+  for (auto& t : threads) t.join();
+  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  return {{"mode", "fill"},
+          {"queue", a.queue},
+          {"jobs", a.jobs},
+          {"connections", a.connections},
+          {"seconds", secs},
+          {"submits_per_second", a.jobs / secs},
+          {"request_ms_p50", Percentile(lat_ms, 0.5)},
+          {"request_ms_p99", Percentile(lat_ms, 0.99)},
+          {"request_ms_max", lat_ms.empty() ? 0 : *std::max_element(lat_ms.begin(), lat_ms.end())}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Args a;
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: ty_loadgen submit|latency|e2e|startlat --endpoint URL --key K --secret S --queue Q [--jobs N] [--connections C] [--command CMD] [--mark-dir DIR]\n");
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+  auto fail = [](const std::string& why) {
+    std::fprintf(stderr, "ty_loadgen: %s\n\n%s", why.c_str(), kUsage);
     return 2;
-  }
+  };
+  if (argc < 2) return fail("no mode given");
   a.mode = argv[1];
-  for (int i = 2; i + 1 < argc; i += 2) {
-    std::string k = argv[i], v = argv[i + 1];
+  if (a.mode != "submit" && a.mode != "latency" && a.mode != "e2e" && a.mode != "startlat" && a.mode != "fill")
+    return fail("unknown mode " + a.mode);
+  auto count = [](const std::string& v, int* out) {
+    size_t used = 0;
+    try {
+      *out = std::stoi(v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    return used == v.size() && *out >= 0;
+  };
+  for (int i = 2; i < argc; i += 2) {
+    std::string k = argv[i];
+    if (i + 1 >= argc) return fail(k + " needs a value");
+    std::string v = argv[i + 1];
+    bool ok = true;
     if (k == "--endpoint") a.endpoint = v;
     else if (k == "--key") a.key = v;
     else if (k == "--secret") a.secret = v;
     else if (k == "--queue") a.queue = v;
-    else if (k == "--jobs") a.jobs = std::stoi(v);
-    else if (k == "--connections") a.connections = std::stoi(v);
+    else if (k == "--jobs") ok = count(v, &a.jobs);
+    else if (k == "--connections") ok = count(v, &a.connections) && a.connections > 0;
     else if (k == "--command") a.command = v;
     else if (k == "--mark-dir") a.mark_dir = v;
+    else if (k == "--share-ids") ok = count(v, &a.share_ids);
+    else if (k == "--quota-shares") ok = count(v, &a.quota_shares);
+    else if (k == "--priorities") ok = count(v, &a.priorities);
+    else if (k == "--prefix") a.prefix = v;
+    else return fail("unknown option " + k);
+    if (!ok) return fail(k + " takes a count, not " + v);
   }
+  if (a.endpoint.rfind("http://", 0) != 0) return fail("--endpoint http://HOST:PORT is required");
+  if (a.key.empty() || a.secret.empty() || a.queue.empty()) return fail("--key, --secret and --queue are required");
+  if (a.mode == "startlat" && a.mark_dir.empty()) return fail("startlat needs --mark-dir");
   json out = a.mode == "submit" ? Submit(a)
              : a.mode == "e2e"  ? EndToEnd(a)
              : a.mode == "startlat" ? StartLatency(a)
+             : a.mode == "fill"     ? Fill(a)
                                     : Latency(a);
   std::printf("%s\n", out.dump().c_str());
   return 0;

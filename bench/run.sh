@@ -2,6 +2,15 @@
 # Runs the server benchmarks against a fresh server and prints/saves the figures.
 #   bench/run.sh [SUBMIT_JOBS] [LATENCY_JOBS]
 set -euo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  echo "usage: bench/run.sh [SUBMIT_JOBS] [LATENCY_JOBS]   (defaults 20000 200)"
+  echo
+  echo "Starts a fresh server and measures with build/bench/ty_loadgen: durable submit throughput from"
+  echo "4 and 16 connections, server memory per queued job, and submit -> RUNNING latency on idle"
+  echo "capacity; figures in bench/results/ (bench/README.md). The scheduling pass at depth is"
+  echo "bench/pass_scale.py."
+  exit 0
+fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="$root/build/trainyard"
 gen="$root/build/bench/ty_loadgen"

@@ -4,6 +4,11 @@
 # TRACES_DIR (or $TRAINYARD_TRACES) holds philly.csv and alibaba_fgd2023.csv in the normalized
 # trace CSV of docs/simulate.md ("Traces").
 set -eu
+case ${1:-} in -h|--help)
+  echo "usage: bench/simulate.sh [TRAINYARD_BIN] [TRACES_DIR]   (defaults build/trainyard ../shared/traces)"
+  echo "Wall time of trainyard simulate on the Philly and Alibaba traces: three runs per case, median shown."
+  exit 0;;
+esac
 BIN=${1:-build/trainyard}
 case ${1:-} in -h|--help) sed -n '2,5s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 TRACES=${2:-${TRAINYARD_TRACES:?set TRAINYARD_TRACES (or pass TRACES_DIR) to a directory with philly.csv and alibaba_fgd2023.csv in the normalized trace CSV of docs/simulate.md}}

@@ -16,6 +16,11 @@
 # Tears the Slurm peer down at the end (bench.sh does, and the EXIT trap again with --purge) and
 # stops every trainyard server it started; leaves only the results directory, nothing under /tmp.
 set -euo pipefail
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  echo "usage: [N=1000] [NPEND=10000] [LAT_SAMPLES=50] [REPS=1] [P=8] [SLOTS=100] [SLURM=run|file] bench/vs_slurm.sh"
+  sed -n '2,16s/^# \{0,1\}//p' "$0"
+  exit 0
+fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="$root/build/trainyard"
 gen="$root/build/bench/ty_loadgen"

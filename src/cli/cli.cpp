@@ -1,6 +1,7 @@
 #include "cli/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <fstream>
 
 #include "core/strings.h"
@@ -33,7 +34,13 @@ StatusOr<std::pair<std::string, std::string>> ReadCredentialsFile(const std::str
 
 int Main(int argc, char** argv) {
   // The supervisor entry point is internal: the local executor starts it, people do not.
-  if (argc >= 3 && std::string(argv[1]) == "supervise") return ty::exec::RunSupervisor(argv[2]);
+  if (argc >= 3 && std::string(argv[1]) == "supervise") {
+    if (std::string(argv[2]) == "--help" || std::string(argv[2]) == "-h") {
+      std::printf("usage: trainyard supervise ATTEMPT_DIR\n(started by the local executor; see docs/design/attempt-spec.md)\n");
+      return 0;
+    }
+    return ty::exec::RunSupervisor(argv[2]);
+  }
 
   CLI::App app{"trainyard: queues, fair scheduling and SageMaker-style training jobs on your own machines.\n"
                "Speaks the AWS Batch and SageMaker APIs; boto3 and the aws CLI work with --endpoint-url."};

@@ -6,6 +6,10 @@
 #include "exec/local/supervisor.h"
 
 int main(int argc, char** argv) {
+  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::printf("usage: trainyard-supervisor ATTEMPT_DIR\n(started by the trainyard server; see docs/design/attempt-spec.md)\n");
+    return 0;
+  }
   if (argc != 2) {
     std::fprintf(stderr, "usage: trainyard-supervisor ATTEMPT_DIR\n(started by the trainyard server; see docs/design/attempt-spec.md)\n");
     return 2;
