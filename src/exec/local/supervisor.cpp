@@ -48,6 +48,7 @@
 #include "exec/local/host_settings.h"
 #include "exec/local/job_tree.h"
 #include "exec/local/opt_ml.h"
+#include "exec/local/outputs.h"
 #include "exec/local/run_command.h"
 #include "exec/local/sandbox.h"
 #include "exec/local/sandbox_plan.h"
@@ -1272,56 +1273,21 @@ class Supervisor {
                  (name ? std::string(" (SIG") + name + ")" : std::string()) +
                  (killed_by_ == SIGKILL ? "; the kernel's out-of-memory killer sends this signal too" : "");
     }
-    const bool compress = spec_.compress;
-    const std::string& out_prefix = spec_.output_prefix;
     auto fail = [&](const std::string& what, Code code = Code::kInvalidArgument) {
       Log("upload: " + what);
       Fail(IsTransient(code) ? FailureKind::kInternal : FailureKind::kClient, what);
       return false;
     };
-    // What the job wrote is walked without following links (exec/local/job_tree.h): only its
-    // regular files and directories go out, named by the names walked; the rest is reported in
-    // the instance's log.
+    // exec/local/outputs.h: packed in this process, only the job's regular files and directories;
+    // the rest is reported in the instance's log.
     auto pack = [&](const std::string& name, const char* sub) {
-      if (out_prefix.empty()) return false;
-      const std::string shown = std::string("/opt/ml/") + sub;
-      SkipReport skipped(this, shown);
-      if (!compress) {
-        // CompressionType NONE: the files themselves, under output/model/ and output/data/.
-        std::string target = out_prefix + (std::string(sub) == "model" ? "model/" : "data/");
-        for (int n = 1; n <= count_; ++n) {
-          Status st = mover_->UploadTree({local::HostDir(dir_, n), sub}, target,
-                                         [&](const std::string& rel, const std::string& why) {
-                                           skipped(n, ShownRel(sub, rel), why);
-                                         });
-          if (!st.ok()) return fail("cannot upload " + std::string(sub) + " to " + target + ": " + st.message(), st.code());
-        }
-        return true;
-      }
-      // Packed in this process (no tar or gzip process per job); an instance without the
-      // directory adds nothing, so an empty output is a valid empty archive.
-      std::string dest = dir_ + "/" + name;
-      std::string tmp = dest + ".tmp";
-      std::vector<local::JobDir> dirs;
-      for (int n = 1; n <= count_; ++n) dirs.push_back({local::HostDir(dir_, n), sub});
-      Status packed = local::CreateTarGz(tmp, dirs, local::WalkOptions{},
-                                         [&](size_t i, const std::string& rel, const std::string& why) {
-                                           skipped(static_cast<int>(i) + 1, ShownRel(sub, rel), why);
-                                         });
-      if (!packed.ok()) {
-        std::error_code ec;
-        fs::remove(tmp, ec);  // a partial archive would keep the disk full
-        // A full disk is the host's failure (InternalServerError, retried where allowed).
-        if (packed.message().find(std::strerror(ENOSPC)) != std::string::npos)
-          return fail("cannot pack " + name + " at " + dest + ": " + std::strerror(ENOSPC), Code::kInternal);
-        return fail("cannot pack " + name + ": " + packed.message(), Code::kInternal);
-      }
-      if (::rename(tmp.c_str(), dest.c_str()) != 0) return fail("cannot pack " + name + ": " + std::strerror(errno), Code::kInternal);
-      Status st = mover_->UploadFile(dest, out_prefix + name);
-      std::error_code ec;
-      fs::remove(dest, ec);
-      if (!st.ok()) return fail("cannot upload " + name + ": " + st.message(), st.code());
-      return true;
+      if (spec_.output_prefix.empty()) return false;
+      SkipReport skipped(this, std::string("/opt/ml/") + sub);
+      local::OutputUpload out{dir_, count_, sub, name, spec_.output_prefix, spec_.compress};
+      Status st = local::UploadOutput(*mover_, out, [&](int n, const std::string& rel, const std::string& why) {
+        skipped(n, ShownRel(sub, rel), why);
+      });
+      return st.ok() || fail(st.message(), st.code());
     };
     model_uploaded_ = pack("model.tar.gz", "model");
     pack("output.tar.gz", "output/data");
