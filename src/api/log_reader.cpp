@@ -1,8 +1,5 @@
 #include "api/log_reader.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <queue>
@@ -15,22 +12,12 @@ namespace ty::api::logs {
 
 namespace {
 
-int OpenForRead(const std::string& path) { return ::open(path.c_str(), O_RDONLY | O_CLOEXEC); }
-
-// pread that retries on EINTR; -1 on error.
-ssize_t ReadAt(int fd, char* buf, size_t n, int64_t off) {
-  for (;;) {
-    ssize_t r = ::pread(fd, buf, n, off);
-    if (r >= 0 || errno != EINTR) return r;
-  }
-}
-
-int64_t SizeOf(int fd) {
-  off_t end = ::lseek(fd, 0, SEEK_END);
-  return end < 0 ? 0 : static_cast<int64_t>(end);
-}
+// A read that fails reads as the end of the log.
+int64_t ReadAt(const LogHandle& log, char* buf, size_t n, int64_t off) { return log ? log->ReadAt(off, buf, n) : -1; }
 
 }  // namespace
+
+LogHandle OpenPath(const std::string& path) { return exec::OpenLocalLogFile(path); }
 
 bool ParseLine(std::string_view line, int64_t* ts, std::string_view* message) {
   size_t sp = line.find(' ');
@@ -42,9 +29,8 @@ bool ParseLine(std::string_view line, int64_t* ts, std::string_view* message) {
   return true;
 }
 
-ForwardReader::ForwardReader(const std::string& path, int64_t from, size_t block)
-    : fd_(OpenForRead(path)), block_(block) {
-  if (fd_ < 0 || from <= 0) return;
+ForwardReader::ForwardReader(LogHandle log, int64_t from, size_t block) : log_(std::move(log)), block_(block) {
+  if (!log_ || from <= 0) return;
   // Start one byte early: if that byte is the newline ending the previous line, `from` is a line
   // start; otherwise everything up to the next newline belongs to a line that began before it.
   buf_off_ = from - 1;
@@ -65,18 +51,16 @@ ForwardReader::ForwardReader(const std::string& path, int64_t from, size_t block
 }
 
 ForwardReader::ForwardReader(ForwardReader&& o) noexcept
-    : fd_(std::exchange(o.fd_, -1)), block_(o.block_), buf_(std::move(o.buf_)), buf_off_(o.buf_off_),
+    : log_(std::move(o.log_)), block_(o.block_), buf_(std::move(o.buf_)), buf_off_(o.buf_off_),
       pos_(o.pos_), scanned_(o.scanned_), eof_(o.eof_) {}
 
-ForwardReader::~ForwardReader() {
-  if (fd_ >= 0) ::close(fd_);
-}
+ForwardReader::~ForwardReader() = default;
 
 bool ForwardReader::Fill() {
-  if (fd_ < 0 || eof_) return false;
+  if (!log_ || eof_) return false;
   size_t had = buf_.size();
   buf_.resize(had + block_);
-  ssize_t n = ReadAt(fd_, buf_.data() + had, block_, buf_off_ + static_cast<int64_t>(had));
+  int64_t n = ReadAt(log_, buf_.data() + had, block_, buf_off_ + static_cast<int64_t>(had));
   buf_.resize(had + static_cast<size_t>(n > 0 ? n : 0));
   if (n <= 0) {
     eof_ = true;
@@ -109,10 +93,9 @@ bool ForwardReader::Next(LogLine* out) {
   }
 }
 
-BackwardReader::BackwardReader(const std::string& path, int64_t before, size_t block)
-    : fd_(OpenForRead(path)), block_(block) {
-  if (fd_ < 0) return;
-  int64_t size = SizeOf(fd_);
+BackwardReader::BackwardReader(LogHandle log, int64_t before, size_t block) : log_(std::move(log)), block_(block) {
+  if (!log_) return;
+  int64_t size = log_->Size();
   buf_off_ = before < 0 ? size : std::min(before, size);
   // Drop the bytes after the last newline before `before`: a line that does not end by then.
   while (Prepend()) {
@@ -126,16 +109,14 @@ BackwardReader::BackwardReader(const std::string& path, int64_t before, size_t b
   buf_.clear();
 }
 
-BackwardReader::~BackwardReader() {
-  if (fd_ >= 0) ::close(fd_);
-}
+BackwardReader::~BackwardReader() = default;
 
 bool BackwardReader::Prepend() {
-  if (fd_ < 0 || buf_off_ <= 0) return false;
+  if (!log_ || buf_off_ <= 0) return false;
   int64_t start = std::max<int64_t>(0, buf_off_ - static_cast<int64_t>(block_));
   std::string block(static_cast<size_t>(buf_off_ - start), '\0');
-  ssize_t n = ReadAt(fd_, block.data(), block.size(), start);
-  if (n != static_cast<ssize_t>(block.size())) {  // the file shrank under us: stop here
+  int64_t n = ReadAt(log_, block.data(), block.size(), start);
+  if (n != static_cast<int64_t>(block.size())) {  // the file shrank under us: stop here
     buf_off_ = 0;
     buf_.clear();
     return false;
@@ -227,7 +208,7 @@ ScanResult ScanInterleaved(const std::vector<StreamFile>& streams, const ScanPos
   readers.reserve(streams.size());
   for (const auto& s : streams) {
     auto it = from.find(s.name);
-    readers.emplace_back(s.path, it == from.end() ? 0 : it->second, block);
+    readers.emplace_back(s.log ? s.log : OpenPath(s.path), it == from.end() ? 0 : it->second, block);
   }
   // Streams are given in name order, so the index stands in for the name in the order.
   auto later = [&](size_t a, size_t b) {

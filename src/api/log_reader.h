@@ -1,19 +1,28 @@
 // Reading instance log files ("<epoch_ms> <text>\n" lines, see docs/logs.md) a page at a time:
 // forward from a byte offset, backward from one, and interleaved across streams in timestamp
 // order. Every reader holds a bounded buffer (a block plus at most one line), never a whole file,
-// so what a read costs in memory is what its page holds. No controller, no clock: files in, lines
-// out, which is what lets the unit tests pin the offsets that the API's tokens carry.
+// so what a read costs in memory is what its page holds. No controller, no clock: logs in (an
+// executor's exec::LogFile, or a file by path), lines out, which is what lets the unit tests pin
+// the offsets that the API's tokens carry.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "exec/log_file.h"
+
 namespace ty::api::logs {
+
+// A log shared by the readers that page through it; null reads as an empty log.
+using LogHandle = std::shared_ptr<const exec::LogFile>;
+// The file at `path` (null when it cannot be opened).
+LogHandle OpenPath(const std::string& path);
 
 // One event: a complete line of a log file. A line without a space is not an event (readers skip
 // it); a last line without its newline is not complete yet (readers stop before it).
@@ -33,7 +42,9 @@ constexpr size_t kDefaultBlock = 64 * 1024;
 // to the next line), oldest first. A missing file reads as empty.
 class ForwardReader {
  public:
-  ForwardReader(const std::string& path, int64_t from, size_t block = kDefaultBlock);
+  ForwardReader(LogHandle log, int64_t from, size_t block = kDefaultBlock);
+  ForwardReader(const std::string& path, int64_t from, size_t block = kDefaultBlock)
+      : ForwardReader(OpenPath(path), from, block) {}
   ~ForwardReader();
   ForwardReader(ForwardReader&& other) noexcept;
   ForwardReader(const ForwardReader&) = delete;
@@ -50,7 +61,7 @@ class ForwardReader {
  private:
   bool Fill();  // appends one block; false at the end of the file
 
-  int fd_ = -1;
+  LogHandle log_;
   size_t block_;
   std::string buf_;      // file bytes [buf_off_, buf_off_ + buf_.size())
   int64_t buf_off_ = 0;
@@ -63,7 +74,9 @@ class ForwardReader {
 // first, read in blocks from that point towards the head.
 class BackwardReader {
  public:
-  BackwardReader(const std::string& path, int64_t before, size_t block = kDefaultBlock);
+  BackwardReader(LogHandle log, int64_t before, size_t block = kDefaultBlock);
+  BackwardReader(const std::string& path, int64_t before, size_t block = kDefaultBlock)
+      : BackwardReader(OpenPath(path), before, block) {}
   ~BackwardReader();
   BackwardReader(const BackwardReader&) = delete;
   BackwardReader& operator=(const BackwardReader&) = delete;
@@ -73,7 +86,7 @@ class BackwardReader {
  private:
   bool Prepend();  // reads the block before buf_off_; false at the head of the file
 
-  int fd_ = -1;
+  LogHandle log_;
   size_t block_;
   std::string buf_;  // file bytes [buf_off_, buf_off_ + buf_.size()); ends with a newline or is empty
   int64_t buf_off_ = 0;
@@ -95,7 +108,8 @@ bool ParseScanToken(std::string_view token, ScanPositions* positions);
 
 struct StreamFile {
   std::string name;
-  std::string path;
+  std::string path;  // read when `log` is null
+  LogHandle log;
 };
 
 struct ScanLimits {

@@ -1,12 +1,12 @@
 // A subset of the CloudWatch Logs API (JSON 1.1, X-Amz-Target Logs_20140328.*) over the
-// executor's per-instance log files. See docs/logs.md.
+// executor's per-instance logs, read through the executor (Controller::OpenLog), never by path.
+// See docs/logs.md.
 //
 // The AWS Logs model is not embedded (it is large); the few fields used here are validated by hand.
 #include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -37,7 +37,6 @@ struct Stream {
   std::string job;
   int instance = 1;
   int64_t creation_ms = 0;
-  std::string path;
 };
 
 std::string StreamName(const std::string& job, int instance, int64_t start_ms) {
@@ -51,11 +50,10 @@ std::vector<Stream> AllStreams(Controller& c) {
     for (const auto& [name, tj] : s.training_jobs) {
       if (tj.training_start_time <= 0) continue;
       for (int i = 1; i <= tj.instance_count; ++i)
-        out.push_back({StreamName(name, i, tj.training_start_time), name, i, tj.training_start_time, ""});
+        out.push_back({StreamName(name, i, tj.training_start_time), name, i, tj.training_start_time});
     }
     return 0;
   });
-  for (auto& st : out) st.path = c.LogPath(st.job, st.instance);
   std::sort(out.begin(), out.end(), [](const Stream& a, const Stream& b) { return a.name < b.name; });
   return out;
 }
@@ -66,24 +64,40 @@ int64_t RetentionFloor(Controller& c) {
   return days > 0 ? c.Now() - days * 86400000 : 0;
 }
 
-// The timestamps of the first and last complete lines of a log file, without reading it whole
+// A stream's log, opened now (null when it has none: it reads as empty).
+logs::LogHandle OpenStream(Controller& c, const Stream& s) { return c.OpenLog(s.job, s.instance); }
+
+int64_t LogSize(const logs::LogHandle& log) { return log ? log->Size() : 0; }
+
+// Up to `n` bytes of `log` from `offset` (fewer at its end or on an error).
+std::string ReadBytes(const logs::LogHandle& log, int64_t offset, int64_t n) {
+  std::string out(static_cast<size_t>(std::max<int64_t>(n, 0)), '\0');
+  size_t got = 0;
+  while (got < out.size()) {
+    int64_t r = log->ReadAt(offset + static_cast<int64_t>(got), out.data() + got, out.size() - got);
+    if (r <= 0) break;
+    got += static_cast<size_t>(r);
+  }
+  out.resize(got);
+  return out;
+}
+
+// The timestamps of the first and last complete lines of a log, without reading it whole
 // (lines are at most 64 KiB plus the timestamp). False when it has none.
-bool FirstAndLastTimestamps(const std::string& path, int64_t* first, int64_t* last) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return false;
-  const int64_t size = static_cast<int64_t>(in.tellg());
-  const int64_t window = std::min<int64_t>(size, 66 * 1024);
-  std::string tail(static_cast<size_t>(window), '\0');
-  in.seekg(size - window);
-  in.read(tail.data(), window);
+bool FirstAndLastTimestamps(const logs::LogHandle& log, int64_t* first, int64_t* last) {
+  if (!log) return false;
+  constexpr int64_t kWindow = 66 * 1024;
+  const int64_t size = log->Size();
+  const int64_t window = std::min<int64_t>(size, kWindow);
+  std::string tail = ReadBytes(log, size - window, window);
+  tail.resize(static_cast<size_t>(window), '\0');
   size_t end = tail.rfind('\n');
   if (end == std::string::npos) return false;
   size_t begin = end == 0 ? std::string::npos : tail.rfind('\n', end - 1);
   if (begin == std::string::npos && size != window) return false;  // cannot happen with 64 KiB lines
   *last = std::strtoll(tail.c_str() + (begin == std::string::npos ? 0 : begin + 1), nullptr, 10);
-  in.seekg(0);
-  std::string head;
-  std::getline(in, head);
+  std::string head = ReadBytes(log, 0, std::min<int64_t>(size, kWindow));
+  head.resize(std::min(head.size(), head.find('\n')));
   *first = std::strtoll(head.c_str(), nullptr, 10);
   return true;
 }
@@ -140,11 +154,6 @@ const Stream* FindStream(const std::vector<Stream>& all, const std::string& name
 
 std::string GroupArn(Controller& c) {
   return "arn:aws:logs:" + c.config().region + ":" + c.config().account_id + ":log-group:" + kGroup;
-}
-
-int64_t FileSize(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  return in ? static_cast<int64_t>(in.tellg()) : 0;
 }
 
 // A filter pattern: space-separated terms, all of which must occur (case-sensitive); a term in
@@ -205,7 +214,7 @@ Response DescribeLogGroups(Controller& c, const json& req) {
   if (match && token->empty()) {
     int64_t bytes = 0, created = 0;
     for (const auto& s : AllStreams(c)) {
-      bytes += FileSize(s.path);
+      bytes += LogSize(OpenStream(c, s));
       if (created == 0 || s.creation_ms < created) created = s.creation_ms;
     }
     json g = {{"logGroupName", kGroup}, {"creationTime", created}, {"metricFilterCount", 0},
@@ -247,10 +256,11 @@ Response DescribeLogStreams(Controller& c, const json& req) {
   std::string arn_base = GroupArn(c) + ":log-stream:";
   for (const auto& s : AllStreams(c)) {
     if (!StartsWith(s.name, *prefix)) continue;
+    const logs::LogHandle log = OpenStream(c, s);
     json j = {{"logStreamName", s.name}, {"creationTime", s.creation_ms}, {"arn", arn_base + s.name},
-              {"storedBytes", FileSize(s.path)}};
+              {"storedBytes", LogSize(log)}};
     int64_t first_ts = 0, last = s.creation_ms, last_ts = 0;
-    if (FirstAndLastTimestamps(s.path, &first_ts, &last_ts)) {
+    if (FirstAndLastTimestamps(log, &first_ts, &last_ts)) {
       j["firstEventTimestamp"] = first_ts;
       j["lastEventTimestamp"] = last_ts;
       j["lastIngestionTime"] = last_ts;
@@ -323,7 +333,7 @@ Response GetLogEvents(Controller& c, const json& req) {
     return page.size() < cap && bytes + static_cast<int64_t>(line.message.size()) + 26 <= kMaxBytes;
   };
   if (dir == 'f') {
-    logs::ForwardReader in(s->path, std::max<int64_t>(pos, 0));
+    logs::ForwardReader in(OpenStream(c, *s), std::max<int64_t>(pos, 0));
     while (in.Next(&line)) {
       if (line.ts < w.start || line.ts >= w.end) continue;
       if (!fits()) break;
@@ -331,7 +341,7 @@ Response GetLogEvents(Controller& c, const json& req) {
       page.push_back(std::move(line));
     }
   } else {
-    logs::BackwardReader in(s->path, pos);
+    logs::BackwardReader in(OpenStream(c, *s), pos);
     while (in.Next(&line)) {
       if (line.ts < w.start || line.ts >= w.end) continue;
       if (!fits()) break;
@@ -387,7 +397,7 @@ Response FilterLogEvents(Controller& c, const json& req) {
   for (auto& s : AllStreams(c)) {
     if (by_name && !names.count(s.name)) continue;
     if (!StartsWith(s.name, *prefix)) continue;
-    files.push_back({s.name, s.path});
+    files.push_back({s.name, "", OpenStream(c, s)});
   }
   logs::ScanLimits limits;
   limits.max_events = static_cast<size_t>(w.limit);

@@ -108,8 +108,9 @@ class Controller {
   static const JobQueue* FindQueue(const State& s, const std::string& name_or_arn);
   static const ServiceEnvironment* FindEnvironment(const State& s, const std::string& name_or_arn);
 
-  // Path of one instance's log of a training job ("" when unknown), for the Logs API's readers.
-  std::string LogPath(const std::string& training_job, int instance) const;
+  // One instance's log of a training job, for the Logs API's readers (Executor::OpenLog); null
+  // when there is none. Any thread; takes no lock.
+  std::unique_ptr<exec::LogFile> OpenLog(const std::string& training_job, int instance) const;
   // Complete lines of one instance's log of a training job from byte `offset` (Executor::ReadLog).
   // Any thread; takes no lock.
   exec::Executor::LogChunk ReadLog(const std::string& training_job, int instance, int64_t offset,

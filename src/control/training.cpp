@@ -112,8 +112,8 @@ std::string Controller::FileSystemPath(const std::string& id) const {
   return "";
 }
 
-std::string Controller::LogPath(const std::string& training_job, int instance) const {
-  return executor_ ? executor_->LogPath(training_job, instance) : "";
+std::unique_ptr<exec::LogFile> Controller::OpenLog(const std::string& training_job, int instance) const {
+  return executor_ ? executor_->OpenLog(training_job, instance) : nullptr;
 }
 
 exec::Executor::LogChunk Controller::ReadLog(const std::string& training_job, int instance, int64_t offset,

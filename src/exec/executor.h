@@ -10,6 +10,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <string>
@@ -17,6 +18,7 @@
 
 #include "core/clock.h"
 #include "exec/attempt_spec.h"
+#include "exec/log_file.h"
 #include "core/status.h"
 
 namespace ty::exec {
@@ -114,9 +116,13 @@ class Executor {
     return {"", offset};
   }
 
-  // Path of the log file of one instance (1-based), for readers that page through it
-  // themselves (the Logs API, the metric tail). Lines are "<epoch_ms> <text>".
-  // TODO: callers move to ReadLog, then this goes.
+  // One instance's (1-based) log, for readers that page through it themselves at byte offsets
+  // (the Logs API), as it is when called and as it grows; null when there is none (it reads as
+  // empty). Lines are "<epoch_ms> <text>\n". Safe from any thread.
+  virtual std::unique_ptr<LogFile> OpenLog(const std::string& attempt_id, int instance) const { return nullptr; }
+
+  // Path of the log file of one instance (1-based), for the metric tails that still read it by
+  // path. TODO: they move to ReadLog / ReadSystemMetrics, then these go.
   virtual std::string LogPath(const std::string& attempt_id, int instance) const { return ""; }
   virtual std::string SystemMetricsPath(const std::string& attempt_id, int instance) const { return ""; }
 

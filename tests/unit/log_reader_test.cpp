@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,54 @@ TEST(LogReader, ForwardReadsCompleteEventsAndStopsBeforeAnUnfinishedLine) {
     EXPECT_EQ(Forward(p, 0, block, &off), (std::vector<std::string>{"0-5:a", "13-21:bb b", "21-25:"})) << block;
     EXPECT_EQ(off, 25) << "resumes at the unfinished line, block " << block;
   }
+}
+
+// A log held by an executor somewhere else than in a file of this host: the readers know it only
+// through exec::LogFile, and see what it holds at each read (a log that grows reads further).
+class MemoryLog final : public exec::LogFile {
+ public:
+  explicit MemoryLog(std::string bytes) : bytes_(std::move(bytes)) {}
+  int64_t ReadAt(int64_t offset, char* buf, size_t n) const override {
+    if (offset < 0) return -1;
+    if (offset >= static_cast<int64_t>(bytes_.size())) return 0;
+    size_t k = std::min(n, bytes_.size() - static_cast<size_t>(offset));
+    std::copy_n(bytes_.data() + offset, k, buf);
+    return static_cast<int64_t>(k);
+  }
+  int64_t Size() const override { return static_cast<int64_t>(bytes_.size()); }
+  void Append(const std::string& more) { bytes_ += more; }
+
+ private:
+  std::string bytes_;
+};
+
+TEST(LogReader, ReadsAnExecutorsLogThroughItsInterfaceAsItGrows) {
+  auto log = std::make_shared<MemoryLog>(kLog);
+  for (size_t block : {1, 3, 64 * 1024}) {
+    ForwardReader f(log, 0, block);
+    std::vector<std::string> got;
+    LogLine l;
+    while (f.Next(&l)) got.push_back(l.message);
+    EXPECT_EQ(got, (std::vector<std::string>{"a", "bb b", ""})) << block;
+    BackwardReader b(log, -1, block);
+    got.clear();
+    while (b.Next(&l)) got.push_back(l.message);
+    EXPECT_EQ(got, (std::vector<std::string>{"", "bb b", "a"})) << block;
+  }
+  ForwardReader resumed(log, 25);
+  LogLine l;
+  EXPECT_FALSE(resumed.Next(&l));  // "40 partial" is not complete yet
+  log->Append(" line\n");
+  ForwardReader later(log, 25);
+  ASSERT_TRUE(later.Next(&l));
+  EXPECT_EQ(l.message, "partial line");
+  ScanResult r = ScanInterleaved({{"s", "", log}}, {}, [](const LogLine&) { return true; }, ScanLimits{});
+  EXPECT_EQ(r.events.size(), 4u);
+  // No log at all (an executor that has none for the instance) reads as empty.
+  ForwardReader none(LogHandle{}, 0);
+  EXPECT_FALSE(none.Next(&l));
+  BackwardReader none_back(LogHandle{}, -1);
+  EXPECT_FALSE(none_back.Next(&l));
 }
 
 TEST(LogReader, ForwardFromAnOffsetInsideALineStartsAtTheNextLine) {

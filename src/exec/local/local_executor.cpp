@@ -345,6 +345,10 @@ Executor::LogChunk ReadLines(const std::string& path, int64_t offset, int64_t ma
 }
 }  // namespace
 
+std::unique_ptr<LogFile> LocalExecutor::OpenLog(const std::string& id, int instance) const {
+  return OpenLocalLogFile(LogPath(id, instance));
+}
+
 Executor::LogChunk LocalExecutor::ReadLog(const std::string& id, int instance, int64_t offset, int64_t max_bytes) const {
   return ReadLines(LogPath(id, instance), offset, max_bytes);
 }

@@ -57,6 +57,7 @@ class LocalExecutor final : public Executor {
   LogChunk ReadLog(const std::string& attempt_id, int instance, int64_t offset, int64_t max_bytes) const override;
   LogChunk ReadSystemMetrics(const std::string& attempt_id, int instance, int64_t offset,
                              int64_t max_bytes) const override;
+  std::unique_ptr<LogFile> OpenLog(const std::string& attempt_id, int instance) const override;
   std::string LogPath(const std::string& attempt_id, int instance) const override;
   std::string SystemMetricsPath(const std::string& attempt_id, int instance) const override;
   void Cleanup(const std::string& attempt_id) override;

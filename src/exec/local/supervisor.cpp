@@ -47,8 +47,11 @@
 #include "exec/local/data.h"
 #include "exec/local/host_settings.h"
 #include "exec/local/job_tree.h"
+#include "exec/local/opt_ml.h"
+#include "exec/local/outputs.h"
 #include "exec/local/run_command.h"
 #include "exec/local/sandbox.h"
+#include "exec/local/sandbox_plan.h"
 #include "exec/local/system_sampler.h"
 #include "exec/local/volume.h"
 #include "exec/local/supervisor.h"
@@ -67,12 +70,6 @@ int64_t NowMs() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-// Touched (or rewritten) by a job when a checkpoint is complete, in its checkpoint directory;
-// its path is in TRAINYARD_CHECKPOINT_MARKER.
-constexpr const char* kCheckpointMarker = ".trainyard-checkpoint";
-// Written into each instance's /opt/ml when a spot interruption arrives ($TRAINYARD_INTERRUPTION_NOTICE).
-constexpr const char* kInterruptionNotice = "interruption-notice";
-
 int g_signal_pipe[2] = {-1, -1};
 // Async-signal-safe: one byte into the self-pipe, errno preserved; the main loop does the rest.
 void OnSignal(int) {
@@ -80,18 +77,6 @@ void OnSignal(int) {
   char c = 1;
   [[maybe_unused]] ssize_t n = ::write(g_signal_pipe[1], &c, 1);
   errno = saved;
-}
-
-// A JSON-decoded hyperparameter value when it is JSON, else the raw string.
-json DecodeHp(const std::string& v) {
-  json j = json::parse(v, nullptr, false);
-  return j.is_discarded() ? json(v) : j;
-}
-
-std::string HpArg(const std::string& v) {
-  json j = json::parse(v, nullptr, false);
-  if (!j.is_discarded() && j.is_string()) return j.get<std::string>();
-  return v;
 }
 
 struct Instance {
@@ -176,6 +161,7 @@ class Supervisor {
                                              : " FastFile input mode is staged as File mode on this host (channels: " +
                                                    fastfile + "): the data is downloaded in full before training starts."));
     count_ = std::max(1, spec_.instance_count);
+    configured_.assign(static_cast<size_t>(count_), false);
     sandbox_ = host_.sandbox == "bwrap";
     grace_ms_ = spec_.stop_grace_seconds * 1000;
     max_log_bytes_ = host_.log_max_bytes;
@@ -309,19 +295,7 @@ class Supervisor {
   std::string OptMl(int n) const { return sandbox_ ? "/opt/ml" : fs::absolute(local::HostDir(dir_, n)).string(); }
 
   bool Prepare(std::string* error) {
-    std::vector<std::string> hosts;
-    for (int n = 1; n <= count_; ++n) hosts.push_back("algo-" + std::to_string(n));
-    std::sort(hosts.begin(), hosts.end());
-    json inputcfg = json::object();
-    for (const auto& ch : spec_.channels) {
-      json c = {{"TrainingInputMode", ch.input_mode},
-                {"S3DistributionType", ch.distribution},
-                {"RecordWrapperType", ch.record_wrapper}};
-      if (!ch.content_type.empty()) c["ContentType"] = ch.content_type;
-      inputcfg[ch.name] = c;
-    }
-    std::string etc_hosts = "127.0.0.1 localhost\n::1 localhost\n";
-    for (int n = 1; n <= count_; ++n) etc_hosts += HostAddress(n) + " algo-" + std::to_string(n) + "\n";
+    const std::string etc_hosts = local::EtcHosts(count_);
     if (!(std::ofstream(dir_ + "/hosts-file") << etc_hosts)) {
       *error = "cannot write " + dir_ + "/hosts-file";
       return false;
@@ -365,18 +339,10 @@ class Supervisor {
                               "checkpoints", "sagemaker"})
         fs::create_directories(h / sub, ec);
       if (!PrepareWorkspace(n, error)) return false;
-      const std::string& type = spec_.instance_type;
-      json rc = {{"current_host", hosts[n - 1]},
-                 {"hosts", hosts},
-                 {"network_interface_name", "eth0"},
-                 {"current_instance_type", type},
-                 {"current_group_name", "homogeneousCluster"},
-                 {"instance_groups", json::array({{{"instance_group_name", "homogeneousCluster"},
-                                                   {"instance_type", type},
-                                                   {"hosts", hosts}}})}};
-      std::ofstream(h / "input/config/resourceconfig.json") << rc.dump();
-      std::ofstream(h / "input/config/hyperparameters.json") << json(spec_.hyperparameters).dump();
-      std::ofstream(h / "input/config/inputdataconfig.json") << inputcfg.dump();
+      std::ofstream(h / "input/config/resourceconfig.json") << local::ResourceConfig(spec_, n, count_);
+      std::ofstream(h / "input/config/hyperparameters.json") << local::HyperparametersJson(spec_);
+      std::ofstream(h / "input/config/inputdataconfig.json") << local::InputDataConfig(spec_);
+      configured_[static_cast<size_t>(n - 1)] = true;
       size_t index = 0;
       for (const auto& ch : spec_.channels) {
         const auto& items = listed[index++];
@@ -645,13 +611,7 @@ class Supervisor {
   // The instance's CheckpointConfig.LocalPath in its /opt/ml tree (the controller accepts only
   // paths under /opt/ml).
   std::string CheckpointDir(int n) const { return local::HostDir(dir_, n) + "/" + CheckpointRel(); }
-  // Relative to /opt/ml: CheckpointConfig.LocalPath, or "checkpoints" without a CheckpointConfig.
-  std::string CheckpointRel() const {
-    std::string lp = spec_.checkpoint ? spec_.checkpoint->local_path : "/opt/ml/checkpoints";
-    std::string rel = lp.rfind("/opt/ml/", 0) == 0 ? lp.substr(8) : "checkpoints";
-    while (!rel.empty() && rel.back() == '/') rel.pop_back();
-    return rel;
-  }
+  std::string CheckpointRel() const { return local::CheckpointRel(spec_); }
 
   // When the attempt last completed a checkpoint (epoch ms; 0: not since it started), for
   // checkpoint-aware preemption (docs/scheduling.md). The marker file, when a job writes it,
@@ -666,7 +626,7 @@ class Supervisor {
       if (::stat(p.c_str(), &sb) != 0) return 0;
       return static_cast<int64_t>(sb.st_mtim.tv_sec) * 1000 + sb.st_mtim.tv_nsec / 1'000'000;
     };
-    for (int n = 1; n <= count_; ++n) newest = std::max(newest, mtime_ms(CheckpointDir(n) + "/" + kCheckpointMarker));
+    for (int n = 1; n <= count_; ++n) newest = std::max(newest, mtime_ms(CheckpointDir(n) + "/" + local::kCheckpointMarker));
     if (newest == 0 && spec_.checkpoint) {
       for (int n = 1; n <= count_; ++n) {
         int budget = 10000;  // files looked at per instance and scan: a huge tree is sampled, not walked
@@ -766,179 +726,49 @@ class Supervisor {
     return st.ok();
   }
 
-  // The loopback address of algo-<n> in the sandbox's /etc/hosts: 127.0.1.n for n < 256.
-  static std::string HostAddress(int n) {
-    return "127.0." + std::to_string(1 + n / 256) + "." + std::to_string(n % 256);
-  }
-
+  // Instance n's environment (exec/local/opt_ml.h).
   std::map<std::string, std::string> Environment(int n) {
-    std::map<std::string, std::string> env;
-    for (const char* k : {"PATH", "HOME", "LANG", "LC_ALL", "TERM", "PYTHONPATH", "LD_LIBRARY_PATH",
-                          "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "PYENV_ROOT", "PYENV_VERSION"})
-      if (const char* v = std::getenv(k)) env[k] = v;
-    if (!env.count("PATH")) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
-    if (sandbox_) {
-      env["HOME"] = JobHome();  // writable: pip install --user, caches
-      env["USER"] = "job";
-    }
-    std::string ml = OptMl(n);
-    std::vector<std::string> hosts;
-    for (int k = 1; k <= count_; ++k) hosts.push_back("algo-" + std::to_string(k));
-    json channels = json::array();
-    for (const auto& ch : spec_.channels) channels.push_back(ch.name);
-    std::sort(channels.begin(), channels.end());
-    json hps = json::object();
-    json user_args = json::array();
-    for (const auto& [k, s] : spec_.hyperparameters) {
-      if (k.rfind("sagemaker_", 0) == 0) continue;
-      hps[k] = DecodeHp(s);
-      env["SM_HP_" + Upper(k)] = HpArg(s);
-      user_args.push_back("--" + k);
-      user_args.push_back(HpArg(s));
-    }
-    std::string program = spec_.script_mode ? spec_.script_mode->program : "";
-    json resource = json::parse(ReadOr(local::HostDir(dir_, n) + "/input/config/resourceconfig.json", "{}"), nullptr, false);
-    json inputcfg = json::parse(ReadOr(local::HostDir(dir_, n) + "/input/config/inputdataconfig.json", "{}"), nullptr, false);
-    env["SM_MODEL_DIR"] = ml + "/model";
-    env["TRAINYARD_CHECKPOINT_MARKER"] = ml + "/" + CheckpointRel() + "/" + kCheckpointMarker;
-    env["TRAINYARD_INTERRUPTION_NOTICE"] = ml + "/" + kInterruptionNotice;
-    env["SM_CHANNELS"] = channels.dump();
-    for (const auto& c : channels) env["SM_CHANNEL_" + Upper(c.get<std::string>())] = ml + "/input/data/" + c.get<std::string>();
-    env["SM_HPS"] = hps.dump();
-    env["SM_CURRENT_HOST"] = hosts[n - 1];
-    env["SM_HOSTS"] = json(hosts).dump();
-    env["SM_NUM_GPUS"] = std::to_string(spec_.gpus);
-    env["SM_NUM_CPUS"] = std::to_string(spec_.vcpus);
-    env["SM_NUM_NEURONS"] = "0";
-    env["SM_LOG_LEVEL"] = "20";
-    env["SM_NETWORK_INTERFACE_NAME"] = "eth0";
-    env["SM_INPUT_DIR"] = ml + "/input";
-    env["SM_INPUT_CONFIG_DIR"] = ml + "/input/config";
-    env["SM_OUTPUT_DIR"] = ml + "/output";
-    env["SM_OUTPUT_DATA_DIR"] = ml + "/output/data";
-    env["SM_OUTPUT_INTERMEDIATE_DIR"] = ml + "/output/intermediate";
-    env["SM_RESOURCE_CONFIG"] = resource.dump();
-    env["SM_INPUT_DATA_CONFIG"] = inputcfg.dump();
-    env["SM_CURRENT_INSTANCE_TYPE"] = spec_.instance_type;
-    env["SM_CURRENT_INSTANCE_GROUP"] = "homogeneousCluster";
-    env["SM_IS_HETERO"] = "false";
-    env["SM_MODULE_DIR"] = ml + "/code";
-    env["SM_MODULE_NAME"] = program.substr(0, program.rfind('.'));
-    env["SM_USER_ENTRY_POINT"] = program;
-    env["SM_USER_ARGS"] = user_args.dump();
-    env["SAGEMAKER_SUBMIT_DIRECTORY"] = ml + "/code";
-    // The cache exists only with a warm pool, and the variable only then (SEMANTICS.md §5.5).
-    if (HasWarmPool()) env["SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"] = ml + "/sagemaker/warmpoolcache";
-    const std::string ws = Workspace(n);
-    if (fs::exists(ws + "/venv/bin")) {
-      env["VIRTUAL_ENV"] = ws + "/venv";
-      env["PATH"] = ws + "/venv/bin:" + env["PATH"];
-    }
-    if (fs::exists(ws + "/pylib"))
-      env["PYTHONPATH"] = env.count("PYTHONPATH") ? ws + "/pylib:" + env["PYTHONPATH"] : ws + "/pylib";
-    json training_env = {{"model_dir", ml + "/model"}, {"channel_input_dirs", json::object()},
-                         {"hyperparameters", hps}, {"current_host", hosts[n - 1]}, {"hosts", hosts},
-                         {"num_gpus", spec_.gpus}, {"num_cpus", spec_.vcpus},
-                         {"input_dir", ml + "/input"}, {"output_dir", ml + "/output"},
-                         {"output_data_dir", ml + "/output/data"}, {"resource_config", resource},
-                         {"input_data_config", inputcfg}, {"job_name", spec_.training_job_name},
-                         {"user_entry_point", program}, {"module_dir", ml + "/code"}};
-    for (const auto& c : channels)
-      training_env["channel_input_dirs"][c.get<std::string>()] = ml + "/input/data/" + c.get<std::string>();
-    env["SM_TRAINING_ENV"] = training_env.dump();
-    env["TRAINING_JOB_NAME"] = spec_.training_job_name;
-    env["TRAINING_JOB_ARN"] = spec_.training_job_arn;
-    env["AWS_REGION"] = spec_.region;
-    env["MASTER_ADDR"] = sandbox_ ? "algo-1" : "127.0.0.1";
-    env["MASTER_PORT"] = "29500";
-    env["WORLD_SIZE"] = std::to_string(count_);
-    env["RANK"] = std::to_string(n - 1);
-    env["NODE_RANK"] = std::to_string(n - 1);
-    if (!sandbox_) env["TRAINYARD_OPT_ML"] = ml;
-    for (const auto& [k, v] : spec_.environment) env[k] = v;
-    for (const auto& [k, v] : spec_.extra_env) env[k] = v;
-    return env;
+    local::OptMlLayout layout;
+    layout.n = n;
+    layout.count = count_;
+    layout.opt_ml = OptMl(n);
+    layout.sandbox = sandbox_;
+    layout.job_home = JobHome();
+    layout.workspace = Workspace(n);
+    layout.has_venv = fs::exists(layout.workspace + "/venv/bin");
+    layout.has_pylib = fs::exists(layout.workspace + "/pylib");
+    layout.config_written = configured_[static_cast<size_t>(n - 1)];
+    return local::InstanceEnvironment(spec_, layout, local::InheritedEnvironment());
   }
 
-  static std::string Upper(std::string s) {
-    for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    return s;
-  }
-  static std::string ReadOr(const std::string& path, const std::string& fallback) {
-    std::string s;
-    return local::ReadFile(path, &s) ? s : fallback;
-  }
-
-  std::vector<std::string> Command(int n) {
-    std::vector<std::string> cmd = spec_.command;
-    if (cmd.empty() && spec_.script_mode) {
-      cmd = {"python3", spec_.script_mode->program};
-      for (const auto& [k, v] : spec_.hyperparameters) {
-        if (k.rfind("sagemaker_", 0) == 0) continue;
-        cmd.push_back("--" + k);
-        cmd.push_back(HpArg(v));
-      }
-    }
-    return cmd;
-  }
-
-  // What the job sees (docs/user-guide.md, "The sandbox"), mounts in this order (bubblewrap
-  // applies them in order, a later one over an earlier one):
-  //  1. the host's file system read-only, with a /proc of its own (a PID namespace: no other
-  //     process of the host, so no /proc/<pid>/root into another job), a minimal /dev plus the
-  //     device nodes of its own GPUs, and /tmp and /var/tmp from its scratch space;
-  //  2. an empty tmpfs over the server's data directory (every attempt, bucket, pool, the
-  //     credentials file, each spec.json with the object store's keys), over the warm pool's
-  //     directory when it lives elsewhere, and over each [file_systems] directory;
-  //  3. executor.sandbox_binds, read-write at the same path, and executor.pip_find_links
-  //     (a directory) read-only;
-  //  4. the instance's own paths, read-write: $HOME (/home/job, on an empty /home) from its
-  //     scratch space, its /opt/ml tree, its workspace at the same path (code/, the setup
-  //     command's venv/, pylib/; PATH and PYTHONPATH point there), the warm pool cache, its
-  //     file-system channels, and /etc/hosts read-only.
-  // With a storage volume (ConfineInstance), the scratch space, /opt/ml and the workspace are
-  // all on it. Bind sources are opened here, as the supervisor (local::Sandbox::Bind).
+  // Instance n's sandbox (exec/local/sandbox_plan.h has the mounts and their order). Mount
+  // points on the host are made here, before bubblewrap (as the job user) looks for them; bind
+  // sources are opened as the supervisor (local::Sandbox::Bind).
   Status BuildSandbox(int n, local::Sandbox* sb) {
     std::error_code ec;
-    for (const char* a : {"--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"}) sb->Arg(a);
-    for (const std::string& node : GpuNodes()) sb->DeviceBind(node);
-    const std::string scratch = Scratch(n);
-    for (const char* t : {"/tmp", "/var/tmp"})
-      if (fs::is_directory(t, ec)) TY_RETURN_IF_ERROR(sb->Bind(scratch + "/tmp", t, false));
-    for (const std::string& hidden : HiddenDirs()) sb->Tmpfs(hidden);
-    for (const std::string& b : host_.sandbox_binds)
-      if (fs::is_directory(b, ec)) TY_RETURN_IF_ERROR(sb->Bind(b, b, false));
-    // executor.pip_find_links, when a directory: read-only at the same path, for pip in the sandbox.
-    const std::string& find_links = host_.pip_find_links;
-    if (!find_links.empty() && find_links[0] == '/' && fs::is_directory(find_links, ec))
-      TY_RETURN_IF_ERROR(sb->Bind(find_links, find_links, true));
-    sb->Tmpfs(fs::is_directory("/home", ec) ? "/home" : "/tmp/.home");
-    TY_RETURN_IF_ERROR(sb->Bind(scratch + "/home", JobHome(), false));
-    if (spec_.network_isolation) sb->Arg("--unshare-net");  // loopback only
+    local::SandboxLayout layout;
+    layout.n = n;
+    layout.scratch = Scratch(n);
+    layout.job_home = JobHome();
+    layout.workspace = Workspace(n);
+    layout.opt_ml = fs::absolute(local::HostDir(dir_, n)).string();
+    layout.hosts_file = fs::absolute(dir_ + "/hosts-file").string();
+    layout.hidden_dirs = HiddenDirs();
+    layout.gpu_nodes = GpuNodes();
+    layout.is_directory = [](const std::string& p) {
+      std::error_code dec;
+      return fs::is_directory(p, dec);
+    };
     if (!fs::exists("/opt/ml")) {
       fs::create_directories("/opt/ml", ec);
-      if (ec) sb->Tmpfs("/opt");
+      layout.opt_ml_mount_point = !ec;
     }
-    const std::string ws = Workspace(n);
-    // Mount points in the /opt/ml tree exist before bubblewrap (as the job user) looks for them.
     fs::create_directories(local::HostDir(dir_, n) + "/code", ec);
     if (HasWarmPool()) {
       fs::create_directories(local::HostDir(dir_, n) + "/sagemaker/warmpoolcache", ec);
-      fs::create_directories(ws + "/warmpoolcache", ec);
+      fs::create_directories(layout.workspace + "/warmpoolcache", ec);
     }
-    TY_RETURN_IF_ERROR(sb->Bind(ws, ws, false));
-    TY_RETURN_IF_ERROR(sb->Bind(fs::absolute(local::HostDir(dir_, n)).string(), "/opt/ml", false));
-    TY_RETURN_IF_ERROR(sb->Bind(fs::absolute(dir_ + "/hosts-file").string(), "/etc/hosts", true));
-    TY_RETURN_IF_ERROR(sb->Bind(ws + "/code", "/opt/ml/code", false));
-    if (HasWarmPool()) TY_RETURN_IF_ERROR(sb->Bind(ws + "/warmpoolcache", "/opt/ml/sagemaker/warmpoolcache", false));
-    for (const auto& ch : spec_.channels) {
-      if (!ch.file_system) continue;
-      TY_RETURN_IF_ERROR(sb->Bind(FileSystemDir(ch), "/opt/ml/input/data/" + ch.name, ch.file_system->read_only));
-    }
-    sb->Arg("--hostname");
-    sb->Arg("algo-" + std::to_string(n));
-    for (const char* a : {"--chdir", "/opt/ml/code"}) sb->Arg(a);
-    return Status::Ok();
+    return local::ApplySandboxSteps(local::SandboxSteps(spec_, host_, layout), sb);
   }
 
   // $HOME in the sandbox (writable, so `pip install --user` works as in SageMaker's containers).
@@ -1169,7 +999,7 @@ class Supervisor {
     for (int n = 1; n <= count_; ++n) sandboxes.emplace_back(job_user_.switch_user);
     for (int n = 1; n <= count_; ++n) {
       envs.push_back(Environment(n));
-      argvs.push_back(Command(n));
+      argvs.push_back(local::JobCommand(spec_));
       if (sandbox_) {
         local::Sandbox& sb = sandboxes[static_cast<size_t>(n - 1)];
         Status st = BuildSandbox(n, &sb);
@@ -1273,7 +1103,7 @@ class Supervisor {
     json notice = {{"action", "terminate"}, {"time", when}, {"notice_seconds", grace_ms_ / 1000}};
     // The instance's tree is the job's: the notice replaces whatever is there, a link included.
     for (int n = 1; n <= count_; ++n) {
-      Status st = local::WriteJobFile({local::HostDir(dir_, n), ""}, kInterruptionNotice, notice.dump() + "\n");
+      Status st = local::WriteJobFile({local::HostDir(dir_, n), ""}, local::kInterruptionNotice, notice.dump() + "\n");
       if (!st.ok()) Log("interruption notice for algo-" + std::to_string(n) + ": " + st.message());
     }
   }
@@ -1443,56 +1273,21 @@ class Supervisor {
                  (name ? std::string(" (SIG") + name + ")" : std::string()) +
                  (killed_by_ == SIGKILL ? "; the kernel's out-of-memory killer sends this signal too" : "");
     }
-    const bool compress = spec_.compress;
-    const std::string& out_prefix = spec_.output_prefix;
     auto fail = [&](const std::string& what, Code code = Code::kInvalidArgument) {
       Log("upload: " + what);
       Fail(IsTransient(code) ? FailureKind::kInternal : FailureKind::kClient, what);
       return false;
     };
-    // What the job wrote is walked without following links (exec/local/job_tree.h): only its
-    // regular files and directories go out, named by the names walked; the rest is reported in
-    // the instance's log.
+    // exec/local/outputs.h: packed in this process, only the job's regular files and directories;
+    // the rest is reported in the instance's log.
     auto pack = [&](const std::string& name, const char* sub) {
-      if (out_prefix.empty()) return false;
-      const std::string shown = std::string("/opt/ml/") + sub;
-      SkipReport skipped(this, shown);
-      if (!compress) {
-        // CompressionType NONE: the files themselves, under output/model/ and output/data/.
-        std::string target = out_prefix + (std::string(sub) == "model" ? "model/" : "data/");
-        for (int n = 1; n <= count_; ++n) {
-          Status st = mover_->UploadTree({local::HostDir(dir_, n), sub}, target,
-                                         [&](const std::string& rel, const std::string& why) {
-                                           skipped(n, ShownRel(sub, rel), why);
-                                         });
-          if (!st.ok()) return fail("cannot upload " + std::string(sub) + " to " + target + ": " + st.message(), st.code());
-        }
-        return true;
-      }
-      // Packed in this process (no tar or gzip process per job); an instance without the
-      // directory adds nothing, so an empty output is a valid empty archive.
-      std::string dest = dir_ + "/" + name;
-      std::string tmp = dest + ".tmp";
-      std::vector<local::JobDir> dirs;
-      for (int n = 1; n <= count_; ++n) dirs.push_back({local::HostDir(dir_, n), sub});
-      Status packed = local::CreateTarGz(tmp, dirs, local::WalkOptions{},
-                                         [&](size_t i, const std::string& rel, const std::string& why) {
-                                           skipped(static_cast<int>(i) + 1, ShownRel(sub, rel), why);
-                                         });
-      if (!packed.ok()) {
-        std::error_code ec;
-        fs::remove(tmp, ec);  // a partial archive would keep the disk full
-        // A full disk is the host's failure (InternalServerError, retried where allowed).
-        if (packed.message().find(std::strerror(ENOSPC)) != std::string::npos)
-          return fail("cannot pack " + name + " at " + dest + ": " + std::strerror(ENOSPC), Code::kInternal);
-        return fail("cannot pack " + name + ": " + packed.message(), Code::kInternal);
-      }
-      if (::rename(tmp.c_str(), dest.c_str()) != 0) return fail("cannot pack " + name + ": " + std::strerror(errno), Code::kInternal);
-      Status st = mover_->UploadFile(dest, out_prefix + name);
-      std::error_code ec;
-      fs::remove(dest, ec);
-      if (!st.ok()) return fail("cannot upload " + name + ": " + st.message(), st.code());
-      return true;
+      if (spec_.output_prefix.empty()) return false;
+      SkipReport skipped(this, std::string("/opt/ml/") + sub);
+      local::OutputUpload out{dir_, count_, sub, name, spec_.output_prefix, spec_.compress};
+      Status st = local::UploadOutput(*mover_, out, [&](int n, const std::string& rel, const std::string& why) {
+        skipped(n, ShownRel(sub, rel), why);
+      });
+      return st.ok() || fail(st.message(), st.code());
     };
     model_uploaded_ = pack("model.tar.gz", "model");
     pack("output.tar.gz", "output/data");
@@ -1526,6 +1321,7 @@ class Supervisor {
   json status_;
   int lock_fd_ = -1;
   int count_ = 1;
+  std::vector<bool> configured_;  // per instance: its input/config files are written
   bool sandbox_ = false;
   int64_t grace_ms_ = 120000;
   int64_t max_log_bytes_ = 0;  // [logs] max_bytes_per_stream (0: no cap)
