@@ -3,6 +3,7 @@
 // a job from the server's data directory (a tmpfs over it after the host's root, before the
 // instance's own paths), so it is pinned here argument by argument.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <set>
 #include <string>
@@ -138,6 +139,12 @@ TEST(OptMl, ResourceConfigNamesTheInstance) {
             R"({"current_group_name":"homogeneousCluster","current_host":"algo-2","current_instance_type":"ml.m5.xlarge",)"
             R"("hosts":["algo-1","algo-2"],"instance_groups":[{"hosts":["algo-1","algo-2"],)"
             R"("instance_group_name":"homogeneousCluster","instance_type":"ml.m5.xlarge"}],"network_interface_name":"eth0"})");
+  // From ten instances on, sorting the names as strings would put algo-10 second: instance 2
+  // must still be told it is algo-2, in the file as in SM_CURRENT_HOST.
+  const auto ten = nlohmann::json::parse(ResourceConfig(spec, 2, 10));
+  EXPECT_EQ(ten["current_host"], "algo-2");
+  EXPECT_EQ(ten["hosts"][1], "algo-2");
+  EXPECT_EQ(ten["hosts"][9], "algo-10");
   EXPECT_EQ(EtcHosts(2), "127.0.0.1 localhost\n::1 localhost\n127.0.1.1 algo-1\n127.0.1.2 algo-2\n");
   EXPECT_EQ(HostAddress(300), "127.0.2.44");
 }

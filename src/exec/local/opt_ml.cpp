@@ -36,9 +36,8 @@ std::vector<std::string> HostNames(int count) {
 }
 
 json ResourceConfigJson(const AttemptSpec& spec, int n, int count) {
-  // Sorted as strings, as the file has always listed them (current_host is the n-th of these).
+  // In instance order, as SageMaker lists them; current_host is algo-<n>, as SM_CURRENT_HOST says.
   std::vector<std::string> hosts = HostNames(count);
-  std::sort(hosts.begin(), hosts.end());
   const std::string& type = spec.instance_type;
   return {{"current_host", hosts[static_cast<size_t>(n - 1)]},
           {"hosts", hosts},
