@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <cassert>
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -10,8 +12,6 @@
 #include "control/turn.h"
 #include "core/strings.h"
 #include "exec/executor.h"
-#include "exec/local/sandbox.h"
-#include "exec/local_executor.h"
 #include "store/event_log.h"
 #include "store/store.h"
 
@@ -33,16 +33,6 @@ T Get(const json& j, const char* key, T fallback) {
 std::string NameFromArnOrName(const std::string& s) {
   auto slash = s.rfind('/');
   return StartsWith(s, "arn:") && slash != std::string::npos ? s.substr(slash + 1) : s;
-}
-
-// With the mounts and namespaces the supervisor asks for (a read-only root, its own /proc in a
-// PID namespace, /dev, a tmpfs): where bubblewrap runs but cannot do these, jobs could not start.
-// Whether a job's sandbox can be built here as the supervisor builds it (the job user, user
-// namespace, no capabilities, seccomp filter); *why says what failed.
-bool SandboxWorks(const std::string& job_user, std::string* why) {
-  Status st = exec::local::ProbeSandbox(job_user);
-  if (!st.ok()) *why = st.message();
-  return st.ok();
 }
 
 Tags ReadTags(const json& req) {
@@ -83,7 +73,12 @@ std::vector<CapacityLimit> ParseCapacityLimits(const json& limits) {
 // ------------------------------------------------------------------------------------------
 // Construction, loading, the loop.
 
-Controller::Controller(Config config, const Clock& clock) : config_(std::move(config)), clock_(clock) {
+Controller::Controller(Config config, const Clock& clock, Ports ports)
+    : config_(std::move(config)),
+      clock_(clock),
+      store_(std::move(ports.store)),
+      executor_(std::move(ports.executor)),
+      event_log_(std::move(ports.events)) {
   for (const auto& a : config_.alarms)
     if (a.rule == "failure_ratio") failure_window_ms_ = std::max(failure_window_ms_, a.window_seconds * 1000);
 }
@@ -94,46 +89,15 @@ std::string Controller::Arn(const std::string& service, const std::string& resou
   return "arn:aws:" + service + ":" + config_.region + ":" + config_.account_id + ":" + resource;
 }
 
-StatusOr<std::unique_ptr<Controller>> Controller::Open(const Config& config, const Clock& clock,
-                                                       const std::string& self_exe) {
-  std::unique_ptr<Controller> c(new Controller(config, clock));
+StatusOr<std::unique_ptr<Controller>> Controller::Open(const Config& config, const Clock& clock, Ports ports) {
+  if (!ports.store || !ports.events || !ports.executor) return InvalidArgument("the controller needs a store, an event log and an executor");
+  if (config.sandbox != "bwrap" && config.sandbox != "none")
+    return InvalidArgument("executor.sandbox must be resolved to bwrap or none before the controller opens, not " + config.sandbox);
+  std::unique_ptr<Controller> c(new Controller(config, clock, std::move(ports)));
   c->data_dir_ = fs::absolute(config.data_dir).lexically_normal().string();
-  std::error_code ec;
-  for (const char* sub : {"", "attempts", "buckets", "run", "pools"}) {
-    fs::create_directories(fs::path(c->data_dir_) / sub, ec);
-    if (ec) return Internal("cannot create " + (fs::path(c->data_dir_) / sub).string() + ": " + ec.message());
-  }
-  std::string sandbox_problem;
-  const bool sandbox_works = config.sandbox != "none" && SandboxWorks(config.job_user, &sandbox_problem);
-  c->sandbox_ = sandbox_works ? "bwrap" : "none";
-  if (config.sandbox == "auto" && !sandbox_works)
-    spdlog::warn("jobs run without a sandbox: {}", sandbox_problem);
-  if (config.sandbox == "bwrap" && !sandbox_works)
-    return FailedPrecondition("executor.sandbox = \"bwrap\" but bubblewrap does not work on this machine: " + sandbox_problem);
-
-  auto store = store::OpenSqliteStore(c->data_dir_ + "/trainyard.db", config.sqlite_synchronous_full);
-  if (!store.ok()) return store.status();
-  c->store_ = std::move(store).value();
-  auto events = store::EventLog::Open(c->data_dir_ + "/trainyard.db");
-  if (!events.ok()) return events.status();
-  c->event_log_ = std::move(events).value();
+  c->sandbox_ = config.sandbox;
   c->last_event_seq_ = c->event_log_->LastPublished();
-
-  exec::LocalExecutor::Options eo;
-  eo.attempts_root = c->data_dir_ + "/attempts";
-  // The small supervisor binary beside this one starts faster; the server itself can also do it.
-  fs::path small = fs::path(self_exe).parent_path() / "trainyard-supervisor";
-  eo.supervisor_binary = fs::exists(small) ? small.string() : self_exe;
-  eo.notify_socket = c->data_dir_ + "/run/executor.sock";
-  Controller* self = c.get();
-  eo.wake = [self] {
-    std::lock_guard lock(self->queue_mu_);
-    self->wake_ = true;
-    self->queue_cv_.notify_one();
-  };
-  eo.clock = &clock;
-  c->executor_ = std::make_unique<exec::LocalExecutor>(eo);
-
+  std::error_code ec;
   c->LoadState();
   // Workspaces of pools that ended while the server was down between the commit and the removal.
   for (const auto& entry : fs::directory_iterator(fs::path(c->data_dir_) / "pools", ec)) {
@@ -231,21 +195,28 @@ void Controller::LoadState() {
 }
 
 void Controller::Start() {
+  {
+    std::lock_guard lock(queue_mu_);
+    loop_running_ = true;
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
 void Controller::Shutdown() {
   {
     std::lock_guard lock(queue_mu_);
-    if (stopping_) {
-      // fallthrough to join below
-    }
     stopping_ = true;
     accepting_ = false;
     queue_cv_.notify_one();
   }
   if (thread_.joinable()) thread_.join();
   executor_.reset();  // stops its listener; attempts keep running under their supervisors
+}
+
+void Controller::Wake() {
+  std::lock_guard lock(queue_mu_);
+  wake_ = true;
+  queue_cv_.notify_one();
 }
 
 void Controller::Loop() {
@@ -259,8 +230,21 @@ void Controller::Loop() {
       wake_ = false;
       if (stopping_ && batch.empty()) break;
     }
+    std::lock_guard turn(turn_mu_);
     RunTurn(batch);
   }
+}
+
+void Controller::Step() {
+  std::lock_guard turn(turn_mu_);
+  std::deque<std::pair<Command, Ack>> batch;
+  {
+    std::lock_guard lock(queue_mu_);
+    assert(!loop_running_);
+    batch.swap(commands_);
+    wake_ = false;
+  }
+  RunTurn(batch);
 }
 
 void Controller::RenderEvents(Turn& t, std::vector<store::Write>* writes) {

@@ -26,24 +26,41 @@
 #include "core/config.h"
 #include "core/status.h"
 
-namespace ty::store {
-class Store;
-class EventLog;
-struct Write;
-}
 #include "exec/executor.h"
+#include "store/event_log.h"
+#include "store/store.h"
 
 namespace ty::control {
 
+// Where the controller's side effects go: the durable store, the event log that reads the events
+// it commits, and the executor that runs attempts. Built by the composition root (cli/serve.cpp:
+// SQLite and the local executor; tests: tests/testing/'s fakes). All three are required.
+struct Ports {
+  std::unique_ptr<store::Store> store;
+  std::unique_ptr<store::EventLog> events;
+  std::unique_ptr<exec::Executor> executor;
+};
+
 class Controller {
  public:
-  // Opens (or creates) the data directory, loads durable state, re-adopts running attempts.
-  static StatusOr<std::unique_ptr<Controller>> Open(const Config& config, const Clock& clock,
-                                                    const std::string& self_exe);
+  // Loads durable state from ports.store and re-adopts running attempts through ports.executor.
+  // REQUIRES: config.sandbox is resolved ("bwrap" or "none": the composition root probes
+  // bubblewrap); config.data_dir exists (attempt, pool and bucket paths are built under it).
+  static StatusOr<std::unique_ptr<Controller>> Open(const Config& config, const Clock& clock, Ports ports);
   ~Controller();
 
+  // Two ways to drive the turns, chosen once:
+  //  - Start() runs them on a loop thread (the server): commands from any thread wait for the
+  //    turn that commits them;
+  //  - without Start(), each command runs its own turn on the calling thread, and Step() runs a
+  //    turn with no command (tests: with a ManualClock, every turn happens when the test says).
   void Start();     // starts the loop thread
   void Shutdown();  // stops accepting commands, finishes the current turn, joins
+  // Runs one turn on the caller's thread: the queued commands, executor events, timers and a
+  // scheduling pass, then the commit and the actions. REQUIRES: Start() was not called.
+  void Step();
+  // Asks for a turn soon (the executor calls it when a supervisor reports). Any thread.
+  void Wake();
 
   const Config& config() const { return config_; }
   std::string Arn(const std::string& service, const std::string& resource) const;
@@ -122,7 +139,7 @@ class Controller {
   // change could not be stored is answered with that error instead of its result.
   using Ack = std::function<void(const Status& commit)>;
 
-  Controller(Config config, const Clock& clock);
+  Controller(Config config, const Clock& clock, Ports ports);
 
   // Queues a command and waits until its turn has been committed. The command sets *result.
   template <typename T>
@@ -272,7 +289,11 @@ class Controller {
   bool wake_ = false;
   bool stopping_ = false;
   bool accepting_ = true;
+  bool loop_running_ = false;  // Start() was called: only the loop thread runs turns
 
+  // Held for the whole of a turn: one turn at a time, whichever thread runs it (the loop thread,
+  // or Step()'s caller). Members marked "controller-thread only" are touched only under it.
+  std::mutex turn_mu_;
   std::thread thread_;
 };
 

@@ -88,8 +88,10 @@ inline StatusOr<T> Controller::Execute(std::function<StatusOr<T>(Turn&)> fn) {
   std::optional<StatusOr<T>> result;
   std::promise<void> done;
   auto fut = done.get_future();
+  bool on_this_thread = false;
   {
     std::lock_guard lock(queue_mu_);
+    on_this_thread = !loop_running_;
     if (!accepting_) return Unavailable("the server is shutting down");
     commands_.emplace_back([&](Turn& t) { result.emplace(fn(t)); },
                            [&](const Status& commit) {
@@ -99,6 +101,7 @@ inline StatusOr<T> Controller::Execute(std::function<StatusOr<T>(Turn&)> fn) {
                            });
     queue_cv_.notify_one();
   }
+  if (on_this_thread) Step();  // no loop thread: the caller runs the turn (see Start())
   fut.wait();
   return std::move(*result);
 }
