@@ -5,7 +5,11 @@
 //   ty_loadgen latency --endpoint URL --key K --secret S --queue Q --jobs N
 //   ty_loadgen e2e     --endpoint URL --key K --secret S --queue Q --jobs N --connections C
 //   ty_loadgen startlat --endpoint URL --key K --secret S --queue Q --jobs N --mark-dir DIR
+//   ty_loadgen readlat --endpoint URL --key K --secret S --queue Q --jobs N --connections C
 //
+// readlat: DescribeServiceJob latency of one queued job, from a reader connection of its own,
+// while N submissions from C connections run (each one commits with an fsync); and the submit
+// throughput beside it.
 // e2e: N jobs running `true` submitted from C connections; time from the first submit until
 // every job is SUCCEEDED or FAILED (the definition of peers/slurm/bench.sh (b)).
 // startlat: idle-capacity latency from just before the submit call to the job's own first line
@@ -262,12 +266,41 @@ json StartLatency(const Args& a) {
           {"submit_call_ms_p50", PercentileInterp(call_ms, 0.5)}};
 }
 
+json ReadLatency(const Args& a) {
+  Conn reader(a);
+  const json first = reader.Call("submitservicejob", {{"jobName", "described"}, {"jobQueue", a.queue},
+                                                      {"serviceJobType", "SAGEMAKER_TRAINING"},
+                                                      {"serviceRequestPayload", Payload("described", a.command)}});
+  const std::string id = first.value("jobId", "");
+  std::atomic<bool> done{false};
+  std::vector<double> describe_ms;
+  std::thread describing([&] {
+    while (!done) {
+      auto s = Clock::now();
+      reader.Call("describeservicejob", {{"jobId", id}});
+      describe_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s).count());
+    }
+  });
+  std::vector<double> submit_ms;
+  double secs = SubmitAll(a, "readlat-", &submit_ms);
+  done = true;
+  describing.join();
+  return {{"mode", "readlat"},
+          {"jobs", a.jobs},
+          {"connections", a.connections},
+          {"submits_per_second", a.jobs / secs},
+          {"describes", describe_ms.size()},
+          {"describe_ms_p50", Percentile(describe_ms, 0.5)},
+          {"describe_ms_p99", Percentile(describe_ms, 0.99)},
+          {"describe_ms_max", Percentile(describe_ms, 1.0)}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Args a;
   if (argc < 2) {
-    std::fprintf(stderr, "usage: ty_loadgen submit|latency|e2e|startlat --endpoint URL --key K --secret S --queue Q [--jobs N] [--connections C] [--command CMD] [--mark-dir DIR]\n");
+    std::fprintf(stderr, "usage: ty_loadgen submit|latency|e2e|startlat|readlat --endpoint URL --key K --secret S --queue Q [--jobs N] [--connections C] [--command CMD] [--mark-dir DIR]\n");
     return 2;
   }
   a.mode = argv[1];
@@ -285,6 +318,7 @@ int main(int argc, char** argv) {
   json out = a.mode == "submit" ? Submit(a)
              : a.mode == "e2e"  ? EndToEnd(a)
              : a.mode == "startlat" ? StartLatency(a)
+             : a.mode == "readlat" ? ReadLatency(a)
                                     : Latency(a);
   std::printf("%s\n", out.dump().c_str());
   return 0;

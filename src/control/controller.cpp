@@ -196,7 +196,7 @@ void Controller::LoadState() {
 
 void Controller::Start() {
   {
-    std::lock_guard lock(queue_mu_);
+    MutexLock lock(queue_mu_);
     loop_running_ = true;
   }
   thread_ = std::thread([this] { Loop(); });
@@ -204,7 +204,7 @@ void Controller::Start() {
 
 void Controller::Shutdown() {
   {
-    std::lock_guard lock(queue_mu_);
+    MutexLock lock(queue_mu_);
     stopping_ = true;
     accepting_ = false;
     queue_cv_.notify_one();
@@ -214,7 +214,7 @@ void Controller::Shutdown() {
 }
 
 void Controller::Wake() {
-  std::lock_guard lock(queue_mu_);
+  MutexLock lock(queue_mu_);
   wake_ = true;
   queue_cv_.notify_one();
 }
@@ -224,22 +224,23 @@ void Controller::Loop() {
   while (true) {
     std::deque<std::pair<Command, Ack>> batch;
     {
-      std::unique_lock lock(queue_mu_);
-      queue_cv_.wait_for(lock, 500ms, [&] { return !commands_.empty() || wake_ || stopping_; });
+      MutexLock lock(queue_mu_);
+      // A turn at least every 500 ms (timers); a spurious wake-up only runs one early.
+      if (commands_.empty() && !wake_ && !stopping_) queue_cv_.wait_for(queue_mu_, 500ms);
       batch.swap(commands_);
       wake_ = false;
       if (stopping_ && batch.empty()) break;
     }
-    std::lock_guard turn(turn_mu_);
+    MutexLock turn(turn_mu_);
     RunTurn(batch);
   }
 }
 
 void Controller::Step() {
-  std::lock_guard turn(turn_mu_);
+  MutexLock turn(turn_mu_);
   std::deque<std::pair<Command, Ack>> batch;
   {
-    std::lock_guard lock(queue_mu_);
+    MutexLock lock(queue_mu_);
     assert(!loop_running_);
     batch.swap(commands_);
     wake_ = false;
@@ -275,15 +276,34 @@ Status Controller::ExecuteStatus(std::function<Status(Turn&)> fn) {
   return r.status();
 }
 
+bool Controller::InFlight::Touches(const State& s, const std::string& job_id) const {
+  if (queues) return true;
+  auto seq = s.job_seq_by_id.find(job_id);
+  if (seq == s.job_seq_by_id.end()) return false;  // unknown (a job this turn created is known)
+  if (jobs.count(seq->second)) return true;
+  for (const auto& a : s.jobs.at(seq->second).job.attempts)
+    if (training_jobs.count(a.training_job_name)) return true;
+  return false;
+}
+
 void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
+  // Before the lock: the executor parses its attempts' status files, and on a tick the metric
+  // tails read their jobs' new log lines.
+  const std::vector<exec::AttemptEvent> polled = executor_->Poll();
   Turn t(clock_.now_ms());
+  if (t.now - last_tick_ >= 500) PrefetchTails();
   Status committed;
+  std::vector<store::Write> writes;
+  std::vector<std::string> swept_logs;
+  bool ticked = false;
+  uint64_t events_before = 0;
   {
     std::unique_lock lock(state_mu_);
     for (auto& [cmd, ack] : batch) cmd(t);
     AdmitSubmitted(t);
-    ApplyExecutorEvents(t);
+    ApplyExecutorEvents(t, polled);
     if (t.now - last_tick_ >= 500) {
+      ticked = true;
       if (last_tick_ != 0) InjectSpotInterruptions(t, t.now - last_tick_);
       last_tick_ = t.now;
       // A capacity-failure backoff ended: its job may be placed again.
@@ -295,8 +315,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
       EnforceTimeouts(t);
       EvaluateAlarms(t);
       TailMetrics(t);
-      SweepLogs(t.now);
-      PruneEvents(t.now);
+      SweepLogs(t.now, &swept_logs);
       // Fair-share order moves as usage decays: look again while such queues have work waiting.
       for (const auto& [name, q] : state_.queues)
         if (!q.scheduling_policy_arn.empty() && !state_.JobsIn(name, JobStatus::kRunnable).empty()) t.reschedule = true;
@@ -309,7 +328,6 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
       unsaved_.reset();
     }
 
-    std::vector<store::Write> writes;
     for (const auto& n : t.environments)
       if (auto it = state_.environments.find(n); it != state_.environments.end())
         writes.push_back({store::Kind::kServiceEnvironment, n, EncodeDoc(it->second)});
@@ -356,9 +374,18 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
     for (const auto& n : t.metric_series)
       if (auto it = state_.metric_series.find(n); it != state_.metric_series.end())
         writes.push_back({store::Kind::kMetricSeries, n, EncodeMetricSeries(it->second)});
-    const uint64_t events_before = last_event_seq_;
+    events_before = last_event_seq_;
     RenderEvents(t, &writes);
-    committed = store_->Commit(writes);
+    in_flight_.active = true;
+    in_flight_.jobs = t.jobs;
+    in_flight_.training_jobs = t.training_jobs;
+    in_flight_.queues = !t.queues.empty() || !t.deleted_queues.empty();
+  }
+  // The commit (an fsync) runs outside the lock: readers of what this turn did not change go on.
+  committed = store_->Commit(writes);
+  {
+    std::unique_lock lock(state_mu_);
+    in_flight_ = InFlight();
     if (!committed.ok()) {
       // Typically a full disk (SQLITE_FULL, an I/O error). Exiting would not help: a restart
       // finds the same disk. The state in memory is ahead of the store; the turn is kept and
@@ -373,6 +400,13 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
                               "before retrying");
     }
   }
+  committed_cv_.notify_all();
+  // Housekeeping that touches only files and the event log's own connection, outside the lock.
+  for (const auto& file : swept_logs) {
+    std::error_code ec;
+    fs::remove(file, ec);
+  }
+  if (ticked) PruneEvents(t.now);
   for (auto& [cmd, ack] : batch) ack(committed);
   if (!committed.ok()) return;  // the next turn (at most 500 ms away) tries again
   if (!t.events.empty()) event_log_->Published(last_event_seq_);
@@ -389,12 +423,16 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
       e.at = clock_.now_ms();
       e.failure_reason = "CapacityError: the host could not start the instances: " + st.message();
       deferred_events_.push_back(e);
-      std::lock_guard qlock(queue_mu_);
+      MutexLock qlock(queue_mu_);
       wake_ = true;
     }
   }
-  for (auto& [id, grace] : t.stops) executor_->Stop(id, grace);
-  for (auto& [id, grace] : t.interrupts) executor_->Interrupt(id, grace);
+  // The stop is committed (the job is Stopping); one the executor could not deliver is logged, and
+  // a restart asks again (ReadoptAttempts).
+  for (auto& [id, grace] : t.stops)
+    if (Status st = executor_->Stop(id, grace); !st.ok()) spdlog::warn("cannot stop attempt {}: {}", id, st.message());
+  for (auto& [id, grace] : t.interrupts)
+    if (Status st = executor_->Interrupt(id, grace); !st.ok()) spdlog::warn("cannot interrupt attempt {}: {}", id, st.message());
   for (const auto& dir : t.remove_dirs) {
     // The pool's workspace and persistent cache end with it (SEMANTICS.md §5.5).
     std::error_code ec;
@@ -402,7 +440,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
     if (ec) spdlog::warn("cannot remove {}: {}", dir, ec.message());
   }
   if (!t.submitted_now.empty() || t.reschedule) {
-    std::lock_guard lock(queue_mu_);
+    MutexLock lock(queue_mu_);
     wake_ = true;
   }
 }

@@ -17,6 +17,7 @@ size_t MemData::Count(store::Kind kind) {
 }
 
 Status MemStore::Commit(const std::vector<store::Write>& writes) {
+  if (data_->during_commit) data_->during_commit();
   std::lock_guard lock(data_->mu);
   if (!data_->fail_commits.ok()) return data_->fail_commits;
   for (const store::Write& w : writes) {

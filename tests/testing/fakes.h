@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,6 +26,9 @@ struct MemData {
   // While set, Commit fails with this (kUnavailable: a full disk) and stores nothing.
   Status fail_commits;
   int commits = 0;  // successful commits
+  // Called by each Commit before it stores anything (on the committing thread), e.g. to look at
+  // what readers see while a commit is in flight. Set before the controller runs.
+  std::function<void()> during_commit;
 
   // The stored document, or "" when there is none.
   std::string Get(store::Kind kind, const std::string& key);

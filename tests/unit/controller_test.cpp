@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <functional>
+#include <future>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "control/controller.h"
@@ -236,6 +238,24 @@ TEST_F(ControllerTest, AFailedCommitIsReportedAndActedOnOnlyOnceStored) {
   c_->Step();  // the kept turns are written with this one, then acted on
   EXPECT_EQ(data_->Count(store::Kind::kServiceJob), 1u);
   EXPECT_EQ(exec_->started(), std::vector<std::string>{"a"});
+}
+
+TEST_F(ControllerTest, DescribingAJobDoesNotWaitForACommitOfOtherJobs) {
+  FifoQueue(0);  // nothing runs: only submissions change state
+  const std::string a = Submit("a", "q");
+  c_->Step();
+  // While the turn that stores b commits, a reader on another thread describes a: it must be
+  // answered before that commit ends (were it to wait for it, the wait below would time out).
+  std::optional<JobStatus> seen;
+  data_->during_commit = [&] {
+    auto read = std::async(std::launch::async, [&] { return c_->ReadServiceJob(a, [&](const State& s) { return s.FindJob(a)->job.status; }); });
+    if (read.wait_for(std::chrono::seconds(10)) == std::future_status::ready) seen = read.get();
+  };
+  const std::string b = Submit("b", "q");
+  data_->during_commit = nullptr;
+  ASSERT_FALSE(b.empty());
+  ASSERT_TRUE(seen.has_value()) << "the describe of a waited for the commit of b";
+  EXPECT_EQ(*seen, JobStatus::kRunnable);
 }
 
 TEST_F(ControllerTest, TimeLimitActionTerminatesAMisconfiguredJobAfterMaxTime) {
