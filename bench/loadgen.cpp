@@ -12,7 +12,11 @@
 // asks for two instances, with --share-ids a share identifier drawn from K by a Zipf law (a few
 // teams submit most), with --quota-shares a quota share q0..q(K-1) in turn, with --priorities a
 // scheduling priority 0..P-1.
+//   ty_loadgen readlat --endpoint URL --key K --secret S --queue Q --jobs N --connections C
 //
+// readlat: DescribeServiceJob latency of one queued job, from a reader connection of its own,
+// while N submissions from C connections run (each one commits with an fsync); and the submit
+// throughput beside it.
 // e2e: N jobs running `true` submitted from C connections; time from the first submit until
 // every job is SUCCEEDED or FAILED (the definition of peers/slurm/bench.sh (b)).
 // startlat: idle-capacity latency from just before the submit call to the job's own first line
@@ -57,6 +61,7 @@ const char kUsage[] =
     "  e2e       N jobs from C connections, until every one has ended\n"
     "  startlat  submit -> the job's first line, via a file in --mark-dir DIR\n"
     "  fill      N jobs in realistic shapes into a deep queue (see --share-ids, --quota-shares)\n"
+    "  readlat   DescribeServiceJob latency from a reader of its own while N submits from C run\n"
     "\n"
     "options:\n"
     "  --jobs N            jobs to submit (default 1000)\n"
@@ -348,6 +353,35 @@ json Fill(const Args& a) {
           {"request_ms_max", lat_ms.empty() ? 0 : *std::max_element(lat_ms.begin(), lat_ms.end())}};
 }
 
+json ReadLatency(const Args& a) {
+  Conn reader(a);
+  const json first = reader.Call("submitservicejob", {{"jobName", "described"}, {"jobQueue", a.queue},
+                                                      {"serviceJobType", "SAGEMAKER_TRAINING"},
+                                                      {"serviceRequestPayload", Payload("described", a.command)}});
+  const std::string id = first.value("jobId", "");
+  std::atomic<bool> done{false};
+  std::vector<double> describe_ms;
+  std::thread describing([&] {
+    while (!done) {
+      auto s = Clock::now();
+      reader.Call("describeservicejob", {{"jobId", id}});
+      describe_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s).count());
+    }
+  });
+  std::vector<double> submit_ms;
+  double secs = SubmitAll(a, "readlat-", &submit_ms);
+  done = true;
+  describing.join();
+  return {{"mode", "readlat"},
+          {"jobs", a.jobs},
+          {"connections", a.connections},
+          {"submits_per_second", a.jobs / secs},
+          {"describes", describe_ms.size()},
+          {"describe_ms_p50", Percentile(describe_ms, 0.5)},
+          {"describe_ms_p99", Percentile(describe_ms, 0.99)},
+          {"describe_ms_max", Percentile(describe_ms, 1.0)}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -363,7 +397,8 @@ int main(int argc, char** argv) {
   };
   if (argc < 2) return fail("no mode given");
   a.mode = argv[1];
-  if (a.mode != "submit" && a.mode != "latency" && a.mode != "e2e" && a.mode != "startlat" && a.mode != "fill")
+  if (a.mode != "submit" && a.mode != "latency" && a.mode != "e2e" && a.mode != "startlat" && a.mode != "fill" &&
+      a.mode != "readlat")
     return fail("unknown mode " + a.mode);
   auto count = [](const std::string& v, int* out) {
     size_t used = 0;
@@ -401,6 +436,7 @@ int main(int argc, char** argv) {
              : a.mode == "e2e"  ? EndToEnd(a)
              : a.mode == "startlat" ? StartLatency(a)
              : a.mode == "fill"     ? Fill(a)
+             : a.mode == "readlat" ? ReadLatency(a)
                                     : Latency(a);
   std::printf("%s\n", out.dump().c_str());
   return 0;

@@ -507,7 +507,7 @@ Response HandleBatch(Controller& c, const std::string& op, const json& req) {
   }
   if (op == "DescribeServiceJob") {
     std::string id = req.value("jobId", "");
-    return c.Read([&](const State& s) -> Response {
+    return c.ReadServiceJob(id, [&](const State& s) -> Response {
       const ServiceJobState* js = s.FindJob(id);
       if (!js) return InvalidArgument("jobId: service job " + id + " does not exist");
       return EncodeJobDetail(s, *js);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,10 @@
 #include "control/controller.h"
 #include "core/config.h"
 #include "core/strings.h"
+#include "exec/local/host_settings.h"
+#include "exec/local/local_executor.h"
+#include "store/event_log.h"
+#include "store/store.h"
 
 namespace ty::cli {
 
@@ -48,6 +53,51 @@ StatusOr<api::RootCredential> RootCredentialFor(const std::string& data_dir) {
   }
   spdlog::info("generated a root credential in {}", path);
   return cred;
+}
+
+// The composition root: the data directory's folders, the SQLite store and event log, the local
+// executor (its supervisors poke the controller awake), and the controller over them.
+StatusOr<std::unique_ptr<control::Controller>> OpenController(Config config, const Clock& clock, const std::string& self_exe) {
+  config.data_dir = fs::absolute(config.data_dir).lexically_normal().string();
+  const std::string& dir = config.data_dir;
+  std::error_code ec;
+  for (const char* sub : {"", "attempts", "buckets", "run", "pools"}) {
+    fs::create_directories(fs::path(dir) / sub, ec);
+    if (ec) return Internal("cannot create " + (fs::path(dir) / sub).string() + ": " + ec.message());
+  }
+  // executor.sandbox resolved on this machine: "bwrap" where a job's sandbox can be built as the
+  // supervisor builds it, else "none"; an error when the configuration insists on bwrap.
+  auto sandbox = exec::LocalExecutor::ResolveSandbox(config.sandbox, config.job_user);
+  if (!sandbox.ok()) return sandbox.status();
+  if (!sandbox->problem.empty()) spdlog::warn("jobs run without a sandbox: {}", sandbox->problem);
+  config.sandbox = sandbox->mode;
+
+  control::Ports ports;
+  auto store = store::OpenSqliteStore(dir + "/trainyard.db", config.sqlite_synchronous_full);
+  if (!store.ok()) return store.status();
+  ports.store = std::move(store).value();
+  auto events = store::EventLog::Open(dir + "/trainyard.db");
+  if (!events.ok()) return events.status();
+  ports.events = std::move(events).value();
+
+  // The executor exists before the controller it wakes; a poke before the controller is set is
+  // not lost: the first turn polls anyway. The controller owns the executor, so it outlives it.
+  auto wake_target = std::make_shared<std::atomic<control::Controller*>>(nullptr);
+  exec::LocalExecutor::Options eo;
+  eo.attempts_root = dir + "/attempts";
+  // The small supervisor binary beside this one starts faster; the server itself can also do it.
+  fs::path small = fs::path(self_exe).parent_path() / "trainyard-supervisor";
+  eo.supervisor_binary = fs::exists(small) ? small.string() : self_exe;
+  eo.host = exec::local::HostSettingsFor(config, dir, sandbox->mode);
+  eo.wake = [wake_target] {
+    if (control::Controller* c = wake_target->load()) c->Wake();
+  };
+  eo.clock = &clock;
+  ports.executor = std::make_unique<exec::LocalExecutor>(eo);
+
+  auto controller = control::Controller::Open(config, clock, std::move(ports));
+  if (controller.ok()) wake_target->store(controller->get());
+  return controller;
 }
 
 }  // namespace
@@ -129,7 +179,7 @@ void AddServeCommand(CLI::App& app, std::function<int()>& run) {
       static OffsetClock offset_clock;  // outlives the controller (the process ends with _Exit)
       const bool offset = *clock_mode == "offset";
       const Clock& clock = offset ? static_cast<const Clock&>(offset_clock) : SystemClock::instance();
-      auto controller = control::Controller::Open(config, clock, self);
+      auto controller = OpenController(config, clock, self);
       if (!controller.ok()) {
         std::fprintf(stderr, "trainyard: %s\n", controller.status().message().c_str());
         return 1;

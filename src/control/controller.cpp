@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <cassert>
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -10,8 +12,6 @@
 #include "control/turn.h"
 #include "core/strings.h"
 #include "exec/executor.h"
-#include "exec/local/host_settings.h"
-#include "exec/local/local_executor.h"
 #include "store/event_log.h"
 #include "store/store.h"
 
@@ -73,7 +73,12 @@ std::vector<CapacityLimit> ParseCapacityLimits(const json& limits) {
 // ------------------------------------------------------------------------------------------
 // Construction, loading, the loop.
 
-Controller::Controller(Config config, const Clock& clock) : config_(std::move(config)), clock_(clock) {
+Controller::Controller(Config config, const Clock& clock, Ports ports)
+    : config_(std::move(config)),
+      clock_(clock),
+      store_(std::move(ports.store)),
+      executor_(std::move(ports.executor)),
+      event_log_(std::move(ports.events)) {
   for (const auto& a : config_.alarms)
     if (a.rule == "failure_ratio") failure_window_ms_ = std::max(failure_window_ms_, a.window_seconds * 1000);
 }
@@ -84,43 +89,15 @@ std::string Controller::Arn(const std::string& service, const std::string& resou
   return "arn:aws:" + service + ":" + config_.region + ":" + config_.account_id + ":" + resource;
 }
 
-StatusOr<std::unique_ptr<Controller>> Controller::Open(const Config& config, const Clock& clock,
-                                                       const std::string& self_exe) {
-  std::unique_ptr<Controller> c(new Controller(config, clock));
+StatusOr<std::unique_ptr<Controller>> Controller::Open(const Config& config, const Clock& clock, Ports ports) {
+  if (!ports.store || !ports.events || !ports.executor) return InvalidArgument("the controller needs a store, an event log and an executor");
+  if (config.sandbox != "bwrap" && config.sandbox != "none")
+    return InvalidArgument("executor.sandbox must be resolved to bwrap or none before the controller opens, not " + config.sandbox);
+  std::unique_ptr<Controller> c(new Controller(config, clock, std::move(ports)));
   c->data_dir_ = fs::absolute(config.data_dir).lexically_normal().string();
-  std::error_code ec;
-  for (const char* sub : {"", "attempts", "buckets", "run", "pools"}) {
-    fs::create_directories(fs::path(c->data_dir_) / sub, ec);
-    if (ec) return Internal("cannot create " + (fs::path(c->data_dir_) / sub).string() + ": " + ec.message());
-  }
-  auto sandbox = exec::LocalExecutor::ResolveSandbox(config.sandbox, config.job_user);
-  if (!sandbox.ok()) return sandbox.status();
-  if (!sandbox->problem.empty()) spdlog::warn("jobs run without a sandbox: {}", sandbox->problem);
-
-  auto store = store::OpenSqliteStore(c->data_dir_ + "/trainyard.db", config.sqlite_synchronous_full);
-  if (!store.ok()) return store.status();
-  c->store_ = std::move(store).value();
-  auto events = store::EventLog::Open(c->data_dir_ + "/trainyard.db");
-  if (!events.ok()) return events.status();
-  c->event_log_ = std::move(events).value();
+  c->sandbox_ = config.sandbox;
   c->last_event_seq_ = c->event_log_->LastPublished();
-
-  exec::LocalExecutor::Options eo;
-  eo.attempts_root = c->data_dir_ + "/attempts";
-  // The small supervisor binary beside this one starts faster; the server itself can also do it.
-  fs::path small = fs::path(self_exe).parent_path() / "trainyard-supervisor";
-  eo.supervisor_binary = fs::exists(small) ? small.string() : self_exe;
-  eo.host = exec::local::HostSettingsFor(config, c->data_dir_, sandbox->mode);
-  Controller* self = c.get();
-  eo.wake = [self] {
-    std::lock_guard lock(self->queue_mu_);
-    self->wake_ = true;
-    self->queue_cv_.notify_one();
-  };
-  eo.clock = &clock;
-  c->executor_ = std::make_unique<exec::LocalExecutor>(eo);
-  c->sandbox_ = c->executor_->Sandboxed() ? "bwrap" : "none";
-
+  std::error_code ec;
   c->LoadState();
   // Workspaces of pools that ended while the server was down between the commit and the removal.
   for (const auto& entry : fs::directory_iterator(fs::path(c->data_dir_) / "pools", ec)) {
@@ -218,15 +195,16 @@ void Controller::LoadState() {
 }
 
 void Controller::Start() {
+  {
+    MutexLock lock(queue_mu_);
+    loop_running_ = true;
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
 void Controller::Shutdown() {
   {
-    std::lock_guard lock(queue_mu_);
-    if (stopping_) {
-      // fallthrough to join below
-    }
+    MutexLock lock(queue_mu_);
     stopping_ = true;
     accepting_ = false;
     queue_cv_.notify_one();
@@ -235,19 +213,39 @@ void Controller::Shutdown() {
   executor_.reset();  // stops its listener; attempts keep running under their supervisors
 }
 
+void Controller::Wake() {
+  MutexLock lock(queue_mu_);
+  wake_ = true;
+  queue_cv_.notify_one();
+}
+
 void Controller::Loop() {
   using namespace std::chrono_literals;
   while (true) {
     std::deque<std::pair<Command, Ack>> batch;
     {
-      std::unique_lock lock(queue_mu_);
-      queue_cv_.wait_for(lock, 500ms, [&] { return !commands_.empty() || wake_ || stopping_; });
+      MutexLock lock(queue_mu_);
+      // A turn at least every 500 ms (timers); a spurious wake-up only runs one early.
+      if (commands_.empty() && !wake_ && !stopping_) queue_cv_.wait_for(queue_mu_, 500ms);
       batch.swap(commands_);
       wake_ = false;
       if (stopping_ && batch.empty()) break;
     }
+    MutexLock turn(turn_mu_);
     RunTurn(batch);
   }
+}
+
+void Controller::Step() {
+  MutexLock turn(turn_mu_);
+  std::deque<std::pair<Command, Ack>> batch;
+  {
+    MutexLock lock(queue_mu_);
+    assert(!loop_running_);
+    batch.swap(commands_);
+    wake_ = false;
+  }
+  RunTurn(batch);
 }
 
 void Controller::RenderEvents(Turn& t, std::vector<store::Write>* writes) {
@@ -278,15 +276,34 @@ Status Controller::ExecuteStatus(std::function<Status(Turn&)> fn) {
   return r.status();
 }
 
+bool Controller::InFlight::Touches(const State& s, const std::string& job_id) const {
+  if (queues) return true;
+  auto seq = s.job_seq_by_id.find(job_id);
+  if (seq == s.job_seq_by_id.end()) return false;  // unknown (a job this turn created is known)
+  if (jobs.count(seq->second)) return true;
+  for (const auto& a : s.jobs.at(seq->second).job.attempts)
+    if (training_jobs.count(a.training_job_name)) return true;
+  return false;
+}
+
 void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
+  // Before the lock: the executor parses its attempts' status files, and on a tick the metric
+  // tails read their jobs' new log lines.
+  const std::vector<exec::AttemptEvent> polled = executor_->Poll();
   Turn t(clock_.now_ms());
+  if (t.now - last_tick_ >= 500) PrefetchTails();
   Status committed;
+  std::vector<store::Write> writes;
+  std::vector<std::string> swept_logs;
+  bool ticked = false;
+  uint64_t events_before = 0;
   {
     std::unique_lock lock(state_mu_);
     for (auto& [cmd, ack] : batch) cmd(t);
     AdmitSubmitted(t);
-    ApplyExecutorEvents(t);
+    ApplyExecutorEvents(t, polled);
     if (t.now - last_tick_ >= 500) {
+      ticked = true;
       if (last_tick_ != 0) InjectSpotInterruptions(t, t.now - last_tick_);
       last_tick_ = t.now;
       // A capacity-failure backoff ended: its job may be placed again.
@@ -298,8 +315,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
       EnforceTimeouts(t);
       EvaluateAlarms(t);
       TailMetrics(t);
-      SweepLogs(t.now);
-      PruneEvents(t.now);
+      SweepLogs(t.now, &swept_logs);
       // Fair-share order moves as usage decays: look again while such queues have work waiting.
       for (const auto& [name, q] : state_.queues)
         if (!q.scheduling_policy_arn.empty() && !state_.JobsIn(name, JobStatus::kRunnable).empty()) t.reschedule = true;
@@ -312,7 +328,6 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
       unsaved_.reset();
     }
 
-    std::vector<store::Write> writes;
     for (const auto& n : t.environments)
       if (auto it = state_.environments.find(n); it != state_.environments.end())
         writes.push_back({store::Kind::kServiceEnvironment, n, EncodeDoc(it->second)});
@@ -359,9 +374,18 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
     for (const auto& n : t.metric_series)
       if (auto it = state_.metric_series.find(n); it != state_.metric_series.end())
         writes.push_back({store::Kind::kMetricSeries, n, EncodeMetricSeries(it->second)});
-    const uint64_t events_before = last_event_seq_;
+    events_before = last_event_seq_;
     RenderEvents(t, &writes);
-    committed = store_->Commit(writes);
+    in_flight_.active = true;
+    in_flight_.jobs = t.jobs;
+    in_flight_.training_jobs = t.training_jobs;
+    in_flight_.queues = !t.queues.empty() || !t.deleted_queues.empty();
+  }
+  // The commit (an fsync) runs outside the lock: readers of what this turn did not change go on.
+  committed = store_->Commit(writes);
+  {
+    std::unique_lock lock(state_mu_);
+    in_flight_ = InFlight();
     if (!committed.ok()) {
       // Typically a full disk (SQLITE_FULL, an I/O error). Exiting would not help: a restart
       // finds the same disk. The state in memory is ahead of the store; the turn is kept and
@@ -376,6 +400,10 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
                               "before retrying");
     }
   }
+  committed_cv_.notify_all();
+  // Housekeeping that touches only files and the event log's own connection, outside the lock.
+  for (const auto& name : swept_logs) executor_->DiscardLogs(name);
+  if (ticked) PruneEvents(t.now);
   for (auto& [cmd, ack] : batch) ack(committed);
   if (!committed.ok()) return;  // the next turn (at most 500 ms away) tries again
   if (!t.events.empty()) event_log_->Published(last_event_seq_);
@@ -393,12 +421,16 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
       e.failure_reason = "CapacityError: the host could not start the instances: " + st.message();
       e.failure_kind = exec::FailureKind::kCapacity;
       deferred_events_.push_back(e);
-      std::lock_guard qlock(queue_mu_);
+      MutexLock qlock(queue_mu_);
       wake_ = true;
     }
   }
-  for (auto& [id, grace] : t.stops) executor_->Stop(id, grace);
-  for (auto& [id, grace] : t.interrupts) executor_->Interrupt(id, grace);
+  // The stop is committed (the job is Stopping); one the executor could not deliver is logged, and
+  // a restart asks again (ReadoptAttempts).
+  for (auto& [id, grace] : t.stops)
+    if (Status st = executor_->Stop(id, grace); !st.ok()) spdlog::warn("cannot stop attempt {}: {}", id, st.message());
+  for (auto& [id, grace] : t.interrupts)
+    if (Status st = executor_->Interrupt(id, grace); !st.ok()) spdlog::warn("cannot interrupt attempt {}: {}", id, st.message());
   for (const auto& dir : t.remove_dirs) {
     // The pool's workspace and persistent cache end with it (SEMANTICS.md §5.5).
     std::error_code ec;
@@ -406,7 +438,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
     if (ec) spdlog::warn("cannot remove {}: {}", dir, ec.message());
   }
   if (!t.submitted_now.empty() || t.reschedule) {
-    std::lock_guard lock(queue_mu_);
+    MutexLock lock(queue_mu_);
     wake_ = true;
   }
 }

@@ -25,33 +25,63 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/status.h"
+#include "core/thread_annotations.h"
 
-namespace ty::store {
-class Store;
-class EventLog;
-struct Write;
-}
 #include "exec/executor.h"
+#include "store/event_log.h"
+#include "store/store.h"
 
 namespace ty::control {
 
+// Where the controller's side effects go: the durable store, the event log that reads the events
+// it commits, and the executor that runs attempts. Built by the composition root (cli/serve.cpp:
+// SQLite and the local executor; tests: tests/testing/'s fakes). All three are required.
+struct Ports {
+  std::unique_ptr<store::Store> store;
+  std::unique_ptr<store::EventLog> events;
+  std::unique_ptr<exec::Executor> executor;
+};
+
 class Controller {
  public:
-  // Opens (or creates) the data directory, loads durable state, re-adopts running attempts.
-  static StatusOr<std::unique_ptr<Controller>> Open(const Config& config, const Clock& clock,
-                                                    const std::string& self_exe);
+  // Loads durable state from ports.store and re-adopts running attempts through ports.executor.
+  // REQUIRES: config.sandbox is resolved ("bwrap" or "none": the composition root probes
+  // bubblewrap); config.data_dir exists (attempt, pool and bucket paths are built under it).
+  static StatusOr<std::unique_ptr<Controller>> Open(const Config& config, const Clock& clock, Ports ports);
   ~Controller();
 
+  // Two ways to drive the turns, chosen once:
+  //  - Start() runs them on a loop thread (the server): commands from any thread wait for the
+  //    turn that commits them;
+  //  - without Start(), each command runs its own turn on the calling thread, and Step() runs a
+  //    turn with no command (tests: with a ManualClock, every turn happens when the test says).
   void Start();     // starts the loop thread
   void Shutdown();  // stops accepting commands, finishes the current turn, joins
+  // Runs one turn on the caller's thread: the queued commands, executor events, timers and a
+  // scheduling pass, then the commit and the actions. REQUIRES: Start() was not called.
+  void Step() EXCLUDES(turn_mu_, queue_mu_);
+  // Asks for a turn soon (the executor calls it when a supervisor reports). Any thread.
+  void Wake() EXCLUDES(queue_mu_);
 
   const Config& config() const { return config_; }
   std::string Arn(const std::string& service, const std::string& resource) const;
 
-  // Runs f(const State&) under the shared lock and returns its result.
+  // Runs f(const State&) under the shared lock and returns its result. f sees committed state
+  // only: while a turn's commit is in flight (its changes are in memory, not yet durable) this
+  // waits for it.
   template <typename F>
   auto Read(F&& f) const {
     std::shared_lock lock(state_mu_);
+    committed_cv_.wait(lock, [&] { return !in_flight_.active; });
+    return f(static_cast<const State&>(state_));
+  }
+  // Read() for what describes one service job (the job, its attempts' training jobs, its queue's
+  // ARN): waits for an in-flight commit only when that commit changes one of those, so a Describe
+  // does not wait for another job's fsync. REQUIRES: f reads nothing else that a turn changes.
+  template <typename F>
+  auto ReadServiceJob(const std::string& job_id, F&& f) const {
+    std::shared_lock lock(state_mu_);
+    committed_cv_.wait(lock, [&] { return !in_flight_.active || !in_flight_.Touches(state_, job_id); });
     return f(static_cast<const State&>(state_));
   }
 
@@ -127,7 +157,7 @@ class Controller {
   // change could not be stored is answered with that error instead of its result.
   using Ack = std::function<void(const Status& commit)>;
 
-  Controller(Config config, const Clock& clock);
+  Controller(Config config, const Clock& clock, Ports ports);
 
   // Queues a command and waits until its turn has been committed. The command sets *result.
   template <typename T>
@@ -135,13 +165,14 @@ class Controller {
   Status ExecuteStatus(std::function<Status(Turn&)> fn);
 
   void Loop();
-  void RunTurn(std::deque<std::pair<Command, Ack>>& batch);
+  void RunTurn(std::deque<std::pair<Command, Ack>>& batch) REQUIRES(turn_mu_) EXCLUDES(queue_mu_);
   void LoadState();
   void ReadoptAttempts();
 
   // Steps of a turn (controller thread, exclusive lock held).
   void AdmitSubmitted(Turn& t);
-  void ApplyExecutorEvents(Turn& t);
+  // The events the controller made itself, then `polled` (read from the executor before the lock).
+  void ApplyExecutorEvents(Turn& t, const std::vector<exec::AttemptEvent>& polled);
   void ApplyEvent(Turn& t, const exec::AttemptEvent& e);
   // Adds what a preempted attempt that ended at `end` threw away to the job's loss counters.
   void CountPreemptionLoss(ServiceJob& job, const TrainingJob& tj, EpochMs end) const;
@@ -166,7 +197,11 @@ class Controller {
   void TailJobMetrics(Turn& t, TrainingJob& tj, int64_t max_bytes);
   static constexpr int64_t kMetricTailBytesPerTurn = 8 << 20;
   struct Tail;
-  void TailSystemMetrics(Turn& t, const TrainingJob& tj, Tail& tail);
+  struct TailRead;  // new lines of one job's files, read ahead (turn.h)
+  // Before the lock: reads the new lines of the logs and system metrics files of the jobs the
+  // last tick tailed (tailing_) into their Tail::prefetched. Controller thread, no state_ access.
+  void PrefetchTails();
+  void TailSystemMetrics(Turn& t, const TrainingJob& tj, Tail& tail, const TailRead& read);
   // Forgets where the metrics of a job's logs were read to (its run ended), storing what is unsaved.
   void DropTail(Turn& t, const std::string& name);
   // Launches tj's run on `spot` or on-demand capacity of tj.instance_type.
@@ -198,9 +233,10 @@ class Controller {
                         EpochMs at);
   void AddTransition(Turn& t, TrainingJob& tj, const std::string& secondary, const std::string& message, EpochMs at);
   void ReleaseCapacity(TrainingJob& tj);
-  // [logs] retention_days: deletes the instance logs of training jobs that ended longer ago
-  // than that (once a minute at most).
-  void SweepLogs(EpochMs now);
+  // [logs] retention_days: the instance logs of training jobs that ended longer ago than that
+  // (once a minute at most), added to *jobs for the turn to discard (Executor::DiscardLogs)
+  // outside the lock.
+  void SweepLogs(EpochMs now, std::vector<std::string>* jobs);
   // Warm pools (warm_pools.cpp). On launch: takes over a matching Available pool or starts a new
   // one (KeepAlivePeriodInSeconds > 0); returns the transition message saying which.
   std::string AttachWarmPool(Turn& t, TrainingJob& tj);
@@ -239,27 +275,41 @@ class Controller {
   EventRenderer event_renderer_;
 
   // ---- guarded by state_mu_ (exclusive on the controller thread when writing) ----
+  // A turn changes state_ under the exclusive lock, releases it, and commits; readers take it
+  // shared. Between the release and the end of the commit state_ holds changes that are not yet
+  // durable, named by in_flight_: Read() waits them out, ReadServiceJob() only when they touch
+  // its job. Nothing writes state_ during a commit (the turn's thread is the one committing).
   mutable std::shared_mutex state_mu_;
   State state_;
+  struct InFlight {
+    bool active = false;
+    std::set<uint64_t> jobs;                   // service jobs, by seq
+    std::set<std::string> training_jobs;       // by name
+    bool queues = false;                       // a queue was changed or deleted
+    bool Touches(const State& s, const std::string& job_id) const;
+  };
+  InFlight in_flight_;
+  mutable std::condition_variable_any committed_cv_;  // in_flight_ was cleared
 
-  // ---- controller-thread only ----
+  // ---- controller-thread only: the thread running a turn (it holds turn_mu_) ----
   // A turn whose commit failed (a full disk): its changes are in state_ but not in the store, and
   // its actions (starts, stops) were not taken. Each later turn writes them again and acts on
   // them once a commit succeeds. Null when every turn is stored.
-  std::unique_ptr<Turn> unsaved_;
+  std::unique_ptr<Turn> unsaved_ GUARDED_BY(turn_mu_);
   // The data dir's free space was under the reserve at the last check (starts are held back).
   bool disk_low_ = false;
   int64_t disk_free_bytes_ = -1;  // at the last check; -1: not known
   std::set<std::string> scratch_reclaimed_;  // final training jobs whose workspace is gone
   std::map<std::string, std::unique_ptr<Tail>> tails_;  // training job name -> metric tail state
-  EpochMs last_tick_ = 0;
+  std::vector<std::pair<std::string, int>> tailing_;     // the jobs the last tick tailed: name, instances
+  EpochMs last_tick_ = 0;  // the last turn that ran the timers (at most one per 500 ms)
   EpochMs last_log_sweep_ = 0;
   std::set<std::string> logs_swept_;  // training jobs whose logs the retention sweep deleted
   OffsetClock* adjustable_clock_ = nullptr;  // set before Start(); null: the clock can't be moved
   std::vector<exec::AttemptEvent> deferred_events_;  // events made by the controller itself
   uint64_t chaos_state_ = 0;  // random spot interruptions (splitmix64 state, from config.chaos_seed)
-  std::multiset<EpochMs> backoff_ends_;
-  uint64_t last_event_seq_ = 0;
+  std::multiset<EpochMs> backoff_ends_;  // ends of pending capacity-failure backoffs (in memory)
+  uint64_t last_event_seq_ = 0;  // the newest event's sequence number (rendered, maybe not yet published)
   struct Ending {
     EpochMs at;
     std::string queue;
@@ -267,17 +317,21 @@ class Controller {
   };
   std::deque<Ending> endings_;  // jobs that ended within the longest failure_ratio window
   int64_t failure_window_ms_ = 0;  // that window (0: no failure_ratio rule); constant
-  EpochMs last_alarm_check_ = 0;  // the newest event's sequence number
-  EpochMs last_event_prune_ = 0;  // ends of pending capacity-failure backoffs (in memory)
+  EpochMs last_alarm_check_ = 0;  // when EvaluateAlarms last ran
+  EpochMs last_event_prune_ = 0;  // when PruneEvents last ran (once a minute at most)
 
   // ---- guarded by queue_mu_ ----
-  std::mutex queue_mu_;
-  std::condition_variable queue_cv_;
-  std::deque<std::pair<Command, Ack>> commands_;
-  bool wake_ = false;
-  bool stopping_ = false;
-  bool accepting_ = true;
+  Mutex queue_mu_;
+  std::condition_variable_any queue_cv_;  // waits with queue_mu_ held
+  std::deque<std::pair<Command, Ack>> commands_ GUARDED_BY(queue_mu_);
+  bool wake_ GUARDED_BY(queue_mu_) = false;
+  bool stopping_ GUARDED_BY(queue_mu_) = false;
+  bool accepting_ GUARDED_BY(queue_mu_) = true;
+  bool loop_running_ GUARDED_BY(queue_mu_) = false;  // Start() was called: only the loop thread runs turns
 
+  // Held for the whole of a turn: one turn at a time, whichever thread runs it (the loop thread,
+  // or Step()'s caller). Members marked "controller-thread only" are touched only under it.
+  Mutex turn_mu_;
   std::thread thread_;
 };
 

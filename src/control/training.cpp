@@ -121,7 +121,7 @@ exec::Executor::LogChunk Controller::ReadLog(const std::string& training_job, in
   return executor_ ? executor_->ReadLog(training_job, instance, offset, max_bytes) : exec::Executor::LogChunk{"", offset};
 }
 
-void Controller::SweepLogs(EpochMs now) {
+void Controller::SweepLogs(EpochMs now, std::vector<std::string>* jobs) {
   if (config_.logs_retention_days <= 0 || !executor_ || now - last_log_sweep_ < 60000) return;
   last_log_sweep_ = now;
   const EpochMs cutoff = now - config_.logs_retention_days * 86400000;
@@ -129,7 +129,7 @@ void Controller::SweepLogs(EpochMs now) {
     if (tj.status == "InProgress" || tj.status == "Stopping" || tj.training_end_time <= 0) continue;
     if (tj.training_end_time >= cutoff || logs_swept_.count(name)) continue;
     // Its system metrics are in the store (State::system_series); the samples were their source.
-    executor_->DiscardLogs(name);
+    jobs->push_back(name);
     logs_swept_.insert(name);
   }
 }
@@ -614,8 +614,10 @@ void Controller::ReadoptAttempts() {
       spdlog::info("re-adopted running attempt {}", name);
       // A stop committed just before the server died may never have reached the supervisor;
       // asking again is harmless (the supervisor keeps its first deadline).
-      if (tj.stop_requested) executor_->Stop(name, config_.stop_grace_seconds);
-      else if (tj.stop_cause == "interrupt") executor_->Interrupt(name, config_.spot_notice_seconds);
+      Status asked = tj.stop_requested ? executor_->Stop(name, config_.stop_grace_seconds)
+                     : tj.stop_cause == "interrupt" ? executor_->Interrupt(name, config_.spot_notice_seconds)
+                                                    : Status::Ok();
+      if (!asked.ok()) spdlog::warn("cannot ask attempt {} again to stop: {}", name, asked.message());
       continue;
     }
     // The launch was committed but the executor never started it (the server died in between):
@@ -628,11 +630,11 @@ void Controller::ReadoptAttempts() {
   }
 }
 
-void Controller::ApplyExecutorEvents(Turn& t) {
+void Controller::ApplyExecutorEvents(Turn& t, const std::vector<exec::AttemptEvent>& polled) {
   std::vector<exec::AttemptEvent> deferred;
   deferred.swap(deferred_events_);
   for (const auto& e : deferred) ApplyEvent(t, e);
-  for (const auto& e : executor_->Poll()) ApplyEvent(t, e);
+  for (const auto& e : polled) ApplyEvent(t, e);
 }
 
 void Controller::CountPreemptionLoss(ServiceJob& job, const TrainingJob& tj, EpochMs end) const {
@@ -974,10 +976,86 @@ void Controller::EnforceTimeouts(Turn& t) {
 // ------------------------------------------------------------------------------------------
 // Metrics: MetricDefinitions regexes (RE2: linear time) over each instance's log.
 
+namespace {
+
+// Reads the whole lines of a log after `from` (at most max_bytes of them) and appends the values
+// the metrics' regexes capture, as (metric index, value, timestamp); returns the offset after them.
+std::streamoff ReadMetricLines(const std::string& path, std::streamoff from, int64_t max_bytes,
+                               const std::vector<std::pair<std::string, std::unique_ptr<RE2>>>& metrics,
+                               std::vector<std::tuple<size_t, double, EpochMs>>* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return from;
+  in.seekg(from);
+  std::string line;
+  std::streamoff consumed = from;
+  while (consumed - from < max_bytes && std::getline(in, line)) {
+    if (in.eof()) break;  // partial last line: read it next time
+    consumed += static_cast<std::streamoff>(line.size()) + 1;
+    auto sp = line.find(' ');
+    if (sp == std::string::npos) continue;
+    EpochMs ts = std::strtoll(line.c_str(), nullptr, 10);
+    std::string_view text(line.data() + sp + 1, line.size() - sp - 1);
+    for (size_t m = 0; m < metrics.size(); ++m) {
+      std::string value;
+      if (RE2::PartialMatch(text, *metrics[m].second, &value)) {
+        char* end = nullptr;
+        double v = std::strtod(value.c_str(), &end);
+        if (end != value.c_str()) out->emplace_back(m, v, ts);
+      }
+    }
+  }
+  return consumed;
+}
+
+// Reads the whole lines of a system metrics file after `from` into samples; returns the offset
+// after them.
+std::streamoff ReadSystemLines(const std::string& path, std::streamoff from, std::vector<SystemSample>* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return from;
+  in.seekg(from);
+  std::string line;
+  std::streamoff consumed = from;
+  while (std::getline(in, line)) {
+    if (in.eof()) break;  // partial last line: read it next time
+    consumed += static_cast<std::streamoff>(line.size()) + 1;
+    SystemSample s;
+    if (ParseSystemSampleLine(line, &s)) out->push_back(s);
+  }
+  return consumed;
+}
+
+}  // namespace
+
+void Controller::PrefetchTails() {
+  for (const auto& [name, instances] : tailing_) {
+    auto it = tails_.find(name);
+    if (it == tails_.end()) continue;  // a new tail is set up (and read) under the lock
+    Tail& tail = *it->second;
+    if (static_cast<int>(tail.offsets.size()) != instances) continue;
+    auto p = std::make_unique<TailRead>();
+    p->metric_samples.resize(static_cast<size_t>(instances));
+    p->offsets = tail.offsets;
+    p->system_samples.resize(static_cast<size_t>(instances));
+    p->system_offsets = tail.system_offsets;
+    for (int i = 0; i < instances; ++i) {
+      const auto n = static_cast<size_t>(i);
+      if (n < tail.system_offsets.size())
+        p->system_offsets[n] = ReadSystemLines(executor_->SystemMetricsPath(name, i + 1), tail.system_offsets[n], &p->system_samples[n]);
+      if (!tail.metrics.empty())
+        p->offsets[n] = ReadMetricLines(executor_->LogPath(name, i + 1), tail.offsets[n], kMetricTailBytesPerTurn, tail.metrics,
+                                        &p->metric_samples[n]);
+    }
+    tail.prefetched = std::move(p);
+  }
+}
+
 void Controller::TailMetrics(Turn& t) {
+  tailing_.clear();
   for (const auto& [seq, name] : state_.live_training_jobs) {
     TrainingJob& tj = state_.training_jobs.at(name);
-    if (tj.launched) TailJobMetrics(t, tj, kMetricTailBytesPerTurn);
+    if (!tj.launched) continue;
+    TailJobMetrics(t, tj, kMetricTailBytesPerTurn);
+    tailing_.emplace_back(name, tj.instance_count);
   }
 }
 
@@ -997,37 +1075,34 @@ void Controller::TailJobMetrics(Turn& t, TrainingJob& tj, int64_t max_bytes) {
     // rule depends only on the order of the values).
     state_.metric_series.erase(name);
   }
-  TailSystemMetrics(t, tj, *tail);
+  // What PrefetchTails read before the lock, else (a new tail, another instance count) read now.
+  std::unique_ptr<TailRead> read = std::move(tail->prefetched);
+  if (!read || read->offsets.size() != tail->offsets.size() || read->system_offsets.size() != tail->system_offsets.size()) {
+    read = std::make_unique<TailRead>();
+    read->metric_samples.resize(tail->offsets.size());
+    read->offsets = tail->offsets;
+    read->system_samples.resize(tail->system_offsets.size());
+    read->system_offsets = tail->system_offsets;
+    for (int i = 0; i < tj.instance_count; ++i) {
+      const auto n = static_cast<size_t>(i);
+      if (n < tail->system_offsets.size())
+        read->system_offsets[n] = ReadSystemLines(executor_->SystemMetricsPath(name, i + 1), tail->system_offsets[n],
+                                                  &read->system_samples[n]);
+      if (!tail->metrics.empty() && n < tail->offsets.size())
+        read->offsets[n] = ReadMetricLines(executor_->LogPath(name, i + 1), tail->offsets[n], max_bytes, tail->metrics,
+                                           &read->metric_samples[n]);
+    }
+  }
+  TailSystemMetrics(t, tj, *tail, *read);
   if (tail->metrics.empty()) return;
   bool changed = false;
   MetricSeries& series = state_.metric_series[name];
-  for (int i = 0; i < tj.instance_count; ++i) {
-    std::ifstream in(executor_->LogPath(name, i + 1), std::ios::binary);
-    if (!in) continue;
-    in.seekg(tail->offsets[i]);
-    std::string line;
-    const std::streamoff from = tail->offsets[i];
-    std::streamoff consumed = from;
-    while (consumed - from < max_bytes && std::getline(in, line)) {
-      if (in.eof()) break;  // partial last line: read it next time
-      consumed += static_cast<std::streamoff>(line.size()) + 1;
-      auto sp = line.find(' ');
-      if (sp == std::string::npos) continue;
-      EpochMs ts = std::strtoll(line.c_str(), nullptr, 10);
-      std::string_view text(line.data() + sp + 1, line.size() - sp - 1);
-      for (auto& [mname, re] : tail->metrics) {
-        std::string value;
-        if (RE2::PartialMatch(text, *re, &value)) {
-          char* end = nullptr;
-          double v = std::strtod(value.c_str(), &end);
-          if (end != value.c_str()) {
-            series.Append(mname, v, ts);
-            changed = true;
-          }
-        }
-      }
+  for (size_t i = 0; i < read->offsets.size(); ++i) {
+    for (const auto& [m, v, ts] : read->metric_samples[i]) {
+      series.Append(tail->metrics[m].first, v, ts);
+      changed = true;
     }
-    tail->offsets[i] = consumed;
+    tail->offsets[i] = read->offsets[i];
   }
   if (!changed) return;
   tj.final_metrics.clear();
@@ -1049,23 +1124,14 @@ void Controller::TailJobMetrics(Turn& t, TrainingJob& tj, int64_t max_bytes) {
 // each instance. A file is read from the start again after a restart (or for a new run of the
 // job after an interruption); samples not newer than a host's last one are the ones already
 // held, so the series of earlier runs and of before the restart stay as they were.
-void Controller::TailSystemMetrics(Turn& t, const TrainingJob& tj, Tail& tail) {
-  for (int i = 0; i < tj.instance_count && i < static_cast<int>(tail.system_offsets.size()); ++i) {
-    std::ifstream in(executor_->SystemMetricsPath(tj.name, i + 1), std::ios::binary);
-    if (!in) continue;
-    in.seekg(tail.system_offsets[i]);
-    std::string line;
-    std::streamoff consumed = tail.system_offsets[i];
+void Controller::TailSystemMetrics(Turn& t, const TrainingJob& tj, Tail& tail, const TailRead& read) {
+  for (size_t i = 0; i < read.system_offsets.size() && i < tail.system_offsets.size(); ++i) {
     std::vector<SystemSample>* series = nullptr;
-    while (std::getline(in, line)) {
-      if (in.eof()) break;  // partial last line: read it next time
-      consumed += static_cast<std::streamoff>(line.size()) + 1;
-      SystemSample s;
-      if (!ParseSystemSampleLine(line, &s)) continue;
+    for (const SystemSample& s : read.system_samples[i]) {
       if (!series) series = &state_.system_series[tj.name]["algo-" + std::to_string(i + 1)];
       if (AppendSystemSample(*series, s)) tail.system_dirty = true;
     }
-    tail.system_offsets[i] = consumed;
+    tail.system_offsets[i] = read.system_offsets[i];
   }
   // The store gets the series once a minute while the job runs (the files can rebuild what a
   // crash loses) and once more when its run ends (DropTail).

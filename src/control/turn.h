@@ -12,9 +12,11 @@
 #include <future>
 #include <ios>
 #include <optional>
+#include <tuple>
 #include <memory>
 
 #include "control/controller.h"
+#include "control/system_metrics.h"
 
 namespace ty::control {
 
@@ -88,8 +90,10 @@ inline StatusOr<T> Controller::Execute(std::function<StatusOr<T>(Turn&)> fn) {
   std::optional<StatusOr<T>> result;
   std::promise<void> done;
   auto fut = done.get_future();
+  bool on_this_thread = false;
   {
-    std::lock_guard lock(queue_mu_);
+    MutexLock lock(queue_mu_);
+    on_this_thread = !loop_running_;
     if (!accepting_) return Unavailable("the server is shutting down");
     commands_.emplace_back([&](Turn& t) { result.emplace(fn(t)); },
                            [&](const Status& commit) {
@@ -99,9 +103,20 @@ inline StatusOr<T> Controller::Execute(std::function<StatusOr<T>(Turn&)> fn) {
                            });
     queue_cv_.notify_one();
   }
+  if (on_this_thread) Step();  // no loop thread: the caller runs the turn (see Start())
   fut.wait();
   return std::move(*result);
 }
+
+// New lines of one training job's log and system metrics files, per instance: the values parsed
+// from the log (metric index, value, timestamp) and the system samples, with the offsets after
+// them. Read without the state lock; folded in under it.
+struct Controller::TailRead {
+  std::vector<std::vector<std::tuple<size_t, double, EpochMs>>> metric_samples;
+  std::vector<std::streamoff> offsets;
+  std::vector<std::vector<SystemSample>> system_samples;
+  std::vector<std::streamoff> system_offsets;
+};
 
 // Where metric extraction stands in one training job's logs.
 struct Controller::Tail {
@@ -115,6 +130,8 @@ struct Controller::Tail {
   // Likewise for State::metric_series.
   bool metrics_dirty = false;
   EpochMs metrics_persisted_at = 0;
+  // New lines read before the turn took the lock (PrefetchTails); null when none were.
+  std::unique_ptr<TailRead> prefetched;
 };
 
 }  // namespace ty::control

@@ -30,7 +30,9 @@ enum class Code {
   kInternal,           // a bug or an environment failure
 };
 
-class Status {
+// [[nodiscard]]: a dropped Status is a dropped error; where ignoring one is right, cast it to void
+// with a comment saying why.
+class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}
@@ -56,7 +58,7 @@ inline Status Unavailable(std::string m) { return {Code::kUnavailable, std::move
 
 // StatusOr<T>: either a value or a non-OK status.
 template <typename T>
-class StatusOr {
+class [[nodiscard]] StatusOr {
  public:
   StatusOr(T value) : v_(std::move(value)) {}                         // NOLINT: implicit by design
   StatusOr(Status status) : v_(std::move(status)) { assert(!std::get<Status>(v_).ok()); }  // NOLINT

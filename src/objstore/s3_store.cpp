@@ -374,7 +374,8 @@ class S3Store : public ObjectStore {
       Response r;
       Request a{"DELETE", bucket, key, "uploadId=" + Encode(upload_id, false)};
       a.to_string = &r.body;
-      Perform(a, &r);
+      // Best effort: the upload already failed with st; an upload left behind expires on the endpoint.
+      (void)Perform(a, &r);
       return st;
     };
     FILE* f = std::fopen(local_path.c_str(), "rbe");

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,11 +22,16 @@ struct StoredEvent {
 
 class EventLog {
  public:
+  // The SQLite implementation (sqlite_event_log.cpp, in ty_store_sqlite), over the store's database.
   static StatusOr<std::unique_ptr<EventLog>> Open(const std::string& db_path);
   virtual ~EventLog() = default;
 
   // The store key of an event: its sequence number, zero-padded so that keys sort as numbers.
-  static std::string Key(uint64_t seq);
+  static std::string Key(uint64_t seq) {
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "%020llu", static_cast<unsigned long long>(seq));
+    return buf;
+  }
 
   // Up to `limit` events with seq > after, in sequence order.
   virtual Status Read(uint64_t after, size_t limit, std::vector<StoredEvent>* out) = 0;

@@ -209,12 +209,6 @@ class SqliteEventLog final : public EventLog {
 
 }  // namespace
 
-std::string EventLog::Key(uint64_t seq) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%020llu", static_cast<unsigned long long>(seq));
-  return buf;
-}
-
 StatusOr<std::unique_ptr<EventLog>> EventLog::Open(const std::string& db_path) {
   auto log = std::make_unique<SqliteEventLog>();
   Status st = log->Open(db_path);

@@ -89,14 +89,14 @@ class SqliteStore final : public Store {
       if (sqlite3_step(s) != SQLITE_DONE) {
         Status st = Error("write");
         sqlite3_reset(s);
-        Exec("ROLLBACK;");
+        (void)Exec("ROLLBACK;");  // reports st, the first error; a failed rollback adds nothing
         return st;
       }
       sqlite3_reset(s);
       sqlite3_clear_bindings(s);
     }
     Status st = Exec("COMMIT;");
-    if (!st.ok()) Exec("ROLLBACK;");
+    if (!st.ok()) (void)Exec("ROLLBACK;");  // reports st, the first error
     return st;
   }
 
@@ -157,7 +157,7 @@ class SqliteStore final : public Store {
       }
       if (st.ok()) st = Exec("COMMIT;");
       if (!st.ok()) {
-        Exec("ROLLBACK;");
+        (void)Exec("ROLLBACK;");  // reports st, the first error
         return st;
       }
       version_ = static_cast<int>(v + 1);

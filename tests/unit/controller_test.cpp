@@ -1,95 +1,282 @@
-// The controller with a manual clock: time-driven rules without waiting for real time.
+// The controller stepped turn by turn on in-memory ports (tests/testing/) with a manual clock:
+// every turn happens when the test says, so each rule is checked without waiting for real time.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
 #include <functional>
+#include <future>
+#include <optional>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "control/controller.h"
 #include "control/system_metrics.h"
 #include "control/warm_pool_rules.h"
+#include "testing/fakes.h"
 
 namespace ty::control {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using exec::Phase;
+using testing::FakeExecutor;
+using testing::MemData;
+
+// Requests, built in one place so that a change of the controller's request types touches only
+// these helpers.
+json EnvironmentRequest(const std::string& name, int64_t instances, const std::string& unit = "NUM_INSTANCES") {
+  return {{"serviceEnvironmentName", name}, {"serviceEnvironmentType", "SAGEMAKER_TRAINING"},
+          {"capacityLimits", {{{"capacityUnit", unit}, {"maxCapacity", instances}}}}};
+}
+
+json QueueRequest(const std::string& name, const std::string& environment, json extra = json::object()) {
+  json q = {{"jobQueueName", name}, {"jobQueueType", "SAGEMAKER_TRAINING"}, {"priority", 1},
+            {"serviceEnvironmentOrder", {{{"order", 1}, {"serviceEnvironment", environment}}}}};
+  q.update(extra);
+  return q;
+}
+
+json TrainingPayload(const std::string& name, int instances = 1) {
+  return {{"TrainingJobName", name},
+          {"RoleArn", "arn:aws:iam::000000000000:role/R"},
+          {"AlgorithmSpecification", {{"TrainingImage", "x"}, {"TrainingInputMode", "File"}, {"ContainerEntrypoint", {"true"}}}},
+          {"OutputDataConfig", {{"S3OutputPath", "s3://bucket/out"}}},
+          {"ResourceConfig", {{"InstanceType", "ml.m5.large"}, {"InstanceCount", instances}, {"VolumeSizeInGB", 1}}},
+          {"StoppingCondition", {{"MaxRuntimeInSeconds", 3600}}}};
+}
+
+json SubmitRequest(const std::string& name, const std::string& queue, json extra = json::object(), int instances = 1) {
+  json r = {{"jobName", name}, {"jobQueue", queue}, {"serviceJobType", "SAGEMAKER_TRAINING"},
+            {"serviceRequestPayload", TrainingPayload(name, instances).dump()}};
+  r.update(extra);
+  return r;
+}
 
 class ControllerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("ty-controller-" + std::to_string(::getpid()));
     fs::remove_all(dir_);
+    fs::create_directories(dir_);
     config_ = DefaultConfig();
     config_.data_dir = dir_.string();
     config_.sandbox = "none";
     Open();
   }
   void TearDown() override {
-    if (c_) c_->Shutdown();
     c_.reset();
     fs::remove_all(dir_);
   }
+  // A controller over data_ (a restart when one was open: the old one is dropped as a killed
+  // server would be, without a last turn).
   void Open() {
-    auto c = Controller::Open(config_, clock_, "/bin/false");
+    c_.reset();
+    auto executor = std::make_unique<FakeExecutor>();
+    exec_ = executor.get();
+    Ports ports{std::make_unique<testing::MemStore>(data_), std::make_unique<testing::MemEventLog>(data_),
+                std::move(executor)};
+    auto c = Controller::Open(config_, clock_, std::move(ports));
     ASSERT_TRUE(c.ok()) << c.status().message();
     c_ = std::move(c).value();
-    c_->Start();
   }
 
-  // Waits (real time, bounded) until pred(state) holds.
-  template <typename P>
-  bool Eventually(P pred) {
-    for (int i = 0; i < 200; ++i) {
-      if (c_->Read(pred)) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
+  // The status of a service job (by id), as a describing client sees it.
+  JobStatus StatusOf(const std::string& id) {
+    return c_->Read([&](const State& s) { return s.FindJob(id)->job.status; });
   }
-
-  std::string SubmitTooBig() {
-    json payload = {{"TrainingJobName", "too-big"},
-                    {"RoleArn", "arn:aws:iam::000000000000:role/R"},
-                    {"AlgorithmSpecification", {{"TrainingImage", "x"}, {"TrainingInputMode", "File"}, {"ContainerEntrypoint", {"true"}}}},
-                    {"OutputDataConfig", {{"S3OutputPath", "s3://bucket/out"}}},
-                    {"ResourceConfig", {{"InstanceType", "ml.m5.large"}, {"InstanceCount", 2}, {"VolumeSizeInGB", 1}}}};
-    auto job = c_->SubmitServiceJob({{"jobName", "too-big"}, {"jobQueue", "q"}, {"serviceJobType", "SAGEMAKER_TRAINING"},
-                                     {"serviceRequestPayload", payload.dump()}});
+  std::string Submit(const std::string& name, const std::string& queue, json extra = json::object(), int instances = 1) {
+    auto job = c_->SubmitServiceJob(SubmitRequest(name, queue, extra, instances));
     EXPECT_TRUE(job.ok()) << job.status().message();
     return job.ok() ? job->id : "";
+  }
+  void FifoQueue(int64_t instances) {
+    ASSERT_TRUE(c_->CreateServiceEnvironment(EnvironmentRequest("e", instances)).ok());
+    ASSERT_TRUE(c_->CreateJobQueue(QueueRequest("q", "e")).ok());
+  }
+  // The executor reports the attempt running, then (later) exited.
+  void Run(const std::string& attempt) {
+    exec_->Push(attempt, Phase::kPreparing, clock_.now_ms());
+    exec_->Push(attempt, Phase::kTraining, clock_.now_ms());
+    c_->Step();
+  }
+  void Exit(const std::string& attempt, int code, const std::string& failure = "") {
+    exec::AttemptEvent e;
+    e.attempt_id = attempt;
+    e.phase = Phase::kExited;
+    e.at = clock_.now_ms();
+    e.exit_code = code;
+    e.failure_reason = failure;
+    e.model_uploaded = code == 0;
+    exec_->Push(e);
+    c_->Step();
   }
 
   fs::path dir_;
   Config config_;
   ManualClock clock_{1'800'000'000'000};
+  std::shared_ptr<MemData> data_ = std::make_shared<MemData>();
+  FakeExecutor* exec_ = nullptr;  // owned by c_
   std::unique_ptr<Controller> c_;
 };
 
+TEST_F(ControllerTest, AServiceJobRunsFromSubmitToSucceeded) {
+  FifoQueue(1);
+  const std::string id = Submit("a", "q");
+  EXPECT_EQ(StatusOf(id), JobStatus::kSubmitted);  // admitted on the next turn
+  EXPECT_TRUE(exec_->started().empty());
+
+  c_->Step();
+  EXPECT_EQ(StatusOf(id), JobStatus::kScheduled);
+  ASSERT_EQ(exec_->started(), std::vector<std::string>{"a"});
+  EXPECT_EQ(exec_->spec("a").attempt_id, "a");
+
+  Run("a");
+  EXPECT_EQ(StatusOf(id), JobStatus::kRunning);
+
+  clock_.advance_ms(10'000);
+  Exit("a", 0);
+  EXPECT_EQ(StatusOf(id), JobStatus::kSucceeded);
+  // Durable: the stored document says so too.
+  EXPECT_EQ(json::parse(data_->Get(store::Kind::kServiceJob, id))["job"].value("status", ""), "SUCCEEDED");
+}
+
+TEST_F(ControllerTest, AHigherPriorityJobPreemptsALowerOneOfItsShare) {
+  ASSERT_TRUE(c_->CreateSchedulingPolicy({{"name", "p"}, {"quotaSharePolicy", {{"idleResourceAssignmentStrategy", "FIFO"}}}}).ok());
+  ASSERT_TRUE(c_->CreateServiceEnvironment(EnvironmentRequest("e", 1, "ml.m5.large")).ok());
+  ASSERT_TRUE(c_->CreateJobQueue(QueueRequest("q", "e", {{"schedulingPolicyArn", c_->Arn("batch", "scheduling-policy/p")}})).ok());
+  ASSERT_TRUE(c_->CreateQuotaShare({{"jobQueue", "q"}, {"quotaShareName", "S"},
+                                    {"capacityLimits", {{{"capacityUnit", "ml.m5.large"}, {"maxCapacity", 1}}}},
+                                    {"resourceSharingConfiguration", {{"strategy", "RESERVE"}}},
+                                    {"preemptionConfiguration", {{"inSharePreemption", "ENABLED"}}}}).ok());
+  const std::string low = Submit("low", "q", {{"quotaShareName", "S"}, {"schedulingPriority", 10}});
+  c_->Step();
+  Run("low");
+  ASSERT_EQ(StatusOf(low), JobStatus::kRunning);
+
+  const std::string high = Submit("high", "q", {{"quotaShareName", "S"}, {"schedulingPriority", 90}});
+  c_->Step();
+  EXPECT_EQ(exec_->stopped(), std::vector<std::string>{"low"});  // asked to stop, not yet gone
+  EXPECT_EQ(StatusOf(high), JobStatus::kRunnable);
+
+  // The victim exits after its SIGTERM: its capacity goes to the job it was stopped for.
+  exec::AttemptEvent e;
+  e.attempt_id = "low";
+  e.phase = Phase::kExited;
+  e.at = clock_.now_ms();
+  e.exit_code = 143;
+  e.stopped = true;
+  exec_->Push(e);
+  c_->Step();
+  c_->Step();
+  EXPECT_EQ(StatusOf(high), JobStatus::kScheduled);
+  EXPECT_EQ(exec_->started(), (std::vector<std::string>{"low", "high"}));
+  // The preempted job waits to run again (a new attempt, no retry used), and says why it stopped.
+  auto [status, preempted, why] = c_->Read([&](const State& s) {
+    const ServiceJob& j = s.FindJob(low)->job;
+    return std::make_tuple(j.status, j.preempted_attempt_count, j.attempts.front().status_reason);
+  });
+  EXPECT_EQ(status, JobStatus::kRunnable);
+  EXPECT_EQ(preempted, 1);
+  EXPECT_EQ(why, "Preempted: yielded its capacity to service job " + high);
+}
+
+TEST_F(ControllerTest, ACapacityFailureAtStartIsRetriedAfterABackoff) {
+  FifoQueue(1);
+  exec_->FailStarts(Internal("no such host"));
+  const std::string id = Submit("a", "q");
+  c_->Step();  // placed; the start fails after the commit
+  EXPECT_TRUE(exec_->started().empty());
+  exec_->FailStarts(Status::Ok());
+  c_->Step();  // the failure comes back as the attempt's CapacityError exit
+  EXPECT_EQ(StatusOf(id), JobStatus::kRunnable);
+  const std::string why = c_->Read([&](const State& s) { return s.FindJob(id)->wait_reason; });
+  EXPECT_NE(why.find("retrying after a capacity failure"), std::string::npos) << why;
+
+  c_->Step();  // still backing off (1 s): nothing starts
+  EXPECT_TRUE(exec_->started().empty());
+  clock_.advance_ms(1'000);
+  c_->Step();
+  c_->Step();
+  EXPECT_EQ(StatusOf(id), JobStatus::kScheduled);
+  // The retry is a new attempt and consumed none of the job's retries.
+  EXPECT_EQ(exec_->started(), std::vector<std::string>{"a-attempt-2"});
+}
+
+TEST_F(ControllerTest, ARestartedControllerReloadsStateAndReadoptsRunningAttempts) {
+  FifoQueue(2);
+  const std::string done = Submit("done", "q");
+  const std::string running = Submit("running", "q");
+  c_->Step();
+  Run("done");
+  Run("running");
+  Exit("done", 0);
+  ASSERT_EQ(StatusOf(running), JobStatus::kRunning);
+
+  Open();  // the same store, a new controller and executor
+  EXPECT_EQ(StatusOf(done), JobStatus::kSucceeded);
+  EXPECT_EQ(StatusOf(running), JobStatus::kRunning);
+  EXPECT_EQ(exec_->adopted(), std::vector<std::string>{"running"});
+  EXPECT_TRUE(exec_->started().empty());
+
+  // The adopted attempt's events reach the job as before the restart.
+  Exit("running", 0);
+  EXPECT_EQ(StatusOf(running), JobStatus::kSucceeded);
+}
+
+TEST_F(ControllerTest, AFailedCommitIsReportedAndActedOnOnlyOnceStored) {
+  FifoQueue(1);
+  data_->fail_commits = Unavailable("disk full");
+  auto job = c_->SubmitServiceJob(SubmitRequest("a", "q"));
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), Code::kUnavailable);
+  c_->Step();
+  EXPECT_TRUE(exec_->started().empty());  // placed in memory, but nothing is acted on unstored
+  EXPECT_EQ(data_->Count(store::Kind::kServiceJob), 0u);
+
+  data_->fail_commits = Status::Ok();
+  c_->Step();  // the kept turns are written with this one, then acted on
+  EXPECT_EQ(data_->Count(store::Kind::kServiceJob), 1u);
+  EXPECT_EQ(exec_->started(), std::vector<std::string>{"a"});
+}
+
+TEST_F(ControllerTest, DescribingAJobDoesNotWaitForACommitOfOtherJobs) {
+  FifoQueue(0);  // nothing runs: only submissions change state
+  const std::string a = Submit("a", "q");
+  c_->Step();
+  // While the turn that stores b commits, a reader on another thread describes a: it must be
+  // answered before that commit ends (were it to wait for it, the wait below would time out).
+  std::optional<JobStatus> seen;
+  data_->during_commit = [&] {
+    auto read = std::async(std::launch::async, [&] { return c_->ReadServiceJob(a, [&](const State& s) { return s.FindJob(a)->job.status; }); });
+    if (read.wait_for(std::chrono::seconds(10)) == std::future_status::ready) seen = read.get();
+  };
+  const std::string b = Submit("b", "q");
+  data_->during_commit = nullptr;
+  ASSERT_FALSE(b.empty());
+  ASSERT_TRUE(seen.has_value()) << "the describe of a waited for the commit of b";
+  EXPECT_EQ(*seen, JobStatus::kRunnable);
+}
+
 TEST_F(ControllerTest, TimeLimitActionTerminatesAMisconfiguredJobAfterMaxTime) {
-  ASSERT_TRUE(c_->CreateServiceEnvironment({{"serviceEnvironmentName", "e"}, {"serviceEnvironmentType", "SAGEMAKER_TRAINING"},
-                                            {"capacityLimits", {{{"capacityUnit", "NUM_INSTANCES"}, {"maxCapacity", 1}}}}}).ok());
+  ASSERT_TRUE(c_->CreateServiceEnvironment(EnvironmentRequest("e", 1)).ok());
   json action = {{"reason", "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"}, {"state", "RUNNABLE"},
                  {"maxTimeSeconds", 600}, {"action", "TERMINATE"}};
-  ASSERT_TRUE(c_->CreateJobQueue({{"jobQueueName", "q"}, {"jobQueueType", "SAGEMAKER_TRAINING"}, {"priority", 1},
-                                  {"serviceEnvironmentOrder", {{{"order", 1}, {"serviceEnvironment", "e"}}}},
-                                  {"jobStateTimeLimitActions", {action}}}).ok());
-  std::string id = SubmitTooBig();
-  ASSERT_TRUE(Eventually([&](const State& s) { return s.FindJob(id)->wait_code == "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"; }));
-  EXPECT_EQ(c_->Read([&](const State& s) { return s.FindJob(id)->job.status; }), JobStatus::kRunnable);
+  ASSERT_TRUE(c_->CreateJobQueue(QueueRequest("q", "e", {{"jobStateTimeLimitActions", {action}}})).ok());
+  const std::string id = Submit("too-big", "q", json::object(), 2);
+  c_->Step();
+  EXPECT_EQ(c_->Read([&](const State& s) { return s.FindJob(id)->wait_code; }), "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE");
+  EXPECT_EQ(StatusOf(id), JobStatus::kRunnable);
 
   clock_.advance_ms(599'000);  // not yet
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));
-  EXPECT_EQ(c_->Read([&](const State& s) { return s.FindJob(id)->job.status; }), JobStatus::kRunnable);
+  c_->Step();
+  EXPECT_EQ(StatusOf(id), JobStatus::kRunnable);
 
   clock_.advance_ms(2'000);
-  ASSERT_TRUE(Eventually([&](const State& s) { return s.FindJob(id)->job.status == JobStatus::kFailed; }));
+  c_->Step();
+  EXPECT_EQ(StatusOf(id), JobStatus::kFailed);
 
-  // The outcome is durable: a new controller over the same data directory sees it.
-  c_->Shutdown();
-  c_.reset();
+  // The outcome is durable: a new controller over the same store sees it.
   Open();
   auto [status, reason, terminated] = c_->Read([&](const State& s) {
     const ServiceJob& j = s.FindJob(id)->job;
@@ -101,13 +288,8 @@ TEST_F(ControllerTest, TimeLimitActionTerminatesAMisconfiguredJobAfterMaxTime) {
 }
 
 TEST_F(ControllerTest, TimeLimitActionsAreValidated) {
-  ASSERT_TRUE(c_->CreateServiceEnvironment({{"serviceEnvironmentName", "e"}, {"serviceEnvironmentType", "SAGEMAKER_TRAINING"},
-                                            {"capacityLimits", {{{"capacityUnit", "NUM_INSTANCES"}, {"maxCapacity", 1}}}}}).ok());
-  auto make = [&](json action) {
-    return c_->CreateJobQueue({{"jobQueueName", "q"}, {"jobQueueType", "SAGEMAKER_TRAINING"}, {"priority", 1},
-                               {"serviceEnvironmentOrder", {{{"order", 1}, {"serviceEnvironment", "e"}}}},
-                               {"jobStateTimeLimitActions", {action}}});
-  };
+  ASSERT_TRUE(c_->CreateServiceEnvironment(EnvironmentRequest("e", 1)).ok());
+  auto make = [&](json action) { return c_->CreateJobQueue(QueueRequest("q", "e", {{"jobStateTimeLimitActions", {action}}})); };
   json base = {{"reason", "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"}, {"state", "RUNNABLE"}, {"maxTimeSeconds", 600}, {"action", "TERMINATE"}};
   json cancel = base;
   cancel["action"] = "CANCEL";

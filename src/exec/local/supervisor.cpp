@@ -555,7 +555,8 @@ class Supervisor {
     }
     if (!setup_done || !code_done) {
       json m = {{"setup", setup}, {"code", code_id}};
-      local::WriteJobFile({ws.string(), ""}, ".prepared", m.dump());  // replaces a planted link
+      // Replaces a planted link. Unwritten (a full disk), the next start of the pool prepares again.
+      (void)local::WriteJobFile({ws.string(), ""}, ".prepared", m.dump());
     }
     // In the sandbox the workspace's code/ and cache are bind-mounted over empty directories of
     // the /opt/ml tree (Command); without one, the tree links to them.
