@@ -18,6 +18,14 @@ namespace {
 constexpr int64_t kUnlimited = std::numeric_limits<int64_t>::max() / 4;
 constexpr int64_t kNotKnown = -1;
 
+// A short string compare without a call (instance type names are a few bytes each).
+bool SameText(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t k = 0; k < a.size(); ++k)
+    if (a[k] != b[k]) return false;
+  return true;
+}
+
 bool Lends(SharingStrategy s) { return s != SharingStrategy::kReserve; }
 
 // The order of offers inside a share: higher schedulingPriority first, then submit order.
@@ -36,14 +44,36 @@ class QuotaPass {
     for (const auto& [t, n] : snap.ceiling) Intern(t);
     for (const auto& sh : snap.shares)
       for (const auto& [t, n] : sh.limit) Intern(t);
-    running_type_.reserve(running_.size());
-    for (const auto& r : running_) running_type_.push_back(Intern(r.instance_type));
-    job_type_.resize(snap.shares.size());
-    for (size_t s = 0; s < snap.shares.size(); ++s) {
-      job_type_[s].reserve(snap.shares[s].runnable.size());
-      for (const QuotaJob& j : snap.shares[s].runnable) job_type_[s].push_back(Intern(j.instance_type));
+    job_types_at_.reserve(snap.shares.size());
+    for (const auto& sh : snap.shares) {
+      job_types_at_.push_back(job_type_.size());
+      for (const QuotaJob& j : sh.runnable) job_type_.push_back(Intern(j.instance_type));
     }
-    const size_t nt = types_.size(), ns = snap.shares.size();
+    // Running jobs: the books start from what they hold. A type only running jobs name is
+    // numbered here (the books of (share, type) are laid out type after type, so it appends).
+    const size_t ns = snap.shares.size();
+    used_.assign(ns * types_.size(), 0);
+    in_use_.assign(types_.size(), 0);
+    leaving_.assign(types_.size(), 0);
+    running_type_.reserve(running_.size());
+    preempting_.reserve(running_.size());
+    for (const auto& r : running_) {
+      const Type t = Intern(r.instance_type);
+      if (t == in_use_.size()) {
+        used_.resize(used_.size() + ns, 0);
+        in_use_.push_back(0);
+        leaving_.push_back(0);
+      }
+      running_type_.push_back(t);
+      preempting_.push_back(r.preempting);
+      in_use_[t] += r.instance_count;
+      if (r.preempting) {
+        leaving_[t] += r.instance_count;
+      } else {
+        used_[Key(static_cast<size_t>(r.share), t)] += r.instance_count;
+      }
+    }
+    const size_t nt = types_.size();
     capacity_.assign(nt, 0);
     for (const auto& [t, n] : snap.capacity) capacity_[Intern(t)] = n;
     ceiling_ = capacity_;
@@ -51,34 +81,20 @@ class QuotaPass {
     limit_.assign(ns * nt, 0);
     lent_.assign(nt, 0);
     for (size_t s = 0; s < ns; ++s) {
-      for (const auto& [t, n] : snap.shares[s].limit) limit_[s * nt + Intern(t)] = n;
+      for (const auto& [t, n] : snap.shares[s].limit) limit_[Key(s, Intern(t))] = n;
       if (Lends(snap.shares[s].strategy)) {
-        for (Type t = 0; t < nt; ++t) lent_[t] += limit_[s * nt + t];
+        for (Type t = 0; t < nt; ++t) lent_[t] += limit_[Key(s, t)];
       } else {
         reserving_.push_back(s);
       }
     }
-    used_.assign(ns * nt, 0);
-    in_use_.assign(nt, 0);
-    leaving_.assign(nt, 0);
     deficit_covered_.assign(nt, 0);
     returning_.assign(ns * nt, 0);
     no_borrow_.assign(ns * nt, false);
     first_over_.assign(ns * nt, nullptr);
     smallest_waiting_.assign(ns * nt, kNotKnown);
+    memo_head_.assign(ns * nt, kNoEntry);
     claims_.resize(nt);
-    preempting_.reserve(running_.size());
-    for (size_t k = 0; k < running_.size(); ++k) {
-      const auto& r = running_[k];
-      const Type t = running_type_[k];
-      preempting_.push_back(r.preempting);
-      in_use_[t] += r.instance_count;
-      if (r.preempting) {
-        leaving_[t] += r.instance_count;
-      } else {
-        used_[static_cast<size_t>(r.share) * nt + t] += r.instance_count;
-      }
-    }
   }
 
   // Three rounds in offer order: first every job that fits inside its share's own quota (these
@@ -175,31 +191,32 @@ class QuotaPass {
   // first) then submit order; across shares, the share whose next job was submitted first
   // (FIFO assignment of idle capacity).
   OfferOrder Order() const {
-    std::vector<std::vector<const QuotaJob*>> lists;
-    size_t total = 0;
-    for (const auto& s : snap_.shares) {
-      std::vector<const QuotaJob*> jobs;
-      jobs.reserve(s.runnable.size());
-      for (const QuotaJob& j : s.runnable) jobs.push_back(&j);
-      std::sort(jobs.begin(), jobs.end(), [](const QuotaJob* a, const QuotaJob* b) {
+    // Every share's jobs in its own order, one share after another: share s from at[s] to at[s + 1].
+    std::vector<const QuotaJob*> jobs;
+    std::vector<size_t> at;
+    at.reserve(snap_.shares.size() + 1);
+    for (const auto& sh : snap_.shares) {
+      at.push_back(jobs.size());
+      for (const QuotaJob& j : sh.runnable) jobs.push_back(&j);
+      std::sort(jobs.begin() + static_cast<std::ptrdiff_t>(at.back()), jobs.end(), [](const QuotaJob* a, const QuotaJob* b) {
         return OfferedBefore(a->priority, a->seq, b->priority, b->seq);
       });
-      total += jobs.size();
-      lists.push_back(std::move(jobs));
     }
+    at.push_back(jobs.size());
     // A k-way merge: the heads of the shares' lists by (submit order, share index).
-    std::vector<size_t> next(lists.size(), 0);
     using Head = std::pair<uint64_t, size_t>;
-    std::priority_queue<Head, std::vector<Head>, std::greater<>> heads;
-    for (size_t i = 0; i < lists.size(); ++i)
-      if (!lists[i].empty()) heads.emplace(lists[i][0]->seq, i);
+    std::vector<Head> heap;
+    for (size_t s = 0; s < snap_.shares.size(); ++s)
+      if (at[s] < at[s + 1]) heap.emplace_back(jobs[at[s]]->seq, s);
+    std::priority_queue<Head, std::vector<Head>, std::greater<>> heads(std::greater<>(), std::move(heap));
+    std::vector<size_t> next(at.begin(), at.end() - 1);
     OfferOrder out;
-    out.reserve(total);
+    out.reserve(jobs.size());
     while (!heads.empty()) {
-      const size_t b = heads.top().second;
+      const size_t s = heads.top().second;
       heads.pop();
-      out.emplace_back(b, lists[b][next[b]++]);
-      if (next[b] < lists[b].size()) heads.emplace(lists[b][next[b]]->seq, b);
+      out.emplace_back(s, jobs[next[s]++]);
+      if (next[s] < at[s + 1]) heads.emplace(jobs[next[s]]->seq, s);
     }
     return out;
   }
@@ -207,7 +224,7 @@ class QuotaPass {
   // The number of an instance type, given it one when it is new (only while the pass is built).
   Type Intern(const std::string& name) {
     for (Type t = 0; t < types_.size(); ++t)
-      if (*types_[t] == name) return t;
+      if (SameText(*types_[t], name)) return t;
     types_.push_back(&name);
     return static_cast<Type>(types_.size() - 1);
   }
@@ -217,9 +234,9 @@ class QuotaPass {
     return t;
   }
   Type TypeOf(size_t s, const QuotaJob& j) const {
-    return job_type_[s][static_cast<size_t>(&j - snap_.shares[s].runnable.data())];
+    return job_type_[job_types_at_[s] + static_cast<size_t>(&j - snap_.shares[s].runnable.data())];
   }
-  size_t Key(size_t s, Type t) const { return s * types_.size() + t; }  // index of (share, type)
+  size_t Key(size_t s, Type t) const { return t * snap_.shares.size() + s; }  // index of (share, type)
 
   int64_t Limit(size_t s, Type t) const { return limit_[Key(s, t)]; }
   int64_t Used(size_t s, Type t) const { return used_[Key(s, t)]; }
@@ -235,7 +252,25 @@ class QuotaPass {
     if (added) d_.reasons.push_back(it->first);
     return it->second;
   }
-  void Wait(const QuotaJob& j, std::string reason) { d_.waits.push_back({j.seq, last_reason_ = ReasonId(std::move(reason))}); }
+  void Wait(const QuotaJob& j, std::string reason) { Wait(j, ReasonId(std::move(reason))); }
+  void Wait(const QuotaJob& j, uint32_t reason) { d_.waits.push_back({j.seq, last_reason_ = reason}); }
+  // A fixed text: its id is looked up by address, with no string built.
+  void Wait(const QuotaJob& j, const char* fixed) {
+    for (const auto& [text, id] : fixed_reasons_)
+      if (text == fixed) return Wait(j, id);
+    const uint32_t id = ReasonId(fixed);
+    fixed_reasons_.emplace_back(fixed, id);
+    Wait(j, id);
+  }
+  // A text that names a share (and a figure): built once per pass for each (kind, share, type,
+  // figure), as hundreds of shares wait each pass.
+  enum class Named { kBorrow, kInSharePreempts, kAtQuota };
+  template <class Text>
+  void Wait(const QuotaJob& j, Named kind, size_t s, Type t, int64_t figure, Text text) {
+    auto [it, added] = named_reasons_.try_emplace({static_cast<int>(kind), Key(s, t), figure}, 0);
+    if (added) it->second = ReasonId(text());
+    Wait(j, it->second);
+  }
 
   void Start(size_t s, const QuotaJob& j, bool borrowing) {
     Changed();
@@ -332,30 +367,26 @@ class QuotaPass {
 
   // A job fares as the last one of its share, instance type and size that waited for the same
   // cause, when nothing has started or been preempted since and it has no higher priority: the
-  // answer would be the same, so a queue a million deep costs one map lookup per job. An entry
-  // holds while the pass's epoch is the one it was written in.
-  struct MemoKey {
-    size_t share;
-    Type type;
+  // answer would be the same, so a queue a million deep costs one short lookup per job. The
+  // entries of a (share, type) are chained from memo_head_; one holds while the pass's epoch is
+  // the one it was written in.
+  struct Memo {
     int64_t count;
     bool within_quota;
     Round round;
-    bool operator==(const MemoKey& o) const {
-      return share == o.share && type == o.type && count == o.count && within_quota == o.within_quota &&
-             round == o.round;
-    }
-  };
-  struct MemoHash {
-    size_t operator()(const MemoKey& k) const {
-      return (k.share * 0x9e3779b97f4a7c15ULL) ^ (static_cast<size_t>(k.type) << 40) ^ (static_cast<size_t>(k.count) << 1) ^
-             static_cast<size_t>(k.within_quota) ^ (static_cast<size_t>(k.round) << 7);
-    }
-  };
-  struct Memo {
     int priority;
     uint32_t reason;  // kUndecided: left to a later round
     uint64_t epoch;
+    uint32_t next;    // the next entry of the same (share, type); kNoEntry: none
   };
+  static constexpr uint32_t kNoEntry = std::numeric_limits<uint32_t>::max();
+  Memo* FindMemo(size_t key, int64_t count, bool within_quota, Round round) {
+    for (uint32_t e = memo_head_[key]; e != kNoEntry; e = memo_[e].next) {
+      Memo& m = memo_[e];
+      if (m.count == count && m.within_quota == within_quota && m.round == round) return &m;
+    }
+    return nullptr;
+  }
   static constexpr uint32_t kUndecided = std::numeric_limits<uint32_t>::max();
 
   // Decides for `j` in this round; false: left to a later round (nothing recorded).
@@ -379,16 +410,25 @@ class QuotaPass {
       return true;
     }
 
-    MemoKey key{s, t, n, Used(s, t) + n <= limit, round};
+    const bool within_quota = Used(s, t) + n <= limit;
     size_t waits_before = d_.waits.size();
-    if (auto m = memo_.find(key); m != memo_.end() && m->second.epoch == epoch_ && j.priority <= m->second.priority) {
-      if (m->second.reason == kUndecided) return false;
-      d_.waits.push_back({j.seq, m->second.reason});
+    if (Memo* m = FindMemo(Key(s, t), n, within_quota, round); m && m->epoch == epoch_ && j.priority <= m->priority) {
+      if (m->reason == kUndecided) return false;
+      d_.waits.push_back({j.seq, m->reason});
     } else {
       uint64_t epoch = epoch_;
       bool decided = Decide(s, j, round);
-      if (epoch == epoch_ && (!decided || d_.waits.size() > waits_before))
-        memo_[key] = {j.priority, decided ? last_reason_ : kUndecided, epoch_};
+      if (epoch == epoch_ && (!decided || d_.waits.size() > waits_before)) {
+        Memo* e = FindMemo(Key(s, t), n, within_quota, round);
+        if (!e) {
+          memo_.push_back({n, within_quota, round, 0, 0, 0, memo_head_[Key(s, t)]});
+          memo_head_[Key(s, t)] = static_cast<uint32_t>(memo_.size() - 1);
+          e = &memo_.back();
+        }
+        e->priority = j.priority;
+        e->reason = decided ? last_reason_ : kUndecided;
+        e->epoch = epoch_;
+      }
       if (!decided) return false;
     }
     if (d_.waits.size() > waits_before && front_.size() < kFront) front_.push_back({s, &j, waits_before});
@@ -592,7 +632,7 @@ class QuotaPass {
     int64_t smallest = kUnlimited;
     const auto& runnable = snap_.shares[s].runnable;
     for (size_t k = 0; k < runnable.size(); ++k)
-      if (job_type_[s][k] == t) smallest = std::min(smallest, runnable[k].instance_count);
+      if (job_type_[job_types_at_[s] + k] == t) smallest = std::min(smallest, runnable[k].instance_count);
     return smallest;
   }
 
@@ -695,15 +735,21 @@ class QuotaPass {
         Start(s, j, true);
         return true;
       }
-      Wait(j, "waiting to borrow: share '" + share.name + "' is at its quota and no idle capacity can be lent");
+      Wait(j, Named::kBorrow, s, t, 0, [&] {
+        return "waiting to borrow: share '" + share.name + "' is at its quota and no idle capacity can be lent";
+      });
       return true;
     }
     if (no_borrow_[Key(s, t)]) {
-      Wait(j, "waiting: share '" + share.name + "' is at its quota and preempts for a higher-priority job");
+      Wait(j, Named::kInSharePreempts, s, t, 0, [&] {
+        return "waiting: share '" + share.name + "' is at its quota and preempts for a higher-priority job";
+      });
       return true;
     }
-    Wait(j, "waiting: share '" + share.name + "' is at its quota (" + std::to_string(Used(s, t)) + " of " +
-                std::to_string(limit) + " " + *types_[t] + ")");
+    Wait(j, Named::kAtQuota, s, t, Used(s, t), [&] {
+      return "waiting: share '" + share.name + "' is at its quota (" + std::to_string(Used(s, t)) + " of " +
+             std::to_string(limit) + " " + *types_[t] + ")";
+    });
     return true;
   }
 
@@ -711,7 +757,8 @@ class QuotaPass {
   const std::vector<QuotaRunningJob>& running_;
   std::vector<const std::string*> types_;     // by Type: the names, in the snapshot
   std::vector<Type> running_type_;             // per running job
-  std::vector<std::vector<Type>> job_type_;    // per share, per runnable job
+  std::vector<Type> job_type_;                 // per runnable job, the shares' jobs one after another
+  std::vector<size_t> job_types_at_;           // per share: where its jobs start in job_type_
   std::vector<char> preempting_;               // per running job: told to stop (before or by this pass)
   std::vector<size_t> preference_;             // running jobs in victim preference order (Candidates)
   std::vector<int64_t> capacity_, ceiling_;    // per type
@@ -746,6 +793,8 @@ class QuotaPass {
   QuotaDecisions d_;
   std::unordered_map<std::string, uint32_t> reason_ids_;
   uint32_t last_reason_ = 0;
+  std::vector<std::pair<const char*, uint32_t>> fixed_reasons_;
+  std::map<std::tuple<int, size_t, int64_t>, uint32_t> named_reasons_;  // (kind, (share, type), figure) -> id
   static constexpr size_t kFront = 100;
   struct Front {
     size_t share;
@@ -760,7 +809,8 @@ class QuotaPass {
   };
   std::vector<Started> started_;
   uint64_t epoch_ = 0;
-  std::unordered_map<MemoKey, Memo, MemoHash> memo_;
+  std::vector<Memo> memo_;
+  std::vector<uint32_t> memo_head_;  // per (share, type): its latest entry in memo_
 };
 
 }  // namespace
