@@ -94,6 +94,10 @@ class QuotaPass {
     first_over_.assign(ns * nt, nullptr);
     smallest_waiting_.assign(ns * nt, kNotKnown);
     memo_head_.assign(ns * nt, kNoEntry);
+    for (auto& named : named_reasons_) named.assign(ns * nt, {0, kNoReason});
+    size_t runnable = 0;
+    for (const auto& sh : snap.shares) runnable += sh.runnable.size();
+    d_.waits.reserve(runnable);
     claims_.resize(nt);
   }
 
@@ -203,20 +207,31 @@ class QuotaPass {
       });
     }
     at.push_back(jobs.size());
-    // A k-way merge: the heads of the shares' lists by (submit order, share index).
-    using Head = std::pair<uint64_t, size_t>;
+    // A k-way merge: the heads of the shares' lists by (submit order, share index), packed into
+    // one integer when they fit (a cheaper heap).
+    const size_t ns = snap_.shares.size();
+    uint64_t max_seq = 0;
+    for (const QuotaJob* j : jobs) max_seq = std::max(max_seq, j->seq);
+    return max_seq < (uint64_t{1} << 40) && ns < (size_t{1} << 24)
+               ? Merge<uint64_t>(jobs, at, [](uint64_t seq, size_t s) { return seq << 24 | s; },
+                                 [](uint64_t head) { return static_cast<size_t>(head & ((1u << 24) - 1)); })
+               : Merge<std::pair<uint64_t, size_t>>(jobs, at, [](uint64_t seq, size_t s) { return std::make_pair(seq, s); },
+                                                    [](const std::pair<uint64_t, size_t>& head) { return head.second; });
+  }
+  template <class Head, class MakeHead, class ShareOf>
+  OfferOrder Merge(const std::vector<const QuotaJob*>& jobs, const std::vector<size_t>& at, MakeHead make, ShareOf share_of) const {
     std::vector<Head> heap;
-    for (size_t s = 0; s < snap_.shares.size(); ++s)
-      if (at[s] < at[s + 1]) heap.emplace_back(jobs[at[s]]->seq, s);
+    for (size_t s = 0; s + 1 < at.size(); ++s)
+      if (at[s] < at[s + 1]) heap.push_back(make(jobs[at[s]]->seq, s));
     std::priority_queue<Head, std::vector<Head>, std::greater<>> heads(std::greater<>(), std::move(heap));
     std::vector<size_t> next(at.begin(), at.end() - 1);
     OfferOrder out;
     out.reserve(jobs.size());
     while (!heads.empty()) {
-      const size_t s = heads.top().second;
+      const size_t s = share_of(heads.top());
       heads.pop();
       out.emplace_back(s, jobs[next[s]++]);
-      if (next[s] < at[s + 1]) heads.emplace(jobs[next[s]]->seq, s);
+      if (next[s] < at[s + 1]) heads.push(make(jobs[next[s]]->seq, s));
     }
     return out;
   }
@@ -264,12 +279,12 @@ class QuotaPass {
   }
   // A text that names a share (and a figure): built once per pass for each (kind, share, type,
   // figure), as hundreds of shares wait each pass.
-  enum class Named { kBorrow, kInSharePreempts, kAtQuota };
+  enum Named { kBorrow, kInSharePreempts, kAtQuota, kNamedKinds };
   template <class Text>
   void Wait(const QuotaJob& j, Named kind, size_t s, Type t, int64_t figure, Text text) {
-    auto [it, added] = named_reasons_.try_emplace({static_cast<int>(kind), Key(s, t), figure}, 0);
-    if (added) it->second = ReasonId(text());
-    Wait(j, it->second);
+    auto& last = named_reasons_[kind][Key(s, t)];  // (figure, id) of the last one
+    if (last.second == kNoReason || last.first != figure) last = {figure, ReasonId(text())};
+    Wait(j, last.second);
   }
 
   void Start(size_t s, const QuotaJob& j, bool borrowing) {
@@ -309,37 +324,53 @@ class QuotaPass {
   }
 
   // Victims in preference order: lowest priority, then least work lost since the last checkpoint
-  // (instances × time), then most recently started, then submit order. The order of all running
-  // jobs is sorted once per pass, when first needed; `eligible(index)` filters it.
+  // (instances × time), then most recently started, then submit order. Drawn from a heap as the
+  // victim search asks for them (it usually stops after the first few of thousands).
+  struct Rank {
+    int priority;
+    int64_t lost;
+    uint64_t start_order;
+    uint64_t seq;
+    size_t index;  // into running_
+  };
+  static bool Preferred(const Rank& x, const Rank& y) {
+    if (x.priority != y.priority) return x.priority < y.priority;
+    if (x.lost != y.lost) return x.lost < y.lost;
+    if (x.start_order != y.start_order) return x.start_order > y.start_order;
+    return x.seq < y.seq;
+  }
+  class CandidateList {
+   public:
+    explicit CandidateList(std::vector<Rank> heap) : heap_(std::move(heap)) {
+      std::make_heap(heap_.begin(), heap_.end(), After);
+    }
+    bool Has(size_t k) {  // whether there are more than k candidates
+      while (out_.size() <= k && !heap_.empty()) {
+        std::pop_heap(heap_.begin(), heap_.end(), After);
+        out_.push_back(heap_.back().index);
+        heap_.pop_back();
+      }
+      return k < out_.size();
+    }
+    size_t operator[](size_t k) const { return out_[k]; }
+
+   private:
+    static bool After(const Rank& x, const Rank& y) { return Preferred(y, x); }
+    std::vector<Rank> heap_;
+    std::vector<size_t> out_;
+  };
+  // The running jobs that `eligible(index)` accepts, not leaving and preemptible.
   template <class Eligible>
-  std::vector<size_t> Candidates(Eligible eligible) {
-    if (preference_.empty() && !running_.empty()) {
-      struct Rank {
-        int priority;
-        int64_t lost;
-        uint64_t start_order;
-        uint64_t seq;
-        size_t index;
-      };
-      std::vector<Rank> ranks;
-      ranks.reserve(running_.size());
+  CandidateList Candidates(Eligible eligible) {
+    if (ranks_.empty())
       for (size_t i = 0; i < running_.size(); ++i) {
         const auto& r = running_[i];
-        ranks.push_back({r.priority, WorkLostMs(r, snap_.now_ms), r.start_order, r.seq, i});
+        ranks_.push_back({r.priority, WorkLostMs(r, snap_.now_ms), r.start_order, r.seq, i});
       }
-      std::sort(ranks.begin(), ranks.end(), [](const Rank& x, const Rank& y) {
-        if (x.priority != y.priority) return x.priority < y.priority;
-        if (x.lost != y.lost) return x.lost < y.lost;
-        if (x.start_order != y.start_order) return x.start_order > y.start_order;
-        return x.seq < y.seq;
-      });
-      preference_.reserve(ranks.size());
-      for (const Rank& r : ranks) preference_.push_back(r.index);
-    }
-    std::vector<size_t> c;
-    for (size_t i : preference_)
-      if (!preempting_[i] && running_[i].preemptible && eligible(i)) c.push_back(i);
-    return c;
+    std::vector<Rank> c;
+    for (const Rank& r : ranks_)
+      if (!preempting_[r.index] && running_[r.index].preemptible && eligible(r.index)) c.push_back(r);
+    return CandidateList(std::move(c));
   }
 
   // Victims from `candidates` (in preference order) until they free `need`: `gain(v)` is what v
@@ -347,14 +378,14 @@ class QuotaPass {
   // the one of the same priority that frees the least while still enough, so that a big job is
   // not stopped where a small one would do. Returns what the victims free.
   template <class Gain, class Take>
-  int64_t PickVictims(const std::vector<size_t>& c, int64_t need, Gain gain, Take take, std::vector<size_t>& victims) const {
+  int64_t PickVictims(CandidateList c, int64_t need, Gain gain, Take take, std::vector<size_t>& victims) const {
     int64_t freed = 0;
-    for (size_t k = 0; k < c.size() && freed < need; ++k) {
+    for (size_t k = 0; freed < need && c.Has(k); ++k) {
       int64_t g = gain(c[k]);
       if (g <= 0) continue;
       size_t pick = k;
       if (freed + g > need)
-        for (size_t m = k + 1; m < c.size() && running_[c[m]].priority == running_[c[k]].priority; ++m) {
+        for (size_t m = k + 1; c.Has(m) && running_[c[m]].priority == running_[c[k]].priority; ++m) {
           int64_t gm = gain(c[m]);
           if (freed + gm >= need && gm < g) pick = m, g = gm;
         }
@@ -735,18 +766,18 @@ class QuotaPass {
         Start(s, j, true);
         return true;
       }
-      Wait(j, Named::kBorrow, s, t, 0, [&] {
+      Wait(j, kBorrow, s, t, 0, [&] {
         return "waiting to borrow: share '" + share.name + "' is at its quota and no idle capacity can be lent";
       });
       return true;
     }
     if (no_borrow_[Key(s, t)]) {
-      Wait(j, Named::kInSharePreempts, s, t, 0, [&] {
+      Wait(j, kInSharePreempts, s, t, 0, [&] {
         return "waiting: share '" + share.name + "' is at its quota and preempts for a higher-priority job";
       });
       return true;
     }
-    Wait(j, Named::kAtQuota, s, t, Used(s, t), [&] {
+    Wait(j, kAtQuota, s, t, Used(s, t), [&] {
       return "waiting: share '" + share.name + "' is at its quota (" + std::to_string(Used(s, t)) + " of " +
              std::to_string(limit) + " " + *types_[t] + ")";
     });
@@ -760,7 +791,7 @@ class QuotaPass {
   std::vector<Type> job_type_;                 // per runnable job, the shares' jobs one after another
   std::vector<size_t> job_types_at_;           // per share: where its jobs start in job_type_
   std::vector<char> preempting_;               // per running job: told to stop (before or by this pass)
-  std::vector<size_t> preference_;             // running jobs in victim preference order (Candidates)
+  std::vector<Rank> ranks_;                    // per running job, once a victim search needs them
   std::vector<int64_t> capacity_, ceiling_;    // per type
   std::vector<int64_t> limit_;                 // per (share, type)
   std::vector<int64_t> lent_;                  // per type: the limits of the shares that lend, summed
@@ -794,7 +825,8 @@ class QuotaPass {
   std::unordered_map<std::string, uint32_t> reason_ids_;
   uint32_t last_reason_ = 0;
   std::vector<std::pair<const char*, uint32_t>> fixed_reasons_;
-  std::map<std::tuple<int, size_t, int64_t>, uint32_t> named_reasons_;  // (kind, (share, type), figure) -> id
+  static constexpr uint32_t kNoReason = std::numeric_limits<uint32_t>::max();
+  std::vector<std::pair<int64_t, uint32_t>> named_reasons_[kNamedKinds];  // per kind, per (share, type)
   static constexpr size_t kFront = 100;
   struct Front {
     size_t share;
