@@ -252,9 +252,10 @@ Status WriteOutputs(const ClusterSpec& c, const std::vector<TraceJob>& trace, co
   // While some GPUs are wanted and not held (a job waits): GPU-seconds held and idle, and for how long.
   double contended_s = 0, contended_used_gpu_s = 0;
   std::vector<Buckets> held_b(nt, Buckets(t0, t_end)), ent_b(nt, Buckets(t0, t_end));
-  for (size_t k = 0; k + 1 < r.timeline.size(); ++k) {
-    const Sample& s = r.timeline[k];
-    const int64_t a = s.t_s, b = r.timeline[k + 1].t_s;
+  Timeline::Cursor cursor(r.timeline, nt);
+  while (cursor.next() + 1 < r.timeline.size() && cursor.Next()) {
+    const Sample& s = cursor.sample();
+    const int64_t a = s.t_s, b = r.timeline.t_s(cursor.next());
     if (b <= a) continue;
     util.Add(a, b, static_cast<double>(s.used) / static_cast<double>(c.gpus));
     int64_t wanted = 0;

@@ -157,12 +157,12 @@ StatusOr<ScenarioOutcome> RunScenario(const std::string& text, const std::string
     ++out.expectations;
     if (e.what == "held") {
       // The last timeline sample at or before t is the cluster after the decisions at t.
-      const Sample* s = nullptr;
-      for (const Sample& x : r.timeline)
-        if (x.t_s <= e.t_s) s = &x;
+      Timeline::Cursor cursor(r.timeline, r.teams.size());
+      bool any = false;
+      while (cursor.next() < r.timeline.size() && r.timeline.t_s(cursor.next()) <= e.t_s) any = cursor.Next();
       for (const auto& [team, want] : e.held) {
         auto it = std::lower_bound(r.teams.begin(), r.teams.end(), team);
-        const int64_t got = it == r.teams.end() || *it != team || !s ? 0 : s->held[it - r.teams.begin()];
+        const int64_t got = it == r.teams.end() || *it != team || !any ? 0 : cursor.sample().held[it - r.teams.begin()];
         if (got != want)
           out.failures.push_back(where + "expected team " + team + " to hold " + std::to_string(want) + " GPUs at " +
                                  std::to_string(e.t_s) + ", but it held " + std::to_string(got));

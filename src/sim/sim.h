@@ -91,6 +91,48 @@ struct Sample {
   std::vector<int32_t> demand;  // per team: held + waiting GPUs
 };
 
+// The samples of a replay, stored as what changed: per instant its time, the GPUs in use and the
+// teams whose figures it changed. A full sample per instant would cost teams × instants (a
+// million-job trace has ~600,000 instants and 1,000 teams); most instants change one or two.
+class Timeline {
+ public:
+  size_t size() const { return instants_.size(); }
+  bool empty() const { return instants_.empty(); }
+  int64_t t_s(size_t k) const { return instants_[k].t_s; }
+  int64_t used(size_t k) const { return instants_[k].used; }
+
+  // The samples in order, each with every team's figures (teams start at 0).
+  class Cursor {
+   public:
+    Cursor(const Timeline& timeline, size_t teams);
+    bool Next();  // false: past the last sample
+    size_t next() const { return k_; }  // the index of the sample Next() gives
+    const Sample& sample() const { return s_; }
+
+   private:
+    const Timeline& timeline_;
+    size_t k_ = 0;
+    Sample s_;
+  };
+
+  // Recording (the replay): the sample at `t_s`, given as the teams changed since the previous
+  // one. A second call at the same time replaces that sample (adds to its changes).
+  void Begin(int64_t t_s, int64_t used);
+  void Change(int team, int32_t held, int32_t demand);
+
+ private:
+  struct Instant {
+    int64_t t_s;
+    int64_t used;
+    size_t first_change;  // into changes_; this instant's run up to the next one's
+  };
+  struct TeamChange {
+    int32_t team, held, demand;
+  };
+  std::vector<Instant> instants_;
+  std::vector<TeamChange> changes_;
+};
+
 // A decision of the scheduler, or a completion, as it happened (Result::decisions).
 struct Decision {
   enum Kind { kStart, kPreempt, kEnd };
@@ -103,7 +145,7 @@ struct Result {
   std::vector<std::string> teams;  // sorted
   std::vector<int> team_of_job;    // index into teams, per job
   std::vector<JobResult> jobs;     // per trace job, in trace order
-  std::vector<Sample> timeline;
+  Timeline timeline;
   int64_t passes = 0;
   std::vector<Decision> decisions;  // in the order they were taken
 };

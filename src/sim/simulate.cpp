@@ -66,6 +66,8 @@ class Engine {
   // The first `n` runnable jobs of share `s` in dispatch order.
   void FirstRunnable(size_t s, size_t n, std::vector<uint32_t>& out) const;
   int64_t LastCheckpoint(const JobState& j, int64_t t) const;
+  // The timeline records, per instant, only the teams whose held or wanted GPUs changed.
+  void TeamChanged(int team);
 
   const ClusterSpec& c_;
   const std::vector<TraceJob>& trace_;
@@ -78,6 +80,8 @@ class Engine {
   std::vector<int64_t> share_held_;
   std::vector<double> share_usage_;            // fair share: decayed instance-seconds
   std::vector<int32_t> team_held_, team_demand_;
+  std::vector<char> team_changed_;             // per team: changed at this instant
+  std::vector<int> changed_teams_;
   std::vector<uint32_t> running_;              // job indices, any order
   std::set<uint32_t> nominated_;               // quota: promised capacity by the last pass
   sched::QuotaSnapshot quota_snap_;            // reused by every quota pass
@@ -96,6 +100,12 @@ int64_t Engine::LastCheckpoint(const JobState& j, int64_t t) const {
   const int64_t work = t - j.attempt_start - j.attempt_restart;
   if (work < c_.checkpoint_interval_s) return -1;
   return j.attempt_start + j.attempt_restart + work / c_.checkpoint_interval_s * c_.checkpoint_interval_s;
+}
+
+void Engine::TeamChanged(int team) {
+  if (team_changed_[static_cast<size_t>(team)]) return;
+  team_changed_[static_cast<size_t>(team)] = true;
+  changed_teams_.push_back(team);
 }
 
 void Engine::MakeRunnable(uint32_t i) {
@@ -125,6 +135,7 @@ void Engine::Start(uint32_t i, int64_t t) {
   used_ += j.gpus;
   share_held_[static_cast<size_t>(j.share)] += j.gpus;
   team_held_[static_cast<size_t>(j.team)] += static_cast<int32_t>(j.gpus);
+  TeamChanged(j.team);
   ends_.emplace(t + j.attempt_restart + j.remaining_s, i, j.attempt);
   // The production library never places more than the capacity; a violation is a bug there or
   // here, never a property of the input.
@@ -161,6 +172,7 @@ void Engine::Complete(uint32_t i, int64_t t) {
   used_ -= j.gpus;
   share_held_[static_cast<size_t>(j.share)] -= j.gpus;
   team_held_[static_cast<size_t>(j.team)] -= static_cast<int32_t>(j.gpus);
+  TeamChanged(j.team);
   r_.jobs[i].end_s = t;
 }
 
@@ -378,6 +390,7 @@ Result Engine::Run() {
   share_usage_.assign(ns, 0.0);
   team_held_.assign(nt, 0);
   team_demand_.assign(nt, 0);
+  team_changed_.assign(nt, false);
   std::map<std::string, int> team_index;
   for (size_t k = 0; k < nt; ++k) team_index[r_.teams[k]] = static_cast<int>(k);
   std::map<std::string, int> share_index;
@@ -423,16 +436,22 @@ Result Engine::Run() {
       r_.decisions.push_back({t, i, Decision::kEnd});
       completed_in_batch_ = true;
       team_demand_[static_cast<size_t>(jobs_[i].team)] -= static_cast<int32_t>(jobs_[i].gpus);
+      TeamChanged(jobs_[i].team);
     }
     while (next < trace_.size() && trace_[next].submit_s == t) {
       MakeRunnable(static_cast<uint32_t>(next));
       submitted_in_batch_.push_back(static_cast<uint32_t>(next));
       team_demand_[static_cast<size_t>(jobs_[next].team)] += static_cast<int32_t>(jobs_[next].gpus);
+      TeamChanged(jobs_[next].team);
       ++next;
     }
     Passes(t);
-    if (!r_.timeline.empty() && r_.timeline.back().t_s == t) r_.timeline.pop_back();
-    r_.timeline.push_back({t, used_, team_held_, team_demand_});
+    r_.timeline.Begin(t, used_);
+    for (int team : changed_teams_) {
+      r_.timeline.Change(team, team_held_[static_cast<size_t>(team)], team_demand_[static_cast<size_t>(team)]);
+      team_changed_[static_cast<size_t>(team)] = false;
+    }
+    changed_teams_.clear();
   }
   return std::move(r_);
 }

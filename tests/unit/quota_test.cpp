@@ -249,5 +249,44 @@ TEST(QuotaShares, EstimatesFollowEachSharesQuotaAndTheRuntimeBounds) {
   EXPECT_EQ(at[11], 20'000);
 }
 
+TEST(QuotaShares, OfferOrderAcrossSharesIsSubmitOrderAtAnyJobNumber) {
+  // Idle capacity goes to the share whose next job was submitted first, whatever the size of the
+  // job numbers (small ones are merged as one packed integer, very large ones as pairs).
+  for (uint64_t base : {uint64_t{1}, (uint64_t{1} << 40) - 3, uint64_t{1} << 62}) {
+    QuotaSnapshot s;
+    s.capacity[kType] = 3;
+    s.shares = {Share("A", 1, SharingStrategy::kLend), Share("B", 1, SharingStrategy::kLend),
+                Share("C", 1, SharingStrategy::kLendAndBorrow)};
+    s.shares[0].runnable = Jobs(base + 4, 1);
+    s.shares[1].runnable = Jobs(base + 2, 1);
+    s.shares[2].runnable = {{base + 5, kType, 1, 0}, {base + 0, kType, 1, 0}, {base + 3, kType, 1, 0}};
+    auto d = ScheduleQuotaShares(s);
+    std::vector<uint64_t> started;
+    for (const auto& x : d.starts) started.push_back(x.job_seq - base);
+    // C's first job (inside its quota) and B's start; A's job 4 comes before C's 5, but C borrows
+    // only in the last round, after the owners: A's job takes the last instance.
+    EXPECT_EQ(started, (std::vector<uint64_t>{0, 2, 4})) << "base " << base;
+    std::vector<uint64_t> waiting;
+    for (const auto& w : d.waits) waiting.push_back(w.job_seq - base);
+    EXPECT_EQ(waiting, (std::vector<uint64_t>{3, 5})) << "base " << base;
+  }
+}
+
+TEST(QuotaShares, ARunningJobOfATypeNoShareOrCapacityNamesCountsAsInUse) {
+  // A job still runs on a type the snapshot no longer gives capacity or quota for (its
+  // environment changed): it is in use, preemptible by nobody's quota, and blocks nothing else.
+  QuotaSnapshot s;
+  s.capacity[kType] = 2;
+  s.shares = {Share("A", 1), Share("B", 1)};
+  s.running = {{1, 0, "ml.old.type", 4, 0, 1}};
+  s.running.push_back({2, 1, kType, 1, 0, 2});
+  s.shares[0].runnable = Jobs(10, 2);
+  auto d = ScheduleQuotaShares(s);
+  ASSERT_EQ(d.starts.size(), 1u);  // A's quota, on the one idle instance
+  EXPECT_EQ(d.starts[0].job_seq, 10u);
+  EXPECT_TRUE(d.preemptions.empty());
+  ASSERT_EQ(d.waits.size(), 1u);
+}
+
 }  // namespace
 }  // namespace ty::sched

@@ -55,16 +55,17 @@ void ExpectConservation(const ClusterSpec& c, const std::vector<TraceJob>& trace
   EXPECT_EQ(served, demand + lost);
   // The integral of the timeline is what the jobs held.
   int64_t integral = 0;
-  for (size_t k = 0; k < r.timeline.size(); ++k) {
-    const Sample& s = r.timeline[k];
+  Timeline::Cursor cursor(r.timeline, r.teams.size());
+  while (cursor.Next()) {
+    const Sample& s = cursor.sample();
     ASSERT_LE(s.used, c.gpus) << "at t=" << s.t_s;
     ASSERT_GE(s.used, 0);
     EXPECT_EQ(s.used, std::accumulate(s.held.begin(), s.held.end(), int64_t{0}));
-    if (k + 1 < r.timeline.size()) integral += s.used * (r.timeline[k + 1].t_s - s.t_s);
+    if (cursor.next() < r.timeline.size()) integral += s.used * (r.timeline.t_s(cursor.next()) - s.t_s);
   }
   EXPECT_EQ(integral, served);
   ASSERT_FALSE(r.timeline.empty());
-  EXPECT_EQ(r.timeline.back().used, 0);
+  EXPECT_EQ(r.timeline.used(r.timeline.size() - 1), 0);
 }
 
 TEST(SimTest, FifoStartsJobsInSubmitOrderAsCapacityFrees) {
