@@ -26,6 +26,10 @@ struct Job {
   // Upper bound of its runtime (StoppingCondition.MaxRuntimeInSeconds); 0: unbounded. Backfill
   // and start-time estimates rely on it.
   int64_t max_runtime_ms = 0;
+  // The job is not started before this time (a capacity-failure backoff, or the arrival batch of
+  // an idle fair-share queue); until then it waits aside (WaitKind::kNotBefore) and neither
+  // blocks the jobs behind it nor holds capacity for itself. 0: no such hold.
+  int64_t not_before_ms = 0;
 };
 
 // A job that holds capacity now, with the latest time it gives it back.
@@ -99,6 +103,7 @@ enum class WaitKind {
   kQueueDisabled,     // the queue or all of its environments are disabled
   kReserved,          // at the head of its queue; it fits now, but capacity is reserved for
                       // an earlier queue's head job that it could delay
+  kNotBefore,         // held back until Job::not_before_ms; the jobs behind it go on
 };
 
 struct Wait {

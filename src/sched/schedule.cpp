@@ -138,8 +138,20 @@ class Pass {
     return false;
   }
 
+  // A job held back until its not_before_ms waits aside, like a misconfigured one: it is not
+  // the head and reserves nothing. Returns true when it is held.
+  bool HeldBack(const Job& job, QueueContext& qc) {
+    if (job.not_before_ms <= snap_.now_ms) return false;
+    d_.waits.push_back({job.seq, WaitKind::kNotBefore,
+                        d_.AddReason("held back until " + std::to_string(job.not_before_ms) + " (epoch ms), " +
+                                     InSeconds(job.not_before_ms, snap_.now_ms))});
+    qc.Front(job, d_);
+    return true;
+  }
+
   Outcome Try(const Job& job, QueueContext& qc) {
     const Queue& q = qc.q;
+    if (HeldBack(job, qc)) return Outcome::kNever;
     bool ever = std::any_of(q.environments.begin(), q.environments.end(),
                             [&](int e) { return CanEverFit(job, envs_[e], host_); });
     if (!ever) {
@@ -223,6 +235,7 @@ class Pass {
 
   // Offers one job that waits behind the head: with backfill it may start now.
   void Behind(const Job& job, QueueContext& qc, uint32_t behind) {
+    if (HeldBack(job, qc)) return;
     if (qc.q.backfill && CapacityLeft(qc)) {
       Outcome o = Try(job, qc);
       if (o == Outcome::kStarted || o == Outcome::kNever) return;
@@ -362,7 +375,8 @@ void Pass::Estimate(const QueueContext& qc) {
   int64_t now = snap_.now_ms;
   for (size_t k = 0; k < qc.front.size(); ++k) {
     const Job& job = *qc.front[k].first;
-    if (d_.waits[qc.front[k].second].kind == WaitKind::kMisconfiguration) continue;
+    const WaitKind kind = d_.waits[qc.front[k].second].kind;
+    if (kind == WaitKind::kMisconfiguration || kind == WaitKind::kNotBefore) continue;
     while (true) {
       int at = -1;
       for (int e : qc.q.environments)

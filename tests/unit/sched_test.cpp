@@ -346,5 +346,32 @@ TEST(Estimates, UnknownWhenNothingBoundedWillFreeCapacity) {
   EXPECT_EQ(d.fronts[0].jobs[0].estimated_start_ms, 0);
 }
 
+TEST(NotBefore, AHeldBackJobWaitsAsideAndDoesNotBlockTheJobsBehindIt) {
+  // One free instance; the head backs off until +5 s, so the job behind it takes the instance.
+  Snapshot s = OneQueue(1, 1, {{1, "ml.m5.large", 1, 0, 5'000}, {2, "ml.m5.large", 1}});
+  auto d = Schedule(s);
+  EXPECT_EQ(Started(d), (std::vector<uint64_t>{2}));
+  ASSERT_EQ(d.waits.size(), 1u);
+  EXPECT_EQ(d.waits[0].job_seq, 1u);
+  EXPECT_EQ(d.waits[0].kind, WaitKind::kNotBefore);
+  EXPECT_TRUE(d.reservations.empty());
+  // Once the time has come it is placed like any other.
+  s.now_ms = 5'000;
+  EXPECT_EQ(Started(Schedule(s)), (std::vector<uint64_t>{1}));
+}
+
+TEST(NotBefore, JobsOfOneArrivalBatchAreWeighedTogetherWhenItCloses) {
+  // Submitted LOW (weight 5), HIGH (1), MID (3) onto an idle queue with one instance: while the
+  // batch is open nothing starts; when it closes, HIGH's key (0.5 x 1) is the lowest.
+  auto batch = [](uint64_t seq) { return Job{seq, "ml.m5.large", 1, 0, 1'000}; };
+  Snapshot s = FairShareQueue(1, {{"LOW", 5, 0, 0, {batch(1)}}, {"HIGH", 1, 0, 0, {batch(2)}}, {"MID", 3, 0, 0, {batch(3)}}});
+  auto d = Schedule(s);
+  EXPECT_TRUE(d.starts.empty());
+  ASSERT_EQ(d.waits.size(), 3u);
+  for (const Wait& w : d.waits) EXPECT_EQ(w.kind, WaitKind::kNotBefore);
+  s.now_ms = 1'000;
+  EXPECT_EQ(Started(Schedule(s)), (std::vector<uint64_t>{2}));
+}
+
 }  // namespace
 }  // namespace ty::sched
