@@ -368,11 +368,23 @@ std::string HostKeyOf(const ServiceJob& j) {
   return j.attempt_capacity_key.empty() ? CapacityKey(j.instance_type, j.managed_spot) : j.attempt_capacity_key;
 }
 
+// A training job's runtime bound: MaxRuntimeInSeconds, one day when absent (as on SageMaker).
+int64_t RuntimeBoundMs(const ServiceJob& j) { return j.max_runtime_ms > 0 ? j.max_runtime_ms : 86'400'000; }
+
+// A service job as sched/ sees it. A capacity ladder's rungs go with it, all of them: every new
+// attempt starts from the top (docs/spot.md), and the pass picks the first rung with room.
+sched::Job SchedJobOf(const ServiceJob& j, EpochMs not_before) {
+  sched::Job out{j.seq, CapacityKey(j.instance_type, j.managed_spot), j.instance_count, RuntimeBoundMs(j), not_before, {}};
+  if (!j.capacity_ladder.empty()) {
+    for (const Rung& r : LadderFromText(j.capacity_ladder, j.fallback_after_interruptions).rungs) out.rungs.push_back(r.Key());
+    out.instance_type = out.rungs.front();
+  }
+  return out;
+}
+
 // The earliest time the job may be placed: after its capacity-failure backoff and its arrival batch.
 EpochMs NotBefore(const ServiceJobState& js) { return std::max(js.not_before, js.batch_until); }
 
-// A training job's runtime bound: MaxRuntimeInSeconds, one day when absent (as on SageMaker).
-int64_t RuntimeBoundMs(const ServiceJob& j) { return j.max_runtime_ms > 0 ? j.max_runtime_ms : 86'400'000; }
 
 // When an active job gives its capacity back at the latest: its runtime bound from when its
 // attempt started (or was scheduled); within the grace once it is being stopped or overdue.
@@ -447,7 +459,7 @@ sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t pref
       ServiceJobState& js = state_.jobs.at(jobs[i]->seq);
       const EpochMs not_before = NotBefore(js);
       if (not_before <= t.now) ++ready;
-      sh.runnable.push_back({jobs[i]->seq, PlacementKey(js), jobs[i]->instance_count, RuntimeBoundMs(*jobs[i]), not_before});
+      sh.runnable.push_back(SchedJobOf(js.job, not_before));
     }
     out.shares.push_back(std::move(sh));
   }
@@ -539,7 +551,7 @@ void Controller::SchedulePass(Turn& t) {
         ServiceJobState& js = state_.jobs.at(seq);
         const EpochMs not_before = NotBefore(js);
         if (not_before <= t.now) ++ready;
-        sq.runnable.push_back({seq, PlacementKey(js), js.job.instance_count, RuntimeBoundMs(js.job), not_before});
+        sq.runnable.push_back(SchedJobOf(js.job, not_before));
       }
     }
     snap.queues.push_back(std::move(sq));
@@ -578,25 +590,16 @@ void Controller::SchedulePass(Turn& t) {
       t.jobs.insert(w.job_seq);
     }
   }
-  for (const auto& s : d.starts) StartServiceJob(t, state_.jobs.at(s.job_seq), snap.environments[s.environment].name);
+  for (const auto& s : d.starts) {
+    ServiceJobState& js = state_.jobs.at(s.job_seq);
+    js.placement_rung = s.rung;
+    StartServiceJob(t, js, snap.environments[s.environment].name);
+  }
   for (const auto& [name, q] : state_.queues)
     if (IsQuotaQueue(q)) ScheduleQuotaQueue(t, q);
 }
 
 bool Controller::IsQuotaQueue(const JobQueue& q) const { return KindOf(state_, q) == QueueKind::kQuota; }
-
-std::string Controller::PlacementKey(ServiceJobState& js) {
-  const ServiceJob& j = js.job;
-  js.placement_rung = -1;
-  if (j.capacity_ladder.empty()) return CapacityKey(j.instance_type, j.managed_spot);
-  const Ladder ladder = LadderFromText(j.capacity_ladder, j.fallback_after_interruptions);
-  // A new attempt starts from the top: the preferred rung whenever it has room.
-  int rung = PickRung(ladder, j.instance_count, 0, [&](const std::string& key) {
-    return config_.CapacityOf(key) - state_.host_in_use[key];
-  });
-  js.placement_rung = std::max(rung, 0);
-  return ladder.rungs[static_cast<size_t>(js.placement_rung)].Key();
-}
 
 void Controller::StartServiceJob(Turn& t, ServiceJobState& js, const std::string& env) {
   ServiceJob& job = js.job;
@@ -743,43 +746,28 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
     snap.running.push_back(r);
   }
 
-  // An Available warm pool of this queue holds its share's instances like a running job of the
-  // lowest priority, until a job of its own share or a job that matches it waits, or (for a pool
-  // of a share that lends) a job of another share that may borrow: then its instances count as
-  // free (the job either takes the pool over or releases it when it starts). Another share
-  // reclaiming its quota preempts it, which releases it (docs/warm-pools.md).
+  // The Available warm pools of this queue hold their shares' instances until something waiting
+  // may use them (sched::IdleHold); another share reclaiming its quota releases them
+  // (docs/warm-pools.md). Whether a waiting job would take a pool over is read from payloads here.
   std::map<uint64_t, std::string> pool_by_seq;
-  bool has_pools = false;
-  for (const auto& [id, p] : state_.warm_pools) has_pools = has_pools || (p.status == "Available" && p.queue == q.name);
-  if (has_pools) {
-    std::set<std::string> waiting_shares, waiting_keys, waiting_borrowers;
-    for (uint64_t seq : runnable) {
-      const ServiceJob& j = state_.jobs.at(seq).job;
-      waiting_shares.insert(j.quota_share_name);
-      if (auto it = index.find(j.quota_share_name);
-          it != index.end() && snap.shares[static_cast<size_t>(it->second)].strategy == sched::SharingStrategy::kLendAndBorrow)
-        waiting_borrowers.insert(j.quota_share_name);
-      if (j.payload.find("KeepAlivePeriodInSeconds") == std::string::npos) continue;  // cheap: most jobs
-      json payload = json::parse(j.payload, nullptr, false);
-      if (!payload.is_discarded() && KeepAliveOf(payload) > 0) waiting_keys.insert(WarmPoolMatchKey(payload));
+  std::set<std::string> waiting_keys;
+  bool keys_read = false;
+  for (const auto& [id, p] : state_.warm_pools) {
+    if (p.status != "Available" || p.queue != q.name) continue;
+    auto it = index.find(p.quota_share);
+    if (it == index.end()) continue;
+    if (!keys_read) {
+      keys_read = true;
+      for (uint64_t seq : runnable) {
+        const ServiceJob& j = state_.jobs.at(seq).job;
+        if (j.payload.find("KeepAlivePeriodInSeconds") == std::string::npos) continue;  // cheap: most jobs
+        json payload = json::parse(j.payload, nullptr, false);
+        if (!payload.is_discarded() && KeepAliveOf(payload) > 0) waiting_keys.insert(WarmPoolMatchKey(payload));
+      }
     }
-    for (const auto& [id, p] : state_.warm_pools) {
-      if (p.status != "Available" || p.queue != q.name) continue;
-      auto it = index.find(p.quota_share);
-      if (it == index.end() || waiting_shares.count(p.quota_share) || waiting_keys.count(p.match_key)) continue;
-      const bool lends = snap.shares[static_cast<size_t>(it->second)].strategy != sched::SharingStrategy::kReserve;
-      if (lends && waiting_borrowers.size() > waiting_borrowers.count(p.quota_share)) continue;
-      sched::QuotaRunningJob r;
-      r.seq = p.seq;
-      r.share = it->second;
-      r.instance_type = p.instance_type;
-      r.instance_count = p.instance_count;
-      r.priority = -1;                      // below every job (schedulingPriority is 0..9999)
-      r.start_order = (uint64_t{1} << 62) + p.seq;  // newer than any attempt: the first victim
-      r.end_ms = p.expires_at;
-      snap.running.push_back(r);
-      pool_by_seq[p.seq] = id;
-    }
+    snap.idle_holds.push_back({p.seq, it->second, p.instance_type, p.instance_count, p.expires_at,
+                               waiting_keys.count(p.match_key) > 0});
+    pool_by_seq[p.seq] = id;
   }
 
   sched::QuotaDecisions d = sched::ScheduleQuotaShares(snap);

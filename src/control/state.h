@@ -34,7 +34,7 @@ struct ServiceJobState {
   // The last quota pass made it wait on preemptions: the next pass offers it capacity first, so
   // that what its victims free goes to it (in memory; a restart only costs that precedence).
   bool nominated = false;
-  // The capacity-ladder rung the last scheduling pass offered it (-1: no ladder, its own type).
+  // The capacity-ladder rung the scheduling pass placed it on (-1: no ladder, its own type).
   int placement_rung = -1;
   // After a capacity failure the job is not placed again before this time (backoff; in memory).
   EpochMs not_before = 0;

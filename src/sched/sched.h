@@ -30,6 +30,11 @@ struct Job {
   // an idle fair-share queue); until then it waits aside (WaitKind::kNotBefore) and neither
   // blocks the jobs behind it nor holds capacity for itself. 0: no such hold.
   int64_t not_before_ms = 0;
+  // A capacity ladder: the host capacity keys (HostCapacity::instance_type) it accepts, in order
+  // of preference, with `instance_type` first. The pass places it on the first rung with room
+  // (Start::rung); when none has room it waits, and reserves, for the first. Empty: only
+  // `instance_type`.
+  std::vector<std::string> rungs{};
 };
 
 // A job that holds capacity now, with the latest time it gives it back.
@@ -94,6 +99,7 @@ struct Snapshot {
 struct Start {
   uint64_t job_seq;
   int environment;  // index into Snapshot::environments
+  int rung = -1;    // index into the job's `rungs`; -1: it has none
 };
 
 enum class WaitKind {
