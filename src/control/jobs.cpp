@@ -595,6 +595,10 @@ void Controller::SchedulePass(Turn& t) {
     js.placement_rung = s.rung;
     StartServiceJob(t, js, snap.environments[s.environment].name);
   }
+  // sched::kArbitrationOrder: the quota-share queues come after the queues above, on what they
+  // left of the host (StartServiceJob has counted it in host_in_use).
+  static_assert(sched::kArbitrationOrder[1] == sched::Participant::kQueues &&
+                sched::kArbitrationOrder[2] == sched::Participant::kQuotaQueues);
   for (const auto& [name, q] : state_.queues)
     if (IsQuotaQueue(q)) ScheduleQuotaQueue(t, q);
 }

@@ -12,6 +12,20 @@
 
 namespace ty::sched {
 
+// Arbitration: who is offered the host's capacity first in one pass (docs/scheduling.md,
+// "Arbitration between kinds of work"). The controller runs the participants in this order over
+// one host catalogue, each seeing what the ones before it took:
+//   1. training jobs created with CreateTrainingJob (outside any queue), in creation order: they
+//      are already InProgress in SageMaker's terms, so they get free instances first;
+//   2. FIFO and fair-share queues together, in one Schedule() call: by descending queue priority,
+//      then creation order, on shared environments (a lower queue may backfill around a higher
+//      queue's head but never delay it);
+//   3. quota-share queues, one ScheduleQuotaShares() call each in queue-name order, each on the
+//      environment it alone uses, with what remains of the host.
+enum class Participant { kTrainingJobs, kQueues, kQuotaQueues };
+inline constexpr Participant kArbitrationOrder[] = {Participant::kTrainingJobs, Participant::kQueues,
+                                                    Participant::kQuotaQueues};
+
 struct Environment {
   std::string name;
   bool enabled = true;
