@@ -206,9 +206,6 @@ class Controller {
   void DropTail(Turn& t, const std::string& name);
   // Launches tj's run on `spot` or on-demand capacity of tj.instance_type.
   void LaunchTrainingJob(Turn& t, TrainingJob& tj, bool spot);
-  // The capacity a RUNNABLE service job is offered in this pass: its own type, or the first rung
-  // of its capacity ladder with free capacity (remembered in placement_rung).
-  std::string PlacementKey(ServiceJobState& js);
   void FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const TrainingJob& tj);
   // True when the lost run of tj is started again under its RetryStrategy (the job stays InProgress).
   bool RestartAfterInfrastructureFailure(Turn& t, TrainingJob& tj, const exec::AttemptEvent& e);

@@ -6,6 +6,7 @@
 
 #include "control/controller.h"
 #include "control/ladder.h"
+#include "control/queue_kind.h"
 #include "control/turn.h"
 #include "control/warm_pool_rules.h"
 #include "core/strings.h"
@@ -322,6 +323,12 @@ StatusOr<ServiceJob> Controller::UpdateServiceJob(const json& req) {
   });
 }
 
+QueueKind KindOf(const State& s, const JobQueue& q) {
+  if (q.scheduling_policy_arn.empty()) return QueueKind::kFifo;
+  const SchedulingPolicy* p = Controller::FindPolicy(s, q.scheduling_policy_arn);
+  return p && !p->quotashare_policy_json.empty() ? QueueKind::kQuota : QueueKind::kFairShare;
+}
+
 void Controller::AdmitSubmitted(Turn& t) {
   for (auto& [qname, by_status] : state_.by_queue_status) {
     auto it = by_status.find(JobStatus::kSubmitted);
@@ -329,8 +336,28 @@ void Controller::AdmitSubmitted(Turn& t) {
     std::vector<uint64_t> seqs;
     for (uint64_t seq : it->second)
       if (!t.submitted_now.count(seq)) seqs.push_back(seq);
-    for (uint64_t seq : seqs) SetJobStatus(t, state_.jobs.at(seq), JobStatus::kRunnable, "");
-    if (!seqs.empty()) t.reschedule = true;
+    if (seqs.empty()) continue;
+    // Arrival batches: jobs that reach an idle fair-share queue within [scheduler] batch_ms of
+    // the first are placed together, so that share and schedulingPriority order them rather than
+    // the order in which they were admitted (as AWS's scheduler batches arrivals briefly).
+    EpochMs batch_until = 0;
+    auto q = state_.queues.find(qname);
+    if (config_.scheduler_batch_ms > 0 && q != state_.queues.end() && KindOf(state_, q->second) == QueueKind::kFairShare) {
+      EpochMs& closes = state_.batch_closes[qname];
+      if (closes <= t.now) {
+        bool idle = state_.JobsIn(qname, JobStatus::kRunnable).empty();
+        for (JobStatus st : {JobStatus::kScheduled, JobStatus::kStarting, JobStatus::kRunning})
+          idle = idle && state_.JobsIn(qname, st).empty();
+        if (idle) closes = t.now + config_.scheduler_batch_ms;
+      }
+      if (closes > t.now) batch_until = closes;
+    }
+    for (uint64_t seq : seqs) {
+      ServiceJobState& js = state_.jobs.at(seq);
+      js.batch_until = batch_until;
+      SetJobStatus(t, js, JobStatus::kRunnable, "");
+    }
+    t.reschedule = true;
   }
 }
 
@@ -343,6 +370,21 @@ std::string HostKeyOf(const ServiceJob& j) {
 
 // A training job's runtime bound: MaxRuntimeInSeconds, one day when absent (as on SageMaker).
 int64_t RuntimeBoundMs(const ServiceJob& j) { return j.max_runtime_ms > 0 ? j.max_runtime_ms : 86'400'000; }
+
+// A service job as sched/ sees it. A capacity ladder's rungs go with it, all of them: every new
+// attempt starts from the top (docs/spot.md), and the pass picks the first rung with room.
+sched::Job SchedJobOf(const ServiceJob& j, EpochMs not_before) {
+  sched::Job out{j.seq, CapacityKey(j.instance_type, j.managed_spot), j.instance_count, RuntimeBoundMs(j), not_before, {}};
+  if (!j.capacity_ladder.empty()) {
+    for (const Rung& r : LadderFromText(j.capacity_ladder, j.fallback_after_interruptions).rungs) out.rungs.push_back(r.Key());
+    out.instance_type = out.rungs.front();
+  }
+  return out;
+}
+
+// The earliest time the job may be placed: after its capacity-failure backoff and its arrival batch.
+EpochMs NotBefore(const ServiceJobState& js) { return std::max(js.not_before, js.batch_until); }
+
 
 // When an active job gives its capacity back at the latest: its runtime bound from when its
 // attempt started (or was scheduled); within the grace once it is being stopped or overdue.
@@ -388,7 +430,6 @@ sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t pref
   // Runnable jobs per share, in dispatch order: schedulingPriority descending, then submit order.
   std::map<std::string, std::vector<const ServiceJob*>> runnable;
   for (uint64_t seq : state_.JobsIn(q.name, JobStatus::kRunnable)) {
-    if (state_.jobs.at(seq).BackingOff(t.now)) continue;
     const ServiceJob& j = state_.jobs.at(seq).job;
     runnable[j.share_identifier].push_back(&j);
   }
@@ -414,9 +455,12 @@ sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t pref
     sh.weight_factor = ShareWeight(distribution, share);
     sh.decayed_usage = usage[share].usage;
     sh.held = held.count(share) ? held[share] : 0;
-    for (size_t i = 0; i < jobs.size() && i < prefix; ++i)
-      sh.runnable.push_back({jobs[i]->seq, PlacementKey(state_.jobs.at(jobs[i]->seq)), jobs[i]->instance_count,
-                             RuntimeBoundMs(*jobs[i])});
+    for (size_t i = 0, ready = 0; i < jobs.size() && ready < prefix; ++i) {
+      ServiceJobState& js = state_.jobs.at(jobs[i]->seq);
+      const EpochMs not_before = NotBefore(js);
+      if (not_before <= t.now) ++ready;
+      sh.runnable.push_back(SchedJobOf(js.job, not_before));
+    }
     out.shares.push_back(std::move(sh));
   }
   // Shares that hold capacity but wait for nothing still count as active (compute reservation).
@@ -426,6 +470,9 @@ sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t pref
 }
 
 void Controller::SchedulePass(Turn& t) {
+  // An arrival batch that closed since the last pass lets its jobs be placed.
+  for (const auto& [queue, closes] : state_.batch_closes)
+    if (closes > state_.last_pass_at && closes <= t.now) t.reschedule = true;
   if (!t.reschedule && state_.last_pass_at != 0) return;
   state_.last_pass_at = t.now;
   // The pass's latency, for GET /metrics (trainyard_scheduler_pass_duration_seconds).
@@ -480,7 +527,8 @@ void Controller::SchedulePass(Turn& t) {
   const size_t prefix = static_cast<size_t>(free_total) + 64;
   std::vector<const JobQueue*> queue_refs;
   for (const auto& [name, q] : state_.queues) {
-    if (IsQuotaQueue(q)) continue;  // scheduled by ScheduleQuotaQueue
+    const QueueKind kind = KindOf(state_, q);
+    if (kind == QueueKind::kQuota) continue;  // scheduled by ScheduleQuotaQueue
     sched::Queue sq;
     sq.name = name;
     sq.priority = q.priority;
@@ -491,17 +539,19 @@ void Controller::SchedulePass(Turn& t) {
     if (auto tag = q.tags.find("trainyard:backfill"); tag != q.tags.end()) sq.backfill = tag->second != "false";
     for (const auto& o : q.service_environment_order)
       if (auto it = env_index.find(o.service_environment); it != env_index.end()) sq.environments.push_back(it->second);
-    if (!q.scheduling_policy_arn.empty()) {
+    if (kind == QueueKind::kFairShare) {
       sq.fair_share = FairShareOf(t, q, prefix);
     } else {
+      size_t ready = 0;
       for (uint64_t seq : state_.JobsIn(name, JobStatus::kRunnable)) {
-        if (sq.runnable.size() >= prefix) {
+        if (ready >= prefix) {
           sq.truncated = true;
           break;
         }
-        if (state_.jobs.at(seq).BackingOff(t.now)) continue;
-        const ServiceJob& j = state_.jobs.at(seq).job;
-        sq.runnable.push_back({seq, PlacementKey(state_.jobs.at(seq)), j.instance_count, RuntimeBoundMs(j)});
+        ServiceJobState& js = state_.jobs.at(seq);
+        const EpochMs not_before = NotBefore(js);
+        if (not_before <= t.now) ++ready;
+        sq.runnable.push_back(SchedJobOf(js.job, not_before));
       }
     }
     snap.queues.push_back(std::move(sq));
@@ -519,6 +569,15 @@ void Controller::SchedulePass(Turn& t) {
   }
   for (const auto& w : d.waits) {
     ServiceJobState& js = state_.jobs.at(w.job_seq);
+    if (w.kind == sched::WaitKind::kNotBefore) {
+      // Held back by the controller: a backoff says so (BackingOff), a batch in its own words.
+      if (!js.BackingOff(t.now)) {
+        js.wait_reason = "waiting for its arrival batch to close at " + std::to_string(js.batch_until) +
+                         " (epoch ms): jobs that arrive together are weighed together";
+        SetWaitCode(t, js, "", js.wait_reason);
+      }
+      continue;
+    }
     js.wait_reason = d.ReasonOf(w);
     SetWaitCode(t, js,
                 w.kind == sched::WaitKind::kMisconfiguration ? "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"
@@ -531,28 +590,20 @@ void Controller::SchedulePass(Turn& t) {
       t.jobs.insert(w.job_seq);
     }
   }
-  for (const auto& s : d.starts) StartServiceJob(t, state_.jobs.at(s.job_seq), snap.environments[s.environment].name);
+  for (const auto& s : d.starts) {
+    ServiceJobState& js = state_.jobs.at(s.job_seq);
+    js.placement_rung = s.rung;
+    StartServiceJob(t, js, snap.environments[s.environment].name);
+  }
+  // sched::kArbitrationOrder: the quota-share queues come after the queues above, on what they
+  // left of the host (StartServiceJob has counted it in host_in_use).
+  static_assert(sched::kArbitrationOrder[1] == sched::Participant::kQueues &&
+                sched::kArbitrationOrder[2] == sched::Participant::kQuotaQueues);
   for (const auto& [name, q] : state_.queues)
     if (IsQuotaQueue(q)) ScheduleQuotaQueue(t, q);
 }
 
-bool Controller::IsQuotaQueue(const JobQueue& q) const {
-  const SchedulingPolicy* p = FindPolicy(state_, q.scheduling_policy_arn);
-  return p && !p->quotashare_policy_json.empty();
-}
-
-std::string Controller::PlacementKey(ServiceJobState& js) {
-  const ServiceJob& j = js.job;
-  js.placement_rung = -1;
-  if (j.capacity_ladder.empty()) return CapacityKey(j.instance_type, j.managed_spot);
-  const Ladder ladder = LadderFromText(j.capacity_ladder, j.fallback_after_interruptions);
-  // A new attempt starts from the top: the preferred rung whenever it has room.
-  int rung = PickRung(ladder, j.instance_count, 0, [&](const std::string& key) {
-    return config_.CapacityOf(key) - state_.host_in_use[key];
-  });
-  js.placement_rung = std::max(rung, 0);
-  return ladder.rungs[static_cast<size_t>(js.placement_rung)].Key();
-}
+bool Controller::IsQuotaQueue(const JobQueue& q) const { return KindOf(state_, q) == QueueKind::kQuota; }
 
 void Controller::StartServiceJob(Turn& t, ServiceJobState& js, const std::string& env) {
   ServiceJob& job = js.job;
@@ -699,43 +750,28 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
     snap.running.push_back(r);
   }
 
-  // An Available warm pool of this queue holds its share's instances like a running job of the
-  // lowest priority, until a job of its own share or a job that matches it waits, or (for a pool
-  // of a share that lends) a job of another share that may borrow: then its instances count as
-  // free (the job either takes the pool over or releases it when it starts). Another share
-  // reclaiming its quota preempts it, which releases it (docs/warm-pools.md).
+  // The Available warm pools of this queue hold their shares' instances until something waiting
+  // may use them (sched::IdleHold); another share reclaiming its quota releases them
+  // (docs/warm-pools.md). Whether a waiting job would take a pool over is read from payloads here.
   std::map<uint64_t, std::string> pool_by_seq;
-  bool has_pools = false;
-  for (const auto& [id, p] : state_.warm_pools) has_pools = has_pools || (p.status == "Available" && p.queue == q.name);
-  if (has_pools) {
-    std::set<std::string> waiting_shares, waiting_keys, waiting_borrowers;
-    for (uint64_t seq : runnable) {
-      const ServiceJob& j = state_.jobs.at(seq).job;
-      waiting_shares.insert(j.quota_share_name);
-      if (auto it = index.find(j.quota_share_name);
-          it != index.end() && snap.shares[static_cast<size_t>(it->second)].strategy == sched::SharingStrategy::kLendAndBorrow)
-        waiting_borrowers.insert(j.quota_share_name);
-      if (j.payload.find("KeepAlivePeriodInSeconds") == std::string::npos) continue;  // cheap: most jobs
-      json payload = json::parse(j.payload, nullptr, false);
-      if (!payload.is_discarded() && KeepAliveOf(payload) > 0) waiting_keys.insert(WarmPoolMatchKey(payload));
+  std::set<std::string> waiting_keys;
+  bool keys_read = false;
+  for (const auto& [id, p] : state_.warm_pools) {
+    if (p.status != "Available" || p.queue != q.name) continue;
+    auto it = index.find(p.quota_share);
+    if (it == index.end()) continue;
+    if (!keys_read) {
+      keys_read = true;
+      for (uint64_t seq : runnable) {
+        const ServiceJob& j = state_.jobs.at(seq).job;
+        if (j.payload.find("KeepAlivePeriodInSeconds") == std::string::npos) continue;  // cheap: most jobs
+        json payload = json::parse(j.payload, nullptr, false);
+        if (!payload.is_discarded() && KeepAliveOf(payload) > 0) waiting_keys.insert(WarmPoolMatchKey(payload));
+      }
     }
-    for (const auto& [id, p] : state_.warm_pools) {
-      if (p.status != "Available" || p.queue != q.name) continue;
-      auto it = index.find(p.quota_share);
-      if (it == index.end() || waiting_shares.count(p.quota_share) || waiting_keys.count(p.match_key)) continue;
-      const bool lends = snap.shares[static_cast<size_t>(it->second)].strategy != sched::SharingStrategy::kReserve;
-      if (lends && waiting_borrowers.size() > waiting_borrowers.count(p.quota_share)) continue;
-      sched::QuotaRunningJob r;
-      r.seq = p.seq;
-      r.share = it->second;
-      r.instance_type = p.instance_type;
-      r.instance_count = p.instance_count;
-      r.priority = -1;                      // below every job (schedulingPriority is 0..9999)
-      r.start_order = (uint64_t{1} << 62) + p.seq;  // newer than any attempt: the first victim
-      r.end_ms = p.expires_at;
-      snap.running.push_back(r);
-      pool_by_seq[p.seq] = id;
-    }
+    snap.idle_holds.push_back({p.seq, it->second, p.instance_type, p.instance_count, p.expires_at,
+                               waiting_keys.count(p.match_key) > 0});
+    pool_by_seq[p.seq] = id;
   }
 
   sched::QuotaDecisions d = sched::ScheduleQuotaShares(snap);

@@ -34,10 +34,13 @@ struct ServiceJobState {
   // The last quota pass made it wait on preemptions: the next pass offers it capacity first, so
   // that what its victims free goes to it (in memory; a restart only costs that precedence).
   bool nominated = false;
-  // The capacity-ladder rung the last scheduling pass offered it (-1: no ladder, its own type).
+  // The capacity-ladder rung the scheduling pass placed it on (-1: no ladder, its own type).
   int placement_rung = -1;
   // After a capacity failure the job is not placed again before this time (backoff; in memory).
   EpochMs not_before = 0;
+  // The arrival batch it joined on an idle fair-share queue closes at this time: it is not
+  // placed before, so that the jobs of the batch are weighed together (in memory).
+  EpochMs batch_until = 0;
 
   // True while a capacity-failure backoff holds the job back; says so in its wait reason.
   bool BackingOff(EpochMs now) {
@@ -104,6 +107,8 @@ struct State {
   std::map<std::string, std::map<std::string, int64_t>> unfinished_by_share;
   uint64_t next_seq = 1;
   EpochMs last_pass_at = 0;
+  // Fair-share queue -> when its latest arrival batch closes ([scheduler] batch_ms; in memory).
+  std::map<std::string, EpochMs> batch_closes;
   std::map<std::string, AlarmState> alarms;  // by rule name ([[alarms]])
   // Counters and histograms for GET /metrics (in memory: zero after a restart).
   Telemetry telemetry;

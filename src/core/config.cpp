@@ -193,8 +193,14 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     return InvalidArgument("config: " + path + ": " + std::string(e.description()));
   }
   TY_RETURN_IF_ERROR(CheckKeys(root, {"server", "executor", "instance_types", "object_store", "file_systems", "logs",
-                                     "events", "webhooks", "alarms"},
+                                     "events", "webhooks", "alarms", "scheduler"},
                                "the top level"));
+  if (auto* s = root["scheduler"].as_table()) {
+    TY_RETURN_IF_ERROR(CheckKeys(*s, {"batch_ms"}, "[scheduler]"));
+    TY_RETURN_IF_ERROR(Read(*s, "batch_ms", &c.scheduler_batch_ms, "scheduler."));
+    if (c.scheduler_batch_ms < 0 || c.scheduler_batch_ms > 60'000)
+      return InvalidArgument("config: scheduler.batch_ms must be between 0 and 60000");
+  }
   TY_RETURN_IF_ERROR(ReadEvents(root, &c));
   if (auto* l = root["logs"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*l, {"retention_days", "max_bytes_per_stream"}, "[logs]"));

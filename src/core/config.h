@@ -116,6 +116,10 @@ struct Config {
   int stop_grace_seconds = 120;        // StopTrainingJob / TerminateServiceJob grace
   int spot_notice_seconds = 120;       // a spot interruption's notice before SIGKILL (EC2's two minutes)
   uint64_t chaos_seed = 0;             // seeds random spot interruptions; 0: a different run each time
+  // [scheduler] batch_ms: jobs that arrive at an idle fair-share queue within this many
+  // milliseconds of the first are weighed together (share and schedulingPriority), not started
+  // in admission order; 0: no batching (docs/scheduling.md, "Arrival batches").
+  int64_t scheduler_batch_ms = 1000;
   std::string sandbox = "auto";        // auto | bwrap | none
   int64_t max_request_bytes = 6 * 1024 * 1024;   // bodies above this are refused (413)
   int64_t max_submit_payload_bytes = 30 * 1024;  // serviceRequestPayload limit

@@ -855,6 +855,43 @@ int64_t WorkLostMs(const QuotaRunningJob& r, int64_t now_ms) {
   return span * r.instance_count;
 }
 
-QuotaDecisions ScheduleQuotaShares(const QuotaSnapshot& snapshot) { return QuotaPass(snapshot).Run(); }
+namespace {
+
+// The idle holds that hold capacity in this pass (IdleHold), as running jobs of the lowest
+// priority that started after every attempt.
+void AddIdleHolds(QuotaSnapshot& snap) {
+  std::vector<bool> waiting(snap.shares.size()), borrowing(snap.shares.size());
+  for (size_t s = 0; s < snap.shares.size(); ++s) {
+    waiting[s] = !snap.shares[s].runnable.empty();
+    borrowing[s] = waiting[s] && snap.shares[s].strategy == SharingStrategy::kLendAndBorrow;
+  }
+  for (const IdleHold& h : snap.idle_holds) {
+    const size_t s = static_cast<size_t>(h.share);
+    if (h.wanted || waiting[s]) continue;
+    if (Lends(snap.shares[s].strategy)) {
+      bool borrower = false;
+      for (size_t o = 0; o < borrowing.size(); ++o) borrower = borrower || (o != s && borrowing[o]);
+      if (borrower) continue;
+    }
+    QuotaRunningJob r;
+    r.seq = h.seq;
+    r.share = h.share;
+    r.instance_type = h.instance_type;
+    r.instance_count = h.instance_count;
+    r.priority = -1;                              // below every job (schedulingPriority is 0..9999)
+    r.start_order = (uint64_t{1} << 62) + h.seq;  // newer than any attempt: the first victim
+    r.end_ms = h.expires_ms;
+    snap.running.push_back(r);
+  }
+}
+
+}  // namespace
+
+QuotaDecisions ScheduleQuotaShares(const QuotaSnapshot& snapshot) {
+  if (snapshot.idle_holds.empty()) return QuotaPass(snapshot).Run();
+  QuotaSnapshot with_holds = snapshot;
+  AddIdleHolds(with_holds);
+  return QuotaPass(with_holds).Run();
+}
 
 }  // namespace ty::sched

@@ -43,6 +43,22 @@ struct QuotaRunningJob {
 // last checkpoint (or its start). 0 when neither is known.
 int64_t WorkLostMs(const QuotaRunningJob& r, int64_t now_ms);
 
+// Idle capacity kept warm for a share: a warm pool that a finished job left (docs/warm-pools.md).
+// It holds its share's instances like a running job below every priority and newer than every
+// attempt, so it is the first victim when a share reclaims its quota; a preemption of it
+// (QuotaPreemption::victim_seq == seq) means: release it. It holds only while nothing waiting
+// could use it: it counts as free capacity when a job of its own share waits, when a waiting job
+// would take it over (`wanted`), or, when its share lends, when a job of another share that may
+// borrow waits (that job takes it over or releases it when it starts).
+struct IdleHold {
+  uint64_t seq = 0;  // identity in decisions; distinct from every job's seq
+  int share = 0;     // index into QuotaSnapshot::shares
+  std::string instance_type;
+  int64_t instance_count = 1;
+  int64_t expires_ms = 0;  // when it gives its capacity back at the latest
+  bool wanted = false;     // a waiting job matches it and would take it over
+};
+
 struct QuotaShareSpec {
   std::string name;
   std::map<std::string, int64_t> limit;  // instance type -> instances guaranteed
@@ -60,6 +76,7 @@ struct QuotaSnapshot {
   std::map<std::string, int64_t> ceiling;  // the environment's limit per instance type
   std::vector<QuotaShareSpec> shares;
   std::vector<QuotaRunningJob> running;
+  std::vector<IdleHold> idle_holds;
 };
 
 struct QuotaStart {

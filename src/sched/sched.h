@@ -12,6 +12,20 @@
 
 namespace ty::sched {
 
+// Arbitration: who is offered the host's capacity first in one pass (docs/scheduling.md,
+// "Arbitration between kinds of work"). The controller runs the participants in this order over
+// one host catalogue, each seeing what the ones before it took:
+//   1. training jobs created with CreateTrainingJob (outside any queue), in creation order: they
+//      are already InProgress in SageMaker's terms, so they get free instances first;
+//   2. FIFO and fair-share queues together, in one Schedule() call: by descending queue priority,
+//      then creation order, on shared environments (a lower queue may backfill around a higher
+//      queue's head but never delay it);
+//   3. quota-share queues, one ScheduleQuotaShares() call each in queue-name order, each on the
+//      environment it alone uses, with what remains of the host.
+enum class Participant { kTrainingJobs, kQueues, kQuotaQueues };
+inline constexpr Participant kArbitrationOrder[] = {Participant::kTrainingJobs, Participant::kQueues,
+                                                    Participant::kQuotaQueues};
+
 struct Environment {
   std::string name;
   bool enabled = true;
@@ -26,6 +40,15 @@ struct Job {
   // Upper bound of its runtime (StoppingCondition.MaxRuntimeInSeconds); 0: unbounded. Backfill
   // and start-time estimates rely on it.
   int64_t max_runtime_ms = 0;
+  // The job is not started before this time (a capacity-failure backoff, or the arrival batch of
+  // an idle fair-share queue); until then it waits aside (WaitKind::kNotBefore) and neither
+  // blocks the jobs behind it nor holds capacity for itself. 0: no such hold.
+  int64_t not_before_ms = 0;
+  // A capacity ladder: the host capacity keys (HostCapacity::instance_type) it accepts, in order
+  // of preference, with `instance_type` first. The pass places it on the first rung with room
+  // (Start::rung); when none has room it waits, and reserves, for the first. Empty: only
+  // `instance_type`.
+  std::vector<std::string> rungs{};
 };
 
 // A job that holds capacity now, with the latest time it gives it back.
@@ -90,6 +113,7 @@ struct Snapshot {
 struct Start {
   uint64_t job_seq;
   int environment;  // index into Snapshot::environments
+  int rung = -1;    // index into the job's `rungs`; -1: it has none
 };
 
 enum class WaitKind {
@@ -99,6 +123,7 @@ enum class WaitKind {
   kQueueDisabled,     // the queue or all of its environments are disabled
   kReserved,          // at the head of its queue; it fits now, but capacity is reserved for
                       // an earlier queue's head job that it could delay
+  kNotBefore,         // held back until Job::not_before_ms; the jobs behind it go on
 };
 
 struct Wait {

@@ -22,8 +22,12 @@ struct HostIndex {
 // A job fits an environment when the environment can hold it at all and the host offers enough
 // instances of its type in total.
 bool CanEverFit(const Job& job, const Environment& env, HostIndex& host) {
-  const HostCapacity* h = host.Find(job.instance_type);
-  return job.instance_count <= env.max_instances && h && job.instance_count <= h->total;
+  if (job.instance_count > env.max_instances) return false;
+  auto fits_host = [&](const std::string& type) {
+    const HostCapacity* h = host.Find(type);
+    return h && job.instance_count <= h->total;
+  };
+  return fits_host(job.instance_type) || std::any_of(job.rungs.begin(), job.rungs.end(), fits_host);
 }
 
 std::string CapacityText(const Job& job, const std::vector<Environment>& envs, const Queue& q,
@@ -106,29 +110,30 @@ class Pass {
     return job.max_runtime_ms > 0 ? snap_.now_ms + job.max_runtime_ms : kNever;
   }
 
-  bool Fits(const Job& job, int e, const QueueContext& qc) {
+  bool Fits(const Job& job, const std::string& type, int e, const QueueContext& qc) {
     const Environment& env = envs_[e];
-    HostCapacity* h = host_.Find(job.instance_type);
+    HostCapacity* h = host_.Find(type);
     return env.enabled && env.in_use + job.instance_count <= env.max_instances - qc.reserve && h &&
            h->free >= job.instance_count;
   }
 
-  // Whether starting `job` in environment `e` now leaves every hold intact.
-  bool Respects(const Job& job, int e, int64_t end) const {
+  // Whether starting `job` on host capacity `type` in environment `e` now leaves every hold
+  // intact.
+  bool Respects(const Job& job, const std::string& type, int e, int64_t end) const {
     for (const Hold& h : holds_) {
-      bool env = h.env == e, type = h.type == job.instance_type;
-      if (!env && !type) continue;
+      bool env = h.env == e, held_type = h.type == type;
+      if (!env && !held_type) continue;
       if (h.at != kNever && end <= h.at) continue;  // done before the head can start
-      if ((env && job.instance_count > h.extra_env) || (type && job.instance_count > h.extra_host)) return false;
+      if ((env && job.instance_count > h.extra_env) || (held_type && job.instance_count > h.extra_host)) return false;
     }
     return true;
   }
 
-  void Consume(const Job& job, int e, int64_t end) {
+  void Consume(const Job& job, const std::string& type, int e, int64_t end) {
     for (Hold& h : holds_) {
       if (h.at != kNever && end <= h.at) continue;
       if (h.env == e) h.extra_env -= job.instance_count;
-      if (h.type == job.instance_type) h.extra_host -= job.instance_count;
+      if (h.type == type) h.extra_host -= job.instance_count;
     }
   }
 
@@ -138,8 +143,20 @@ class Pass {
     return false;
   }
 
+  // A job held back until its not_before_ms waits aside, like a misconfigured one: it is not
+  // the head and reserves nothing. Returns true when it is held.
+  bool HeldBack(const Job& job, QueueContext& qc) {
+    if (job.not_before_ms <= snap_.now_ms) return false;
+    d_.waits.push_back({job.seq, WaitKind::kNotBefore,
+                        d_.AddReason("held back until " + std::to_string(job.not_before_ms) + " (epoch ms), " +
+                                     InSeconds(job.not_before_ms, snap_.now_ms))});
+    qc.Front(job, d_);
+    return true;
+  }
+
   Outcome Try(const Job& job, QueueContext& qc) {
     const Queue& q = qc.q;
+    if (HeldBack(job, qc)) return Outcome::kNever;
     bool ever = std::any_of(q.environments.begin(), q.environments.end(),
                             [&](int e) { return CanEverFit(job, envs_[e], host_); });
     if (!ever) {
@@ -152,16 +169,22 @@ class Pass {
     }
     int64_t end = EndOf(job);
     bool fits_now = false;
+    // A ladder job tries its rungs in order of preference in each environment: the environment
+    // order decides where it runs, the rung order what on.
+    const size_t rungs = std::max<size_t>(1, job.rungs.size());
     for (int e : q.environments) {
-      if (!Fits(job, e, qc)) continue;
-      fits_now = true;
-      if (!Respects(job, e, end)) continue;
-      Consume(job, e, end);
-      envs_[e].in_use += job.instance_count;
-      host_.Find(job.instance_type)->free -= job.instance_count;
-      d_.starts.push_back({job.seq, e});
-      started_.push_back({e, job.instance_type, job.instance_count, end == kNever ? 0 : end});
-      return Outcome::kStarted;
+      for (size_t r = 0; r < rungs; ++r) {
+        const std::string& type = job.rungs.empty() ? job.instance_type : job.rungs[r];
+        if (!Fits(job, type, e, qc)) continue;
+        fits_now = true;
+        if (!Respects(job, type, e, end)) continue;
+        Consume(job, type, e, end);
+        envs_[e].in_use += job.instance_count;
+        host_.Find(type)->free -= job.instance_count;
+        d_.starts.push_back({job.seq, e, job.rungs.empty() ? -1 : static_cast<int>(r)});
+        started_.push_back({e, type, job.instance_count, end == kNever ? 0 : end});
+        return Outcome::kStarted;
+      }
     }
     return fits_now ? Outcome::kHeld : Outcome::kBlocked;
   }
@@ -186,7 +209,7 @@ class Pass {
     Hold best{head.seq, -1, head.instance_type, kNever, 0, 0};
     for (int e : qc.q.environments) {
       const Environment& env = envs_[e];
-      if (!env.enabled || !CanEverFit(head, env, host_)) continue;
+      if (!env.enabled || !CanEverFit(head, env, host_) || !host_.Find(head.instance_type)) continue;
       if (std::any_of(holds_.begin(), holds_.end(), [&](const Hold& h) { return h.env == e; })) continue;
       if (best.env < 0) best.env = e;
       std::vector<const Running*> releases;
@@ -223,6 +246,7 @@ class Pass {
 
   // Offers one job that waits behind the head: with backfill it may start now.
   void Behind(const Job& job, QueueContext& qc, uint32_t behind) {
+    if (HeldBack(job, qc)) return;
     if (qc.q.backfill && CapacityLeft(qc)) {
       Outcome o = Try(job, qc);
       if (o == Outcome::kStarted || o == Outcome::kNever) return;
@@ -362,7 +386,8 @@ void Pass::Estimate(const QueueContext& qc) {
   int64_t now = snap_.now_ms;
   for (size_t k = 0; k < qc.front.size(); ++k) {
     const Job& job = *qc.front[k].first;
-    if (d_.waits[qc.front[k].second].kind == WaitKind::kMisconfiguration) continue;
+    const WaitKind kind = d_.waits[qc.front[k].second].kind;
+    if (kind == WaitKind::kMisconfiguration || kind == WaitKind::kNotBefore) continue;
     while (true) {
       int at = -1;
       for (int e : qc.q.environments)

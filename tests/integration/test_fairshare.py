@@ -66,5 +66,38 @@ class FairShareTest(ServerTest):
         self.assertIn("can't have one added", e.exception.response["Error"]["Message"])
 
 
+class ArrivalBatchTest(ServerTest):
+    """Jobs that reach an idle fair-share queue together are weighed together ([scheduler]
+    batch_ms): share and schedulingPriority order them, not the order in which they arrived. The
+    batch is long and closed by moving the server's clock, so the test does not depend on how
+    fast the submissions land."""
+    server_config = "[scheduler]\nbatch_ms = 60000\n"
+    server_args = ["--clock=offset"]
+    fair_queue = FairShareTest.fair_queue
+
+    def test_back_to_back_submissions_start_by_share_not_by_arrival(self):
+        q = self.fair_queue("seed", [("HIGH", 1), ("MID", 3), ("LOW", 5)])
+        low = self.submit(q, self.command_payload("low", "true"), shareIdentifier="LOW")
+        high = self.submit(q, self.command_payload("high", "true"), shareIdentifier="HIGH")
+        mid = self.submit(q, self.command_payload("mid", "true"), shareIdentifier="MID")
+        # All three wait for the batch to close, and say so.
+        for job in self.wait_jobs([low, high, mid], statuses=("RUNNABLE",)):
+            self.assertIn("arrival batch", job.get("statusReason", ""))
+        self.advance(60)
+        jobs = {j["jobName"]: j for j in self.wait_jobs([low, high, mid], timeout=60)}
+        self.assertTrue(all(j["status"] == "SUCCEEDED" for j in jobs.values()))
+        # One instance: HIGH (key 0.5 x 1) first, then MID (0.5 x 3), then LOW (0.5 x 5).
+        self.assertEqual(sorted(jobs, key=lambda n: jobs[n]["startedAt"]), ["high", "mid", "low"])
+
+    def test_priority_orders_a_batch_inside_one_share(self):
+        q = self.fair_queue("prio-batch", [("A", 1)])
+        first = self.submit(q, self.command_payload("b-first", "true"), shareIdentifier="A", schedulingPriority=1)
+        second = self.submit(q, self.command_payload("b-second", "true"), shareIdentifier="A", schedulingPriority=9)
+        self.wait_jobs([first, second], statuses=("RUNNABLE",))
+        self.advance(60)
+        jobs = {j["jobName"]: j for j in self.wait_jobs([first, second], timeout=60)}
+        self.assertLess(jobs["b-second"]["startedAt"], jobs["b-first"]["startedAt"])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -289,6 +289,9 @@ class CapacityLadderTest(ServerTest):
         used = self.in_use("climber")
         self.assertEqual((used["InstanceType"], used["Market"], used["Rung"]), ("ml.m5.2xlarge", "on-demand", 2))
         self.assertIn("rung 2 of 2", first["SecondaryStatusTransitions"][0]["StatusMessage"])
+        # The service job's capacityUsage names what it asked for, not the rung it runs on.
+        self.assertEqual(self.batch.describe_service_job(jobId=job)["capacityUsage"],
+                         [{"capacityUnit": "ml.m5.xlarge", "quantity": 1}])
         self.sm.stop_training_job(TrainingJobName="holder")
         self.wait_training("holder")
         done = self.wait_jobs([job], timeout=60)[0]

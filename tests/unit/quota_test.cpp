@@ -288,5 +288,38 @@ TEST(QuotaShares, ARunningJobOfATypeNoShareOrCapacityNamesCountsAsInUse) {
   ASSERT_EQ(d.waits.size(), 1u);
 }
 
+// Warm pools as idle holds. 4 instances; A and B are guaranteed 2 each. A runs 2 jobs and keeps
+// 2 more instances warm (borrowed, beyond its quota).
+QuotaSnapshot WarmA(SharingStrategy b_strategy, bool wanted) {
+  QuotaSnapshot s;
+  s.capacity[kType] = 4;
+  s.shares = {Share("A", 2), Share("B", 2, b_strategy)};
+  s.running = Running(0, 1, 2);
+  s.idle_holds.push_back({900, 0, kType, 2, 0, wanted});
+  s.shares[1].runnable = Jobs(10, 2);
+  return s;
+}
+
+TEST(IdleHolds, AShareReclaimingItsQuotaReleasesTheHoldFirst) {
+  // B lends but does not borrow: the hold holds, and B's reclaim takes it, not A's jobs.
+  auto d = ScheduleQuotaShares(WarmA(SharingStrategy::kLend, false));
+  EXPECT_TRUE(d.starts.empty());
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  EXPECT_EQ(d.preemptions[0].victim_seq, 900u);
+}
+
+TEST(IdleHolds, AHoldThatAWaitingJobWouldTakeOverCountsAsFree) {
+  auto d = ScheduleQuotaShares(WarmA(SharingStrategy::kLend, true));
+  EXPECT_EQ(d.starts.size(), 2u);
+  EXPECT_TRUE(d.preemptions.empty());
+}
+
+TEST(IdleHolds, ALendingHoldYieldsToAWaitingBorrower) {
+  // B may borrow and waits: A's pool (A lends) gives way, so B starts without a preemption.
+  auto d = ScheduleQuotaShares(WarmA(SharingStrategy::kLendAndBorrow, false));
+  EXPECT_EQ(d.starts.size(), 2u);
+  EXPECT_TRUE(d.preemptions.empty());
+}
+
 }  // namespace
 }  // namespace ty::sched

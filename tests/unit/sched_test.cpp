@@ -346,5 +346,81 @@ TEST(Estimates, UnknownWhenNothingBoundedWillFreeCapacity) {
   EXPECT_EQ(d.fronts[0].jobs[0].estimated_start_ms, 0);
 }
 
+TEST(NotBefore, AHeldBackJobWaitsAsideAndDoesNotBlockTheJobsBehindIt) {
+  // One free instance; the head backs off until +5 s, so the job behind it takes the instance.
+  Snapshot s = OneQueue(1, 1, {{1, "ml.m5.large", 1, 0, 5'000}, {2, "ml.m5.large", 1}});
+  auto d = Schedule(s);
+  EXPECT_EQ(Started(d), (std::vector<uint64_t>{2}));
+  ASSERT_EQ(d.waits.size(), 1u);
+  EXPECT_EQ(d.waits[0].job_seq, 1u);
+  EXPECT_EQ(d.waits[0].kind, WaitKind::kNotBefore);
+  EXPECT_TRUE(d.reservations.empty());
+  // Once the time has come it is placed like any other.
+  s.now_ms = 5'000;
+  EXPECT_EQ(Started(Schedule(s)), (std::vector<uint64_t>{1}));
+}
+
+TEST(NotBefore, JobsOfOneArrivalBatchAreWeighedTogetherWhenItCloses) {
+  // Submitted LOW (weight 5), HIGH (1), MID (3) onto an idle queue with one instance: while the
+  // batch is open nothing starts; when it closes, HIGH's key (0.5 x 1) is the lowest.
+  auto batch = [](uint64_t seq) { return Job{seq, "ml.m5.large", 1, 0, 1'000}; };
+  Snapshot s = FairShareQueue(1, {{"LOW", 5, 0, 0, {batch(1)}}, {"HIGH", 1, 0, 0, {batch(2)}}, {"MID", 3, 0, 0, {batch(3)}}});
+  auto d = Schedule(s);
+  EXPECT_TRUE(d.starts.empty());
+  ASSERT_EQ(d.waits.size(), 3u);
+  for (const Wait& w : d.waits) EXPECT_EQ(w.kind, WaitKind::kNotBefore);
+  s.now_ms = 1'000;
+  EXPECT_EQ(Started(Schedule(s)), (std::vector<uint64_t>{2}));
+}
+
+// Two instance types on the host: ml.m5.xlarge (the preferred rung) and ml.m5.2xlarge.
+Snapshot Ladders(int64_t preferred_free, int64_t fallback_free, std::vector<Job> jobs) {
+  Snapshot s;
+  s.environments.push_back({"env", true, 10, 0});
+  s.host.push_back({"ml.m5.xlarge", 2, preferred_free});
+  s.host.push_back({"ml.m5.2xlarge", 2, fallback_free});
+  Queue q;
+  q.name = "q";
+  q.environments = {0};
+  q.runnable = std::move(jobs);
+  s.queues.push_back(q);
+  return s;
+}
+
+Job LadderJob(uint64_t seq) { return {seq, "ml.m5.xlarge", 1, 0, 0, {"ml.m5.xlarge", "ml.m5.2xlarge"}}; }
+
+TEST(Rungs, AJobTakesTheFirstRungWithRoom) {
+  auto d = Schedule(Ladders(0, 2, {LadderJob(1)}));
+  ASSERT_EQ(d.starts.size(), 1u);
+  EXPECT_EQ(d.starts[0].rung, 1);
+  d = Schedule(Ladders(1, 2, {LadderJob(1)}));
+  ASSERT_EQ(d.starts.size(), 1u);
+  EXPECT_EQ(d.starts[0].rung, 0);
+}
+
+TEST(Rungs, JobsPlacedInOnePassSeeWhatEarlierOnesTook) {
+  // One preferred instance free: the first job takes it, the second falls back, the third
+  // finds the fallback's two instances down to one and takes it too.
+  auto d = Schedule(Ladders(1, 2, {LadderJob(1), LadderJob(2), LadderJob(3)}));
+  ASSERT_EQ(d.starts.size(), 3u);
+  EXPECT_EQ(d.starts[0].rung, 0);
+  EXPECT_EQ(d.starts[1].rung, 1);
+  EXPECT_EQ(d.starts[2].rung, 1);
+}
+
+TEST(Rungs, WithNoRoomOnAnyRungTheJobWaitsForItsFirst) {
+  auto d = Schedule(Ladders(0, 0, {LadderJob(1)}));
+  EXPECT_TRUE(d.starts.empty());
+  ASSERT_EQ(d.waits.size(), 1u);
+  EXPECT_EQ(d.waits[0].kind, WaitKind::kCapacity);
+  EXPECT_NE(d.ReasonOf(d.waits[0]).find("free ml.m5.xlarge"), std::string::npos);
+}
+
+TEST(Rungs, AJobWithoutALadderReportsNoRung) {
+  auto d = Schedule(Ladders(1, 0, {{1, "ml.m5.xlarge", 1}}));
+  ASSERT_EQ(d.starts.size(), 1u);
+  EXPECT_EQ(d.starts[0].rung, -1);
+}
+
 }  // namespace
 }  // namespace ty::sched
