@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "api/decode.h"
 #include "api/encode.h"
 #include "api/handlers.h"
 #include "control/controller.h"
@@ -179,7 +180,9 @@ bool SageMakerImplements(const std::string& op) {
 
 Response HandleSageMaker(Controller& c, const std::string& op, const json& req) {
   if (op == "CreateTrainingJob") {
-    auto tj = c.CreateTrainingJob(req);
+    auto cmd = DecodeCreateTrainingJob(req, {c.config(), c.sandbox()});
+    if (!cmd.ok()) return cmd.status();
+    auto tj = c.CreateTrainingJob(*cmd);
     if (!tj.ok()) return tj.status();
     return json{{"TrainingJobArn", tj->arn}};
   }
@@ -194,7 +197,9 @@ Response HandleSageMaker(Controller& c, const std::string& op, const json& req) 
   }
   if (op == "ListTrainingJobs") return ListTrainingJobs(c, req);
   if (op == "UpdateTrainingJob") {
-    auto tj = c.UpdateTrainingJob(req);
+    auto cmd = DecodeUpdateTrainingJob(req);
+    if (!cmd.ok()) return cmd.status();
+    auto tj = c.UpdateTrainingJob(*cmd);
     if (!tj.ok()) return tj.status();
     return json{{"TrainingJobArn", tj->arn}};
   }

@@ -17,49 +17,6 @@ namespace ty::control {
 using nlohmann::json;
 
 namespace {
-
-// SubmitServiceJob.retryStrategy (ServiceJobRetryStrategy): attempts 1..10, at most 5
-// evaluateOnExit entries of {action RETRY|EXIT (the model's enum), onStatusReason glob of at
-// most 512 characters}. The service-job shape has no onReason or onExitCode: a SageMaker attempt
-// ends with a status reason, not a container exit.
-Status CheckRetryStrategy(const json& req) {
-  if (!req.contains("retryStrategy") || req["retryStrategy"].is_null()) return Status::Ok();
-  const json& rs = req["retryStrategy"];
-  if (!rs.is_object()) return InvalidArgument("retryStrategy must be an object");
-  const json attempts = rs.contains("attempts") ? rs["attempts"] : json();
-  if (!attempts.is_number_integer() || attempts.get<int64_t>() < 1 || attempts.get<int64_t>() > 10)
-    return InvalidArgument("retryStrategy.attempts is required and must be an integer between 1 and 10, not " +
-                           (attempts.is_null() ? std::string("absent") : attempts.dump()));
-  if (!rs.contains("evaluateOnExit") || rs["evaluateOnExit"].is_null()) return Status::Ok();
-  const json& rules = rs["evaluateOnExit"];
-  if (!rules.is_array()) return InvalidArgument("retryStrategy.evaluateOnExit must be a list");
-  if (rules.size() > 5)
-    return InvalidArgument("retryStrategy.evaluateOnExit may have at most 5 entries, not " + std::to_string(rules.size()));
-  for (size_t i = 0; i < rules.size(); ++i) {
-    const std::string where = "retryStrategy.evaluateOnExit[" + std::to_string(i) + "]";
-    const json& r = rules[i];
-    if (!r.is_object()) return InvalidArgument(where + " must be an object");
-    for (const auto& [key, value] : r.items())
-      if (key != "action" && key != "onStatusReason")
-        return InvalidArgument(where + "." + key + " is not a field of a service job's evaluateOnExit entry "
-                               "(ServiceJobEvaluateOnExit has action and onStatusReason only)");
-    if (!r.contains("action") || !r["action"].is_string())
-      return InvalidArgument(where + ".action is required: RETRY or EXIT");
-    std::string action = ToUpper(r["action"].get<std::string>());
-    if (action != "RETRY" && action != "EXIT")
-      return InvalidArgument(where + ".action must be RETRY or EXIT, not '" + r["action"].get<std::string>() + "'");
-    if (r.contains("onStatusReason")) {
-      if (!r["onStatusReason"].is_string()) return InvalidArgument(where + ".onStatusReason must be a string");
-      if (r["onStatusReason"].get<std::string>().size() > 512)
-        return InvalidArgument(where + ".onStatusReason may be at most 512 characters long");
-    }
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
-namespace {
 // When the job last entered `status` (0: never).
 EpochMs LastEntered(const ServiceJobState& js, const char* status) {
   for (auto it = js.history.rbegin(); it != js.history.rend(); ++it)
@@ -145,66 +102,32 @@ void Controller::SetWaitCode(Turn& t, ServiceJobState& js, const std::string& co
   t.events.push_back(std::move(e));
 }
 
-StatusOr<ServiceJob> Controller::SubmitServiceJob(const json& req) {
+StatusOr<ServiceJob> Controller::SubmitServiceJob(const SubmitServiceJobCommand& cmd) {
   ServiceJob job;
-  job.name = req.value("jobName", "");
-  std::string queue_ref = req.value("jobQueue", "");
-  if (req.value("serviceJobType", "") != "SAGEMAKER_TRAINING")
-    return InvalidArgument("serviceJobType must be SAGEMAKER_TRAINING");
-  job.payload = req.value("serviceRequestPayload", "");
-  if (static_cast<int64_t>(job.payload.size()) > config_.max_submit_payload_bytes)
-    return InvalidArgument("serviceRequestPayload is " + std::to_string(job.payload.size()) +
-                           " bytes; the limit is " + std::to_string(config_.max_submit_payload_bytes));
-  json payload = json::parse(job.payload, nullptr, false);
-  if (payload.is_discarded() || !payload.is_object())
-    return InvalidArgument("serviceRequestPayload must be a JSON object (a CreateTrainingJob request)");
-  TY_RETURN_IF_ERROR(CheckTrainingRequest(payload));
-  const json& rc = payload["ResourceConfig"];
-  job.instance_type = rc.value("InstanceType", "");
-  job.instance_count = std::max<int64_t>(1, rc.value("InstanceCount", int64_t{1}));
-  job.managed_spot = payload.value("EnableManagedSpotTraining", false);
-  if (payload.contains("StoppingCondition") && payload["StoppingCondition"].is_object())
-    job.max_runtime_ms = payload["StoppingCondition"].value("MaxRuntimeInSeconds", int64_t{0}) * 1000;
-  if (req.contains("schedulingPriority") && !req["schedulingPriority"].is_null()) {
-    job.scheduling_priority = req["schedulingPriority"];
-    if (job.scheduling_priority < 0 || job.scheduling_priority > 9999)
-      return InvalidArgument("schedulingPriority must be between 0 and 9999, not " + std::to_string(job.scheduling_priority));
+  job.name = cmd.name;
+  const std::string& queue_ref = cmd.queue;
+  job.payload = cmd.payload;
+  job.instance_type = cmd.training.instance_type;
+  job.instance_count = std::max<int64_t>(1, cmd.training.instance_count);
+  job.managed_spot = cmd.training.managed_spot;
+  job.max_runtime_ms = cmd.training.max_runtime_seconds * 1000;
+  if (cmd.scheduling_priority) {
+    job.scheduling_priority = *cmd.scheduling_priority;
     job.has_scheduling_priority = true;
   }
-  job.share_identifier = req.value("shareIdentifier", "");
-  job.quota_share_name = req.value("quotaShareName", "");
-  auto dump_if = [&](const char* key) {
-    return req.contains(key) && !req[key].is_null() ? req[key].dump() : std::string();
-  };
-  job.retry_strategy_json = dump_if("retryStrategy");
-  job.timeout_config_json = dump_if("timeoutConfig");
-  job.preemption_configuration_json = dump_if("preemptionConfiguration");
-  if (req.contains("tags") && req["tags"].is_object())
-    for (auto& [k, v] : req["tags"].items()) job.tags[k] = v.get<std::string>();
-  job.client_token = req.value("clientToken", "");
-  {
-    json canonical = req;
-    canonical.erase("clientToken");
-    job.request_hash = Sha256Hex(canonical.dump());
-  }
-  TY_RETURN_IF_ERROR(CheckRetryStrategy(req));
-  {
-    // The capacity ladder: the service job's tags, over those of its payload.
-    Tags tags = RequestTags(payload);
-    for (const auto& [k, v] : job.tags) tags[k] = v;
-    auto ladder = ParseLadder(tags, {job.instance_type, job.managed_spot}, job.instance_count, config_);
-    if (!ladder.ok()) return InvalidArgument("tags: " + ladder.status().message());
-    if (!ladder->rungs.empty() && KeepAliveOf(payload) > 0)
-      return InvalidArgument("serviceRequestPayload.ResourceConfig.KeepAlivePeriodInSeconds: a job with a capacity ladder "
-                             "(tag " + std::string(kLadderTag) + ") cannot use warm pools");
-    job.capacity_ladder = LadderText(*ladder);
-    job.fallback_after_interruptions = ladder->fallback_after_interruptions;
-  }
-  if (!job.timeout_config_json.empty()) {
-    const json& secs = req["timeoutConfig"].contains("attemptDurationSeconds") ? req["timeoutConfig"]["attemptDurationSeconds"] : json();
-    if (!secs.is_null() && (!secs.is_number_integer() || secs.get<int64_t>() < 60))
-      return InvalidArgument("timeoutConfig.attemptDurationSeconds must be an integer of at least 60, not " + secs.dump());
-  }
+  job.share_identifier = cmd.share_identifier;
+  job.quota_share_name = cmd.quota_share_name;
+  job.retry_strategy_json = cmd.retry_strategy_json;
+  job.timeout_config_json = cmd.timeout_config_json;
+  job.preemption_configuration_json = cmd.preemption_configuration_json;
+  job.retry_strategy = cmd.retry_strategy;
+  job.timeout = cmd.timeout;
+  job.preemption = cmd.preemption;
+  job.tags = cmd.tags;
+  job.client_token = cmd.client_token;
+  job.request_hash = cmd.request_hash;
+  job.capacity_ladder = cmd.capacity_ladder;
+  job.fallback_after_interruptions = cmd.fallback_after_interruptions;
 
   return Execute<ServiceJob>([&](Turn& t) -> StatusOr<ServiceJob> {
     if (!job.client_token.empty()) {
@@ -277,9 +200,9 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const json& req) {
   });
 }
 
-Status Controller::TerminateServiceJob(const json& req) {
-  std::string id = req.value("jobId", "");
-  std::string reason = req.value("reason", "");
+Status Controller::TerminateServiceJob(const TerminateServiceJobCommand& cmd) {
+  const std::string& id = cmd.job_id;
+  const std::string& reason = cmd.reason;
   return ExecuteStatus([&](Turn& t) -> Status {
     ServiceJobState* js = state_.FindJob(id);
     if (!js) return InvalidArgument("jobId: service job " + id + " does not exist");
@@ -304,11 +227,9 @@ Status Controller::TerminateServiceJob(const json& req) {
   });
 }
 
-StatusOr<ServiceJob> Controller::UpdateServiceJob(const json& req) {
-  std::string id = req.value("jobId", "");
-  int priority = req.value("schedulingPriority", 0);
-  if (priority < 0 || priority > 9999)
-    return InvalidArgument("schedulingPriority must be between 0 and 9999, not " + std::to_string(priority));
+StatusOr<ServiceJob> Controller::UpdateServiceJob(const UpdateServiceJobCommand& cmd) {
+  const std::string& id = cmd.job_id;
+  const int priority = cmd.scheduling_priority;
   return Execute<ServiceJob>([&](Turn& t) -> StatusOr<ServiceJob> {
     ServiceJobState* js = state_.FindJob(id);
     if (!js) return InvalidArgument("jobId: service job " + id + " does not exist");
@@ -355,12 +276,12 @@ EpochMs LatestEnd(const ServiceJob& j, EpochMs now, int64_t grace_ms, bool stopp
 }
 }  // namespace
 
-double Controller::ShareWeight(const json& distribution, const std::string& share) {
+double Controller::ShareWeight(const std::vector<ShareAttributes>& distribution, const std::string& share) {
   double weight = 1.0;
   size_t best = 0;
   for (const auto& e : distribution) {
-    std::string id = e.value("shareIdentifier", "");
-    double w = e.value("weightFactor", 1.0);
+    const std::string& id = e.share_identifier;
+    const double w = e.weight_factor;
     if (id == share) return w;
     if (EndsWith(id, "*") && StartsWith(share, id.substr(0, id.size() - 1)) && id.size() > best) {
       best = id.size();
@@ -372,11 +293,11 @@ double Controller::ShareWeight(const json& distribution, const std::string& shar
 
 sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t prefix) {
   const SchedulingPolicy* p = FindPolicy(state_, q.scheduling_policy_arn);
-  json fs = p && !p->fairshare_policy_json.empty() ? json::parse(p->fairshare_policy_json) : json::object();
-  int64_t decay = fs.value("shareDecaySeconds", int64_t{0});
-  json distribution = fs.value("shareDistribution", json::array());
+  const FairSharePolicy fs = p && p->fairshare ? *p->fairshare : FairSharePolicy{};
+  const int64_t decay = fs.share_decay_seconds;
+  const std::vector<ShareAttributes>& distribution = fs.share_distribution;
   sched::FairShare out;
-  out.compute_reservation = fs.value("computeReservation", 0);
+  out.compute_reservation = static_cast<int>(fs.compute_reservation);
   out.decay_seconds = decay;
 
   std::map<std::string, int64_t> held;

@@ -9,6 +9,7 @@
 #include "control/controller.h"
 #include "control/ladder.h"
 #include "control/system_metrics.h"
+#include "control/training_request.h"
 #include "control/turn.h"
 #include "control/warm_pool_rules.h"
 #include "core/object_key.h"
@@ -50,14 +51,14 @@ std::string Unquote(const std::string& v) {
 
 // The action of the first evaluateOnExit entry whose conditions all match the attempt's status
 // reason; an entry without onStatusReason matches any reason. No entry matching means RETRY
-// (the AWS Batch rule for container jobs; docs/design/decisions.md). Actions are
-// case-insensitive.
-std::string RetryActionFor(const json& rules, const std::string& status_reason) {
+// (the AWS Batch rule for container jobs; docs/design/decisions.md). Actions were read
+// case-insensitively when the strategy was parsed.
+ExitRule::Action RetryActionFor(const std::vector<ExitRule>& rules, const std::string& status_reason) {
   for (const auto& r : rules) {
-    if (r.contains("onStatusReason") && !GlobMatch(r["onStatusReason"].get<std::string>(), status_reason)) continue;
-    return ToUpper(r.value("action", "RETRY"));
+    if (r.on_status_reason && !GlobMatch(*r.on_status_reason, status_reason)) continue;
+    return r.action;
   }
-  return "RETRY";
+  return ExitRule::Action::kRetry;
 }
 
 constexpr int64_t kMaxRuntimeLimitSeconds = 28 * 86400;  // SageMaker's 28-day ceiling
@@ -133,7 +134,12 @@ void Controller::SweepLogs(EpochMs now) {
   }
 }
 
-Status Controller::CheckTrainingRequest(const json& req) const {
+Status CheckTrainingRequest(const json& req, const Config& config, const std::string& sandbox) {
+  auto file_system_path = [&](const std::string& id) -> std::string {
+    for (const auto& [name, dir] : config.file_systems)
+      if (name == id) return dir;
+    return "";
+  };
   // Service-job payloads reach here too; the name becomes a directory name and part of paths.
   static const RE2 kTrainingJobName("[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}");
   const json name = req.value("TrainingJobName", json());
@@ -172,14 +178,14 @@ Status Controller::CheckTrainingRequest(const json& req) const {
   if (type.empty()) return InvalidArgument("ResourceConfig.InstanceType is required");
   if (count < 1) return InvalidArgument("ResourceConfig.InstanceCount must be at least 1");
   if (req.value("EnableNetworkIsolation", false)) {
-    if (sandbox_ != "bwrap")
+    if (sandbox != "bwrap")
       return InvalidArgument("EnableNetworkIsolation: this host runs jobs without a sandbox (executor.sandbox = \"none\" "
                              "or bubblewrap unavailable), which cannot cut a job off the network");
     if (count > 1)
       return InvalidArgument("EnableNetworkIsolation: a network-isolated job runs each instance without a network, so "
                              "its instances could not reach each other; use ResourceConfig.InstanceCount 1");
   }
-  const InstanceTypeSpec* it = config_.FindInstanceType(type);
+  const InstanceTypeSpec* it = config.FindInstanceType(type);
   int64_t offered = it ? it->count : 0;
   const bool spot_request = req.contains("EnableManagedSpotTraining") && req["EnableManagedSpotTraining"] == true;
   if (count > offered && !spot_request)
@@ -212,7 +218,7 @@ Status Controller::CheckTrainingRequest(const json& req) const {
     if (ds.contains("FileSystemDataSource")) {
       const json f = ds["FileSystemDataSource"];
       std::string id = f.value("FileSystemId", "");
-      if (FileSystemPath(id).empty())
+      if (file_system_path(id).empty())
         return InvalidArgument(where + ".DataSource.FileSystemDataSource.FileSystemId: '" + id +
                                "' is not a file system of this host (see [file_systems] in the configuration)");
       std::string access = f.value("FileSystemAccessMode", "");
@@ -285,7 +291,7 @@ Status Controller::CheckTrainingRequest(const json& req) const {
                            "limit (spot_count under [[instance_types]] in the configuration).");
   }
   {
-    auto ladder = ParseLadder(RequestTags(req), {type, spot_request}, count, config_);
+    auto ladder = ParseLadder(RequestTags(req), {type, spot_request}, count, config);
     if (!ladder.ok()) return InvalidArgument("Tags: " + ladder.status().message());
     if (!ladder->rungs.empty() && KeepAliveOf(req) > 0)
       return InvalidArgument("ResourceConfig.KeepAlivePeriodInSeconds: a job with a capacity ladder (tag " +
@@ -301,23 +307,19 @@ Status Controller::CheckTrainingRequest(const json& req) const {
   return Status::Ok();
 }
 
-StatusOr<TrainingJob> Controller::CreateTrainingJob(const json& req) {
-  TY_RETURN_IF_ERROR(CheckTrainingRequest(req));
+StatusOr<TrainingJob> Controller::CreateTrainingJob(const CreateTrainingJobCommand& cmd) {
+  const TrainingRequest& req = cmd.request;
   TrainingJob tj;
-  tj.name = req.value("TrainingJobName", "");
+  tj.name = req.name;
   tj.arn = Arn("sagemaker", "training-job/" + ToLower(tj.name));
-  tj.request_json = req.dump();
-  const json& rc = req["ResourceConfig"];
-  tj.instance_type = rc.value("InstanceType", "");
-  tj.instance_count = rc.value("InstanceCount", int64_t{1});
-  tj.keep_alive_seconds = KeepAliveOf(req);
-  tj.managed_spot = req.value("EnableManagedSpotTraining", false);
-  tj.max_wait_seconds = req.value("StoppingCondition", json::object()).value("MaxWaitTimeInSeconds", int64_t{0});
-  {
-    Ladder ladder = *ParseLadder(RequestTags(req), {tj.instance_type, tj.managed_spot}, tj.instance_count, config_);
-    tj.capacity_ladder = LadderText(ladder);
-    tj.fallback_after_interruptions = ladder.fallback_after_interruptions;
-  }
+  tj.request_json = req.json;
+  tj.instance_type = req.instance_type;
+  tj.instance_count = req.instance_count;
+  tj.keep_alive_seconds = req.keep_alive_seconds;
+  tj.managed_spot = req.managed_spot;
+  tj.max_wait_seconds = req.max_wait_seconds;
+  tj.capacity_ladder = cmd.capacity_ladder;
+  tj.fallback_after_interruptions = cmd.fallback_after_interruptions;
   return Execute<TrainingJob>([&](Turn& t) -> StatusOr<TrainingJob> {
     if (state_.FindTrainingJob(tj.name))
       return AlreadyExists("Training job names must be unique within an AWS account and region, and a training job with this name already exists (" + tj.arn + ")");
@@ -931,9 +933,7 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
     std::string why = "Preempted: yielded its capacity to service job " + job.preempted_for;
     if (!job.attempts.empty()) job.attempts.back().status_reason = why;
     job.preempted_for.clear();
-    int64_t limit = -1;
-    if (!job.preemption_configuration_json.empty())
-      limit = json::parse(job.preemption_configuration_json).value("preemptionRetriesBeforeTermination", int64_t{-1});
+    const int64_t limit = job.preemption ? job.preemption->retries_before_termination : -1;
     if (limit >= 0 && job.preempted_attempt_count > limit) {
       SetJobStatus(t, js, JobStatus::kFailed, why + " (preemptionRetriesBeforeTermination reached)");
     } else {
@@ -953,16 +953,11 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
     return;
   }
   // A failure after STARTING: the retry strategy decides. Preempted attempts do not count.
-  int attempts = 1;
-  json rules = json::array();
-  if (!job.retry_strategy_json.empty()) {
-    json rs = json::parse(job.retry_strategy_json);
-    attempts = rs.value("attempts", 1);
-    rules = rs.value("evaluateOnExit", json::array());
-  }
+  const RetryStrategy retry_strategy = job.retry_strategy.value_or(RetryStrategy{});
+  const int attempts = retry_strategy.attempts;
   int64_t counted = static_cast<int64_t>(job.attempts.size()) - job.preempted_attempt_count -
                     job.capacity_failed_attempt_count;
-  bool retry = counted < attempts && RetryActionFor(rules, reason) == "RETRY";
+  bool retry = counted < attempts && RetryActionFor(retry_strategy.evaluate_on_exit, reason) == ExitRule::Action::kRetry;
   if (retry) ++state_.telemetry.retried[job.queue];
   SetJobStatus(t, js, retry ? JobStatus::kRunnable : JobStatus::kFailed, reason);
 }
@@ -971,8 +966,8 @@ void Controller::EnforceTimeouts(Turn& t) {
   // jobStateTimeLimitActions: a RUNNABLE job that has waited for one of the listed reasons for
   // maxTimeSeconds is terminated (SAGEMAKER_TRAINING queues allow only TERMINATE).
   for (const auto& [qname, q] : state_.queues) {
-    if (q.job_state_time_limit_actions_json.empty() || q.job_state_time_limit_actions_json == "[]") continue;
-    json actions = json::parse(q.job_state_time_limit_actions_json);
+    const std::vector<TimeLimitAction>& actions = q.time_limit_actions;
+    if (actions.empty()) continue;
     auto front = state_.front_of_queue.find(qname);
     if (front == state_.front_of_queue.end()) continue;
     std::vector<uint64_t> seqs = front->second;
@@ -981,8 +976,8 @@ void Controller::EnforceTimeouts(Turn& t) {
       if (js.job.status != JobStatus::kRunnable || js.wait_code.empty()) continue;
       EpochMs since = js.RunnableSince();
       for (const auto& a : actions) {
-        if (a.value("reason", "") != js.wait_code) continue;
-        if (t.now - since < a.value("maxTimeSeconds", int64_t{0}) * 1000) continue;
+        if (a.reason != js.wait_code) continue;
+        if (t.now - since < a.max_time_seconds * 1000) continue;
         js.job.is_terminated = true;
         SetJobStatus(t, js, JobStatus::kFailed,
                      "Terminated by JobStateTimeLimit action due to reason: " + js.wait_code);
@@ -995,8 +990,8 @@ void Controller::EnforceTimeouts(Turn& t) {
     for (JobStatus st : {JobStatus::kScheduled, JobStatus::kStarting, JobStatus::kRunning}) {
       for (uint64_t seq : state_.JobsIn(q.first, st)) {
         ServiceJobState& js = state_.jobs.at(seq);
-        if (js.job.timeout_config_json.empty() || js.job.attempts.empty()) continue;
-        int64_t secs = json::parse(js.job.timeout_config_json).value("attemptDurationSeconds", int64_t{0});
+        if (!js.job.timeout || js.job.attempts.empty()) continue;
+        const int64_t secs = js.job.timeout->attempt_duration_seconds;
         EpochMs started = js.job.attempts.back().started_at;
         if (secs <= 0 || started == 0 || t.now - started < secs * 1000) continue;
         auto it = state_.training_jobs.find(js.job.attempts.back().training_job_name);

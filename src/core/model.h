@@ -22,6 +22,52 @@ struct CapacityLimit {
   int64_t max_capacity = 0;
 };
 
+// ---- Typed request fields, decoded once at the API edge (api/decode.cpp) and, for what is
+// stored as JSON text, once again when the state is loaded. ----
+
+// One evaluateOnExit entry of a service job's retryStrategy (ServiceJobEvaluateOnExit).
+struct ExitRule {
+  enum class Action { kRetry, kExit };
+  Action action = Action::kRetry;
+  std::optional<std::string> on_status_reason;  // a glob; absent: any reason matches
+};
+
+// SubmitServiceJob.retryStrategy: attempts 1..10, at most 5 rules.
+struct RetryStrategy {
+  int attempts = 1;
+  std::vector<ExitRule> evaluate_on_exit;
+};
+
+// SubmitServiceJob.timeoutConfig.
+struct TimeoutConfig {
+  int64_t attempt_duration_seconds = 0;  // 0: none
+};
+
+// SubmitServiceJob.preemptionConfiguration.
+struct PreemptionConfig {
+  int64_t retries_before_termination = -1;  // preemptionRetriesBeforeTermination; -1: unlimited
+};
+
+// One entry of a fair-share policy's shareDistribution (AWS ShareAttributes).
+struct ShareAttributes {
+  std::string share_identifier;  // an identifier, or a prefix ending in '*'
+  double weight_factor = 1.0;
+};
+
+// A scheduling policy's fairsharePolicy.
+struct FairSharePolicy {
+  int64_t share_decay_seconds = 0;
+  int64_t compute_reservation = 0;
+  std::vector<ShareAttributes> share_distribution;
+};
+
+// A job queue's jobStateTimeLimitActions entry. SAGEMAKER_TRAINING queues allow only the state
+// RUNNABLE and the action TERMINATE, so those are not held.
+struct TimeLimitAction {
+  std::string reason;  // the wait code it matches, e.g. CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY
+  int64_t max_time_seconds = 0;
+};
+
 struct ServiceEnvironment {
   std::string name;
   std::string arn;
@@ -40,6 +86,8 @@ struct SchedulingPolicy {
   std::string arn;
   std::string fairshare_policy_json;   // "" when absent
   std::string quotashare_policy_json;  // "" when absent
+  // fairshare_policy_json, parsed (set when that is not ""; not stored: DecodeDoc parses it).
+  std::optional<FairSharePolicy> fairshare;
   Tags tags;
   uint64_t seq = 0;
 };
@@ -74,6 +122,7 @@ struct JobQueue {
   std::string scheduling_policy_arn;  // empty: FIFO
   std::vector<ServiceEnvironmentOrder> service_environment_order;
   std::string job_state_time_limit_actions_json;  // stored as given ("[]" when absent)
+  std::vector<TimeLimitAction> time_limit_actions;  // that, parsed (not stored: DecodeDoc parses it)
   Tags tags;
   uint64_t seq = 0;
 };
@@ -113,6 +162,10 @@ struct ServiceJob {
   std::string retry_strategy_json;           // "" when absent
   std::string timeout_config_json;           // "" when absent
   std::string preemption_configuration_json; // "" when absent
+  // The three above, parsed (each set when its text is not ""; not stored: DecodeDoc parses them).
+  std::optional<RetryStrategy> retry_strategy;
+  std::optional<TimeoutConfig> timeout;
+  std::optional<PreemptionConfig> preemption;
   Tags tags;
   std::string payload;       // serviceRequestPayload, verbatim
   std::string client_token;  // "" when absent
@@ -255,6 +308,16 @@ struct WarmPool {
   // Where its latest job came from: a quota-share queue's pool counts against its share.
   std::string queue, quota_share, environment;
 };
+
+// The typed forms of wire text that is stored as given (a service job's retryStrategy,
+// timeoutConfig and preemptionConfiguration, a policy's fairsharePolicy, a queue's
+// jobStateTimeLimitActions). The text was validated when its request was accepted, so members
+// of a wrong type read as absent. "" parses to the defaults. False: not JSON of the right shape.
+bool ParseRetryStrategy(const std::string& text, RetryStrategy* out);
+bool ParseTimeoutConfig(const std::string& text, TimeoutConfig* out);
+bool ParsePreemptionConfig(const std::string& text, PreemptionConfig* out);
+bool ParseFairSharePolicy(const std::string& text, FairSharePolicy* out);
+bool ParseTimeLimitActions(const std::string& text, std::vector<TimeLimitAction>* out);
 
 // Durable encodings (JSON documents). Decode errors return false.
 std::string EncodeDoc(const ServiceEnvironment& v);

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "api/decode.h"
 #include "control/controller.h"
 #include "control/system_metrics.h"
 #include "control/warm_pool_rules.h"
@@ -56,8 +57,12 @@ class ControllerTest : public ::testing::Test {
                     {"AlgorithmSpecification", {{"TrainingImage", "x"}, {"TrainingInputMode", "File"}, {"ContainerEntrypoint", {"true"}}}},
                     {"OutputDataConfig", {{"S3OutputPath", "s3://bucket/out"}}},
                     {"ResourceConfig", {{"InstanceType", "ml.m5.large"}, {"InstanceCount", 2}, {"VolumeSizeInGB", 1}}}};
-    auto job = c_->SubmitServiceJob({{"jobName", "too-big"}, {"jobQueue", "q"}, {"serviceJobType", "SAGEMAKER_TRAINING"},
-                                     {"serviceRequestPayload", payload.dump()}});
+    auto cmd = api::DecodeSubmitServiceJob({{"jobName", "too-big"}, {"jobQueue", "q"}, {"serviceJobType", "SAGEMAKER_TRAINING"},
+                                            {"serviceRequestPayload", payload.dump()}},
+                                           {c_->config(), c_->sandbox()});
+    EXPECT_TRUE(cmd.ok()) << cmd.status().message();
+    if (!cmd.ok()) return "";
+    auto job = c_->SubmitServiceJob(*cmd);
     EXPECT_TRUE(job.ok()) << job.status().message();
     return job.ok() ? job->id : "";
   }
@@ -69,13 +74,14 @@ class ControllerTest : public ::testing::Test {
 };
 
 TEST_F(ControllerTest, TimeLimitActionTerminatesAMisconfiguredJobAfterMaxTime) {
-  ASSERT_TRUE(c_->CreateServiceEnvironment({{"serviceEnvironmentName", "e"}, {"serviceEnvironmentType", "SAGEMAKER_TRAINING"},
-                                            {"capacityLimits", {{{"capacityUnit", "NUM_INSTANCES"}, {"maxCapacity", 1}}}}}).ok());
+  ASSERT_TRUE(c_->CreateServiceEnvironment(*api::DecodeCreateServiceEnvironment(
+      {{"serviceEnvironmentName", "e"}, {"serviceEnvironmentType", "SAGEMAKER_TRAINING"},
+       {"capacityLimits", {{{"capacityUnit", "NUM_INSTANCES"}, {"maxCapacity", 1}}}}})).ok());
   json action = {{"reason", "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"}, {"state", "RUNNABLE"},
                  {"maxTimeSeconds", 600}, {"action", "TERMINATE"}};
-  ASSERT_TRUE(c_->CreateJobQueue({{"jobQueueName", "q"}, {"jobQueueType", "SAGEMAKER_TRAINING"}, {"priority", 1},
+  ASSERT_TRUE(c_->CreateJobQueue(*api::DecodeCreateJobQueue({{"jobQueueName", "q"}, {"jobQueueType", "SAGEMAKER_TRAINING"}, {"priority", 1},
                                   {"serviceEnvironmentOrder", {{{"order", 1}, {"serviceEnvironment", "e"}}}},
-                                  {"jobStateTimeLimitActions", {action}}}).ok());
+                                  {"jobStateTimeLimitActions", {action}}})).ok());
   std::string id = SubmitTooBig();
   ASSERT_TRUE(Eventually([&](const State& s) { return s.FindJob(id)->wait_code == "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"; }));
   EXPECT_EQ(c_->Read([&](const State& s) { return s.FindJob(id)->job.status; }), JobStatus::kRunnable);
@@ -101,12 +107,14 @@ TEST_F(ControllerTest, TimeLimitActionTerminatesAMisconfiguredJobAfterMaxTime) {
 }
 
 TEST_F(ControllerTest, TimeLimitActionsAreValidated) {
-  ASSERT_TRUE(c_->CreateServiceEnvironment({{"serviceEnvironmentName", "e"}, {"serviceEnvironmentType", "SAGEMAKER_TRAINING"},
-                                            {"capacityLimits", {{{"capacityUnit", "NUM_INSTANCES"}, {"maxCapacity", 1}}}}}).ok());
+  ASSERT_TRUE(c_->CreateServiceEnvironment(*api::DecodeCreateServiceEnvironment(
+      {{"serviceEnvironmentName", "e"}, {"serviceEnvironmentType", "SAGEMAKER_TRAINING"},
+       {"capacityLimits", {{{"capacityUnit", "NUM_INSTANCES"}, {"maxCapacity", 1}}}}})).ok());
   auto make = [&](json action) {
-    return c_->CreateJobQueue({{"jobQueueName", "q"}, {"jobQueueType", "SAGEMAKER_TRAINING"}, {"priority", 1},
-                               {"serviceEnvironmentOrder", {{{"order", 1}, {"serviceEnvironment", "e"}}}},
-                               {"jobStateTimeLimitActions", {action}}});
+    auto cmd = api::DecodeCreateJobQueue({{"jobQueueName", "q"}, {"jobQueueType", "SAGEMAKER_TRAINING"}, {"priority", 1},
+                                          {"serviceEnvironmentOrder", {{{"order", 1}, {"serviceEnvironment", "e"}}}},
+                                          {"jobStateTimeLimitActions", {action}}});
+    return cmd.ok() ? c_->CreateJobQueue(*cmd) : StatusOr<JobQueue>(cmd.status());
   };
   json base = {{"reason", "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"}, {"state", "RUNNABLE"}, {"maxTimeSeconds", 600}, {"action", "TERMINATE"}};
   json cancel = base;
