@@ -28,7 +28,7 @@ json EncodeEnvironment(const ServiceEnvironment& e) {
   json limits = json::array();
   for (const auto& l : e.capacity_limits) limits.push_back({{"maxCapacity", l.max_capacity}, {"capacityUnit", l.capacity_unit}});
   json j = {{"serviceEnvironmentName", e.name}, {"serviceEnvironmentArn", e.arn},
-            {"serviceEnvironmentType", e.type}, {"state", e.state},
+            {"serviceEnvironmentType", e.type}, {"state", ToWire(e.state)},
             {"status", e.status},               {"capacityLimits", limits}};
   if (!e.tags.empty()) j["tags"] = EncodeTags(e.tags);
   return j;
@@ -42,7 +42,7 @@ json EncodeQueue(const State& s, const JobQueue& q) {
                      {"serviceEnvironment", it == s.environments.end() ? o.service_environment : it->second.arn}});
   }
   json j = {{"jobQueueName", q.name},        {"jobQueueArn", q.arn},
-            {"state", q.state},              {"status", q.status},
+            {"state", ToWire(q.state)},      {"status", q.status},
             {"statusReason", q.status_reason}, {"priority", q.priority},
             {"computeEnvironmentOrder", json::array()}, {"serviceEnvironmentOrder", order},
             {"jobQueueType", q.job_queue_type},
@@ -70,7 +70,7 @@ json EncodeQuotaShare(const State& s, const QuotaShare& q) {
             {"jobQueueArn", queue == s.queues.end() ? q.queue : queue->second.arn},
             {"capacityLimits", limits}, {"resourceSharingConfiguration", sharing},
             {"preemptionConfiguration", {{"inSharePreemption", q.in_share_preemption}}},
-            {"state", q.state}, {"status", "VALID"}};
+            {"state", ToWire(q.state)}, {"status", "VALID"}};
   if (!q.tags.empty()) j["tags"] = EncodeTags(q.tags);
   return j;
 }
@@ -343,7 +343,7 @@ Response Snapshot(Controller& c, const json& req) {
     };
     EpochMs at = s.last_pass_at;
     json utilization = {{"totalCapacityUsage", capacity(usage)}, {"lastUpdatedAt", at}};
-    if (!q->scheduling_policy_arn.empty()) {
+    if (q->kind != QueueKind::kFifo) {
       // The 20 shares that hold the most, largest first (ties by name).
       std::vector<std::pair<int64_t, std::string>> top;
       for (const auto& [share, m] : by_share) {

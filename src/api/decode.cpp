@@ -32,6 +32,14 @@ T Get(const json& j, const char* key, T fallback) {
 
 bool Present(const json& req, const char* key) { return req.contains(key) && !req[key].is_null(); }
 
+// The request's `state` (ENABLED when absent). The models hold it to the enum.
+StatusOr<ResourceState> StateOf(const json& req) {
+  const std::string text = Get<std::string>(req, "state", "ENABLED");
+  auto state = ParseResourceState(text);
+  if (!state) return InvalidArgument("state must be ENABLED or DISABLED, not '" + text + "'");
+  return *state;
+}
+
 // A Batch request's tags: a map of strings.
 Tags ReadTags(const json& req) {
   Tags tags;
@@ -177,7 +185,7 @@ QuotaShareFields DecodeShareFields(const json& req) {
     if (Present(pc, "inSharePreemption") && pc["inSharePreemption"].is_string())
       f.in_share_preemption = pc["inSharePreemption"].get<std::string>();
   }
-  if (Present(req, "state") && req["state"].is_string()) f.state = req["state"].get<std::string>();
+  if (Present(req, "state") && req["state"].is_string()) f.state = ParseResourceState(req["state"].get<std::string>());
   return f;
 }
 
@@ -247,7 +255,9 @@ StatusOr<CreateServiceEnvironmentCommand> DecodeCreateServiceEnvironment(const j
   CreateServiceEnvironmentCommand c;
   c.name = Get<std::string>(req, "serviceEnvironmentName", "");
   const std::string type = Get<std::string>(req, "serviceEnvironmentType", "");
-  c.state = Get<std::string>(req, "state", "ENABLED");
+  auto state = StateOf(req);
+  if (!state.ok()) return state.status();
+  c.state = *state;
   c.tags = ReadTags(req);
   auto limits = DecodeCapacityLimits(Get<json>(req, "capacityLimits", json::array()));
   if (!limits.ok()) return limits.status();
@@ -264,7 +274,11 @@ StatusOr<UpdateServiceEnvironmentCommand> DecodeUpdateServiceEnvironment(const j
     if (!limits.ok()) return limits.status();
     c.capacity_limits = *std::move(limits);
   }
-  c.state = Get<std::string>(req, "state", "");
+  if (Present(req, "state")) {
+    auto state = StateOf(req);
+    if (!state.ok()) return state.status();
+    c.state = *state;
+  }
   return c;
 }
 
@@ -275,7 +289,9 @@ StatusOr<DeleteServiceEnvironmentCommand> DecodeDeleteServiceEnvironment(const j
 StatusOr<CreateJobQueueCommand> DecodeCreateJobQueue(const json& req) {
   CreateJobQueueCommand c;
   c.name = Get<std::string>(req, "jobQueueName", "");
-  c.state = Get<std::string>(req, "state", "ENABLED");
+  auto state = StateOf(req);
+  if (!state.ok()) return state.status();
+  c.state = *state;
   c.priority = Get<int>(req, "priority", 0);
   const std::string type = Get<std::string>(req, "jobQueueType", "");
   c.scheduling_policy_arn = Get<std::string>(req, "schedulingPolicyArn", "");
@@ -307,7 +323,11 @@ StatusOr<UpdateJobQueueCommand> DecodeUpdateJobQueue(const json& req) {
     c.time_limit_actions = *std::move(typed);
     c.time_limit_actions_json = req["jobStateTimeLimitActions"].dump();
   }
-  if (Present(req, "state")) c.state = Get<std::string>(req, "state", "");
+  if (Present(req, "state")) {
+    auto state = StateOf(req);
+    if (!state.ok()) return state.status();
+    c.state = *state;
+  }
   if (Present(req, "priority")) c.priority = Get<int>(req, "priority", 0);
   if (Present(req, "schedulingPolicyArn")) c.scheduling_policy_arn = Get<std::string>(req, "schedulingPolicyArn", "");
   if (Present(req, "serviceEnvironmentOrder")) c.service_environment_order = DecodeOrder(req["serviceEnvironmentOrder"]);

@@ -291,9 +291,8 @@ std::string Render(const Config& config, const State& s) {
   };
   auto fair_share_policy = [&](const std::string& queue) -> std::optional<FairSharePolicy> {
     auto q = s.queues.find(queue);
-    if (q == s.queues.end() || q->second.scheduling_policy_arn.empty()) return std::nullopt;
+    if (q == s.queues.end() || q->second.kind != QueueKind::kFairShare) return std::nullopt;
     const SchedulingPolicy* p = control::Controller::FindPolicy(s, q->second.scheduling_policy_arn);
-    if (p && !p->quotashare_policy_json.empty()) return std::nullopt;
     FairSharePolicy out;
     if (p && p->fairshare) {
       out.distribution = p->fairshare->share_distribution;

@@ -34,13 +34,13 @@ struct TrainingRequest {
 // ---- Batch: service environments ----
 struct CreateServiceEnvironmentCommand {
   std::string name;
-  std::string state = "ENABLED";
+  ResourceState state = ResourceState::kEnabled;
   std::vector<CapacityLimit> capacity_limits;  // checked: one NUM_INSTANCES or 1..5 instance types
   Tags tags;
 };
 struct UpdateServiceEnvironmentCommand {
   std::string environment;  // name or ARN
-  std::string state;        // "" unchanged
+  std::optional<ResourceState> state;
   std::optional<std::vector<CapacityLimit>> capacity_limits;
 };
 struct DeleteServiceEnvironmentCommand {
@@ -54,7 +54,7 @@ struct EnvironmentRef {
 };
 struct CreateJobQueueCommand {
   std::string name;
-  std::string state = "ENABLED";
+  ResourceState state = ResourceState::kEnabled;
   int priority = 0;
   std::string scheduling_policy_arn;  // "" FIFO
   std::vector<EnvironmentRef> service_environment_order;
@@ -64,7 +64,7 @@ struct CreateJobQueueCommand {
 };
 struct UpdateJobQueueCommand {
   std::string queue;  // name or ARN
-  std::optional<std::string> state;
+  std::optional<ResourceState> state;
   std::optional<int> priority;
   std::optional<std::string> scheduling_policy_arn;
   std::optional<std::vector<EnvironmentRef>> service_environment_order;
@@ -104,8 +104,8 @@ struct QuotaShareFields {
     std::optional<int64_t> borrow_limit;
   };
   std::optional<Sharing> resource_sharing;
-  std::optional<std::string> in_share_preemption;  // "" when the object lacks it
-  std::optional<std::string> state;
+  std::optional<std::string> in_share_preemption;
+  std::optional<ResourceState> state;
 };
 struct CreateQuotaShareCommand {
   std::string queue;  // name or ARN

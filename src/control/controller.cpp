@@ -124,6 +124,7 @@ void Controller::LoadState() {
     SchedulingPolicy p;
     if (DecodeDoc(doc, &p)) s.policies[p.name] = p;
   }));
+  for (auto& [name, q] : s.queues) q.kind = KindOfPolicy(s, q.scheduling_policy_arn);
   must(store_->LoadAll(store::Kind::kQuotaShare, [&](const std::string& key, const std::string& doc) {
     QuotaShare q;
     if (DecodeDoc(doc, &q)) s.quota_shares[key] = q;
@@ -274,7 +275,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
       PruneEvents(t.now);
       // Fair-share order moves as usage decays: look again while such queues have work waiting.
       for (const auto& [name, q] : state_.queues)
-        if (!q.scheduling_policy_arn.empty() && !state_.JobsIn(name, JobStatus::kRunnable).empty()) t.reschedule = true;
+        if (q.kind != QueueKind::kFifo && !state_.JobsIn(name, JobStatus::kRunnable).empty()) t.reschedule = true;
     }
     ExpireWarmPools(t);
     StartPendingTrainingJobs(t);
@@ -439,12 +440,12 @@ StatusOr<ServiceEnvironment> Controller::CreateServiceEnvironment(const CreateSe
 
 StatusOr<ServiceEnvironment> Controller::UpdateServiceEnvironment(const UpdateServiceEnvironmentCommand& cmd) {
   const std::string& id = cmd.environment;
-  const std::string& new_state = cmd.state;
+  const std::optional<ResourceState>& new_state = cmd.state;
   return Execute<ServiceEnvironment>([&](Turn& t) -> StatusOr<ServiceEnvironment> {
     const ServiceEnvironment* found = FindEnvironment(state_, id);
     if (!found) return NotFound("Service environment " + id + " does not exist");
     ServiceEnvironment& e = state_.environments[found->name];
-    if (!new_state.empty()) e.state = new_state;
+    if (new_state) e.state = *new_state;
     if (cmd.capacity_limits) e.capacity_limits = *cmd.capacity_limits;
     t.environments.insert(e.name);
     t.reschedule = true;
@@ -457,7 +458,7 @@ Status Controller::DeleteServiceEnvironment(const DeleteServiceEnvironmentComman
   return ExecuteStatus([&](Turn& t) -> Status {
     const ServiceEnvironment* e = FindEnvironment(state_, id);
     if (!e) return NotFound("Service environment " + id + " does not exist");
-    if (e->state != "DISABLED")
+    if (e->state != ResourceState::kDisabled)
       return FailedPrecondition("Service environment " + e->name + " must be DISABLED before it is deleted");
     for (const auto& [qn, q] : state_.queues)
       for (const auto& o : q.service_environment_order)
@@ -535,14 +536,13 @@ StatusOr<JobQueue> Controller::CreateJobQueue(const CreateJobQueueCommand& cmd) 
     auto resolved = ResolveOrder(state_, order);
     if (!resolved.ok()) return resolved.status();
     q.service_environment_order = *resolved;
-    bool quota = false;
     if (!q.scheduling_policy_arn.empty()) {
       const SchedulingPolicy* p = FindPolicy(state_, q.scheduling_policy_arn);
       if (!p) return InvalidArgument("schedulingPolicyArn: scheduling policy " + q.scheduling_policy_arn + " does not exist");
       q.scheduling_policy_arn = p->arn;
-      quota = !p->quotashare_policy_json.empty();
     }
-    TY_RETURN_IF_ERROR(CheckEnvironmentUnits(state_, q.service_environment_order, quota));
+    q.kind = KindOfPolicy(state_, q.scheduling_policy_arn);
+    TY_RETURN_IF_ERROR(CheckEnvironmentUnits(state_, q.service_environment_order, q.kind == QueueKind::kQuotaShare));
     q.seq = state_.next_seq++;
     state_.queues[q.name] = q;
     t.queues.insert(q.name);
@@ -591,7 +591,7 @@ Status Controller::DeleteJobQueue(const DeleteJobQueueCommand& cmd) {
   return ExecuteStatus([&](Turn& t) -> Status {
     const JobQueue* q = FindQueue(state_, id);
     if (!q) return NotFound("Job queue " + id + " does not exist");
-    if (q->state != "DISABLED") return FailedPrecondition("Job queue " + q->name + " must be DISABLED before it is deleted");
+    if (q->state != ResourceState::kDisabled) return FailedPrecondition("Job queue " + q->name + " must be DISABLED before it is deleted");
     std::string name = q->name;
     for (JobStatus st : {JobStatus::kScheduled, JobStatus::kStarting, JobStatus::kRunning})
       if (!state_.JobsIn(name, st).empty())

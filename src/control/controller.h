@@ -67,6 +67,9 @@ class Controller {
   StatusOr<SchedulingPolicy> UpdateSchedulingPolicy(const UpdateSchedulingPolicyCommand& cmd);
   Status DeleteSchedulingPolicy(const DeleteSchedulingPolicyCommand& cmd);
   static const SchedulingPolicy* FindPolicy(const State& s, const std::string& arn);
+  // The kind of a queue whose scheduling policy is `arn` ("" none): a policy that does not exist
+  // counts as a fair-share policy with the defaults.
+  static QueueKind KindOfPolicy(const State& s, const std::string& arn);
   // The weight of a fair share in a policy's shareDistribution: its exact entry, else the longest
   // matching '*' prefix, else 1.
   static double ShareWeight(const std::vector<ShareAttributes>& share_distribution, const std::string& share);

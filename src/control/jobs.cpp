@@ -142,10 +142,9 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const SubmitServiceJobCommand&
     if (!q) return InvalidArgument("jobQueue: job queue " + queue_ref + " does not exist");
     if (q->job_queue_type != "SAGEMAKER_TRAINING")
       return InvalidArgument("jobQueue: job queue " + q->name + " is not a SAGEMAKER_TRAINING queue");
-    if (q->state != "ENABLED") return InvalidArgument("jobQueue: job queue " + q->name + " is DISABLED and accepts no new jobs");
-    const SchedulingPolicy* policy = FindPolicy(state_, q->scheduling_policy_arn);
-    const bool fair = policy && !policy->fairshare_policy_json.empty();
-    const bool quota = policy && !policy->quotashare_policy_json.empty();
+    if (q->state != ResourceState::kEnabled) return InvalidArgument("jobQueue: job queue " + q->name + " is DISABLED and accepts no new jobs");
+    const bool fair = q->kind == QueueKind::kFairShare;
+    const bool quota = q->kind == QueueKind::kQuotaShare;
     if (!job.share_identifier.empty() && !fair)
       return InvalidArgument("shareIdentifier: job queue " + q->name +
                              " has no fair-share scheduling policy, so shareIdentifier is not allowed");
@@ -168,7 +167,7 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const SubmitServiceJobCommand&
       auto share = state_.quota_shares.find(q->name + "/" + job.quota_share_name);
       if (share == state_.quota_shares.end())
         return InvalidArgument("quotaShareName: quota share " + job.quota_share_name + " does not exist in job queue " + q->name);
-      if (share->second.state != "ENABLED")
+      if (share->second.state != ResourceState::kEnabled)
         return InvalidArgument("quotaShareName: quota share " + job.quota_share_name + " is DISABLED");
     }
     if (!job.share_identifier.empty()) {
@@ -373,7 +372,7 @@ void Controller::SchedulePass(Turn& t) {
     int64_t max = 0;
     for (const auto& l : e.capacity_limits)
       if (l.capacity_unit == "NUM_INSTANCES") max = l.max_capacity;
-    snap.environments.push_back({name, e.state == "ENABLED", max, state_.environment_in_use[name]});
+    snap.environments.push_back({name, e.state == ResourceState::kEnabled, max, state_.environment_in_use[name]});
   }
   int64_t free_total = 0;
   for (const auto& it : config_.instance_types) {
@@ -406,13 +405,13 @@ void Controller::SchedulePass(Turn& t) {
     sq.name = name;
     sq.priority = q.priority;
     sq.seq = q.seq;
-    sq.enabled = q.state == "ENABLED";
+    sq.enabled = q.state == ResourceState::kEnabled;
     // trainyard extension: the queue tag "trainyard:backfill" = "false" makes the head block the
     // queue, as on AWS.
     if (auto tag = q.tags.find("trainyard:backfill"); tag != q.tags.end()) sq.backfill = tag->second != "false";
     for (const auto& o : q.service_environment_order)
       if (auto it = env_index.find(o.service_environment); it != env_index.end()) sq.environments.push_back(it->second);
-    if (!q.scheduling_policy_arn.empty()) {
+    if (q.kind == QueueKind::kFairShare) {
       sq.fair_share = FairShareOf(t, q, prefix);
     } else {
       for (uint64_t seq : state_.JobsIn(name, JobStatus::kRunnable)) {
@@ -457,10 +456,7 @@ void Controller::SchedulePass(Turn& t) {
     if (IsQuotaQueue(q)) ScheduleQuotaQueue(t, q);
 }
 
-bool Controller::IsQuotaQueue(const JobQueue& q) const {
-  const SchedulingPolicy* p = FindPolicy(state_, q.scheduling_policy_arn);
-  return p && !p->quotashare_policy_json.empty();
-}
+bool Controller::IsQuotaQueue(const JobQueue& q) const { return q.kind == QueueKind::kQuotaShare; }
 
 std::string Controller::PlacementKey(ServiceJobState& js) {
   const ServiceJob& j = js.job;
@@ -542,7 +538,7 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
   const std::string& env_name = q.service_environment_order.front().service_environment;
   const ServiceEnvironment& env = state_.environments.at(env_name);
   const auto& runnable = state_.JobsIn(q.name, JobStatus::kRunnable);
-  if (q.state != "ENABLED" || env.state != "ENABLED") {
+  if (q.state != ResourceState::kEnabled || env.state != ResourceState::kEnabled) {
     for (uint64_t seq : runnable) state_.jobs.at(seq).wait_reason = "the job queue or its service environment is disabled";
     return;
   }

@@ -13,6 +13,12 @@ const SchedulingPolicy* Controller::FindPolicy(const State& s, const std::string
   return &it->second;
 }
 
+QueueKind Controller::KindOfPolicy(const State& s, const std::string& arn) {
+  if (arn.empty()) return QueueKind::kFifo;
+  const SchedulingPolicy* p = FindPolicy(s, arn);
+  return p && !p->quotashare_policy_json.empty() ? QueueKind::kQuotaShare : QueueKind::kFairShare;
+}
+
 StatusOr<SchedulingPolicy> Controller::CreateSchedulingPolicy(const CreateSchedulingPolicyCommand& cmd) {
   SchedulingPolicy p;
   p.name = cmd.name;

@@ -55,8 +55,7 @@ StatusOr<QuotaShare> Controller::CreateQuotaShare(const CreateQuotaShareCommand&
   return Execute<QuotaShare>([&](Turn& t) -> StatusOr<QuotaShare> {
     const JobQueue* queue = FindQueue(state_, queue_ref);
     if (!queue) return InvalidArgument("jobQueue: job queue " + queue_ref + " does not exist");
-    const SchedulingPolicy* policy = FindPolicy(state_, queue->scheduling_policy_arn);
-    if (!policy || policy->quotashare_policy_json.empty())
+    if (queue->kind != QueueKind::kQuotaShare)
       return InvalidArgument("jobQueue: job queue " + queue->name + " has no quota-share scheduling policy");
     const ServiceEnvironment& env = state_.environments.at(queue->service_environment_order.front().service_environment);
     q.queue = queue->name;

@@ -20,6 +20,16 @@ std::optional<JobStatus> ParseJobStatus(std::string_view s) {
   return std::nullopt;
 }
 
+const char* ToWire(ResourceState s) { return s == ResourceState::kEnabled ? "ENABLED" : "DISABLED"; }
+
+std::optional<ResourceState> ParseResourceState(std::string_view s) {
+  if (s == "ENABLED") return ResourceState::kEnabled;
+  if (s == "DISABLED") return ResourceState::kDisabled;
+  return std::nullopt;
+}
+
+NLOHMANN_JSON_SERIALIZE_ENUM(ResourceState, {{ResourceState::kEnabled, "ENABLED"}, {ResourceState::kDisabled, "DISABLED"}})
+
 NLOHMANN_JSON_SERIALIZE_ENUM(JobStatus, {{JobStatus::kSubmitted, "SUBMITTED"},
                                          {JobStatus::kPending, "PENDING"},
                                          {JobStatus::kRunnable, "RUNNABLE"},

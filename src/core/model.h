@@ -17,6 +17,13 @@ namespace ty {
 
 using Tags = std::map<std::string, std::string>;
 
+// The state of a service environment, job queue or quota share (AWS ServiceEnvironmentState,
+// JQState, QuotaShareState): a disabled one takes no new work.
+enum class ResourceState { kEnabled, kDisabled };
+// The wire and stored spelling ("ENABLED", "DISABLED"), and back (nullopt: not a state).
+const char* ToWire(ResourceState s);
+std::optional<ResourceState> ParseResourceState(std::string_view s);
+
 struct CapacityLimit {
   std::string capacity_unit;  // "NUM_INSTANCES" or an instance type
   int64_t max_capacity = 0;
@@ -72,7 +79,7 @@ struct ServiceEnvironment {
   std::string name;
   std::string arn;
   std::string type = "SAGEMAKER_TRAINING";
-  std::string state = "ENABLED";  // ENABLED | DISABLED
+  ResourceState state = ResourceState::kEnabled;
   std::string status = "VALID";   // CREATING | UPDATING | DELETING | DELETED | VALID | INVALID
   std::vector<CapacityLimit> capacity_limits;
   Tags tags;
@@ -101,7 +108,7 @@ struct QuotaShare {
   std::string strategy = "LEND_AND_BORROW";   // RESERVE | LEND | LEND_AND_BORROW
   int64_t borrow_limit = -1;                  // percent of its own limit; -1 unlimited
   std::string in_share_preemption = "DISABLED";
-  std::string state = "ENABLED";
+  ResourceState state = ResourceState::kEnabled;
   Tags tags;
   uint64_t seq = 0;
 };
@@ -111,15 +118,22 @@ struct ServiceEnvironmentOrder {
   std::string service_environment;  // name (resolved from name or ARN at create time)
 };
 
+// How a job queue shares its capacity, from its scheduling policy: none (FIFO), a fair-share
+// policy, or a quota-share policy. Fixed when the queue is created: neither a queue's policy type
+// nor a policy's type can change.
+enum class QueueKind { kFifo, kFairShare, kQuotaShare };
+
 struct JobQueue {
   std::string name;
   std::string arn;
-  std::string state = "ENABLED";
+  ResourceState state = ResourceState::kEnabled;
   std::string status = "VALID";
   std::string status_reason = "JobQueue Healthy";
   int priority = 0;
   std::string job_queue_type = "SAGEMAKER_TRAINING";
   std::string scheduling_policy_arn;  // empty: FIFO
+  // Derived from the policy when the queue is created, and again when it is loaded (not stored).
+  QueueKind kind = QueueKind::kFifo;
   std::vector<ServiceEnvironmentOrder> service_environment_order;
   std::string job_state_time_limit_actions_json;  // stored as given ("[]" when absent)
   std::vector<TimeLimitAction> time_limit_actions;  // that, parsed (not stored: DecodeDoc parses it)

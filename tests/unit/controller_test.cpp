@@ -256,3 +256,61 @@ TEST(SystemMetrics, StoreDocumentsRoundTripWithUnmeasuredValues) {
 
 }  // namespace
 }  // namespace ty::control
+
+namespace ty::control {
+namespace {
+
+// A queue's kind is not stored: it is derived from its policy on create and again on load, so a
+// restart must give every queue the kind it had.
+TEST_F(ControllerTest, QueueKindsFollowTheirPoliciesAcrossARestart) {
+  auto env = [&](const std::string& name, json limits) {
+    auto cmd = api::DecodeCreateServiceEnvironment(
+        {{"serviceEnvironmentName", name}, {"serviceEnvironmentType", "SAGEMAKER_TRAINING"}, {"capacityLimits", limits}});
+    ASSERT_TRUE(cmd.ok()) << cmd.status().message();
+    ASSERT_TRUE(c_->CreateServiceEnvironment(*cmd).ok());
+  };
+  env("plain", {{{"capacityUnit", "NUM_INSTANCES"}, {"maxCapacity", 1}}});
+  env("fair", {{{"capacityUnit", "NUM_INSTANCES"}, {"maxCapacity", 1}}});
+  env("quota", {{{"capacityUnit", "ml.m5.large"}, {"maxCapacity", 1}}});
+  auto policy = [&](json req) {
+    auto cmd = api::DecodeCreateSchedulingPolicy(req);
+    EXPECT_TRUE(cmd.ok()) << cmd.status().message();
+    auto p = c_->CreateSchedulingPolicy(*cmd);
+    EXPECT_TRUE(p.ok()) << p.status().message();
+    return p.ok() ? p->arn : "";
+  };
+  const std::string fs = policy({{"name", "fs"}, {"fairsharePolicy", {{"shareDecaySeconds", 60}}}});
+  const std::string qs = policy({{"name", "qs"}, {"quotaSharePolicy", {{"idleResourceAssignmentStrategy", "FIFO"}}}});
+  auto queue = [&](const std::string& name, const std::string& environment, const std::string& arn) {
+    json req = {{"jobQueueName", name}, {"jobQueueType", "SAGEMAKER_TRAINING"}, {"priority", 1},
+                {"serviceEnvironmentOrder", {{{"order", 1}, {"serviceEnvironment", environment}}}}};
+    if (!arn.empty()) req["schedulingPolicyArn"] = arn;
+    auto cmd = api::DecodeCreateJobQueue(req);
+    ASSERT_TRUE(cmd.ok()) << cmd.status().message();
+    auto q = c_->CreateJobQueue(*cmd);
+    ASSERT_TRUE(q.ok()) << q.status().message();
+  };
+  queue("fifo", "plain", "");
+  queue("fair", "fair", fs);
+  queue("quota", "quota", qs);
+  auto kinds = [&] {
+    return c_->Read([](const State& s) {
+      return std::vector<QueueKind>{s.queues.at("fifo").kind, s.queues.at("fair").kind, s.queues.at("quota").kind};
+    });
+  };
+  const std::vector<QueueKind> want = {QueueKind::kFifo, QueueKind::kFairShare, QueueKind::kQuotaShare};
+  EXPECT_EQ(kinds(), want);
+  c_->Shutdown();
+  c_.reset();
+  Open();
+  EXPECT_EQ(kinds(), want);
+  // The fair-share policy is parsed again at load, too.
+  auto decay = c_->Read([](const State& s) {
+    const SchedulingPolicy& p = s.policies.at("fs");
+    return p.fairshare ? p.fairshare->share_decay_seconds : -1;
+  });
+  EXPECT_EQ(decay, 60);
+}
+
+}  // namespace
+}  // namespace ty::control

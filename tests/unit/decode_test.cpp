@@ -174,7 +174,7 @@ TEST_F(DecodeTest, CapacityLimitsAndEnvironmentType) {
   ASSERT_EQ(cmd->capacity_limits.size(), 2u);
   EXPECT_EQ(cmd->capacity_limits[1].capacity_unit, "ml.c5.xlarge");
   EXPECT_EQ(cmd->capacity_limits[1].max_capacity, 1);
-  EXPECT_EQ(cmd->state, "ENABLED");
+  EXPECT_EQ(cmd->state, ResourceState::kEnabled);
 
   env["capacityLimits"] = {{{"capacityUnit", "NUM_INSTANCES"}, {"maxCapacity", 2}}, {{"capacityUnit", "ml.m5.large"}, {"maxCapacity", 1}}};
   EXPECT_EQ(Error(DecodeCreateServiceEnvironment(env)),
@@ -187,7 +187,7 @@ TEST_F(DecodeTest, CapacityLimitsAndEnvironmentType) {
 
   auto update = DecodeUpdateServiceEnvironment({{"serviceEnvironment", "e"}, {"state", "DISABLED"}});
   ASSERT_TRUE(update.ok());
-  EXPECT_EQ(update->state, "DISABLED");
+  EXPECT_EQ(update->state, ResourceState::kDisabled);
   EXPECT_FALSE(update->capacity_limits);  // absent: unchanged
 }
 
@@ -298,6 +298,44 @@ TEST_F(DecodeTest, CreateTrainingJobReadsTheLadderFromItsTags) {
   EXPECT_EQ(cmd->capacity_ladder, "ml.m5.large ml.m5.xlarge");
   EXPECT_EQ(cmd->request.name, "tj");
   EXPECT_EQ(json::parse(cmd->request.json), req);
+}
+
+TEST_F(DecodeTest, StatesDecodeToTheEnum) {
+  auto q = DecodeCreateJobQueue({{"jobQueueName", "q"}, {"jobQueueType", "SAGEMAKER_TRAINING"}, {"state", "DISABLED"}});
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->state, ResourceState::kDisabled);
+  EXPECT_EQ(Error(DecodeUpdateJobQueue({{"jobQueue", "q"}, {"state", "PAUSED"}})),
+            "state must be ENABLED or DISABLED, not 'PAUSED'");
+  auto share = DecodeUpdateQuotaShare({{"quotaShareArn", "a"}, {"state", "DISABLED"}});
+  ASSERT_TRUE(share.ok());
+  EXPECT_EQ(share->fields.state, ResourceState::kDisabled);
+}
+
+// ---- Enums: each value has one wire spelling, which reads back as that value. ----
+
+TEST(WireEnums, ResourceStateRoundTrips) {
+  for (ResourceState s : {ResourceState::kEnabled, ResourceState::kDisabled}) EXPECT_EQ(ParseResourceState(ToWire(s)), s);
+  EXPECT_STREQ(ToWire(ResourceState::kEnabled), "ENABLED");
+  EXPECT_STREQ(ToWire(ResourceState::kDisabled), "DISABLED");
+  EXPECT_FALSE(ParseResourceState("enabled"));
+  EXPECT_FALSE(ParseResourceState(""));
+}
+
+TEST(WireEnums, StoredStatesKeepTheirSpelling) {
+  // Documents of earlier versions hold the state as its wire string; they must still load.
+  JobQueue q;
+  q.name = "q";
+  q.state = ResourceState::kDisabled;
+  const std::string doc = EncodeDoc(q);
+  EXPECT_NE(doc.find("\"state\":\"DISABLED\""), std::string::npos);
+  JobQueue back;
+  ASSERT_TRUE(DecodeDoc(doc, &back));
+  EXPECT_EQ(back.state, ResourceState::kDisabled);
+  ServiceEnvironment e;
+  ASSERT_TRUE(DecodeDoc(R"({"name":"e","state":"DISABLED"})", &e));
+  EXPECT_EQ(e.state, ResourceState::kDisabled);
+  ASSERT_TRUE(DecodeDoc(R"({"name":"e"})", &e));
+  EXPECT_EQ(e.state, ResourceState::kEnabled);
 }
 
 // ---- Stored text: documents written before these fields were typed load into the typed form. ----
