@@ -209,10 +209,10 @@ class Controller {
   void TerminateWarmPool(Turn& t, const std::string& id, const std::string& reason);
   void ExpireWarmPools(Turn& t);
   std::string WarmPoolDir(const std::string& id) const { return data_dir_ + "/pools/" + id; }
-  // Moves a training job to Stopping for `cause` ("user", "terminate", "timeout", "preempt") and,
+  // Moves a training job to Stopping for `cause` and,
   // when it was launched, asks the executor to stop it after the commit.
   // grace_seconds < 0: [executor] stop_grace_seconds.
-  void RequestStop(Turn& t, TrainingJob& tj, const std::string& cause, const std::string& message, int grace_seconds = -1);
+  void RequestStop(Turn& t, TrainingJob& tj, StopCause cause, const std::string& message, int grace_seconds = -1);
   // [server] data_dir_reserve_mib (docs/configuration.md, "Disk reserve"): checks the data dir's
   // free space (one statvfs per tick); under the reserve, reclaims finished attempts' scratch,
   // holds back every start (disk_low_) and stops the running job that uses most of the data dir.

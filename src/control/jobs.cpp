@@ -219,7 +219,7 @@ Status Controller::TerminateServiceJob(const TerminateServiceJobCommand& cmd) {
       if (it != state_.training_jobs.end()) {
         TrainingJob& tj = it->second;
         if (!tj.stop_requested && tj.status == "InProgress")
-          RequestStop(t, tj, "terminate", "Stopping the training job: " + job.terminate_reason);
+          RequestStop(t, tj, StopCause::kTerminate, "Stopping the training job: " + job.terminate_reason);
       }
     }
     return Status::Ok();
@@ -603,7 +603,7 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
     r.instance_count = j.instance_count;
     r.priority = j.scheduling_priority;
     r.start_order = tj ? tj->seq : seq;  // attempts are numbered as they start
-    r.preempting = tj && tj->stop_cause == "preempt";
+    r.preempting = tj && tj->stop_cause == StopCause::kPreempt;
     // A job inside the queue's minimum runtime is not preempted, so preemptions do not thrash.
     EpochMs ran_since = j.attempts.back().started_at ? j.attempts.back().started_at : j.scheduled_at;
     r.end_ms = LatestEnd(j, t.now, int64_t{config_.stop_grace_seconds} * 1000, tj && tj->stop_requested);
@@ -611,7 +611,7 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
     // tie and fall to start order), or from its last checkpoint.
     r.started_ms = tj ? tj->creation_time : ran_since;
     r.last_checkpoint_ms = tj ? tj->last_checkpoint_time : 0;
-    r.preemptible = !(tj && tj->stop_requested && tj->stop_cause != "preempt") &&
+    r.preemptible = !(tj && tj->stop_requested && tj->stop_cause != StopCause::kPreempt) &&
                     t.now - ran_since >= min_runtime_ms;
     snap.running.push_back(r);
   }
@@ -688,7 +688,7 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
     if (!tj || tj->stop_requested) continue;
     victim.job.preempted_for = state_.jobs.at(p.for_job_seq).job.id;
     t.jobs.insert(p.victim_seq);
-    RequestStop(t, *tj, "preempt",
+    RequestStop(t, *tj, StopCause::kPreempt,
                 std::string(p.in_share ? "Preempted for a higher-priority job of its share: "
                                        : "Preempted to give borrowed capacity back: ") +
                     "service job " + victim.job.preempted_for);

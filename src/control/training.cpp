@@ -342,7 +342,7 @@ Status Controller::StopTrainingJob(const std::string& name) {
     TrainingJob& tj = *found;
     if (tj.status != "InProgress")
       return FailedPrecondition("The training job " + name + " is " + tj.status + " and cannot be stopped");
-    RequestStop(t, tj, "user", "Stopping the training job.");
+    RequestStop(t, tj, StopCause::kUser, "Stopping the training job.");
     if (!tj.launched) {
       // Never launched: nothing to stop, it is Stopped at once.
       exec::AttemptEvent e;
@@ -395,7 +395,7 @@ void Controller::TrainingJobEvent(Turn& t, const std::string& name, const std::s
   t.events.push_back(std::move(e));
 }
 
-void Controller::RequestStop(Turn& t, TrainingJob& tj, const std::string& cause, const std::string& message,
+void Controller::RequestStop(Turn& t, TrainingJob& tj, StopCause cause, const std::string& message,
                              int grace_seconds) {
   tj.stop_requested = true;
   tj.stop_cause = cause;
@@ -428,7 +428,7 @@ void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj, bool spot) {
     DropTail(t, tj.name);
     std::error_code ec;
     fs::remove_all(fs::path(data_dir_) / "attempts" / tj.name, ec);
-    tj.stop_cause.clear();
+    tj.stop_cause = StopCause::kNone;
   }
   std::string message;
   if (tj.on_spot || tj.interruptions > 0) {
@@ -469,7 +469,7 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
     }
     if (tj->launched || tj->status != "InProgress") continue;
     // Service jobs are placed by the scheduling pass; an interrupted spot run of one comes back here.
-    const bool interrupted = tj->stop_cause == "interrupt";
+    const bool interrupted = tj->stop_cause == StopCause::kInterrupt;
     if (!tj->service_job_id.empty() && !interrupted) continue;
     // The first rung of its ladder with room (its own type when it has no ladder).
     const Ladder ladder = tj->capacity_ladder.empty()
@@ -510,12 +510,12 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
     }
   }
   for (const auto& name : out_of_wait)
-    RequestStop(t, state_.training_jobs.at(name), "maxwait",
+    RequestStop(t, state_.training_jobs.at(name), StopCause::kMaxWait,
                 "Stopping: the job reached MaxWaitTimeInSeconds (time waiting for spot capacity plus run time).");
   // MaxPendingTimeInSeconds: a job that waited that long for capacity is Stopped without running.
   for (const auto& name : overdue) {
     TrainingJob& tj = state_.training_jobs.at(name);
-    RequestStop(t, tj, "pending", "Stopping: the training job waited longer than MaxPendingTimeInSeconds for capacity.");
+    RequestStop(t, tj, StopCause::kPending, "Stopping: the training job waited longer than MaxPendingTimeInSeconds for capacity.");
     exec::AttemptEvent e;
     e.attempt_id = name;
     e.phase = exec::Phase::kExited;
@@ -650,7 +650,7 @@ void Controller::ReadoptAttempts() {
       // A stop committed just before the server died may never have reached the supervisor;
       // asking again is harmless (the supervisor keeps its first deadline).
       if (tj.stop_requested) executor_->Stop(name, config_.stop_grace_seconds);
-      else if (tj.stop_cause == "interrupt") executor_->Interrupt(name, config_.spot_notice_seconds);
+      else if (tj.stop_cause == StopCause::kInterrupt) executor_->Interrupt(name, config_.spot_notice_seconds);
       continue;
     }
     // The launch was committed but the executor never started it (the server died in between):
@@ -686,7 +686,7 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   if (tj.status != "InProgress" && tj.status != "Stopping") return;  // already final
   ServiceJobState* js = tj.service_job_id.empty() ? nullptr : state_.FindJob(tj.service_job_id);
   // A spot run that was interrupted reports no more progress either.
-  bool stopping = tj.status == "Stopping" || tj.stop_cause == "interrupt";
+  bool stopping = tj.status == "Stopping" || tj.stop_cause == StopCause::kInterrupt;
 
   switch (e.phase) {
     case exec::Phase::kCheckpointed:
@@ -732,14 +732,14 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
       break;
   }
 
-  if (tj.status == "InProgress" && tj.stop_cause == "interrupt" && e.phase == exec::Phase::kExited && !e.stopped) {
+  if (tj.status == "InProgress" && tj.stop_cause == StopCause::kInterrupt && e.phase == exec::Phase::kExited && !e.stopped) {
     // The run ended on its own before the interruption reached it (its processes had exited and
     // the supervisor was uploading, so it never acted on the stop): its outcome stands. Restarting
     // it would run a completed job again (from scratch without checkpoints) and overwrite its model.
-    tj.stop_cause.clear();
+    tj.stop_cause = StopCause::kNone;
     stopping = false;
   }
-  if (tj.status == "InProgress" && tj.stop_cause == "interrupt") {
+  if (tj.status == "InProgress" && tj.stop_cause == StopCause::kInterrupt) {
     // The interrupted run is over (checkpoints uploaded): the job waits, InProgress/Interrupted,
     // until spot capacity frees (StartPendingTrainingJobs), within MaxWaitTimeInSeconds.
     if (tj.launched) TailJobMetrics(t, tj, INT64_MAX);
@@ -788,14 +788,14 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   } else if (e.max_runtime_exceeded) {
     tj.status = "Stopped";
     AddTransition(t, tj, "MaxRuntimeExceeded", "Training job runtime exceeded MaxRuntimeInSeconds provided", e.at);
-  } else if (tj.stop_cause == "pending") {
+  } else if (tj.stop_cause == StopCause::kPending) {
     tj.status = "Stopped";
     tj.failure_reason = "MaxPendingTimeExceeded: Training job pending time exceeded MaxPendingTimeInSeconds provided";
     AddTransition(t, tj, "Stopped", "Training job stopped: pending time exceeded MaxPendingTimeInSeconds provided.", e.at);
-  } else if (tj.stop_cause == "maxwait") {
+  } else if (tj.stop_cause == StopCause::kMaxWait) {
     tj.status = "Stopped";
     AddTransition(t, tj, "MaxWaitTimeExceeded", "Training job exceeded MaxWaitTimeInSeconds provided", e.at);
-  } else if (tj.stop_cause == "disk_reserve") {
+  } else if (tj.stop_cause == StopCause::kDiskReserve) {
     // CheckDiskReserve stopped it and wrote why; whatever the run recorded as it died (a write
     // that failed, a lost supervisor) is a consequence. Its scratch goes now: the store needs
     // the space to record this.
@@ -898,7 +898,7 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
     SetJobStatus(t, js, JobStatus::kFailed, job.terminate_reason);
     return;
   }
-  if (tj.stop_cause == "timeout") {
+  if (tj.stop_cause == StopCause::kTimeout) {
     SetJobStatus(t, js, JobStatus::kFailed, "Job attempt duration exceeded timeout");
     return;
   }
@@ -919,7 +919,7 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
     SetWaitCode(t, js, "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY", job.status_reason);
     return;
   }
-  if (tj.stop_cause == "preempt") {
+  if (tj.stop_cause == StopCause::kPreempt) {
     // Preemption returns the job to RUNNABLE as a new attempt; it does not consume retries.
     ++job.preempted_attempt_count;
     {
@@ -941,7 +941,7 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
     }
     return;
   }
-  if (tj.stop_cause == "user") {  // StopTrainingJob on the attempt: the service job fails, no retry
+  if (tj.stop_cause == StopCause::kUser) {  // StopTrainingJob on the attempt: the service job fails, no retry
     SetJobStatus(t, js, JobStatus::kFailed, reason);
     return;
   }
@@ -996,7 +996,7 @@ void Controller::EnforceTimeouts(Turn& t) {
         if (secs <= 0 || started == 0 || t.now - started < secs * 1000) continue;
         auto it = state_.training_jobs.find(js.job.attempts.back().training_job_name);
         if (it == state_.training_jobs.end() || it->second.stop_requested) continue;
-        RequestStop(t, it->second, "timeout", "Stopping: the service job's attemptDurationSeconds was reached.");
+        RequestStop(t, it->second, StopCause::kTimeout, "Stopping: the service job's attemptDurationSeconds was reached.");
       }
     }
   }

@@ -28,6 +28,29 @@ std::optional<ResourceState> ParseResourceState(std::string_view s) {
   return std::nullopt;
 }
 
+namespace {
+constexpr const char* kStopCauseNames[] = {"", "user", "terminate", "timeout", "preempt",
+                                           "pending", "maxwait", "disk_reserve", "interrupt"};
+}  // namespace
+
+const char* StopCauseName(StopCause c) { return kStopCauseNames[static_cast<int>(c)]; }
+
+std::optional<StopCause> ParseStopCause(std::string_view s) {
+  for (int i = 0; i < static_cast<int>(std::size(kStopCauseNames)); ++i)
+    if (s == kStopCauseNames[i]) return static_cast<StopCause>(i);
+  return std::nullopt;
+}
+
+NLOHMANN_JSON_SERIALIZE_ENUM(StopCause, {{StopCause::kNone, ""},
+                                         {StopCause::kUser, "user"},
+                                         {StopCause::kTerminate, "terminate"},
+                                         {StopCause::kTimeout, "timeout"},
+                                         {StopCause::kPreempt, "preempt"},
+                                         {StopCause::kPending, "pending"},
+                                         {StopCause::kMaxWait, "maxwait"},
+                                         {StopCause::kDiskReserve, "disk_reserve"},
+                                         {StopCause::kInterrupt, "interrupt"}})
+
 NLOHMANN_JSON_SERIALIZE_ENUM(ResourceState, {{ResourceState::kEnabled, "ENABLED"}, {ResourceState::kDisabled, "DISABLED"}})
 
 NLOHMANN_JSON_SERIALIZE_ENUM(JobStatus, {{JobStatus::kSubmitted, "SUBMITTED"},

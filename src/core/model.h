@@ -238,6 +238,23 @@ struct SystemSample {
 // A training job's system metrics per host ("algo-<n>"), each oldest first.
 using SystemSeries = std::map<std::string, std::vector<SystemSample>>;
 
+// Why a training job is being stopped (or, for kInterrupt, why its run is ending while the job
+// stays InProgress). kNone: no stop was asked for.
+enum class StopCause {
+  kNone,
+  kUser,         // StopTrainingJob
+  kTerminate,    // TerminateServiceJob of its service job
+  kTimeout,      // the service job's attemptDurationSeconds
+  kPreempt,      // a quota-share preemption
+  kPending,      // MaxPendingTimeInSeconds
+  kMaxWait,      // MaxWaitTimeInSeconds (managed spot)
+  kDiskReserve,  // the data dir ran short of space
+  kInterrupt,    // a spot interruption
+};
+// Its stored spelling ("" for kNone, then "user", "terminate", ...), and back.
+const char* StopCauseName(StopCause c);
+std::optional<StopCause> ParseStopCause(std::string_view s);
+
 struct TrainingJob {
   std::string name;
   std::string arn;
@@ -259,11 +276,11 @@ struct TrainingJob {
   uint64_t seq = 0;
   bool launched = false;       // handed to the executor
   bool stop_requested = false;
-  std::string stop_cause;      // "user" | "terminate" | "timeout" | "preempt" | "pending" (MaxPendingTimeInSeconds)
+  StopCause stop_cause = StopCause::kNone;
   int stop_grace_seconds = 0;
   EpochMs last_checkpoint_time = 0;  // when the attempt last completed a checkpoint; 0: never
   // Managed spot (docs/spot.md). managed_spot: EnableManagedSpotTraining; on_spot: the current (or
-  // last) run holds spot capacity. A spot interruption sets stop_cause "interrupt" while the job
+  // last) run holds spot capacity. A spot interruption sets stop_cause kInterrupt while the job
   // stays InProgress; once the run has ended the job waits (not launched) for spot capacity again.
   bool managed_spot = false;
   int64_t max_wait_seconds = 0;  // StoppingCondition.MaxWaitTimeInSeconds (spot jobs)

@@ -338,6 +338,25 @@ TEST(WireEnums, StoredStatesKeepTheirSpelling) {
   EXPECT_EQ(e.state, ResourceState::kEnabled);
 }
 
+TEST(WireEnums, StopCausesRoundTripAndLoadFromEarlierDocuments) {
+  for (int i = 0; i <= static_cast<int>(StopCause::kInterrupt); ++i) {
+    const auto c = static_cast<StopCause>(i);
+    EXPECT_EQ(ParseStopCause(StopCauseName(c)), c) << StopCauseName(c);
+    TrainingJob tj;
+    tj.stop_cause = c;
+    TrainingJob back;
+    ASSERT_TRUE(DecodeDoc(EncodeDoc(tj), &back));
+    EXPECT_EQ(back.stop_cause, c) << StopCauseName(c);
+  }
+  EXPECT_FALSE(ParseStopCause("preempted"));
+  // Earlier versions stored the cause as this text.
+  TrainingJob old;
+  ASSERT_TRUE(DecodeDoc(R"({"name":"t","stop_cause":"disk_reserve"})", &old));
+  EXPECT_EQ(old.stop_cause, StopCause::kDiskReserve);
+  ASSERT_TRUE(DecodeDoc(R"({"name":"t","stop_cause":""})", &old));
+  EXPECT_EQ(old.stop_cause, StopCause::kNone);
+}
+
 // ---- Stored text: documents written before these fields were typed load into the typed form. ----
 
 TEST(StoredText, ServiceJobDocumentsParseTheirRequestFieldsAtLoad) {
