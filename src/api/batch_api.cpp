@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <set>
 
+#include "api/decode.h"
 #include "api/encode.h"
 #include "api/handlers.h"
 #include "api/service_model.h"
@@ -27,7 +28,7 @@ json EncodeEnvironment(const ServiceEnvironment& e) {
   json limits = json::array();
   for (const auto& l : e.capacity_limits) limits.push_back({{"maxCapacity", l.max_capacity}, {"capacityUnit", l.capacity_unit}});
   json j = {{"serviceEnvironmentName", e.name}, {"serviceEnvironmentArn", e.arn},
-            {"serviceEnvironmentType", e.type}, {"state", e.state},
+            {"serviceEnvironmentType", e.type}, {"state", ToWire(e.state)},
             {"status", e.status},               {"capacityLimits", limits}};
   if (!e.tags.empty()) j["tags"] = EncodeTags(e.tags);
   return j;
@@ -41,7 +42,7 @@ json EncodeQueue(const State& s, const JobQueue& q) {
                      {"serviceEnvironment", it == s.environments.end() ? o.service_environment : it->second.arn}});
   }
   json j = {{"jobQueueName", q.name},        {"jobQueueArn", q.arn},
-            {"state", q.state},              {"status", q.status},
+            {"state", ToWire(q.state)},      {"status", q.status},
             {"statusReason", q.status_reason}, {"priority", q.priority},
             {"computeEnvironmentOrder", json::array()}, {"serviceEnvironmentOrder", order},
             {"jobQueueType", q.job_queue_type},
@@ -69,7 +70,7 @@ json EncodeQuotaShare(const State& s, const QuotaShare& q) {
             {"jobQueueArn", queue == s.queues.end() ? q.queue : queue->second.arn},
             {"capacityLimits", limits}, {"resourceSharingConfiguration", sharing},
             {"preemptionConfiguration", {{"inSharePreemption", q.in_share_preemption}}},
-            {"state", q.state}, {"status", "VALID"}};
+            {"state", ToWire(q.state)}, {"status", "VALID"}};
   if (!q.tags.empty()) j["tags"] = EncodeTags(q.tags);
   return j;
 }
@@ -342,7 +343,7 @@ Response Snapshot(Controller& c, const json& req) {
     };
     EpochMs at = s.last_pass_at;
     json utilization = {{"totalCapacityUsage", capacity(usage)}, {"lastUpdatedAt", at}};
-    if (!q->scheduling_policy_arn.empty()) {
+    if (q->kind != QueueKind::kFifo) {
       // The 20 shares that hold the most, largest first (ties by name).
       std::vector<std::pair<int64_t, std::string>> top;
       for (const auto& [share, m] : by_share) {
@@ -445,29 +446,43 @@ Response Reply(const Status& st) {
   if (!st.ok()) return st;
   return json::object();
 }
+
+// Decodes the request into a command and, when it decodes, hands it to `run` (a controller call).
+template <typename Cmd, typename Run>
+Response Decoded(const StatusOr<Cmd>& cmd, Run run) {
+  if (!cmd.ok()) return cmd.status();
+  return Reply(run(*cmd));
+}
 }  // namespace
 
 Response HandleBatch(Controller& c, const std::string& op, const json& req) {
-  if (op == "CreateServiceEnvironment") return Reply(c.CreateServiceEnvironment(req));
-  if (op == "UpdateServiceEnvironment") return Reply(c.UpdateServiceEnvironment(req));
-  if (op == "DeleteServiceEnvironment") return Reply(c.DeleteServiceEnvironment(req));
+  if (op == "CreateServiceEnvironment")
+    return Decoded(DecodeCreateServiceEnvironment(req), [&](const auto& cmd) { return c.CreateServiceEnvironment(cmd); });
+  if (op == "UpdateServiceEnvironment")
+    return Decoded(DecodeUpdateServiceEnvironment(req), [&](const auto& cmd) { return c.UpdateServiceEnvironment(cmd); });
+  if (op == "DeleteServiceEnvironment")
+    return Decoded(DecodeDeleteServiceEnvironment(req), [&](const auto& cmd) { return c.DeleteServiceEnvironment(cmd); });
   if (op == "DescribeServiceEnvironments") return DescribeEnvironments(c, req);
-  if (op == "CreateJobQueue") return Reply(c.CreateJobQueue(req));
-  if (op == "UpdateJobQueue") return Reply(c.UpdateJobQueue(req));
-  if (op == "DeleteJobQueue") return Reply(c.DeleteJobQueue(req));
+  if (op == "CreateJobQueue") return Decoded(DecodeCreateJobQueue(req), [&](const auto& cmd) { return c.CreateJobQueue(cmd); });
+  if (op == "UpdateJobQueue") return Decoded(DecodeUpdateJobQueue(req), [&](const auto& cmd) { return c.UpdateJobQueue(cmd); });
+  if (op == "DeleteJobQueue") return Decoded(DecodeDeleteJobQueue(req), [&](const auto& cmd) { return c.DeleteJobQueue(cmd); });
   if (op == "DescribeJobQueues") return DescribeQueues(c, req);
-  if (op == "CreateSchedulingPolicy") return Reply(c.CreateSchedulingPolicy(req));
+  if (op == "CreateSchedulingPolicy")
+    return Decoded(DecodeCreateSchedulingPolicy(req), [&](const auto& cmd) { return c.CreateSchedulingPolicy(cmd); });
   if (op == "UpdateSchedulingPolicy") {
-    auto p = c.UpdateSchedulingPolicy(req);
+    auto cmd = DecodeUpdateSchedulingPolicy(req);
+    if (!cmd.ok()) return cmd.status();
+    auto p = c.UpdateSchedulingPolicy(*cmd);
     if (!p.ok()) return p.status();
     return json::object();
   }
-  if (op == "DeleteSchedulingPolicy") return Reply(c.DeleteSchedulingPolicy(req));
+  if (op == "DeleteSchedulingPolicy")
+    return Decoded(DecodeDeleteSchedulingPolicy(req), [&](const auto& cmd) { return c.DeleteSchedulingPolicy(cmd); });
   if (op == "DescribeSchedulingPolicies") return DescribePolicies(c, req);
   if (op == "ListSchedulingPolicies") return ListPolicies(c, req);
-  if (op == "CreateQuotaShare") return Reply(c.CreateQuotaShare(req));
-  if (op == "UpdateQuotaShare") return Reply(c.UpdateQuotaShare(req));
-  if (op == "DeleteQuotaShare") return Reply(c.DeleteQuotaShare(req));
+  if (op == "CreateQuotaShare") return Decoded(DecodeCreateQuotaShare(req), [&](const auto& cmd) { return c.CreateQuotaShare(cmd); });
+  if (op == "UpdateQuotaShare") return Decoded(DecodeUpdateQuotaShare(req), [&](const auto& cmd) { return c.UpdateQuotaShare(cmd); });
+  if (op == "DeleteQuotaShare") return Decoded(DecodeDeleteQuotaShare(req), [&](const auto& cmd) { return c.DeleteQuotaShare(cmd); });
   if (op == "DescribeQuotaShare") {
     std::string arn = req.value("quotaShareArn", "");
     return c.Read([&](const State& s) -> Response {
@@ -503,7 +518,8 @@ Response HandleBatch(Controller& c, const std::string& op, const json& req) {
     const ServiceModel::Operation* op_ctj = sm.FindOperation("CreateTrainingJob");
     Status st = sm.ValidateShape(op_ctj->input_shape, payload, "serviceRequestPayload");
     if (!st.ok()) return st;
-    return Reply(c.SubmitServiceJob(req));
+    return Decoded(DecodeSubmitServiceJob(req, {c.config(), c.sandbox()}),
+                   [&](const auto& cmd) { return c.SubmitServiceJob(cmd); });
   }
   if (op == "DescribeServiceJob") {
     std::string id = req.value("jobId", "");
@@ -514,8 +530,10 @@ Response HandleBatch(Controller& c, const std::string& op, const json& req) {
     });
   }
   if (op == "ListServiceJobs") return ListServiceJobs(c, req);
-  if (op == "TerminateServiceJob") return Reply(c.TerminateServiceJob(req));
-  if (op == "UpdateServiceJob") return Reply(c.UpdateServiceJob(req));
+  if (op == "TerminateServiceJob")
+    return Decoded(DecodeTerminateServiceJob(req), [&](const auto& cmd) { return c.TerminateServiceJob(cmd); });
+  if (op == "UpdateServiceJob")
+    return Decoded(DecodeUpdateServiceJob(req), [&](const auto& cmd) { return c.UpdateServiceJob(cmd); });
   if (op == "GetJobQueueSnapshot") return Snapshot(c, req);
   return Status(Code::kUnknownOperation, "Operation " + op + " is not supported by this server");
 }

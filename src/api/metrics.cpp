@@ -286,21 +286,17 @@ std::string Render(const Config& config, const State& s) {
   // Fair-share queues: every queue with a scheduling policy that is not a quota-share policy
   // (as SchedulePass decides), with its policy's shareDistribution and shareDecaySeconds.
   struct FairSharePolicy {
-    nlohmann::json distribution = nlohmann::json::array();
+    std::vector<ShareAttributes> distribution;
     int64_t decay_seconds = 0;
   };
   auto fair_share_policy = [&](const std::string& queue) -> std::optional<FairSharePolicy> {
     auto q = s.queues.find(queue);
-    if (q == s.queues.end() || q->second.scheduling_policy_arn.empty()) return std::nullopt;
+    if (q == s.queues.end() || q->second.kind != QueueKind::kFairShare) return std::nullopt;
     const SchedulingPolicy* p = control::Controller::FindPolicy(s, q->second.scheduling_policy_arn);
-    if (p && !p->quotashare_policy_json.empty()) return std::nullopt;
     FairSharePolicy out;
-    if (p && !p->fairshare_policy_json.empty()) {
-      auto fs = nlohmann::json::parse(p->fairshare_policy_json, nullptr, false);
-      if (fs.is_object() && fs.contains("shareDistribution") && fs["shareDistribution"].is_array())
-        out.distribution = fs["shareDistribution"];
-      if (fs.is_object() && fs.contains("shareDecaySeconds") && fs["shareDecaySeconds"].is_number_integer())
-        out.decay_seconds = fs["shareDecaySeconds"].get<int64_t>();
+    if (p && p->fairshare) {
+      out.distribution = p->fairshare->share_distribution;
+      out.decay_seconds = p->fairshare->share_decay_seconds;
     }
     return out;
   };

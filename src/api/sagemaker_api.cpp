@@ -7,6 +7,7 @@
 #include <set>
 #include <string_view>
 
+#include "api/decode.h"
 #include "api/encode.h"
 #include "api/handlers.h"
 #include "control/controller.h"
@@ -180,7 +181,9 @@ bool SageMakerImplements(const std::string& op) {
 
 Response HandleSageMaker(Controller& c, const std::string& op, const json& req) {
   if (op == "CreateTrainingJob") {
-    auto tj = c.CreateTrainingJob(req);
+    auto cmd = DecodeCreateTrainingJob(req, {c.config(), c.sandbox()});
+    if (!cmd.ok()) return cmd.status();
+    auto tj = c.CreateTrainingJob(*cmd);
     if (!tj.ok()) return tj.status();
     return json{{"TrainingJobArn", tj->arn}};
   }
@@ -195,7 +198,9 @@ Response HandleSageMaker(Controller& c, const std::string& op, const json& req) 
   }
   if (op == "ListTrainingJobs") return ListTrainingJobs(c, req);
   if (op == "UpdateTrainingJob") {
-    auto tj = c.UpdateTrainingJob(req);
+    auto cmd = DecodeUpdateTrainingJob(req);
+    if (!cmd.ok()) return cmd.status();
+    auto tj = c.UpdateTrainingJob(*cmd);
     if (!tj.ok()) return tj.status();
     return json{{"TrainingJobArn", tj->arn}};
   }

@@ -22,50 +22,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Reads an optional member; the request was validated against the model, so types are right.
-template <typename T>
-T Get(const json& j, const char* key, T fallback) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return fallback;
-  return it->get<T>();
-}
-
 std::string NameFromArnOrName(const std::string& s) {
   auto slash = s.rfind('/');
   return StartsWith(s, "arn:") && slash != std::string::npos ? s.substr(slash + 1) : s;
-}
-
-Tags ReadTags(const json& req) {
-  Tags tags;
-  if (auto it = req.find("tags"); it != req.end() && it->is_object())
-    for (auto& [k, v] : it->items()) tags[k] = v.get<std::string>();
-  return tags;
-}
-
-// Either one NUM_INSTANCES limit, or 1..5 limits in instance-type units (quota management).
-Status CheckCapacityLimits(const json& limits) {
-  std::set<std::string> units;
-  for (size_t i = 0; i < limits.size(); ++i) {
-    const json& l = limits[i];
-    std::string unit = Get<std::string>(l, "capacityUnit", "");
-    int64_t max = Get<int64_t>(l, "maxCapacity", -1);
-    std::string where = "capacityLimits[" + std::to_string(i) + "]";
-    if (unit != "NUM_INSTANCES" && !StartsWith(unit, "ml."))
-      return InvalidArgument(where + ".capacityUnit must be NUM_INSTANCES or an instance type such as ml.m5.large");
-    if (max < 0) return InvalidArgument(where + ".maxCapacity is required and must be >= 0");
-    if (!units.insert(unit).second) return InvalidArgument(where + ".capacityUnit " + unit + " is listed twice");
-  }
-  if (units.count("NUM_INSTANCES") && limits.size() != 1)
-    return InvalidArgument("capacityLimits: a NUM_INSTANCES limit can't be combined with instance-type limits");
-  if (limits.empty() || limits.size() > 5) return InvalidArgument("capacityLimits must hold 1 to 5 limits");
-  return Status::Ok();
-}
-
-// REQUIRES: CheckCapacityLimits(limits) passed.
-std::vector<CapacityLimit> ParseCapacityLimits(const json& limits) {
-  std::vector<CapacityLimit> out;
-  for (auto& l : limits) out.push_back({l["capacityUnit"], l["maxCapacity"]});
-  return out;
 }
 
 }  // namespace
@@ -129,6 +88,7 @@ void Controller::LoadState() {
     SchedulingPolicy p;
     if (DecodeDoc(doc, &p)) s.policies[p.name] = p;
   }));
+  for (auto& [name, q] : s.queues) q.kind = KindOfPolicy(s, q.scheduling_policy_arn);
   must(store_->LoadAll(store::Kind::kQuotaShare, [&](const std::string& key, const std::string& doc) {
     QuotaShare q;
     if (DecodeDoc(doc, &q)) s.quota_shares[key] = q;
@@ -318,7 +278,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
       SweepLogs(t.now, &swept_logs);
       // Fair-share order moves as usage decays: look again while such queues have work waiting.
       for (const auto& [name, q] : state_.queues)
-        if (!q.scheduling_policy_arn.empty() && !state_.JobsIn(name, JobStatus::kRunnable).empty()) t.reschedule = true;
+        if (q.kind == QueueKind::kFairShare && !state_.JobsIn(name, JobStatus::kRunnable).empty()) t.reschedule = true;
     }
     ExpireWarmPools(t);
     StartPendingTrainingJobs(t);
@@ -477,17 +437,13 @@ const ServiceEnvironment* Controller::FindEnvironment(const State& s, const std:
 // ------------------------------------------------------------------------------------------
 // Service environments.
 
-StatusOr<ServiceEnvironment> Controller::CreateServiceEnvironment(const json& req) {
+StatusOr<ServiceEnvironment> Controller::CreateServiceEnvironment(const CreateServiceEnvironmentCommand& cmd) {
   ServiceEnvironment e;
-  e.name = Get<std::string>(req, "serviceEnvironmentName", "");
-  e.type = Get<std::string>(req, "serviceEnvironmentType", "");
-  e.state = Get<std::string>(req, "state", "ENABLED");
-  e.tags = ReadTags(req);
-  json limits = Get<json>(req, "capacityLimits", json::array());
-  TY_RETURN_IF_ERROR(CheckCapacityLimits(limits));
-  e.capacity_limits = ParseCapacityLimits(limits);
-  if (e.type != "SAGEMAKER_TRAINING")
-    return InvalidArgument("serviceEnvironmentType must be SAGEMAKER_TRAINING");
+  e.name = cmd.name;
+  e.type = "SAGEMAKER_TRAINING";
+  e.state = cmd.state;
+  e.tags = cmd.tags;
+  e.capacity_limits = cmd.capacity_limits;
   e.arn = Arn("batch", "service-environment/" + e.name);
   return Execute<ServiceEnvironment>([&](Turn& t) -> StatusOr<ServiceEnvironment> {
     if (state_.environments.count(e.name))
@@ -502,32 +458,27 @@ StatusOr<ServiceEnvironment> Controller::CreateServiceEnvironment(const json& re
   });
 }
 
-StatusOr<ServiceEnvironment> Controller::UpdateServiceEnvironment(const json& req) {
-  std::string id = Get<std::string>(req, "serviceEnvironment", "");
-  std::optional<json> limits;
-  if (req.contains("capacityLimits") && !req["capacityLimits"].is_null()) {
-    limits = req["capacityLimits"];
-    TY_RETURN_IF_ERROR(CheckCapacityLimits(*limits));
-  }
-  std::string new_state = Get<std::string>(req, "state", "");
+StatusOr<ServiceEnvironment> Controller::UpdateServiceEnvironment(const UpdateServiceEnvironmentCommand& cmd) {
+  const std::string& id = cmd.environment;
+  const std::optional<ResourceState>& new_state = cmd.state;
   return Execute<ServiceEnvironment>([&](Turn& t) -> StatusOr<ServiceEnvironment> {
     const ServiceEnvironment* found = FindEnvironment(state_, id);
     if (!found) return NotFound("Service environment " + id + " does not exist");
     ServiceEnvironment& e = state_.environments[found->name];
-    if (!new_state.empty()) e.state = new_state;
-    if (limits) e.capacity_limits = ParseCapacityLimits(*limits);
+    if (new_state) e.state = *new_state;
+    if (cmd.capacity_limits) e.capacity_limits = *cmd.capacity_limits;
     t.environments.insert(e.name);
     t.reschedule = true;
     return e;
   });
 }
 
-Status Controller::DeleteServiceEnvironment(const json& req) {
-  std::string id = Get<std::string>(req, "serviceEnvironment", "");
+Status Controller::DeleteServiceEnvironment(const DeleteServiceEnvironmentCommand& cmd) {
+  const std::string& id = cmd.environment;
   return ExecuteStatus([&](Turn& t) -> Status {
     const ServiceEnvironment* e = FindEnvironment(state_, id);
     if (!e) return NotFound("Service environment " + id + " does not exist");
-    if (e->state != "DISABLED")
+    if (e->state != ResourceState::kDisabled)
       return FailedPrecondition("Service environment " + e->name + " must be DISABLED before it is deleted");
     for (const auto& [qn, q] : state_.queues)
       for (const auto& o : q.service_environment_order)
@@ -547,14 +498,14 @@ Status Controller::DeleteServiceEnvironment(const json& req) {
 // Job queues.
 
 namespace {
-StatusOr<std::vector<ServiceEnvironmentOrder>> ResolveOrder(const State& s, const json& order) {
+StatusOr<std::vector<ServiceEnvironmentOrder>> ResolveOrder(const State& s, const std::vector<EnvironmentRef>& order) {
   std::vector<ServiceEnvironmentOrder> out;
   std::set<int> orders;
   std::set<std::string> names;
   for (size_t i = 0; i < order.size(); ++i) {
     std::string where = "serviceEnvironmentOrder[" + std::to_string(i) + "]";
-    std::string ref = order[i].value("serviceEnvironment", "");
-    int o = order[i].value("order", 0);
+    const std::string& ref = order[i].environment;
+    const int o = order[i].order;
     const ServiceEnvironment* e = Controller::FindEnvironment(s, ref);
     if (!e) return InvalidArgument(where + ".serviceEnvironment: service environment " + ref + " does not exist");
     if (!orders.insert(o).second) return InvalidArgument(where + ".order " + std::to_string(o) + " is used twice");
@@ -585,59 +536,33 @@ Status CheckEnvironmentUnits(const State& s, const std::vector<ServiceEnvironmen
   return Status::Ok();
 }
 
-Status CheckTimeLimitActions(const json& actions) {
-  for (size_t i = 0; i < actions.size(); ++i) {
-    std::string where = "jobStateTimeLimitActions[" + std::to_string(i) + "]";
-    if (actions[i].value("action", "") != "TERMINATE")
-      return InvalidArgument(where + ".action must be TERMINATE for SAGEMAKER_TRAINING job queues");
-    if (actions[i].value("state", "") != "RUNNABLE") return InvalidArgument(where + ".state must be RUNNABLE");
-    static const std::set<std::string> kReasons = {"CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY",
-                                                   "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE",
-                                                   "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED"};
-    if (!kReasons.count(actions[i].value("reason", "")))
-      return InvalidArgument(where + ".reason must be one of CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY, "
-                             "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE, MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED");
-    int64_t secs = actions[i].value("maxTimeSeconds", int64_t{0});
-    if (secs < 600 || secs > 86400) return InvalidArgument(where + ".maxTimeSeconds must be between 600 and 86400");
-  }
-  return Status::Ok();
-}
 }  // namespace
 
-StatusOr<JobQueue> Controller::CreateJobQueue(const json& req) {
+StatusOr<JobQueue> Controller::CreateJobQueue(const CreateJobQueueCommand& cmd) {
   JobQueue q;
-  q.name = Get<std::string>(req, "jobQueueName", "");
-  q.state = Get<std::string>(req, "state", "ENABLED");
-  q.priority = Get<int>(req, "priority", 0);
-  q.job_queue_type = Get<std::string>(req, "jobQueueType", "");
-  q.scheduling_policy_arn = Get<std::string>(req, "schedulingPolicyArn", "");
-  q.tags = ReadTags(req);
-  json actions = Get<json>(req, "jobStateTimeLimitActions", json::array());
-  if (q.job_queue_type != "SAGEMAKER_TRAINING")
-    return InvalidArgument("jobQueueType must be SAGEMAKER_TRAINING: this server runs service jobs only");
-  if (req.contains("computeEnvironmentOrder") && !req["computeEnvironmentOrder"].empty())
-    return InvalidArgument("computeEnvironmentOrder is not supported for SAGEMAKER_TRAINING job queues; use serviceEnvironmentOrder");
-  TY_RETURN_IF_ERROR(CheckTimeLimitActions(actions));
-  q.job_state_time_limit_actions_json = actions.dump();
-  if (auto tag = q.tags.find("trainyard:minRuntimeSeconds"); tag != q.tags.end() &&
-      (tag->second.empty() || tag->second.find_first_not_of("0123456789") != std::string::npos))
-    return InvalidArgument("tags.trainyard:minRuntimeSeconds must be a whole number of seconds, not '" + tag->second + "'");
+  q.name = cmd.name;
+  q.state = cmd.state;
+  q.priority = cmd.priority;
+  q.job_queue_type = "SAGEMAKER_TRAINING";
+  q.scheduling_policy_arn = cmd.scheduling_policy_arn;
+  q.tags = cmd.tags;
+  q.job_state_time_limit_actions_json = cmd.time_limit_actions_json;
+  q.time_limit_actions = cmd.time_limit_actions;
   q.arn = Arn("batch", "job-queue/" + q.name);
-  json order = Get<json>(req, "serviceEnvironmentOrder", json::array());
+  const std::vector<EnvironmentRef>& order = cmd.service_environment_order;
   return Execute<JobQueue>([&](Turn& t) -> StatusOr<JobQueue> {
     if (state_.queues.count(q.name)) return AlreadyExists("Job queue " + q.name + " already exists");
     if (state_.queues.size() >= 50) return LimitExceeded("at most 50 job queues may exist");
     auto resolved = ResolveOrder(state_, order);
     if (!resolved.ok()) return resolved.status();
     q.service_environment_order = *resolved;
-    bool quota = false;
     if (!q.scheduling_policy_arn.empty()) {
       const SchedulingPolicy* p = FindPolicy(state_, q.scheduling_policy_arn);
       if (!p) return InvalidArgument("schedulingPolicyArn: scheduling policy " + q.scheduling_policy_arn + " does not exist");
       q.scheduling_policy_arn = p->arn;
-      quota = !p->quotashare_policy_json.empty();
     }
-    TY_RETURN_IF_ERROR(CheckEnvironmentUnits(state_, q.service_environment_order, quota));
+    q.kind = KindOfPolicy(state_, q.scheduling_policy_arn);
+    TY_RETURN_IF_ERROR(CheckEnvironmentUnits(state_, q.service_environment_order, q.kind == QueueKind::kQuotaShare));
     q.seq = state_.next_seq++;
     state_.queues[q.name] = q;
     t.queues.insert(q.name);
@@ -646,23 +571,16 @@ StatusOr<JobQueue> Controller::CreateJobQueue(const json& req) {
   });
 }
 
-StatusOr<JobQueue> Controller::UpdateJobQueue(const json& req) {
-  std::string id = Get<std::string>(req, "jobQueue", "");
-  if (req.contains("computeEnvironmentOrder") && !req["computeEnvironmentOrder"].empty())
-    return InvalidArgument("computeEnvironmentOrder is not supported for SAGEMAKER_TRAINING job queues");
-  std::optional<json> actions;
-  if (req.contains("jobStateTimeLimitActions") && !req["jobStateTimeLimitActions"].is_null()) {
-    actions = req["jobStateTimeLimitActions"];
-    TY_RETURN_IF_ERROR(CheckTimeLimitActions(*actions));
-  }
+StatusOr<JobQueue> Controller::UpdateJobQueue(const UpdateJobQueueCommand& cmd) {
+  const std::string& id = cmd.queue;
   return Execute<JobQueue>([&](Turn& t) -> StatusOr<JobQueue> {
     const JobQueue* found = FindQueue(state_, id);
     if (!found) return NotFound("Job queue " + id + " does not exist");
     JobQueue updated = *found;
-    if (req.contains("state") && !req["state"].is_null()) updated.state = req["state"];
-    if (req.contains("priority") && !req["priority"].is_null()) updated.priority = req["priority"];
-    if (req.contains("schedulingPolicyArn") && !req["schedulingPolicyArn"].is_null()) {
-      std::string arn = req["schedulingPolicyArn"];
+    if (cmd.state) updated.state = *cmd.state;
+    if (cmd.priority) updated.priority = *cmd.priority;
+    if (cmd.scheduling_policy_arn) {
+      const std::string& arn = *cmd.scheduling_policy_arn;
       if (updated.scheduling_policy_arn.empty())
         return InvalidArgument("schedulingPolicyArn: a job queue created without a scheduling policy can't have one added");
       const SchedulingPolicy* p = FindPolicy(state_, arn);
@@ -672,12 +590,15 @@ StatusOr<JobQueue> Controller::UpdateJobQueue(const json& req) {
         return InvalidArgument("schedulingPolicyArn: the policy type of a queue can't be switched");
       updated.scheduling_policy_arn = p->arn;
     }
-    if (req.contains("serviceEnvironmentOrder") && !req["serviceEnvironmentOrder"].is_null()) {
-      auto resolved = ResolveOrder(state_, req["serviceEnvironmentOrder"]);
+    if (cmd.service_environment_order) {
+      auto resolved = ResolveOrder(state_, *cmd.service_environment_order);
       if (!resolved.ok()) return resolved.status();
       updated.service_environment_order = *resolved;
     }
-    if (actions) updated.job_state_time_limit_actions_json = actions->dump();
+    if (cmd.time_limit_actions) {
+      updated.job_state_time_limit_actions_json = cmd.time_limit_actions_json;
+      updated.time_limit_actions = *cmd.time_limit_actions;
+    }
     state_.queues[updated.name] = updated;
     t.queues.insert(updated.name);
     t.reschedule = true;
@@ -685,12 +606,12 @@ StatusOr<JobQueue> Controller::UpdateJobQueue(const json& req) {
   });
 }
 
-Status Controller::DeleteJobQueue(const json& req) {
-  std::string id = Get<std::string>(req, "jobQueue", "");
+Status Controller::DeleteJobQueue(const DeleteJobQueueCommand& cmd) {
+  const std::string& id = cmd.queue;
   return ExecuteStatus([&](Turn& t) -> Status {
     const JobQueue* q = FindQueue(state_, id);
     if (!q) return NotFound("Job queue " + id + " does not exist");
-    if (q->state != "DISABLED") return FailedPrecondition("Job queue " + q->name + " must be DISABLED before it is deleted");
+    if (q->state != ResourceState::kDisabled) return FailedPrecondition("Job queue " + q->name + " must be DISABLED before it is deleted");
     std::string name = q->name;
     for (JobStatus st : {JobStatus::kScheduled, JobStatus::kStarting, JobStatus::kRunning})
       if (!state_.JobsIn(name, st).empty())

@@ -6,8 +6,6 @@
 // the callers and tells the executor what to start or stop (persist, then act, then acknowledge).
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -19,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "control/commands.h"
 #include "control/events.h"
 #include "control/state.h"
 #include "sched/sched.h"
@@ -85,42 +84,45 @@ class Controller {
     return f(static_cast<const State&>(state_));
   }
 
-  // ---- Batch: service environments and job queues. Requests are model-validated JSON. ----
-  StatusOr<ServiceEnvironment> CreateServiceEnvironment(const nlohmann::json& req);
-  StatusOr<ServiceEnvironment> UpdateServiceEnvironment(const nlohmann::json& req);
-  Status DeleteServiceEnvironment(const nlohmann::json& req);
-  StatusOr<JobQueue> CreateJobQueue(const nlohmann::json& req);
-  StatusOr<JobQueue> UpdateJobQueue(const nlohmann::json& req);
-  Status DeleteJobQueue(const nlohmann::json& req);
+  // ---- Batch: service environments and job queues. Commands come decoded (api/decode.h). ----
+  StatusOr<ServiceEnvironment> CreateServiceEnvironment(const CreateServiceEnvironmentCommand& cmd);
+  StatusOr<ServiceEnvironment> UpdateServiceEnvironment(const UpdateServiceEnvironmentCommand& cmd);
+  Status DeleteServiceEnvironment(const DeleteServiceEnvironmentCommand& cmd);
+  StatusOr<JobQueue> CreateJobQueue(const CreateJobQueueCommand& cmd);
+  StatusOr<JobQueue> UpdateJobQueue(const UpdateJobQueueCommand& cmd);
+  Status DeleteJobQueue(const DeleteJobQueueCommand& cmd);
 
   // ---- Batch: scheduling policies ----
-  StatusOr<SchedulingPolicy> CreateSchedulingPolicy(const nlohmann::json& req);
-  StatusOr<SchedulingPolicy> UpdateSchedulingPolicy(const nlohmann::json& req);
-  Status DeleteSchedulingPolicy(const nlohmann::json& req);
+  StatusOr<SchedulingPolicy> CreateSchedulingPolicy(const CreateSchedulingPolicyCommand& cmd);
+  StatusOr<SchedulingPolicy> UpdateSchedulingPolicy(const UpdateSchedulingPolicyCommand& cmd);
+  Status DeleteSchedulingPolicy(const DeleteSchedulingPolicyCommand& cmd);
   static const SchedulingPolicy* FindPolicy(const State& s, const std::string& arn);
+  // The kind of a queue whose scheduling policy is `arn` ("" none): a policy that does not exist
+  // counts as a fair-share policy with the defaults.
+  static QueueKind KindOfPolicy(const State& s, const std::string& arn);
   // The weight of a fair share in a policy's shareDistribution: its exact entry, else the longest
   // matching '*' prefix, else 1.
-  static double ShareWeight(const nlohmann::json& share_distribution, const std::string& share);
+  static double ShareWeight(const std::vector<ShareAttributes>& share_distribution, const std::string& share);
 
   // ---- Batch: quota shares ----
-  StatusOr<QuotaShare> CreateQuotaShare(const nlohmann::json& req);
-  StatusOr<QuotaShare> UpdateQuotaShare(const nlohmann::json& req);
-  Status DeleteQuotaShare(const nlohmann::json& req);
+  StatusOr<QuotaShare> CreateQuotaShare(const CreateQuotaShareCommand& cmd);
+  StatusOr<QuotaShare> UpdateQuotaShare(const UpdateQuotaShareCommand& cmd);
+  Status DeleteQuotaShare(const DeleteQuotaShareCommand& cmd);
   static const QuotaShare* FindQuotaShareByArn(const State& s, const std::string& arn);
 
   // ---- Batch: service jobs ----
-  StatusOr<ServiceJob> SubmitServiceJob(const nlohmann::json& req);
-  Status TerminateServiceJob(const nlohmann::json& req);
-  StatusOr<ServiceJob> UpdateServiceJob(const nlohmann::json& req);
+  StatusOr<ServiceJob> SubmitServiceJob(const SubmitServiceJobCommand& cmd);
+  Status TerminateServiceJob(const TerminateServiceJobCommand& cmd);
+  StatusOr<ServiceJob> UpdateServiceJob(const UpdateServiceJobCommand& cmd);
 
   // ---- SageMaker ----
-  StatusOr<TrainingJob> CreateTrainingJob(const nlohmann::json& req);
+  StatusOr<TrainingJob> CreateTrainingJob(const CreateTrainingJobCommand& cmd);
   Status StopTrainingJob(const std::string& name);
   // A spot interruption of a managed spot job's running instances (`trainyard admin interrupt`):
   // they get a notice and spot_notice_seconds, then the job waits for spot capacity again.
   Status InterruptTrainingJob(const std::string& name);
   // ResourceConfig.KeepAlivePeriodInSeconds of a job whose warm pool is Available; 0 releases it.
-  StatusOr<TrainingJob> UpdateTrainingJob(const nlohmann::json& req);
+  StatusOr<TrainingJob> UpdateTrainingJob(const UpdateTrainingJobCommand& cmd);
 
   // Events (docs/events.md). The renderer is installed before Start(); without one (or with
   // [events] enabled = false) no events are stored.
@@ -146,9 +148,8 @@ class Controller {
   exec::Executor::LogChunk ReadLog(const std::string& training_job, int instance, int64_t offset,
                                    int64_t max_bytes) const;
 
-  // Validates a CreateTrainingJob request against what this host can run (instance catalogue,
-  // URIs, script mode). Model validation has already happened.
-  Status CheckTrainingRequest(const nlohmann::json& req) const;
+  // The resolved sandbox mode, "bwrap" or "none" (what CheckTrainingRequest checks against).
+  const std::string& sandbox() const { return sandbox_; }
 
  private:
   class Turn;  // the changes of one loop turn (defined in controller.cpp)
@@ -246,10 +247,10 @@ class Controller {
   void TerminateWarmPool(Turn& t, const std::string& id, const std::string& reason);
   void ExpireWarmPools(Turn& t);
   std::string WarmPoolDir(const std::string& id) const { return data_dir_ + "/pools/" + id; }
-  // Moves a training job to Stopping for `cause` ("user", "terminate", "timeout", "preempt") and,
+  // Moves a training job to Stopping for `cause` and,
   // when it was launched, asks the executor to stop it after the commit.
   // grace_seconds < 0: [executor] stop_grace_seconds.
-  void RequestStop(Turn& t, TrainingJob& tj, const std::string& cause, const std::string& message, int grace_seconds = -1);
+  void RequestStop(Turn& t, TrainingJob& tj, StopCause cause, const std::string& message, int grace_seconds = -1);
   // [server] data_dir_reserve_mib (docs/configuration.md, "Disk reserve"): checks the data dir's
   // free space (one statvfs per tick); under the reserve, reclaims finished attempts' scratch,
   // holds back every start (disk_low_) and stops the running job that uses most of the data dir.

@@ -115,7 +115,7 @@ void Controller::CheckDiskReserve(Turn& t) {
   int64_t victim_bytes = 0;
   for (const auto& [seq, name] : state_.live_training_jobs) {
     const TrainingJob& tj = state_.training_jobs.at(name);
-    if (tj.stop_cause == "disk_reserve") return;
+    if (tj.stop_cause == StopCause::kDiskReserve) return;
     if (!tj.launched || tj.stop_requested) continue;
     const int64_t used = UsedBytes(fs::path(data_dir_) / "attempts" / name);
     if (used > victim_bytes) {
@@ -138,7 +138,7 @@ void Controller::CheckDiskReserve(Turn& t) {
   const int64_t freed = dfd >= 0 ? TruncateTree(dfd, 0) : 0;
   spdlog::warn("emptied {} of training job {}'s scratch", Mib(freed), tj.name);
   // No grace: every second it runs on it may write more.
-  RequestStop(t, tj, "disk_reserve", "Stopping: the data dir ran short of space and this job used the most of it.", 0);
+  RequestStop(t, tj, StopCause::kDiskReserve, "Stopping: the data dir ran short of space and this job used the most of it.", 0);
 }
 
 }  // namespace ty::control

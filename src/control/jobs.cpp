@@ -6,7 +6,6 @@
 
 #include "control/controller.h"
 #include "control/ladder.h"
-#include "control/queue_kind.h"
 #include "control/turn.h"
 #include "control/warm_pool_rules.h"
 #include "core/strings.h"
@@ -16,49 +15,6 @@
 namespace ty::control {
 
 using nlohmann::json;
-
-namespace {
-
-// SubmitServiceJob.retryStrategy (ServiceJobRetryStrategy): attempts 1..10, at most 5
-// evaluateOnExit entries of {action RETRY|EXIT (the model's enum), onStatusReason glob of at
-// most 512 characters}. The service-job shape has no onReason or onExitCode: a SageMaker attempt
-// ends with a status reason, not a container exit.
-Status CheckRetryStrategy(const json& req) {
-  if (!req.contains("retryStrategy") || req["retryStrategy"].is_null()) return Status::Ok();
-  const json& rs = req["retryStrategy"];
-  if (!rs.is_object()) return InvalidArgument("retryStrategy must be an object");
-  const json attempts = rs.contains("attempts") ? rs["attempts"] : json();
-  if (!attempts.is_number_integer() || attempts.get<int64_t>() < 1 || attempts.get<int64_t>() > 10)
-    return InvalidArgument("retryStrategy.attempts is required and must be an integer between 1 and 10, not " +
-                           (attempts.is_null() ? std::string("absent") : attempts.dump()));
-  if (!rs.contains("evaluateOnExit") || rs["evaluateOnExit"].is_null()) return Status::Ok();
-  const json& rules = rs["evaluateOnExit"];
-  if (!rules.is_array()) return InvalidArgument("retryStrategy.evaluateOnExit must be a list");
-  if (rules.size() > 5)
-    return InvalidArgument("retryStrategy.evaluateOnExit may have at most 5 entries, not " + std::to_string(rules.size()));
-  for (size_t i = 0; i < rules.size(); ++i) {
-    const std::string where = "retryStrategy.evaluateOnExit[" + std::to_string(i) + "]";
-    const json& r = rules[i];
-    if (!r.is_object()) return InvalidArgument(where + " must be an object");
-    for (const auto& [key, value] : r.items())
-      if (key != "action" && key != "onStatusReason")
-        return InvalidArgument(where + "." + key + " is not a field of a service job's evaluateOnExit entry "
-                               "(ServiceJobEvaluateOnExit has action and onStatusReason only)");
-    if (!r.contains("action") || !r["action"].is_string())
-      return InvalidArgument(where + ".action is required: RETRY or EXIT");
-    std::string action = ToUpper(r["action"].get<std::string>());
-    if (action != "RETRY" && action != "EXIT")
-      return InvalidArgument(where + ".action must be RETRY or EXIT, not '" + r["action"].get<std::string>() + "'");
-    if (r.contains("onStatusReason")) {
-      if (!r["onStatusReason"].is_string()) return InvalidArgument(where + ".onStatusReason must be a string");
-      if (r["onStatusReason"].get<std::string>().size() > 512)
-        return InvalidArgument(where + ".onStatusReason may be at most 512 characters long");
-    }
-  }
-  return Status::Ok();
-}
-
-}  // namespace
 
 namespace {
 // When the job last entered `status` (0: never).
@@ -146,66 +102,32 @@ void Controller::SetWaitCode(Turn& t, ServiceJobState& js, const std::string& co
   t.events.push_back(std::move(e));
 }
 
-StatusOr<ServiceJob> Controller::SubmitServiceJob(const json& req) {
+StatusOr<ServiceJob> Controller::SubmitServiceJob(const SubmitServiceJobCommand& cmd) {
   ServiceJob job;
-  job.name = req.value("jobName", "");
-  std::string queue_ref = req.value("jobQueue", "");
-  if (req.value("serviceJobType", "") != "SAGEMAKER_TRAINING")
-    return InvalidArgument("serviceJobType must be SAGEMAKER_TRAINING");
-  job.payload = req.value("serviceRequestPayload", "");
-  if (static_cast<int64_t>(job.payload.size()) > config_.max_submit_payload_bytes)
-    return InvalidArgument("serviceRequestPayload is " + std::to_string(job.payload.size()) +
-                           " bytes; the limit is " + std::to_string(config_.max_submit_payload_bytes));
-  json payload = json::parse(job.payload, nullptr, false);
-  if (payload.is_discarded() || !payload.is_object())
-    return InvalidArgument("serviceRequestPayload must be a JSON object (a CreateTrainingJob request)");
-  TY_RETURN_IF_ERROR(CheckTrainingRequest(payload));
-  const json& rc = payload["ResourceConfig"];
-  job.instance_type = rc.value("InstanceType", "");
-  job.instance_count = std::max<int64_t>(1, rc.value("InstanceCount", int64_t{1}));
-  job.managed_spot = payload.value("EnableManagedSpotTraining", false);
-  if (payload.contains("StoppingCondition") && payload["StoppingCondition"].is_object())
-    job.max_runtime_ms = payload["StoppingCondition"].value("MaxRuntimeInSeconds", int64_t{0}) * 1000;
-  if (req.contains("schedulingPriority") && !req["schedulingPriority"].is_null()) {
-    job.scheduling_priority = req["schedulingPriority"];
-    if (job.scheduling_priority < 0 || job.scheduling_priority > 9999)
-      return InvalidArgument("schedulingPriority must be between 0 and 9999, not " + std::to_string(job.scheduling_priority));
+  job.name = cmd.name;
+  const std::string& queue_ref = cmd.queue;
+  job.payload = cmd.payload;
+  job.instance_type = cmd.training.instance_type;
+  job.instance_count = std::max<int64_t>(1, cmd.training.instance_count);
+  job.managed_spot = cmd.training.managed_spot;
+  job.max_runtime_ms = cmd.training.max_runtime_seconds * 1000;
+  if (cmd.scheduling_priority) {
+    job.scheduling_priority = *cmd.scheduling_priority;
     job.has_scheduling_priority = true;
   }
-  job.share_identifier = req.value("shareIdentifier", "");
-  job.quota_share_name = req.value("quotaShareName", "");
-  auto dump_if = [&](const char* key) {
-    return req.contains(key) && !req[key].is_null() ? req[key].dump() : std::string();
-  };
-  job.retry_strategy_json = dump_if("retryStrategy");
-  job.timeout_config_json = dump_if("timeoutConfig");
-  job.preemption_configuration_json = dump_if("preemptionConfiguration");
-  if (req.contains("tags") && req["tags"].is_object())
-    for (auto& [k, v] : req["tags"].items()) job.tags[k] = v.get<std::string>();
-  job.client_token = req.value("clientToken", "");
-  {
-    json canonical = req;
-    canonical.erase("clientToken");
-    job.request_hash = Sha256Hex(canonical.dump());
-  }
-  TY_RETURN_IF_ERROR(CheckRetryStrategy(req));
-  {
-    // The capacity ladder: the service job's tags, over those of its payload.
-    Tags tags = RequestTags(payload);
-    for (const auto& [k, v] : job.tags) tags[k] = v;
-    auto ladder = ParseLadder(tags, {job.instance_type, job.managed_spot}, job.instance_count, config_);
-    if (!ladder.ok()) return InvalidArgument("tags: " + ladder.status().message());
-    if (!ladder->rungs.empty() && KeepAliveOf(payload) > 0)
-      return InvalidArgument("serviceRequestPayload.ResourceConfig.KeepAlivePeriodInSeconds: a job with a capacity ladder "
-                             "(tag " + std::string(kLadderTag) + ") cannot use warm pools");
-    job.capacity_ladder = LadderText(*ladder);
-    job.fallback_after_interruptions = ladder->fallback_after_interruptions;
-  }
-  if (!job.timeout_config_json.empty()) {
-    const json& secs = req["timeoutConfig"].contains("attemptDurationSeconds") ? req["timeoutConfig"]["attemptDurationSeconds"] : json();
-    if (!secs.is_null() && (!secs.is_number_integer() || secs.get<int64_t>() < 60))
-      return InvalidArgument("timeoutConfig.attemptDurationSeconds must be an integer of at least 60, not " + secs.dump());
-  }
+  job.share_identifier = cmd.share_identifier;
+  job.quota_share_name = cmd.quota_share_name;
+  job.retry_strategy_json = cmd.retry_strategy_json;
+  job.timeout_config_json = cmd.timeout_config_json;
+  job.preemption_configuration_json = cmd.preemption_configuration_json;
+  job.retry_strategy = cmd.retry_strategy;
+  job.timeout = cmd.timeout;
+  job.preemption = cmd.preemption;
+  job.tags = cmd.tags;
+  job.client_token = cmd.client_token;
+  job.request_hash = cmd.request_hash;
+  job.capacity_ladder = cmd.capacity_ladder;
+  job.fallback_after_interruptions = cmd.fallback_after_interruptions;
 
   return Execute<ServiceJob>([&](Turn& t) -> StatusOr<ServiceJob> {
     if (!job.client_token.empty()) {
@@ -220,10 +142,9 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const json& req) {
     if (!q) return InvalidArgument("jobQueue: job queue " + queue_ref + " does not exist");
     if (q->job_queue_type != "SAGEMAKER_TRAINING")
       return InvalidArgument("jobQueue: job queue " + q->name + " is not a SAGEMAKER_TRAINING queue");
-    if (q->state != "ENABLED") return InvalidArgument("jobQueue: job queue " + q->name + " is DISABLED and accepts no new jobs");
-    const SchedulingPolicy* policy = FindPolicy(state_, q->scheduling_policy_arn);
-    const bool fair = policy && !policy->fairshare_policy_json.empty();
-    const bool quota = policy && !policy->quotashare_policy_json.empty();
+    if (q->state != ResourceState::kEnabled) return InvalidArgument("jobQueue: job queue " + q->name + " is DISABLED and accepts no new jobs");
+    const bool fair = q->kind == QueueKind::kFairShare;
+    const bool quota = q->kind == QueueKind::kQuotaShare;
     if (!job.share_identifier.empty() && !fair)
       return InvalidArgument("shareIdentifier: job queue " + q->name +
                              " has no fair-share scheduling policy, so shareIdentifier is not allowed");
@@ -246,7 +167,7 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const json& req) {
       auto share = state_.quota_shares.find(q->name + "/" + job.quota_share_name);
       if (share == state_.quota_shares.end())
         return InvalidArgument("quotaShareName: quota share " + job.quota_share_name + " does not exist in job queue " + q->name);
-      if (share->second.state != "ENABLED")
+      if (share->second.state != ResourceState::kEnabled)
         return InvalidArgument("quotaShareName: quota share " + job.quota_share_name + " is DISABLED");
     }
     if (!job.share_identifier.empty()) {
@@ -278,9 +199,9 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const json& req) {
   });
 }
 
-Status Controller::TerminateServiceJob(const json& req) {
-  std::string id = req.value("jobId", "");
-  std::string reason = req.value("reason", "");
+Status Controller::TerminateServiceJob(const TerminateServiceJobCommand& cmd) {
+  const std::string& id = cmd.job_id;
+  const std::string& reason = cmd.reason;
   return ExecuteStatus([&](Turn& t) -> Status {
     ServiceJobState* js = state_.FindJob(id);
     if (!js) return InvalidArgument("jobId: service job " + id + " does not exist");
@@ -298,18 +219,16 @@ Status Controller::TerminateServiceJob(const json& req) {
       if (it != state_.training_jobs.end()) {
         TrainingJob& tj = it->second;
         if (!tj.stop_requested && tj.status == "InProgress")
-          RequestStop(t, tj, "terminate", "Stopping the training job: " + job.terminate_reason);
+          RequestStop(t, tj, StopCause::kTerminate, "Stopping the training job: " + job.terminate_reason);
       }
     }
     return Status::Ok();
   });
 }
 
-StatusOr<ServiceJob> Controller::UpdateServiceJob(const json& req) {
-  std::string id = req.value("jobId", "");
-  int priority = req.value("schedulingPriority", 0);
-  if (priority < 0 || priority > 9999)
-    return InvalidArgument("schedulingPriority must be between 0 and 9999, not " + std::to_string(priority));
+StatusOr<ServiceJob> Controller::UpdateServiceJob(const UpdateServiceJobCommand& cmd) {
+  const std::string& id = cmd.job_id;
+  const int priority = cmd.scheduling_priority;
   return Execute<ServiceJob>([&](Turn& t) -> StatusOr<ServiceJob> {
     ServiceJobState* js = state_.FindJob(id);
     if (!js) return InvalidArgument("jobId: service job " + id + " does not exist");
@@ -323,11 +242,6 @@ StatusOr<ServiceJob> Controller::UpdateServiceJob(const json& req) {
   });
 }
 
-QueueKind KindOf(const State& s, const JobQueue& q) {
-  if (q.scheduling_policy_arn.empty()) return QueueKind::kFifo;
-  const SchedulingPolicy* p = Controller::FindPolicy(s, q.scheduling_policy_arn);
-  return p && !p->quotashare_policy_json.empty() ? QueueKind::kQuota : QueueKind::kFairShare;
-}
 
 void Controller::AdmitSubmitted(Turn& t) {
   for (auto& [qname, by_status] : state_.by_queue_status) {
@@ -342,7 +256,7 @@ void Controller::AdmitSubmitted(Turn& t) {
     // the order in which they were admitted (as AWS's scheduler batches arrivals briefly).
     EpochMs batch_until = 0;
     auto q = state_.queues.find(qname);
-    if (config_.scheduler_batch_ms > 0 && q != state_.queues.end() && KindOf(state_, q->second) == QueueKind::kFairShare) {
+    if (config_.scheduler_batch_ms > 0 && q != state_.queues.end() && q->second.kind == QueueKind::kFairShare) {
       EpochMs& closes = state_.batch_closes[qname];
       if (closes <= t.now) {
         bool idle = state_.JobsIn(qname, JobStatus::kRunnable).empty();
@@ -397,12 +311,12 @@ EpochMs LatestEnd(const ServiceJob& j, EpochMs now, int64_t grace_ms, bool stopp
 }
 }  // namespace
 
-double Controller::ShareWeight(const json& distribution, const std::string& share) {
+double Controller::ShareWeight(const std::vector<ShareAttributes>& distribution, const std::string& share) {
   double weight = 1.0;
   size_t best = 0;
   for (const auto& e : distribution) {
-    std::string id = e.value("shareIdentifier", "");
-    double w = e.value("weightFactor", 1.0);
+    const std::string& id = e.share_identifier;
+    const double w = e.weight_factor;
     if (id == share) return w;
     if (EndsWith(id, "*") && StartsWith(share, id.substr(0, id.size() - 1)) && id.size() > best) {
       best = id.size();
@@ -414,11 +328,11 @@ double Controller::ShareWeight(const json& distribution, const std::string& shar
 
 sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t prefix) {
   const SchedulingPolicy* p = FindPolicy(state_, q.scheduling_policy_arn);
-  json fs = p && !p->fairshare_policy_json.empty() ? json::parse(p->fairshare_policy_json) : json::object();
-  int64_t decay = fs.value("shareDecaySeconds", int64_t{0});
-  json distribution = fs.value("shareDistribution", json::array());
+  const FairSharePolicy fs = p && p->fairshare ? *p->fairshare : FairSharePolicy{};
+  const int64_t decay = fs.share_decay_seconds;
+  const std::vector<ShareAttributes>& distribution = fs.share_distribution;
   sched::FairShare out;
-  out.compute_reservation = fs.value("computeReservation", 0);
+  out.compute_reservation = static_cast<int>(fs.compute_reservation);
   out.decay_seconds = decay;
 
   std::map<std::string, int64_t> held;
@@ -499,7 +413,7 @@ void Controller::SchedulePass(Turn& t) {
     int64_t max = 0;
     for (const auto& l : e.capacity_limits)
       if (l.capacity_unit == "NUM_INSTANCES") max = l.max_capacity;
-    snap.environments.push_back({name, e.state == "ENABLED", max, state_.environment_in_use[name]});
+    snap.environments.push_back({name, e.state == ResourceState::kEnabled, max, state_.environment_in_use[name]});
   }
   int64_t free_total = 0;
   for (const auto& it : config_.instance_types) {
@@ -527,19 +441,18 @@ void Controller::SchedulePass(Turn& t) {
   const size_t prefix = static_cast<size_t>(free_total) + 64;
   std::vector<const JobQueue*> queue_refs;
   for (const auto& [name, q] : state_.queues) {
-    const QueueKind kind = KindOf(state_, q);
-    if (kind == QueueKind::kQuota) continue;  // scheduled by ScheduleQuotaQueue
+    if (q.kind == QueueKind::kQuotaShare) continue;  // scheduled by ScheduleQuotaQueue
     sched::Queue sq;
     sq.name = name;
     sq.priority = q.priority;
     sq.seq = q.seq;
-    sq.enabled = q.state == "ENABLED";
+    sq.enabled = q.state == ResourceState::kEnabled;
     // trainyard extension: the queue tag "trainyard:backfill" = "false" makes the head block the
     // queue, as on AWS.
     if (auto tag = q.tags.find("trainyard:backfill"); tag != q.tags.end()) sq.backfill = tag->second != "false";
     for (const auto& o : q.service_environment_order)
       if (auto it = env_index.find(o.service_environment); it != env_index.end()) sq.environments.push_back(it->second);
-    if (kind == QueueKind::kFairShare) {
+    if (q.kind == QueueKind::kFairShare) {
       sq.fair_share = FairShareOf(t, q, prefix);
     } else {
       size_t ready = 0;
@@ -603,7 +516,7 @@ void Controller::SchedulePass(Turn& t) {
     if (IsQuotaQueue(q)) ScheduleQuotaQueue(t, q);
 }
 
-bool Controller::IsQuotaQueue(const JobQueue& q) const { return KindOf(state_, q) == QueueKind::kQuota; }
+bool Controller::IsQuotaQueue(const JobQueue& q) const { return q.kind == QueueKind::kQuotaShare; }
 
 void Controller::StartServiceJob(Turn& t, ServiceJobState& js, const std::string& env) {
   ServiceJob& job = js.job;
@@ -672,7 +585,7 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
   const std::string& env_name = q.service_environment_order.front().service_environment;
   const ServiceEnvironment& env = state_.environments.at(env_name);
   const auto& runnable = state_.JobsIn(q.name, JobStatus::kRunnable);
-  if (q.state != "ENABLED" || env.state != "ENABLED") {
+  if (q.state != ResourceState::kEnabled || env.state != ResourceState::kEnabled) {
     for (uint64_t seq : runnable) state_.jobs.at(seq).wait_reason = "the job queue or its service environment is disabled";
     return;
   }
@@ -737,7 +650,7 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
     r.instance_count = j.instance_count;
     r.priority = j.scheduling_priority;
     r.start_order = tj ? tj->seq : seq;  // attempts are numbered as they start
-    r.preempting = tj && tj->stop_cause == "preempt";
+    r.preempting = tj && tj->stop_cause == StopCause::kPreempt;
     // A job inside the queue's minimum runtime is not preempted, so preemptions do not thrash.
     EpochMs ran_since = j.attempts.back().started_at ? j.attempts.back().started_at : j.scheduled_at;
     r.end_ms = LatestEnd(j, t.now, int64_t{config_.stop_grace_seconds} * 1000, tj && tj->stop_requested);
@@ -745,7 +658,7 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
     // tie and fall to start order), or from its last checkpoint.
     r.started_ms = tj ? tj->creation_time : ran_since;
     r.last_checkpoint_ms = tj ? tj->last_checkpoint_time : 0;
-    r.preemptible = !(tj && tj->stop_requested && tj->stop_cause != "preempt") &&
+    r.preemptible = !(tj && tj->stop_requested && tj->stop_cause != StopCause::kPreempt) &&
                     t.now - ran_since >= min_runtime_ms;
     snap.running.push_back(r);
   }
@@ -807,7 +720,7 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
     if (!tj || tj->stop_requested) continue;
     victim.job.preempted_for = state_.jobs.at(p.for_job_seq).job.id;
     t.jobs.insert(p.victim_seq);
-    RequestStop(t, *tj, "preempt",
+    RequestStop(t, *tj, StopCause::kPreempt,
                 std::string(p.in_share ? "Preempted for a higher-priority job of its share: "
                                        : "Preempted to give borrowed capacity back: ") +
                     "service job " + victim.job.preempted_for);

@@ -1,28 +1,22 @@
 // Quota shares of quota-management job queues.
-#include <nlohmann/json.hpp>
-
 #include "control/controller.h"
 #include "control/turn.h"
 #include "core/strings.h"
 
 namespace ty::control {
 
-using nlohmann::json;
-
 namespace {
 
-bool Present(const json& req, const char* key) { return req.contains(key) && !req[key].is_null(); }
-
-Status ApplyShareFields(const json& req, const ServiceEnvironment& env, QuotaShare* q) {
-  if (Present(req, "capacityLimits")) {
-    const json& limits = req["capacityLimits"];
+Status ApplyShareFields(const QuotaShareFields& f, const ServiceEnvironment& env, QuotaShare* q) {
+  if (f.capacity_limits) {
+    const std::vector<CapacityLimit>& limits = *f.capacity_limits;
     if (limits.empty() || limits.size() > 5) return InvalidArgument("capacityLimits must hold 1 to 5 limits");
     q->capacity_limits.clear();
     std::set<std::string> units;
     for (size_t i = 0; i < limits.size(); ++i) {
       std::string where = "capacityLimits[" + std::to_string(i) + "]";
-      std::string unit = limits[i].value("capacityUnit", "");
-      int64_t max = limits[i].value("maxCapacity", int64_t{-1});
+      const std::string& unit = limits[i].capacity_unit;
+      const int64_t max = limits[i].max_capacity;
       bool offered = false;
       for (const auto& l : env.capacity_limits) offered |= l.capacity_unit == unit;
       if (!offered)
@@ -32,17 +26,16 @@ Status ApplyShareFields(const json& req, const ServiceEnvironment& env, QuotaSha
       q->capacity_limits.push_back({unit, max});
     }
   }
-  if (Present(req, "resourceSharingConfiguration")) {
-    const json& rs = req["resourceSharingConfiguration"];
-    q->strategy = rs.value("strategy", q->strategy);
-    q->borrow_limit = rs.value("borrowLimit", int64_t{-1});
+  if (f.resource_sharing) {
+    const QuotaShareFields::Sharing& rs = *f.resource_sharing;
+    q->strategy = rs.strategy.value_or(q->strategy);
+    q->borrow_limit = rs.borrow_limit.value_or(-1);
     if (q->borrow_limit < -1) return InvalidArgument("resourceSharingConfiguration.borrowLimit must be -1 (unlimited) or >= 0");
-    if (q->strategy != "LEND_AND_BORROW" && rs.contains("borrowLimit") && q->borrow_limit != -1)
+    if (q->strategy != "LEND_AND_BORROW" && rs.borrow_limit && q->borrow_limit != -1)
       return InvalidArgument("resourceSharingConfiguration.borrowLimit applies only to the LEND_AND_BORROW strategy");
   }
-  if (Present(req, "preemptionConfiguration"))
-    q->in_share_preemption = req["preemptionConfiguration"].value("inSharePreemption", q->in_share_preemption);
-  if (Present(req, "state")) q->state = req["state"];
+  if (f.in_share_preemption) q->in_share_preemption = *f.in_share_preemption;
+  if (f.state) q->state = *f.state;
   return Status::Ok();
 }
 
@@ -54,19 +47,15 @@ const QuotaShare* Controller::FindQuotaShareByArn(const State& s, const std::str
   return nullptr;
 }
 
-StatusOr<QuotaShare> Controller::CreateQuotaShare(const json& req) {
-  std::string queue_ref = req.value("jobQueue", "");
+StatusOr<QuotaShare> Controller::CreateQuotaShare(const CreateQuotaShareCommand& cmd) {
+  const std::string& queue_ref = cmd.queue;
   QuotaShare q;
-  q.name = req.value("quotaShareName", "");
-  if (!IsBatchName(q.name))
-    return InvalidArgument("quotaShareName must be 1 to 128 letters, digits, hyphens or underscores");
-  if (req.contains("tags") && req["tags"].is_object())
-    for (auto& [k, v] : req["tags"].items()) q.tags[k] = v.get<std::string>();
+  q.name = cmd.name;
+  q.tags = cmd.tags;
   return Execute<QuotaShare>([&](Turn& t) -> StatusOr<QuotaShare> {
     const JobQueue* queue = FindQueue(state_, queue_ref);
     if (!queue) return InvalidArgument("jobQueue: job queue " + queue_ref + " does not exist");
-    const SchedulingPolicy* policy = FindPolicy(state_, queue->scheduling_policy_arn);
-    if (!policy || policy->quotashare_policy_json.empty())
+    if (queue->kind != QueueKind::kQuotaShare)
       return InvalidArgument("jobQueue: job queue " + queue->name + " has no quota-share scheduling policy");
     const ServiceEnvironment& env = state_.environments.at(queue->service_environment_order.front().service_environment);
     q.queue = queue->name;
@@ -75,7 +64,7 @@ StatusOr<QuotaShare> Controller::CreateQuotaShare(const json& req) {
     int shares = 0;
     for (const auto& [k, other] : state_.quota_shares) shares += other.queue == q.queue;
     if (shares >= 20) return LimitExceeded("job queue " + q.queue + " already has 20 quota shares");
-    TY_RETURN_IF_ERROR(ApplyShareFields(req, env, &q));
+    TY_RETURN_IF_ERROR(ApplyShareFields(cmd.fields, env, &q));
     q.arn = queue->arn + "/quota-share/" + q.name;
     q.seq = state_.next_seq++;
     state_.quota_shares[key] = q;
@@ -85,15 +74,15 @@ StatusOr<QuotaShare> Controller::CreateQuotaShare(const json& req) {
   });
 }
 
-StatusOr<QuotaShare> Controller::UpdateQuotaShare(const json& req) {
-  std::string arn = req.value("quotaShareArn", "");
+StatusOr<QuotaShare> Controller::UpdateQuotaShare(const UpdateQuotaShareCommand& cmd) {
+  const std::string& arn = cmd.arn;
   return Execute<QuotaShare>([&](Turn& t) -> StatusOr<QuotaShare> {
     const QuotaShare* found = FindQuotaShareByArn(state_, arn);
     if (!found) return InvalidArgument("quotaShareArn: quota share " + arn + " does not exist");
     QuotaShare q = *found;
     const JobQueue& queue = state_.queues.at(q.queue);
     const ServiceEnvironment& env = state_.environments.at(queue.service_environment_order.front().service_environment);
-    TY_RETURN_IF_ERROR(ApplyShareFields(req, env, &q));
+    TY_RETURN_IF_ERROR(ApplyShareFields(cmd.fields, env, &q));
     std::string key = q.queue + "/" + q.name;
     state_.quota_shares[key] = q;
     t.quota_shares.insert(key);
@@ -102,8 +91,8 @@ StatusOr<QuotaShare> Controller::UpdateQuotaShare(const json& req) {
   });
 }
 
-Status Controller::DeleteQuotaShare(const json& req) {
-  std::string arn = req.value("quotaShareArn", "");
+Status Controller::DeleteQuotaShare(const DeleteQuotaShareCommand& cmd) {
+  const std::string& arn = cmd.arn;
   return ExecuteStatus([&](Turn& t) -> Status {
     const QuotaShare* q = FindQuotaShareByArn(state_, arn);
     if (!q) return InvalidArgument("quotaShareArn: quota share " + arn + " does not exist");

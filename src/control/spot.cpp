@@ -42,7 +42,7 @@ void Controller::CloseRun(TrainingJob& tj, EpochMs end) const {
 }
 
 void Controller::Interrupt(Turn& t, TrainingJob& tj, const std::string& why) {
-  tj.stop_cause = "interrupt";
+  tj.stop_cause = StopCause::kInterrupt;
   ++tj.interruptions;
   ++state_.telemetry.spot_interruptions[tj.instance_type];
   AddTransition(t, tj, "Interrupted",
@@ -61,7 +61,7 @@ Status Controller::InterruptTrainingJob(const std::string& name) {
                                 "so it has no spot capacity to reclaim");
     if (tj->status != "InProgress")
       return FailedPrecondition("The training job " + name + " is " + tj->status + ", not InProgress");
-    if (!tj->launched || tj->stop_cause == "interrupt" || !tj->on_spot)
+    if (!tj->launched || tj->stop_cause == StopCause::kInterrupt || !tj->on_spot)
       return FailedPrecondition("The training job " + name + " has no running spot instances (it is " +
                                 tj->secondary_status + ", waiting for spot capacity)");
     Interrupt(t, *tj, "trainyard admin interrupt");
@@ -74,7 +74,7 @@ void Controller::InjectSpotInterruptions(Turn& t, EpochMs elapsed_ms) {
   std::vector<TrainingJob*> hit;
   for (const auto& [seq, name] : state_.live_training_jobs) {
     TrainingJob& tj = state_.training_jobs.at(name);
-    if (!tj.launched || !tj.on_spot || tj.status != "InProgress" || !tj.stop_cause.empty()) continue;
+    if (!tj.launched || !tj.on_spot || tj.status != "InProgress" || tj.stop_cause != StopCause::kNone) continue;
     const InstanceTypeSpec* spec = config_.FindInstanceType(tj.instance_type);
     if (!spec || spec->spot_interruptions_per_hour <= 0) continue;
     // Each instance is reclaimed independently at the type's rate; losing any ends the run.

@@ -9,6 +9,7 @@
 #include "control/controller.h"
 #include "control/ladder.h"
 #include "control/system_metrics.h"
+#include "control/training_request.h"
 #include "control/turn.h"
 #include "control/warm_pool_rules.h"
 #include "core/object_key.h"
@@ -50,14 +51,14 @@ std::string Unquote(const std::string& v) {
 
 // The action of the first evaluateOnExit entry whose conditions all match the attempt's status
 // reason; an entry without onStatusReason matches any reason. No entry matching means RETRY
-// (the AWS Batch rule for container jobs; docs/design/decisions.md). Actions are
-// case-insensitive.
-std::string RetryActionFor(const json& rules, const std::string& status_reason) {
+// (the AWS Batch rule for container jobs; docs/design/decisions.md). Actions were read
+// case-insensitively when the strategy was parsed.
+ExitRule::Action RetryActionFor(const std::vector<ExitRule>& rules, const std::string& status_reason) {
   for (const auto& r : rules) {
-    if (r.contains("onStatusReason") && !GlobMatch(r["onStatusReason"].get<std::string>(), status_reason)) continue;
-    return ToUpper(r.value("action", "RETRY"));
+    if (r.on_status_reason && !GlobMatch(*r.on_status_reason, status_reason)) continue;
+    return r.action;
   }
-  return "RETRY";
+  return ExitRule::Action::kRetry;
 }
 
 constexpr int64_t kMaxRuntimeLimitSeconds = 28 * 86400;  // SageMaker's 28-day ceiling
@@ -134,7 +135,12 @@ void Controller::SweepLogs(EpochMs now, std::vector<std::string>* jobs) {
   }
 }
 
-Status Controller::CheckTrainingRequest(const json& req) const {
+Status CheckTrainingRequest(const json& req, const Config& config, const std::string& sandbox) {
+  auto file_system_path = [&](const std::string& id) -> std::string {
+    for (const auto& [name, dir] : config.file_systems)
+      if (name == id) return dir;
+    return "";
+  };
   // Service-job payloads reach here too; the name becomes a directory name and part of paths.
   static const RE2 kTrainingJobName("[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}");
   const json name = req.value("TrainingJobName", json());
@@ -173,14 +179,14 @@ Status Controller::CheckTrainingRequest(const json& req) const {
   if (type.empty()) return InvalidArgument("ResourceConfig.InstanceType is required");
   if (count < 1) return InvalidArgument("ResourceConfig.InstanceCount must be at least 1");
   if (req.value("EnableNetworkIsolation", false)) {
-    if (sandbox_ != "bwrap")
+    if (sandbox != "bwrap")
       return InvalidArgument("EnableNetworkIsolation: this host runs jobs without a sandbox (executor.sandbox = \"none\" "
                              "or bubblewrap unavailable), which cannot cut a job off the network");
     if (count > 1)
       return InvalidArgument("EnableNetworkIsolation: a network-isolated job runs each instance without a network, so "
                              "its instances could not reach each other; use ResourceConfig.InstanceCount 1");
   }
-  const InstanceTypeSpec* it = config_.FindInstanceType(type);
+  const InstanceTypeSpec* it = config.FindInstanceType(type);
   int64_t offered = it ? it->count : 0;
   const bool spot_request = req.contains("EnableManagedSpotTraining") && req["EnableManagedSpotTraining"] == true;
   if (count > offered && !spot_request)
@@ -213,7 +219,7 @@ Status Controller::CheckTrainingRequest(const json& req) const {
     if (ds.contains("FileSystemDataSource")) {
       const json f = ds["FileSystemDataSource"];
       std::string id = f.value("FileSystemId", "");
-      if (FileSystemPath(id).empty())
+      if (file_system_path(id).empty())
         return InvalidArgument(where + ".DataSource.FileSystemDataSource.FileSystemId: '" + id +
                                "' is not a file system of this host (see [file_systems] in the configuration)");
       std::string access = f.value("FileSystemAccessMode", "");
@@ -286,7 +292,7 @@ Status Controller::CheckTrainingRequest(const json& req) const {
                            "limit (spot_count under [[instance_types]] in the configuration).");
   }
   {
-    auto ladder = ParseLadder(RequestTags(req), {type, spot_request}, count, config_);
+    auto ladder = ParseLadder(RequestTags(req), {type, spot_request}, count, config);
     if (!ladder.ok()) return InvalidArgument("Tags: " + ladder.status().message());
     if (!ladder->rungs.empty() && KeepAliveOf(req) > 0)
       return InvalidArgument("ResourceConfig.KeepAlivePeriodInSeconds: a job with a capacity ladder (tag " +
@@ -302,23 +308,19 @@ Status Controller::CheckTrainingRequest(const json& req) const {
   return Status::Ok();
 }
 
-StatusOr<TrainingJob> Controller::CreateTrainingJob(const json& req) {
-  TY_RETURN_IF_ERROR(CheckTrainingRequest(req));
+StatusOr<TrainingJob> Controller::CreateTrainingJob(const CreateTrainingJobCommand& cmd) {
+  const TrainingRequest& req = cmd.request;
   TrainingJob tj;
-  tj.name = req.value("TrainingJobName", "");
+  tj.name = req.name;
   tj.arn = Arn("sagemaker", "training-job/" + ToLower(tj.name));
-  tj.request_json = req.dump();
-  const json& rc = req["ResourceConfig"];
-  tj.instance_type = rc.value("InstanceType", "");
-  tj.instance_count = rc.value("InstanceCount", int64_t{1});
-  tj.keep_alive_seconds = KeepAliveOf(req);
-  tj.managed_spot = req.value("EnableManagedSpotTraining", false);
-  tj.max_wait_seconds = req.value("StoppingCondition", json::object()).value("MaxWaitTimeInSeconds", int64_t{0});
-  {
-    Ladder ladder = *ParseLadder(RequestTags(req), {tj.instance_type, tj.managed_spot}, tj.instance_count, config_);
-    tj.capacity_ladder = LadderText(ladder);
-    tj.fallback_after_interruptions = ladder.fallback_after_interruptions;
-  }
+  tj.request_json = req.json;
+  tj.instance_type = req.instance_type;
+  tj.instance_count = req.instance_count;
+  tj.keep_alive_seconds = req.keep_alive_seconds;
+  tj.managed_spot = req.managed_spot;
+  tj.max_wait_seconds = req.max_wait_seconds;
+  tj.capacity_ladder = cmd.capacity_ladder;
+  tj.fallback_after_interruptions = cmd.fallback_after_interruptions;
   return Execute<TrainingJob>([&](Turn& t) -> StatusOr<TrainingJob> {
     if (state_.FindTrainingJob(tj.name))
       return AlreadyExists("Training job names must be unique within an AWS account and region, and a training job with this name already exists (" + tj.arn + ")");
@@ -341,7 +343,7 @@ Status Controller::StopTrainingJob(const std::string& name) {
     TrainingJob& tj = *found;
     if (tj.status != "InProgress")
       return FailedPrecondition("The training job " + name + " is " + tj.status + " and cannot be stopped");
-    RequestStop(t, tj, "user", "Stopping the training job.");
+    RequestStop(t, tj, StopCause::kUser, "Stopping the training job.");
     if (!tj.launched) {
       // Never launched: nothing to stop, it is Stopped at once.
       exec::AttemptEvent e;
@@ -394,7 +396,7 @@ void Controller::TrainingJobEvent(Turn& t, const std::string& name, const std::s
   t.events.push_back(std::move(e));
 }
 
-void Controller::RequestStop(Turn& t, TrainingJob& tj, const std::string& cause, const std::string& message,
+void Controller::RequestStop(Turn& t, TrainingJob& tj, StopCause cause, const std::string& message,
                              int grace_seconds) {
   tj.stop_requested = true;
   tj.stop_cause = cause;
@@ -426,7 +428,7 @@ void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj, bool spot) {
     // The interrupted run's files; its checkpoints were uploaded when it ended.
     DropTail(t, tj.name);
     if (Status st = executor_->Discard(tj.name); !st.ok()) spdlog::warn("cannot clear the interrupted run of {}: {}", tj.name, st.message());
-    tj.stop_cause.clear();
+    tj.stop_cause = StopCause::kNone;
   }
   std::string message;
   if (tj.on_spot || tj.interruptions > 0) {
@@ -467,7 +469,7 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
     }
     if (tj->launched || tj->status != "InProgress") continue;
     // Service jobs are placed by the scheduling pass; an interrupted spot run of one comes back here.
-    const bool interrupted = tj->stop_cause == "interrupt";
+    const bool interrupted = tj->stop_cause == StopCause::kInterrupt;
     if (!tj->service_job_id.empty() && !interrupted) continue;
     // The first rung of its ladder with room (its own type when it has no ladder).
     const Ladder ladder = tj->capacity_ladder.empty()
@@ -508,12 +510,12 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
     }
   }
   for (const auto& name : out_of_wait)
-    RequestStop(t, state_.training_jobs.at(name), "maxwait",
+    RequestStop(t, state_.training_jobs.at(name), StopCause::kMaxWait,
                 "Stopping: the job reached MaxWaitTimeInSeconds (time waiting for spot capacity plus run time).");
   // MaxPendingTimeInSeconds: a job that waited that long for capacity is Stopped without running.
   for (const auto& name : overdue) {
     TrainingJob& tj = state_.training_jobs.at(name);
-    RequestStop(t, tj, "pending", "Stopping: the training job waited longer than MaxPendingTimeInSeconds for capacity.");
+    RequestStop(t, tj, StopCause::kPending, "Stopping: the training job waited longer than MaxPendingTimeInSeconds for capacity.");
     exec::AttemptEvent e;
     e.attempt_id = name;
     e.phase = exec::Phase::kExited;
@@ -615,7 +617,7 @@ void Controller::ReadoptAttempts() {
       // A stop committed just before the server died may never have reached the supervisor;
       // asking again is harmless (the supervisor keeps its first deadline).
       Status asked = tj.stop_requested ? executor_->Stop(name, config_.stop_grace_seconds)
-                     : tj.stop_cause == "interrupt" ? executor_->Interrupt(name, config_.spot_notice_seconds)
+                     : tj.stop_cause == StopCause::kInterrupt ? executor_->Interrupt(name, config_.spot_notice_seconds)
                                                     : Status::Ok();
       if (!asked.ok()) spdlog::warn("cannot ask attempt {} again to stop: {}", name, asked.message());
       continue;
@@ -653,7 +655,7 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   if (tj.status != "InProgress" && tj.status != "Stopping") return;  // already final
   ServiceJobState* js = tj.service_job_id.empty() ? nullptr : state_.FindJob(tj.service_job_id);
   // A spot run that was interrupted reports no more progress either.
-  bool stopping = tj.status == "Stopping" || tj.stop_cause == "interrupt";
+  bool stopping = tj.status == "Stopping" || tj.stop_cause == StopCause::kInterrupt;
 
   switch (e.phase) {
     case exec::Phase::kCheckpointed:
@@ -698,14 +700,14 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
       break;
   }
 
-  if (tj.status == "InProgress" && tj.stop_cause == "interrupt" && e.phase == exec::Phase::kExited && !e.stopped) {
+  if (tj.status == "InProgress" && tj.stop_cause == StopCause::kInterrupt && e.phase == exec::Phase::kExited && !e.stopped) {
     // The run ended on its own before the interruption reached it (its processes had exited and
     // the supervisor was uploading, so it never acted on the stop): its outcome stands. Restarting
     // it would run a completed job again (from scratch without checkpoints) and overwrite its model.
-    tj.stop_cause.clear();
+    tj.stop_cause = StopCause::kNone;
     stopping = false;
   }
-  if (tj.status == "InProgress" && tj.stop_cause == "interrupt") {
+  if (tj.status == "InProgress" && tj.stop_cause == StopCause::kInterrupt) {
     // The interrupted run is over (checkpoints uploaded): the job waits, InProgress/Interrupted,
     // until spot capacity frees (StartPendingTrainingJobs), within MaxWaitTimeInSeconds.
     if (tj.launched) TailJobMetrics(t, tj, INT64_MAX);
@@ -754,14 +756,14 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   } else if (e.max_runtime_exceeded) {
     tj.status = "Stopped";
     AddTransition(t, tj, "MaxRuntimeExceeded", "Training job runtime exceeded MaxRuntimeInSeconds provided", e.at);
-  } else if (tj.stop_cause == "pending") {
+  } else if (tj.stop_cause == StopCause::kPending) {
     tj.status = "Stopped";
     tj.failure_reason = "MaxPendingTimeExceeded: Training job pending time exceeded MaxPendingTimeInSeconds provided";
     AddTransition(t, tj, "Stopped", "Training job stopped: pending time exceeded MaxPendingTimeInSeconds provided.", e.at);
-  } else if (tj.stop_cause == "maxwait") {
+  } else if (tj.stop_cause == StopCause::kMaxWait) {
     tj.status = "Stopped";
     AddTransition(t, tj, "MaxWaitTimeExceeded", "Training job exceeded MaxWaitTimeInSeconds provided", e.at);
-  } else if (tj.stop_cause == "disk_reserve") {
+  } else if (tj.stop_cause == StopCause::kDiskReserve) {
     // CheckDiskReserve stopped it and wrote why; whatever the run recorded as it died (a write
     // that failed, a lost supervisor) is a consequence. Its scratch goes now: the store needs
     // the space to record this.
@@ -862,7 +864,7 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
     SetJobStatus(t, js, JobStatus::kFailed, job.terminate_reason);
     return;
   }
-  if (tj.stop_cause == "timeout") {
+  if (tj.stop_cause == StopCause::kTimeout) {
     SetJobStatus(t, js, JobStatus::kFailed, "Job attempt duration exceeded timeout");
     return;
   }
@@ -883,7 +885,7 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
     SetWaitCode(t, js, "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY", job.status_reason);
     return;
   }
-  if (tj.stop_cause == "preempt") {
+  if (tj.stop_cause == StopCause::kPreempt) {
     // Preemption returns the job to RUNNABLE as a new attempt; it does not consume retries.
     ++job.preempted_attempt_count;
     {
@@ -897,9 +899,7 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
     std::string why = "Preempted: yielded its capacity to service job " + job.preempted_for;
     if (!job.attempts.empty()) job.attempts.back().status_reason = why;
     job.preempted_for.clear();
-    int64_t limit = -1;
-    if (!job.preemption_configuration_json.empty())
-      limit = json::parse(job.preemption_configuration_json).value("preemptionRetriesBeforeTermination", int64_t{-1});
+    const int64_t limit = job.preemption ? job.preemption->retries_before_termination : -1;
     if (limit >= 0 && job.preempted_attempt_count > limit) {
       SetJobStatus(t, js, JobStatus::kFailed, why + " (preemptionRetriesBeforeTermination reached)");
     } else {
@@ -907,7 +907,7 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
     }
     return;
   }
-  if (tj.stop_cause == "user") {  // StopTrainingJob on the attempt: the service job fails, no retry
+  if (tj.stop_cause == StopCause::kUser) {  // StopTrainingJob on the attempt: the service job fails, no retry
     SetJobStatus(t, js, JobStatus::kFailed, reason);
     return;
   }
@@ -919,16 +919,11 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
     return;
   }
   // A failure after STARTING: the retry strategy decides. Preempted attempts do not count.
-  int attempts = 1;
-  json rules = json::array();
-  if (!job.retry_strategy_json.empty()) {
-    json rs = json::parse(job.retry_strategy_json);
-    attempts = rs.value("attempts", 1);
-    rules = rs.value("evaluateOnExit", json::array());
-  }
+  const RetryStrategy retry_strategy = job.retry_strategy.value_or(RetryStrategy{});
+  const int attempts = retry_strategy.attempts;
   int64_t counted = static_cast<int64_t>(job.attempts.size()) - job.preempted_attempt_count -
                     job.capacity_failed_attempt_count;
-  bool retry = counted < attempts && RetryActionFor(rules, reason) == "RETRY";
+  bool retry = counted < attempts && RetryActionFor(retry_strategy.evaluate_on_exit, reason) == ExitRule::Action::kRetry;
   if (retry) ++state_.telemetry.retried[job.queue];
   SetJobStatus(t, js, retry ? JobStatus::kRunnable : JobStatus::kFailed, reason);
 }
@@ -937,8 +932,8 @@ void Controller::EnforceTimeouts(Turn& t) {
   // jobStateTimeLimitActions: a RUNNABLE job that has waited for one of the listed reasons for
   // maxTimeSeconds is terminated (SAGEMAKER_TRAINING queues allow only TERMINATE).
   for (const auto& [qname, q] : state_.queues) {
-    if (q.job_state_time_limit_actions_json.empty() || q.job_state_time_limit_actions_json == "[]") continue;
-    json actions = json::parse(q.job_state_time_limit_actions_json);
+    const std::vector<TimeLimitAction>& actions = q.time_limit_actions;
+    if (actions.empty()) continue;
     auto front = state_.front_of_queue.find(qname);
     if (front == state_.front_of_queue.end()) continue;
     std::vector<uint64_t> seqs = front->second;
@@ -947,8 +942,8 @@ void Controller::EnforceTimeouts(Turn& t) {
       if (js.job.status != JobStatus::kRunnable || js.wait_code.empty()) continue;
       EpochMs since = js.RunnableSince();
       for (const auto& a : actions) {
-        if (a.value("reason", "") != js.wait_code) continue;
-        if (t.now - since < a.value("maxTimeSeconds", int64_t{0}) * 1000) continue;
+        if (a.reason != js.wait_code) continue;
+        if (t.now - since < a.max_time_seconds * 1000) continue;
         js.job.is_terminated = true;
         SetJobStatus(t, js, JobStatus::kFailed,
                      "Terminated by JobStateTimeLimit action due to reason: " + js.wait_code);
@@ -961,13 +956,13 @@ void Controller::EnforceTimeouts(Turn& t) {
     for (JobStatus st : {JobStatus::kScheduled, JobStatus::kStarting, JobStatus::kRunning}) {
       for (uint64_t seq : state_.JobsIn(q.first, st)) {
         ServiceJobState& js = state_.jobs.at(seq);
-        if (js.job.timeout_config_json.empty() || js.job.attempts.empty()) continue;
-        int64_t secs = json::parse(js.job.timeout_config_json).value("attemptDurationSeconds", int64_t{0});
+        if (!js.job.timeout || js.job.attempts.empty()) continue;
+        const int64_t secs = js.job.timeout->attempt_duration_seconds;
         EpochMs started = js.job.attempts.back().started_at;
         if (secs <= 0 || started == 0 || t.now - started < secs * 1000) continue;
         auto it = state_.training_jobs.find(js.job.attempts.back().training_job_name);
         if (it == state_.training_jobs.end() || it->second.stop_requested) continue;
-        RequestStop(t, it->second, "timeout", "Stopping: the service job's attemptDurationSeconds was reached.");
+        RequestStop(t, it->second, StopCause::kTimeout, "Stopping: the service job's attemptDurationSeconds was reached.");
       }
     }
   }

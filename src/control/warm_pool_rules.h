@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/clock.h"
+#include "core/model.h"
 
 namespace ty::control {
 
@@ -56,11 +57,11 @@ enum class PoolOutcome {
 
 // REQUIRES: status is final (Completed, Stopped or Failed).
 inline PoolOutcome ClassifyPoolOutcome(const std::string& status, const std::string& failure_reason,
-                                       bool started, const std::string& stop_cause) {
+                                       bool started, StopCause stop_cause) {
   if (status == "Failed")
     return failure_reason.rfind("InternalServerError", 0) == 0 ? PoolOutcome::kInfrastructure : PoolOutcome::kKept;
   if (status == "Stopped") {
-    if (stop_cause == "preempt") return PoolOutcome::kPreempted;
+    if (stop_cause == StopCause::kPreempt) return PoolOutcome::kPreempted;
     return started ? PoolOutcome::kKept : PoolOutcome::kNotStarted;
   }
   return PoolOutcome::kKept;

@@ -172,21 +172,9 @@ void Controller::ExpireWarmPools(Turn& t) {
   for (const auto& [id, why] : due) TerminateWarmPool(t, id, why);
 }
 
-StatusOr<TrainingJob> Controller::UpdateTrainingJob(const json& req) {
-  std::string name = req.value("TrainingJobName", "");
-  for (const char* k : {"ProfilerConfig", "ProfilerRuleConfigurations", "RemoteDebugConfig"})
-    if (req.contains(k) && !req[k].is_null())
-      return InvalidArgument(std::string(k) + ": profiler and remote debugging are not available on this server; "
-                             "only ResourceConfig.KeepAlivePeriodInSeconds can be updated");
-  if (!req.contains("ResourceConfig") || !req["ResourceConfig"].is_object())
-    return InvalidArgument("ResourceConfig is required: only ResourceConfig.KeepAlivePeriodInSeconds can be updated here");
-  const json& rc = req["ResourceConfig"];
-  if (!rc.contains("KeepAlivePeriodInSeconds") || !rc["KeepAlivePeriodInSeconds"].is_number_integer())
-    return InvalidArgument("ResourceConfig.KeepAlivePeriodInSeconds is required");
-  int64_t keep = rc["KeepAlivePeriodInSeconds"].get<int64_t>();
-  if (keep < 0 || keep > kMaxKeepAliveSeconds)
-    return InvalidArgument("ResourceConfig.KeepAlivePeriodInSeconds must be between 0 and " +
-                           std::to_string(kMaxKeepAliveSeconds) + ", not " + std::to_string(keep));
+StatusOr<TrainingJob> Controller::UpdateTrainingJob(const UpdateTrainingJobCommand& cmd) {
+  const std::string& name = cmd.name;
+  const int64_t keep = cmd.keep_alive_seconds;
   return Execute<TrainingJob>([&](Turn& t) -> StatusOr<TrainingJob> {
     TrainingJob* tj = state_.FindTrainingJob(name);
     if (!tj) return NotFound("Requested resource not found: training job " + name);

@@ -20,6 +20,39 @@ std::optional<JobStatus> ParseJobStatus(std::string_view s) {
   return std::nullopt;
 }
 
+const char* ToWire(ResourceState s) { return s == ResourceState::kEnabled ? "ENABLED" : "DISABLED"; }
+
+std::optional<ResourceState> ParseResourceState(std::string_view s) {
+  if (s == "ENABLED") return ResourceState::kEnabled;
+  if (s == "DISABLED") return ResourceState::kDisabled;
+  return std::nullopt;
+}
+
+namespace {
+constexpr const char* kStopCauseNames[] = {"", "user", "terminate", "timeout", "preempt",
+                                           "pending", "maxwait", "disk_reserve", "interrupt"};
+}  // namespace
+
+const char* StopCauseName(StopCause c) { return kStopCauseNames[static_cast<int>(c)]; }
+
+std::optional<StopCause> ParseStopCause(std::string_view s) {
+  for (int i = 0; i < static_cast<int>(std::size(kStopCauseNames)); ++i)
+    if (s == kStopCauseNames[i]) return static_cast<StopCause>(i);
+  return std::nullopt;
+}
+
+NLOHMANN_JSON_SERIALIZE_ENUM(StopCause, {{StopCause::kNone, ""},
+                                         {StopCause::kUser, "user"},
+                                         {StopCause::kTerminate, "terminate"},
+                                         {StopCause::kTimeout, "timeout"},
+                                         {StopCause::kPreempt, "preempt"},
+                                         {StopCause::kPending, "pending"},
+                                         {StopCause::kMaxWait, "maxwait"},
+                                         {StopCause::kDiskReserve, "disk_reserve"},
+                                         {StopCause::kInterrupt, "interrupt"}})
+
+NLOHMANN_JSON_SERIALIZE_ENUM(ResourceState, {{ResourceState::kEnabled, "ENABLED"}, {ResourceState::kDisabled, "DISABLED"}})
+
 NLOHMANN_JSON_SERIALIZE_ENUM(JobStatus, {{JobStatus::kSubmitted, "SUBMITTED"},
                                          {JobStatus::kPending, "PENDING"},
                                          {JobStatus::kRunnable, "RUNNABLE"},
@@ -113,17 +146,125 @@ bool Decode(const std::string& doc, T* v) {
 }
 }  // namespace
 
+namespace {
+// The object `text` holds ("" is an empty one); nullopt when it is not a JSON object.
+std::optional<nlohmann::json> ParseObject(const std::string& text) {
+  if (text.empty()) return nlohmann::json::object();
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  return j;
+}
+int64_t IntOr(const nlohmann::json& j, const char* key, int64_t fallback) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
+}
+}  // namespace
+
+bool ParseRetryStrategy(const std::string& text, RetryStrategy* out) {
+  auto j = ParseObject(text);
+  if (!j) return false;
+  *out = RetryStrategy{};
+  out->attempts = static_cast<int>(IntOr(*j, "attempts", 1));
+  auto rules = j->find("evaluateOnExit");
+  if (rules == j->end() || !rules->is_array()) return true;
+  for (const auto& r : *rules) {
+    if (!r.is_object()) return false;
+    ExitRule rule;
+    auto action = r.find("action");
+    if (action != r.end() && action->is_string()) {
+      std::string a = action->get<std::string>();
+      std::transform(a.begin(), a.end(), a.begin(), [](unsigned char c) { return std::toupper(c); });
+      rule.action = a == "EXIT" ? ExitRule::Action::kExit : ExitRule::Action::kRetry;
+    }
+    auto reason = r.find("onStatusReason");
+    if (reason != r.end() && reason->is_string()) rule.on_status_reason = reason->get<std::string>();
+    out->evaluate_on_exit.push_back(std::move(rule));
+  }
+  return true;
+}
+
+bool ParseTimeoutConfig(const std::string& text, TimeoutConfig* out) {
+  auto j = ParseObject(text);
+  if (!j) return false;
+  out->attempt_duration_seconds = IntOr(*j, "attemptDurationSeconds", 0);
+  return true;
+}
+
+bool ParsePreemptionConfig(const std::string& text, PreemptionConfig* out) {
+  auto j = ParseObject(text);
+  if (!j) return false;
+  out->retries_before_termination = IntOr(*j, "preemptionRetriesBeforeTermination", -1);
+  return true;
+}
+
+bool ParseFairSharePolicy(const std::string& text, FairSharePolicy* out) {
+  auto j = ParseObject(text);
+  if (!j) return false;
+  *out = FairSharePolicy{};
+  out->share_decay_seconds = IntOr(*j, "shareDecaySeconds", 0);
+  out->compute_reservation = IntOr(*j, "computeReservation", 0);
+  auto dist = j->find("shareDistribution");
+  if (dist == j->end() || !dist->is_array()) return true;
+  for (const auto& e : *dist) {
+    if (!e.is_object()) return false;
+    ShareAttributes w;
+    if (auto id = e.find("shareIdentifier"); id != e.end() && id->is_string()) w.share_identifier = id->get<std::string>();
+    if (auto f = e.find("weightFactor"); f != e.end() && f->is_number()) w.weight_factor = f->get<double>();
+    out->share_distribution.push_back(std::move(w));
+  }
+  return true;
+}
+
+bool ParseTimeLimitActions(const std::string& text, std::vector<TimeLimitAction>* out) {
+  out->clear();
+  if (text.empty()) return true;
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_array()) return false;
+  for (const auto& a : j) {
+    if (!a.is_object()) return false;
+    TimeLimitAction action;
+    if (auto r = a.find("reason"); r != a.end() && r->is_string()) action.reason = r->get<std::string>();
+    action.max_time_seconds = IntOr(a, "maxTimeSeconds", 0);
+    out->push_back(std::move(action));
+  }
+  return true;
+}
+
 std::string EncodeDoc(const ServiceEnvironment& v) { return Encode(v); }
 std::string EncodeDoc(const SchedulingPolicy& v) { return Encode(v); }
 std::string EncodeDoc(const QuotaShare& v) { return Encode(v); }
 bool DecodeDoc(const std::string& doc, QuotaShare* v) { return Decode(doc, v); }
-bool DecodeDoc(const std::string& doc, SchedulingPolicy* v) { return Decode(doc, v); }
+bool DecodeDoc(const std::string& doc, SchedulingPolicy* v) {
+  if (!Decode(doc, v)) return false;
+  v->fairshare.reset();
+  if (v->fairshare_policy_json.empty()) return true;
+  FairSharePolicy fs;
+  if (!ParseFairSharePolicy(v->fairshare_policy_json, &fs)) return false;
+  v->fairshare = std::move(fs);
+  return true;
+}
 std::string EncodeDoc(const JobQueue& v) { return Encode(v); }
 std::string EncodeDoc(const ServiceJob& v) { return Encode(v); }
 std::string EncodeDoc(const TrainingJob& v) { return Encode(v); }
 bool DecodeDoc(const std::string& doc, ServiceEnvironment* v) { return Decode(doc, v); }
-bool DecodeDoc(const std::string& doc, JobQueue* v) { return Decode(doc, v); }
-bool DecodeDoc(const std::string& doc, ServiceJob* v) { return Decode(doc, v); }
+bool DecodeDoc(const std::string& doc, JobQueue* v) {
+  return Decode(doc, v) && ParseTimeLimitActions(v->job_state_time_limit_actions_json, &v->time_limit_actions);
+}
+bool DecodeDoc(const std::string& doc, ServiceJob* v) {
+  if (!Decode(doc, v)) return false;
+  // Parses `text` into `out` when it is not "" (absent).
+  auto parse = [](const std::string& text, auto& out, auto fn) {
+    out.reset();
+    if (text.empty()) return true;
+    typename std::remove_reference_t<decltype(out)>::value_type value;
+    if (!fn(text, &value)) return false;
+    out = std::move(value);
+    return true;
+  };
+  return parse(v->retry_strategy_json, v->retry_strategy, ParseRetryStrategy) &&
+         parse(v->timeout_config_json, v->timeout, ParseTimeoutConfig) &&
+         parse(v->preemption_configuration_json, v->preemption, ParsePreemptionConfig);
+}
 bool DecodeDoc(const std::string& doc, TrainingJob* v) { return Decode(doc, v); }
 std::string EncodeDoc(const WarmPool& v) { return Encode(v); }
 bool DecodeDoc(const std::string& doc, WarmPool* v) { return Decode(doc, v); }

@@ -17,16 +17,69 @@ namespace ty {
 
 using Tags = std::map<std::string, std::string>;
 
+// The state of a service environment, job queue or quota share (AWS ServiceEnvironmentState,
+// JQState, QuotaShareState): a disabled one takes no new work.
+enum class ResourceState { kEnabled, kDisabled };
+// The wire and stored spelling ("ENABLED", "DISABLED"), and back (nullopt: not a state).
+const char* ToWire(ResourceState s);
+std::optional<ResourceState> ParseResourceState(std::string_view s);
+
 struct CapacityLimit {
   std::string capacity_unit;  // "NUM_INSTANCES" or an instance type
   int64_t max_capacity = 0;
+};
+
+// ---- Typed request fields, decoded once at the API edge (api/decode.cpp) and, for what is
+// stored as JSON text, once again when the state is loaded. ----
+
+// One evaluateOnExit entry of a service job's retryStrategy (ServiceJobEvaluateOnExit).
+struct ExitRule {
+  enum class Action { kRetry, kExit };
+  Action action = Action::kRetry;
+  std::optional<std::string> on_status_reason;  // a glob; absent: any reason matches
+};
+
+// SubmitServiceJob.retryStrategy: attempts 1..10, at most 5 rules.
+struct RetryStrategy {
+  int attempts = 1;
+  std::vector<ExitRule> evaluate_on_exit;
+};
+
+// SubmitServiceJob.timeoutConfig.
+struct TimeoutConfig {
+  int64_t attempt_duration_seconds = 0;  // 0: none
+};
+
+// SubmitServiceJob.preemptionConfiguration.
+struct PreemptionConfig {
+  int64_t retries_before_termination = -1;  // preemptionRetriesBeforeTermination; -1: unlimited
+};
+
+// One entry of a fair-share policy's shareDistribution (AWS ShareAttributes).
+struct ShareAttributes {
+  std::string share_identifier;  // an identifier, or a prefix ending in '*'
+  double weight_factor = 1.0;
+};
+
+// A scheduling policy's fairsharePolicy.
+struct FairSharePolicy {
+  int64_t share_decay_seconds = 0;
+  int64_t compute_reservation = 0;
+  std::vector<ShareAttributes> share_distribution;
+};
+
+// A job queue's jobStateTimeLimitActions entry. SAGEMAKER_TRAINING queues allow only the state
+// RUNNABLE and the action TERMINATE, so those are not held.
+struct TimeLimitAction {
+  std::string reason;  // the wait code it matches, e.g. CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY
+  int64_t max_time_seconds = 0;
 };
 
 struct ServiceEnvironment {
   std::string name;
   std::string arn;
   std::string type = "SAGEMAKER_TRAINING";
-  std::string state = "ENABLED";  // ENABLED | DISABLED
+  ResourceState state = ResourceState::kEnabled;
   std::string status = "VALID";   // CREATING | UPDATING | DELETING | DELETED | VALID | INVALID
   std::vector<CapacityLimit> capacity_limits;
   Tags tags;
@@ -40,6 +93,8 @@ struct SchedulingPolicy {
   std::string arn;
   std::string fairshare_policy_json;   // "" when absent
   std::string quotashare_policy_json;  // "" when absent
+  // fairshare_policy_json, parsed (set when that is not ""; not stored: DecodeDoc parses it).
+  std::optional<FairSharePolicy> fairshare;
   Tags tags;
   uint64_t seq = 0;
 };
@@ -53,7 +108,7 @@ struct QuotaShare {
   std::string strategy = "LEND_AND_BORROW";   // RESERVE | LEND | LEND_AND_BORROW
   int64_t borrow_limit = -1;                  // percent of its own limit; -1 unlimited
   std::string in_share_preemption = "DISABLED";
-  std::string state = "ENABLED";
+  ResourceState state = ResourceState::kEnabled;
   Tags tags;
   uint64_t seq = 0;
 };
@@ -63,17 +118,25 @@ struct ServiceEnvironmentOrder {
   std::string service_environment;  // name (resolved from name or ARN at create time)
 };
 
+// How a job queue shares its capacity, from its scheduling policy: none (FIFO), a fair-share
+// policy, or a quota-share policy. Fixed when the queue is created: neither a queue's policy type
+// nor a policy's type can change.
+enum class QueueKind { kFifo, kFairShare, kQuotaShare };
+
 struct JobQueue {
   std::string name;
   std::string arn;
-  std::string state = "ENABLED";
+  ResourceState state = ResourceState::kEnabled;
   std::string status = "VALID";
   std::string status_reason = "JobQueue Healthy";
   int priority = 0;
   std::string job_queue_type = "SAGEMAKER_TRAINING";
   std::string scheduling_policy_arn;  // empty: FIFO
+  // Derived from the policy when the queue is created, and again when it is loaded (not stored).
+  QueueKind kind = QueueKind::kFifo;
   std::vector<ServiceEnvironmentOrder> service_environment_order;
   std::string job_state_time_limit_actions_json;  // stored as given ("[]" when absent)
+  std::vector<TimeLimitAction> time_limit_actions;  // that, parsed (not stored: DecodeDoc parses it)
   Tags tags;
   uint64_t seq = 0;
 };
@@ -113,6 +176,10 @@ struct ServiceJob {
   std::string retry_strategy_json;           // "" when absent
   std::string timeout_config_json;           // "" when absent
   std::string preemption_configuration_json; // "" when absent
+  // The three above, parsed (each set when its text is not ""; not stored: DecodeDoc parses them).
+  std::optional<RetryStrategy> retry_strategy;
+  std::optional<TimeoutConfig> timeout;
+  std::optional<PreemptionConfig> preemption;
   Tags tags;
   std::string payload;       // serviceRequestPayload, verbatim
   std::string client_token;  // "" when absent
@@ -171,6 +238,23 @@ struct SystemSample {
 // A training job's system metrics per host ("algo-<n>"), each oldest first.
 using SystemSeries = std::map<std::string, std::vector<SystemSample>>;
 
+// Why a training job is being stopped (or, for kInterrupt, why its run is ending while the job
+// stays InProgress). kNone: no stop was asked for.
+enum class StopCause {
+  kNone,
+  kUser,         // StopTrainingJob
+  kTerminate,    // TerminateServiceJob of its service job
+  kTimeout,      // the service job's attemptDurationSeconds
+  kPreempt,      // a quota-share preemption
+  kPending,      // MaxPendingTimeInSeconds
+  kMaxWait,      // MaxWaitTimeInSeconds (managed spot)
+  kDiskReserve,  // the data dir ran short of space
+  kInterrupt,    // a spot interruption
+};
+// Its stored spelling ("" for kNone, then "user", "terminate", ...), and back.
+const char* StopCauseName(StopCause c);
+std::optional<StopCause> ParseStopCause(std::string_view s);
+
 struct TrainingJob {
   std::string name;
   std::string arn;
@@ -192,11 +276,11 @@ struct TrainingJob {
   uint64_t seq = 0;
   bool launched = false;       // handed to the executor
   bool stop_requested = false;
-  std::string stop_cause;      // "user" | "terminate" | "timeout" | "preempt" | "pending" (MaxPendingTimeInSeconds)
+  StopCause stop_cause = StopCause::kNone;
   int stop_grace_seconds = 0;
   EpochMs last_checkpoint_time = 0;  // when the attempt last completed a checkpoint; 0: never
   // Managed spot (docs/spot.md). managed_spot: EnableManagedSpotTraining; on_spot: the current (or
-  // last) run holds spot capacity. A spot interruption sets stop_cause "interrupt" while the job
+  // last) run holds spot capacity. A spot interruption sets stop_cause kInterrupt while the job
   // stays InProgress; once the run has ended the job waits (not launched) for spot capacity again.
   bool managed_spot = false;
   int64_t max_wait_seconds = 0;  // StoppingCondition.MaxWaitTimeInSeconds (spot jobs)
@@ -255,6 +339,16 @@ struct WarmPool {
   // Where its latest job came from: a quota-share queue's pool counts against its share.
   std::string queue, quota_share, environment;
 };
+
+// The typed forms of wire text that is stored as given (a service job's retryStrategy,
+// timeoutConfig and preemptionConfiguration, a policy's fairsharePolicy, a queue's
+// jobStateTimeLimitActions). The text was validated when its request was accepted, so members
+// of a wrong type read as absent. "" parses to the defaults. False: not JSON of the right shape.
+bool ParseRetryStrategy(const std::string& text, RetryStrategy* out);
+bool ParseTimeoutConfig(const std::string& text, TimeoutConfig* out);
+bool ParsePreemptionConfig(const std::string& text, PreemptionConfig* out);
+bool ParseFairSharePolicy(const std::string& text, FairSharePolicy* out);
+bool ParseTimeLimitActions(const std::string& text, std::vector<TimeLimitAction>* out);
 
 // Durable encodings (JSON documents). Decode errors return false.
 std::string EncodeDoc(const ServiceEnvironment& v);

@@ -9,6 +9,7 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 
+#include "api/decode.h"
 #include "control/controller.h"
 #include "control/system_metrics.h"
 #include "control/warm_pool_rules.h"
@@ -81,18 +82,44 @@ class ControllerTest : public ::testing::Test {
     c_ = std::move(c).value();
   }
 
+  // The controller's calls with requests decoded as the API decodes them.
+  StatusOr<ServiceEnvironment> CreateEnvironment(const json& req) {
+    auto cmd = api::DecodeCreateServiceEnvironment(req);
+    if (!cmd.ok()) return cmd.status();
+    return c_->CreateServiceEnvironment(*cmd);
+  }
+  StatusOr<JobQueue> CreateQueue(const json& req) {
+    auto cmd = api::DecodeCreateJobQueue(req);
+    if (!cmd.ok()) return cmd.status();
+    return c_->CreateJobQueue(*cmd);
+  }
+  StatusOr<SchedulingPolicy> CreatePolicy(const json& req) {
+    auto cmd = api::DecodeCreateSchedulingPolicy(req);
+    if (!cmd.ok()) return cmd.status();
+    return c_->CreateSchedulingPolicy(*cmd);
+  }
+  StatusOr<QuotaShare> CreateQuotaShare(const json& req) {
+    auto cmd = api::DecodeCreateQuotaShare(req);
+    if (!cmd.ok()) return cmd.status();
+    return c_->CreateQuotaShare(*cmd);
+  }
+  StatusOr<ServiceJob> SubmitJson(const json& req) {
+    auto cmd = api::DecodeSubmitServiceJob(req, {c_->config(), c_->sandbox()});
+    if (!cmd.ok()) return cmd.status();
+    return c_->SubmitServiceJob(*cmd);
+  }
   // The status of a service job (by id), as a describing client sees it.
   JobStatus StatusOf(const std::string& id) {
     return c_->Read([&](const State& s) { return s.FindJob(id)->job.status; });
   }
   std::string Submit(const std::string& name, const std::string& queue, json extra = json::object(), int instances = 1) {
-    auto job = c_->SubmitServiceJob(SubmitRequest(name, queue, extra, instances));
+    auto job = SubmitJson(SubmitRequest(name, queue, extra, instances));
     EXPECT_TRUE(job.ok()) << job.status().message();
     return job.ok() ? job->id : "";
   }
   void FifoQueue(int64_t instances) {
-    ASSERT_TRUE(c_->CreateServiceEnvironment(EnvironmentRequest("e", instances)).ok());
-    ASSERT_TRUE(c_->CreateJobQueue(QueueRequest("q", "e")).ok());
+    ASSERT_TRUE(CreateEnvironment(EnvironmentRequest("e", instances)).ok());
+    ASSERT_TRUE(CreateQueue(QueueRequest("q", "e")).ok());
   }
   // The executor reports the attempt running, then (later) exited.
   void Run(const std::string& attempt) {
@@ -142,10 +169,10 @@ TEST_F(ControllerTest, AServiceJobRunsFromSubmitToSucceeded) {
 }
 
 TEST_F(ControllerTest, AHigherPriorityJobPreemptsALowerOneOfItsShare) {
-  ASSERT_TRUE(c_->CreateSchedulingPolicy({{"name", "p"}, {"quotaSharePolicy", {{"idleResourceAssignmentStrategy", "FIFO"}}}}).ok());
-  ASSERT_TRUE(c_->CreateServiceEnvironment(EnvironmentRequest("e", 1, "ml.m5.large")).ok());
-  ASSERT_TRUE(c_->CreateJobQueue(QueueRequest("q", "e", {{"schedulingPolicyArn", c_->Arn("batch", "scheduling-policy/p")}})).ok());
-  ASSERT_TRUE(c_->CreateQuotaShare({{"jobQueue", "q"}, {"quotaShareName", "S"},
+  ASSERT_TRUE(CreatePolicy(json{{"name", "p"}, {"quotaSharePolicy", {{"idleResourceAssignmentStrategy", "FIFO"}}}}).ok());
+  ASSERT_TRUE(CreateEnvironment(EnvironmentRequest("e", 1, "ml.m5.large")).ok());
+  ASSERT_TRUE(CreateQueue(QueueRequest("q", "e", {{"schedulingPolicyArn", c_->Arn("batch", "scheduling-policy/p")}})).ok());
+  ASSERT_TRUE(CreateQuotaShare(json{{"jobQueue", "q"}, {"quotaShareName", "S"},
                                     {"capacityLimits", {{{"capacityUnit", "ml.m5.large"}, {"maxCapacity", 1}}}},
                                     {"resourceSharingConfiguration", {{"strategy", "RESERVE"}}},
                                     {"preemptionConfiguration", {{"inSharePreemption", "ENABLED"}}}}).ok());
@@ -227,7 +254,7 @@ TEST_F(ControllerTest, ARestartedControllerReloadsStateAndReadoptsRunningAttempt
 TEST_F(ControllerTest, AFailedCommitIsReportedAndActedOnOnlyOnceStored) {
   FifoQueue(1);
   data_->fail_commits = Unavailable("disk full");
-  auto job = c_->SubmitServiceJob(SubmitRequest("a", "q"));
+  auto job = SubmitJson(SubmitRequest("a", "q"));
   ASSERT_FALSE(job.ok());
   EXPECT_EQ(job.status().code(), Code::kUnavailable);
   c_->Step();
@@ -259,10 +286,10 @@ TEST_F(ControllerTest, DescribingAJobDoesNotWaitForACommitOfOtherJobs) {
 }
 
 TEST_F(ControllerTest, TimeLimitActionTerminatesAMisconfiguredJobAfterMaxTime) {
-  ASSERT_TRUE(c_->CreateServiceEnvironment(EnvironmentRequest("e", 1)).ok());
+  ASSERT_TRUE(CreateEnvironment(EnvironmentRequest("e", 1)).ok());
   json action = {{"reason", "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"}, {"state", "RUNNABLE"},
                  {"maxTimeSeconds", 600}, {"action", "TERMINATE"}};
-  ASSERT_TRUE(c_->CreateJobQueue(QueueRequest("q", "e", {{"jobStateTimeLimitActions", {action}}})).ok());
+  ASSERT_TRUE(CreateQueue(QueueRequest("q", "e", {{"jobStateTimeLimitActions", {action}}})).ok());
   const std::string id = Submit("too-big", "q", json::object(), 2);
   c_->Step();
   EXPECT_EQ(c_->Read([&](const State& s) { return s.FindJob(id)->wait_code; }), "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE");
@@ -288,8 +315,8 @@ TEST_F(ControllerTest, TimeLimitActionTerminatesAMisconfiguredJobAfterMaxTime) {
 }
 
 TEST_F(ControllerTest, TimeLimitActionsAreValidated) {
-  ASSERT_TRUE(c_->CreateServiceEnvironment(EnvironmentRequest("e", 1)).ok());
-  auto make = [&](json action) { return c_->CreateJobQueue(QueueRequest("q", "e", {{"jobStateTimeLimitActions", {action}}})); };
+  ASSERT_TRUE(CreateEnvironment(EnvironmentRequest("e", 1)).ok());
+  auto make = [&](json action) { return CreateQueue(QueueRequest("q", "e", {{"jobStateTimeLimitActions", {action}}})); };
   json base = {{"reason", "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"}, {"state", "RUNNABLE"}, {"maxTimeSeconds", 600}, {"action", "TERMINATE"}};
   json cancel = base;
   cancel["action"] = "CANCEL";
@@ -341,13 +368,13 @@ TEST(WarmPoolRules, EveryMatchingCriterionSeparatesPools) {
 }
 
 TEST(WarmPoolRules, PoolsAreKeptAfterSuccessStopsAndAlgorithmErrorsOnly) {
-  EXPECT_EQ(ClassifyPoolOutcome("Completed", "", true, ""), PoolOutcome::kKept);
-  EXPECT_EQ(ClassifyPoolOutcome("Stopped", "", true, "user"), PoolOutcome::kKept);
-  EXPECT_EQ(ClassifyPoolOutcome("Stopped", "", false, "user"), PoolOutcome::kNotStarted);
-  EXPECT_EQ(ClassifyPoolOutcome("Stopped", "", true, "preempt"), PoolOutcome::kPreempted);
-  EXPECT_EQ(ClassifyPoolOutcome("Failed", "AlgorithmError: exit 3", true, ""), PoolOutcome::kKept);
-  EXPECT_EQ(ClassifyPoolOutcome("Failed", "ClientError: no data", true, ""), PoolOutcome::kKept);
-  EXPECT_EQ(ClassifyPoolOutcome("Failed", "InternalServerError: lost", true, ""), PoolOutcome::kInfrastructure);
+  EXPECT_EQ(ClassifyPoolOutcome("Completed", "", true, StopCause::kNone), PoolOutcome::kKept);
+  EXPECT_EQ(ClassifyPoolOutcome("Stopped", "", true, StopCause::kUser), PoolOutcome::kKept);
+  EXPECT_EQ(ClassifyPoolOutcome("Stopped", "", false, StopCause::kUser), PoolOutcome::kNotStarted);
+  EXPECT_EQ(ClassifyPoolOutcome("Stopped", "", true, StopCause::kPreempt), PoolOutcome::kPreempted);
+  EXPECT_EQ(ClassifyPoolOutcome("Failed", "AlgorithmError: exit 3", true, StopCause::kNone), PoolOutcome::kKept);
+  EXPECT_EQ(ClassifyPoolOutcome("Failed", "ClientError: no data", true, StopCause::kNone), PoolOutcome::kKept);
+  EXPECT_EQ(ClassifyPoolOutcome("Failed", "InternalServerError: lost", true, StopCause::kNone), PoolOutcome::kInfrastructure);
 }
 
 TEST(WarmPoolRules, ExpiryIsTheKeepAliveCappedAt28DaysFromCreation) {
@@ -426,6 +453,64 @@ TEST(SystemMetrics, StoreDocumentsRoundTripWithUnmeasuredValues) {
   EXPECT_FALSE(out["algo-1"][1].values[3].has_value());
   EXPECT_TRUE(out["algo-2"].empty());
   EXPECT_FALSE(DecodeSystemSeries("[1,2]", &out));
+}
+
+}  // namespace
+}  // namespace ty::control
+
+namespace ty::control {
+namespace {
+
+// A queue's kind is not stored: it is derived from its policy on create and again on load, so a
+// restart must give every queue the kind it had.
+TEST_F(ControllerTest, QueueKindsFollowTheirPoliciesAcrossARestart) {
+  auto env = [&](const std::string& name, json limits) {
+    auto cmd = api::DecodeCreateServiceEnvironment(
+        {{"serviceEnvironmentName", name}, {"serviceEnvironmentType", "SAGEMAKER_TRAINING"}, {"capacityLimits", limits}});
+    ASSERT_TRUE(cmd.ok()) << cmd.status().message();
+    ASSERT_TRUE(c_->CreateServiceEnvironment(*cmd).ok());
+  };
+  env("plain", {{{"capacityUnit", "NUM_INSTANCES"}, {"maxCapacity", 1}}});
+  env("fair", {{{"capacityUnit", "NUM_INSTANCES"}, {"maxCapacity", 1}}});
+  env("quota", {{{"capacityUnit", "ml.m5.large"}, {"maxCapacity", 1}}});
+  auto policy = [&](json req) {
+    auto cmd = api::DecodeCreateSchedulingPolicy(req);
+    EXPECT_TRUE(cmd.ok()) << cmd.status().message();
+    auto p = c_->CreateSchedulingPolicy(*cmd);
+    EXPECT_TRUE(p.ok()) << p.status().message();
+    return p.ok() ? p->arn : "";
+  };
+  const std::string fs = policy({{"name", "fs"}, {"fairsharePolicy", {{"shareDecaySeconds", 60}}}});
+  const std::string qs = policy({{"name", "qs"}, {"quotaSharePolicy", {{"idleResourceAssignmentStrategy", "FIFO"}}}});
+  auto queue = [&](const std::string& name, const std::string& environment, const std::string& arn) {
+    json req = {{"jobQueueName", name}, {"jobQueueType", "SAGEMAKER_TRAINING"}, {"priority", 1},
+                {"serviceEnvironmentOrder", {{{"order", 1}, {"serviceEnvironment", environment}}}}};
+    if (!arn.empty()) req["schedulingPolicyArn"] = arn;
+    auto cmd = api::DecodeCreateJobQueue(req);
+    ASSERT_TRUE(cmd.ok()) << cmd.status().message();
+    auto q = c_->CreateJobQueue(*cmd);
+    ASSERT_TRUE(q.ok()) << q.status().message();
+  };
+  queue("fifo", "plain", "");
+  queue("fair", "fair", fs);
+  queue("quota", "quota", qs);
+  auto kinds = [&] {
+    return c_->Read([](const State& s) {
+      return std::vector<QueueKind>{s.queues.at("fifo").kind, s.queues.at("fair").kind, s.queues.at("quota").kind};
+    });
+  };
+  const std::vector<QueueKind> want = {QueueKind::kFifo, QueueKind::kFairShare, QueueKind::kQuotaShare};
+  EXPECT_EQ(kinds(), want);
+  c_->Shutdown();
+  c_.reset();
+  Open();
+  EXPECT_EQ(kinds(), want);
+  // The fair-share policy is parsed again at load, too.
+  auto decay = c_->Read([](const State& s) {
+    const SchedulingPolicy& p = s.policies.at("fs");
+    return p.fairshare ? p.fairshare->share_decay_seconds : -1;
+  });
+  EXPECT_EQ(decay, 60);
 }
 
 }  // namespace

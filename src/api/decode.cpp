@@ -1,0 +1,517 @@
+#include "api/decode.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <set>
+
+#include "control/ladder.h"
+#include "control/training_request.h"
+#include "control/warm_pool_rules.h"
+#include "core/strings.h"
+
+namespace ty::api {
+
+using nlohmann::json;
+using namespace ty::control;
+
+namespace {
+
+// Reads an optional member; the request was validated against the model, so its type is right,
+// and a member of another type reads as absent rather than throwing.
+template <typename T>
+T Get(const json& j, const char* key, T fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    return fallback;
+  }
+}
+
+bool Present(const json& req, const char* key) { return req.contains(key) && !req[key].is_null(); }
+
+// The request's `state` (ENABLED when absent). The models hold it to the enum.
+StatusOr<ResourceState> StateOf(const json& req) {
+  const std::string text = Get<std::string>(req, "state", "ENABLED");
+  auto state = ParseResourceState(text);
+  if (!state) return InvalidArgument("state must be ENABLED or DISABLED, not '" + text + "'");
+  return *state;
+}
+
+// A Batch request's tags: a map of strings.
+Tags ReadTags(const json& req) {
+  Tags tags;
+  if (auto it = req.find("tags"); it != req.end() && it->is_object())
+    for (auto& [k, v] : it->items())
+      if (v.is_string()) tags[k] = v.get<std::string>();
+  return tags;
+}
+
+// ---- Service environments ----
+
+// Either one NUM_INSTANCES limit, or 1..5 limits in instance-type units (quota management).
+StatusOr<std::vector<CapacityLimit>> DecodeCapacityLimits(const json& limits) {
+  std::set<std::string> units;
+  std::vector<CapacityLimit> out;
+  if (!limits.is_array()) return InvalidArgument("capacityLimits must be a list");
+  for (size_t i = 0; i < limits.size(); ++i) {
+    const json& l = limits[i];
+    std::string unit = l.is_object() ? Get<std::string>(l, "capacityUnit", "") : "";
+    int64_t max = l.is_object() ? Get<int64_t>(l, "maxCapacity", -1) : -1;
+    std::string where = "capacityLimits[" + std::to_string(i) + "]";
+    if (unit != "NUM_INSTANCES" && !StartsWith(unit, "ml."))
+      return InvalidArgument(where + ".capacityUnit must be NUM_INSTANCES or an instance type such as ml.m5.large");
+    if (max < 0) return InvalidArgument(where + ".maxCapacity is required and must be >= 0");
+    if (!units.insert(unit).second) return InvalidArgument(where + ".capacityUnit " + unit + " is listed twice");
+    out.push_back({unit, max});
+  }
+  if (units.count("NUM_INSTANCES") && limits.size() != 1)
+    return InvalidArgument("capacityLimits: a NUM_INSTANCES limit can't be combined with instance-type limits");
+  if (limits.empty() || limits.size() > 5) return InvalidArgument("capacityLimits must hold 1 to 5 limits");
+  return out;
+}
+
+// ---- Job queues ----
+
+StatusOr<std::vector<TimeLimitAction>> DecodeTimeLimitActions(const json& actions) {
+  std::vector<TimeLimitAction> out;
+  if (!actions.is_array()) return InvalidArgument("jobStateTimeLimitActions must be a list");
+  for (size_t i = 0; i < actions.size(); ++i) {
+    std::string where = "jobStateTimeLimitActions[" + std::to_string(i) + "]";
+    const json& a = actions[i];
+    if (!a.is_object()) return InvalidArgument(where + " must be an object");
+    if (Get<std::string>(a, "action", "") != "TERMINATE")
+      return InvalidArgument(where + ".action must be TERMINATE for SAGEMAKER_TRAINING job queues");
+    if (Get<std::string>(a, "state", "") != "RUNNABLE") return InvalidArgument(where + ".state must be RUNNABLE");
+    static const std::set<std::string> kReasons = {"CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY",
+                                                   "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE",
+                                                   "MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED"};
+    std::string reason = Get<std::string>(a, "reason", "");
+    if (!kReasons.count(reason))
+      return InvalidArgument(where + ".reason must be one of CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY, "
+                             "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE, MISCONFIGURATION:QUOTA_MANAGEMENT_LIMIT_EXCEEDED");
+    int64_t secs = Get<int64_t>(a, "maxTimeSeconds", 0);
+    if (secs < 600 || secs > 86400) return InvalidArgument(where + ".maxTimeSeconds must be between 600 and 86400");
+    out.push_back({reason, secs});
+  }
+  return out;
+}
+
+std::vector<EnvironmentRef> DecodeOrder(const json& order) {
+  std::vector<EnvironmentRef> out;
+  if (!order.is_array()) return out;
+  for (const auto& o : order)
+    if (o.is_object()) out.push_back({Get<int>(o, "order", 0), Get<std::string>(o, "serviceEnvironment", "")});
+  return out;
+}
+
+// ---- Scheduling policies ----
+
+bool ValidShareIdentifier(const std::string& id) {
+  std::string core = EndsWith(id, "*") ? id.substr(0, id.size() - 1) : id;
+  if (core.empty() || core.size() > 255) return false;
+  for (char c : core)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
+
+// Two share identifiers overlap when one could match a job the other also matches.
+bool Overlap(const std::string& a, const std::string& b) {
+  bool wa = EndsWith(a, "*"), wb = EndsWith(b, "*");
+  std::string pa = wa ? a.substr(0, a.size() - 1) : a;
+  std::string pb = wb ? b.substr(0, b.size() - 1) : b;
+  if (!wa && !wb) return pa == pb;
+  if (wa && wb) return StartsWith(pa, pb) || StartsWith(pb, pa);
+  return wa ? StartsWith(pb, pa) : StartsWith(pa, pb);
+}
+
+StatusOr<FairSharePolicy> DecodeFairshare(const json& fs) {
+  if (!fs.is_object()) return InvalidArgument("fairsharePolicy must be an object");
+  FairSharePolicy p;
+  p.share_decay_seconds = Get<int64_t>(fs, "shareDecaySeconds", 0);
+  if (p.share_decay_seconds < 0 || p.share_decay_seconds > 604800)
+    return InvalidArgument("fairsharePolicy.shareDecaySeconds must be between 0 and 604800, not " +
+                           std::to_string(p.share_decay_seconds));
+  p.compute_reservation = Get<int64_t>(fs, "computeReservation", 0);
+  if (p.compute_reservation < 0 || p.compute_reservation > 99)
+    return InvalidArgument("fairsharePolicy.computeReservation must be between 0 and 99, not " +
+                           std::to_string(p.compute_reservation));
+  json dist = Get<json>(fs, "shareDistribution", json::array());
+  if (!dist.is_array()) return InvalidArgument("fairsharePolicy.shareDistribution must be a list");
+  if (dist.size() > 500) return InvalidArgument("fairsharePolicy.shareDistribution may hold at most 500 shares");
+  for (size_t i = 0; i < dist.size(); ++i) {
+    std::string where = "fairsharePolicy.shareDistribution[" + std::to_string(i) + "]";
+    if (!dist[i].is_object()) return InvalidArgument(where + " must be an object");
+    std::string id = Get<std::string>(dist[i], "shareIdentifier", "");
+    if (!ValidShareIdentifier(id))
+      return InvalidArgument(where + ".shareIdentifier '" + id +
+                             "' must be 1 to 255 letters, digits or underscores, optionally followed by '*'");
+    double w = Get<double>(dist[i], "weightFactor", 1.0);
+    if (!(w >= 0.0001 && w <= 999.9999))
+      return InvalidArgument(where + ".weightFactor must be between 0.0001 and 999.9999");
+    for (size_t j = 0; j < i; ++j) {
+      const std::string& other = p.share_distribution[j].share_identifier;
+      if (Overlap(id, other))
+        return InvalidArgument(where + ".shareIdentifier '" + id + "' overlaps shareDistribution[" + std::to_string(j) +
+                               "] '" + other + "': share identifiers and their '*' prefixes must not overlap");
+    }
+    p.share_distribution.push_back({id, w});
+  }
+  return p;
+}
+
+// ---- Quota shares ----
+
+QuotaShareFields DecodeShareFields(const json& req) {
+  QuotaShareFields f;
+  if (Present(req, "capacityLimits") && req["capacityLimits"].is_array()) {
+    f.capacity_limits.emplace();
+    for (const auto& l : req["capacityLimits"])
+      f.capacity_limits->push_back(l.is_object() ? CapacityLimit{Get<std::string>(l, "capacityUnit", ""),
+                                                                 Get<int64_t>(l, "maxCapacity", -1)}
+                                                 : CapacityLimit{"", -1});
+  }
+  if (Present(req, "resourceSharingConfiguration") && req["resourceSharingConfiguration"].is_object()) {
+    const json& rs = req["resourceSharingConfiguration"];
+    QuotaShareFields::Sharing s;
+    if (Present(rs, "strategy") && rs["strategy"].is_string()) s.strategy = rs["strategy"].get<std::string>();
+    if (Present(rs, "borrowLimit") && rs["borrowLimit"].is_number_integer()) s.borrow_limit = rs["borrowLimit"].get<int64_t>();
+    f.resource_sharing = s;
+  }
+  if (Present(req, "preemptionConfiguration") && req["preemptionConfiguration"].is_object()) {
+    const json& pc = req["preemptionConfiguration"];
+    if (Present(pc, "inSharePreemption") && pc["inSharePreemption"].is_string())
+      f.in_share_preemption = pc["inSharePreemption"].get<std::string>();
+  }
+  if (Present(req, "state") && req["state"].is_string()) f.state = ParseResourceState(req["state"].get<std::string>());
+  return f;
+}
+
+// ---- Service jobs ----
+
+// SubmitServiceJob.retryStrategy (ServiceJobRetryStrategy): attempts 1..10, at most 5
+// evaluateOnExit entries of {action RETRY|EXIT (the model's enum), onStatusReason glob of at
+// most 512 characters}. The service-job shape has no onReason or onExitCode: a SageMaker attempt
+// ends with a status reason, not a container exit.
+Status CheckRetryStrategy(const json& req) {
+  if (!req.contains("retryStrategy") || req["retryStrategy"].is_null()) return Status::Ok();
+  const json& rs = req["retryStrategy"];
+  if (!rs.is_object()) return InvalidArgument("retryStrategy must be an object");
+  const json attempts = rs.contains("attempts") ? rs["attempts"] : json();
+  if (!attempts.is_number_integer() || attempts.get<int64_t>() < 1 || attempts.get<int64_t>() > 10)
+    return InvalidArgument("retryStrategy.attempts is required and must be an integer between 1 and 10, not " +
+                           (attempts.is_null() ? std::string("absent") : attempts.dump()));
+  if (!rs.contains("evaluateOnExit") || rs["evaluateOnExit"].is_null()) return Status::Ok();
+  const json& rules = rs["evaluateOnExit"];
+  if (!rules.is_array()) return InvalidArgument("retryStrategy.evaluateOnExit must be a list");
+  if (rules.size() > 5)
+    return InvalidArgument("retryStrategy.evaluateOnExit may have at most 5 entries, not " + std::to_string(rules.size()));
+  for (size_t i = 0; i < rules.size(); ++i) {
+    const std::string where = "retryStrategy.evaluateOnExit[" + std::to_string(i) + "]";
+    const json& r = rules[i];
+    if (!r.is_object()) return InvalidArgument(where + " must be an object");
+    for (const auto& [key, value] : r.items())
+      if (key != "action" && key != "onStatusReason")
+        return InvalidArgument(where + "." + key + " is not a field of a service job's evaluateOnExit entry "
+                               "(ServiceJobEvaluateOnExit has action and onStatusReason only)");
+    if (!r.contains("action") || !r["action"].is_string())
+      return InvalidArgument(where + ".action is required: RETRY or EXIT");
+    std::string action = ToUpper(r["action"].get<std::string>());
+    if (action != "RETRY" && action != "EXIT")
+      return InvalidArgument(where + ".action must be RETRY or EXIT, not '" + r["action"].get<std::string>() + "'");
+    if (r.contains("onStatusReason")) {
+      if (!r["onStatusReason"].is_string()) return InvalidArgument(where + ".onStatusReason must be a string");
+      if (r["onStatusReason"].get<std::string>().size() > 512)
+        return InvalidArgument(where + ".onStatusReason may be at most 512 characters long");
+    }
+  }
+  return Status::Ok();
+}
+
+// The typed form of a request that CheckTrainingRequest accepted.
+TrainingRequest DecodeTrainingRequest(const json& req) {
+  TrainingRequest r;
+  r.json = req.dump();
+  r.name = Get<std::string>(req, "TrainingJobName", "");
+  const json rc = Get<json>(req, "ResourceConfig", json::object());
+  r.instance_type = rc.is_object() ? Get<std::string>(rc, "InstanceType", "") : "";
+  r.instance_count = rc.is_object() ? Get<int64_t>(rc, "InstanceCount", 1) : 1;
+  r.managed_spot = Get<bool>(req, "EnableManagedSpotTraining", false);
+  const json sc = Get<json>(req, "StoppingCondition", json::object());
+  if (sc.is_object()) {
+    r.max_runtime_seconds = Get<int64_t>(sc, "MaxRuntimeInSeconds", 0);
+    r.max_wait_seconds = Get<int64_t>(sc, "MaxWaitTimeInSeconds", 0);
+  }
+  r.keep_alive_seconds = KeepAliveOf(req);
+  r.tags = RequestTags(req);
+  return r;
+}
+
+}  // namespace
+
+StatusOr<CreateServiceEnvironmentCommand> DecodeCreateServiceEnvironment(const json& req) {
+  CreateServiceEnvironmentCommand c;
+  c.name = Get<std::string>(req, "serviceEnvironmentName", "");
+  const std::string type = Get<std::string>(req, "serviceEnvironmentType", "");
+  auto state = StateOf(req);
+  if (!state.ok()) return state.status();
+  c.state = *state;
+  c.tags = ReadTags(req);
+  auto limits = DecodeCapacityLimits(Get<json>(req, "capacityLimits", json::array()));
+  if (!limits.ok()) return limits.status();
+  c.capacity_limits = *std::move(limits);
+  if (type != "SAGEMAKER_TRAINING") return InvalidArgument("serviceEnvironmentType must be SAGEMAKER_TRAINING");
+  return c;
+}
+
+StatusOr<UpdateServiceEnvironmentCommand> DecodeUpdateServiceEnvironment(const json& req) {
+  UpdateServiceEnvironmentCommand c;
+  c.environment = Get<std::string>(req, "serviceEnvironment", "");
+  if (Present(req, "capacityLimits")) {
+    auto limits = DecodeCapacityLimits(req["capacityLimits"]);
+    if (!limits.ok()) return limits.status();
+    c.capacity_limits = *std::move(limits);
+  }
+  if (Present(req, "state")) {
+    auto state = StateOf(req);
+    if (!state.ok()) return state.status();
+    c.state = *state;
+  }
+  return c;
+}
+
+StatusOr<DeleteServiceEnvironmentCommand> DecodeDeleteServiceEnvironment(const json& req) {
+  return DeleteServiceEnvironmentCommand{Get<std::string>(req, "serviceEnvironment", "")};
+}
+
+StatusOr<CreateJobQueueCommand> DecodeCreateJobQueue(const json& req) {
+  CreateJobQueueCommand c;
+  c.name = Get<std::string>(req, "jobQueueName", "");
+  auto state = StateOf(req);
+  if (!state.ok()) return state.status();
+  c.state = *state;
+  c.priority = Get<int>(req, "priority", 0);
+  const std::string type = Get<std::string>(req, "jobQueueType", "");
+  c.scheduling_policy_arn = Get<std::string>(req, "schedulingPolicyArn", "");
+  c.tags = ReadTags(req);
+  const json actions = Get<json>(req, "jobStateTimeLimitActions", json::array());
+  if (type != "SAGEMAKER_TRAINING")
+    return InvalidArgument("jobQueueType must be SAGEMAKER_TRAINING: this server runs service jobs only");
+  if (req.contains("computeEnvironmentOrder") && !req["computeEnvironmentOrder"].empty())
+    return InvalidArgument("computeEnvironmentOrder is not supported for SAGEMAKER_TRAINING job queues; use serviceEnvironmentOrder");
+  auto typed = DecodeTimeLimitActions(actions);
+  if (!typed.ok()) return typed.status();
+  c.time_limit_actions = *std::move(typed);
+  c.time_limit_actions_json = actions.dump();
+  if (auto tag = c.tags.find("trainyard:minRuntimeSeconds"); tag != c.tags.end() &&
+      (tag->second.empty() || tag->second.find_first_not_of("0123456789") != std::string::npos))
+    return InvalidArgument("tags.trainyard:minRuntimeSeconds must be a whole number of seconds, not '" + tag->second + "'");
+  c.service_environment_order = DecodeOrder(Get<json>(req, "serviceEnvironmentOrder", json::array()));
+  return c;
+}
+
+StatusOr<UpdateJobQueueCommand> DecodeUpdateJobQueue(const json& req) {
+  UpdateJobQueueCommand c;
+  c.queue = Get<std::string>(req, "jobQueue", "");
+  if (req.contains("computeEnvironmentOrder") && !req["computeEnvironmentOrder"].empty())
+    return InvalidArgument("computeEnvironmentOrder is not supported for SAGEMAKER_TRAINING job queues");
+  if (Present(req, "jobStateTimeLimitActions")) {
+    auto typed = DecodeTimeLimitActions(req["jobStateTimeLimitActions"]);
+    if (!typed.ok()) return typed.status();
+    c.time_limit_actions = *std::move(typed);
+    c.time_limit_actions_json = req["jobStateTimeLimitActions"].dump();
+  }
+  if (Present(req, "state")) {
+    auto state = StateOf(req);
+    if (!state.ok()) return state.status();
+    c.state = *state;
+  }
+  if (Present(req, "priority")) c.priority = Get<int>(req, "priority", 0);
+  if (Present(req, "schedulingPolicyArn")) c.scheduling_policy_arn = Get<std::string>(req, "schedulingPolicyArn", "");
+  if (Present(req, "serviceEnvironmentOrder")) c.service_environment_order = DecodeOrder(req["serviceEnvironmentOrder"]);
+  return c;
+}
+
+StatusOr<DeleteJobQueueCommand> DecodeDeleteJobQueue(const json& req) {
+  return DeleteJobQueueCommand{Get<std::string>(req, "jobQueue", "")};
+}
+
+StatusOr<CreateSchedulingPolicyCommand> DecodeCreateSchedulingPolicy(const json& req) {
+  CreateSchedulingPolicyCommand c;
+  c.name = Get<std::string>(req, "name", "");
+  if (!IsBatchName(c.name)) return InvalidArgument("name must be 1 to 128 letters, digits, hyphens or underscores");
+  if (Present(req, "fairsharePolicy") && Present(req, "quotaSharePolicy"))
+    return InvalidArgument("a scheduling policy holds either fairsharePolicy or quotaSharePolicy, not both");
+  if (Present(req, "quotaSharePolicy")) {
+    c.quotashare_json = req["quotaSharePolicy"].dump();
+  } else {
+    json fs = Present(req, "fairsharePolicy") ? req["fairsharePolicy"] : json::object();
+    auto typed = DecodeFairshare(fs);
+    if (!typed.ok()) return typed.status();
+    c.fairshare = *std::move(typed);
+    c.fairshare_json = fs.dump();
+  }
+  c.tags = ReadTags(req);
+  return c;
+}
+
+StatusOr<UpdateSchedulingPolicyCommand> DecodeUpdateSchedulingPolicy(const json& req) {
+  UpdateSchedulingPolicyCommand c;
+  c.arn = Get<std::string>(req, "arn", "");
+  if (Present(req, "fairsharePolicy") && Present(req, "quotaSharePolicy"))
+    return InvalidArgument("a scheduling policy holds either fairsharePolicy or quotaSharePolicy, not both");
+  if (Present(req, "fairsharePolicy")) {
+    auto typed = DecodeFairshare(req["fairsharePolicy"]);
+    if (!typed.ok()) return typed.status();
+    c.fairshare = *std::move(typed);
+    c.fairshare_json = req["fairsharePolicy"].dump();
+  }
+  if (Present(req, "quotaSharePolicy")) c.quotashare_json = req["quotaSharePolicy"].dump();
+  return c;
+}
+
+StatusOr<DeleteSchedulingPolicyCommand> DecodeDeleteSchedulingPolicy(const json& req) {
+  return DeleteSchedulingPolicyCommand{Get<std::string>(req, "arn", "")};
+}
+
+StatusOr<CreateQuotaShareCommand> DecodeCreateQuotaShare(const json& req) {
+  CreateQuotaShareCommand c;
+  c.queue = Get<std::string>(req, "jobQueue", "");
+  c.name = Get<std::string>(req, "quotaShareName", "");
+  if (!IsBatchName(c.name))
+    return InvalidArgument("quotaShareName must be 1 to 128 letters, digits, hyphens or underscores");
+  c.tags = ReadTags(req);
+  c.fields = DecodeShareFields(req);
+  return c;
+}
+
+StatusOr<UpdateQuotaShareCommand> DecodeUpdateQuotaShare(const json& req) {
+  return UpdateQuotaShareCommand{Get<std::string>(req, "quotaShareArn", ""), DecodeShareFields(req)};
+}
+
+StatusOr<DeleteQuotaShareCommand> DecodeDeleteQuotaShare(const json& req) {
+  return DeleteQuotaShareCommand{Get<std::string>(req, "quotaShareArn", "")};
+}
+
+StatusOr<SubmitServiceJobCommand> DecodeSubmitServiceJob(const json& req, const HostFacts& host) {
+  SubmitServiceJobCommand c;
+  c.name = Get<std::string>(req, "jobName", "");
+  c.queue = Get<std::string>(req, "jobQueue", "");
+  if (Get<std::string>(req, "serviceJobType", "") != "SAGEMAKER_TRAINING")
+    return InvalidArgument("serviceJobType must be SAGEMAKER_TRAINING");
+  c.payload = Get<std::string>(req, "serviceRequestPayload", "");
+  if (static_cast<int64_t>(c.payload.size()) > host.config.max_submit_payload_bytes)
+    return InvalidArgument("serviceRequestPayload is " + std::to_string(c.payload.size()) +
+                           " bytes; the limit is " + std::to_string(host.config.max_submit_payload_bytes));
+  json payload = json::parse(c.payload, nullptr, false);
+  if (payload.is_discarded() || !payload.is_object())
+    return InvalidArgument("serviceRequestPayload must be a JSON object (a CreateTrainingJob request)");
+  TY_RETURN_IF_ERROR(CheckTrainingRequest(payload, host.config, host.sandbox));
+  c.training = DecodeTrainingRequest(payload);
+  c.training.instance_count = std::max<int64_t>(1, c.training.instance_count);
+  if (Present(req, "schedulingPriority")) {
+    if (!req["schedulingPriority"].is_number_integer())
+      return InvalidArgument("schedulingPriority must be an integer between 0 and 9999");
+    const int64_t priority = req["schedulingPriority"].get<int64_t>();
+    if (priority < 0 || priority > 9999)
+      return InvalidArgument("schedulingPriority must be between 0 and 9999, not " + std::to_string(priority));
+    c.scheduling_priority = static_cast<int>(priority);
+  }
+  c.share_identifier = Get<std::string>(req, "shareIdentifier", "");
+  c.quota_share_name = Get<std::string>(req, "quotaShareName", "");
+  auto dump_if = [&](const char* key) { return Present(req, key) ? req[key].dump() : std::string(); };
+  c.retry_strategy_json = dump_if("retryStrategy");
+  c.timeout_config_json = dump_if("timeoutConfig");
+  c.preemption_configuration_json = dump_if("preemptionConfiguration");
+  c.tags = ReadTags(req);
+  c.client_token = Get<std::string>(req, "clientToken", "");
+  {
+    json canonical = req;
+    canonical.erase("clientToken");
+    c.request_hash = Sha256Hex(canonical.dump());
+  }
+  TY_RETURN_IF_ERROR(CheckRetryStrategy(req));
+  if (!c.retry_strategy_json.empty()) {
+    RetryStrategy rs;
+    if (!ParseRetryStrategy(c.retry_strategy_json, &rs)) return InvalidArgument("retryStrategy must be an object");
+    c.retry_strategy = std::move(rs);
+  }
+  {
+    // The capacity ladder: the service job's tags, over those of its payload.
+    Tags tags = c.training.tags;
+    for (const auto& [k, v] : c.tags) tags[k] = v;
+    auto ladder = ParseLadder(tags, {c.training.instance_type, c.training.managed_spot}, c.training.instance_count,
+                              host.config);
+    if (!ladder.ok()) return InvalidArgument("tags: " + ladder.status().message());
+    if (!ladder->rungs.empty() && c.training.keep_alive_seconds > 0)
+      return InvalidArgument("serviceRequestPayload.ResourceConfig.KeepAlivePeriodInSeconds: a job with a capacity ladder "
+                             "(tag " + std::string(kLadderTag) + ") cannot use warm pools");
+    c.capacity_ladder = LadderText(*ladder);
+    c.fallback_after_interruptions = ladder->fallback_after_interruptions;
+  }
+  if (!c.timeout_config_json.empty()) {
+    const json& tc = req["timeoutConfig"];
+    const json secs = tc.is_object() && tc.contains("attemptDurationSeconds") ? tc["attemptDurationSeconds"] : json();
+    if (!secs.is_null() && (!secs.is_number_integer() || secs.get<int64_t>() < 60))
+      return InvalidArgument("timeoutConfig.attemptDurationSeconds must be an integer of at least 60, not " + secs.dump());
+    TimeoutConfig tc_typed;
+    if (!ParseTimeoutConfig(c.timeout_config_json, &tc_typed)) return InvalidArgument("timeoutConfig must be an object");
+    c.timeout = tc_typed;
+  }
+  if (!c.preemption_configuration_json.empty()) {
+    PreemptionConfig pc;
+    if (!ParsePreemptionConfig(c.preemption_configuration_json, &pc))
+      return InvalidArgument("preemptionConfiguration must be an object");
+    c.preemption = pc;
+  }
+  return c;
+}
+
+StatusOr<TerminateServiceJobCommand> DecodeTerminateServiceJob(const json& req) {
+  return TerminateServiceJobCommand{Get<std::string>(req, "jobId", ""), Get<std::string>(req, "reason", "")};
+}
+
+StatusOr<UpdateServiceJobCommand> DecodeUpdateServiceJob(const json& req) {
+  UpdateServiceJobCommand c;
+  c.job_id = Get<std::string>(req, "jobId", "");
+  const int64_t priority = Get<int64_t>(req, "schedulingPriority", 0);
+  if (priority < 0 || priority > 9999)
+    return InvalidArgument("schedulingPriority must be between 0 and 9999, not " + std::to_string(priority));
+  c.scheduling_priority = static_cast<int>(priority);
+  return c;
+}
+
+StatusOr<CreateTrainingJobCommand> DecodeCreateTrainingJob(const json& req, const HostFacts& host) {
+  TY_RETURN_IF_ERROR(CheckTrainingRequest(req, host.config, host.sandbox));
+  CreateTrainingJobCommand c;
+  c.request = DecodeTrainingRequest(req);
+  auto ladder = ParseLadder(c.request.tags, {c.request.instance_type, c.request.managed_spot}, c.request.instance_count,
+                            host.config);
+  if (!ladder.ok()) return InvalidArgument("Tags: " + ladder.status().message());
+  c.capacity_ladder = LadderText(*ladder);
+  c.fallback_after_interruptions = ladder->fallback_after_interruptions;
+  return c;
+}
+
+StatusOr<UpdateTrainingJobCommand> DecodeUpdateTrainingJob(const json& req) {
+  UpdateTrainingJobCommand c;
+  c.name = Get<std::string>(req, "TrainingJobName", "");
+  for (const char* k : {"ProfilerConfig", "ProfilerRuleConfigurations", "RemoteDebugConfig"})
+    if (Present(req, k))
+      return InvalidArgument(std::string(k) + ": profiler and remote debugging are not available on this server; "
+                             "only ResourceConfig.KeepAlivePeriodInSeconds can be updated");
+  if (!req.contains("ResourceConfig") || !req["ResourceConfig"].is_object())
+    return InvalidArgument("ResourceConfig is required: only ResourceConfig.KeepAlivePeriodInSeconds can be updated here");
+  const json& rc = req["ResourceConfig"];
+  if (!rc.contains("KeepAlivePeriodInSeconds") || !rc["KeepAlivePeriodInSeconds"].is_number_integer())
+    return InvalidArgument("ResourceConfig.KeepAlivePeriodInSeconds is required");
+  c.keep_alive_seconds = rc["KeepAlivePeriodInSeconds"].get<int64_t>();
+  if (c.keep_alive_seconds < 0 || c.keep_alive_seconds > kMaxKeepAliveSeconds)
+    return InvalidArgument("ResourceConfig.KeepAlivePeriodInSeconds must be between 0 and " +
+                           std::to_string(kMaxKeepAliveSeconds) + ", not " + std::to_string(c.keep_alive_seconds));
+  return c;
+}
+
+}  // namespace ty::api

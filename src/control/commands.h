@@ -1,0 +1,165 @@
+// The commands the controller accepts: each request of the Batch and SageMaker APIs, decoded
+// once by api/ (api/decode.h) right after model validation, so that no wire JSON crosses into
+// control/ and no JSON type error can happen on the controller thread.
+//
+// A command holds what the request asked for, typed. It is not yet checked against live state
+// (names that must exist, limits that depend on other resources): the controller does that in the
+// command's turn. Fields that Describe echoes back verbatim keep their wire text beside the typed
+// value (`*_json`), since the echo must be byte-for-byte what was accepted.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+
+namespace ty::control {
+
+// A CreateTrainingJob request (also a service job's serviceRequestPayload), checked against the
+// host (control/training_request.h) and reduced to what the controller schedules by.
+struct TrainingRequest {
+  std::string json;  // the request as accepted (normalised JSON), for the executor and Describe
+  std::string name;  // TrainingJobName
+  std::string instance_type;
+  int64_t instance_count = 1;
+  bool managed_spot = false;           // EnableManagedSpotTraining
+  int64_t max_runtime_seconds = 0;     // StoppingCondition.MaxRuntimeInSeconds; 0: absent
+  int64_t max_wait_seconds = 0;        // StoppingCondition.MaxWaitTimeInSeconds; 0: absent
+  int64_t keep_alive_seconds = 0;      // ResourceConfig.KeepAlivePeriodInSeconds
+  Tags tags;                           // Tags ([{Key, Value}] on the wire)
+};
+
+// ---- Batch: service environments ----
+struct CreateServiceEnvironmentCommand {
+  std::string name;
+  ResourceState state = ResourceState::kEnabled;
+  std::vector<CapacityLimit> capacity_limits;  // checked: one NUM_INSTANCES or 1..5 instance types
+  Tags tags;
+};
+struct UpdateServiceEnvironmentCommand {
+  std::string environment;  // name or ARN
+  std::optional<ResourceState> state;
+  std::optional<std::vector<CapacityLimit>> capacity_limits;
+};
+struct DeleteServiceEnvironmentCommand {
+  std::string environment;  // name or ARN
+};
+
+// ---- Batch: job queues ----
+struct EnvironmentRef {
+  int order = 0;
+  std::string environment;  // name or ARN, resolved in the command's turn
+};
+struct CreateJobQueueCommand {
+  std::string name;
+  ResourceState state = ResourceState::kEnabled;
+  int priority = 0;
+  std::string scheduling_policy_arn;  // "" FIFO
+  std::vector<EnvironmentRef> service_environment_order;
+  std::vector<TimeLimitAction> time_limit_actions;
+  std::string time_limit_actions_json = "[]";  // as given, for DescribeJobQueues
+  Tags tags;
+};
+struct UpdateJobQueueCommand {
+  std::string queue;  // name or ARN
+  std::optional<ResourceState> state;
+  std::optional<int> priority;
+  std::optional<std::string> scheduling_policy_arn;
+  std::optional<std::vector<EnvironmentRef>> service_environment_order;
+  std::optional<std::vector<TimeLimitAction>> time_limit_actions;
+  std::string time_limit_actions_json;  // with time_limit_actions
+};
+struct DeleteJobQueueCommand {
+  std::string queue;  // name or ARN
+};
+
+// ---- Batch: scheduling policies ----
+struct CreateSchedulingPolicyCommand {
+  std::string name;
+  // Exactly one of the two (a request with neither is a fair-share policy with the defaults).
+  std::optional<FairSharePolicy> fairshare;
+  std::string fairshare_json;   // with fairshare, as given
+  std::string quotashare_json;  // "" when absent
+  Tags tags;
+};
+struct UpdateSchedulingPolicyCommand {
+  std::string arn;
+  std::optional<FairSharePolicy> fairshare;
+  std::string fairshare_json;   // with fairshare
+  std::string quotashare_json;  // "" when absent
+};
+struct DeleteSchedulingPolicyCommand {
+  std::string arn;
+};
+
+// ---- Batch: quota shares ----
+// The members a quota share takes from CreateQuotaShare and UpdateQuotaShare; absent ones keep
+// their value (their defaults on create).
+struct QuotaShareFields {
+  std::optional<std::vector<CapacityLimit>> capacity_limits;  // maxCapacity -1 when absent
+  struct Sharing {
+    std::optional<std::string> strategy;
+    std::optional<int64_t> borrow_limit;
+  };
+  std::optional<Sharing> resource_sharing;
+  std::optional<std::string> in_share_preemption;
+  std::optional<ResourceState> state;
+};
+struct CreateQuotaShareCommand {
+  std::string queue;  // name or ARN
+  std::string name;
+  QuotaShareFields fields;
+  Tags tags;
+};
+struct UpdateQuotaShareCommand {
+  std::string arn;
+  QuotaShareFields fields;
+};
+struct DeleteQuotaShareCommand {
+  std::string arn;
+};
+
+// ---- Batch: service jobs ----
+struct SubmitServiceJobCommand {
+  std::string name;
+  std::string queue;  // name or ARN
+  std::optional<int> scheduling_priority;
+  std::string share_identifier;
+  std::string quota_share_name;
+  std::optional<RetryStrategy> retry_strategy;
+  std::optional<TimeoutConfig> timeout;
+  std::optional<PreemptionConfig> preemption;
+  // The wire text of the three above ("" absent), echoed by DescribeServiceJob.
+  std::string retry_strategy_json, timeout_config_json, preemption_configuration_json;
+  Tags tags;
+  std::string payload;  // serviceRequestPayload, verbatim
+  TrainingRequest training;  // the payload, decoded
+  std::string client_token;
+  std::string request_hash;  // sha256 of the request without clientToken (idempotency)
+  // The capacity ladder from the job's and its payload's tags ("" none; control/ladder.h).
+  std::string capacity_ladder;
+  int fallback_after_interruptions = 2;
+};
+struct TerminateServiceJobCommand {
+  std::string job_id;
+  std::string reason;
+};
+struct UpdateServiceJobCommand {
+  std::string job_id;
+  int scheduling_priority = 0;
+};
+
+// ---- SageMaker ----
+struct CreateTrainingJobCommand {
+  TrainingRequest request;
+  std::string capacity_ladder;  // "" none
+  int fallback_after_interruptions = 2;
+};
+struct UpdateTrainingJobCommand {
+  std::string name;
+  int64_t keep_alive_seconds = 0;  // ResourceConfig.KeepAlivePeriodInSeconds, 0..21600
+};
+
+}  // namespace ty::control

@@ -1,0 +1,420 @@
+// The api edge's decoders (api/decode.h): what each request becomes, and the ValidationException
+// text of what the model lets through but trainyard refuses. Also the typed forms of stored wire
+// text (core/model.h), which a restart must read back from documents of earlier versions.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "api/decode.h"
+#include "core/model.h"
+
+namespace ty::api {
+namespace {
+
+using nlohmann::json;
+
+json Payload() {
+  return {{"TrainingJobName", "tj"},
+          {"RoleArn", "arn:aws:iam::000000000000:role/R"},
+          {"AlgorithmSpecification", {{"TrainingImage", "x"}, {"TrainingInputMode", "File"}, {"ContainerEntrypoint", {"true"}}}},
+          {"OutputDataConfig", {{"S3OutputPath", "s3://bucket/out"}}},
+          {"ResourceConfig", {{"InstanceType", "ml.m5.large"}, {"InstanceCount", 2}, {"VolumeSizeInGB", 1}}},
+          {"StoppingCondition", {{"MaxRuntimeInSeconds", 3600}}}};
+}
+
+json Submit() {
+  return {{"jobName", "j"}, {"jobQueue", "q"}, {"serviceJobType", "SAGEMAKER_TRAINING"},
+          {"serviceRequestPayload", Payload().dump()}};
+}
+
+class DecodeTest : public ::testing::Test {
+ protected:
+  StatusOr<control::SubmitServiceJobCommand> DecodeSubmit(const json& req) {
+    return DecodeSubmitServiceJob(req, {config_, "none"});
+  }
+  // The message of a decode that must fail.
+  template <typename T>
+  static std::string Error(const StatusOr<T>& r) {
+    EXPECT_FALSE(r.ok());
+    if (r.ok()) return "";
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+    return r.status().message();
+  }
+  Config config_ = DefaultConfig();
+};
+
+TEST_F(DecodeTest, SubmitCarriesTheTypedRequestAndTheVerbatimEchoes) {
+  json req = Submit();
+  req["schedulingPriority"] = 7;
+  req["shareIdentifier"] = "teamA";
+  req["retryStrategy"] = {{"attempts", 3},
+                          {"evaluateOnExit", {{{"action", "exit"}, {"onStatusReason", "Algorithm*"}}, {{"action", "RETRY"}}}}};
+  req["timeoutConfig"] = {{"attemptDurationSeconds", 120}};
+  req["preemptionConfiguration"] = {{"preemptionRetriesBeforeTermination", 2}};
+  req["tags"] = {{"k", "v"}};
+  req["clientToken"] = "tok";
+  auto cmd = DecodeSubmit(req);
+  ASSERT_TRUE(cmd.ok()) << cmd.status().message();
+  EXPECT_EQ(cmd->name, "j");
+  EXPECT_EQ(cmd->queue, "q");
+  EXPECT_EQ(cmd->scheduling_priority, 7);
+  EXPECT_EQ(cmd->share_identifier, "teamA");
+  EXPECT_EQ(cmd->training.name, "tj");
+  EXPECT_EQ(cmd->training.instance_type, "ml.m5.large");
+  EXPECT_EQ(cmd->training.instance_count, 2);
+  EXPECT_EQ(cmd->training.max_runtime_seconds, 3600);
+  EXPECT_FALSE(cmd->training.managed_spot);
+  ASSERT_TRUE(cmd->retry_strategy);
+  EXPECT_EQ(cmd->retry_strategy->attempts, 3);
+  ASSERT_EQ(cmd->retry_strategy->evaluate_on_exit.size(), 2u);
+  EXPECT_EQ(cmd->retry_strategy->evaluate_on_exit[0].action, ExitRule::Action::kExit);  // case-insensitive
+  EXPECT_EQ(cmd->retry_strategy->evaluate_on_exit[0].on_status_reason, "Algorithm*");
+  EXPECT_EQ(cmd->retry_strategy->evaluate_on_exit[1].action, ExitRule::Action::kRetry);
+  EXPECT_FALSE(cmd->retry_strategy->evaluate_on_exit[1].on_status_reason);
+  ASSERT_TRUE(cmd->timeout);
+  EXPECT_EQ(cmd->timeout->attempt_duration_seconds, 120);
+  ASSERT_TRUE(cmd->preemption);
+  EXPECT_EQ(cmd->preemption->retries_before_termination, 2);
+  // DescribeServiceJob echoes what was sent.
+  EXPECT_EQ(json::parse(cmd->retry_strategy_json), req["retryStrategy"]);
+  EXPECT_EQ(cmd->payload, req["serviceRequestPayload"].get<std::string>());
+  EXPECT_EQ(cmd->client_token, "tok");
+  // The idempotency hash leaves the client token out.
+  json other = req;
+  other["clientToken"] = "another";
+  EXPECT_EQ(DecodeSubmit(other)->request_hash, cmd->request_hash);
+  other["schedulingPriority"] = 8;
+  EXPECT_NE(DecodeSubmit(other)->request_hash, cmd->request_hash);
+}
+
+TEST_F(DecodeTest, SubmitWithoutOptionalMembersHasNone) {
+  auto cmd = DecodeSubmit(Submit());
+  ASSERT_TRUE(cmd.ok()) << cmd.status().message();
+  EXPECT_FALSE(cmd->scheduling_priority);
+  EXPECT_FALSE(cmd->retry_strategy);
+  EXPECT_FALSE(cmd->timeout);
+  EXPECT_FALSE(cmd->preemption);
+  EXPECT_EQ(cmd->retry_strategy_json, "");
+  EXPECT_EQ(cmd->capacity_ladder, "");
+}
+
+TEST_F(DecodeTest, SubmitRefusalsKeepTheirWording) {
+  json r = Submit();
+  r["serviceJobType"] = "EKS";
+  EXPECT_EQ(Error(DecodeSubmit(r)), "serviceJobType must be SAGEMAKER_TRAINING");
+
+  r = Submit();
+  r["serviceRequestPayload"] = "[1]";
+  EXPECT_EQ(Error(DecodeSubmit(r)), "serviceRequestPayload must be a JSON object (a CreateTrainingJob request)");
+
+  r = Submit();
+  r["schedulingPriority"] = 10000;
+  EXPECT_EQ(Error(DecodeSubmit(r)), "schedulingPriority must be between 0 and 9999, not 10000");
+
+  r = Submit();
+  r["retryStrategy"] = {{"attempts", 11}};
+  EXPECT_EQ(Error(DecodeSubmit(r)), "retryStrategy.attempts is required and must be an integer between 1 and 10, not 11");
+  r["retryStrategy"] = json::object();
+  EXPECT_EQ(Error(DecodeSubmit(r)), "retryStrategy.attempts is required and must be an integer between 1 and 10, not absent");
+  r["retryStrategy"] = {{"attempts", 1}, {"evaluateOnExit", {{{"action", "RETRY"}, {"onExitCode", "1"}}}}};
+  EXPECT_EQ(Error(DecodeSubmit(r)),
+            "retryStrategy.evaluateOnExit[0].onExitCode is not a field of a service job's evaluateOnExit entry "
+            "(ServiceJobEvaluateOnExit has action and onStatusReason only)");
+  r["retryStrategy"] = {{"attempts", 1}, {"evaluateOnExit", {{{"action", "MAYBE"}}}}};
+  EXPECT_EQ(Error(DecodeSubmit(r)), "retryStrategy.evaluateOnExit[0].action must be RETRY or EXIT, not 'MAYBE'");
+  r["retryStrategy"] = {{"attempts", 1}, {"evaluateOnExit", {{{"onStatusReason", "x"}}}}};
+  EXPECT_EQ(Error(DecodeSubmit(r)), "retryStrategy.evaluateOnExit[0].action is required: RETRY or EXIT");
+
+  r = Submit();
+  r["timeoutConfig"] = {{"attemptDurationSeconds", 59}};
+  EXPECT_EQ(Error(DecodeSubmit(r)), "timeoutConfig.attemptDurationSeconds must be an integer of at least 60, not 59");
+  r["timeoutConfig"] = {{"attemptDurationSeconds", "long"}};
+  EXPECT_EQ(Error(DecodeSubmit(r)), "timeoutConfig.attemptDurationSeconds must be an integer of at least 60, not \"long\"");
+}
+
+TEST_F(DecodeTest, SubmitChecksThePayloadAgainstTheHost) {
+  json p = Payload();
+  p["ResourceConfig"]["InstanceType"] = "ml.nothing.here";
+  json r = Submit();
+  r["serviceRequestPayload"] = p.dump();
+  auto cmd = DecodeSubmit(r);
+  ASSERT_FALSE(cmd.ok());
+  EXPECT_EQ(cmd.status().code(), Code::kLimitExceeded);
+  EXPECT_NE(cmd.status().message().find("'ml.nothing.here for training job usage' is 0 Instances"), std::string::npos);
+
+  p = Payload();
+  p["EnableNetworkIsolation"] = true;
+  r["serviceRequestPayload"] = p.dump();
+  EXPECT_NE(Error(DecodeSubmit(r)).find("EnableNetworkIsolation: this host runs jobs without a sandbox"), std::string::npos);
+}
+
+TEST_F(DecodeTest, MembersOfAWrongTypeAreRefusedOrIgnoredNeverThrown) {
+  // Model validation stops these on the wire; a decoder still must not throw on them.
+  json r = Submit();
+  r["tags"] = {{"k", 1}};
+  r["shareIdentifier"] = 5;
+  r["retryStrategy"] = "three";
+  EXPECT_NO_THROW({
+    auto cmd = DecodeSubmit(r);
+    EXPECT_EQ(Error(cmd), "retryStrategy must be an object");
+  });
+  EXPECT_NO_THROW(DecodeCreateJobQueue({{"jobQueueName", 1}, {"priority", "high"}, {"jobStateTimeLimitActions", "none"}}));
+  EXPECT_NO_THROW(DecodeCreateServiceEnvironment({{"capacityLimits", {1, 2}}}));
+  EXPECT_NO_THROW(DecodeCreateQuotaShare({{"quotaShareName", "s"}, {"capacityLimits", {"x"}},
+                                          {"resourceSharingConfiguration", {{"borrowLimit", "lots"}}}}));
+  EXPECT_NO_THROW(DecodeCreateSchedulingPolicy({{"name", "p"}, {"fairsharePolicy", {{"shareDistribution", {7}}}}}));
+  EXPECT_NO_THROW(DecodeUpdateServiceJob({{"jobId", 3}, {"schedulingPriority", "x"}}));
+}
+
+TEST_F(DecodeTest, CapacityLimitsAndEnvironmentType) {
+  json env = {{"serviceEnvironmentName", "e"}, {"serviceEnvironmentType", "SAGEMAKER_TRAINING"},
+              {"capacityLimits", {{{"capacityUnit", "ml.m5.large"}, {"maxCapacity", 2}}, {{"capacityUnit", "ml.c5.xlarge"}, {"maxCapacity", 1}}}}};
+  auto cmd = DecodeCreateServiceEnvironment(env);
+  ASSERT_TRUE(cmd.ok()) << cmd.status().message();
+  ASSERT_EQ(cmd->capacity_limits.size(), 2u);
+  EXPECT_EQ(cmd->capacity_limits[1].capacity_unit, "ml.c5.xlarge");
+  EXPECT_EQ(cmd->capacity_limits[1].max_capacity, 1);
+  EXPECT_EQ(cmd->state, ResourceState::kEnabled);
+
+  env["capacityLimits"] = {{{"capacityUnit", "NUM_INSTANCES"}, {"maxCapacity", 2}}, {{"capacityUnit", "ml.m5.large"}, {"maxCapacity", 1}}};
+  EXPECT_EQ(Error(DecodeCreateServiceEnvironment(env)),
+            "capacityLimits: a NUM_INSTANCES limit can't be combined with instance-type limits");
+  env["capacityLimits"] = {{{"capacityUnit", "NUM_INSTANCES"}}};
+  EXPECT_EQ(Error(DecodeCreateServiceEnvironment(env)), "capacityLimits[0].maxCapacity is required and must be >= 0");
+  env["capacityLimits"] = {{{"capacityUnit", "NUM_INSTANCES"}, {"maxCapacity", 1}}};
+  env["serviceEnvironmentType"] = "EKS";
+  EXPECT_EQ(Error(DecodeCreateServiceEnvironment(env)), "serviceEnvironmentType must be SAGEMAKER_TRAINING");
+
+  auto update = DecodeUpdateServiceEnvironment({{"serviceEnvironment", "e"}, {"state", "DISABLED"}});
+  ASSERT_TRUE(update.ok());
+  EXPECT_EQ(update->state, ResourceState::kDisabled);
+  EXPECT_FALSE(update->capacity_limits);  // absent: unchanged
+}
+
+TEST_F(DecodeTest, JobQueueTimeLimitActionsAndOrder) {
+  json action = {{"reason", "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"}, {"state", "RUNNABLE"}, {"maxTimeSeconds", 600}, {"action", "TERMINATE"}};
+  json q = {{"jobQueueName", "q"}, {"jobQueueType", "SAGEMAKER_TRAINING"}, {"priority", 3},
+            {"serviceEnvironmentOrder", {{{"order", 2}, {"serviceEnvironment", "b"}}, {{"order", 1}, {"serviceEnvironment", "a"}}}},
+            {"jobStateTimeLimitActions", {action}}};
+  auto cmd = DecodeCreateJobQueue(q);
+  ASSERT_TRUE(cmd.ok()) << cmd.status().message();
+  EXPECT_EQ(cmd->priority, 3);
+  ASSERT_EQ(cmd->service_environment_order.size(), 2u);
+  EXPECT_EQ(cmd->service_environment_order[0].order, 2);
+  EXPECT_EQ(cmd->service_environment_order[0].environment, "b");
+  ASSERT_EQ(cmd->time_limit_actions.size(), 1u);
+  EXPECT_EQ(cmd->time_limit_actions[0].reason, "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY");
+  EXPECT_EQ(cmd->time_limit_actions[0].max_time_seconds, 600);
+  EXPECT_EQ(json::parse(cmd->time_limit_actions_json), json::array({action}));
+
+  json bad = q;
+  bad["jobStateTimeLimitActions"][0]["maxTimeSeconds"] = 86401;
+  EXPECT_EQ(Error(DecodeCreateJobQueue(bad)), "jobStateTimeLimitActions[0].maxTimeSeconds must be between 600 and 86400");
+  bad = q;
+  bad["jobQueueType"] = "ECS";
+  EXPECT_EQ(Error(DecodeCreateJobQueue(bad)), "jobQueueType must be SAGEMAKER_TRAINING: this server runs service jobs only");
+  bad = q;
+  bad["tags"] = {{"trainyard:minRuntimeSeconds", "5m"}};
+  EXPECT_EQ(Error(DecodeCreateJobQueue(bad)), "tags.trainyard:minRuntimeSeconds must be a whole number of seconds, not '5m'");
+
+  auto update = DecodeUpdateJobQueue({{"jobQueue", "q"}, {"priority", 9}});
+  ASSERT_TRUE(update.ok());
+  EXPECT_EQ(update->priority, 9);
+  EXPECT_FALSE(update->state);
+  EXPECT_FALSE(update->time_limit_actions);
+  EXPECT_FALSE(update->service_environment_order);
+}
+
+TEST_F(DecodeTest, FairSharePolicies) {
+  json req = {{"name", "p"},
+              {"fairsharePolicy", {{"shareDecaySeconds", 3600}, {"computeReservation", 10},
+                                   {"shareDistribution", {{{"shareIdentifier", "a*"}, {"weightFactor", 0.5}}, {{"shareIdentifier", "b"}}}}}}};
+  auto cmd = DecodeCreateSchedulingPolicy(req);
+  ASSERT_TRUE(cmd.ok()) << cmd.status().message();
+  ASSERT_TRUE(cmd->fairshare);
+  EXPECT_EQ(cmd->fairshare->share_decay_seconds, 3600);
+  EXPECT_EQ(cmd->fairshare->compute_reservation, 10);
+  ASSERT_EQ(cmd->fairshare->share_distribution.size(), 2u);
+  EXPECT_EQ(cmd->fairshare->share_distribution[0].share_identifier, "a*");
+  EXPECT_DOUBLE_EQ(cmd->fairshare->share_distribution[0].weight_factor, 0.5);
+  EXPECT_DOUBLE_EQ(cmd->fairshare->share_distribution[1].weight_factor, 1.0);
+  EXPECT_EQ(cmd->quotashare_json, "");
+
+  // Neither: a fair-share policy with the defaults.
+  auto plain = DecodeCreateSchedulingPolicy({{"name", "p"}});
+  ASSERT_TRUE(plain.ok());
+  ASSERT_TRUE(plain->fairshare);
+  EXPECT_TRUE(plain->fairshare->share_distribution.empty());
+
+  auto quota = DecodeCreateSchedulingPolicy({{"name", "p"}, {"quotaSharePolicy", {{"idleResourceAssignmentStrategy", "FIFO"}}}});
+  ASSERT_TRUE(quota.ok());
+  EXPECT_FALSE(quota->fairshare);
+  EXPECT_NE(quota->quotashare_json, "");
+
+  req["fairsharePolicy"]["shareDistribution"].push_back({{"shareIdentifier", "ab"}});
+  EXPECT_EQ(Error(DecodeCreateSchedulingPolicy(req)),
+            "fairsharePolicy.shareDistribution[2].shareIdentifier 'ab' overlaps shareDistribution[0] 'a*': share "
+            "identifiers and their '*' prefixes must not overlap");
+  EXPECT_EQ(Error(DecodeCreateSchedulingPolicy({{"name", "p"}, {"fairsharePolicy", json::object()}, {"quotaSharePolicy", json::object()}})),
+            "a scheduling policy holds either fairsharePolicy or quotaSharePolicy, not both");
+  EXPECT_EQ(Error(DecodeUpdateSchedulingPolicy({{"arn", "a"}, {"fairsharePolicy", {{"computeReservation", 100}}}})),
+            "fairsharePolicy.computeReservation must be between 0 and 99, not 100");
+}
+
+TEST_F(DecodeTest, QuotaShareFieldsKeepWhatIsAbsent) {
+  auto cmd = DecodeCreateQuotaShare({{"jobQueue", "q"}, {"quotaShareName", "s"},
+                                     {"capacityLimits", {{{"capacityUnit", "ml.m5.large"}}}},
+                                     {"resourceSharingConfiguration", {{"strategy", "LEND"}}}});
+  ASSERT_TRUE(cmd.ok());
+  ASSERT_TRUE(cmd->fields.capacity_limits);
+  EXPECT_EQ((*cmd->fields.capacity_limits)[0].max_capacity, -1);  // absent: refused against the environment
+  ASSERT_TRUE(cmd->fields.resource_sharing);
+  EXPECT_EQ(cmd->fields.resource_sharing->strategy, "LEND");
+  EXPECT_FALSE(cmd->fields.resource_sharing->borrow_limit);
+  EXPECT_FALSE(cmd->fields.in_share_preemption);
+  EXPECT_FALSE(cmd->fields.state);
+  EXPECT_EQ(Error(DecodeCreateQuotaShare({{"quotaShareName", "no spaces"}})),
+            "quotaShareName must be 1 to 128 letters, digits, hyphens or underscores");
+}
+
+TEST_F(DecodeTest, UpdateTrainingJobTakesOnlyTheKeepAlive) {
+  auto cmd = DecodeUpdateTrainingJob({{"TrainingJobName", "tj"}, {"ResourceConfig", {{"KeepAlivePeriodInSeconds", 60}}}});
+  ASSERT_TRUE(cmd.ok());
+  EXPECT_EQ(cmd->keep_alive_seconds, 60);
+  EXPECT_EQ(Error(DecodeUpdateTrainingJob({{"TrainingJobName", "tj"}})),
+            "ResourceConfig is required: only ResourceConfig.KeepAlivePeriodInSeconds can be updated here");
+  EXPECT_EQ(Error(DecodeUpdateTrainingJob({{"TrainingJobName", "tj"}, {"ResourceConfig", {{"KeepAlivePeriodInSeconds", 21601}}}})),
+            "ResourceConfig.KeepAlivePeriodInSeconds must be between 0 and 21600, not 21601");
+  EXPECT_NE(Error(DecodeUpdateTrainingJob({{"TrainingJobName", "tj"}, {"ProfilerConfig", json::object()}})).find("ProfilerConfig: "),
+            std::string::npos);
+}
+
+TEST_F(DecodeTest, CreateTrainingJobReadsTheLadderFromItsTags) {
+  json req = Payload();
+  req["Tags"] = {{{"Key", "trainyard:capacity-ladder"}, {"Value", "ml.m5.large ml.m5.xlarge"}}};
+  req["ResourceConfig"]["InstanceCount"] = 1;
+  auto cmd = DecodeCreateTrainingJob(req, {config_, "none"});
+  ASSERT_TRUE(cmd.ok()) << cmd.status().message();
+  EXPECT_EQ(cmd->capacity_ladder, "ml.m5.large ml.m5.xlarge");
+  EXPECT_EQ(cmd->request.name, "tj");
+  EXPECT_EQ(json::parse(cmd->request.json), req);
+}
+
+TEST_F(DecodeTest, StatesDecodeToTheEnum) {
+  auto q = DecodeCreateJobQueue({{"jobQueueName", "q"}, {"jobQueueType", "SAGEMAKER_TRAINING"}, {"state", "DISABLED"}});
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->state, ResourceState::kDisabled);
+  EXPECT_EQ(Error(DecodeUpdateJobQueue({{"jobQueue", "q"}, {"state", "PAUSED"}})),
+            "state must be ENABLED or DISABLED, not 'PAUSED'");
+  auto share = DecodeUpdateQuotaShare({{"quotaShareArn", "a"}, {"state", "DISABLED"}});
+  ASSERT_TRUE(share.ok());
+  EXPECT_EQ(share->fields.state, ResourceState::kDisabled);
+}
+
+// ---- Enums: each value has one wire spelling, which reads back as that value. ----
+
+TEST(WireEnums, ResourceStateRoundTrips) {
+  for (ResourceState s : {ResourceState::kEnabled, ResourceState::kDisabled}) EXPECT_EQ(ParseResourceState(ToWire(s)), s);
+  EXPECT_STREQ(ToWire(ResourceState::kEnabled), "ENABLED");
+  EXPECT_STREQ(ToWire(ResourceState::kDisabled), "DISABLED");
+  EXPECT_FALSE(ParseResourceState("enabled"));
+  EXPECT_FALSE(ParseResourceState(""));
+}
+
+TEST(WireEnums, StoredStatesKeepTheirSpelling) {
+  // Documents of earlier versions hold the state as its wire string; they must still load.
+  JobQueue q;
+  q.name = "q";
+  q.state = ResourceState::kDisabled;
+  const std::string doc = EncodeDoc(q);
+  EXPECT_NE(doc.find("\"state\":\"DISABLED\""), std::string::npos);
+  JobQueue back;
+  ASSERT_TRUE(DecodeDoc(doc, &back));
+  EXPECT_EQ(back.state, ResourceState::kDisabled);
+  ServiceEnvironment e;
+  ASSERT_TRUE(DecodeDoc(R"({"name":"e","state":"DISABLED"})", &e));
+  EXPECT_EQ(e.state, ResourceState::kDisabled);
+  ASSERT_TRUE(DecodeDoc(R"({"name":"e"})", &e));
+  EXPECT_EQ(e.state, ResourceState::kEnabled);
+}
+
+TEST(WireEnums, StopCausesRoundTripAndLoadFromEarlierDocuments) {
+  for (int i = 0; i <= static_cast<int>(StopCause::kInterrupt); ++i) {
+    const auto c = static_cast<StopCause>(i);
+    EXPECT_EQ(ParseStopCause(StopCauseName(c)), c) << StopCauseName(c);
+    TrainingJob tj;
+    tj.stop_cause = c;
+    TrainingJob back;
+    ASSERT_TRUE(DecodeDoc(EncodeDoc(tj), &back));
+    EXPECT_EQ(back.stop_cause, c) << StopCauseName(c);
+  }
+  EXPECT_FALSE(ParseStopCause("preempted"));
+  // Earlier versions stored the cause as this text.
+  TrainingJob old;
+  ASSERT_TRUE(DecodeDoc(R"({"name":"t","stop_cause":"disk_reserve"})", &old));
+  EXPECT_EQ(old.stop_cause, StopCause::kDiskReserve);
+  ASSERT_TRUE(DecodeDoc(R"({"name":"t","stop_cause":""})", &old));
+  EXPECT_EQ(old.stop_cause, StopCause::kNone);
+}
+
+// ---- Stored text: documents written before these fields were typed load into the typed form. ----
+
+TEST(StoredText, ServiceJobDocumentsParseTheirRequestFieldsAtLoad) {
+  ServiceJob old;
+  old.id = "j";
+  old.retry_strategy_json = R"({"attempts":2,"evaluateOnExit":[{"action":"Exit","onStatusReason":"Bad*"}]})";
+  old.timeout_config_json = R"({"attemptDurationSeconds":300})";
+  const std::string doc = EncodeDoc(old);  // the typed members are not part of the document
+  EXPECT_EQ(doc.find("retry_strategy\""), std::string::npos);
+  ServiceJob loaded;
+  ASSERT_TRUE(DecodeDoc(doc, &loaded));
+  ASSERT_TRUE(loaded.retry_strategy);
+  EXPECT_EQ(loaded.retry_strategy->attempts, 2);
+  ASSERT_EQ(loaded.retry_strategy->evaluate_on_exit.size(), 1u);
+  EXPECT_EQ(loaded.retry_strategy->evaluate_on_exit[0].action, ExitRule::Action::kExit);
+  ASSERT_TRUE(loaded.timeout);
+  EXPECT_EQ(loaded.timeout->attempt_duration_seconds, 300);
+  EXPECT_FALSE(loaded.preemption);
+}
+
+TEST(StoredText, PolicyAndQueueDocumentsParseAtLoad) {
+  SchedulingPolicy p;
+  p.name = "p";
+  p.fairshare_policy_json = R"({"shareDecaySeconds":60,"shareDistribution":[{"shareIdentifier":"x","weightFactor":2}]})";
+  SchedulingPolicy lp;
+  ASSERT_TRUE(DecodeDoc(EncodeDoc(p), &lp));
+  ASSERT_TRUE(lp.fairshare);
+  EXPECT_EQ(lp.fairshare->share_decay_seconds, 60);
+  ASSERT_EQ(lp.fairshare->share_distribution.size(), 1u);
+  EXPECT_DOUBLE_EQ(lp.fairshare->share_distribution[0].weight_factor, 2.0);
+
+  p.fairshare_policy_json = "";
+  p.quotashare_policy_json = R"({"idleResourceAssignmentStrategy":"FIFO"})";
+  ASSERT_TRUE(DecodeDoc(EncodeDoc(p), &lp));
+  EXPECT_FALSE(lp.fairshare);
+
+  JobQueue q;
+  q.name = "q";
+  q.job_state_time_limit_actions_json =
+      R"([{"action":"TERMINATE","maxTimeSeconds":900,"reason":"CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY","state":"RUNNABLE"}])";
+  JobQueue lq;
+  ASSERT_TRUE(DecodeDoc(EncodeDoc(q), &lq));
+  ASSERT_EQ(lq.time_limit_actions.size(), 1u);
+  EXPECT_EQ(lq.time_limit_actions[0].max_time_seconds, 900);
+  EXPECT_EQ(lq.time_limit_actions[0].reason, "CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY");
+}
+
+TEST(StoredText, TextThatIsNotTheRightShapeIsRefused) {
+  RetryStrategy rs;
+  EXPECT_FALSE(ParseRetryStrategy("[1]", &rs));
+  EXPECT_FALSE(ParseRetryStrategy("{", &rs));
+  EXPECT_TRUE(ParseRetryStrategy("", &rs));
+  EXPECT_EQ(rs.attempts, 1);
+  std::vector<TimeLimitAction> actions;
+  EXPECT_FALSE(ParseTimeLimitActions("{}", &actions));
+  EXPECT_TRUE(ParseTimeLimitActions("[]", &actions));
+  EXPECT_TRUE(actions.empty());
+}
+
+}  // namespace
+}  // namespace ty::api
