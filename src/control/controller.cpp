@@ -277,8 +277,10 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
       TailMetrics(t);
       SweepLogs(t.now, &swept_logs);
       // Fair-share order moves as usage decays: look again while such queues have work waiting.
+      // Quota-share queues are looked at again too: a warm pool released by a reclaim frees its
+      // instances without an event of its own.
       for (const auto& [name, q] : state_.queues)
-        if (q.kind == QueueKind::kFairShare && !state_.JobsIn(name, JobStatus::kRunnable).empty()) t.reschedule = true;
+        if (q.kind != QueueKind::kFifo && !state_.JobsIn(name, JobStatus::kRunnable).empty()) t.reschedule = true;
     }
     ExpireWarmPools(t);
     StartPendingTrainingJobs(t);
