@@ -14,6 +14,7 @@ while [[ $# -gt 0 && "$1" == --* ]]; do
     --jobs) jobs="$2"; shift 2 ;;
     --latency-jobs) lat_jobs="$2"; shift 2 ;;
     --reps) reps="$2"; shift 2 ;;
+    -h|--help) sed -n '2,7s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done

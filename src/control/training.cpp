@@ -1070,6 +1070,9 @@ void Controller::TailJobMetrics(Turn& t, TrainingJob& tj, int64_t max_bytes) {
     // rule depends only on the order of the values).
     state_.metric_series.erase(name);
   }
+  // A final read (the run ended) past what was prefetched: that page first, then the rest of the
+  // log, read now; the final metrics are the log's last values, not the prefetch's.
+  if (max_bytes > kMetricTailBytesPerTurn && tail->prefetched) TailJobMetrics(t, tj, kMetricTailBytesPerTurn);
   // What PrefetchTails read before the lock, else (a new tail, another instance count) read now.
   std::unique_ptr<TailRead> read = std::move(tail->prefetched);
   if (!read || read->offsets.size() != tail->offsets.size() || read->system_offsets.size() != tail->system_offsets.size()) {

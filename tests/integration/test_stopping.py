@@ -91,7 +91,7 @@ class StoppingConditionTest(ServerTest):
             time.sleep(0.05)
         self.wait_secondary("budget", "Training")
         with open(os.path.join(self.data_dir, "attempts", "budget", "spec.json")) as f:
-            budget = json.load(f)["max_runtime_seconds"]
+            budget = json.load(f)["attempt"]["max_runtime_seconds"]
         self.assertTrue(595 <= budget <= 600, budget)
         self.sm.stop_training_job(TrainingJobName="budget")
         self.assertEqual(self.wait_training("budget")["TrainingJobStatus"], "Stopped")
