@@ -208,11 +208,17 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& sou
         }
       } else if (e.what == "start" || e.what == "preempt" || e.what == "wait" || e.what == "run" || e.what == "end") {
         e.jobs.assign(w.begin() + 4, w.end());
-      } else if (e.what == "warm" || e.what == "cold") {
+      } else if (e.what == "warm" || e.what == "cold" || e.what == "on") {
         if (sc.sim) return bad("expect " + e.what + " is the controller's: the file needs runners = \"controller\"");
-        e.jobs.assign(w.begin() + 4, w.end());
+        if (e.what == "on") {
+          if (w.size() < 6) return bad("expect on TYPE JOB... needs an instance type and at least one job");
+          e.type = w[4];
+          e.jobs.assign(w.begin() + 5, w.end());
+        } else {
+          e.jobs.assign(w.begin() + 4, w.end());
+        }
       } else {
-        return bad("expect " + e.what + ": must be one of start, preempt, wait, run, end, held, warm, cold");
+        return bad("expect " + e.what + ": must be one of start, preempt, wait, run, end, held, warm, cold, on");
       }
       sc.expects.push_back(std::move(e));
     } else {

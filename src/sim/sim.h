@@ -183,8 +183,9 @@ struct ScenarioJob {
 struct ScenarioExpect {
   int line = 0;
   int64_t t_s = 0;
-  std::string what;                                   // start|preempt|wait|run|end|held|warm|cold
+  std::string what;                                   // start|preempt|wait|run|end|held|warm|cold|on
   std::vector<std::string> jobs;                      // all but held
+  std::string type;                                   // on: the instance type
   std::vector<std::pair<std::string, int64_t>> held;  // held: team -> GPUs
 };
 struct ScenarioQueue {

@@ -245,6 +245,7 @@ class Runner {
         exec_->Push(attempt, exec::Phase::kTraining, clock_.now_ms());
         ends_[attempt] = t + duration_[job];
         starts_.insert({job, t});
+        type_of_[job] = exec_->spec(attempt).instance_type;
         Log(t, "start", job);
         acted = true;
       }
@@ -336,7 +337,10 @@ class Runner {
       else if (e.what == "end") ok = ended_.count({name, e.t_s}) > 0;
       else if (e.what == "wait") ok = got == "waiting";
       else if (e.what == "run") ok = got == "running";
-      else if (e.what == "warm" || e.what == "cold") {
+      else if (e.what == "on") {
+        ok = got == "running" && type_of_[name] == e.type;
+        got += " on " + (type_of_[name].empty() ? std::string("nothing") : type_of_[name]);
+      } else if (e.what == "warm" || e.what == "cold") {
         ok = Warm(name) == (e.what == "warm");
         got += Warm(name) ? ", a warm pool's latest job" : ", no warm pool's latest job";
       }
@@ -362,6 +366,7 @@ class Runner {
   std::set<std::string> training_;            // scenario jobs created with CreateTrainingJob
   std::map<std::string, int64_t> duration_, gpus_;
   std::map<std::string, std::string> team_;
+  std::map<std::string, std::string> type_of_;  // scenario job -> the instance type of its latest start
   std::map<std::string, std::string> job_of_attempt_;
   std::map<std::string, int64_t> ends_;  // running attempt -> when it exits
   std::set<std::pair<std::string, int64_t>> starts_, preempts_, ended_;
