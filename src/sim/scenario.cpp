@@ -10,13 +10,7 @@ namespace ty::sim {
 
 namespace {
 
-struct Expect {
-  int line = 0;
-  int64_t t_s = 0;
-  std::string what;                               // start | preempt | wait | run | end | held
-  std::vector<std::string> jobs;                  // all but held
-  std::vector<std::pair<std::string, int64_t>> held;  // held: team -> GPUs
-};
+using Expect = ScenarioExpect;
 
 bool ParseInt(const std::string& s, int64_t* out) {
   if (s.empty() || s.size() > 15) return false;
@@ -30,14 +24,48 @@ const char* KindName(Decision::Kind k) {
   return k == Decision::kStart ? "start" : k == Decision::kPreempt ? "preempt" : "end";
 }
 
+// Splits `w` on `sep`, dropping empty pieces.
+std::vector<std::string> Split(const std::string& w, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char ch : w + sep) {
+    if (ch != sep) {
+      cur += ch;
+    } else if (!cur.empty()) {
+      out.push_back(cur);
+      cur.clear();
+    }
+  }
+  return out;
+}
+
+// A header line `KEY = "VALUE"` of one of the scenario's own keys (runners, instance_types,
+// queues), which are not cluster-file keys: the value's words, or false for any other line.
+bool ScenarioKey(const std::string& line, std::string* key, std::vector<std::string>* words) {
+  const std::string body = line.substr(0, line.find('#'));
+  const size_t eq = body.find('=');
+  if (eq == std::string::npos) return false;
+  std::istringstream ks(body.substr(0, eq));
+  if (!(ks >> *key) || (*key != "runners" && *key != "instance_types" && *key != "queues")) return false;
+  std::string value = body.substr(eq + 1);
+  std::replace(value.begin(), value.end(), '"', ' ');
+  std::istringstream vs(value);
+  words->clear();
+  for (std::string w; vs >> w;) words->push_back(w);
+  return true;
+}
+
 }  // namespace
 
-StatusOr<ScenarioOutcome> RunScenario(const std::string& text, const std::string& source) {
+StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& source) {
   // The header, up to the first line whose first word is `at`, is a cluster file; line numbers
-  // of TOML errors stay those of the scenario file.
+  // of TOML errors stay those of the scenario file. The scenario's own keys (before any table)
+  // are taken out of it, leaving blank lines.
+  Scenario sc;
   std::istringstream in(text);
   std::string line, header;
   std::vector<std::pair<int, std::vector<std::string>>> events;  // (line, words)
+  bool in_table = false;
   int n = 0;
   while (std::getline(in, line)) {
     ++n;
@@ -46,6 +74,50 @@ StatusOr<ScenarioOutcome> RunScenario(const std::string& text, const std::string
     std::vector<std::string> words;
     for (std::string w; ws >> w;) words.push_back(w);
     if (events.empty() && (words.empty() || words[0] != "at")) {
+      in_table |= !words.empty() && words[0][0] == '[';
+      std::string key;
+      std::vector<std::string> values;
+      if (!in_table && ScenarioKey(line, &key, &values)) {
+        auto bad = [&](const std::string& what) {
+          return InvalidArgument(source + ":" + std::to_string(n) + ": " + what);
+        };
+        if (key == "runners") {
+          sc.sim = sc.controller = false;
+          for (const auto& v : values) {
+            if (v == "sim") sc.sim = true;
+            else if (v == "controller") sc.controller = true;
+            else return bad("runners lists sim and/or controller (got '" + v + "')");
+          }
+          if (!sc.sim && !sc.controller) return bad("runners lists sim and/or controller");
+        } else if (key == "instance_types") {
+          for (const auto& v : values) {
+            const size_t eq = v.find('=');
+            int64_t count = 0;
+            if (eq == std::string::npos || eq == 0 || !ParseInt(v.substr(eq + 1), &count) || count < 1)
+              return bad("instance_types takes TYPE=COUNT pairs (got '" + v + "')");
+            sc.instance_types.emplace_back(v.substr(0, eq), count);
+          }
+        } else {
+          for (const auto& v : values) {
+            const size_t eq = v.find('=');
+            auto parts = Split(eq == std::string::npos ? "" : v.substr(eq + 1), ':');
+            ScenarioQueue q;
+            q.name = v.substr(0, eq);
+            int64_t priority = 1;
+            if (q.name.empty() || parts.empty() || parts.size() > 2 ||
+                (parts.size() == 2 && (!ParseInt(parts[1], &priority) || priority > 1000)))
+              return bad("queues takes NAME=POLICY[:PRIORITY] (got '" + v + "')");
+            q.priority = static_cast<int>(priority);
+            if (parts[0] == "fifo") q.policy = Policy::kFifo;
+            else if (parts[0] == "fair_share") q.policy = Policy::kFairShare;
+            else if (parts[0] == "quota") q.policy = Policy::kQuota;
+            else return bad("a queue's policy is fifo, fair_share or quota (got '" + parts[0] + "')");
+            sc.queues.push_back(q);
+          }
+        }
+        header += "\n";
+        continue;
+      }
       header += line + "\n";
       continue;
     }
@@ -54,10 +126,14 @@ StatusOr<ScenarioOutcome> RunScenario(const std::string& text, const std::string
   }
   auto cluster = ParseCluster(header, source);
   if (!cluster.ok()) return cluster.status();
+  sc.cluster = std::move(cluster).value();
+  if (sc.sim && (!sc.instance_types.empty() || !sc.queues.empty()))
+    return InvalidArgument(source + ": instance_types and queues are the controller's: the file needs runners = \"controller\"");
+  if (sc.controller && (sc.cluster.checkpoint_interval_s > 0 || sc.cluster.restart_cost_s > 0 || sc.cluster.min_runtime_s > 0))
+    return InvalidArgument(source + ": checkpoint_interval_s, restart_cost_s and min_runtime_s are the simulator's model: "
+                           "the file needs runners = \"sim\"");
 
-  std::vector<TraceJob> trace;
   std::map<std::string, size_t> job_index;
-  std::vector<Expect> expects;
   int64_t last_t = -1;
   for (auto& [ln, w] : events) {
     auto bad = [&, ln = ln](const std::string& what) {
@@ -68,13 +144,16 @@ StatusOr<ScenarioOutcome> RunScenario(const std::string& text, const std::string
       return bad("expected 'at T submit JOB ...' or 'at T expect WHAT ...' (T in whole seconds)");
     if (t < last_t) return bad("time " + w[1] + " is before the previous line's " + std::to_string(last_t));
     last_t = t;
-    if (w[2] == "submit") {
-      if (w.size() < 4) return bad("submit needs a job name");
-      TraceJob j;
+    if (w[2] == "submit" || w[2] == "train") {
+      if (w.size() < 4) return bad(w[2] + " needs a job name");
+      ScenarioJob sj;
+      sj.line = ln;
+      sj.training = w[2] == "train";
+      TraceJob& j = sj.job;
       j.id = w[3];
       j.submit_s = t;
       j.team = "default";
-      bool has_duration = false;
+      bool has_duration = false, controller_only = sj.training;
       for (size_t k = 4; k < w.size(); ++k) {
         const size_t eq = w[k].find('=');
         const std::string key = w[k].substr(0, eq), val = eq == std::string::npos ? "" : w[k].substr(eq + 1);
@@ -88,17 +167,36 @@ StatusOr<ScenarioOutcome> RunScenario(const std::string& text, const std::string
           has_duration = true;
         } else if (key == "priority" && ParseInt(val, &v) && v <= 9999) {
           j.priority = static_cast<int>(v);
+        } else if (key == "queue" && !val.empty()) {
+          sj.queue = val;
+          controller_only = true;
+        } else if (key == "type" && !val.empty()) {
+          sj.instance_type = val;
+          controller_only = true;
+        } else if (key == "ladder" && !val.empty()) {
+          for (const auto& r : Split(val, ',')) sj.ladder += (sj.ladder.empty() ? "" : " ") + r;
+          controller_only = true;
+        } else if (key == "keep_alive" && ParseInt(val, &v) && v >= 1) {
+          sj.keep_alive_s = v;
+          controller_only = true;
+        } else if (key == "role" && !val.empty()) {
+          sj.role = val;
+          controller_only = true;
         } else {
           return bad("bad '" + w[k] +
-                     "': submit takes team=NAME, gpus=N (>= 1), duration=S (>= 1, required), priority=P (0..9999)");
+                     "': submit takes team=NAME, gpus=N (>= 1), duration=S (>= 1, required), priority=P (0..9999), "
+                     "and for the controller queue=NAME, type=T, ladder=T1,T2, keep_alive=S, role=NAME");
         }
       }
-      if (!has_duration) return bad("submit " + j.id + " needs duration=S");
+      if (!has_duration) return bad(w[2] + " " + j.id + " needs duration=S");
       if (job_index.count(j.id)) return bad("job " + j.id + " is submitted twice");
-      job_index[j.id] = trace.size();
-      trace.push_back(std::move(j));
+      if (controller_only && sc.sim)
+        return bad("train and the options queue, type, ladder, keep_alive and role are the controller's: the file needs "
+                   "runners = \"controller\"");
+      job_index[j.id] = sc.jobs.size();
+      sc.jobs.push_back(std::move(sj));
     } else if (w[2] == "expect") {
-      if (w.size() < 5) return bad("expect needs what (start, preempt, wait, run, end, held) and at least one job");
+      if (w.size() < 5) return bad("expect needs what (start, preempt, wait, run, end, held, warm, cold) and at least one job");
       Expect e{ln, t, w[3], {}, {}};
       if (e.what == "held") {
         for (size_t k = 4; k < w.size(); ++k) {
@@ -110,27 +208,51 @@ StatusOr<ScenarioOutcome> RunScenario(const std::string& text, const std::string
         }
       } else if (e.what == "start" || e.what == "preempt" || e.what == "wait" || e.what == "run" || e.what == "end") {
         e.jobs.assign(w.begin() + 4, w.end());
+      } else if (e.what == "warm" || e.what == "cold" || e.what == "on") {
+        if (sc.sim) return bad("expect " + e.what + " is the controller's: the file needs runners = \"controller\"");
+        if (e.what == "on") {
+          if (w.size() < 6) return bad("expect on TYPE JOB... needs an instance type and at least one job");
+          e.type = w[4];
+          e.jobs.assign(w.begin() + 5, w.end());
+        } else {
+          e.jobs.assign(w.begin() + 4, w.end());
+        }
       } else {
-        return bad("expect " + e.what + ": must be one of start, preempt, wait, run, end, held");
+        return bad("expect " + e.what + ": must be one of start, preempt, wait, run, end, held, warm, cold, on");
       }
-      expects.push_back(std::move(e));
+      sc.expects.push_back(std::move(e));
     } else {
-      return bad("'" + w[2] + "': a line is 'at T submit ...' or 'at T expect ...'");
+      return bad("'" + w[2] + "': a line is 'at T submit ...', 'at T train ...' or 'at T expect ...'");
     }
   }
   // A job named by an expectation must be submitted at or before the expectation's time.
-  for (const Expect& e : expects)
+  for (const Expect& e : sc.expects)
     for (const auto& name : e.jobs) {
       auto it = job_index.find(name);
       if (it == job_index.end())
         return InvalidArgument(source + ":" + std::to_string(e.line) + ": no job " + name + " is submitted");
-      if (trace[it->second].submit_s > e.t_s)
+      if (sc.jobs[it->second].job.submit_s > e.t_s)
         return InvalidArgument(source + ":" + std::to_string(e.line) + ": job " + name + " is submitted only at " +
-                               std::to_string(trace[it->second].submit_s));
+                               std::to_string(sc.jobs[it->second].job.submit_s));
     }
+  return sc;
+}
+
+StatusOr<ScenarioOutcome> RunScenario(const std::string& text, const std::string& source) {
+  auto sc = ParseScenario(text, source);
+  if (!sc.ok()) return sc.status();
+  if (!sc->sim) return InvalidArgument(source + ": runners leaves out the simulator (runners = \"controller\")");
+  const ClusterSpec& cluster_spec = sc->cluster;
+  const std::vector<Expect>& expects = sc->expects;
+  std::vector<TraceJob> trace;
+  std::map<std::string, size_t> job_index;
+  for (const ScenarioJob& j : sc->jobs) {
+    job_index[j.job.id] = trace.size();
+    trace.push_back(j.job);
+  }
 
   // The simulator wants the trace in submit order; the lines are in time order already.
-  const Result r = Simulate(*cluster, trace);
+  const Result r = Simulate(cluster_spec, trace);
   ScenarioOutcome out;
   std::vector<std::vector<Decision>> by_job(trace.size());
   for (const Decision& d : r.decisions) {

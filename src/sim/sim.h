@@ -164,6 +164,45 @@ struct ScenarioOutcome {
   std::string log;                    // every decision, one a line ("t=100 start b")
 };
 // A malformed file is an error (naming the line); expectations that do not hold are failures.
+// A file whose `runners` leave out the simulator is an error too.
 StatusOr<ScenarioOutcome> RunScenario(const std::string& text, const std::string& source);
+
+// A scenario file parsed, for the runners: the simulator (RunScenario) and the controller on
+// in-memory ports (tests/scenario_runner/). The options marked "controller" are refused in a
+// file that the simulator runs (it models one instance type, one queue, no training jobs).
+struct ScenarioJob {
+  int line = 0;
+  TraceJob job;
+  bool training = false;      // controller: `train` (CreateTrainingJob), not `submit`
+  std::string queue;          // controller: queue=NAME ("" the only queue)
+  std::string instance_type;  // controller: type=T ("" the catalogue's first type)
+  std::string ladder;         // controller: ladder=T1,T2 (the capacity-ladder tag, space-separated)
+  int64_t keep_alive_s = 0;   // controller: keep_alive=S (a warm pool after the job)
+  std::string role;           // controller: role=NAME (part of a warm pool's match)
+};
+struct ScenarioExpect {
+  int line = 0;
+  int64_t t_s = 0;
+  std::string what;                                   // start|preempt|wait|run|end|held|warm|cold|on
+  std::vector<std::string> jobs;                      // all but held
+  std::string type;                                   // on: the instance type
+  std::vector<std::pair<std::string, int64_t>> held;  // held: team -> GPUs
+};
+struct ScenarioQueue {
+  std::string name;
+  Policy policy = Policy::kFifo;
+  int priority = 1;
+};
+struct Scenario {
+  ClusterSpec cluster;
+  bool sim = true, controller = true;  // runners = "sim controller" (the default: both)
+  // controller: instance_types = "T=N ..." (default: one type of `gpus` instances) and
+  // queues = "NAME=POLICY[:PRIORITY] ..." (default: one queue "q" of `policy`).
+  std::vector<std::pair<std::string, int64_t>> instance_types;
+  std::vector<ScenarioQueue> queues;
+  std::vector<ScenarioJob> jobs;  // in file order (time order)
+  std::vector<ScenarioExpect> expects;
+};
+StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& source);
 
 }  // namespace ty::sim

@@ -298,5 +298,46 @@ TEST(SimTest, ScenarioChecksExpectationsAndNamesTheFailingLine) {
   EXPECT_NE(toml.status().message().find("s.scenario: policy must be one of"), std::string::npos);
 }
 
+// A file says which runners apply; what only the controller models is refused where the
+// simulator would run it (it would otherwise be ignored, and the expectation checked on a
+// different story).
+TEST(SimTest, ScenarioRunnersKeepControllerOptionsOutOfTheSimulator) {
+  const std::string head = "gpus = 2\npolicy = \"fifo\"\n";
+  auto both = ParseScenario(head + "at 0 submit a duration=1\n", "s.scenario");
+  ASSERT_TRUE(both.ok()) << both.status().message();
+  EXPECT_TRUE(both->sim && both->controller);
+
+  const std::string ctl = "runners = \"controller\"\ninstance_types = \"ml.a=1 ml.b=2\"\nqueues = \"x=fair_share:5\"\n" + head;
+  auto c = ParseScenario(ctl + "at 0 train t type=ml.b ladder=ml.a,ml.b keep_alive=60 duration=1\n"
+                               "at 0 expect on ml.b t\n",
+                         "s.scenario");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_FALSE(c->sim);
+  ASSERT_EQ(c->instance_types.size(), 2u);
+  EXPECT_EQ(c->instance_types[1], (std::pair<std::string, int64_t>{"ml.b", 2}));
+  ASSERT_EQ(c->queues.size(), 1u);
+  EXPECT_EQ(c->queues[0].policy, Policy::kFairShare);
+  EXPECT_EQ(c->queues[0].priority, 5);
+  ASSERT_EQ(c->jobs.size(), 1u);
+  EXPECT_TRUE(c->jobs[0].training);
+  EXPECT_EQ(c->jobs[0].ladder, "ml.a ml.b");
+  EXPECT_EQ(c->expects[0].type, "ml.b");
+  auto sim_run = RunScenario(ctl + "at 0 submit a duration=1\n", "s.scenario");
+  ASSERT_FALSE(sim_run.ok());
+  EXPECT_NE(sim_run.status().message().find("leaves out the simulator"), std::string::npos);
+
+  const char* refused[] = {"at 0 submit a queue=x duration=1\n", "at 0 train a duration=1\n",
+                           "at 0 submit a duration=1\nat 0 expect warm a\n"};
+  for (const char* body : refused) {
+    auto r = ParseScenario(head + body, "s.scenario");
+    ASSERT_FALSE(r.ok()) << body;
+    EXPECT_NE(r.status().message().find("runners = \"controller\""), std::string::npos) << r.status().message();
+  }
+  auto checkpoints = ParseScenario(head + "checkpoint_interval_s = 100\nat 0 submit a duration=1\n", "s.scenario");
+  ASSERT_FALSE(checkpoints.ok());
+  EXPECT_NE(checkpoints.status().message().find("runners = \"sim\""), std::string::npos);
+  EXPECT_FALSE(ParseScenario("runners = \"server\"\n" + head + "at 0 submit a duration=1\n", "s.scenario").ok());
+}
+
 }  // namespace
 }  // namespace ty::sim
