@@ -58,6 +58,8 @@ void Controller::SetJobStatus(Turn& t, ServiceJobState& js, JobStatus status, co
     CountTransition(t, js, status);
     state_.by_queue_status[job.queue][job.status].erase(job.seq);
     state_.by_queue_status[job.queue][status].insert(job.seq);
+    if (job.status == JobStatus::kRunnable) state_.UnindexRunnable(job);
+    if (status == JobStatus::kRunnable) state_.IndexRunnable(job);
     if (IsActive(job.status) && !IsActive(status)) {
       state_.environment_in_use[js.service_environment] -= job.instance_count;
       t.reschedule = true;
@@ -234,8 +236,11 @@ StatusOr<ServiceJob> Controller::UpdateServiceJob(const UpdateServiceJobCommand&
     if (!js) return InvalidArgument("jobId: service job " + id + " does not exist");
     if (IsTerminal(js->job.status))
       return InvalidArgument("jobId: service job " + id + " is " + JobStatusName(js->job.status) + " and can no longer be updated");
+    const bool runnable = js->job.status == JobStatus::kRunnable;
+    if (runnable) state_.UnindexRunnable(js->job);  // its place in its share's order moves
     js->job.scheduling_priority = priority;
     js->job.has_scheduling_priority = true;
+    if (runnable) state_.IndexRunnable(js->job);
     t.jobs.insert(js->job.seq);
     t.reschedule = true;
     return js->job;
@@ -341,12 +346,11 @@ sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t pref
       const ServiceJob& j = state_.jobs.at(seq).job;
       held[j.share_identifier] += j.instance_count;
     }
-  // Runnable jobs per share, in dispatch order: schedulingPriority descending, then submit order.
-  std::map<std::string, std::vector<const ServiceJob*>> runnable;
-  for (uint64_t seq : state_.JobsIn(q.name, JobStatus::kRunnable)) {
-    const ServiceJob& j = state_.jobs.at(seq).job;
-    runnable[j.share_identifier].push_back(&j);
-  }
+  // Runnable jobs per share, in dispatch order (State::runnable_by_share): the pass reads only
+  // each share's first `prefix` ready jobs, so its cost does not grow with the queue's depth.
+  static const std::map<std::string, std::set<State::DispatchKey>> kNoRunnable;
+  auto by_share = state_.runnable_by_share.find(q.name);
+  const auto& runnable = by_share == state_.runnable_by_share.end() ? kNoRunnable : by_share->second;
   auto& usage = state_.share_usage[q.name];
   for (const auto& [share, h] : held) usage[share];
   for (const auto& [share, jobs] : runnable) usage[share];
@@ -359,18 +363,15 @@ sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t pref
     bool idle = h == 0 && !runnable.count(it->first);
     it = idle && u.usage < 1e-3 ? usage.erase(it) : std::next(it);
   }
-  for (auto& [share, jobs] : runnable) {
-    std::sort(jobs.begin(), jobs.end(), [](const ServiceJob* a, const ServiceJob* b) {
-      if (a->scheduling_priority != b->scheduling_priority) return a->scheduling_priority > b->scheduling_priority;
-      return a->seq < b->seq;
-    });
+  for (const auto& [share, jobs] : runnable) {
     sched::Share sh;
     sh.identifier = share;
     sh.weight_factor = ShareWeight(distribution, share);
     sh.decayed_usage = usage[share].usage;
     sh.held = held.count(share) ? held[share] : 0;
-    for (size_t i = 0, ready = 0; i < jobs.size() && ready < prefix; ++i) {
-      ServiceJobState& js = state_.jobs.at(jobs[i]->seq);
+    size_t ready = 0;
+    for (auto key = jobs.begin(); key != jobs.end() && ready < prefix; ++key) {
+      ServiceJobState& js = state_.jobs.at(key->seq);
       const EpochMs not_before = NotBefore(js);
       if (not_before <= t.now) ++ready;
       sh.runnable.push_back(SchedJobOf(js.job, not_before));

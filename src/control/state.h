@@ -77,6 +77,19 @@ struct State {
   std::unordered_map<std::string, uint64_t> job_seq_by_token;  // clientToken -> job
   // queue name -> status -> job seqs, for listing and scheduling in submit order.
   std::map<std::string, std::map<JobStatus, std::set<uint64_t>>> by_queue_status;
+  // A RUNNABLE job's place in its share's dispatch order: schedulingPriority descending, then
+  // submit order (a total order: seqs are unique).
+  struct DispatchKey {
+    int priority;
+    uint64_t seq;
+    bool operator<(const DispatchKey& o) const { return priority != o.priority ? priority > o.priority : seq < o.seq; }
+  };
+  // Fair-share queue -> share identifier -> its RUNNABLE jobs in dispatch order, so that a
+  // scheduling pass reads only the first jobs of each share however deep the queue is.
+  // Invariants: a job is here iff it is RUNNABLE and has a share identifier, under its current
+  // schedulingPriority; a share with no RUNNABLE job has no entry. Kept by IndexRunnable and
+  // UnindexRunnable, which every change of a job's status or priority goes through.
+  std::map<std::string, std::map<std::string, std::set<DispatchKey>>> runnable_by_share;
   std::map<std::string, TrainingJob> training_jobs;        // by name
   // Training job names are unique regardless of case (ARNs carry them lower-cased, as AWS's do).
   std::unordered_map<std::string, std::string> training_job_by_lower;
@@ -126,6 +139,22 @@ struct State {
     return const_cast<TrainingJob*>(static_cast<const State*>(this)->FindTrainingJob(name));
   }
   void AddTrainingJob(TrainingJob tj);
+
+  // Adds a RUNNABLE job to runnable_by_share (nothing for a job without a share identifier).
+  void IndexRunnable(const ServiceJob& j) {
+    if (!j.share_identifier.empty()) runnable_by_share[j.queue][j.share_identifier].insert({j.scheduling_priority, j.seq});
+  }
+  // Takes a job out of runnable_by_share: before it leaves RUNNABLE or its priority changes.
+  void UnindexRunnable(const ServiceJob& j) {
+    if (j.share_identifier.empty()) return;
+    auto q = runnable_by_share.find(j.queue);
+    if (q == runnable_by_share.end()) return;
+    auto share = q->second.find(j.share_identifier);
+    if (share == q->second.end()) return;
+    share->second.erase({j.scheduling_priority, j.seq});
+    if (share->second.empty()) q->second.erase(share);
+    if (q->second.empty()) runnable_by_share.erase(q);
+  }
 
   const std::set<uint64_t>& JobsIn(const std::string& queue, JobStatus s) const {
     static const std::set<uint64_t> kEmpty;

@@ -513,5 +513,42 @@ TEST_F(ControllerTest, QueueKindsFollowTheirPoliciesAcrossARestart) {
   EXPECT_EQ(decay, 60);
 }
 
+// A fair-share pass reads each share's RUNNABLE jobs from an index in dispatch order
+// (State::runnable_by_share) instead of sorting them all: a priority update moves a job within
+// it, and a job that leaves RUNNABLE leaves it.
+TEST_F(ControllerTest, AFairShareQueueStartsByTheIndexedDispatchOrder) {
+  ASSERT_TRUE(CreateEnvironment(EnvironmentRequest("e", 1)).ok());
+  auto policy = CreatePolicy(json{{"name", "fs"}, {"fairsharePolicy", {{"shareDecaySeconds", 60}}}});
+  ASSERT_TRUE(policy.ok()) << policy.status().message();
+  ASSERT_TRUE(CreateQueue(QueueRequest("q", "e", {{"schedulingPolicyArn", policy->arn}})).ok());
+  auto share = [](int priority) { return json{{"shareIdentifier", "A"}, {"schedulingPriority", priority}}; };
+  Submit("hold", "q", share(0));
+  c_->Step();                   // admitted; the queue was idle, so its arrival batch is open
+  clock_.advance_ms(1000);      // ([scheduler] batch_ms)
+  c_->Step();
+  Run("hold");
+  ASSERT_EQ(exec_->started(), std::vector<std::string>{"hold"});
+
+  const std::string a = Submit("a", "q", share(1));
+  const std::string b = Submit("b", "q", share(5));
+  Submit("c", "q", share(3));
+  c_->Step();  // all three RUNNABLE: b (5), c (3), a (1)
+  auto update = api::DecodeUpdateServiceJob(json{{"jobId", a}, {"schedulingPriority", 9}});
+  ASSERT_TRUE(update.ok());
+  ASSERT_TRUE(c_->UpdateServiceJob(*update).ok());  // a (9), b (5), c (3)
+  auto terminate = api::DecodeTerminateServiceJob(json{{"jobId", b}, {"reason", "not needed"}});
+  ASSERT_TRUE(terminate.ok());
+  ASSERT_TRUE(c_->TerminateServiceJob(*terminate).ok());  // a (9), c (3)
+  EXPECT_EQ(StatusOf(b), JobStatus::kFailed);
+
+  Exit("hold", 0);
+  EXPECT_EQ(StatusOf(a), JobStatus::kScheduled);
+  Run("a");
+  Exit("a", 0);
+  EXPECT_EQ(exec_->started(), (std::vector<std::string>{"hold", "a", "c"}));
+  // Nothing RUNNABLE is left, and neither is any entry of the index.
+  EXPECT_TRUE(c_->Read([](const State& s) { return s.runnable_by_share.empty(); }));
+}
+
 }  // namespace
 }  // namespace ty::control
