@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cassert>
 
 #include <filesystem>
@@ -181,20 +182,32 @@ void Controller::Wake() {
 }
 
 void Controller::Loop() {
-  using namespace std::chrono_literals;
+  EpochMs wake_at = clock_.now_ms() + 500;
   while (true) {
     std::deque<std::pair<Command, Ack>> batch;
     {
       MutexLock lock(queue_mu_);
-      // A turn at least every 500 ms (timers); a spurious wake-up only runs one early.
-      if (commands_.empty() && !wake_ && !stopping_) queue_cv_.wait_for(queue_mu_, 500ms);
+      // A turn at least every 500 ms (timers), and at the next deadline before that (an arrival
+      // batch closing, a backoff ending); a spurious wake-up only runs one early.
+      const EpochMs wait_ms = std::clamp<EpochMs>(wake_at - clock_.now_ms(), 0, 500);
+      if (commands_.empty() && !wake_ && !stopping_) queue_cv_.wait_for(queue_mu_, std::chrono::milliseconds(wait_ms));
       batch.swap(commands_);
       wake_ = false;
       if (stopping_ && batch.empty()) break;
     }
     MutexLock turn(turn_mu_);
     RunTurn(batch);
+    wake_at = NextDeadline();
   }
+}
+
+EpochMs Controller::NextDeadline() {
+  EpochMs at = last_tick_ + 500;
+  if (!backoff_ends_.empty()) at = std::min(at, *backoff_ends_.begin());
+  std::shared_lock lock(state_mu_);
+  for (const auto& [queue, closes] : state_.batch_closes)
+    if (closes > state_.last_pass_at) at = std::min(at, closes);  // not yet passed since it closed
+  return at;
 }
 
 void Controller::Step() {
@@ -263,15 +276,15 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
     for (auto& [cmd, ack] : batch) cmd(t);
     AdmitSubmitted(t);
     ApplyExecutorEvents(t, polled);
+    // A capacity-failure backoff ended: its job may be placed again (on the turn Loop woke for it).
+    if (!backoff_ends_.empty() && *backoff_ends_.begin() <= t.now) {
+      backoff_ends_.erase(backoff_ends_.begin(), backoff_ends_.upper_bound(t.now));
+      t.reschedule = true;
+    }
     if (t.now - last_tick_ >= 500) {
       ticked = true;
       if (last_tick_ != 0) InjectSpotInterruptions(t, t.now - last_tick_);
       last_tick_ = t.now;
-      // A capacity-failure backoff ended: its job may be placed again.
-      if (!backoff_ends_.empty() && *backoff_ends_.begin() <= t.now) {
-        backoff_ends_.erase(backoff_ends_.begin(), backoff_ends_.upper_bound(t.now));
-        t.reschedule = true;
-      }
       CheckDiskReserve(t);
       EnforceTimeouts(t);
       EvaluateAlarms(t);

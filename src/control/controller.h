@@ -166,6 +166,10 @@ class Controller {
   Status ExecuteStatus(std::function<Status(Turn&)> fn);
 
   void Loop();
+  // When a turn next has work that falls due by the clock: the next tick (500 ms after the last),
+  // a fair-share arrival batch closing, or a capacity-failure backoff ending. Loop waits at most
+  // until then instead of a whole tick.
+  EpochMs NextDeadline() REQUIRES(turn_mu_);
   void RunTurn(std::deque<std::pair<Command, Ack>>& batch) REQUIRES(turn_mu_) EXCLUDES(queue_mu_);
   void LoadState();
   void ReadoptAttempts();
