@@ -109,7 +109,7 @@ json PreemptionLoss(int64_t instance_ms, int64_t gpu_ms) {
   return {{"instanceHours", static_cast<double>(instance_ms) / 3.6e6}, {"gpuHours", static_cast<double>(gpu_ms) / 3.6e6}};
 }
 
-// for_event: the detail of an event (SEMANTICS.md §2.8): no tags, payload or status history.
+// for_event: the detail of an event (Batch's service job events): no tags, payload or status history.
 json EncodeJobDetail(const State& s, const ServiceJobState& js, bool for_event = false) {
   const ServiceJob& job = js.job;
   json j = EncodeJobSummary(s, js);

@@ -13,7 +13,7 @@ namespace ty::api {
 nlohmann::json EncodeTags(const Tags& tags);
 
 // DescribeServiceJob's response for one job (Batch, lowerCamelCase, epoch ms) as an event's
-// detail: without tags, serviceRequestPayload and the status history (SEMANTICS.md §2.8).
+// detail: without tags, serviceRequestPayload and the status history (Batch's service job events).
 nlohmann::json EncodeServiceJobEventDetail(const control::State& s, const control::ServiceJobState& js);
 // DescribeTrainingJob's response for one job (SageMaker, PascalCase, epoch seconds) as an event's
 // detail: with the job's Tags.

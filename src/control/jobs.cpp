@@ -25,7 +25,7 @@ EpochMs LastEntered(const ServiceJobState& js, const char* status) {
 }
 }  // namespace
 
-// Metrics of a status change (SEMANTICS.md §8.1; docs/metrics.md). Before the change is applied.
+// Metrics of a status change (docs/metrics.md). Before the change is applied.
 void Controller::CountTransition(Turn& t, const ServiceJobState& js, JobStatus to) {
   const ServiceJob& job = js.job;
   Telemetry& m = state_.telemetry;

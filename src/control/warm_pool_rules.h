@@ -1,4 +1,4 @@
-// Managed warm pools: the rules that need no state (SEMANTICS.md §5, docs/warm-pools.md).
+// Managed warm pools: the rules that need no state (docs/warm-pools.md).
 // Pure functions over a CreateTrainingJob request and times; unit-tested in warm_pool_test.
 #pragma once
 
@@ -13,7 +13,7 @@
 
 namespace ty::control {
 
-// A chain of jobs on one pool lives at most 28 days from the pool's creation (SEMANTICS.md §5.1).
+// A chain of jobs on one pool lives at most 28 days from the pool's creation (SageMaker's managed warm pools).
 constexpr EpochMs kWarmPoolMaxLifetimeMs = 28LL * 24 * 3600 * 1000;
 constexpr int64_t kMaxKeepAliveSeconds = 21600;  // ResourceConfig.KeepAlivePeriodInSeconds
 

@@ -1,6 +1,7 @@
 // Quota-share scheduling: guaranteed capacity per share, lending of idle capacity, borrowing
 // within limits, and preemption to give borrowed capacity back or to honour priorities inside a
-// share. Pure: a value snapshot in, decisions out (SEMANTICS.md §2.9 and its decisions table).
+// share. Pure: a value snapshot in, decisions out (Batch's quota shares; docs/scheduling.md and
+// docs/design/decisions.md).
 #pragma once
 
 #include <cstdint>

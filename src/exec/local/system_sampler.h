@@ -1,4 +1,4 @@
-// System metrics of each instance of an attempt (SEMANTICS.md §8.2, docs/metrics.md "System
+// System metrics of each instance of an attempt (SageMaker's per-host training metrics; docs/metrics.md "System
 // metrics"), sampled by the supervisor: CPU and memory of the instance's process tree, the disk
 // holding its /opt/ml tree, and the GPUs it was given (through nvidia-smi, when there is one).
 //
