@@ -557,6 +557,7 @@ void Controller::StartServiceJob(Turn& t, ServiceJobState& js, const std::string
   tj.name = name;
   tj.arn = Arn("sagemaker", "training-job/" + ToLower(name));
   tj.request_json = payload.dump();
+  ParseTrainingTerms(tj.request_json, &tj.terms);  // an object: it was parsed just above
   tj.creation_time = t.now;
   tj.last_modified_time = t.now;
   tj.instance_type = job.instance_type;

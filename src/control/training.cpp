@@ -316,6 +316,7 @@ StatusOr<TrainingJob> Controller::CreateTrainingJob(const CreateTrainingJobComma
   tj.name = req.name;
   tj.arn = Arn("sagemaker", "training-job/" + ToLower(tj.name));
   tj.request_json = req.json;
+  if (!ParseTrainingTerms(tj.request_json, &tj.terms)) return Internal("CreateTrainingJob: the accepted request is not a JSON object");
   tj.instance_type = req.instance_type;
   tj.instance_count = req.instance_count;
   tj.keep_alive_seconds = req.keep_alive_seconds;
@@ -441,7 +442,7 @@ void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj, bool spot) {
     message = tj.interruptions == 0
                   ? "Launching requested spot instances on this host."
                   : "Spot capacity is available again: restarting after interruption " + std::to_string(tj.interruptions) +
-                        (json::parse(tj.request_json).contains("CheckpointConfig")
+                        (tj.terms.checkpoints
                              ? "; the checkpoints are copied back from S3 before training resumes."
                              : "; the job has no CheckpointConfig, so it starts from scratch.");
   } else {
@@ -500,9 +501,7 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
     if (tj->managed_spot || interrupted) continue;
     // The request is parsed only once a job has pended for the smallest MaxPendingTimeInSeconds.
     if (t.now - tj->creation_time >= kMinMaxPendingSeconds * 1000) {
-      const int64_t max_pending = json::parse(tj->request_json)
-                                      .value("StoppingCondition", json::object())
-                                      .value("MaxPendingTimeInSeconds", int64_t{0});
+      const int64_t max_pending = tj->terms.max_pending_seconds;
       if (max_pending > 0 && t.now - tj->creation_time >= max_pending * 1000) {
         overdue.push_back(name);
         continue;
@@ -748,12 +747,9 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   if (tj.launched) CloseRun(tj, e.at);
   t.reschedule = true;
   tj.training_end_time = e.at;
-  json req = json::parse(tj.request_json);
   if (e.phase == exec::Phase::kExited && e.model_uploaded) {
-    std::string prefix = req["OutputDataConfig"].value("S3OutputPath", "");
-    while (EndsWith(prefix, "/")) prefix.pop_back();
-    bool compressed = req["OutputDataConfig"].value("CompressionType", "GZIP") != "NONE";
-    tj.model_artifacts = prefix + "/" + tj.name + (compressed ? "/output/model.tar.gz" : "/output/model/");
+    tj.model_artifacts = tj.terms.s3_output_path + "/" + tj.name +
+                         (tj.terms.compressed_output ? "/output/model.tar.gz" : "/output/model/");
   }
   if (e.phase == exec::Phase::kLost) {
     tj.status = TrainingJobStatus::kFailed;
@@ -805,8 +801,7 @@ bool Controller::RestartAfterInfrastructureFailure(Turn& t, TrainingJob& tj, con
   // ended with InternalServerError (the object store unreachable, a full disk, a failed instance
   // setup). The executor reports kLost only after it has ended the run's process groups, and
   // kExited only once the run's instances are gone, so the new run never overlaps the old one.
-  json req = json::parse(tj.request_json);
-  const int64_t allowed = req.value("RetryStrategy", json::object()).value("MaximumRetryAttempts", int64_t{0});
+  const int64_t allowed = tj.terms.max_retry_attempts;
   int64_t used = 0;
   for (const auto& tr : tj.transitions)
     if (tr.status == SecondaryStatus::kRestarting) ++used;
@@ -834,9 +829,7 @@ bool Controller::RestartAfterInfrastructureFailure(Turn& t, TrainingJob& tj, con
 int64_t Controller::RemainingRuntimeSeconds(const TrainingJob& tj, EpochMs now) const {
   // MaxRuntimeInSeconds bounds the total over the runs of one training job (with RetryStrategy,
   // SEMANTICS.md §4.5): the time already spent downloading, training and uploading counts.
-  const int64_t max_runtime = json::parse(tj.request_json)
-                                  .value("StoppingCondition", json::object())
-                                  .value("MaxRuntimeInSeconds", int64_t{86400});
+  const int64_t max_runtime = tj.terms.max_runtime_seconds;
   EpochMs spent = 0;
   for (const auto& tr : tj.transitions)
     if (tr.status == SecondaryStatus::kDownloading || tr.status == SecondaryStatus::kTraining || tr.status == SecondaryStatus::kUploading)
@@ -1065,10 +1058,9 @@ void Controller::TailJobMetrics(Turn& t, TrainingJob& tj, int64_t max_bytes) {
   auto& tail = tails_[name];
   if (!tail) {
     tail = std::make_unique<Tail>();
-    json req = json::parse(tj.request_json);
-    for (auto& md : req.value("AlgorithmSpecification", json::object()).value("MetricDefinitions", json::array())) {
-      auto re = CompileMetricRegex(md.value("Regex", ""));
-      if (re->ok() && re->NumberOfCapturingGroups() >= 1) tail->metrics.emplace_back(md.value("Name", ""), std::move(re));
+    for (const auto& md : tj.terms.metric_definitions) {
+      auto re = CompileMetricRegex(md.regex);
+      if (re->ok() && re->NumberOfCapturingGroups() >= 1) tail->metrics.emplace_back(md.name, std::move(re));
     }
     tail->offsets.assign(static_cast<size_t>(tj.instance_count), 0);
     tail->system_offsets.assign(static_cast<size_t>(tj.instance_count), 0);

@@ -258,6 +258,35 @@ bool ParseRetryStrategy(const std::string& text, RetryStrategy* out) {
   return true;
 }
 
+bool ParseTrainingTerms(const std::string& request_json, TrainingTerms* out) {
+  auto j = ParseObject(request_json);
+  if (!j) return false;
+  *out = TrainingTerms{};
+  auto object = [&](const char* key) {
+    auto it = j->find(key);
+    return it != j->end() && it->is_object() ? *it : nlohmann::json::object();
+  };
+  auto string_or = [](const nlohmann::json& o, const char* key, const std::string& fallback) {
+    auto it = o.find(key);
+    return it != o.end() && it->is_string() ? it->get<std::string>() : fallback;
+  };
+  const nlohmann::json stopping = object("StoppingCondition");
+  out->max_runtime_seconds = IntOr(stopping, "MaxRuntimeInSeconds", 86400);
+  out->max_pending_seconds = IntOr(stopping, "MaxPendingTimeInSeconds", 0);
+  out->max_retry_attempts = IntOr(object("RetryStrategy"), "MaximumRetryAttempts", 0);
+  out->checkpoints = j->contains("CheckpointConfig");
+  const nlohmann::json output = object("OutputDataConfig");
+  out->s3_output_path = string_or(output, "S3OutputPath", "");
+  while (!out->s3_output_path.empty() && out->s3_output_path.back() == '/') out->s3_output_path.pop_back();
+  out->compressed_output = string_or(output, "CompressionType", "GZIP") != "NONE";
+  const nlohmann::json algorithm = object("AlgorithmSpecification");
+  auto defs = algorithm.find("MetricDefinitions");
+  if (defs != algorithm.end() && defs->is_array())
+    for (const auto& d : *defs)
+      if (d.is_object()) out->metric_definitions.push_back({string_or(d, "Name", ""), string_or(d, "Regex", "")});
+  return true;
+}
+
 bool ParseTimeoutConfig(const std::string& text, TimeoutConfig* out) {
   auto j = ParseObject(text);
   if (!j) return false;
@@ -340,7 +369,9 @@ bool DecodeDoc(const std::string& doc, ServiceJob* v) {
          parse(v->timeout_config_json, v->timeout, ParseTimeoutConfig) &&
          parse(v->preemption_configuration_json, v->preemption, ParsePreemptionConfig);
 }
-bool DecodeDoc(const std::string& doc, TrainingJob* v) { return Decode(doc, v); }
+bool DecodeDoc(const std::string& doc, TrainingJob* v) {
+  return Decode(doc, v) && ParseTrainingTerms(v->request_json, &v->terms);
+}
 std::string EncodeDoc(const WarmPool& v) { return Encode(v); }
 bool DecodeDoc(const std::string& doc, WarmPool* v) { return Decode(doc, v); }
 

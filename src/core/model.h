@@ -308,10 +308,30 @@ enum class StopCause {
 const char* StopCauseName(StopCause c);
 std::optional<StopCause> ParseStopCause(std::string_view s);
 
+// The terms of a CreateTrainingJob request that the controller acts on while the job lives,
+// parsed from its request_json once: when the job is created and when its document is loaded
+// (not stored). The request passed CheckTrainingRequest, so a member of the wrong type reads as
+// absent.
+struct TrainingTerms {
+  int64_t max_runtime_seconds = 86400;  // StoppingCondition.MaxRuntimeInSeconds (AWS's default: one day)
+  int64_t max_pending_seconds = 0;      // StoppingCondition.MaxPendingTimeInSeconds; 0: none
+  int64_t max_retry_attempts = 0;       // RetryStrategy.MaximumRetryAttempts
+  bool checkpoints = false;             // CheckpointConfig is present
+  std::string s3_output_path;           // OutputDataConfig.S3OutputPath, without trailing '/'
+  bool compressed_output = true;        // OutputDataConfig.CompressionType is not NONE
+  struct MetricDefinition {
+    std::string name, regex;
+  };
+  std::vector<MetricDefinition> metric_definitions;  // AlgorithmSpecification.MetricDefinitions
+};
+// False: `request_json` is not a JSON object.
+bool ParseTrainingTerms(const std::string& request_json, TrainingTerms* out);
+
 struct TrainingJob {
   std::string name;
   std::string arn;
   std::string request_json;  // the CreateTrainingJob request as accepted (normalised JSON)
+  TrainingTerms terms;       // request_json, parsed (not stored: DecodeDoc parses it)
   TrainingJobStatus status = TrainingJobStatus::kInProgress;
   SecondaryStatus secondary_status = SecondaryStatus::kStarting;
   std::vector<StatusTransition> transitions;

@@ -457,6 +457,32 @@ TEST(WireEnums, StoredDocumentsKeepTheWireSpellings) {
   EXPECT_NE(qdoc.find(R"("in_share_preemption":"ENABLED")"), std::string::npos) << qdoc;
 }
 
+TEST(StoredText, TrainingJobDocumentsParseTheirRequestTermsAtLoad) {
+  // A document as the previous version wrote it: the request only as text.
+  TrainingJob tj;
+  ASSERT_TRUE(DecodeDoc(R"({"name":"t","request_json":"{\"StoppingCondition\":{\"MaxRuntimeInSeconds\":600,\"MaxPendingTimeInSeconds\":7200},\"RetryStrategy\":{\"MaximumRetryAttempts\":2},\"CheckpointConfig\":{\"S3Uri\":\"s3://b/c\"},\"OutputDataConfig\":{\"S3OutputPath\":\"s3://b/out//\",\"CompressionType\":\"NONE\"},\"AlgorithmSpecification\":{\"MetricDefinitions\":[{\"Name\":\"loss\",\"Regex\":\"loss=(\\\\S+)\"}]}}"})",
+                        &tj));
+  EXPECT_EQ(tj.terms.max_runtime_seconds, 600);
+  EXPECT_EQ(tj.terms.max_pending_seconds, 7200);
+  EXPECT_EQ(tj.terms.max_retry_attempts, 2);
+  EXPECT_TRUE(tj.terms.checkpoints);
+  EXPECT_EQ(tj.terms.s3_output_path, "s3://b/out");
+  EXPECT_FALSE(tj.terms.compressed_output);
+  ASSERT_EQ(tj.terms.metric_definitions.size(), 1u);
+  EXPECT_EQ(tj.terms.metric_definitions[0].name, "loss");
+  EXPECT_EQ(tj.terms.metric_definitions[0].regex, "loss=(\\S+)");
+  EXPECT_EQ(EncodeDoc(tj).find("\"terms\""), std::string::npos);  // derived, not stored
+  // Absent members take AWS's defaults.
+  ASSERT_TRUE(ParseTrainingTerms(R"({"OutputDataConfig":{"S3OutputPath":"s3://b"}})", &tj.terms));
+  EXPECT_EQ(tj.terms.max_runtime_seconds, 86400);
+  EXPECT_EQ(tj.terms.max_pending_seconds, 0);
+  EXPECT_EQ(tj.terms.max_retry_attempts, 0);
+  EXPECT_FALSE(tj.terms.checkpoints);
+  EXPECT_TRUE(tj.terms.compressed_output);
+  EXPECT_TRUE(tj.terms.metric_definitions.empty());
+  EXPECT_FALSE(ParseTrainingTerms("[1]", &tj.terms));
+}
+
 // ---- Stored text: documents written before these fields were typed load into the typed form. ----
 
 TEST(StoredText, ServiceJobDocumentsParseTheirRequestFieldsAtLoad) {
