@@ -63,13 +63,13 @@ json EncodePolicy(const SchedulingPolicy& p) {
 json EncodeQuotaShare(const State& s, const QuotaShare& q) {
   json limits = json::array();
   for (const auto& l : q.capacity_limits) limits.push_back({{"maxCapacity", l.max_capacity}, {"capacityUnit", l.capacity_unit}});
-  json sharing = {{"strategy", q.strategy}};
-  if (q.strategy == "LEND_AND_BORROW") sharing["borrowLimit"] = q.borrow_limit;
+  json sharing = {{"strategy", ToWire(q.strategy)}};
+  if (q.strategy == ShareStrategy::kLendAndBorrow) sharing["borrowLimit"] = q.borrow_limit;
   auto queue = s.queues.find(q.queue);
   json j = {{"quotaShareName", q.name}, {"quotaShareArn", q.arn},
             {"jobQueueArn", queue == s.queues.end() ? q.queue : queue->second.arn},
             {"capacityLimits", limits}, {"resourceSharingConfiguration", sharing},
-            {"preemptionConfiguration", {{"inSharePreemption", q.in_share_preemption}}},
+            {"preemptionConfiguration", {{"inSharePreemption", q.in_share_preemption ? "ENABLED" : "DISABLED"}}},
             {"state", ToWire(q.state)}, {"status", "VALID"}};
   if (!q.tags.empty()) j["tags"] = EncodeTags(q.tags);
   return j;
@@ -389,7 +389,7 @@ Response Snapshot(Controller& c, const json& req) {
     // hold, and until when (docs/warm-pools.md). They give the instances back when needed.
     json pools = json::array();
     for (const auto& [id, p] : s.warm_pools) {
-      if (p.status != "Available" || p.queue != q->name) continue;
+      if (p.status != WarmPoolStatus::kAvailable || p.queue != q->name) continue;
       json w = {{"trainingJobName", p.owner_job}, {"instanceType", p.instance_type},
                 {"instanceCount", p.instance_count}, {"expiresAt", p.expires_at}};
       if (!p.quota_share.empty()) w["quotaShareName"] = p.quota_share;

@@ -164,7 +164,7 @@ StatusOr<FairSharePolicy> DecodeFairshare(const json& fs) {
 
 // ---- Quota shares ----
 
-QuotaShareFields DecodeShareFields(const json& req) {
+StatusOr<QuotaShareFields> DecodeShareFields(const json& req) {
   QuotaShareFields f;
   if (Present(req, "capacityLimits") && req["capacityLimits"].is_array()) {
     f.capacity_limits.emplace();
@@ -176,14 +176,24 @@ QuotaShareFields DecodeShareFields(const json& req) {
   if (Present(req, "resourceSharingConfiguration") && req["resourceSharingConfiguration"].is_object()) {
     const json& rs = req["resourceSharingConfiguration"];
     QuotaShareFields::Sharing s;
-    if (Present(rs, "strategy") && rs["strategy"].is_string()) s.strategy = rs["strategy"].get<std::string>();
+    if (Present(rs, "strategy") && rs["strategy"].is_string()) {
+      const std::string text = rs["strategy"].get<std::string>();
+      s.strategy = ParseShareStrategy(text);
+      if (!s.strategy)
+        return InvalidArgument("resourceSharingConfiguration.strategy must be RESERVE, LEND or LEND_AND_BORROW, not '" +
+                               text + "'");
+    }
     if (Present(rs, "borrowLimit") && rs["borrowLimit"].is_number_integer()) s.borrow_limit = rs["borrowLimit"].get<int64_t>();
     f.resource_sharing = s;
   }
   if (Present(req, "preemptionConfiguration") && req["preemptionConfiguration"].is_object()) {
     const json& pc = req["preemptionConfiguration"];
-    if (Present(pc, "inSharePreemption") && pc["inSharePreemption"].is_string())
-      f.in_share_preemption = pc["inSharePreemption"].get<std::string>();
+    if (Present(pc, "inSharePreemption") && pc["inSharePreemption"].is_string()) {
+      const std::string text = pc["inSharePreemption"].get<std::string>();
+      if (text != "ENABLED" && text != "DISABLED")
+        return InvalidArgument("preemptionConfiguration.inSharePreemption must be ENABLED or DISABLED, not '" + text + "'");
+      f.in_share_preemption = text == "ENABLED";
+    }
   }
   if (Present(req, "state") && req["state"].is_string()) f.state = ParseResourceState(req["state"].get<std::string>());
   return f;
@@ -383,12 +393,16 @@ StatusOr<CreateQuotaShareCommand> DecodeCreateQuotaShare(const json& req) {
   if (!IsBatchName(c.name))
     return InvalidArgument("quotaShareName must be 1 to 128 letters, digits, hyphens or underscores");
   c.tags = ReadTags(req);
-  c.fields = DecodeShareFields(req);
+  auto fields = DecodeShareFields(req);
+  if (!fields.ok()) return fields.status();
+  c.fields = *std::move(fields);
   return c;
 }
 
 StatusOr<UpdateQuotaShareCommand> DecodeUpdateQuotaShare(const json& req) {
-  return UpdateQuotaShareCommand{Get<std::string>(req, "quotaShareArn", ""), DecodeShareFields(req)};
+  auto fields = DecodeShareFields(req);
+  if (!fields.ok()) return fields.status();
+  return UpdateQuotaShareCommand{Get<std::string>(req, "quotaShareArn", ""), *std::move(fields)};
 }
 
 StatusOr<DeleteQuotaShareCommand> DecodeDeleteQuotaShare(const json& req) {

@@ -240,7 +240,7 @@ std::string Render(const Config& config, const State& s) {
   w.Family("trainyard_warm_pools", "gauge", "Managed warm pools per status (InUse, Available).");
   {
     std::map<std::string, int64_t> by_status = {{"InUse", 0}, {"Available", 0}};
-    for (const auto& [id, p] : s.warm_pools) ++by_status[p.status];
+    for (const auto& [id, p] : s.warm_pools) ++by_status[ToWire(p.status)];
     for (const auto& [st, n] : by_status) w.Sample("trainyard_warm_pools", {{"status", st}}, static_cast<double>(n));
   }
 
@@ -383,7 +383,7 @@ std::string Render(const Config& config, const State& s) {
       for (const auto& l : qs.capacity_limits) {
         Ledger& e = ledger[{qs.queue, qs.name, l.capacity_unit}];
         e.limit = l.max_capacity;
-        e.lends = qs.strategy != "RESERVE";
+        e.lends = qs.strategy != ShareStrategy::kReserve;
       }
     for (const auto& [k, n] : quota_held) ledger[k].used = n;
     // Lending: per (queue, type), what the shares borrow is attributed to the lending shares'

@@ -32,11 +32,11 @@ double SavingsPercent(double billable, double training) {
 
 // WarmPoolStatus, or null when the job has none. While Available, the retained time runs on.
 json EncodeWarmPool(const TrainingJob& tj, EpochMs now) {
-  if (tj.warm_pool_status.empty()) return nullptr;
-  int64_t retained = tj.warm_pool_status == "Available"
+  if (tj.warm_pool_status == WarmPoolStatus::kNone) return nullptr;
+  int64_t retained = tj.warm_pool_status == WarmPoolStatus::kAvailable
                          ? std::max<EpochMs>(0, now - tj.warm_pool_available_since) / 1000
                          : tj.warm_pool_retained_seconds;
-  json w = {{"Status", tj.warm_pool_status}, {"ResourceRetainedBillableTimeInSeconds", retained}};
+  json w = {{"Status", ToWire(tj.warm_pool_status)}, {"ResourceRetainedBillableTimeInSeconds", retained}};
   if (!tj.reused_by_job.empty()) w["ReusedByJob"] = tj.reused_by_job;
   return w;
 }
@@ -58,8 +58,8 @@ json EncodeDescribe(const TrainingJob& tj, EpochMs now, bool for_event = false) 
   if (!j.contains("EnableNetworkIsolation")) j["EnableNetworkIsolation"] = false;
   if (!j.contains("EnableInterContainerTrafficEncryption")) j["EnableInterContainerTrafficEncryption"] = false;
   if (!j.contains("EnableManagedSpotTraining")) j["EnableManagedSpotTraining"] = false;
-  j["TrainingJobStatus"] = tj.status;
-  j["SecondaryStatus"] = tj.secondary_status;
+  j["TrainingJobStatus"] = ToWire(tj.status);
+  j["SecondaryStatus"] = ToWire(tj.secondary_status);
   if (!tj.failure_reason.empty()) j["FailureReason"] = tj.failure_reason;
   j["ModelArtifacts"] = {{"S3ModelArtifacts", tj.model_artifacts}};
   j["CreationTime"] = Seconds(tj.creation_time);
@@ -68,7 +68,7 @@ json EncodeDescribe(const TrainingJob& tj, EpochMs now, bool for_event = false) 
   j["LastModifiedTime"] = Seconds(tj.last_modified_time);
   json transitions = json::array();
   for (const auto& t : tj.transitions) {
-    json tr = {{"Status", t.status}, {"StartTime", Seconds(t.start)}, {"StatusMessage", t.message}};
+    json tr = {{"Status", ToWire(t.status)}, {"StartTime", Seconds(t.start)}, {"StatusMessage", t.message}};
     if (t.end) tr["EndTime"] = Seconds(t.end);
     transitions.push_back(tr);
   }
@@ -110,8 +110,8 @@ json EncodeSummary(const TrainingJob& tj, EpochMs now) {
             {"TrainingJobArn", tj.arn},
             {"CreationTime", Seconds(tj.creation_time)},
             {"LastModifiedTime", Seconds(tj.last_modified_time)},
-            {"TrainingJobStatus", tj.status},
-            {"SecondaryStatus", tj.secondary_status}};
+            {"TrainingJobStatus", ToWire(tj.status)},
+            {"SecondaryStatus", ToWire(tj.secondary_status)}};
   if (tj.training_end_time) j["TrainingEndTime"] = Seconds(tj.training_end_time);
   if (json w = EncodeWarmPool(tj, now); !w.is_null()) j["WarmPoolStatus"] = w;
   return j;
@@ -148,15 +148,15 @@ Response ListTrainingJobs(Controller& c, const json& req) {
       if (tj.creation_time <= created_after || tj.creation_time >= created_before) continue;
       if (tj.last_modified_time <= modified_after || tj.last_modified_time >= modified_before) continue;
       if (!contains.empty() && ToLower(name).find(contains) == std::string::npos) continue;
-      if (!status.empty() && tj.status != status) continue;
-      if (!warm.empty() && tj.warm_pool_status != warm) continue;
+      if (!status.empty() && ToWire(tj.status) != status) continue;
+      if (!warm.empty() && ToWire(tj.warm_pool_status) != warm) continue;
       jobs.push_back(&tj);
     }
     // Total order: the sort key, then creation sequence.
     std::sort(jobs.begin(), jobs.end(), [&](const TrainingJob* a, const TrainingJob* b) {
       auto key = [&](const TrainingJob* t) {
         if (sort_by == "Name") return std::make_tuple(t->name, int64_t{0}, t->seq);
-        if (sort_by == "Status") return std::make_tuple(t->status, int64_t{0}, t->seq);
+        if (sort_by == "Status") return std::make_tuple(std::string(ToWire(t->status)), int64_t{0}, t->seq);
         return std::make_tuple(std::string(), t->creation_time, t->seq);
       };
       return ascending ? key(a) < key(b) : key(b) < key(a);
@@ -252,7 +252,7 @@ Response HandleCostReport(Controller& c, const json& req) {
       const double training = tj.RunSeconds(0, INT64_MAX, now), billable = tj.BillableSeconds(now);
       const double cost = tj.CostUsd(now), on_demand = tj.OnDemandCostUsd(now);
       json row = {{"TrainingJobName", tj.name},
-                  {"TrainingJobStatus", tj.status},
+                  {"TrainingJobStatus", ToWire(tj.status)},
                   {"JobQueue", q},
                   {"Share", share},
                   {"InstanceType", tj.instance_type},
@@ -427,7 +427,7 @@ Response HandleGetLogs(Controller& c, const json& req) {
     const TrainingJob* tj = s.FindTrainingJob(name);
     if (!tj) return NotFound("Requested resource not found: training job " + name);
     name = tj->name;
-    bool done = tj->status != "InProgress" && tj->status != "Stopping";
+    bool done = !IsLive(tj->status);
     return std::make_pair(tj->instance_count, done);
   });
   if (!found.ok()) return found.status();

@@ -127,7 +127,7 @@ void Controller::EvaluateAlarms(Turn& t) {
       json pools = json::array();
       EpochMs soonest = 0;
       for (const auto& [id, p] : state_.warm_pools) {
-        if (p.status != "Available" || p.expires_at - t.now > a.seconds * 1000) continue;
+        if (p.status != WarmPoolStatus::kAvailable || p.expires_at - t.now > a.seconds * 1000) continue;
         if (!QueueMatches(a, p.queue)) continue;
         pools.push_back({{"warmPoolId", id}, {"trainingJobName", p.owner_job}, {"instanceType", p.instance_type},
                          {"expiresInSeconds", std::max<EpochMs>(0, p.expires_at - t.now) / 1000}});

@@ -100,11 +100,11 @@ struct DeleteSchedulingPolicyCommand {
 struct QuotaShareFields {
   std::optional<std::vector<CapacityLimit>> capacity_limits;  // maxCapacity -1 when absent
   struct Sharing {
-    std::optional<std::string> strategy;
+    std::optional<ShareStrategy> strategy;
     std::optional<int64_t> borrow_limit;
   };
   std::optional<Sharing> resource_sharing;
-  std::optional<std::string> in_share_preemption;
+  std::optional<bool> in_share_preemption;  // preemptionConfiguration.inSharePreemption == ENABLED
   std::optional<ResourceState> state;
 };
 struct CreateQuotaShareCommand {

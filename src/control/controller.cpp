@@ -114,7 +114,7 @@ void Controller::LoadState() {
     TrainingJob t;
     if (!DecodeDoc(doc, &t)) return;
     s.next_seq = std::max(s.next_seq, t.seq + 1);
-    bool live = t.status == "InProgress" || t.status == "Stopping";
+    bool live = IsLive(t.status);
     if (live && t.launched) s.host_in_use[CapacityKey(t.instance_type, t.on_spot)] += t.instance_count;
     s.AddTrainingJob(t);
   }));
@@ -122,7 +122,7 @@ void Controller::LoadState() {
     WarmPool p;
     if (!DecodeDoc(doc, &p)) return;
     s.next_seq = std::max(s.next_seq, p.seq + 1);
-    if (p.status == "Available") s.warm_pool_held[p.instance_type] += p.instance_count;
+    if (p.status == WarmPoolStatus::kAvailable) s.warm_pool_held[p.instance_type] += p.instance_count;
     s.warm_pools[p.id] = p;
   }));
   must(store_->LoadAll(store::Kind::kMetricSeries, [&](const std::string& key, const std::string& doc) {
@@ -431,7 +431,7 @@ const TrainingJob* State::FindTrainingJob(const std::string& name) const {
 
 void State::AddTrainingJob(TrainingJob tj) {
   training_job_by_lower[ToLower(tj.name)] = tj.name;
-  if (tj.status == "InProgress" || tj.status == "Stopping") live_training_jobs.emplace(tj.seq, tj.name);
+  if (IsLive(tj.status)) live_training_jobs.emplace(tj.seq, tj.name);
   std::string name = tj.name;
   training_jobs[name] = std::move(tj);
 }

@@ -231,9 +231,9 @@ class Controller {
   // Counts a status change of js to `to` in the metrics (called before the change).
   void CountTransition(Turn& t, const ServiceJobState& js, JobStatus to);
   // A "SageMaker Training Job State Change" event for a new SecondaryStatus.
-  void TrainingJobEvent(Turn& t, const std::string& name, const std::string& secondary, const std::string& message,
+  void TrainingJobEvent(Turn& t, const std::string& name, SecondaryStatus secondary, const std::string& message,
                         EpochMs at);
-  void AddTransition(Turn& t, TrainingJob& tj, const std::string& secondary, const std::string& message, EpochMs at);
+  void AddTransition(Turn& t, TrainingJob& tj, SecondaryStatus secondary, const std::string& message, EpochMs at);
   void ReleaseCapacity(TrainingJob& tj);
   // [logs] retention_days: the instance logs of training jobs that ended longer ago than that
   // (once a minute at most), added to *jobs for the turn to discard (Executor::DiscardLogs)

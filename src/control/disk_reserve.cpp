@@ -88,7 +88,7 @@ std::string Controller::DiskReserveReason() const {
 size_t Controller::ReclaimFinishedScratch() {
   size_t n = 0;
   for (const auto& [name, tj] : state_.training_jobs) {
-    if (tj.status == "InProgress" || tj.status == "Stopping" || scratch_reclaimed_.count(name)) continue;
+    if (IsLive(tj.status) || scratch_reclaimed_.count(name)) continue;
     executor_->Cleanup(name);
     scratch_reclaimed_.insert(name);
     ++n;

@@ -220,7 +220,7 @@ Status Controller::TerminateServiceJob(const TerminateServiceJobCommand& cmd) {
       auto it = state_.training_jobs.find(job.attempts.back().training_job_name);
       if (it != state_.training_jobs.end()) {
         TrainingJob& tj = it->second;
-        if (!tj.stop_requested && tj.status == "InProgress")
+        if (!tj.stop_requested && tj.status == TrainingJobStatus::kInProgress)
           RequestStop(t, tj, StopCause::kTerminate, "Stopping the training job: " + job.terminate_reason);
       }
     }
@@ -558,6 +558,7 @@ void Controller::StartServiceJob(Turn& t, ServiceJobState& js, const std::string
   tj.name = name;
   tj.arn = Arn("sagemaker", "training-job/" + ToLower(name));
   tj.request_json = payload.dump();
+  ParseTrainingTerms(tj.request_json, &tj.terms);  // an object: it was parsed just above
   tj.creation_time = t.now;
   tj.last_modified_time = t.now;
   tj.instance_type = job.instance_type;
@@ -572,12 +573,12 @@ void Controller::StartServiceJob(Turn& t, ServiceJobState& js, const std::string
   tj.service_job_id = job.id;
   tj.attempt_number = attempt;
   tj.seq = state_.next_seq++;
-  tj.transitions.push_back({"Starting", t.now, 0, "Starting the training job."});
-  tj.secondary_status = "Starting";
+  tj.transitions.push_back({SecondaryStatus::kStarting, t.now, 0, "Starting the training job."});
+  tj.secondary_status = SecondaryStatus::kStarting;
   job.attempts.push_back({tj.arn, tj.name, 0, 0, ""});
   state_.AddTrainingJob(std::move(tj));
   t.training_jobs.insert(name);
-  TrainingJobEvent(t, name, "Starting", "Starting the training job.", t.now);
+  TrainingJobEvent(t, name, SecondaryStatus::kStarting, "Starting the training job.", t.now);
   TrainingJob& launched = state_.training_jobs.at(name);
   LaunchTrainingJob(t, launched, launched.managed_spot);
 }
@@ -618,11 +619,11 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
     sched::QuotaShareSpec spec;
     spec.name = share.name;
     for (const auto& l : share.capacity_limits) spec.limit[l.capacity_unit] = l.max_capacity;
-    spec.strategy = share.strategy == "RESERVE" ? sched::SharingStrategy::kReserve
-                    : share.strategy == "LEND"  ? sched::SharingStrategy::kLend
-                                                : sched::SharingStrategy::kLendAndBorrow;
+    spec.strategy = share.strategy == ShareStrategy::kReserve ? sched::SharingStrategy::kReserve
+                    : share.strategy == ShareStrategy::kLend  ? sched::SharingStrategy::kLend
+                                                              : sched::SharingStrategy::kLendAndBorrow;
     spec.borrow_limit_percent = share.borrow_limit;
-    spec.in_share_preemption = share.in_share_preemption == "ENABLED";
+    spec.in_share_preemption = share.in_share_preemption;
     index[share.name] = static_cast<int>(snap.shares.size());
     snap.shares.push_back(std::move(spec));
   }
@@ -671,7 +672,7 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
   std::set<std::string> waiting_keys;
   bool keys_read = false;
   for (const auto& [id, p] : state_.warm_pools) {
-    if (p.status != "Available" || p.queue != q.name) continue;
+    if (p.status != WarmPoolStatus::kAvailable || p.queue != q.name) continue;
     auto it = index.find(p.quota_share);
     if (it == index.end()) continue;
     if (!keys_read) {

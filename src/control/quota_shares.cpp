@@ -31,7 +31,7 @@ Status ApplyShareFields(const QuotaShareFields& f, const ServiceEnvironment& env
     q->strategy = rs.strategy.value_or(q->strategy);
     q->borrow_limit = rs.borrow_limit.value_or(-1);
     if (q->borrow_limit < -1) return InvalidArgument("resourceSharingConfiguration.borrowLimit must be -1 (unlimited) or >= 0");
-    if (q->strategy != "LEND_AND_BORROW" && rs.borrow_limit && q->borrow_limit != -1)
+    if (q->strategy != ShareStrategy::kLendAndBorrow && rs.borrow_limit && q->borrow_limit != -1)
       return InvalidArgument("resourceSharingConfiguration.borrowLimit applies only to the LEND_AND_BORROW strategy");
   }
   if (f.in_share_preemption) q->in_share_preemption = *f.in_share_preemption;

@@ -45,7 +45,7 @@ void Controller::Interrupt(Turn& t, TrainingJob& tj, const std::string& why) {
   tj.stop_cause = StopCause::kInterrupt;
   ++tj.interruptions;
   ++state_.telemetry.spot_interruptions[tj.instance_type];
-  AddTransition(t, tj, "Interrupted",
+  AddTransition(t, tj, SecondaryStatus::kInterrupted,
                 "Spot interruption (" + why + "): the instances have " + std::to_string(config_.spot_notice_seconds) +
                     " s to save a checkpoint and exit; the job restarts when spot capacity is available.",
                 t.now);
@@ -59,11 +59,11 @@ Status Controller::InterruptTrainingJob(const std::string& name) {
     if (!tj->managed_spot && tj->capacity_ladder.find(":spot") == std::string::npos)
       return FailedPrecondition("The training job " + name + " does not use managed spot training (EnableManagedSpotTraining), "
                                 "so it has no spot capacity to reclaim");
-    if (tj->status != "InProgress")
-      return FailedPrecondition("The training job " + name + " is " + tj->status + ", not InProgress");
+    if (tj->status != TrainingJobStatus::kInProgress)
+      return FailedPrecondition("The training job " + name + " is " + ToWire(tj->status) + ", not InProgress");
     if (!tj->launched || tj->stop_cause == StopCause::kInterrupt || !tj->on_spot)
       return FailedPrecondition("The training job " + name + " has no running spot instances (it is " +
-                                tj->secondary_status + ", waiting for spot capacity)");
+                                ToWire(tj->secondary_status) + ", waiting for spot capacity)");
     Interrupt(t, *tj, "trainyard admin interrupt");
     return Status::Ok();
   });
@@ -74,7 +74,7 @@ void Controller::InjectSpotInterruptions(Turn& t, EpochMs elapsed_ms) {
   std::vector<TrainingJob*> hit;
   for (const auto& [seq, name] : state_.live_training_jobs) {
     TrainingJob& tj = state_.training_jobs.at(name);
-    if (!tj.launched || !tj.on_spot || tj.status != "InProgress" || tj.stop_cause != StopCause::kNone) continue;
+    if (!tj.launched || !tj.on_spot || tj.status != TrainingJobStatus::kInProgress || tj.stop_cause != StopCause::kNone) continue;
     const InstanceTypeSpec* spec = config_.FindInstanceType(tj.instance_type);
     if (!spec || spec->spot_interruptions_per_hour <= 0) continue;
     // Each instance is reclaimed independently at the type's rate; losing any ends the run.

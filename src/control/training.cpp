@@ -98,11 +98,13 @@ Status CheckStoppingCondition(const json& req) {
   return Status::Ok();
 }
 
-int PhaseRank(const std::string& secondary) {
-  if (secondary == "Downloading") return 1;
-  if (secondary == "Training") return 2;
-  if (secondary == "Uploading") return 3;
-  return 0;
+int PhaseRank(SecondaryStatus secondary) {
+  switch (secondary) {
+    case SecondaryStatus::kDownloading: return 1;
+    case SecondaryStatus::kTraining: return 2;
+    case SecondaryStatus::kUploading: return 3;
+    default: return 0;
+  }
 }
 
 }  // namespace
@@ -127,7 +129,7 @@ void Controller::SweepLogs(EpochMs now, std::vector<std::string>* jobs) {
   last_log_sweep_ = now;
   const EpochMs cutoff = now - config_.logs_retention_days * 86400000;
   for (const auto& [name, tj] : state_.training_jobs) {
-    if (tj.status == "InProgress" || tj.status == "Stopping" || tj.training_end_time <= 0) continue;
+    if (IsLive(tj.status) || tj.training_end_time <= 0) continue;
     if (tj.training_end_time >= cutoff || logs_swept_.count(name)) continue;
     // Its system metrics are in the store (State::system_series); the samples were their source.
     jobs->push_back(name);
@@ -314,6 +316,7 @@ StatusOr<TrainingJob> Controller::CreateTrainingJob(const CreateTrainingJobComma
   tj.name = req.name;
   tj.arn = Arn("sagemaker", "training-job/" + ToLower(tj.name));
   tj.request_json = req.json;
+  if (!ParseTrainingTerms(tj.request_json, &tj.terms)) return Internal("CreateTrainingJob: the accepted request is not a JSON object");
   tj.instance_type = req.instance_type;
   tj.instance_count = req.instance_count;
   tj.keep_alive_seconds = req.keep_alive_seconds;
@@ -326,11 +329,11 @@ StatusOr<TrainingJob> Controller::CreateTrainingJob(const CreateTrainingJobComma
       return AlreadyExists("Training job names must be unique within an AWS account and region, and a training job with this name already exists (" + tj.arn + ")");
     tj.seq = state_.next_seq++;
     tj.creation_time = tj.last_modified_time = t.now;
-    tj.secondary_status = "Starting";
-    tj.transitions.push_back({"Starting", t.now, 0, "Starting the training job."});
+    tj.secondary_status = SecondaryStatus::kStarting;
+    tj.transitions.push_back({SecondaryStatus::kStarting, t.now, 0, "Starting the training job."});
     state_.AddTrainingJob(tj);
     t.training_jobs.insert(tj.name);
-    TrainingJobEvent(t, tj.name, "Starting", "Starting the training job.", t.now);
+    TrainingJobEvent(t, tj.name, SecondaryStatus::kStarting, "Starting the training job.", t.now);
     t.reschedule = true;
     return tj;
   });
@@ -341,8 +344,8 @@ Status Controller::StopTrainingJob(const std::string& name) {
     TrainingJob* found = state_.FindTrainingJob(name);
     if (!found) return NotFound("Requested resource not found: training job " + name);
     TrainingJob& tj = *found;
-    if (tj.status != "InProgress")
-      return FailedPrecondition("The training job " + name + " is " + tj.status + " and cannot be stopped");
+    if (tj.status != TrainingJobStatus::kInProgress)
+      return FailedPrecondition("The training job " + name + " is " + ToWire(tj.status) + " and cannot be stopped");
     RequestStop(t, tj, StopCause::kUser, "Stopping the training job.");
     if (!tj.launched) {
       // Never launched: nothing to stop, it is Stopped at once.
@@ -359,22 +362,26 @@ Status Controller::StopTrainingJob(const std::string& name) {
 
 namespace {
 // The TrainingJobStatus a SecondaryStatus belongs to (SEMANTICS.md §4).
-std::string PrimaryStatusOf(const std::string& secondary) {
-  if (secondary == "Completed") return "Completed";
-  if (secondary == "Failed") return "Failed";
-  if (secondary == "Stopping") return "Stopping";
-  if (secondary == "Stopped" || secondary == "MaxRuntimeExceeded" || secondary == "MaxWaitTimeExceeded") return "Stopped";
-  return "InProgress";
+TrainingJobStatus PrimaryStatusOf(SecondaryStatus secondary) {
+  switch (secondary) {
+    case SecondaryStatus::kCompleted: return TrainingJobStatus::kCompleted;
+    case SecondaryStatus::kFailed: return TrainingJobStatus::kFailed;
+    case SecondaryStatus::kStopping: return TrainingJobStatus::kStopping;
+    case SecondaryStatus::kStopped:
+    case SecondaryStatus::kMaxRuntimeExceeded:
+    case SecondaryStatus::kMaxWaitTimeExceeded: return TrainingJobStatus::kStopped;
+    default: return TrainingJobStatus::kInProgress;
+  }
 }
 }  // namespace
 
-void Controller::AddTransition(Turn& t, TrainingJob& tj, const std::string& secondary, const std::string& message,
+void Controller::AddTransition(Turn& t, TrainingJob& tj, SecondaryStatus secondary, const std::string& message,
                                EpochMs at) {
   tj.secondary_status = secondary;
   tj.last_modified_time = t.now;
   t.training_jobs.insert(tj.name);
   // Starting again (created, then launching the instances) only updates its message.
-  if (secondary == "Starting" && !tj.transitions.empty() && tj.transitions.back().end == 0 &&
+  if (secondary == SecondaryStatus::kStarting && !tj.transitions.empty() && tj.transitions.back().end == 0 &&
       tj.transitions.back().status == secondary) {
     tj.transitions.back().message = message;
     return;
@@ -384,13 +391,13 @@ void Controller::AddTransition(Turn& t, TrainingJob& tj, const std::string& seco
   TrainingJobEvent(t, tj.name, secondary, message, at);
 }
 
-void Controller::TrainingJobEvent(Turn& t, const std::string& name, const std::string& secondary,
+void Controller::TrainingJobEvent(Turn& t, const std::string& name, SecondaryStatus secondary,
                                   const std::string& message, EpochMs at) {
   EventTrigger e;
   e.kind = EventTrigger::Kind::kTrainingJobStateChange;
   e.name = name;
-  e.status = PrimaryStatusOf(secondary);
-  e.secondary = secondary;
+  e.status = ToWire(PrimaryStatusOf(secondary));
+  e.secondary = ToWire(secondary);
   e.reason = message;
   e.at = at;
   t.events.push_back(std::move(e));
@@ -400,8 +407,8 @@ void Controller::RequestStop(Turn& t, TrainingJob& tj, StopCause cause, const st
                              int grace_seconds) {
   tj.stop_requested = true;
   tj.stop_cause = cause;
-  tj.status = "Stopping";
-  AddTransition(t, tj, "Stopping", message, t.now);
+  tj.status = TrainingJobStatus::kStopping;
+  AddTransition(t, tj, SecondaryStatus::kStopping, message, t.now);
   t.reschedule = true;
   if (tj.launched) {
     t.stops.emplace_back(tj.name, grace_seconds < 0 ? config_.stop_grace_seconds : grace_seconds);
@@ -435,7 +442,7 @@ void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj, bool spot) {
     message = tj.interruptions == 0
                   ? "Launching requested spot instances on this host."
                   : "Spot capacity is available again: restarting after interruption " + std::to_string(tj.interruptions) +
-                        (json::parse(tj.request_json).contains("CheckpointConfig")
+                        (tj.terms.checkpoints
                              ? "; the checkpoints are copied back from S3 before training resumes."
                              : "; the job has no CheckpointConfig, so it starts from scratch.");
   } else {
@@ -451,7 +458,7 @@ void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj, bool spot) {
                                          ? ": spot rungs are skipped after " + std::to_string(tj.interruptions) + " interruptions."
                                          : ": the rungs before it have no free capacity.");
   }
-  AddTransition(t, tj, "Starting", message, t.now);
+  AddTransition(t, tj, SecondaryStatus::kStarting, message, t.now);
   t.starts.emplace_back(tj.name, BuildAttemptSpec(tj));
 }
 
@@ -462,12 +469,12 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
   for (const auto& [seq, name] : state_.live_training_jobs) {
     TrainingJob* tj = &state_.training_jobs.at(name);
     // MaxWaitTimeInSeconds: a spot job's time waiting for capacity plus its run time (SEMANTICS.md §7).
-    if (tj->managed_spot && tj->status == "InProgress" && tj->max_wait_seconds > 0 &&
+    if (tj->managed_spot && tj->status == TrainingJobStatus::kInProgress && tj->max_wait_seconds > 0 &&
         t.now - tj->creation_time >= tj->max_wait_seconds * 1000) {
       out_of_wait.push_back(name);
       continue;
     }
-    if (tj->launched || tj->status != "InProgress") continue;
+    if (tj->launched || tj->status != TrainingJobStatus::kInProgress) continue;
     // Service jobs are placed by the scheduling pass; an interrupted spot run of one comes back here.
     const bool interrupted = tj->stop_cause == StopCause::kInterrupt;
     if (!tj->service_job_id.empty() && !interrupted) continue;
@@ -477,8 +484,8 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
                               : LadderFromText(tj->capacity_ladder, tj->fallback_after_interruptions);
     if (disk_low_) {
       const std::string reason = "Waiting: " + DiskReserveReason() + ".";
-      if (tj->secondary_status != "Pending" || tj->transitions.empty() || tj->transitions.back().message != reason)
-        AddTransition(t, *tj, "Pending", reason, t.now);
+      if (tj->secondary_status != SecondaryStatus::kPending || tj->transitions.empty() || tj->transitions.back().message != reason)
+        AddTransition(t, *tj, SecondaryStatus::kPending, reason, t.now);
       continue;
     }
     const int rung = PickRung(ladder, tj->instance_count, tj->interruptions, [&](const std::string& key) {
@@ -494,9 +501,7 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
     if (tj->managed_spot || interrupted) continue;
     // The request is parsed only once a job has pended for the smallest MaxPendingTimeInSeconds.
     if (t.now - tj->creation_time >= kMinMaxPendingSeconds * 1000) {
-      const int64_t max_pending = json::parse(tj->request_json)
-                                      .value("StoppingCondition", json::object())
-                                      .value("MaxPendingTimeInSeconds", int64_t{0});
+      const int64_t max_pending = tj->terms.max_pending_seconds;
       if (max_pending > 0 && t.now - tj->creation_time >= max_pending * 1000) {
         overdue.push_back(name);
         continue;
@@ -504,8 +509,8 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
     }
     const InstanceTypeSpec* spec = config_.FindInstanceType(tj->instance_type);
     int64_t free = (spec ? spec->count : 0) - state_.host_in_use[tj->instance_type];
-    if (tj->secondary_status != "Pending") {
-      AddTransition(t, *tj, "Pending", "Waiting for capacity: " + std::to_string(std::max<int64_t>(0, free)) +
+    if (tj->secondary_status != SecondaryStatus::kPending) {
+      AddTransition(t, *tj, SecondaryStatus::kPending, "Waiting for capacity: " + std::to_string(std::max<int64_t>(0, free)) +
                                             " free " + tj->instance_type + " instances on this host.", t.now);
     }
   }
@@ -652,10 +657,10 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   auto it = state_.training_jobs.find(e.attempt_id);
   if (it == state_.training_jobs.end()) return;
   TrainingJob& tj = it->second;
-  if (tj.status != "InProgress" && tj.status != "Stopping") return;  // already final
+  if (!IsLive(tj.status)) return;  // already final
   ServiceJobState* js = tj.service_job_id.empty() ? nullptr : state_.FindJob(tj.service_job_id);
   // A spot run that was interrupted reports no more progress either.
-  bool stopping = tj.status == "Stopping" || tj.stop_cause == StopCause::kInterrupt;
+  bool stopping = tj.status == TrainingJobStatus::kStopping || tj.stop_cause == StopCause::kInterrupt;
 
   switch (e.phase) {
     case exec::Phase::kCheckpointed:
@@ -667,7 +672,7 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
     case exec::Phase::kPreparing:
       if (PhaseRank(tj.secondary_status) >= 1) return;
       if (!stopping) {
-        AddTransition(t, tj, "Downloading", e.message.empty() ? "Preparing the instances for training and downloading input data." : e.message, e.at);
+        AddTransition(t, tj, SecondaryStatus::kDownloading, e.message.empty() ? "Preparing the instances for training and downloading input data." : e.message, e.at);
       }
       tj.training_start_time = e.at;
       t.training_jobs.insert(tj.name);
@@ -678,7 +683,7 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
       if (tj.training_start_time == 0) tj.training_start_time = e.at;
       if (!stopping) {
         // The supervisor's message may add what staging did ("Training in progress. Input data: ...").
-        AddTransition(t, tj, "Training",
+        AddTransition(t, tj, SecondaryStatus::kTraining,
                       "Training in progress" + std::string(sandbox_ == "bwrap" ? " (sandboxed)." : " (no sandbox).") + e.detail, e.at);
       }
       t.training_jobs.insert(tj.name);
@@ -693,21 +698,21 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
       return;
     case exec::Phase::kUploading:
       if (PhaseRank(tj.secondary_status) >= 3) return;
-      if (!stopping) AddTransition(t, tj, "Uploading", "Uploading generated training model.", e.at);
+      if (!stopping) AddTransition(t, tj, SecondaryStatus::kUploading, "Uploading generated training model.", e.at);
       return;
     case exec::Phase::kExited:
     case exec::Phase::kLost:
       break;
   }
 
-  if (tj.status == "InProgress" && tj.stop_cause == StopCause::kInterrupt && e.phase == exec::Phase::kExited && !e.stopped) {
+  if (tj.status == TrainingJobStatus::kInProgress && tj.stop_cause == StopCause::kInterrupt && e.phase == exec::Phase::kExited && !e.stopped) {
     // The run ended on its own before the interruption reached it (its processes had exited and
     // the supervisor was uploading, so it never acted on the stop): its outcome stands. Restarting
     // it would run a completed job again (from scratch without checkpoints) and overwrite its model.
     tj.stop_cause = StopCause::kNone;
     stopping = false;
   }
-  if (tj.status == "InProgress" && tj.stop_cause == StopCause::kInterrupt) {
+  if (tj.status == TrainingJobStatus::kInProgress && tj.stop_cause == StopCause::kInterrupt) {
     // The interrupted run is over (checkpoints uploaded): the job waits, InProgress/Interrupted,
     // until spot capacity frees (StartPendingTrainingJobs), within MaxWaitTimeInSeconds.
     if (tj.launched) TailJobMetrics(t, tj, INT64_MAX);
@@ -742,48 +747,45 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   if (tj.launched) CloseRun(tj, e.at);
   t.reschedule = true;
   tj.training_end_time = e.at;
-  json req = json::parse(tj.request_json);
   if (e.phase == exec::Phase::kExited && e.model_uploaded) {
-    std::string prefix = req["OutputDataConfig"].value("S3OutputPath", "");
-    while (EndsWith(prefix, "/")) prefix.pop_back();
-    bool compressed = req["OutputDataConfig"].value("CompressionType", "GZIP") != "NONE";
-    tj.model_artifacts = prefix + "/" + tj.name + (compressed ? "/output/model.tar.gz" : "/output/model/");
+    tj.model_artifacts = tj.terms.s3_output_path + "/" + tj.name +
+                         (tj.terms.compressed_output ? "/output/model.tar.gz" : "/output/model/");
   }
   if (e.phase == exec::Phase::kLost) {
-    tj.status = "Failed";
+    tj.status = TrainingJobStatus::kFailed;
     tj.failure_reason = "InternalServerError: " + (e.message.empty() ? "the instance was lost: its supervisor exited without recording an outcome" : e.message);
-    AddTransition(t, tj, "Failed", tj.failure_reason, e.at);
+    AddTransition(t, tj, SecondaryStatus::kFailed, tj.failure_reason, e.at);
   } else if (e.max_runtime_exceeded) {
-    tj.status = "Stopped";
-    AddTransition(t, tj, "MaxRuntimeExceeded", "Training job runtime exceeded MaxRuntimeInSeconds provided", e.at);
+    tj.status = TrainingJobStatus::kStopped;
+    AddTransition(t, tj, SecondaryStatus::kMaxRuntimeExceeded, "Training job runtime exceeded MaxRuntimeInSeconds provided", e.at);
   } else if (tj.stop_cause == StopCause::kPending) {
-    tj.status = "Stopped";
+    tj.status = TrainingJobStatus::kStopped;
     tj.failure_reason = "MaxPendingTimeExceeded: Training job pending time exceeded MaxPendingTimeInSeconds provided";
-    AddTransition(t, tj, "Stopped", "Training job stopped: pending time exceeded MaxPendingTimeInSeconds provided.", e.at);
+    AddTransition(t, tj, SecondaryStatus::kStopped, "Training job stopped: pending time exceeded MaxPendingTimeInSeconds provided.", e.at);
   } else if (tj.stop_cause == StopCause::kMaxWait) {
-    tj.status = "Stopped";
-    AddTransition(t, tj, "MaxWaitTimeExceeded", "Training job exceeded MaxWaitTimeInSeconds provided", e.at);
+    tj.status = TrainingJobStatus::kStopped;
+    AddTransition(t, tj, SecondaryStatus::kMaxWaitTimeExceeded, "Training job exceeded MaxWaitTimeInSeconds provided", e.at);
   } else if (tj.stop_cause == StopCause::kDiskReserve) {
     // CheckDiskReserve stopped it and wrote why; whatever the run recorded as it died (a write
     // that failed, a lost supervisor) is a consequence. Its scratch goes now: the store needs
     // the space to record this.
-    tj.status = "Failed";
-    AddTransition(t, tj, "Failed", "Training job failed: " + tj.failure_reason, e.at);
+    tj.status = TrainingJobStatus::kFailed;
+    AddTransition(t, tj, SecondaryStatus::kFailed, "Training job failed: " + tj.failure_reason, e.at);
     executor_->Cleanup(tj.name);
     scratch_reclaimed_.insert(tj.name);
   } else if (e.stopped || tj.stop_requested) {
-    tj.status = "Stopped";
-    AddTransition(t, tj, "Stopped", "Training job stopped.", e.at);
+    tj.status = TrainingJobStatus::kStopped;
+    AddTransition(t, tj, SecondaryStatus::kStopped, "Training job stopped.", e.at);
   } else if (e.exit_code == 0) {
-    tj.status = "Completed";
-    AddTransition(t, tj, "Completed", "Training job completed", e.at);
+    tj.status = TrainingJobStatus::kCompleted;
+    AddTransition(t, tj, SecondaryStatus::kCompleted, "Training job completed", e.at);
   } else {
-    tj.status = "Failed";
+    tj.status = TrainingJobStatus::kFailed;
     tj.failure_reason = e.failure_reason.empty()
                             ? "AlgorithmError: the training process exited with code " + std::to_string(e.exit_code)
                             : e.failure_reason;
     if (tj.failure_reason.size() > 1024) tj.failure_reason.resize(1024);
-    AddTransition(t, tj, "Failed", "Training job failed: " + tj.failure_reason, e.at);
+    AddTransition(t, tj, SecondaryStatus::kFailed, "Training job failed: " + tj.failure_reason, e.at);
   }
   if (!tj.transitions.empty()) tj.transitions.back().end = e.at;
   state_.live_training_jobs.erase({tj.seq, tj.name});
@@ -799,11 +801,10 @@ bool Controller::RestartAfterInfrastructureFailure(Turn& t, TrainingJob& tj, con
   // ended with InternalServerError (the object store unreachable, a full disk, a failed instance
   // setup). The executor reports kLost only after it has ended the run's process groups, and
   // kExited only once the run's instances are gone, so the new run never overlaps the old one.
-  json req = json::parse(tj.request_json);
-  const int64_t allowed = req.value("RetryStrategy", json::object()).value("MaximumRetryAttempts", int64_t{0});
+  const int64_t allowed = tj.terms.max_retry_attempts;
   int64_t used = 0;
   for (const auto& tr : tj.transitions)
-    if (tr.status == "Restarting") ++used;
+    if (tr.status == SecondaryStatus::kRestarting) ++used;
   if (used >= allowed) return false;
   if (RemainingRuntimeSeconds(tj, e.at) <= 0) return false;
   DropTail(t, tj.name);
@@ -811,7 +812,7 @@ bool Controller::RestartAfterInfrastructureFailure(Turn& t, TrainingJob& tj, con
     spdlog::error("cannot clear the lost run of {}: {}", tj.name, st.message());
     return false;
   }
-  AddTransition(t, tj, "Restarting",
+  AddTransition(t, tj, SecondaryStatus::kRestarting,
                 "Retrying after an infrastructure failure (retry " + std::to_string(used + 1) + " of " +
                     std::to_string(allowed) + "): " +
                     (e.phase == exec::Phase::kExited ? e.failure_reason
@@ -828,12 +829,10 @@ bool Controller::RestartAfterInfrastructureFailure(Turn& t, TrainingJob& tj, con
 int64_t Controller::RemainingRuntimeSeconds(const TrainingJob& tj, EpochMs now) const {
   // MaxRuntimeInSeconds bounds the total over the runs of one training job (with RetryStrategy,
   // SEMANTICS.md §4.5): the time already spent downloading, training and uploading counts.
-  const int64_t max_runtime = json::parse(tj.request_json)
-                                  .value("StoppingCondition", json::object())
-                                  .value("MaxRuntimeInSeconds", int64_t{86400});
+  const int64_t max_runtime = tj.terms.max_runtime_seconds;
   EpochMs spent = 0;
   for (const auto& tr : tj.transitions)
-    if (tr.status == "Downloading" || tr.status == "Training" || tr.status == "Uploading")
+    if (tr.status == SecondaryStatus::kDownloading || tr.status == SecondaryStatus::kTraining || tr.status == SecondaryStatus::kUploading)
       spent += (tr.end ? tr.end : now) - tr.start;
   return max_runtime - spent / 1000;
 }
@@ -841,13 +840,13 @@ int64_t Controller::RemainingRuntimeSeconds(const TrainingJob& tj, EpochMs now) 
 void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const TrainingJob& tj) {
   ServiceJob& job = js.job;
   std::string reason;
-  if (tj.status == "Completed") {
+  if (tj.status == TrainingJobStatus::kCompleted) {
     reason = std::string(kSmPrefix) + "Training job completed";
-  } else if (tj.status == "Stopped" && tj.secondary_status == "MaxRuntimeExceeded") {
+  } else if (tj.status == TrainingJobStatus::kStopped && tj.secondary_status == SecondaryStatus::kMaxRuntimeExceeded) {
     reason = std::string(kSmPrefix) + "MaxRuntimeExceeded: Training job runtime exceeded MaxRuntimeInSeconds provided";
-  } else if (tj.status == "Stopped" && tj.secondary_status == "MaxWaitTimeExceeded") {
+  } else if (tj.status == TrainingJobStatus::kStopped && tj.secondary_status == SecondaryStatus::kMaxWaitTimeExceeded) {
     reason = std::string(kSmPrefix) + "MaxWaitTimeExceeded: Training job exceeded MaxWaitTimeInSeconds provided";
-  } else if (tj.status == "Stopped") {
+  } else if (tj.status == TrainingJobStatus::kStopped) {
     reason = std::string(kSmPrefix) + "Training job stopped";
   } else {
     reason = std::string(kSmPrefix) + tj.failure_reason;
@@ -856,7 +855,7 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
     job.attempts.back().stopped_at = tj.training_end_time;
     job.attempts.back().status_reason = reason;
   }
-  if (tj.status == "Completed") {
+  if (tj.status == TrainingJobStatus::kCompleted) {
     SetJobStatus(t, js, JobStatus::kSucceeded, reason);
     return;
   }
@@ -872,7 +871,7 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
   // spot job ran out of MaxWaitTimeInSeconds before it ever launched. Retried until capacity
   // comes, without consuming retryStrategy.attempts (jobStateTimeLimitActions can bound it).
   if (StartsWith(tj.failure_reason, "CapacityError") ||
-      (tj.secondary_status == "MaxWaitTimeExceeded" && tj.training_start_time == 0)) {
+      (tj.secondary_status == SecondaryStatus::kMaxWaitTimeExceeded && tj.training_start_time == 0)) {
     ++job.capacity_failed_attempt_count;
     ++state_.telemetry.retried[job.queue];
     // Placed again after a backoff (1 s, doubling, at most a minute), so that a host that keeps
@@ -911,8 +910,8 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
     SetJobStatus(t, js, JobStatus::kFailed, reason);
     return;
   }
-  if (tj.status == "Stopped" &&
-      (tj.secondary_status == "MaxRuntimeExceeded" || tj.secondary_status == "MaxWaitTimeExceeded")) {
+  if (tj.status == TrainingJobStatus::kStopped &&
+      (tj.secondary_status == SecondaryStatus::kMaxRuntimeExceeded || tj.secondary_status == SecondaryStatus::kMaxWaitTimeExceeded)) {
     // A timed-out attempt is not retried, whichever of MaxRuntimeInSeconds and
     // attemptDurationSeconds fired (docs/design/decisions.md).
     SetJobStatus(t, js, JobStatus::kFailed, reason);
@@ -1059,10 +1058,9 @@ void Controller::TailJobMetrics(Turn& t, TrainingJob& tj, int64_t max_bytes) {
   auto& tail = tails_[name];
   if (!tail) {
     tail = std::make_unique<Tail>();
-    json req = json::parse(tj.request_json);
-    for (auto& md : req.value("AlgorithmSpecification", json::object()).value("MetricDefinitions", json::array())) {
-      auto re = CompileMetricRegex(md.value("Regex", ""));
-      if (re->ok() && re->NumberOfCapturingGroups() >= 1) tail->metrics.emplace_back(md.value("Name", ""), std::move(re));
+    for (const auto& md : tj.terms.metric_definitions) {
+      auto re = CompileMetricRegex(md.regex);
+      if (re->ok() && re->NumberOfCapturingGroups() >= 1) tail->metrics.emplace_back(md.name, std::move(re));
     }
     tail->offsets.assign(static_cast<size_t>(tj.instance_count), 0);
     tail->system_offsets.assign(static_cast<size_t>(tj.instance_count), 0);

@@ -56,11 +56,11 @@ enum class PoolOutcome {
 };
 
 // REQUIRES: status is final (Completed, Stopped or Failed).
-inline PoolOutcome ClassifyPoolOutcome(const std::string& status, const std::string& failure_reason,
+inline PoolOutcome ClassifyPoolOutcome(TrainingJobStatus status, const std::string& failure_reason,
                                        bool started, StopCause stop_cause) {
-  if (status == "Failed")
+  if (status == TrainingJobStatus::kFailed)
     return failure_reason.rfind("InternalServerError", 0) == 0 ? PoolOutcome::kInfrastructure : PoolOutcome::kKept;
-  if (status == "Stopped") {
+  if (status == TrainingJobStatus::kStopped) {
     if (stop_cause == StopCause::kPreempt) return PoolOutcome::kPreempted;
     return started ? PoolOutcome::kKept : PoolOutcome::kNotStarted;
   }

@@ -33,11 +33,11 @@ std::string Controller::AttachWarmPool(Turn& t, TrainingJob& tj) {
   // The oldest matching Available pool: creation order is total.
   WarmPool* match = nullptr;
   for (auto& [id, p] : state_.warm_pools)
-    if (p.status == "Available" && p.match_key == key && (!match || p.seq < match->seq)) match = &p;
+    if (p.status == WarmPoolStatus::kAvailable && p.match_key == key && (!match || p.seq < match->seq)) match = &p;
   if (match) {
     WarmPool& p = *match;
     if (TrainingJob* prev = state_.FindTrainingJob(p.owner_job)) {
-      prev->warm_pool_status = "Reused";
+      prev->warm_pool_status = WarmPoolStatus::kReused;
       prev->reused_by_job = tj.name;
       prev->warm_pool_retained_seconds = std::max<EpochMs>(0, t.now - p.available_since) / 1000;
       prev->last_modified_time = t.now;
@@ -45,13 +45,13 @@ std::string Controller::AttachWarmPool(Turn& t, TrainingJob& tj) {
     }
     state_.warm_pool_held[p.instance_type] -= p.instance_count;
     std::string from = p.owner_job;
-    p.status = "InUse";
+    p.status = WarmPoolStatus::kInUse;
     p.owner_job = tj.name;
     p.available_since = p.expires_at = 0;
     SetPoolOrigin(p, tj);
     t.warm_pools.insert(p.id);
     tj.warm_pool_id = p.id;
-    tj.warm_pool_status = "InUse";
+    tj.warm_pool_status = WarmPoolStatus::kInUse;
     tj.reused_from_job = from;
     return "Reusing the warm pool of training job " + from + ": its prepared instances are kept.";
   }
@@ -93,7 +93,7 @@ void Controller::MakeRoom(Turn& t, const std::string& type, int64_t count, const
     const WarmPool* victim = nullptr;
     auto rank = [&](const WarmPool& p) { return std::make_pair(wanted.count(p.match_key) > 0, p.seq); };
     for (const auto& [id, p] : state_.warm_pools)
-      if (p.status == "Available" && p.instance_type == type && (!victim || rank(p) < rank(*victim))) victim = &p;
+      if (p.status == WarmPoolStatus::kAvailable && p.instance_type == type && (!victim || rank(p) < rank(*victim))) victim = &p;
     if (!victim) return;  // the scheduler counted pools as free; nothing else holds them
     TerminateWarmPool(t, victim->id, "Released: its instances were needed by training job " + for_job + ".");
   }
@@ -129,12 +129,12 @@ void Controller::SettleWarmPool(Turn& t, TrainingJob& tj) {
     TerminateWarmPool(t, p.id, why);
     return;
   }
-  p.status = "Available";
+  p.status = WarmPoolStatus::kAvailable;
   p.owner_job = tj.name;
   p.available_since = t.now;
   p.expires_at = expires;
   state_.warm_pool_held[p.instance_type] += p.instance_count;
-  tj.warm_pool_status = "Available";
+  tj.warm_pool_status = WarmPoolStatus::kAvailable;
   tj.warm_pool_available_since = t.now;
   t.warm_pools.insert(p.id);
   t.training_jobs.insert(tj.name);
@@ -145,14 +145,14 @@ void Controller::TerminateWarmPool(Turn& t, const std::string& id, const std::st
   if (it == state_.warm_pools.end()) return;
   WarmPool& p = it->second;
   if (TrainingJob* owner = state_.FindTrainingJob(p.owner_job)) {
-    owner->warm_pool_status = "Terminated";
+    owner->warm_pool_status = WarmPoolStatus::kTerminated;
     owner->warm_pool_end_reason = reason;
-    if (p.status == "Available")
+    if (p.status == WarmPoolStatus::kAvailable)
       owner->warm_pool_retained_seconds = std::max<EpochMs>(0, t.now - p.available_since) / 1000;
     owner->last_modified_time = t.now;
     t.training_jobs.insert(owner->name);
   }
-  if (p.status == "Available") state_.warm_pool_held[p.instance_type] -= p.instance_count;
+  if (p.status == WarmPoolStatus::kAvailable) state_.warm_pool_held[p.instance_type] -= p.instance_count;
   spdlog::info("warm pool {} of {} terminated: {}", id, p.owner_job, reason);
   t.remove_dirs.push_back(WarmPoolDir(id));
   t.deleted_warm_pools.insert(id);
@@ -164,7 +164,7 @@ void Controller::TerminateWarmPool(Turn& t, const std::string& id, const std::st
 void Controller::ExpireWarmPools(Turn& t) {
   std::vector<std::pair<std::string, std::string>> due;
   for (const auto& [id, p] : state_.warm_pools) {
-    if (p.status != "Available" || p.expires_at > t.now) continue;
+    if (p.status != WarmPoolStatus::kAvailable || p.expires_at > t.now) continue;
     bool lifetime = p.expires_at >= p.created_at + kWarmPoolMaxLifetimeMs;
     due.emplace_back(id, lifetime ? "Terminated: the warm pool reached its maximum lifetime of 28 days."
                                   : "Terminated: the keep-alive period ended.");
@@ -178,10 +178,10 @@ StatusOr<TrainingJob> Controller::UpdateTrainingJob(const UpdateTrainingJobComma
   return Execute<TrainingJob>([&](Turn& t) -> StatusOr<TrainingJob> {
     TrainingJob* tj = state_.FindTrainingJob(name);
     if (!tj) return NotFound("Requested resource not found: training job " + name);
-    if (tj->warm_pool_status != "Available")
+    if (tj->warm_pool_status != WarmPoolStatus::kAvailable)
       return InvalidArgument("ResourceConfig.KeepAlivePeriodInSeconds can only be updated while the job's warm pool "
                              "is Available; the warm pool of " + tj->name + " is " +
-                             (tj->warm_pool_status.empty() ? std::string("absent") : tj->warm_pool_status));
+                             (tj->warm_pool_status == WarmPoolStatus::kNone ? "absent" : ToWire(tj->warm_pool_status)));
     WarmPool& p = state_.warm_pools.at(tj->warm_pool_id);
     json stored = json::parse(tj->request_json);
     stored["ResourceConfig"]["KeepAlivePeriodInSeconds"] = keep;

@@ -41,6 +41,56 @@ std::optional<StopCause> ParseStopCause(std::string_view s) {
   return std::nullopt;
 }
 
+namespace {
+constexpr const char* kShareStrategyNames[] = {"RESERVE", "LEND", "LEND_AND_BORROW"};
+constexpr const char* kTrainingJobStatusNames[] = {"InProgress", "Completed", "Failed", "Stopping", "Stopped"};
+constexpr const char* kSecondaryStatusNames[] = {
+    "Starting", "LaunchingMLInstances", "PreparingTrainingStack", "Downloading", "DownloadingTrainingImage",
+    "Training", "Uploading",  "Stopping", "Stopped", "MaxRuntimeExceeded", "Completed", "Failed",
+    "Interrupted", "MaxWaitTimeExceeded", "Updating", "Restarting", "Pending"};
+constexpr const char* kWarmPoolStatusNames[] = {"", "InUse", "Available", "Reused", "Terminated"};
+
+template <typename E, size_t N>
+std::optional<E> ParseName(const char* const (&names)[N], std::string_view s) {
+  for (size_t i = 0; i < N; ++i)
+    if (s == names[i]) return static_cast<E>(i);
+  return std::nullopt;
+}
+}  // namespace
+
+const char* ToWire(ShareStrategy s) { return kShareStrategyNames[static_cast<int>(s)]; }
+std::optional<ShareStrategy> ParseShareStrategy(std::string_view s) {
+  return ParseName<ShareStrategy>(kShareStrategyNames, s);
+}
+const char* ToWire(TrainingJobStatus s) { return kTrainingJobStatusNames[static_cast<int>(s)]; }
+std::optional<TrainingJobStatus> ParseTrainingJobStatus(std::string_view s) {
+  return ParseName<TrainingJobStatus>(kTrainingJobStatusNames, s);
+}
+const char* ToWire(SecondaryStatus s) { return kSecondaryStatusNames[static_cast<int>(s)]; }
+std::optional<SecondaryStatus> ParseSecondaryStatus(std::string_view s) {
+  return ParseName<SecondaryStatus>(kSecondaryStatusNames, s);
+}
+const char* ToWire(WarmPoolStatus s) { return kWarmPoolStatusNames[static_cast<int>(s)]; }
+std::optional<WarmPoolStatus> ParseWarmPoolStatus(std::string_view s) {
+  return ParseName<WarmPoolStatus>(kWarmPoolStatusNames, s);
+}
+
+// Stored documents spell these enums as the wire does, so a data dir written while they were
+// strings loads unchanged. An unknown spelling fails the document's decode (it is not silently
+// read as the first value).
+#define TY_JSON_ENUM_AS_WIRE(E)                                              \
+  void to_json(nlohmann::json& j, const E& v) { j = ToWire(v); }            \
+  void from_json(const nlohmann::json& j, E& v) {                          \
+    auto parsed = Parse##E(j.get<std::string>());                          \
+    if (!parsed) throw nlohmann::json::other_error::create(501, "unknown " #E, &j); \
+    v = *parsed;                                                           \
+  }
+TY_JSON_ENUM_AS_WIRE(ShareStrategy)
+TY_JSON_ENUM_AS_WIRE(TrainingJobStatus)
+TY_JSON_ENUM_AS_WIRE(SecondaryStatus)
+TY_JSON_ENUM_AS_WIRE(WarmPoolStatus)
+#undef TY_JSON_ENUM_AS_WIRE
+
 NLOHMANN_JSON_SERIALIZE_ENUM(StopCause, {{StopCause::kNone, ""},
                                          {StopCause::kUser, "user"},
                                          {StopCause::kTerminate, "terminate"},
@@ -63,12 +113,37 @@ NLOHMANN_JSON_SERIALIZE_ENUM(JobStatus, {{JobStatus::kSubmitted, "SUBMITTED"},
                                          {JobStatus::kFailed, "FAILED"}})
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CapacityLimit, capacity_unit, max_capacity)
+// inSharePreemption is stored as its wire spelling.
+void to_json(nlohmann::json& j, const QuotaShare& v) {
+  j = nlohmann::json{{"name", v.name},
+                     {"arn", v.arn},
+                     {"queue", v.queue},
+                     {"capacity_limits", v.capacity_limits},
+                     {"strategy", v.strategy},
+                     {"borrow_limit", v.borrow_limit},
+                     {"in_share_preemption", v.in_share_preemption ? "ENABLED" : "DISABLED"},
+                     {"state", v.state},
+                     {"tags", v.tags},
+                     {"seq", v.seq}};
+}
+void from_json(const nlohmann::json& j, QuotaShare& v) {
+  const QuotaShare d;
+  v.name = j.value("name", d.name);
+  v.arn = j.value("arn", d.arn);
+  v.queue = j.value("queue", d.queue);
+  v.capacity_limits = j.value("capacity_limits", d.capacity_limits);
+  v.strategy = j.value("strategy", d.strategy);
+  v.borrow_limit = j.value("borrow_limit", d.borrow_limit);
+  v.in_share_preemption = j.value("in_share_preemption", std::string("DISABLED")) == "ENABLED";
+  v.state = j.value("state", d.state);
+  v.tags = j.value("tags", d.tags);
+  v.seq = j.value("seq", d.seq);
+}
+
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ServiceEnvironment, name, arn, type, state, status,
                                                 capacity_limits, tags, seq)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SchedulingPolicy, name, arn, fairshare_policy_json,
                                                 quotashare_policy_json, tags, seq)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(QuotaShare, name, arn, queue, capacity_limits, strategy,
-                                                borrow_limit, in_share_preemption, state, tags, seq)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ServiceEnvironmentOrder, order, service_environment)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobQueue, name, arn, state, status, status_reason,
                                                 priority, job_queue_type, scheduling_policy_arn,
@@ -103,7 +178,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WarmPool, id, seq, status, owner
 double TrainingJob::RunSeconds(EpochMs from, EpochMs to, EpochMs now) const {
   EpochMs ms = 0;
   for (const auto& tr : transitions) {
-    if (tr.status != "Downloading" && tr.status != "Training" && tr.status != "Uploading") continue;
+    if (!IsRunPhase(tr.status)) continue;
     EpochMs a = std::max(tr.start, from), b = std::min(tr.end ? tr.end : now, to);
     if (b > a) ms += b - a;
   }
@@ -180,6 +255,35 @@ bool ParseRetryStrategy(const std::string& text, RetryStrategy* out) {
     if (reason != r.end() && reason->is_string()) rule.on_status_reason = reason->get<std::string>();
     out->evaluate_on_exit.push_back(std::move(rule));
   }
+  return true;
+}
+
+bool ParseTrainingTerms(const std::string& request_json, TrainingTerms* out) {
+  auto j = ParseObject(request_json);
+  if (!j) return false;
+  *out = TrainingTerms{};
+  auto object = [&](const char* key) {
+    auto it = j->find(key);
+    return it != j->end() && it->is_object() ? *it : nlohmann::json::object();
+  };
+  auto string_or = [](const nlohmann::json& o, const char* key, const std::string& fallback) {
+    auto it = o.find(key);
+    return it != o.end() && it->is_string() ? it->get<std::string>() : fallback;
+  };
+  const nlohmann::json stopping = object("StoppingCondition");
+  out->max_runtime_seconds = IntOr(stopping, "MaxRuntimeInSeconds", 86400);
+  out->max_pending_seconds = IntOr(stopping, "MaxPendingTimeInSeconds", 0);
+  out->max_retry_attempts = IntOr(object("RetryStrategy"), "MaximumRetryAttempts", 0);
+  out->checkpoints = j->contains("CheckpointConfig");
+  const nlohmann::json output = object("OutputDataConfig");
+  out->s3_output_path = string_or(output, "S3OutputPath", "");
+  while (!out->s3_output_path.empty() && out->s3_output_path.back() == '/') out->s3_output_path.pop_back();
+  out->compressed_output = string_or(output, "CompressionType", "GZIP") != "NONE";
+  const nlohmann::json algorithm = object("AlgorithmSpecification");
+  auto defs = algorithm.find("MetricDefinitions");
+  if (defs != algorithm.end() && defs->is_array())
+    for (const auto& d : *defs)
+      if (d.is_object()) out->metric_definitions.push_back({string_or(d, "Name", ""), string_or(d, "Regex", "")});
   return true;
 }
 
@@ -265,7 +369,9 @@ bool DecodeDoc(const std::string& doc, ServiceJob* v) {
          parse(v->timeout_config_json, v->timeout, ParseTimeoutConfig) &&
          parse(v->preemption_configuration_json, v->preemption, ParsePreemptionConfig);
 }
-bool DecodeDoc(const std::string& doc, TrainingJob* v) { return Decode(doc, v); }
+bool DecodeDoc(const std::string& doc, TrainingJob* v) {
+  return Decode(doc, v) && ParseTrainingTerms(v->request_json, &v->terms);
+}
 std::string EncodeDoc(const WarmPool& v) { return Encode(v); }
 bool DecodeDoc(const std::string& doc, WarmPool* v) { return Decode(doc, v); }
 

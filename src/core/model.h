@@ -24,6 +24,13 @@ enum class ResourceState { kEnabled, kDisabled };
 const char* ToWire(ResourceState s);
 std::optional<ResourceState> ParseResourceState(std::string_view s);
 
+// QuotaShare.resourceSharingConfiguration.strategy: whether a share lends its idle capacity to
+// other shares of its queue, and whether it borrows theirs.
+enum class ShareStrategy { kReserve, kLend, kLendAndBorrow };
+// The wire and stored spelling ("RESERVE", "LEND", "LEND_AND_BORROW"), and back.
+const char* ToWire(ShareStrategy s);
+std::optional<ShareStrategy> ParseShareStrategy(std::string_view s);
+
 struct CapacityLimit {
   std::string capacity_unit;  // "NUM_INSTANCES" or an instance type
   int64_t max_capacity = 0;
@@ -105,9 +112,11 @@ struct QuotaShare {
   std::string arn;
   std::string queue;                          // job queue name
   std::vector<CapacityLimit> capacity_limits; // instance-type units
-  std::string strategy = "LEND_AND_BORROW";   // RESERVE | LEND | LEND_AND_BORROW
+  ShareStrategy strategy = ShareStrategy::kLendAndBorrow;
   int64_t borrow_limit = -1;                  // percent of its own limit; -1 unlimited
-  std::string in_share_preemption = "DISABLED";
+  // preemptionConfiguration.inSharePreemption (stored as "ENABLED" / "DISABLED"): a job may
+  // preempt a lower-priority job of its own share.
+  bool in_share_preemption = false;
   ResourceState state = ResourceState::kEnabled;
   Tags tags;
   uint64_t seq = 0;
@@ -211,8 +220,52 @@ struct ServiceJob {
   std::string attempt_capacity_key;
 };
 
+// SageMaker's TrainingJobStatus. InProgress and Stopping are live: the job may still run.
+enum class TrainingJobStatus { kInProgress, kCompleted, kFailed, kStopping, kStopped };
+// The wire and stored spelling ("InProgress", ...), and back (nullopt: not a status).
+const char* ToWire(TrainingJobStatus s);
+std::optional<TrainingJobStatus> ParseTrainingJobStatus(std::string_view s);
+inline bool IsLive(TrainingJobStatus s) {
+  return s == TrainingJobStatus::kInProgress || s == TrainingJobStatus::kStopping;
+}
+
+// SageMaker's SecondaryStatus, the phase within a TrainingJobStatus (and of each transition).
+enum class SecondaryStatus {
+  kStarting,
+  kLaunchingMLInstances,
+  kPreparingTrainingStack,
+  kDownloading,
+  kDownloadingTrainingImage,
+  kTraining,
+  kUploading,
+  kStopping,
+  kStopped,
+  kMaxRuntimeExceeded,
+  kCompleted,
+  kFailed,
+  kInterrupted,
+  kMaxWaitTimeExceeded,
+  kUpdating,
+  kRestarting,
+  kPending,
+};
+// The wire and stored spelling ("Starting", "MaxRuntimeExceeded", ...), and back.
+const char* ToWire(SecondaryStatus s);
+std::optional<SecondaryStatus> ParseSecondaryStatus(std::string_view s);
+// Downloading, Training or Uploading: the phases a run is billed for.
+inline bool IsRunPhase(SecondaryStatus s) {
+  return s == SecondaryStatus::kDownloading || s == SecondaryStatus::kTraining || s == SecondaryStatus::kUploading;
+}
+
+// A managed warm pool's status (WarmPoolStatus.Status); kNone: a training job with no pool.
+// A pool itself is only ever InUse or Available: a terminated pool is deleted.
+enum class WarmPoolStatus { kNone, kInUse, kAvailable, kReused, kTerminated };
+// The wire and stored spelling ("" for kNone, "InUse", ...), and back.
+const char* ToWire(WarmPoolStatus s);
+std::optional<WarmPoolStatus> ParseWarmPoolStatus(std::string_view s);
+
 struct StatusTransition {
-  std::string status;
+  SecondaryStatus status = SecondaryStatus::kStarting;
   EpochMs start = 0;
   EpochMs end = 0;  // 0: open
   std::string message;
@@ -255,12 +308,32 @@ enum class StopCause {
 const char* StopCauseName(StopCause c);
 std::optional<StopCause> ParseStopCause(std::string_view s);
 
+// The terms of a CreateTrainingJob request that the controller acts on while the job lives,
+// parsed from its request_json once: when the job is created and when its document is loaded
+// (not stored). The request passed CheckTrainingRequest, so a member of the wrong type reads as
+// absent.
+struct TrainingTerms {
+  int64_t max_runtime_seconds = 86400;  // StoppingCondition.MaxRuntimeInSeconds (AWS's default: one day)
+  int64_t max_pending_seconds = 0;      // StoppingCondition.MaxPendingTimeInSeconds; 0: none
+  int64_t max_retry_attempts = 0;       // RetryStrategy.MaximumRetryAttempts
+  bool checkpoints = false;             // CheckpointConfig is present
+  std::string s3_output_path;           // OutputDataConfig.S3OutputPath, without trailing '/'
+  bool compressed_output = true;        // OutputDataConfig.CompressionType is not NONE
+  struct MetricDefinition {
+    std::string name, regex;
+  };
+  std::vector<MetricDefinition> metric_definitions;  // AlgorithmSpecification.MetricDefinitions
+};
+// False: `request_json` is not a JSON object.
+bool ParseTrainingTerms(const std::string& request_json, TrainingTerms* out);
+
 struct TrainingJob {
   std::string name;
   std::string arn;
   std::string request_json;  // the CreateTrainingJob request as accepted (normalised JSON)
-  std::string status = "InProgress";  // InProgress | Completed | Failed | Stopping | Stopped
-  std::string secondary_status = "Starting";
+  TrainingTerms terms;       // request_json, parsed (not stored: DecodeDoc parses it)
+  TrainingJobStatus status = TrainingJobStatus::kInProgress;
+  SecondaryStatus secondary_status = SecondaryStatus::kStarting;
   std::vector<StatusTransition> transitions;
   std::string failure_reason;
   EpochMs creation_time = 0;
@@ -314,7 +387,7 @@ struct TrainingJob {
   // ResourceConfig.KeepAlivePeriodInSeconds, changed by UpdateTrainingJob.
   int64_t keep_alive_seconds = 0;
   std::string warm_pool_id;         // the pool this job runs on or left behind ("" none)
-  std::string warm_pool_status;     // WarmPoolStatus.Status: "" | InUse | Available | Reused | Terminated
+  WarmPoolStatus warm_pool_status = WarmPoolStatus::kNone;
   std::string reused_by_job;        // WarmPoolStatus.ReusedByJob
   std::string reused_from_job;      // the job whose pool this one took over ("" cold start)
   EpochMs warm_pool_available_since = 0;
@@ -328,7 +401,7 @@ struct TrainingJob {
 struct WarmPool {
   std::string id;
   uint64_t seq = 0;                 // creation order; tie-breaker everywhere
-  std::string status = "InUse";     // InUse | Available
+  WarmPoolStatus status = WarmPoolStatus::kInUse;  // kInUse | kAvailable
   std::string owner_job;            // the job running on it, or the last one that did
   std::string instance_type;
   int64_t instance_count = 1;

@@ -368,13 +368,13 @@ TEST(WarmPoolRules, EveryMatchingCriterionSeparatesPools) {
 }
 
 TEST(WarmPoolRules, PoolsAreKeptAfterSuccessStopsAndAlgorithmErrorsOnly) {
-  EXPECT_EQ(ClassifyPoolOutcome("Completed", "", true, StopCause::kNone), PoolOutcome::kKept);
-  EXPECT_EQ(ClassifyPoolOutcome("Stopped", "", true, StopCause::kUser), PoolOutcome::kKept);
-  EXPECT_EQ(ClassifyPoolOutcome("Stopped", "", false, StopCause::kUser), PoolOutcome::kNotStarted);
-  EXPECT_EQ(ClassifyPoolOutcome("Stopped", "", true, StopCause::kPreempt), PoolOutcome::kPreempted);
-  EXPECT_EQ(ClassifyPoolOutcome("Failed", "AlgorithmError: exit 3", true, StopCause::kNone), PoolOutcome::kKept);
-  EXPECT_EQ(ClassifyPoolOutcome("Failed", "ClientError: no data", true, StopCause::kNone), PoolOutcome::kKept);
-  EXPECT_EQ(ClassifyPoolOutcome("Failed", "InternalServerError: lost", true, StopCause::kNone), PoolOutcome::kInfrastructure);
+  EXPECT_EQ(ClassifyPoolOutcome(TrainingJobStatus::kCompleted, "", true, StopCause::kNone), PoolOutcome::kKept);
+  EXPECT_EQ(ClassifyPoolOutcome(TrainingJobStatus::kStopped, "", true, StopCause::kUser), PoolOutcome::kKept);
+  EXPECT_EQ(ClassifyPoolOutcome(TrainingJobStatus::kStopped, "", false, StopCause::kUser), PoolOutcome::kNotStarted);
+  EXPECT_EQ(ClassifyPoolOutcome(TrainingJobStatus::kStopped, "", true, StopCause::kPreempt), PoolOutcome::kPreempted);
+  EXPECT_EQ(ClassifyPoolOutcome(TrainingJobStatus::kFailed, "AlgorithmError: exit 3", true, StopCause::kNone), PoolOutcome::kKept);
+  EXPECT_EQ(ClassifyPoolOutcome(TrainingJobStatus::kFailed, "ClientError: no data", true, StopCause::kNone), PoolOutcome::kKept);
+  EXPECT_EQ(ClassifyPoolOutcome(TrainingJobStatus::kFailed, "InternalServerError: lost", true, StopCause::kNone), PoolOutcome::kInfrastructure);
 }
 
 TEST(WarmPoolRules, ExpiryIsTheKeepAliveCappedAt28DaysFromCreation) {

@@ -269,12 +269,30 @@ TEST_F(DecodeTest, QuotaShareFieldsKeepWhatIsAbsent) {
   ASSERT_TRUE(cmd->fields.capacity_limits);
   EXPECT_EQ((*cmd->fields.capacity_limits)[0].max_capacity, -1);  // absent: refused against the environment
   ASSERT_TRUE(cmd->fields.resource_sharing);
-  EXPECT_EQ(cmd->fields.resource_sharing->strategy, "LEND");
+  EXPECT_EQ(cmd->fields.resource_sharing->strategy, ShareStrategy::kLend);
   EXPECT_FALSE(cmd->fields.resource_sharing->borrow_limit);
   EXPECT_FALSE(cmd->fields.in_share_preemption);
   EXPECT_FALSE(cmd->fields.state);
   EXPECT_EQ(Error(DecodeCreateQuotaShare({{"quotaShareName", "no spaces"}})),
             "quotaShareName must be 1 to 128 letters, digits, hyphens or underscores");
+}
+
+TEST_F(DecodeTest, QuotaShareSharingAndPreemptionBecomeTyped) {
+  auto cmd = DecodeUpdateQuotaShare({{"quotaShareArn", "a"},
+                                     {"resourceSharingConfiguration", {{"strategy", "RESERVE"}}},
+                                     {"preemptionConfiguration", {{"inSharePreemption", "ENABLED"}}}});
+  ASSERT_TRUE(cmd.ok());
+  EXPECT_EQ(cmd->fields.resource_sharing->strategy, ShareStrategy::kReserve);
+  EXPECT_EQ(cmd->fields.in_share_preemption, true);
+  cmd = DecodeUpdateQuotaShare({{"quotaShareArn", "a"}, {"preemptionConfiguration", {{"inSharePreemption", "DISABLED"}}}});
+  ASSERT_TRUE(cmd.ok());
+  EXPECT_EQ(cmd->fields.in_share_preemption, false);
+  // The models hold both to their enums; text that slips past them is refused, not guessed.
+  EXPECT_EQ(Error(DecodeCreateQuotaShare({{"jobQueue", "q"}, {"quotaShareName", "s"},
+                                          {"resourceSharingConfiguration", {{"strategy", "SHARE"}}}})),
+            "resourceSharingConfiguration.strategy must be RESERVE, LEND or LEND_AND_BORROW, not 'SHARE'");
+  EXPECT_EQ(Error(DecodeUpdateQuotaShare({{"quotaShareArn", "a"}, {"preemptionConfiguration", {{"inSharePreemption", "on"}}}})),
+            "preemptionConfiguration.inSharePreemption must be ENABLED or DISABLED, not 'on'");
 }
 
 TEST_F(DecodeTest, UpdateTrainingJobTakesOnlyTheKeepAlive) {
@@ -355,6 +373,114 @@ TEST(WireEnums, StopCausesRoundTripAndLoadFromEarlierDocuments) {
   EXPECT_EQ(old.stop_cause, StopCause::kDiskReserve);
   ASSERT_TRUE(DecodeDoc(R"({"name":"t","stop_cause":""})", &old));
   EXPECT_EQ(old.stop_cause, StopCause::kNone);
+}
+
+TEST(WireEnums, TrainingAndWarmPoolStatusesRoundTripEveryValue) {
+  for (int i = 0; i <= static_cast<int>(TrainingJobStatus::kStopped); ++i) {
+    const auto v = static_cast<TrainingJobStatus>(i);
+    EXPECT_EQ(ParseTrainingJobStatus(ToWire(v)), v) << ToWire(v);
+  }
+  for (int i = 0; i <= static_cast<int>(SecondaryStatus::kPending); ++i) {
+    const auto v = static_cast<SecondaryStatus>(i);
+    EXPECT_EQ(ParseSecondaryStatus(ToWire(v)), v) << ToWire(v);
+    TrainingJob tj;
+    tj.secondary_status = v;
+    tj.transitions.push_back({v, 1, 0, "m"});
+    TrainingJob back;
+    ASSERT_TRUE(DecodeDoc(EncodeDoc(tj), &back));
+    EXPECT_EQ(back.secondary_status, v) << ToWire(v);
+    EXPECT_EQ(back.transitions.at(0).status, v) << ToWire(v);
+  }
+  for (int i = 0; i <= static_cast<int>(WarmPoolStatus::kTerminated); ++i) {
+    const auto v = static_cast<WarmPoolStatus>(i);
+    EXPECT_EQ(ParseWarmPoolStatus(ToWire(v)), v) << ToWire(v);
+  }
+  for (int i = 0; i <= static_cast<int>(ShareStrategy::kLendAndBorrow); ++i) {
+    const auto v = static_cast<ShareStrategy>(i);
+    EXPECT_EQ(ParseShareStrategy(ToWire(v)), v) << ToWire(v);
+  }
+  EXPECT_EQ(ToWire(SecondaryStatus::kMaxWaitTimeExceeded), std::string("MaxWaitTimeExceeded"));
+  EXPECT_EQ(ToWire(WarmPoolStatus::kNone), std::string(""));
+  EXPECT_FALSE(ParseTrainingJobStatus("inprogress"));
+  EXPECT_FALSE(ParseSecondaryStatus("Running"));
+}
+
+TEST(WireEnums, DocumentsOfThePreviousVersionLoadIntoTheEnums) {
+  // Written by the version that held these statuses as strings.
+  TrainingJob tj;
+  ASSERT_TRUE(DecodeDoc(R"({"name":"t","status":"Stopped","secondary_status":"MaxRuntimeExceeded",
+      "transitions":[{"status":"Starting","start":1,"end":2,"message":"s"},
+                     {"status":"Training","start":2,"end":3,"message":"t"},
+                     {"status":"MaxRuntimeExceeded","start":3,"end":0,"message":"m"}],
+      "warm_pool_id":"wp-1","warm_pool_status":"Reused","reused_by_job":"u"})", &tj));
+  EXPECT_EQ(tj.status, TrainingJobStatus::kStopped);
+  EXPECT_EQ(tj.secondary_status, SecondaryStatus::kMaxRuntimeExceeded);
+  ASSERT_EQ(tj.transitions.size(), 3u);
+  EXPECT_EQ(tj.transitions[1].status, SecondaryStatus::kTraining);
+  EXPECT_EQ(tj.RunSeconds(0, INT64_MAX, 10), 0.001);  // only the Training transition is a run phase
+  EXPECT_EQ(tj.warm_pool_status, WarmPoolStatus::kReused);
+  ASSERT_TRUE(DecodeDoc(R"({"name":"t","status":"InProgress","secondary_status":"Pending","warm_pool_status":""})", &tj));
+  EXPECT_EQ(tj.status, TrainingJobStatus::kInProgress);
+  EXPECT_EQ(tj.warm_pool_status, WarmPoolStatus::kNone);
+  WarmPool p;
+  ASSERT_TRUE(DecodeDoc(R"({"id":"wp-1","status":"Available","instance_type":"ml.m5.large"})", &p));
+  EXPECT_EQ(p.status, WarmPoolStatus::kAvailable);
+  QuotaShare q;
+  ASSERT_TRUE(DecodeDoc(R"({"name":"s","queue":"q","strategy":"LEND","borrow_limit":-1,
+      "in_share_preemption":"ENABLED","state":"DISABLED","capacity_limits":[{"capacity_unit":"ml.m5.large","max_capacity":4}]})", &q));
+  EXPECT_EQ(q.strategy, ShareStrategy::kLend);
+  EXPECT_TRUE(q.in_share_preemption);
+  EXPECT_EQ(q.state, ResourceState::kDisabled);
+  ASSERT_EQ(q.capacity_limits.size(), 1u);
+  EXPECT_EQ(q.capacity_limits[0].max_capacity, 4);
+  ASSERT_TRUE(DecodeDoc(R"({"name":"s"})", &q));  // absent members take the defaults
+  EXPECT_EQ(q.strategy, ShareStrategy::kLendAndBorrow);
+  EXPECT_FALSE(q.in_share_preemption);
+  // An unknown spelling is a document that does not decode, not a silent first value.
+  EXPECT_FALSE(DecodeDoc(R"({"name":"t","status":"Running"})", &tj));
+}
+
+TEST(WireEnums, StoredDocumentsKeepTheWireSpellings) {
+  TrainingJob tj;
+  tj.status = TrainingJobStatus::kStopping;
+  tj.secondary_status = SecondaryStatus::kMaxWaitTimeExceeded;
+  tj.warm_pool_status = WarmPoolStatus::kAvailable;
+  const std::string doc = EncodeDoc(tj);
+  EXPECT_NE(doc.find(R"("status":"Stopping")"), std::string::npos) << doc;
+  EXPECT_NE(doc.find(R"("secondary_status":"MaxWaitTimeExceeded")"), std::string::npos) << doc;
+  EXPECT_NE(doc.find(R"("warm_pool_status":"Available")"), std::string::npos) << doc;
+  QuotaShare q;
+  q.strategy = ShareStrategy::kReserve;
+  q.in_share_preemption = true;
+  const std::string qdoc = EncodeDoc(q);
+  EXPECT_NE(qdoc.find(R"("strategy":"RESERVE")"), std::string::npos) << qdoc;
+  EXPECT_NE(qdoc.find(R"("in_share_preemption":"ENABLED")"), std::string::npos) << qdoc;
+}
+
+TEST(StoredText, TrainingJobDocumentsParseTheirRequestTermsAtLoad) {
+  // A document as the previous version wrote it: the request only as text.
+  TrainingJob tj;
+  ASSERT_TRUE(DecodeDoc(R"({"name":"t","request_json":"{\"StoppingCondition\":{\"MaxRuntimeInSeconds\":600,\"MaxPendingTimeInSeconds\":7200},\"RetryStrategy\":{\"MaximumRetryAttempts\":2},\"CheckpointConfig\":{\"S3Uri\":\"s3://b/c\"},\"OutputDataConfig\":{\"S3OutputPath\":\"s3://b/out//\",\"CompressionType\":\"NONE\"},\"AlgorithmSpecification\":{\"MetricDefinitions\":[{\"Name\":\"loss\",\"Regex\":\"loss=(\\\\S+)\"}]}}"})",
+                        &tj));
+  EXPECT_EQ(tj.terms.max_runtime_seconds, 600);
+  EXPECT_EQ(tj.terms.max_pending_seconds, 7200);
+  EXPECT_EQ(tj.terms.max_retry_attempts, 2);
+  EXPECT_TRUE(tj.terms.checkpoints);
+  EXPECT_EQ(tj.terms.s3_output_path, "s3://b/out");
+  EXPECT_FALSE(tj.terms.compressed_output);
+  ASSERT_EQ(tj.terms.metric_definitions.size(), 1u);
+  EXPECT_EQ(tj.terms.metric_definitions[0].name, "loss");
+  EXPECT_EQ(tj.terms.metric_definitions[0].regex, "loss=(\\S+)");
+  EXPECT_EQ(EncodeDoc(tj).find("\"terms\""), std::string::npos);  // derived, not stored
+  // Absent members take AWS's defaults.
+  ASSERT_TRUE(ParseTrainingTerms(R"({"OutputDataConfig":{"S3OutputPath":"s3://b"}})", &tj.terms));
+  EXPECT_EQ(tj.terms.max_runtime_seconds, 86400);
+  EXPECT_EQ(tj.terms.max_pending_seconds, 0);
+  EXPECT_EQ(tj.terms.max_retry_attempts, 0);
+  EXPECT_FALSE(tj.terms.checkpoints);
+  EXPECT_TRUE(tj.terms.compressed_output);
+  EXPECT_TRUE(tj.terms.metric_definitions.empty());
+  EXPECT_FALSE(ParseTrainingTerms("[1]", &tj.terms));
 }
 
 // ---- Stored text: documents written before these fields were typed load into the typed form. ----
