@@ -66,6 +66,10 @@ class Engine {
   // The first `n` runnable jobs of share `s` in dispatch order.
   void FirstRunnable(size_t s, size_t n, std::vector<uint32_t>& out) const;
   int64_t LastCheckpoint(const JobState& j, int64_t t) const;
+  // Quota: a started job's entry in the snapshot, and what it learns as time passes (the instant
+  // it may be preempted, its checkpoints) up to `t`.
+  void AddRunningEntry(uint32_t i, int64_t t);
+  void AgeRunningEntries(int64_t t);
   // The timeline records, per instant, only the teams whose held or wanted GPUs changed.
   void TeamChanged(int team);
 
@@ -84,7 +88,13 @@ class Engine {
   std::vector<int> changed_teams_;
   std::vector<uint32_t> running_;              // job indices, any order
   std::set<uint32_t> nominated_;               // quota: promised capacity by the last pass
-  sched::QuotaSnapshot quota_snap_;            // reused by every quota pass
+  // Quota: the snapshot every pass reads. Its running entries are kept in step with running_
+  // (same positions) as jobs start and stop, not rebuilt per pass.
+  sched::QuotaSnapshot quota_snap_;
+  // Quota: when a running attempt's entry changes with time alone: (time, job, attempt, what).
+  enum Due : uint8_t { kMayBePreempted, kCheckpointed };
+  using DueEntry = std::tuple<int64_t, uint32_t, uint64_t, Due>;
+  std::priority_queue<DueEntry, std::vector<DueEntry>, std::greater<>> dues_;
   std::vector<uint32_t> offered_;
   bool completed_in_batch_ = false;            // the events at this instant
   std::vector<uint32_t> submitted_in_batch_;
@@ -137,6 +147,7 @@ void Engine::Start(uint32_t i, int64_t t) {
   team_held_[static_cast<size_t>(j.team)] += static_cast<int32_t>(j.gpus);
   TeamChanged(j.team);
   ends_.emplace(t + j.attempt_restart + j.remaining_s, i, j.attempt);
+  if (c_.policy == Policy::kQuota) AddRunningEntry(i, t);
   // The production library never places more than the capacity; a violation is a bug there or
   // here, never a property of the input.
   assert(used_ <= c_.gpus);
@@ -169,11 +180,51 @@ void Engine::Complete(uint32_t i, int64_t t) {
   running_[j.running_pos] = last;
   jobs_[last].running_pos = j.running_pos;
   running_.pop_back();
+  if (c_.policy == Policy::kQuota) {
+    auto& entries = quota_snap_.running;
+    if (j.running_pos + 1 != entries.size()) entries[j.running_pos] = std::move(entries.back());
+    entries.pop_back();
+  }
   used_ -= j.gpus;
   share_held_[static_cast<size_t>(j.share)] -= j.gpus;
   team_held_[static_cast<size_t>(j.team)] -= static_cast<int32_t>(j.gpus);
   TeamChanged(j.team);
   r_.jobs[i].end_s = t;
+}
+
+void Engine::AddRunningEntry(uint32_t i, int64_t t) {
+  const JobState& j = jobs_[i];
+  sched::QuotaRunningJob& rj = quota_snap_.running.emplace_back();
+  rj.seq = i + uint64_t{1};
+  rj.share = j.share;
+  rj.instance_type = kType;
+  rj.instance_count = j.gpus;
+  rj.priority = j.priority;
+  rj.start_order = j.start_order;
+  rj.preempting = false;
+  rj.preemptible = c_.min_runtime_s <= 0;
+  rj.end_ms = c_.exact_runtime ? Ms(t + j.attempt_restart + j.remaining_s) : 0;
+  rj.started_ms = Ms(t);
+  rj.last_checkpoint_ms = 0;
+  if (!rj.preemptible) dues_.emplace(t + c_.min_runtime_s, i, j.attempt, kMayBePreempted);
+  if (c_.checkpoint_interval_s > 0) dues_.emplace(t + j.attempt_restart + c_.checkpoint_interval_s, i, j.attempt, kCheckpointed);
+}
+
+void Engine::AgeRunningEntries(int64_t t) {
+  while (!dues_.empty() && std::get<0>(dues_.top()) <= t) {
+    const auto [due, i, attempt, what] = dues_.top();
+    dues_.pop();
+    const JobState& j = jobs_[i];
+    if (!j.running || j.attempt != attempt) continue;  // that attempt has ended
+    sched::QuotaRunningJob& rj = quota_snap_.running[j.running_pos];
+    if (what == kMayBePreempted) {
+      rj.preemptible = true;
+    } else {
+      const int64_t cp = LastCheckpoint(j, t);
+      rj.last_checkpoint_ms = Ms(cp);
+      dues_.emplace(cp + c_.checkpoint_interval_s, i, attempt, kCheckpointed);
+    }
+  }
 }
 
 void Engine::FirstRunnable(size_t s, size_t n, std::vector<uint32_t>& out) const {
@@ -298,24 +349,7 @@ bool Engine::QuotaPass(int64_t t) {
     offered.push_back(i);
     snap.shares[static_cast<size_t>(j.share)].runnable.push_back({i + uint64_t{1}, kType, j.gpus, j.priority, 0, true});
   }
-  snap.running.resize(running_.size());
-  for (size_t k = 0; k < running_.size(); ++k) {
-    const uint32_t i = running_[k];
-    const JobState& j = jobs_[i];
-    sched::QuotaRunningJob& rj = snap.running[k];
-    rj.seq = i + uint64_t{1};
-    rj.share = j.share;
-    if (rj.instance_type != kType) rj.instance_type = kType;
-    rj.instance_count = j.gpus;
-    rj.priority = j.priority;
-    rj.start_order = j.start_order;
-    rj.preempting = false;
-    rj.preemptible = t - j.attempt_start >= c_.min_runtime_s;
-    rj.end_ms = c_.exact_runtime ? Ms(j.attempt_start + j.attempt_restart + j.remaining_s) : 0;
-    rj.started_ms = Ms(j.attempt_start);
-    const int64_t cp = LastCheckpoint(j, t);
-    rj.last_checkpoint_ms = cp >= 0 ? Ms(cp) : 0;
-  }
+  AgeRunningEntries(t);
   // A runtime bound for the estimates when the runtime is known.
   if (c_.exact_runtime)
     for (auto& sh : snap.shares)
