@@ -39,8 +39,6 @@ struct JobState {
   uint64_t start_order = 0;
   size_t running_pos = 0;
   bool running = false;
-  bool nominated = false;
-  uint64_t offered_in = 0;      // the pass that offered it (quota: no job is offered twice)
 };
 
 // Runnable jobs of one share by (priority descending, size): each a set of job indices, which
@@ -95,12 +93,10 @@ class Engine {
   enum Due : uint8_t { kMayBePreempted, kCheckpointed };
   using DueEntry = std::tuple<int64_t, uint32_t, uint64_t, Due>;
   std::priority_queue<DueEntry, std::vector<DueEntry>, std::greater<>> dues_;
-  std::vector<uint32_t> offered_;
   bool completed_in_batch_ = false;            // the events at this instant
   std::vector<uint32_t> submitted_in_batch_;
   int64_t used_ = 0;
   uint64_t start_order_ = 0;
-  uint64_t pass_id_ = 0;
   using Event = std::tuple<int64_t, uint32_t, uint64_t>;  // (end, job, attempt)
   std::priority_queue<Event, std::vector<Event>, std::greater<>> ends_;
 };
@@ -135,7 +131,6 @@ void Engine::Start(uint32_t i, int64_t t) {
   JobResult& res = r_.jobs[i];
   if (res.start_s < 0) res.start_s = t;
   j.running = true;
-  j.nominated = false;
   j.attempt_start = t;
   j.attempt_restart = res.preemptions > 0 ? c_.restart_cost_s : 0;
   j.start_order = ++start_order_;
@@ -299,7 +294,6 @@ bool Engine::SchedulePass(int64_t t) {
 
 bool Engine::QuotaPass(int64_t t) {
   ++r_.passes;
-  const uint64_t pass = ++pass_id_;
   const int64_t free = c_.gpus - used_;
   // The snapshot's buffers are kept between passes (a pass allocates little of its own).
   sched::QuotaSnapshot& snap = quota_snap_;
@@ -320,8 +314,6 @@ bool Engine::QuotaPass(int64_t t) {
     }
   }
   snap.now_ms = Ms(t);
-  std::vector<uint32_t>& offered = offered_;
-  offered.clear();
   for (size_t s = 0; s < share_names_.size(); ++s) {
     const ShareSpec& spec = *share_specs_[s];
     sched::QuotaShareSpec& q = snap.shares[s];
@@ -333,21 +325,24 @@ bool Engine::QuotaPass(int64_t t) {
     // test checks that this changes no decision (SimTest.OfferLimitsChangeNoDecision).
     const int64_t room = std::max<int64_t>(0, spec.gpus - share_held_[s]) + free +
                          (spec.in_share_preemption ? share_held_[s] : 0);
+    // The class says the job's priority and size: the jobs' own state is not read.
     for (const auto& [key, set] : runnable_[s]) {
       int64_t n = c_.exhaustive ? INT64_MAX : room / key.second + kOfferMargin;
-      for (auto it = set.begin(); it != set.end() && n > 0; ++it, --n) {
-        JobState& j = jobs_[*it];
-        j.offered_in = pass;
-        offered.push_back(*it);
-        q.runnable.push_back({*it + uint64_t{1}, kType, j.gpus, j.priority, 0, j.nominated});
-      }
+      for (auto it = set.begin(); it != set.end() && n > 0; ++it, --n)
+        q.runnable.push_back({*it + uint64_t{1}, kType, key.second, -key.first, 0, false});
     }
   }
+  // The jobs promised capacity by the last pass are offered whatever their place in their class.
   for (uint32_t i : nominated_) {
-    JobState& j = jobs_[i];
-    if (j.offered_in == pass || j.running) continue;
-    offered.push_back(i);
-    snap.shares[static_cast<size_t>(j.share)].runnable.push_back({i + uint64_t{1}, kType, j.gpus, j.priority, 0, true});
+    const JobState& j = jobs_[i];
+    if (j.running) continue;
+    auto& runnable = snap.shares[static_cast<size_t>(j.share)].runnable;
+    auto it = std::find_if(runnable.begin(), runnable.end(), [&](const sched::QuotaJob& q) { return q.seq == i + uint64_t{1}; });
+    if (it != runnable.end()) {
+      it->nominated = true;
+    } else {
+      runnable.push_back({i + uint64_t{1}, kType, j.gpus, j.priority, 0, true});
+    }
   }
   AgeRunningEntries(t);
   // A runtime bound for the estimates when the runtime is known.
@@ -358,12 +353,8 @@ bool Engine::QuotaPass(int64_t t) {
         qj.max_runtime_ms = (jobs_[i].remaining_s + (r_.jobs[i].preemptions > 0 ? c_.restart_cost_s : 0)) * 1000 + 1;
       }
   const sched::QuotaDecisions d = sched::ScheduleQuotaShares(snap);
-  for (uint32_t i : offered) jobs_[i].nominated = false;
   nominated_.clear();
-  for (uint64_t seq : d.promised) {
-    jobs_[seq - 1].nominated = true;
-    nominated_.insert(static_cast<uint32_t>(seq - 1));
-  }
+  for (uint64_t seq : d.promised) nominated_.insert(static_cast<uint32_t>(seq - 1));
   // Victims leave first (their capacity is what the promised jobs wait for), then starts.
   for (const auto& p : d.preemptions) {
     const uint32_t i = static_cast<uint32_t>(p.victim_seq - 1);
