@@ -197,6 +197,7 @@ class QuotaPass {
   OfferOrder Order() const {
     // Every share's jobs in its own order, one share after another: share s from at[s] to at[s + 1].
     std::vector<const QuotaJob*> jobs;
+    jobs.reserve(job_type_.size());
     std::vector<size_t> at;
     at.reserve(snap_.shares.size() + 1);
     for (const auto& sh : snap_.shares) {
@@ -220,18 +221,35 @@ class QuotaPass {
   }
   template <class Head, class MakeHead, class ShareOf>
   OfferOrder Merge(const std::vector<const QuotaJob*>& jobs, const std::vector<size_t>& at, MakeHead make, ShareOf share_of) const {
+    // A binary min-heap of the heads; the head taken is replaced by its share's next job in
+    // place (one sift down instead of a pop and a push).
     std::vector<Head> heap;
     for (size_t s = 0; s + 1 < at.size(); ++s)
       if (at[s] < at[s + 1]) heap.push_back(make(jobs[at[s]]->seq, s));
-    std::priority_queue<Head, std::vector<Head>, std::greater<>> heads(std::greater<>(), std::move(heap));
+    std::make_heap(heap.begin(), heap.end(), std::greater<>());
     std::vector<size_t> next(at.begin(), at.end() - 1);
     OfferOrder out;
     out.reserve(jobs.size());
-    while (!heads.empty()) {
-      const size_t s = share_of(heads.top());
-      heads.pop();
+    while (!heap.empty()) {
+      const size_t s = share_of(heap.front());
       out.emplace_back(s, jobs[next[s]++]);
-      if (next[s] < at[s + 1]) heads.push(make(jobs[next[s]]->seq, s));
+      Head head;
+      if (next[s] < at[s + 1]) {
+        head = make(jobs[next[s]]->seq, s);
+      } else {
+        head = heap.back();
+        heap.pop_back();
+        if (heap.empty()) break;
+      }
+      size_t k = 0;  // sift `head` down from the root
+      const size_t n = heap.size();
+      for (size_t c = 1; c < n; c = 2 * k + 1) {
+        if (c + 1 < n && heap[c + 1] < heap[c]) ++c;
+        if (!(heap[c] < head)) break;
+        heap[k] = heap[c];
+        k = c;
+      }
+      heap[k] = head;
     }
     return out;
   }
