@@ -42,8 +42,11 @@ class QuotaPass {
   explicit QuotaPass(const QuotaSnapshot& snap) : snap_(snap), running_(snap.running) {
     for (const auto& [t, n] : snap.capacity) Intern(t);
     for (const auto& [t, n] : snap.ceiling) Intern(t);
-    for (const auto& sh : snap.shares)
-      for (const auto& [t, n] : sh.limit) Intern(t);
+    // The shares' limits as (share, type, instances): each share's map is walked once.
+    std::vector<std::tuple<size_t, Type, int64_t>> limits;
+    limits.reserve(snap.shares.size());
+    for (size_t s = 0; s < snap.shares.size(); ++s)
+      for (const auto& [t, n] : snap.shares[s].limit) limits.emplace_back(s, Intern(t), n);
     job_types_at_.reserve(snap.shares.size());
     for (const auto& sh : snap.shares) {
       job_types_at_.push_back(job_type_.size());
@@ -80,8 +83,8 @@ class QuotaPass {
     for (const auto& [t, n] : snap.ceiling) ceiling_[Intern(t)] = n;
     limit_.assign(ns * nt, 0);
     lent_.assign(nt, 0);
+    for (const auto& [s, t, n] : limits) limit_[Key(s, t)] = n;
     for (size_t s = 0; s < ns; ++s) {
-      for (const auto& [t, n] : snap.shares[s].limit) limit_[Key(s, Intern(t))] = n;
       if (Lends(snap.shares[s].strategy)) {
         for (Type t = 0; t < nt; ++t) lent_[t] += limit_[Key(s, t)];
       } else {
