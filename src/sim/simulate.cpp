@@ -3,6 +3,7 @@
 // preempted. Nothing here reads a clock or iterates an unordered container.
 #include <algorithm>
 #include <cassert>
+#include <deque>
 #include <map>
 #include <queue>
 #include <set>
@@ -41,10 +42,12 @@ struct JobState {
   bool running = false;
 };
 
-// Runnable jobs of one share by (priority descending, size): each a set of job indices, which
-// are submit order.
+// Runnable jobs of one share by (priority descending, size): each a sorted list of job indices,
+// which are submit order. A deque: passes read the first jobs of each class, jobs arrive at its
+// end and start from near its front, so the list is read contiguously and rarely moved.
 using ClassKey = std::pair<int, int64_t>;  // (-priority, gpus)
-using Classes = std::map<ClassKey, std::set<uint32_t>>;
+using Class = std::deque<uint32_t>;
+using Classes = std::map<ClassKey, Class>;
 
 class Engine {
  public:
@@ -116,7 +119,8 @@ void Engine::TeamChanged(int team) {
 
 void Engine::MakeRunnable(uint32_t i) {
   JobState& j = jobs_[i];
-  runnable_[static_cast<size_t>(j.share)][{-j.priority, j.gpus}].insert(i);
+  Class& cls = runnable_[static_cast<size_t>(j.share)][{-j.priority, j.gpus}];
+  cls.insert(std::lower_bound(cls.begin(), cls.end(), i), i);
   ++runnable_count_[static_cast<size_t>(j.share)];
 }
 
@@ -125,7 +129,7 @@ void Engine::Start(uint32_t i, int64_t t) {
   assert(!j.running);
   auto& cls = runnable_[static_cast<size_t>(j.share)];
   auto it = cls.find({-j.priority, j.gpus});
-  it->second.erase(i);
+  it->second.erase(std::lower_bound(it->second.begin(), it->second.end(), i));
   if (it->second.empty()) cls.erase(it);
   --runnable_count_[static_cast<size_t>(j.share)];
   JobResult& res = r_.jobs[i];
@@ -224,7 +228,7 @@ void Engine::AgeRunningEntries(int64_t t) {
 
 void Engine::FirstRunnable(size_t s, size_t n, std::vector<uint32_t>& out) const {
   // A k-way merge over the share's classes, in (priority descending, submit order).
-  using Head = std::tuple<int, uint32_t, std::set<uint32_t>::const_iterator, std::set<uint32_t>::const_iterator>;
+  using Head = std::tuple<int, uint32_t, Class::const_iterator, Class::const_iterator>;
   auto later = [](const Head& a, const Head& b) {
     return std::tie(std::get<0>(a), std::get<1>(a)) > std::tie(std::get<0>(b), std::get<1>(b));
   };
