@@ -42,8 +42,11 @@ class QuotaPass {
   explicit QuotaPass(const QuotaSnapshot& snap) : snap_(snap), running_(snap.running) {
     for (const auto& [t, n] : snap.capacity) Intern(t);
     for (const auto& [t, n] : snap.ceiling) Intern(t);
-    for (const auto& sh : snap.shares)
-      for (const auto& [t, n] : sh.limit) Intern(t);
+    // The shares' limits as (share, type, instances): each share's map is walked once.
+    std::vector<std::tuple<size_t, Type, int64_t>> limits;
+    limits.reserve(snap.shares.size());
+    for (size_t s = 0; s < snap.shares.size(); ++s)
+      for (const auto& [t, n] : snap.shares[s].limit) limits.emplace_back(s, Intern(t), n);
     job_types_at_.reserve(snap.shares.size());
     for (const auto& sh : snap.shares) {
       job_types_at_.push_back(job_type_.size());
@@ -80,8 +83,8 @@ class QuotaPass {
     for (const auto& [t, n] : snap.ceiling) ceiling_[Intern(t)] = n;
     limit_.assign(ns * nt, 0);
     lent_.assign(nt, 0);
+    for (const auto& [s, t, n] : limits) limit_[Key(s, t)] = n;
     for (size_t s = 0; s < ns; ++s) {
-      for (const auto& [t, n] : snap.shares[s].limit) limit_[Key(s, Intern(t))] = n;
       if (Lends(snap.shares[s].strategy)) {
         for (Type t = 0; t < nt; ++t) lent_[t] += limit_[Key(s, t)];
       } else {
@@ -197,6 +200,7 @@ class QuotaPass {
   OfferOrder Order() const {
     // Every share's jobs in its own order, one share after another: share s from at[s] to at[s + 1].
     std::vector<const QuotaJob*> jobs;
+    jobs.reserve(job_type_.size());
     std::vector<size_t> at;
     at.reserve(snap_.shares.size() + 1);
     for (const auto& sh : snap_.shares) {
@@ -220,18 +224,35 @@ class QuotaPass {
   }
   template <class Head, class MakeHead, class ShareOf>
   OfferOrder Merge(const std::vector<const QuotaJob*>& jobs, const std::vector<size_t>& at, MakeHead make, ShareOf share_of) const {
+    // A binary min-heap of the heads; the head taken is replaced by its share's next job in
+    // place (one sift down instead of a pop and a push).
     std::vector<Head> heap;
     for (size_t s = 0; s + 1 < at.size(); ++s)
       if (at[s] < at[s + 1]) heap.push_back(make(jobs[at[s]]->seq, s));
-    std::priority_queue<Head, std::vector<Head>, std::greater<>> heads(std::greater<>(), std::move(heap));
+    std::make_heap(heap.begin(), heap.end(), std::greater<>());
     std::vector<size_t> next(at.begin(), at.end() - 1);
     OfferOrder out;
     out.reserve(jobs.size());
-    while (!heads.empty()) {
-      const size_t s = share_of(heads.top());
-      heads.pop();
+    while (!heap.empty()) {
+      const size_t s = share_of(heap.front());
       out.emplace_back(s, jobs[next[s]++]);
-      if (next[s] < at[s + 1]) heads.push(make(jobs[next[s]]->seq, s));
+      Head head;
+      if (next[s] < at[s + 1]) {
+        head = make(jobs[next[s]]->seq, s);
+      } else {
+        head = heap.back();
+        heap.pop_back();
+        if (heap.empty()) break;
+      }
+      size_t k = 0;  // sift `head` down from the root
+      const size_t n = heap.size();
+      for (size_t c = 1; c < n; c = 2 * k + 1) {
+        if (c + 1 < n && heap[c + 1] < heap[c]) ++c;
+        if (!(heap[c] < head)) break;
+        heap[k] = heap[c];
+        k = c;
+      }
+      heap[k] = head;
     }
     return out;
   }

@@ -3,6 +3,7 @@
 // preempted. Nothing here reads a clock or iterates an unordered container.
 #include <algorithm>
 #include <cassert>
+#include <deque>
 #include <map>
 #include <queue>
 #include <set>
@@ -39,14 +40,14 @@ struct JobState {
   uint64_t start_order = 0;
   size_t running_pos = 0;
   bool running = false;
-  bool nominated = false;
-  uint64_t offered_in = 0;      // the pass that offered it (quota: no job is offered twice)
 };
 
-// Runnable jobs of one share by (priority descending, size): each a set of job indices, which
-// are submit order.
+// Runnable jobs of one share by (priority descending, size): each a sorted list of job indices,
+// which are submit order. A deque: passes read the first jobs of each class, jobs arrive at its
+// end and start from near its front, so the list is read contiguously and rarely moved.
 using ClassKey = std::pair<int, int64_t>;  // (-priority, gpus)
-using Classes = std::map<ClassKey, std::set<uint32_t>>;
+using Class = std::deque<uint32_t>;
+using Classes = std::map<ClassKey, Class>;
 
 class Engine {
  public:
@@ -66,6 +67,10 @@ class Engine {
   // The first `n` runnable jobs of share `s` in dispatch order.
   void FirstRunnable(size_t s, size_t n, std::vector<uint32_t>& out) const;
   int64_t LastCheckpoint(const JobState& j, int64_t t) const;
+  // Quota: a started job's entry in the snapshot, and what it learns as time passes (the instant
+  // it may be preempted, its checkpoints) up to `t`.
+  void AddRunningEntry(uint32_t i, int64_t t);
+  void AgeRunningEntries(int64_t t);
   // The timeline records, per instant, only the teams whose held or wanted GPUs changed.
   void TeamChanged(int team);
 
@@ -84,13 +89,17 @@ class Engine {
   std::vector<int> changed_teams_;
   std::vector<uint32_t> running_;              // job indices, any order
   std::set<uint32_t> nominated_;               // quota: promised capacity by the last pass
-  sched::QuotaSnapshot quota_snap_;            // reused by every quota pass
-  std::vector<uint32_t> offered_;
+  // Quota: the snapshot every pass reads. Its running entries are kept in step with running_
+  // (same positions) as jobs start and stop, not rebuilt per pass.
+  sched::QuotaSnapshot quota_snap_;
+  // Quota: when a running attempt's entry changes with time alone: (time, job, attempt, what).
+  enum Due : uint8_t { kMayBePreempted, kCheckpointed };
+  using DueEntry = std::tuple<int64_t, uint32_t, uint64_t, Due>;
+  std::priority_queue<DueEntry, std::vector<DueEntry>, std::greater<>> dues_;
   bool completed_in_batch_ = false;            // the events at this instant
   std::vector<uint32_t> submitted_in_batch_;
   int64_t used_ = 0;
   uint64_t start_order_ = 0;
-  uint64_t pass_id_ = 0;
   using Event = std::tuple<int64_t, uint32_t, uint64_t>;  // (end, job, attempt)
   std::priority_queue<Event, std::vector<Event>, std::greater<>> ends_;
 };
@@ -110,7 +119,8 @@ void Engine::TeamChanged(int team) {
 
 void Engine::MakeRunnable(uint32_t i) {
   JobState& j = jobs_[i];
-  runnable_[static_cast<size_t>(j.share)][{-j.priority, j.gpus}].insert(i);
+  Class& cls = runnable_[static_cast<size_t>(j.share)][{-j.priority, j.gpus}];
+  cls.insert(std::lower_bound(cls.begin(), cls.end(), i), i);
   ++runnable_count_[static_cast<size_t>(j.share)];
 }
 
@@ -119,13 +129,12 @@ void Engine::Start(uint32_t i, int64_t t) {
   assert(!j.running);
   auto& cls = runnable_[static_cast<size_t>(j.share)];
   auto it = cls.find({-j.priority, j.gpus});
-  it->second.erase(i);
+  it->second.erase(std::lower_bound(it->second.begin(), it->second.end(), i));
   if (it->second.empty()) cls.erase(it);
   --runnable_count_[static_cast<size_t>(j.share)];
   JobResult& res = r_.jobs[i];
   if (res.start_s < 0) res.start_s = t;
   j.running = true;
-  j.nominated = false;
   j.attempt_start = t;
   j.attempt_restart = res.preemptions > 0 ? c_.restart_cost_s : 0;
   j.start_order = ++start_order_;
@@ -137,6 +146,7 @@ void Engine::Start(uint32_t i, int64_t t) {
   team_held_[static_cast<size_t>(j.team)] += static_cast<int32_t>(j.gpus);
   TeamChanged(j.team);
   ends_.emplace(t + j.attempt_restart + j.remaining_s, i, j.attempt);
+  if (c_.policy == Policy::kQuota) AddRunningEntry(i, t);
   // The production library never places more than the capacity; a violation is a bug there or
   // here, never a property of the input.
   assert(used_ <= c_.gpus);
@@ -169,6 +179,11 @@ void Engine::Complete(uint32_t i, int64_t t) {
   running_[j.running_pos] = last;
   jobs_[last].running_pos = j.running_pos;
   running_.pop_back();
+  if (c_.policy == Policy::kQuota) {
+    auto& entries = quota_snap_.running;
+    if (j.running_pos + 1 != entries.size()) entries[j.running_pos] = std::move(entries.back());
+    entries.pop_back();
+  }
   used_ -= j.gpus;
   share_held_[static_cast<size_t>(j.share)] -= j.gpus;
   team_held_[static_cast<size_t>(j.team)] -= static_cast<int32_t>(j.gpus);
@@ -176,9 +191,44 @@ void Engine::Complete(uint32_t i, int64_t t) {
   r_.jobs[i].end_s = t;
 }
 
+void Engine::AddRunningEntry(uint32_t i, int64_t t) {
+  const JobState& j = jobs_[i];
+  sched::QuotaRunningJob& rj = quota_snap_.running.emplace_back();
+  rj.seq = i + uint64_t{1};
+  rj.share = j.share;
+  rj.instance_type = kType;
+  rj.instance_count = j.gpus;
+  rj.priority = j.priority;
+  rj.start_order = j.start_order;
+  rj.preempting = false;
+  rj.preemptible = c_.min_runtime_s <= 0;
+  rj.end_ms = c_.exact_runtime ? Ms(t + j.attempt_restart + j.remaining_s) : 0;
+  rj.started_ms = Ms(t);
+  rj.last_checkpoint_ms = 0;
+  if (!rj.preemptible) dues_.emplace(t + c_.min_runtime_s, i, j.attempt, kMayBePreempted);
+  if (c_.checkpoint_interval_s > 0) dues_.emplace(t + j.attempt_restart + c_.checkpoint_interval_s, i, j.attempt, kCheckpointed);
+}
+
+void Engine::AgeRunningEntries(int64_t t) {
+  while (!dues_.empty() && std::get<0>(dues_.top()) <= t) {
+    const auto [due, i, attempt, what] = dues_.top();
+    dues_.pop();
+    const JobState& j = jobs_[i];
+    if (!j.running || j.attempt != attempt) continue;  // that attempt has ended
+    sched::QuotaRunningJob& rj = quota_snap_.running[j.running_pos];
+    if (what == kMayBePreempted) {
+      rj.preemptible = true;
+    } else {
+      const int64_t cp = LastCheckpoint(j, t);
+      rj.last_checkpoint_ms = Ms(cp);
+      dues_.emplace(cp + c_.checkpoint_interval_s, i, attempt, kCheckpointed);
+    }
+  }
+}
+
 void Engine::FirstRunnable(size_t s, size_t n, std::vector<uint32_t>& out) const {
   // A k-way merge over the share's classes, in (priority descending, submit order).
-  using Head = std::tuple<int, uint32_t, std::set<uint32_t>::const_iterator, std::set<uint32_t>::const_iterator>;
+  using Head = std::tuple<int, uint32_t, Class::const_iterator, Class::const_iterator>;
   auto later = [](const Head& a, const Head& b) {
     return std::tie(std::get<0>(a), std::get<1>(a)) > std::tie(std::get<0>(b), std::get<1>(b));
   };
@@ -248,7 +298,6 @@ bool Engine::SchedulePass(int64_t t) {
 
 bool Engine::QuotaPass(int64_t t) {
   ++r_.passes;
-  const uint64_t pass = ++pass_id_;
   const int64_t free = c_.gpus - used_;
   // The snapshot's buffers are kept between passes (a pass allocates little of its own).
   sched::QuotaSnapshot& snap = quota_snap_;
@@ -269,8 +318,6 @@ bool Engine::QuotaPass(int64_t t) {
     }
   }
   snap.now_ms = Ms(t);
-  std::vector<uint32_t>& offered = offered_;
-  offered.clear();
   for (size_t s = 0; s < share_names_.size(); ++s) {
     const ShareSpec& spec = *share_specs_[s];
     sched::QuotaShareSpec& q = snap.shares[s];
@@ -282,40 +329,26 @@ bool Engine::QuotaPass(int64_t t) {
     // test checks that this changes no decision (SimTest.OfferLimitsChangeNoDecision).
     const int64_t room = std::max<int64_t>(0, spec.gpus - share_held_[s]) + free +
                          (spec.in_share_preemption ? share_held_[s] : 0);
+    // The class says the job's priority and size: the jobs' own state is not read.
     for (const auto& [key, set] : runnable_[s]) {
       int64_t n = c_.exhaustive ? INT64_MAX : room / key.second + kOfferMargin;
-      for (auto it = set.begin(); it != set.end() && n > 0; ++it, --n) {
-        JobState& j = jobs_[*it];
-        j.offered_in = pass;
-        offered.push_back(*it);
-        q.runnable.push_back({*it + uint64_t{1}, kType, j.gpus, j.priority, 0, j.nominated});
-      }
+      for (auto it = set.begin(); it != set.end() && n > 0; ++it, --n)
+        q.runnable.push_back({*it + uint64_t{1}, kType, key.second, -key.first, 0, false});
     }
   }
+  // The jobs promised capacity by the last pass are offered whatever their place in their class.
   for (uint32_t i : nominated_) {
-    JobState& j = jobs_[i];
-    if (j.offered_in == pass || j.running) continue;
-    offered.push_back(i);
-    snap.shares[static_cast<size_t>(j.share)].runnable.push_back({i + uint64_t{1}, kType, j.gpus, j.priority, 0, true});
-  }
-  snap.running.resize(running_.size());
-  for (size_t k = 0; k < running_.size(); ++k) {
-    const uint32_t i = running_[k];
     const JobState& j = jobs_[i];
-    sched::QuotaRunningJob& rj = snap.running[k];
-    rj.seq = i + uint64_t{1};
-    rj.share = j.share;
-    if (rj.instance_type != kType) rj.instance_type = kType;
-    rj.instance_count = j.gpus;
-    rj.priority = j.priority;
-    rj.start_order = j.start_order;
-    rj.preempting = false;
-    rj.preemptible = t - j.attempt_start >= c_.min_runtime_s;
-    rj.end_ms = c_.exact_runtime ? Ms(j.attempt_start + j.attempt_restart + j.remaining_s) : 0;
-    rj.started_ms = Ms(j.attempt_start);
-    const int64_t cp = LastCheckpoint(j, t);
-    rj.last_checkpoint_ms = cp >= 0 ? Ms(cp) : 0;
+    if (j.running) continue;
+    auto& runnable = snap.shares[static_cast<size_t>(j.share)].runnable;
+    auto it = std::find_if(runnable.begin(), runnable.end(), [&](const sched::QuotaJob& q) { return q.seq == i + uint64_t{1}; });
+    if (it != runnable.end()) {
+      it->nominated = true;
+    } else {
+      runnable.push_back({i + uint64_t{1}, kType, j.gpus, j.priority, 0, true});
+    }
   }
+  AgeRunningEntries(t);
   // A runtime bound for the estimates when the runtime is known.
   if (c_.exact_runtime)
     for (auto& sh : snap.shares)
@@ -324,12 +357,8 @@ bool Engine::QuotaPass(int64_t t) {
         qj.max_runtime_ms = (jobs_[i].remaining_s + (r_.jobs[i].preemptions > 0 ? c_.restart_cost_s : 0)) * 1000 + 1;
       }
   const sched::QuotaDecisions d = sched::ScheduleQuotaShares(snap);
-  for (uint32_t i : offered) jobs_[i].nominated = false;
   nominated_.clear();
-  for (uint64_t seq : d.promised) {
-    jobs_[seq - 1].nominated = true;
-    nominated_.insert(static_cast<uint32_t>(seq - 1));
-  }
+  for (uint64_t seq : d.promised) nominated_.insert(static_cast<uint32_t>(seq - 1));
   // Victims leave first (their capacity is what the promised jobs wait for), then starts.
   for (const auto& p : d.preemptions) {
     const uint32_t i = static_cast<uint32_t>(p.victim_seq - 1);

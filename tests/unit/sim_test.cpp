@@ -186,6 +186,42 @@ TEST(SimTest, SkippedPassesAndOfferLimitsChangeNoDecision) {
   EXPECT_LT(a.passes, b.passes);
 }
 
+// Two GPUs, one per share: share a runs two jobs (one on b's lent GPU), and b's job at `reclaim_s`
+// takes one of them back. Returns the index of the preempted job (-1: none).
+int64_t ReclaimVictim(const std::string& knobs, int64_t second_start_s, int64_t reclaim_s) {
+  ClusterSpec c = Cluster("gpus = 2\npolicy = \"quota\"\n" + knobs +
+                          "[shares.a]\ngpus = 1\n[shares.b]\ngpus = 1\n[defaults]\nshare = \"a\"\n"
+                          "[teams]\nb = { share = \"b\" }\n");
+  const std::vector<TraceJob> trace = {J("a1", 0, 1000, 1, "a"), J("a2", second_start_s, 1000, 1, "a"),
+                                       J("b1", reclaim_s, 1000, 1, "b")};
+  const Result r = Simulate(c, trace);
+  int64_t victim = -1;
+  for (const Decision& d : r.decisions)
+    if (d.kind == Decision::kPreempt) {
+      EXPECT_EQ(victim, -1) << "one preemption at most";
+      EXPECT_EQ(d.t_s, reclaim_s);
+      victim = d.job;
+    }
+  return victim;
+}
+
+TEST(SimTest, VictimsAreRankedByWorkLostSinceTheirLastCheckpoint) {
+  // At 110 s a1 (started at 0) checkpointed at 100 s and loses 10 s; a2 (started at 30 s, its first
+  // checkpoint due at 130 s) loses 80 s: a1 is the victim although a2 started more recently. The
+  // checkpoint is taken between passes, so the pass at 110 s must see it.
+  EXPECT_EQ(ReclaimVictim("checkpoint_interval_s = 100\n", 30, 110), 0);
+  // Without checkpoints a1 would lose more: a2 goes.
+  EXPECT_EQ(ReclaimVictim("", 30, 110), 1);
+}
+
+TEST(SimTest, AJobBecomesPreemptibleAfterItsMinimumRuntime) {
+  // At 100 s a1 ran 100 s and may be preempted; a2 ran 70 s of its 90: a1 goes although a2 loses
+  // less work. Before a1 ran 90 s neither may go, and b1 waits for a completion.
+  EXPECT_EQ(ReclaimVictim("min_runtime_s = 90\n", 30, 100), 0);
+  EXPECT_EQ(ReclaimVictim("", 30, 100), 1);
+  EXPECT_EQ(ReclaimVictim("min_runtime_s = 90\n", 30, 80), -1);
+}
+
 TEST(SimTest, SameInputsGiveByteIdenticalOutputs) {
   const std::vector<TraceJob> trace = Excerpt();
   ClusterSpec c = Cluster(kQuotaCluster);
