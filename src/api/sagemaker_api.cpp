@@ -41,7 +41,7 @@ json EncodeWarmPool(const TrainingJob& tj, EpochMs now) {
   return w;
 }
 
-// for_event: an event's detail, which carries the job's Tags too (SEMANTICS.md §8.3).
+// for_event: an event's detail, which carries the job's Tags too (SageMaker's training job state-change events).
 json EncodeDescribe(const TrainingJob& tj, EpochMs now, bool for_event = false) {
   json req = json::parse(tj.request_json);
   json j;
@@ -78,7 +78,7 @@ json EncodeDescribe(const TrainingJob& tj, EpochMs now, bool for_event = false) 
     metrics.push_back({{"MetricName", m.name}, {"Value", m.value}, {"Timestamp", Seconds(m.timestamp)}});
   j["FinalMetricDataList"] = metrics;
   // Both count the time spent downloading, training and uploading, over every run; a spot run's
-  // billable time is scaled by the spot price over the on-demand price (SEMANTICS.md §7), so
+  // billable time is scaled by the spot price over the on-demand price (SageMaker's managed spot training), so
   // the savings are (1 - BillableTimeInSeconds / TrainingTimeInSeconds) × 100.
   if (tj.training_end_time) {
     j["TrainingTimeInSeconds"] = WholeSeconds(tj.RunSeconds(0, INT64_MAX, now));
@@ -373,7 +373,7 @@ Response HandleSystemMetrics(Controller& c, const json& req) {
   return c.Read([&](const State& s) -> Response {
     const TrainingJob* tj = s.FindTrainingJob(name);
     if (!tj) return NotFound("Requested resource not found: training job " + name);
-    // Hosts are "<training-job-name>/algo-<n>" (SEMANTICS.md §8.2), listed in instance order.
+    // Hosts are "<training-job-name>/algo-<n>" (SageMaker's per-host training metrics), listed in instance order.
     int only = 0;
     if (!host.empty()) {
       const std::string prefix = tj->name + "/algo-";

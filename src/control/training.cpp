@@ -65,7 +65,7 @@ constexpr int64_t kMaxRuntimeLimitSeconds = 28 * 86400;  // SageMaker's 28-day c
 constexpr int64_t kMinMaxPendingSeconds = 7200;           // MaxPendingTimeInSeconds 7200..2419200
 constexpr int64_t kMaxMaxPendingSeconds = 2419200;
 
-// StoppingCondition (SEMANTICS.md §4.5). Service-job payloads reach here without model
+// StoppingCondition (SageMaker API reference). Service-job payloads reach here without model
 // validation, so every bound of the model is checked here too.
 Status CheckStoppingCondition(const json& req) {
   if (!req.contains("StoppingCondition") || req["StoppingCondition"].is_null()) return Status::Ok();
@@ -280,7 +280,7 @@ Status CheckTrainingRequest(const json& req, const Config& config, const std::st
   if (req.contains("EnableManagedSpotTraining") && !req["EnableManagedSpotTraining"].is_boolean())
     return InvalidArgument("EnableManagedSpotTraining must be a boolean");
   if (req.value("EnableManagedSpotTraining", false)) {
-    // Managed spot (SEMANTICS.md §7, docs/spot.md).
+    // Managed spot (docs/spot.md).
     if (req.value("StoppingCondition", json::object()).value("MaxWaitTimeInSeconds", json()).is_null())
       return InvalidArgument("StoppingCondition.MaxWaitTimeInSeconds is required when EnableManagedSpotTraining is true "
                              "(the time to wait for spot capacity plus the run time)");
@@ -361,7 +361,7 @@ Status Controller::StopTrainingJob(const std::string& name) {
 }
 
 namespace {
-// The TrainingJobStatus a SecondaryStatus belongs to (SEMANTICS.md §4).
+// The TrainingJobStatus a SecondaryStatus belongs to (SageMaker API reference, DescribeTrainingJob).
 TrainingJobStatus PrimaryStatusOf(SecondaryStatus secondary) {
   switch (secondary) {
     case SecondaryStatus::kCompleted: return TrainingJobStatus::kCompleted;
@@ -468,7 +468,7 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
   std::vector<std::string> overdue, out_of_wait;
   for (const auto& [seq, name] : state_.live_training_jobs) {
     TrainingJob* tj = &state_.training_jobs.at(name);
-    // MaxWaitTimeInSeconds: a spot job's time waiting for capacity plus its run time (SEMANTICS.md §7).
+    // MaxWaitTimeInSeconds: a spot job's time waiting for capacity plus its run time (SageMaker's managed spot training).
     if (tj->managed_spot && tj->status == TrainingJobStatus::kInProgress && tj->max_wait_seconds > 0 &&
         t.now - tj->creation_time >= tj->max_wait_seconds * 1000) {
       out_of_wait.push_back(name);
@@ -795,7 +795,7 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
 }
 
 bool Controller::RestartAfterInfrastructureFailure(Turn& t, TrainingJob& tj, const exec::AttemptEvent& e) {
-  // RetryStrategy.MaximumRetryAttempts (SEMANTICS.md §4.5): SageMaker retries a training job
+  // RetryStrategy.MaximumRetryAttempts (SageMaker API reference): SageMaker retries a training job
   // whose instances failed; an algorithm error is never retried. The infrastructure failures
   // here are a lost run (its supervisor died, or the executor could not start it) and a run that
   // ended with InternalServerError (the object store unreachable, a full disk, a failed instance
@@ -828,7 +828,7 @@ bool Controller::RestartAfterInfrastructureFailure(Turn& t, TrainingJob& tj, con
 
 int64_t Controller::RemainingRuntimeSeconds(const TrainingJob& tj, EpochMs now) const {
   // MaxRuntimeInSeconds bounds the total over the runs of one training job (with RetryStrategy,
-  // SEMANTICS.md §4.5): the time already spent downloading, training and uploading counts.
+  // SageMaker API reference): the time already spent downloading, training and uploading counts.
   const int64_t max_runtime = tj.terms.max_runtime_seconds;
   EpochMs spent = 0;
   for (const auto& tr : tj.transitions)
@@ -867,7 +867,7 @@ void Controller::FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const Tra
     SetJobStatus(t, js, JobStatus::kFailed, "Job attempt duration exceeded timeout");
     return;
   }
-  // Insufficient capacity (SEMANTICS.md §2.7): the training job failed with CapacityError, or a
+  // Insufficient capacity (Batch's service job retries): the training job failed with CapacityError, or a
   // spot job ran out of MaxWaitTimeInSeconds before it ever launched. Retried until capacity
   // comes, without consuming retryStrategy.attempts (jobStateTimeLimitActions can bound it).
   if (StartsWith(tj.failure_reason, "CapacityError") ||

@@ -277,7 +277,7 @@ struct MetricValue {
   EpochMs timestamp = 0;
 };
 
-// SageMaker's per-instance system metrics (SEMANTICS.md §8.2), in the order a SystemSample
+// SageMaker's per-instance system metrics (SageMaker's per-host training metrics), in the order a SystemSample
 // holds them.
 inline constexpr std::array<const char*, 5> kSystemMetricNames = {
     "CPUUtilization", "MemoryUtilization", "DiskUtilization", "GPUUtilization", "GPUMemoryUtilization"};
@@ -405,7 +405,7 @@ struct WarmPool {
   std::string owner_job;            // the job running on it, or the last one that did
   std::string instance_type;
   int64_t instance_count = 1;
-  std::string match_key;            // canonical JSON of the matching criteria (SEMANTICS.md §5.3)
+  std::string match_key;            // canonical JSON of the matching criteria (SageMaker's warm-pool matching criteria)
   EpochMs created_at = 0;           // the chain's start: the 28-day lifetime counts from here
   EpochMs available_since = 0;
   EpochMs expires_at = 0;           // while Available
