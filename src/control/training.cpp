@@ -321,7 +321,7 @@ StatusOr<TrainingJob> Controller::CreateTrainingJob(const CreateTrainingJobComma
   tj.max_wait_seconds = req.max_wait_seconds;
   tj.capacity_ladder = cmd.capacity_ladder;
   tj.fallback_after_interruptions = cmd.fallback_after_interruptions;
-  return Execute<TrainingJob>([&](Turn& t) -> StatusOr<TrainingJob> {
+  return Execute<TrainingJob>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<TrainingJob> {
     if (state_.FindTrainingJob(tj.name))
       return AlreadyExists("Training job names must be unique within an AWS account and region, and a training job with this name already exists (" + tj.arn + ")");
     tj.seq = state_.next_seq++;
@@ -337,7 +337,7 @@ StatusOr<TrainingJob> Controller::CreateTrainingJob(const CreateTrainingJobComma
 }
 
 Status Controller::StopTrainingJob(const std::string& name) {
-  return ExecuteStatus([&](Turn& t) -> Status {
+  return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status {
     TrainingJob* found = state_.FindTrainingJob(name);
     if (!found) return NotFound("Requested resource not found: training job " + name);
     TrainingJob& tj = *found;
@@ -481,7 +481,10 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
         AddTransition(t, *tj, "Pending", reason, t.now);
       continue;
     }
-    const int rung = PickRung(ladder, tj->instance_count, tj->interruptions, [&](const std::string& key) {
+    // PickRung calls this before it returns, under this turn's exclusive lock; the analysis cannot
+    // follow a lambda through a template argument.
+    const int rung = PickRung(ladder, tj->instance_count, tj->interruptions,
+                              [&](const std::string& key) NO_THREAD_SAFETY_ANALYSIS {
       return config_.CapacityOf(key) - state_.host_in_use[key];
     });
     if (rung >= 0) {
