@@ -255,10 +255,14 @@ bool Controller::InFlight::Touches(const State& s, const std::string& job_id) co
 
 void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
   // Before the lock: the executor parses its attempts' status files, and on a tick the metric
-  // tails read their jobs' new log lines.
+  // tails read their jobs' new log lines and the data dir's free space is measured.
   const std::vector<exec::AttemptEvent> polled = executor_->Poll();
   Turn t(clock_.now_ms());
-  if (t.now - last_tick_ >= 500) PrefetchTails();
+  int64_t disk_free = -1;
+  if (t.now - last_tick_ >= 500) {
+    PrefetchTails();
+    disk_free = MeasureDiskFree();
+  }
   Status committed;
   std::vector<store::Write> writes;
   std::vector<std::string> swept_logs;
@@ -278,7 +282,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
         backoff_ends_.erase(backoff_ends_.begin(), backoff_ends_.upper_bound(t.now));
         t.reschedule = true;
       }
-      CheckDiskReserve(t);
+      CheckDiskReserve(t, disk_free);
       EnforceTimeouts(t);
       EvaluateAlarms(t);
       TailMetrics(t);
@@ -374,6 +378,9 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
   for (auto& [cmd, ack] : batch) ack(committed);
   if (!committed.ok()) return;  // the next turn (at most 500 ms away) tries again
   if (!t.events.empty()) event_log_->Published(last_event_seq_);
+  // A resumed run's earlier files go before it starts again.
+  for (const auto& id : t.discards)
+    if (Status st = executor_->Discard(id); !st.ok()) spdlog::warn("cannot clear the earlier run of {}: {}", id, st.message());
   for (auto& [id, spec] : t.starts) {
     Status st = executor_->Start(id, spec);
     if (!st.ok()) {

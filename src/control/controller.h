@@ -253,10 +253,12 @@ class Controller {
   // when it was launched, asks the executor to stop it after the commit.
   // grace_seconds < 0: [executor] stop_grace_seconds.
   void RequestStop(Turn& t, TrainingJob& tj, StopCause cause, const std::string& message, int grace_seconds = -1) REQUIRES(turn_mu_, state_mu_);
-  // [server] data_dir_reserve_mib (docs/configuration.md, "Disk reserve"): checks the data dir's
-  // free space (one statvfs per tick); under the reserve, reclaims finished attempts' scratch,
-  // holds back every start (disk_low_) and stops the running job that uses most of the data dir.
-  void CheckDiskReserve(Turn& t) REQUIRES(turn_mu_, state_mu_);
+  // [server] data_dir_reserve_mib (docs/configuration.md, "Disk reserve"): folds in the data
+  // dir's free space, measured before the lock (one statvfs per tick, MeasureDiskFree: -1 when
+  // unknown or no reserve is set); under the reserve, reclaims finished attempts' scratch, holds
+  // back every start (disk_low_) and stops the running job that uses most of the data dir.
+  void CheckDiskReserve(Turn& t, int64_t free_bytes) REQUIRES(turn_mu_, state_mu_);
+  int64_t MeasureDiskFree() const;
   // Removes the workspaces (not the logs) of attempts whose training job is final; returns how many.
   size_t ReclaimFinishedScratch() REQUIRES(turn_mu_, state_mu_);
   // Why nothing starts while disk_low_ (a job's wait reason).

@@ -425,9 +425,10 @@ void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj, bool spot) {
   tj.run_launched_at = t.now;
   PriceRun(tj, spot);
   if (tj.interruptions > 0) {
-    // The interrupted run's files; its checkpoints were uploaded when it ended.
+    // The interrupted run's files go after the commit, before the start; its checkpoints were
+    // uploaded when it ended.
     DropTail(t, tj.name);
-    if (Status st = executor_->Discard(tj.name); !st.ok()) spdlog::warn("cannot clear the interrupted run of {}: {}", tj.name, st.message());
+    t.discards.push_back(tj.name);
     tj.stop_cause = StopCause::kNone;
   }
   std::string message;
