@@ -56,21 +56,27 @@ StatusOr<std::unique_ptr<Controller>> Controller::Open(const Config& config, con
   std::unique_ptr<Controller> c(new Controller(config, clock, std::move(ports)));
   c->data_dir_ = fs::absolute(config.data_dir).lexically_normal().string();
   c->sandbox_ = config.sandbox;
-  c->last_event_seq_ = c->event_log_->LastPublished();
   std::error_code ec;
-  c->LoadState();
-  // Workspaces of pools that ended while the server was down between the commit and the removal.
-  for (const auto& entry : fs::directory_iterator(fs::path(c->data_dir_) / "pools", ec)) {
-    if (c->state_.warm_pools.count(entry.path().filename().string())) continue;
-    std::error_code rm;
-    fs::remove_all(entry.path(), rm);
+  {
+    // No other thread exists yet; the locks are taken for what loading and re-adopting require.
+    MutexLock turn(c->turn_mu_);
+    WriterLock lock(c->state_mu_);
+    c->last_event_seq_ = c->event_log_->LastPublished();
+    c->LoadState();
+    // Workspaces of pools that ended while the server was down between the commit and the removal.
+    for (const auto& entry : fs::directory_iterator(fs::path(c->data_dir_) / "pools", ec)) {
+      if (c->state_.warm_pools.count(entry.path().filename().string())) continue;
+      std::error_code rm;
+      fs::remove_all(entry.path(), rm);
+    }
+    c->ReadoptAttempts();
   }
-  c->ReadoptAttempts();
   return c;
 }
 
 void Controller::LoadState() {
-  State& s = state_;
+  State s;  // built here, then moved in whole
+
   auto must = [](Status st) {
     if (!st.ok()) {
       spdlog::critical("cannot load state: {}", st.message());
@@ -154,6 +160,7 @@ void Controller::LoadState() {
   }));
   spdlog::info("loaded {} environments, {} queues, {} service jobs, {} training jobs", s.environments.size(),
                s.queues.size(), s.jobs.size(), s.training_jobs.size());
+  state_ = std::move(s);
 }
 
 void Controller::Start() {
@@ -204,7 +211,7 @@ void Controller::Loop() {
 EpochMs Controller::NextDeadline() {
   EpochMs at = last_tick_ + 500;
   if (!backoff_ends_.empty()) at = std::min(at, *backoff_ends_.begin());
-  std::shared_lock lock(state_mu_);
+  ReaderLock lock(state_mu_);
   for (const auto& [queue, closes] : state_.batch_closes)
     if (closes > state_.last_pass_at) at = std::min(at, closes);  // not yet passed since it closed
   return at;
@@ -262,17 +269,21 @@ bool Controller::InFlight::Touches(const State& s, const std::string& job_id) co
 
 void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
   // Before the lock: the executor parses its attempts' status files, and on a tick the metric
-  // tails read their jobs' new log lines.
+  // tails read their jobs' new log lines and the data dir's free space is measured.
   const std::vector<exec::AttemptEvent> polled = executor_->Poll();
   Turn t(clock_.now_ms());
-  if (t.now - last_tick_ >= 500) PrefetchTails();
+  int64_t disk_free = -1;
+  if (t.now - last_tick_ >= 500) {
+    PrefetchTails();
+    disk_free = MeasureDiskFree();
+  }
   Status committed;
   std::vector<store::Write> writes;
   std::vector<std::string> swept_logs;
   bool ticked = false;
   uint64_t events_before = 0;
   {
-    std::unique_lock lock(state_mu_);
+    WriterLock lock(state_mu_);
     for (auto& [cmd, ack] : batch) cmd(t);
     AdmitSubmitted(t);
     ApplyExecutorEvents(t, polled);
@@ -285,7 +296,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
       ticked = true;
       if (last_tick_ != 0) InjectSpotInterruptions(t, t.now - last_tick_);
       last_tick_ = t.now;
-      CheckDiskReserve(t);
+      CheckDiskReserve(t, disk_free);
       EnforceTimeouts(t);
       EvaluateAlarms(t);
       TailMetrics(t);
@@ -360,7 +371,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
   // The commit (an fsync) runs outside the lock: readers of what this turn did not change go on.
   committed = store_->Commit(writes);
   {
-    std::unique_lock lock(state_mu_);
+    WriterLock lock(state_mu_);
     in_flight_ = InFlight();
     if (!committed.ok()) {
       // Typically a full disk (SQLITE_FULL, an I/O error). Exiting would not help: a restart
@@ -383,6 +394,9 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
   for (auto& [cmd, ack] : batch) ack(committed);
   if (!committed.ok()) return;  // the next turn (at most 500 ms away) tries again
   if (!t.events.empty()) event_log_->Published(last_event_seq_);
+  // A resumed run's earlier files go before it starts again.
+  for (const auto& id : t.discards)
+    if (Status st = executor_->Discard(id); !st.ok()) spdlog::warn("cannot clear the earlier run of {}: {}", id, st.message());
   for (auto& [id, spec] : t.starts) {
     Status st = executor_->Start(id, spec);
     if (!st.ok()) {
@@ -461,7 +475,7 @@ StatusOr<ServiceEnvironment> Controller::CreateServiceEnvironment(const CreateSe
   e.tags = cmd.tags;
   e.capacity_limits = cmd.capacity_limits;
   e.arn = Arn("batch", "service-environment/" + e.name);
-  return Execute<ServiceEnvironment>([&](Turn& t) -> StatusOr<ServiceEnvironment> {
+  return Execute<ServiceEnvironment>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<ServiceEnvironment> {
     if (state_.environments.count(e.name))
       return AlreadyExists("Service environment " + e.name + " already exists");
     if (state_.environments.size() >= 50)
@@ -477,7 +491,7 @@ StatusOr<ServiceEnvironment> Controller::CreateServiceEnvironment(const CreateSe
 StatusOr<ServiceEnvironment> Controller::UpdateServiceEnvironment(const UpdateServiceEnvironmentCommand& cmd) {
   const std::string& id = cmd.environment;
   const std::optional<ResourceState>& new_state = cmd.state;
-  return Execute<ServiceEnvironment>([&](Turn& t) -> StatusOr<ServiceEnvironment> {
+  return Execute<ServiceEnvironment>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<ServiceEnvironment> {
     const ServiceEnvironment* found = FindEnvironment(state_, id);
     if (!found) return NotFound("Service environment " + id + " does not exist");
     ServiceEnvironment& e = state_.environments[found->name];
@@ -491,7 +505,7 @@ StatusOr<ServiceEnvironment> Controller::UpdateServiceEnvironment(const UpdateSe
 
 Status Controller::DeleteServiceEnvironment(const DeleteServiceEnvironmentCommand& cmd) {
   const std::string& id = cmd.environment;
-  return ExecuteStatus([&](Turn& t) -> Status {
+  return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status {
     const ServiceEnvironment* e = FindEnvironment(state_, id);
     if (!e) return NotFound("Service environment " + id + " does not exist");
     if (e->state != ResourceState::kDisabled)
@@ -566,7 +580,7 @@ StatusOr<JobQueue> Controller::CreateJobQueue(const CreateJobQueueCommand& cmd) 
   q.time_limit_actions = cmd.time_limit_actions;
   q.arn = Arn("batch", "job-queue/" + q.name);
   const std::vector<EnvironmentRef>& order = cmd.service_environment_order;
-  return Execute<JobQueue>([&](Turn& t) -> StatusOr<JobQueue> {
+  return Execute<JobQueue>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<JobQueue> {
     if (state_.queues.count(q.name)) return AlreadyExists("Job queue " + q.name + " already exists");
     if (state_.queues.size() >= 50) return LimitExceeded("at most 50 job queues may exist");
     auto resolved = ResolveOrder(state_, order);
@@ -589,7 +603,7 @@ StatusOr<JobQueue> Controller::CreateJobQueue(const CreateJobQueueCommand& cmd) 
 
 StatusOr<JobQueue> Controller::UpdateJobQueue(const UpdateJobQueueCommand& cmd) {
   const std::string& id = cmd.queue;
-  return Execute<JobQueue>([&](Turn& t) -> StatusOr<JobQueue> {
+  return Execute<JobQueue>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<JobQueue> {
     const JobQueue* found = FindQueue(state_, id);
     if (!found) return NotFound("Job queue " + id + " does not exist");
     JobQueue updated = *found;
@@ -624,7 +638,7 @@ StatusOr<JobQueue> Controller::UpdateJobQueue(const UpdateJobQueueCommand& cmd) 
 
 Status Controller::DeleteJobQueue(const DeleteJobQueueCommand& cmd) {
   const std::string& id = cmd.queue;
-  return ExecuteStatus([&](Turn& t) -> Status {
+  return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status {
     const JobQueue* q = FindQueue(state_, id);
     if (!q) return NotFound("Job queue " + id + " does not exist");
     if (q->state != ResourceState::kDisabled) return FailedPrecondition("Job queue " + q->name + " must be DISABLED before it is deleted");

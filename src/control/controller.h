@@ -69,18 +69,20 @@ class Controller {
   // only: while a turn's commit is in flight (its changes are in memory, not yet durable) this
   // waits for it.
   template <typename F>
-  auto Read(F&& f) const {
-    std::shared_lock lock(state_mu_);
-    committed_cv_.wait(lock, [&] { return !in_flight_.active; });
+  auto Read(F&& f) const EXCLUDES(state_mu_) {
+    ReaderLock lock(state_mu_);
+    committed_cv_.wait(lock, [&]() REQUIRES_SHARED(state_mu_) { return !in_flight_.active; });
     return f(static_cast<const State&>(state_));
   }
   // Read() for what describes one service job (the job, its attempts' training jobs, its queue's
   // ARN): waits for an in-flight commit only when that commit changes one of those, so a Describe
   // does not wait for another job's fsync. REQUIRES: f reads nothing else that a turn changes.
   template <typename F>
-  auto ReadServiceJob(const std::string& job_id, F&& f) const {
-    std::shared_lock lock(state_mu_);
-    committed_cv_.wait(lock, [&] { return !in_flight_.active || !in_flight_.Touches(state_, job_id); });
+  auto ReadServiceJob(const std::string& job_id, F&& f) const EXCLUDES(state_mu_) {
+    ReaderLock lock(state_mu_);
+    committed_cv_.wait(lock, [&]() REQUIRES_SHARED(state_mu_) {
+      return !in_flight_.active || !in_flight_.Touches(state_, job_id);
+    });
     return f(static_cast<const State&>(state_));
   }
 
@@ -171,99 +173,102 @@ class Controller {
   // until then instead of a whole tick.
   EpochMs NextDeadline() REQUIRES(turn_mu_);
   void RunTurn(std::deque<std::pair<Command, Ack>>& batch) REQUIRES(turn_mu_) EXCLUDES(queue_mu_);
-  void LoadState();
-  void ReadoptAttempts();
+  void LoadState() REQUIRES(turn_mu_, state_mu_);
+  void ReadoptAttempts() REQUIRES(turn_mu_, state_mu_);
 
   // Steps of a turn (controller thread, exclusive lock held).
-  void AdmitSubmitted(Turn& t);
+  void AdmitSubmitted(Turn& t) REQUIRES(turn_mu_, state_mu_);
   // The events the controller made itself, then `polled` (read from the executor before the lock).
-  void ApplyExecutorEvents(Turn& t, const std::vector<exec::AttemptEvent>& polled);
-  void ApplyEvent(Turn& t, const exec::AttemptEvent& e);
+  void ApplyExecutorEvents(Turn& t, const std::vector<exec::AttemptEvent>& polled) REQUIRES(turn_mu_, state_mu_);
+  void ApplyEvent(Turn& t, const exec::AttemptEvent& e) REQUIRES(turn_mu_, state_mu_);
   // Adds what a preempted attempt that ended at `end` threw away to the job's loss counters.
-  void CountPreemptionLoss(ServiceJob& job, const TrainingJob& tj, EpochMs end) const;
-  void EnforceTimeouts(Turn& t);
+  void CountPreemptionLoss(ServiceJob& job, const TrainingJob& tj, EpochMs end) const REQUIRES(turn_mu_, state_mu_);
+  void EnforceTimeouts(Turn& t) REQUIRES(turn_mu_, state_mu_);
   // Spot (spot.cpp). Interrupt: notice, then the run ends and the job waits for spot capacity.
-  void Interrupt(Turn& t, TrainingJob& tj, const std::string& why);
+  void Interrupt(Turn& t, TrainingJob& tj, const std::string& why) REQUIRES(turn_mu_, state_mu_);
   // The configured random interruption rates over the last `elapsed_ms`.
-  void InjectSpotInterruptions(Turn& t, EpochMs elapsed_ms);
+  void InjectSpotInterruptions(Turn& t, EpochMs elapsed_ms) REQUIRES(turn_mu_, state_mu_);
   // Ends the billing of tj's current run at `end` (its seconds priced at the run's market).
-  void CloseRun(TrainingJob& tj, EpochMs end) const;
+  void CloseRun(TrainingJob& tj, EpochMs end) const REQUIRES(turn_mu_, state_mu_);
   // Prices the run about to start: its market, on-demand price and price per instance-hour.
-  void PriceRun(TrainingJob& tj, bool spot) const;
-  void SchedulePass(Turn& t);
-  sched::FairShare FairShareOf(Turn& t, const JobQueue& q, size_t prefix);
-  bool IsQuotaQueue(const JobQueue& q) const;
-  void ScheduleQuotaQueue(Turn& t, const JobQueue& q);
-  void StartServiceJob(Turn& t, ServiceJobState& js, const std::string& environment);
-  void StartPendingTrainingJobs(Turn& t);
-  void TailMetrics(Turn& t);
+  void PriceRun(TrainingJob& tj, bool spot) const REQUIRES(turn_mu_, state_mu_);
+  void SchedulePass(Turn& t) REQUIRES(turn_mu_, state_mu_);
+  sched::FairShare FairShareOf(Turn& t, const JobQueue& q, size_t prefix) REQUIRES(turn_mu_, state_mu_);
+  bool IsQuotaQueue(const JobQueue& q) const REQUIRES(turn_mu_, state_mu_);
+  void ScheduleQuotaQueue(Turn& t, const JobQueue& q) REQUIRES(turn_mu_, state_mu_);
+  void StartServiceJob(Turn& t, ServiceJobState& js, const std::string& environment) REQUIRES(turn_mu_, state_mu_);
+  void StartPendingTrainingJobs(Turn& t) REQUIRES(turn_mu_, state_mu_);
+  void TailMetrics(Turn& t) REQUIRES(turn_mu_, state_mu_);
   // Reads at most max_bytes more of each instance's log of tj (whole lines) into its
   // MetricDefinitions series; kMetricTailBytesPerTurn keeps one chatty job from holding a turn.
-  void TailJobMetrics(Turn& t, TrainingJob& tj, int64_t max_bytes);
+  void TailJobMetrics(Turn& t, TrainingJob& tj, int64_t max_bytes) REQUIRES(turn_mu_, state_mu_);
   static constexpr int64_t kMetricTailBytesPerTurn = 8 << 20;
   struct Tail;
   struct TailRead;  // new lines of one job's files, read ahead (turn.h)
   // Before the lock: reads the new lines of the logs and system metrics files of the jobs the
   // last tick tailed (tailing_) into their Tail::prefetched. Controller thread, no state_ access.
-  void PrefetchTails();
-  void TailSystemMetrics(Turn& t, const TrainingJob& tj, Tail& tail, const TailRead& read);
+  void PrefetchTails() REQUIRES(turn_mu_);
+  void TailSystemMetrics(Turn& t, const TrainingJob& tj, Tail& tail, const TailRead& read) REQUIRES(turn_mu_, state_mu_);
   // Forgets where the metrics of a job's logs were read to (its run ended), storing what is unsaved.
-  void DropTail(Turn& t, const std::string& name);
+  void DropTail(Turn& t, const std::string& name) REQUIRES(turn_mu_, state_mu_);
   // Launches tj's run on `spot` or on-demand capacity of tj.instance_type.
-  void LaunchTrainingJob(Turn& t, TrainingJob& tj, bool spot);
-  void FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const TrainingJob& tj);
+  void LaunchTrainingJob(Turn& t, TrainingJob& tj, bool spot) REQUIRES(turn_mu_, state_mu_);
+  void FinishServiceJobAttempt(Turn& t, ServiceJobState& js, const TrainingJob& tj) REQUIRES(turn_mu_, state_mu_);
   // True when the lost run of tj is started again under its RetryStrategy (the job stays InProgress).
-  bool RestartAfterInfrastructureFailure(Turn& t, TrainingJob& tj, const exec::AttemptEvent& e);
+  bool RestartAfterInfrastructureFailure(Turn& t, TrainingJob& tj, const exec::AttemptEvent& e) REQUIRES(turn_mu_, state_mu_);
   // MaxRuntimeInSeconds less the time tj's runs have already used (may be <= 0).
-  int64_t RemainingRuntimeSeconds(const TrainingJob& tj, EpochMs now) const;
-  void SetJobStatus(Turn& t, ServiceJobState& js, JobStatus status, const std::string& reason);
+  int64_t RemainingRuntimeSeconds(const TrainingJob& tj, EpochMs now) const REQUIRES(turn_mu_, state_mu_);
+  void SetJobStatus(Turn& t, ServiceJobState& js, JobStatus status, const std::string& reason) REQUIRES(turn_mu_, state_mu_);
   // Records js's wait code; a new blocked code ("CAPACITY:...", "MISCONFIGURATION:...") is a
   // "Batch Job Queue Blocked" event whose statusReason is `reason` (the code when empty).
-  void SetWaitCode(Turn& t, ServiceJobState& js, const std::string& code, const std::string& reason);
+  void SetWaitCode(Turn& t, ServiceJobState& js, const std::string& code, const std::string& reason) REQUIRES(turn_mu_, state_mu_);
   // Alarms (alarms.cpp): evaluates every [[alarms]] rule; a change of state is an event.
-  void EvaluateAlarms(Turn& t);
+  void EvaluateAlarms(Turn& t) REQUIRES(turn_mu_, state_mu_);
   // A service job reached SUCCEEDED or FAILED (for failure_ratio).
-  void NoteEnding(const ServiceJob& job, EpochMs at);
+  void NoteEnding(const ServiceJob& job, EpochMs at) REQUIRES(turn_mu_, state_mu_);
   // Renders the turn's event triggers into store writes (sequence numbers from next_event_seq_).
-  void RenderEvents(Turn& t, std::vector<store::Write>* writes);
+  void RenderEvents(Turn& t, std::vector<store::Write>* writes) REQUIRES(turn_mu_, state_mu_);
   // [events] retention_days and max_events: deletes the oldest events (once a minute at most).
-  void PruneEvents(EpochMs now);
+  void PruneEvents(EpochMs now) REQUIRES(turn_mu_);
   // Counts a status change of js to `to` in the metrics (called before the change).
-  void CountTransition(Turn& t, const ServiceJobState& js, JobStatus to);
+  void CountTransition(Turn& t, const ServiceJobState& js, JobStatus to) REQUIRES(turn_mu_, state_mu_);
   // A "SageMaker Training Job State Change" event for a new SecondaryStatus.
   void TrainingJobEvent(Turn& t, const std::string& name, SecondaryStatus secondary, const std::string& message,
-                        EpochMs at);
-  void AddTransition(Turn& t, TrainingJob& tj, SecondaryStatus secondary, const std::string& message, EpochMs at);
-  void ReleaseCapacity(TrainingJob& tj);
+                        EpochMs at) REQUIRES(turn_mu_, state_mu_);
+  void AddTransition(Turn& t, TrainingJob& tj, SecondaryStatus secondary, const std::string& message, EpochMs at)
+      REQUIRES(turn_mu_, state_mu_);
+  void ReleaseCapacity(TrainingJob& tj) REQUIRES(turn_mu_, state_mu_);
   // [logs] retention_days: the instance logs of training jobs that ended longer ago than that
   // (once a minute at most), added to *jobs for the turn to discard (Executor::DiscardLogs)
   // outside the lock.
-  void SweepLogs(EpochMs now, std::vector<std::string>* jobs);
+  void SweepLogs(EpochMs now, std::vector<std::string>* jobs) REQUIRES(turn_mu_, state_mu_);
   // Warm pools (warm_pools.cpp). On launch: takes over a matching Available pool or starts a new
   // one (KeepAlivePeriodInSeconds > 0); returns the transition message saying which.
-  std::string AttachWarmPool(Turn& t, TrainingJob& tj);
+  std::string AttachWarmPool(Turn& t, TrainingJob& tj) REQUIRES(turn_mu_, state_mu_);
   // Frees Available pools of `type` until `count` instances are free on the host: pools that no
   // waiting job matches first, oldest first.
-  void SetPoolOrigin(WarmPool& p, const TrainingJob& tj) const;
-  void MakeRoom(Turn& t, const std::string& type, int64_t count, const std::string& for_job);
+  void SetPoolOrigin(WarmPool& p, const TrainingJob& tj) const REQUIRES(turn_mu_, state_mu_);
+  void MakeRoom(Turn& t, const std::string& type, int64_t count, const std::string& for_job) REQUIRES(turn_mu_, state_mu_);
   // On the job's final status: keeps its pool Available or terminates it (creation rules, quota).
-  void SettleWarmPool(Turn& t, TrainingJob& tj);
-  void TerminateWarmPool(Turn& t, const std::string& id, const std::string& reason);
-  void ExpireWarmPools(Turn& t);
+  void SettleWarmPool(Turn& t, TrainingJob& tj) REQUIRES(turn_mu_, state_mu_);
+  void TerminateWarmPool(Turn& t, const std::string& id, const std::string& reason) REQUIRES(turn_mu_, state_mu_);
+  void ExpireWarmPools(Turn& t) REQUIRES(turn_mu_, state_mu_);
   std::string WarmPoolDir(const std::string& id) const { return data_dir_ + "/pools/" + id; }
   // Moves a training job to Stopping for `cause` and,
   // when it was launched, asks the executor to stop it after the commit.
   // grace_seconds < 0: [executor] stop_grace_seconds.
-  void RequestStop(Turn& t, TrainingJob& tj, StopCause cause, const std::string& message, int grace_seconds = -1);
-  // [server] data_dir_reserve_mib (docs/configuration.md, "Disk reserve"): checks the data dir's
-  // free space (one statvfs per tick); under the reserve, reclaims finished attempts' scratch,
-  // holds back every start (disk_low_) and stops the running job that uses most of the data dir.
-  void CheckDiskReserve(Turn& t);
+  void RequestStop(Turn& t, TrainingJob& tj, StopCause cause, const std::string& message, int grace_seconds = -1) REQUIRES(turn_mu_, state_mu_);
+  // [server] data_dir_reserve_mib (docs/configuration.md, "Disk reserve"): folds in the data
+  // dir's free space, measured before the lock (one statvfs per tick, MeasureDiskFree: -1 when
+  // unknown or no reserve is set); under the reserve, reclaims finished attempts' scratch, holds
+  // back every start (disk_low_) and stops the running job that uses most of the data dir.
+  void CheckDiskReserve(Turn& t, int64_t free_bytes) REQUIRES(turn_mu_, state_mu_);
+  int64_t MeasureDiskFree() const;
   // Removes the workspaces (not the logs) of attempts whose training job is final; returns how many.
-  size_t ReclaimFinishedScratch();
+  size_t ReclaimFinishedScratch() REQUIRES(turn_mu_, state_mu_);
   // Why nothing starts while disk_low_ (a job's wait reason).
   std::string DiskReserveReason() const;
-  exec::AttemptSpec BuildAttemptSpec(const TrainingJob& tj) const;
+  exec::AttemptSpec BuildAttemptSpec(const TrainingJob& tj) const REQUIRES(turn_mu_, state_mu_);
   std::string FileSystemPath(const std::string& id) const;  // [file_systems] entry, or ""
 
   // ---- constant after construction ----
@@ -281,8 +286,8 @@ class Controller {
   // shared. Between the release and the end of the commit state_ holds changes that are not yet
   // durable, named by in_flight_: Read() waits them out, ReadServiceJob() only when they touch
   // its job. Nothing writes state_ during a commit (the turn's thread is the one committing).
-  mutable std::shared_mutex state_mu_;
-  State state_;
+  mutable SharedMutex state_mu_;
+  State state_ GUARDED_BY(state_mu_);
   struct InFlight {
     bool active = false;
     std::set<uint64_t> jobs;                   // service jobs, by seq
@@ -290,7 +295,7 @@ class Controller {
     bool queues = false;                       // a queue was changed or deleted
     bool Touches(const State& s, const std::string& job_id) const;
   };
-  InFlight in_flight_;
+  InFlight in_flight_ GUARDED_BY(state_mu_);
   mutable std::condition_variable_any committed_cv_;  // in_flight_ was cleared
 
   // ---- controller-thread only: the thread running a turn (it holds turn_mu_) ----
@@ -299,28 +304,28 @@ class Controller {
   // them once a commit succeeds. Null when every turn is stored.
   std::unique_ptr<Turn> unsaved_ GUARDED_BY(turn_mu_);
   // The data dir's free space was under the reserve at the last check (starts are held back).
-  bool disk_low_ = false;
-  int64_t disk_free_bytes_ = -1;  // at the last check; -1: not known
-  std::set<std::string> scratch_reclaimed_;  // final training jobs whose workspace is gone
-  std::map<std::string, std::unique_ptr<Tail>> tails_;  // training job name -> metric tail state
-  std::vector<std::pair<std::string, int>> tailing_;     // the jobs the last tick tailed: name, instances
-  EpochMs last_tick_ = 0;  // the last turn that ran the timers (at most one per 500 ms)
-  EpochMs last_log_sweep_ = 0;
-  std::set<std::string> logs_swept_;  // training jobs whose logs the retention sweep deleted
+  bool disk_low_ GUARDED_BY(turn_mu_) = false;
+  int64_t disk_free_bytes_ GUARDED_BY(turn_mu_) = -1;  // at the last check; -1: not known
+  std::set<std::string> scratch_reclaimed_ GUARDED_BY(turn_mu_);  // final training jobs whose workspace is gone
+  std::map<std::string, std::unique_ptr<Tail>> tails_ GUARDED_BY(turn_mu_);  // training job name -> metric tail state
+  std::vector<std::pair<std::string, int>> tailing_ GUARDED_BY(turn_mu_);     // the jobs the last tick tailed: name, instances
+  EpochMs last_tick_ GUARDED_BY(turn_mu_) = 0;  // the last turn that ran the timers (at most one per 500 ms)
+  EpochMs last_log_sweep_ GUARDED_BY(turn_mu_) = 0;
+  std::set<std::string> logs_swept_ GUARDED_BY(turn_mu_);  // training jobs whose logs the retention sweep deleted
   OffsetClock* adjustable_clock_ = nullptr;  // set before Start(); null: the clock can't be moved
-  std::vector<exec::AttemptEvent> deferred_events_;  // events made by the controller itself
-  uint64_t chaos_state_ = 0;  // random spot interruptions (splitmix64 state, from config.chaos_seed)
-  std::multiset<EpochMs> backoff_ends_;  // ends of pending capacity-failure backoffs (in memory)
-  uint64_t last_event_seq_ = 0;  // the newest event's sequence number (rendered, maybe not yet published)
+  std::vector<exec::AttemptEvent> deferred_events_ GUARDED_BY(turn_mu_);  // events made by the controller itself
+  uint64_t chaos_state_ GUARDED_BY(turn_mu_) = 0;  // random spot interruptions (splitmix64 state, from config.chaos_seed)
+  std::multiset<EpochMs> backoff_ends_ GUARDED_BY(turn_mu_);  // ends of pending capacity-failure backoffs (in memory)
+  uint64_t last_event_seq_ GUARDED_BY(turn_mu_) = 0;  // the newest event's sequence number (rendered, maybe not yet published)
   struct Ending {
     EpochMs at;
     std::string queue;
     bool failed;
   };
-  std::deque<Ending> endings_;  // jobs that ended within the longest failure_ratio window
+  std::deque<Ending> endings_ GUARDED_BY(turn_mu_);  // jobs that ended within the longest failure_ratio window
   int64_t failure_window_ms_ = 0;  // that window (0: no failure_ratio rule); constant
-  EpochMs last_alarm_check_ = 0;  // when EvaluateAlarms last ran
-  EpochMs last_event_prune_ = 0;  // when PruneEvents last ran (once a minute at most)
+  EpochMs last_alarm_check_ GUARDED_BY(turn_mu_) = 0;  // when EvaluateAlarms last ran
+  EpochMs last_event_prune_ GUARDED_BY(turn_mu_) = 0;  // when PruneEvents last ran (once a minute at most)
 
   // ---- guarded by queue_mu_ ----
   Mutex queue_mu_;
@@ -333,7 +338,7 @@ class Controller {
 
   // Held for the whole of a turn: one turn at a time, whichever thread runs it (the loop thread,
   // or Step()'s caller). Members marked "controller-thread only" are touched only under it.
-  Mutex turn_mu_;
+  Mutex turn_mu_ ACQUIRED_BEFORE(state_mu_);
   std::thread thread_;
 };
 

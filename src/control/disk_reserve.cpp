@@ -96,11 +96,16 @@ size_t Controller::ReclaimFinishedScratch() {
   return n;
 }
 
-void Controller::CheckDiskReserve(Turn& t) {
+int64_t Controller::MeasureDiskFree() const {
+  return config_.data_dir_reserve_mib > 0 ? FreeBytes(data_dir_) : -1;
+}
+
+void Controller::CheckDiskReserve(Turn& t, int64_t free_bytes) {
   if (config_.data_dir_reserve_mib <= 0) return;
   const int64_t reserve = config_.data_dir_reserve_mib << 20;
-  disk_free_bytes_ = FreeBytes(data_dir_);
+  disk_free_bytes_ = free_bytes;
   if (disk_free_bytes_ < 0) return;
+  // Only while the disk is short: what the reclaim freed is measured again here, under the lock.
   if (disk_free_bytes_ < reserve && ReclaimFinishedScratch() > 0) disk_free_bytes_ = FreeBytes(data_dir_);
   const bool low = disk_free_bytes_ >= 0 && disk_free_bytes_ < reserve;
   if (low != disk_low_) {

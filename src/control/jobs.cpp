@@ -131,7 +131,7 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const SubmitServiceJobCommand&
   job.capacity_ladder = cmd.capacity_ladder;
   job.fallback_after_interruptions = cmd.fallback_after_interruptions;
 
-  return Execute<ServiceJob>([&](Turn& t) -> StatusOr<ServiceJob> {
+  return Execute<ServiceJob>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<ServiceJob> {
     if (!job.client_token.empty()) {
       if (auto it = state_.job_seq_by_token.find(job.client_token); it != state_.job_seq_by_token.end()) {
         const ServiceJob& prior = state_.jobs.at(it->second).job;
@@ -204,7 +204,7 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const SubmitServiceJobCommand&
 Status Controller::TerminateServiceJob(const TerminateServiceJobCommand& cmd) {
   const std::string& id = cmd.job_id;
   const std::string& reason = cmd.reason;
-  return ExecuteStatus([&](Turn& t) -> Status {
+  return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status {
     ServiceJobState* js = state_.FindJob(id);
     if (!js) return InvalidArgument("jobId: service job " + id + " does not exist");
     ServiceJob& job = js->job;
@@ -231,7 +231,7 @@ Status Controller::TerminateServiceJob(const TerminateServiceJobCommand& cmd) {
 StatusOr<ServiceJob> Controller::UpdateServiceJob(const UpdateServiceJobCommand& cmd) {
   const std::string& id = cmd.job_id;
   const int priority = cmd.scheduling_priority;
-  return Execute<ServiceJob>([&](Turn& t) -> StatusOr<ServiceJob> {
+  return Execute<ServiceJob>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<ServiceJob> {
     ServiceJobState* js = state_.FindJob(id);
     if (!js) return InvalidArgument("jobId: service job " + id + " does not exist");
     if (IsTerminal(js->job.status))

@@ -27,7 +27,7 @@ StatusOr<SchedulingPolicy> Controller::CreateSchedulingPolicy(const CreateSchedu
   p.fairshare = cmd.fairshare;
   p.tags = cmd.tags;
   p.arn = Arn("batch", "scheduling-policy/" + p.name);
-  return Execute<SchedulingPolicy>([&](Turn& t) -> StatusOr<SchedulingPolicy> {
+  return Execute<SchedulingPolicy>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<SchedulingPolicy> {
     if (state_.policies.count(p.name)) return AlreadyExists("Scheduling policy " + p.name + " already exists");
     p.seq = state_.next_seq++;
     state_.policies[p.name] = p;
@@ -38,7 +38,7 @@ StatusOr<SchedulingPolicy> Controller::CreateSchedulingPolicy(const CreateSchedu
 
 StatusOr<SchedulingPolicy> Controller::UpdateSchedulingPolicy(const UpdateSchedulingPolicyCommand& cmd) {
   const std::string& arn = cmd.arn;
-  return Execute<SchedulingPolicy>([&](Turn& t) -> StatusOr<SchedulingPolicy> {
+  return Execute<SchedulingPolicy>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<SchedulingPolicy> {
     const SchedulingPolicy* found = FindPolicy(state_, arn);
     if (!found) return InvalidArgument("arn: scheduling policy " + arn + " does not exist");
     SchedulingPolicy p = *found;
@@ -61,7 +61,7 @@ StatusOr<SchedulingPolicy> Controller::UpdateSchedulingPolicy(const UpdateSchedu
 
 Status Controller::DeleteSchedulingPolicy(const DeleteSchedulingPolicyCommand& cmd) {
   const std::string& arn = cmd.arn;
-  return ExecuteStatus([&](Turn& t) -> Status {
+  return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status {
     const SchedulingPolicy* p = FindPolicy(state_, arn);
     if (!p) return InvalidArgument("arn: scheduling policy " + arn + " does not exist");
     for (const auto& [qn, q] : state_.queues)

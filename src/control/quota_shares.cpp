@@ -52,7 +52,7 @@ StatusOr<QuotaShare> Controller::CreateQuotaShare(const CreateQuotaShareCommand&
   QuotaShare q;
   q.name = cmd.name;
   q.tags = cmd.tags;
-  return Execute<QuotaShare>([&](Turn& t) -> StatusOr<QuotaShare> {
+  return Execute<QuotaShare>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<QuotaShare> {
     const JobQueue* queue = FindQueue(state_, queue_ref);
     if (!queue) return InvalidArgument("jobQueue: job queue " + queue_ref + " does not exist");
     if (queue->kind != QueueKind::kQuotaShare)
@@ -76,7 +76,7 @@ StatusOr<QuotaShare> Controller::CreateQuotaShare(const CreateQuotaShareCommand&
 
 StatusOr<QuotaShare> Controller::UpdateQuotaShare(const UpdateQuotaShareCommand& cmd) {
   const std::string& arn = cmd.arn;
-  return Execute<QuotaShare>([&](Turn& t) -> StatusOr<QuotaShare> {
+  return Execute<QuotaShare>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<QuotaShare> {
     const QuotaShare* found = FindQuotaShareByArn(state_, arn);
     if (!found) return InvalidArgument("quotaShareArn: quota share " + arn + " does not exist");
     QuotaShare q = *found;
@@ -93,7 +93,7 @@ StatusOr<QuotaShare> Controller::UpdateQuotaShare(const UpdateQuotaShareCommand&
 
 Status Controller::DeleteQuotaShare(const DeleteQuotaShareCommand& cmd) {
   const std::string& arn = cmd.arn;
-  return ExecuteStatus([&](Turn& t) -> Status {
+  return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status {
     const QuotaShare* q = FindQuotaShareByArn(state_, arn);
     if (!q) return InvalidArgument("quotaShareArn: quota share " + arn + " does not exist");
     auto active = state_.unfinished_by_share.find(q->queue);

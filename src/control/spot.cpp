@@ -53,7 +53,7 @@ void Controller::Interrupt(Turn& t, TrainingJob& tj, const std::string& why) {
 }
 
 Status Controller::InterruptTrainingJob(const std::string& name) {
-  return ExecuteStatus([&](Turn& t) -> Status {
+  return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status {
     TrainingJob* tj = state_.FindTrainingJob(name);
     if (!tj) return NotFound("Requested resource not found: training job " + name);
     if (!tj->managed_spot && tj->capacity_ladder.find(":spot") == std::string::npos)

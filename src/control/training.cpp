@@ -324,7 +324,7 @@ StatusOr<TrainingJob> Controller::CreateTrainingJob(const CreateTrainingJobComma
   tj.max_wait_seconds = req.max_wait_seconds;
   tj.capacity_ladder = cmd.capacity_ladder;
   tj.fallback_after_interruptions = cmd.fallback_after_interruptions;
-  return Execute<TrainingJob>([&](Turn& t) -> StatusOr<TrainingJob> {
+  return Execute<TrainingJob>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<TrainingJob> {
     if (state_.FindTrainingJob(tj.name))
       return AlreadyExists("Training job names must be unique within an AWS account and region, and a training job with this name already exists (" + tj.arn + ")");
     tj.seq = state_.next_seq++;
@@ -340,7 +340,7 @@ StatusOr<TrainingJob> Controller::CreateTrainingJob(const CreateTrainingJobComma
 }
 
 Status Controller::StopTrainingJob(const std::string& name) {
-  return ExecuteStatus([&](Turn& t) -> Status {
+  return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status {
     TrainingJob* found = state_.FindTrainingJob(name);
     if (!found) return NotFound("Requested resource not found: training job " + name);
     TrainingJob& tj = *found;
@@ -432,9 +432,10 @@ void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj, bool spot) {
   tj.run_launched_at = t.now;
   PriceRun(tj, spot);
   if (tj.interruptions > 0) {
-    // The interrupted run's files; its checkpoints were uploaded when it ended.
+    // The interrupted run's files go after the commit, before the start; its checkpoints were
+    // uploaded when it ended.
     DropTail(t, tj.name);
-    if (Status st = executor_->Discard(tj.name); !st.ok()) spdlog::warn("cannot clear the interrupted run of {}: {}", tj.name, st.message());
+    t.discards.push_back(tj.name);
     tj.stop_cause = StopCause::kNone;
   }
   std::string message;
@@ -488,7 +489,10 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
         AddTransition(t, *tj, SecondaryStatus::kPending, reason, t.now);
       continue;
     }
-    const int rung = PickRung(ladder, tj->instance_count, tj->interruptions, [&](const std::string& key) {
+    // PickRung calls this before it returns, under this turn's exclusive lock; the analysis cannot
+    // follow a lambda through a template argument.
+    const int rung = PickRung(ladder, tj->instance_count, tj->interruptions,
+                              [&](const std::string& key) NO_THREAD_SAFETY_ANALYSIS {
       return config_.CapacityOf(key) - state_.host_in_use[key];
     });
     if (rung >= 0) {

@@ -51,6 +51,7 @@ class Controller::Turn {
   bool reschedule = false;
 
   // Actions, carried out after the commit, in order.
+  std::vector<std::string> discards;  // attempts whose earlier run's files go before `starts`
   std::vector<std::pair<std::string, exec::AttemptSpec>> starts;  // attempt id, spec
   std::vector<std::pair<std::string, int>> stops;           // attempt id, grace seconds
   std::vector<std::pair<std::string, int>> interrupts;      // spot interruptions: attempt id, notice seconds
@@ -79,6 +80,7 @@ inline void Controller::Turn::CarryOver(Turn& older) {
   reschedule = reschedule || older.reschedule;
   auto before = [](auto& mine, auto& theirs) { mine.insert(mine.begin(), theirs.begin(), theirs.end()); };
   before(events, older.events);
+  before(discards, older.discards);
   before(starts, older.starts);
   before(stops, older.stops);
   before(interrupts, older.interrupts);

@@ -74,7 +74,7 @@ std::string Controller::AttachWarmPool(Turn& t, TrainingJob& tj) {
 void Controller::MakeRoom(Turn& t, const std::string& type, int64_t count, const std::string& for_job) {
   const InstanceTypeSpec* spec = config_.FindInstanceType(type);
   int64_t total = spec ? spec->count : 0;
-  auto short_of_room = [&] { return total - state_.host_in_use[type] - state_.warm_pool_held[type] < count; };
+  auto short_of_room = [&]() REQUIRES(state_mu_) { return total - state_.host_in_use[type] - state_.warm_pool_held[type] < count; };
   if (!short_of_room()) return;
   // Pools that a waiting job would take over go last: the oldest of the others first.
   std::set<std::string> wanted;
@@ -175,7 +175,7 @@ void Controller::ExpireWarmPools(Turn& t) {
 StatusOr<TrainingJob> Controller::UpdateTrainingJob(const UpdateTrainingJobCommand& cmd) {
   const std::string& name = cmd.name;
   const int64_t keep = cmd.keep_alive_seconds;
-  return Execute<TrainingJob>([&](Turn& t) -> StatusOr<TrainingJob> {
+  return Execute<TrainingJob>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<TrainingJob> {
     TrainingJob* tj = state_.FindTrainingJob(name);
     if (!tj) return NotFound("Requested resource not found: training job " + name);
     if (tj->warm_pool_status != WarmPoolStatus::kAvailable)
@@ -207,7 +207,7 @@ StatusOr<EpochMs> Controller::AdvanceClock(int64_t seconds) {
                               "(a test-only mode)");
   if (seconds <= 0) return InvalidArgument("seconds must be a positive number of seconds");
   // Inside a turn, so that the jump and everything it makes due (expiries) land in one commit.
-  return Execute<EpochMs>([&](Turn& t) -> StatusOr<EpochMs> {
+  return Execute<EpochMs>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<EpochMs> {
     adjustable_clock_->advance_ms(seconds * 1000);
     t.reschedule = true;
     return adjustable_clock_->now_ms();
