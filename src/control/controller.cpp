@@ -403,7 +403,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
       spdlog::error("cannot start attempt {}: {}", id, st.message());
       exec::AttemptEvent e;
       e.attempt_id = id;
-      // The host could not bring the instances up: a capacity failure (SEMANTICS.md §2.7), which a
+      // The host could not bring the instances up: a capacity failure (Batch's service job retries), which a
       // service job retries without consuming its attempts.
       e.phase = exec::Phase::kExited;
       e.exit_code = 1;
@@ -422,7 +422,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
   for (auto& [id, grace] : t.interrupts)
     if (Status st = executor_->Interrupt(id, grace); !st.ok()) spdlog::warn("cannot interrupt attempt {}: {}", id, st.message());
   for (const auto& dir : t.remove_dirs) {
-    // The pool's workspace and persistent cache end with it (SEMANTICS.md §5.5).
+    // The pool's workspace and persistent cache end with it (SageMaker's managed warm pools).
     std::error_code ec;
     fs::remove_all(dir, ec);
     if (ec) spdlog::warn("cannot remove {}: {}", dir, ec.message());
