@@ -74,11 +74,32 @@ double Pct(std::vector<double> v, double p) {
 int main(int argc, char** argv) {
   int64_t jobs = 100000;
   int passes = 30, threads = 256;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i];
-    if (a == "--jobs") jobs = std::atoll(argv[i + 1]);
-    else if (a == "--passes") passes = std::atoi(argv[i + 1]);
-    else if (a == "--threads") threads = std::atoi(argv[i + 1]);
+  static const char kUsage[] =
+      "usage: controller_pass_bench [--jobs N] [--passes P] [--threads T]\n"
+      "\n"
+      "The controller's whole scheduling pass with N jobs queued (default 100000), on the in-memory\n"
+      "ports and a manual clock: P passes forced by fair-share decay and P single submits (default 30),\n"
+      "the fill from T threads (default 256). Prints one JSON object.\n";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    const bool known = a == "--jobs" || a == "--passes" || a == "--threads";
+    if (!known || i + 1 >= argc) {
+      std::fprintf(stderr, "controller_pass_bench: %s %s\n\n%s", known ? "a value is needed after" : "unknown option",
+                   a.c_str(), kUsage);
+      return 2;
+    }
+    const std::string v = argv[++i];
+    if (a == "--jobs") jobs = std::atoll(v.c_str());
+    else if (a == "--passes") passes = std::atoi(v.c_str());
+    else threads = std::atoi(v.c_str());
+    if (jobs <= 0 || passes <= 0 || threads <= 0) {
+      std::fprintf(stderr, "controller_pass_bench: %s takes a positive count, not %s\n", a.c_str(), v.c_str());
+      return 2;
+    }
   }
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("ty-pass-bench-" + std::to_string(::getpid()));
