@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "iam/wildcard.h"
 
@@ -43,6 +45,9 @@ TEST(IamWildcard, MiddleRunsArePlacedLeftmostWithoutLosingALaterMatch) {
   EXPECT_TRUE(Like("*ab*c", "abxabc"));
   EXPECT_TRUE(Like("*a?c*", "abxadcz"));
   EXPECT_FALSE(Like("*ab*ab*", "abxa"));
+  // Two runs may not share characters.
+  EXPECT_FALSE(Like("*ab*ba*", "aba"));
+  EXPECT_TRUE(Like("*ab*ba*", "abba"));
   // The tail must not be consumed by the middle run.
   EXPECT_FALSE(Like("*aa*aa", "aaa"));
   EXPECT_TRUE(Like("*aa*aa", "aaaa"));
@@ -91,6 +96,40 @@ TEST(IamWildcard, ArnMatchingIsCaseSensitiveAndNeedsSixFields) {
   EXPECT_TRUE(Wildcard("*").MatchesArn("*"));
   EXPECT_TRUE(Wildcard("*").MatchesArn("not an arn"));
   EXPECT_TRUE(Wildcard("**").MatchesArn("not an arn"));  // `**` is `*`
+}
+
+// The textbook dynamic programme over (pattern prefix, text prefix): slow, obviously right.
+bool Reference(const std::string& p, const std::string& t) {
+  std::vector<std::vector<bool>> m(p.size() + 1, std::vector<bool>(t.size() + 1, false));
+  m[0][0] = true;
+  for (size_t i = 1; i <= p.size(); ++i) {
+    for (size_t j = 0; j <= t.size(); ++j) {
+      if (p[i - 1] == '*') {
+        m[i][j] = m[i - 1][j] || (j > 0 && m[i][j - 1]);
+      } else if (j > 0) {
+        m[i][j] = m[i - 1][j - 1] && (p[i - 1] == '?' || p[i - 1] == t[j - 1]);
+      }
+    }
+  }
+  return m[p.size()][t.size()];
+}
+
+TEST(IamWildcard, AgreesWithTheDynamicProgrammeOnRandomPatterns) {
+  std::mt19937 rng(17);  // fixed seed: the same cases every run
+  auto draw = [&](const char* alphabet, size_t n, size_t max_len) {
+    std::string s(std::uniform_int_distribution<size_t>(0, max_len)(rng), ' ');
+    for (char& c : s) c = alphabet[std::uniform_int_distribution<size_t>(0, n - 1)(rng)];
+    return s;
+  };
+  int matched = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string p = draw("ab*?", 4, 8);
+    std::string t = draw("ab", 2, 10);
+    bool want = Reference(p, t);
+    matched += want;
+    ASSERT_EQ(Wildcard(p).Matches(t), want) << "pattern " << p << " text " << t;
+  }
+  EXPECT_GT(matched, 1000);  // both answers are exercised
 }
 
 TEST(IamWildcard, PathologicalPatternTakesLinearTime) {
