@@ -298,6 +298,12 @@ class Parser {
       return InvalidArgument(where + " must be a non-empty object of condition operators");
     }
     for (const auto& [op_name, block] : j.items()) {
+      // The longest operator is ForAllValues:StringNotEqualsIgnoreCaseIfExists (47 characters);
+      // refusing longer names here keeps every message below short.
+      if (op_name.size() > 64) {
+        return InvalidArgument(where + " has a condition operator of " + std::to_string(op_name.size()) +
+                               " characters; none is longer than 64");
+      }
       std::string at = where + "." + op_name;
       Condition proto;
       proto.op_name = op_name;

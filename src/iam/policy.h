@@ -101,7 +101,7 @@ struct Policy {
 // defaults follow IAM's own (a role's inline policies may hold 10,240 characters).
 struct ParseLimits {
   size_t max_bytes = 10240;
-  int max_depth = 16;               // JSON nesting; a valid policy needs 5
+  int max_depth = 16;               // JSON nesting; a valid policy needs 6
   size_t max_statements = 100;
   size_t max_patterns = 1000;       // Action + Resource entries, over all statements
   size_t max_condition_values = 1000;  // over all statements

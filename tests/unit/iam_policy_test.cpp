@@ -198,6 +198,12 @@ TEST(IamPolicy, MessagesQuoteAtMostAShortPrefixOfAHostileValue) {
   std::string m = Refused(doc);
   EXPECT_LT(m.size(), 300u);
   EXPECT_NE(m.find("xxx...\""), std::string::npos);
+  std::string op = R"({"Statement":{"Effect":"Allow","Action":"*","Resource":"*","Condition":{")" +
+                   std::string(5000, 'S') + R"(":{"k":"v"}}}})";
+  EXPECT_EQ(Refused(op), "Statement.Condition has a condition operator of 5000 characters; none is longer than 64");
+  std::string key = R"({"Statement":{"Effect":"Allow","Action":"*","Resource":"*","Condition":{"StringEquals":{")" +
+                    std::string(5000, 'k') + R"(":"v"}}}})";
+  EXPECT_EQ(Refused(key), "Statement.Condition.StringEquals has a condition key of 5000 characters; keys have 1 to 256");
 }
 
 }  // namespace
