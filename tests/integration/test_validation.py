@@ -179,10 +179,57 @@ class ValidationTest(ServerTest):
         self.assertIn("DISABLED", msg)
         self.assertUnchanged()
 
-    def test_unknown_operation(self):
+    # ---- operations this server does not serve: one answer per protocol ----
+    def test_unknown_operation_batch_is_an_unknown_route(self):
+        # rest-json routes by path: a Batch operation not served here and a path in no model alike.
         code, _, status = self.error(self.batch.list_jobs, jobQueue="vq")
-        self.assertEqual(status, 400)
-        self.assertEqual(code, "UnknownOperationException")
+        self.assertEqual((code, status), ("UnknownOperationException", 404))
+        status, headers, body = self.raw("POST", "/v1/nosuchoperation", {"Content-Type": "application/json"})
+        self.assertEqual((status, headers.get("x-amzn-ErrorType"), body["__type"]),
+                         (404, "UnknownOperationException", "UnknownOperationException"))
+
+    def test_unknown_operation_sagemaker_is_a_400(self):
+        code, _, status = self.error(self.sm.list_endpoints)
+        self.assertEqual((code, status), ("UnknownOperationException", 400))
+        for target in ("SageMaker.NoSuchOperation", "Other.CreateTrainingJob", None):
+            headers = {"Content-Type": "application/x-amz-json-1.1"}
+            if target:
+                headers["X-Amz-Target"] = target
+            status, _, body = self.raw("POST", "/", headers)
+            self.assertEqual((status, body["__type"]), (400, "UnknownOperationException"), target)
+
+    def test_unknown_operation_is_answered_before_authentication(self):
+        # Unsigned: the route is resolved first, so the answer is the same as for a signed request.
+        status, _, body = self.raw("POST", "/v1/listjobs", {"Content-Type": "application/json"}, sign=False)
+        self.assertEqual((status, body["__type"]), (404, "UnknownOperationException"))
+        status, _, body = self.raw("POST", "/", {"Content-Type": "application/x-amz-json-1.1",
+                                                 "X-Amz-Target": "SageMaker.ListEndpoints"}, sign=False)
+        self.assertEqual((status, body["__type"]), (400, "UnknownOperationException"))
+
+    def raw(self, method, path, headers, body=b"{}", sign=True):
+        """One request as sent, signed as the service its path belongs to; (status, headers, JSON)."""
+        import http.client
+        import urllib.parse
+        import botocore.auth
+        import botocore.awsrequest
+        import botocore.credentials
+        from harness import REGION
+        headers = dict(headers)
+        if sign:
+            key, secret = self.server.credentials()
+            service = "batch" if path.startswith("/v1/") else "sagemaker"
+            req = botocore.awsrequest.AWSRequest(method=method, url=self.server.url + path, data=body, headers=headers)
+            botocore.auth.SigV4Auth(botocore.credentials.Credentials(key, secret), service, REGION).add_auth(req)
+            headers = dict(req.headers.items())
+        u = urllib.parse.urlparse(self.server.url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        try:
+            conn.request(method, path, body=body, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            return resp.status, {k: v for k, v in resp.getheaders()}, json.loads(data or b"{}")
+        finally:
+            conn.close()
 
     def test_client_side_checks_are_not_needed_for_a_clear_error(self):
         # The aws CLI and boto3 also check parameters locally; both paths say what is wrong.
