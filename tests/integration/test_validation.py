@@ -179,6 +179,55 @@ class ValidationTest(ServerTest):
         self.assertIn("DISABLED", msg)
         self.assertUnchanged()
 
+    # ---- rules the Batch reference states only in prose ----
+    def test_documented_batch_rules(self):
+        cases = [
+            ("serviceEnvironmentName", self.batch.create_service_environment,
+             dict(serviceEnvironmentName="bad env!", serviceEnvironmentType="SAGEMAKER_TRAINING",
+                  capacityLimits=[{"maxCapacity": 1, "capacityUnit": "NUM_INSTANCES"}]),
+             "Value 'bad env!' at 'serviceEnvironmentName' failed to satisfy constraint: "
+             "Member must satisfy regular expression pattern"),
+            ("jobQueueName", self.batch.create_job_queue,
+             dict(jobQueueName="q" * 129, priority=1, jobQueueType="SAGEMAKER_TRAINING",
+                  serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": "vq-env"}]),
+             "at 'jobQueueName' failed to satisfy constraint: Member must have length less than or equal to 128"),
+            ("jobName", self.batch.submit_service_job,
+             dict(jobName="j" * 129, jobQueue="vq", serviceJobType="SAGEMAKER_TRAINING",
+                  serviceRequestPayload=json.dumps(self.command_payload("ok-name", "true"))),
+             "at 'jobName' failed to satisfy constraint: Member must have length less than or equal to 128"),
+            ("maxResults", self.batch.list_service_jobs, dict(jobQueue="vq", maxResults=101),
+             "Value '101' at 'maxResults' failed to satisfy constraint: "
+             "Member must have value less than or equal to 100"),
+        ]
+        for member, call, kw, wanted in cases:
+            code, msg, status = self.error(call, **kw)
+            self.assertEqual((code, status), ("ClientException", 400), member)
+            self.assertTrue(msg.startswith("1 validation error detected: "), msg)
+            self.assertIn(wanted, msg)
+        self.assertUnchanged()
+
+    def test_every_response_has_a_date_near_now(self):
+        from email.utils import parsedate_to_datetime
+        import time
+        answers = [
+            self.raw("POST", "/v1/describejobqueues", {"Content-Type": "application/json"}),  # 200
+            self.raw("POST", "/v1/createjobqueue", {"Content-Type": "application/json"}),  # 400
+            self.raw("POST", "/v1/listjobs", {"Content-Type": "application/json"}),  # 404
+            self.raw("POST", "/", {"X-Amz-Target": "SageMaker.ListTrainingJobs",
+                                   "Content-Type": "application/x-amz-json-1.1"}, sign=False),  # 403
+            self.raw("GET", "/metrics", {}, body=None, as_json=False),
+            self.raw("POST", "/v1/describejobqueues", {"Content-Type": "application/json",
+                                                       "X-Pad": "a" * (64 << 10)}, sign=False),  # 431
+        ]
+        statuses = [a[0] for a in answers]
+        self.assertEqual(statuses, [200, 400, 404, 403, 200, 431])
+        for status, headers, _ in answers:
+            date = headers.get("Date")
+            self.assertIsNotNone(date, status)
+            self.assertRegex(date, r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
+                                   r"\d{4} \d\d:\d\d:\d\d GMT$")
+            self.assertLess(abs(parsedate_to_datetime(date).timestamp() - time.time()), 5, (status, date))
+
     # ---- operations this server does not serve: one answer per protocol ----
     def test_unknown_operation_batch_is_an_unknown_route(self):
         # rest-json routes by path: a Batch operation not served here and a path in no model alike.
@@ -206,7 +255,7 @@ class ValidationTest(ServerTest):
                                                  "X-Amz-Target": "SageMaker.ListEndpoints"}, sign=False)
         self.assertEqual((status, body["__type"]), (400, "UnknownOperationException"))
 
-    def raw(self, method, path, headers, body=b"{}", sign=True):
+    def raw(self, method, path, headers, body=b"{}", sign=True, as_json=True):
         """One request as sent, signed as the service its path belongs to; (status, headers, JSON)."""
         import http.client
         import urllib.parse
@@ -227,7 +276,7 @@ class ValidationTest(ServerTest):
             conn.request(method, path, body=body, headers=headers)
             resp = conn.getresponse()
             data = resp.read()
-            return resp.status, {k: v for k, v in resp.getheaders()}, json.loads(data or b"{}")
+            return resp.status, {k: v for k, v in resp.getheaders()}, (json.loads(data or b"{}") if as_json else data)
         finally:
             conn.close()
 
