@@ -90,6 +90,7 @@ struct Instance {
   bool exited = false;
   int exit_code = 0;
   int64_t drain_deadline = 0;  // once exited: when to stop waiting for its pipe to close
+  bool job_termed = false;     // sandboxed: the job's own process has had its SIGTERM (Signal)
 };
 
 // How many objects of a channel are downloaded at once.
@@ -1064,8 +1065,12 @@ class Supervisor {
 
   // Signals every process of each running instance. In the sandbox the group leader is bwrap,
   // which would turn a SIGTERM into an immediate SIGKILL of the job (--die-with-parent), so
-  // SIGTERM goes to the group's other members only, once each; during the grace, members that
-  // appear later (a stop that came while bwrap was still starting the job) get it too.
+  // SIGTERM goes to the group's other members only, once each. A stop that came while bwrap was
+  // still starting the job finds no job process yet, so Supervise sweeps again during the grace,
+  // but only until a sweep has reached the job's own process (the child of bwrap's init, the
+  // leader's child). After that the instance gets no more SIGTERMs, as outside the sandbox, where
+  // the group gets one: what the job starts on its SIGTERM (a copy or an upload that saves its
+  // checkpoint) is its own and runs until it ends or the grace does.
   void Signal(int sig) {
     for (auto& i : instances_) {
       if (i.exited || i.pid <= 0) continue;
@@ -1073,6 +1078,11 @@ class Supervisor {
         ::kill(-i.pid, sig);
         continue;
       }
+      if (i.job_termed) continue;
+      struct Member {
+        pid_t pid, ppid;
+      };
+      std::vector<Member> members;
       std::error_code ec;
       for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
         std::string name = it->path().filename().string();
@@ -1086,9 +1096,15 @@ class Supervisor {
         // After "pid (comm) ": state, ppid, pgrp.
         int ppid = 0, pgrp = 0;
         char state;
-        if (std::sscanf(stat.c_str() + close + 2, "%c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == i.pid &&
-            (sig != SIGTERM || termed_.insert(pid).second))
-          ::kill(pid, sig);
+        if (std::sscanf(stat.c_str() + close + 2, "%c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == i.pid)
+          members.push_back({pid, ppid});
+      }
+      std::set<pid_t> inits;  // bwrap's init in the job's PID namespace (the leader's child)
+      for (const Member& m : members)
+        if (m.ppid == i.pid) inits.insert(m.pid);
+      for (const Member& m : members) {
+        if (termed_.insert(m.pid).second) ::kill(m.pid, sig);
+        if (inits.count(m.ppid)) i.job_termed = true;
       }
     }
   }
@@ -1213,6 +1229,8 @@ class Supervisor {
         max_runtime_exceeded_ = true;
         BeginStop();
       }
+      // A sandboxed job that was not there yet at the stop gets its SIGTERM when it appears
+      // (Signal: once, never the programs it starts on it).
       if (sandbox_ && kill_deadline_ && now < kill_deadline_ && now >= next_term_sweep_) {
         Signal(SIGTERM);
         next_term_sweep_ = now + 200;
