@@ -922,17 +922,27 @@ class Supervisor {
     const bool limit_files = sandbox_ && (static_cast<size_t>(n - 1) >= volumes_.size() || !volumes_[static_cast<size_t>(n - 1)]);
     const rlim_t file_limit = static_cast<rlim_t>(VolumeBytes());
     const local::JobUser user = job_user_;
+    // Every signal is blocked across the fork until the child has put back the default actions:
+    // a stop's SIGTERM to the instance's group that reached the child before that ran the
+    // supervisor's own handler there, and was lost (the job then ran until the grace's SIGKILL).
+    // Held, it is delivered once the actions are the job's, and ends a child that never ran.
+    sigset_t all, previous;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &previous);
     pid_t pid = ::fork();
-    if (pid != 0) return pid;
+    if (pid != 0) {
+      ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+      return pid;
+    }
     ::setpgid(0, 0);
     ::dup2(out_fd, 1);
     ::dup2(out_fd, 2);
     int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull >= 0) ::dup2(devnull, 0);
+    for (int sig : {SIGTERM, SIGINT, SIGPIPE, SIGHUP}) ::signal(sig, SIG_DFL);
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int sig : {SIGTERM, SIGINT, SIGPIPE, SIGHUP}) ::signal(sig, SIG_DFL);
     if (cg && !cg->JoinFromChild()) {
       std::fprintf(stderr, "cannot join the instance's cgroup: %s\n", std::strerror(errno));
       ::_exit(126);
