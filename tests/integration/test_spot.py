@@ -80,6 +80,18 @@ class SpotTest(ServerTest):
                 self.fail(f"{name}'s checkpoint log never got there: {log}")
             time.sleep(0.05)
 
+    def wait_transitions(self, name, status, count, timeout=30):
+        """Once `status` is `count` times in the job's transitions. A run that exits at once on its
+        notice can be Training again before a poll of SecondaryStatus sees it Interrupted."""
+        deadline = time.time() + timeout
+        while True:
+            tj = self.sm.describe_training_job(TrainingJobName=name)
+            if self.statuses(tj).count(status) >= count:
+                return tj
+            if time.time() > deadline:
+                self.fail(f"{name} never went {status} {count} times: {self.statuses(tj)}")
+            time.sleep(0.05)
+
     def wait_step(self, name, at_least, timeout=30):
         path = self.bucket_path("trainyard-test", f"ckpt/{name}/step")
         deadline = time.time() + timeout
@@ -119,7 +131,7 @@ class SpotTest(ServerTest):
         self.sm.create_training_job(**self.spot_payload("once", steps=40))
         self.wait_step("once", 5)
         self.interrupt("once")
-        self.wait_secondary("once", "Interrupted")
+        self.wait_transitions("once", "Interrupted", 1)
         tj = self.wait_training("once", timeout=60)
         self.assertEqual(tj["TrainingJobStatus"], "Completed", tj.get("FailureReason"))
         self.assertEqual(self.statuses(tj), ["Starting", "Downloading", "Training", "Interrupted", "Starting",
@@ -168,8 +180,8 @@ class SpotTest(ServerTest):
             log = self.wait_log("twice", lambda log: self.starts(log) == n)
             self.wait_step("twice", int(log[-1].split()[1]) + 3)
             self.interrupt("twice")
-            self.wait_secondary("twice", "Interrupted")
-            self.wait_secondary("twice", "Training")
+            self.wait_transitions("twice", "Interrupted", n)
+            self.wait_transitions("twice", "Training", n + 1)
         # The third run's start, before MaxWaitTime stops it.
         self.wait_log("twice", lambda log: self.starts(log) == 3)
         self.advance(3600)
@@ -211,7 +223,7 @@ class SpotTest(ServerTest):
             time.sleep(0.05)
         self.wait_step("svc", 3)
         self.interrupt("svc")
-        self.wait_secondary("svc", "Interrupted")
+        self.wait_transitions("svc", "Interrupted", 1)
         self.assertEqual(self.describe_raw(job)["status"], "RUNNING")  # Batch sees one attempt, still running
         done = self.wait_jobs([job], timeout=60)[0]
         self.assertEqual(done["status"], "SUCCEEDED", done.get("statusReason"))
