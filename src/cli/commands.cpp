@@ -363,7 +363,7 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
     static std::vector<std::string> sources, detail_types, queues, shares;
     static bool follow = false;
     cmd->add_option("--after", after, "Start after this sequence number, or 'latest' (default: 0, or latest with -f)");
-    cmd->add_option("--source", sources, "Only events from this source (aws.batch, aws.sagemaker, aws.cloudwatch); repeatable");
+    cmd->add_option("--source", sources, "Only events from this source (aws.batch, aws.sagemaker, aws.cloudwatch, trainyard); repeatable");
     cmd->add_option("--detail-type", detail_types, "Only this detail-type (e.g. 'Batch Service Job State Change'); repeatable");
     cmd->add_option("--queue", queues, "Only events of jobs in this job queue; repeatable");
     cmd->add_option("--share", shares, "Only events of jobs in this share (fair-share identifier or quota share); repeatable");
@@ -408,6 +408,11 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
               name = d.value("alarmName", "");
               status = d["state"].value("value", "");
               reason = d["state"].value("reason", "");
+            } else if (d.contains("requestID")) {  // an audit record: who called what, and how it ended
+              name = d.value("action", "");
+              status = d.value("errorCode", "OK") + " " + std::to_string(d.value("httpStatus", 0));
+              reason = "by " + (d.value("principal", "").empty() ? std::string("-") : d.value("principal", "")) + " from " +
+                       d.value("sourceIPAddress", "");
             }
             std::printf("%llu  %s  %s  %s  %s%s%s\n", static_cast<unsigned long long>(e["Seq"].get<uint64_t>()),
                         ev.value("time", "").c_str(), ev.value("detail-type", "").c_str(), name.c_str(), status.c_str(),
