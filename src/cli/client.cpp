@@ -1,6 +1,8 @@
 #include "cli/client.h"
 
 #include <httplib.h>
+#include <openssl/x509.h>
+
 #include <filesystem>
 
 #include "api/sigv4.h"
@@ -63,7 +65,12 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions opts) {
     } else if (std::string own = opts.data_dir + "/tls/certificate.pem"; std::filesystem::exists(own)) {
       // The server's own self-signed certificate is trusted as its credentials file is: whoever
       // can read the data directory runs the server.
-      impl->http->set_ca_cert_path(own);
+      X509_STORE* store = X509_STORE_new();
+      if (!store || X509_STORE_set_default_paths(store) != 1 || X509_STORE_load_file(store, own.c_str()) != 1) {
+        if (store) X509_STORE_free(store);
+        return InvalidArgument("cannot read the server's certificate " + own);
+      }
+      impl->http->set_ca_cert_store(store);  // the client owns it from here
     }
     impl->http->enable_server_certificate_verification(true);
   }

@@ -14,7 +14,7 @@ struct ClientOptions {
   std::string data_dir;   // where to find the credentials file when the AWS variables are unset
   std::string region;     // $AWS_REGION, $AWS_DEFAULT_REGION, else us-east-1
   // For https endpoints: the certificates to trust (PEM). --ca-bundle, else $AWS_CA_BUNDLE, else
-  // the server's self-signed <data_dir>/tls/certificate.pem if there is one, else the system's.
+  // the system's together with the server's self-signed <data_dir>/tls/certificate.pem, if any.
   std::string ca_bundle;
 };
 

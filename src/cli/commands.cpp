@@ -30,7 +30,7 @@ void AddCommon(CLI::App* cmd, Common& c) {
   cmd->add_option("--region", c.client.region, "Region to sign for (default $AWS_REGION or us-east-1)");
   cmd->add_option("--ca-bundle", c.client.ca_bundle,
                   "PEM file of the certificates to trust for an https:// endpoint (default $AWS_CA_BUNDLE, else the "
-                  "data directory's self-signed tls/certificate.pem if there is one, else the system's)");
+                  "system's and the data directory's self-signed tls/certificate.pem, if any)");
   cmd->add_flag("--json", c.as_json, "Print the raw JSON answer");
 }
 

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <optional>
 #include <thread>
 
 #include "api/encode.h"
@@ -207,6 +208,17 @@ void AddServeCommand(CLI::App& app, std::function<int()>& run) {
         std::fprintf(stderr, "trainyard: %s\n", cred.status().message().c_str());
         return 1;
       }
+      // The certificate before any state is opened: a bad path ends the start at once.
+      const bool tls = config.TlsEnabled();
+      std::optional<http::TlsFiles> tls_files;
+      if (tls) {
+        auto files = TlsFilesFor(config, host);
+        if (!files.ok()) {
+          std::fprintf(stderr, "trainyard: TLS: %s\n", files.status().message().c_str());
+          return 1;
+        }
+        tls_files = *files;
+      }
       char exe[4096];
       ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
       std::string self = n > 0 ? std::string(exe, static_cast<size_t>(n)) : "trainyard";
@@ -228,10 +240,8 @@ void AddServeCommand(CLI::App& app, std::function<int()>& run) {
       });
       (*controller)->Start();
       api::ApiServer server(**controller, *cred);
-      const bool tls = (*controller)->config().TlsEnabled();
-      if (tls) {
-        auto files = TlsFilesFor((*controller)->config(), host);
-        Status st = files.ok() ? server.UseTls(files->certificate_file, files->key_file) : files.status();
+      if (tls_files) {
+        Status st = server.UseTls(tls_files->certificate_file, tls_files->key_file);
         if (!st.ok()) {
           std::fprintf(stderr, "trainyard: TLS: %s\n", st.message().c_str());
           (*controller)->Shutdown();

@@ -95,6 +95,8 @@ Status AddExtension(X509* cert, X509V3_CTX* ctx, int nid, const std::string& val
 }
 
 StatusOr<X509Ptr> ReadCertificate(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return InvalidArgument("the certificate " + path + " does not exist or is not a file");
   BioPtr bio(BIO_new_file(path.c_str(), "r"));
   if (!bio) return InvalidArgument("cannot open the certificate " + path + ": " + OpenSslReason());
   X509Ptr cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
@@ -597,9 +598,10 @@ Status Server::UseTls(const TlsFiles& files) {
   }
   if (SSL_CTX_use_certificate_chain_file(native, files.certificate_file.c_str()) != 1)
     return InvalidArgument("cannot read a PEM certificate from " + files.certificate_file + ": " + OpenSslReason());
-  if (SSL_CTX_use_PrivateKey_file(native, files.key_file.c_str(), SSL_FILETYPE_PEM) != 1)
+  if (SSL_CTX_use_PrivateKey_file(native, files.key_file.c_str(), SSL_FILETYPE_PEM) != 1 &&
+      ERR_GET_REASON(ERR_peek_last_error()) != X509_R_KEY_VALUES_MISMATCH)
     return InvalidArgument("cannot read a PEM private key from " + files.key_file + ": " + OpenSslReason());
-  if (SSL_CTX_check_private_key(native) != 1)
+  if (ERR_peek_last_error() != 0 || SSL_CTX_check_private_key(native) != 1)
     return InvalidArgument("the TLS key " + files.key_file + " does not belong to the certificate " +
                            files.certificate_file + ": " + OpenSslReason());
   impl_->tls.emplace(std::move(ctx));
