@@ -427,6 +427,10 @@ StatusOr<int> ApiServer::Bind(const std::string& host, int port) {
   return impl_->http->Bind(host, port);
 }
 
+Status ApiServer::UseTls(const std::string& certificate_file, const std::string& key_file) {
+  return impl_->http->UseTls({certificate_file, key_file});
+}
+
 void ApiServer::Run() { impl_->http->Run(); }
 
 void ApiServer::Stop() {

@@ -25,6 +25,8 @@ class ApiServer {
 
   // Binds host:port (port 0 picks a free one) and returns the bound port.
   StatusOr<int> Bind(const std::string& host, int port);
+  // Serves HTTPS with this PEM certificate and key (http::Server::UseTls). REQUIRES: before Run().
+  Status UseTls(const std::string& certificate_file, const std::string& key_file);
   // Serves until Stop(). REQUIRES: Bind() succeeded.
   void Run();
   void Stop();

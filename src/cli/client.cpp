@@ -1,6 +1,9 @@
 #include "cli/client.h"
 
 #include <httplib.h>
+#include <openssl/x509.h>
+
+#include <filesystem>
 
 #include "api/sigv4.h"
 #include "cli/cli.h"
@@ -18,6 +21,17 @@ struct Client::Impl {
   std::string region;
 };
 
+namespace {
+
+Status Unreachable(httplib::Error error) {
+  if (error == httplib::Error::SSLServerVerification)
+    return Unavailable("the server's TLS certificate is not trusted: pass its certificate (or the CA that signed it) "
+                       "with --ca-bundle or AWS_CA_BUNDLE, or --data-dir for the server's own self-signed one");
+  return Unavailable("cannot reach the server: " + httplib::to_string(error));
+}
+
+}  // namespace
+
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
 
@@ -27,12 +41,39 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions opts) {
     const char* e = std::getenv("TRAINYARD_ENDPOINT_URL");
     opts.endpoint = e && *e ? e : "http://127.0.0.1:8080";
   }
-  if (!StartsWith(opts.endpoint, "http://"))
-    return InvalidArgument("--endpoint-url must start with http:// (got '" + opts.endpoint + "')");
-  std::string hostport = opts.endpoint.substr(7);
+  const bool https = StartsWith(opts.endpoint, "https://");
+  if (!https && !StartsWith(opts.endpoint, "http://"))
+    return InvalidArgument("--endpoint-url must start with http:// or https:// (got '" + opts.endpoint + "')");
+  std::string hostport = opts.endpoint.substr(https ? 8 : 7);
   while (EndsWith(hostport, "/")) hostport.pop_back();
   impl->host_header = hostport;
+  if (opts.data_dir.empty()) {
+    const char* d = std::getenv("TRAINYARD_DATA_DIR");
+    opts.data_dir = d && *d ? d : "trainyard-data";
+  }
   impl->http = std::make_unique<httplib::Client>(opts.endpoint);
+  if (https) {
+    if (opts.ca_bundle.empty()) {
+      const char* b = std::getenv("AWS_CA_BUNDLE");
+      if (b && *b) opts.ca_bundle = b;
+    }
+    if (!opts.ca_bundle.empty()) {
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(opts.ca_bundle, ec))
+        return InvalidArgument("the CA bundle " + opts.ca_bundle + " (--ca-bundle or AWS_CA_BUNDLE) is not a file");
+      impl->http->set_ca_cert_path(opts.ca_bundle);
+    } else if (std::string own = opts.data_dir + "/tls/certificate.pem"; std::filesystem::exists(own)) {
+      // The server's own self-signed certificate is trusted as its credentials file is: whoever
+      // can read the data directory runs the server.
+      X509_STORE* store = X509_STORE_new();
+      if (!store || X509_STORE_set_default_paths(store) != 1 || X509_STORE_load_file(store, own.c_str()) != 1) {
+        if (store) X509_STORE_free(store);
+        return InvalidArgument("cannot read the server's certificate " + own);
+      }
+      impl->http->set_ca_cert_store(store);  // the client owns it from here
+    }
+    impl->http->enable_server_certificate_verification(true);
+  }
   impl->http->set_keep_alive(true);
   impl->http->set_tcp_nodelay(true);
   impl->http->set_read_timeout(120, 0);
@@ -47,10 +88,6 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions opts) {
   if (id && secret && *id && *secret) {
     impl->cred = {id, secret};
   } else {
-    if (opts.data_dir.empty()) {
-      const char* d = std::getenv("TRAINYARD_DATA_DIR");
-      opts.data_dir = d && *d ? d : "trainyard-data";
-    }
     auto c = ReadCredentialsFile(opts.data_dir + "/credentials", "trainyard");
     if (!c.ok())
       return NotFound("no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or point --data-dir at the "
@@ -62,7 +99,7 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions opts) {
 
 StatusOr<std::string> Client::GetText(const std::string& path) {
   auto res = impl_->http->Get(path);
-  if (!res) return Unavailable("cannot reach the server: " + httplib::to_string(res.error()));
+  if (!res) return Unreachable(res.error());
   if (res->status != 200) return Unavailable("GET " + path + " answered " + std::to_string(res->status));
   return res->body;
 }
@@ -81,7 +118,7 @@ StatusOr<json> Client::Post(const std::string& service, const std::string& path,
   for (const auto& [k, v] : req.headers)
     if (ToLower(k) != "host" && ToLower(k) != "content-type") headers.emplace(k, v);
   auto res = impl_->http->Post(path, headers, req.body, content_type);
-  if (!res) return Unavailable("cannot reach the server: " + httplib::to_string(res.error()));
+  if (!res) return Unreachable(res.error());
   json out = json::parse(res->body.empty() ? "{}" : res->body, nullptr, false);
   if (res->status != 200) {
     std::string type = res->get_header_value("x-amzn-ErrorType");

@@ -13,6 +13,9 @@ struct ClientOptions {
   std::string endpoint;   // --endpoint-url, else $TRAINYARD_ENDPOINT_URL, else http://127.0.0.1:8080
   std::string data_dir;   // where to find the credentials file when the AWS variables are unset
   std::string region;     // $AWS_REGION, $AWS_DEFAULT_REGION, else us-east-1
+  // For https endpoints: the certificates to trust (PEM). --ca-bundle, else $AWS_CA_BUNDLE, else
+  // the system's together with the server's self-signed <data_dir>/tls/certificate.pem, if any.
+  std::string ca_bundle;
 };
 
 class Client {

@@ -32,6 +32,9 @@ void AddCommon(CLI::App* cmd, Common& c) {
   cmd->add_option("--endpoint-url", c.client.endpoint, "Server URL (default $TRAINYARD_ENDPOINT_URL or http://127.0.0.1:8080)");
   cmd->add_option("--data-dir", c.client.data_dir, "Server data directory, for its credentials file when AWS_ACCESS_KEY_ID is unset (default $TRAINYARD_DATA_DIR or ./trainyard-data)");
   cmd->add_option("--region", c.client.region, "Region to sign for (default $AWS_REGION or us-east-1)");
+  cmd->add_option("--ca-bundle", c.client.ca_bundle,
+                  "PEM file of the certificates to trust for an https:// endpoint (default $AWS_CA_BUNDLE, else the "
+                  "system's and the data directory's self-signed tls/certificate.pem, if any)");
   cmd->add_flag("--json", c.as_json, "Print the raw JSON answer");
 }
 

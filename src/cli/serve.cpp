@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <optional>
 #include <thread>
 
 #include "api/encode.h"
@@ -23,6 +24,7 @@
 #include "core/strings.h"
 #include "exec/local/host_settings.h"
 #include "exec/local/local_executor.h"
+#include "http/certificate.h"
 #include "store/event_log.h"
 #include "store/store.h"
 
@@ -53,6 +55,39 @@ StatusOr<api::RootCredential> RootCredentialFor(const std::string& data_dir) {
   }
   spdlog::info("generated a root credential in {}", path);
   return cred;
+}
+
+// The listener's certificate: the configured pair, else the self-signed one kept in <data_dir>/tls
+// (made on first start for localhost, the loopback addresses, this host's name and the listen
+// host). Logs where it is and its fingerprint, which clients of a self-signed server compare.
+StatusOr<http::TlsFiles> TlsFilesFor(const Config& config, const std::string& host) {
+  if (!config.tls_certificate_file.empty()) {
+    auto fingerprint = http::CertificateFingerprint(config.tls_certificate_file);
+    if (!fingerprint.ok())
+      return InvalidArgument("server.tls_certificate_file: " + fingerprint.status().message());
+    spdlog::info("TLS certificate {} (SHA-256 fingerprint {})", config.tls_certificate_file, *fingerprint);
+    return http::TlsFiles{config.tls_certificate_file, config.tls_key_file};
+  }
+  std::vector<std::string> names = {"localhost", "127.0.0.1", "::1"};
+  char hostname[256] = {};
+  if (::gethostname(hostname, sizeof hostname - 1) == 0 && *hostname) names.push_back(hostname);
+  if (host != "0.0.0.0" && host != "::" && !host.empty()) names.push_back(host);
+  const std::string dir = config.data_dir + "/tls";
+  auto files = http::EnsureSelfSignedCertificate(dir, names, SystemClock::instance().now_ms() / 1000);
+  if (!files.ok()) return files.status();
+  auto fingerprint = http::CertificateFingerprint(files->certificate_file);
+  if (!fingerprint.ok()) return fingerprint.status();
+  spdlog::info("TLS with the self-signed certificate {} (SHA-256 fingerprint {}); clients trust it with "
+               "--ca-bundle {} or AWS_CA_BUNDLE",
+               files->certificate_file, *fingerprint, files->certificate_file);
+  if (auto missing = http::NamesNotCovered(files->certificate_file, names); missing.ok() && !missing->empty()) {
+    std::string list;
+    for (const auto& m : *missing) list += (list.empty() ? "" : ", ") + m;
+    spdlog::warn("the self-signed certificate does not name {}; clients reaching the server by it will refuse it "
+                 "(remove {} and restart to make a new certificate, with a new fingerprint)",
+                 list, dir);
+  }
+  return files;
 }
 
 // The composition root: the data directory's folders, the SQLite store and event log, the local
@@ -173,6 +208,17 @@ void AddServeCommand(CLI::App& app, std::function<int()>& run) {
         std::fprintf(stderr, "trainyard: %s\n", cred.status().message().c_str());
         return 1;
       }
+      // The certificate before any state is opened: a bad path ends the start at once.
+      const bool tls = config.TlsEnabled();
+      std::optional<http::TlsFiles> tls_files;
+      if (tls) {
+        auto files = TlsFilesFor(config, host);
+        if (!files.ok()) {
+          std::fprintf(stderr, "trainyard: TLS: %s\n", files.status().message().c_str());
+          return 1;
+        }
+        tls_files = *files;
+      }
       char exe[4096];
       ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
       std::string self = n > 0 ? std::string(exe, static_cast<size_t>(n)) : "trainyard";
@@ -194,6 +240,14 @@ void AddServeCommand(CLI::App& app, std::function<int()>& run) {
       });
       (*controller)->Start();
       api::ApiServer server(**controller, *cred);
+      if (tls_files) {
+        Status st = server.UseTls(tls_files->certificate_file, tls_files->key_file);
+        if (!st.ok()) {
+          std::fprintf(stderr, "trainyard: TLS: %s\n", st.message().c_str());
+          (*controller)->Shutdown();
+          return 1;
+        }
+      }
       auto bound = server.Bind(host, port);
       if (!bound.ok()) {
         std::fprintf(stderr, "trainyard: %s\n", bound.status().message().c_str());
@@ -206,7 +260,7 @@ void AddServeCommand(CLI::App& app, std::function<int()>& run) {
         server.Run();
         http_done.set_value();
       });
-      std::printf("listening on http://%s:%d\n", host.c_str(), *bound);
+      std::printf("listening on %s://%s:%d\n", tls ? "https" : "http", host.c_str(), *bound);
       std::fflush(stdout);
       int sig = 0;
       sigwait(&sigs, &sig);

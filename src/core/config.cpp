@@ -13,6 +13,16 @@ const InstanceTypeSpec* Config::FindInstanceType(const std::string& name) const 
   return nullptr;
 }
 
+bool Config::TlsEnabled() const {
+  if (tls == "on") return true;
+  if (tls == "off") return false;
+  if (!tls_certificate_file.empty()) return true;
+  // Loopback traffic never leaves the machine: the quick start stays plain http on 127.0.0.1.
+  std::string host = listen.substr(0, listen.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return !(host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0);
+}
+
 int64_t Config::CapacityOf(const std::string& key) const {
   const CapacityKeyParts k = SplitCapacityKey(key);
   const InstanceTypeSpec* t = FindInstanceType(k.type);
@@ -224,7 +234,7 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
                                       "data_dir_reserve_mib", "max_header_bytes", "max_header_fields", "max_buffered_request_bytes",
                                       "header_timeout_seconds", "body_timeout_seconds",
                                       "idle_timeout_seconds", "max_connections", "io_threads", "max_json_depth",
-                                      "throttle_rate", "throttle_burst"},
+                                      "throttle_rate", "throttle_burst", "tls", "tls_certificate_file", "tls_key_file"},
                                  "[server]"));
     TY_RETURN_IF_ERROR(Read(*s, "listen", &c.listen, "server."));
     TY_RETURN_IF_ERROR(Read(*s, "data_dir", &c.data_dir, "server."));
@@ -248,6 +258,15 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     TY_RETURN_IF_ERROR(Read(*s, "max_json_depth", &c.max_json_depth, "server."));
     TY_RETURN_IF_ERROR(Read(*s, "throttle_rate", &c.throttle_rate, "server."));
     TY_RETURN_IF_ERROR(Read(*s, "throttle_burst", &c.throttle_burst, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "tls", &c.tls, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "tls_certificate_file", &c.tls_certificate_file, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "tls_key_file", &c.tls_key_file, "server."));
+    if (c.tls != "auto" && c.tls != "on" && c.tls != "off")
+      return InvalidArgument("config: server.tls must be one of auto, on, off");
+    if (c.tls_certificate_file.empty() != c.tls_key_file.empty())
+      return InvalidArgument("config: server.tls_certificate_file and server.tls_key_file go together: set both or neither");
+    if (c.tls == "off" && !c.tls_certificate_file.empty())
+      return InvalidArgument("config: server.tls is off but server.tls_certificate_file is set; remove one of them");
     if (c.max_request_bytes < 1) return InvalidArgument("config: server.max_request_bytes must be >= 1");
     if (c.http_threads < 1) return InvalidArgument("config: server.http_threads must be >= 1");
     if (c.max_header_bytes < 1024) return InvalidArgument("config: server.max_header_bytes must be >= 1024");

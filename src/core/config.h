@@ -136,6 +136,12 @@ struct Config {
   int max_json_depth = 64;               // deeper JSON request bodies are refused before parsing
   double throttle_rate = 25000;          // requests per second per access key (0 = no throttling)
   double throttle_burst = 50000;         // the bucket's size: requests a key may make at once
+  // [server] tls (docs/configuration.md, "TLS"): "auto" (TLS when a certificate is configured or
+  // the listener is not on a loopback address), "on" or "off". The certificate and its key are
+  // PEM files, both or neither; with neither, a self-signed pair kept in <data_dir>/tls is used.
+  std::string tls = "auto";
+  std::string tls_certificate_file;
+  std::string tls_key_file;
   bool sqlite_synchronous_full = true;
   // [server] data_dir_reserve_mib: free space the data dir's file system keeps. Under it no job
   // starts and the running job using most of the data dir is failed (docs/configuration.md,
@@ -185,6 +191,8 @@ struct Config {
   int system_metrics_interval_seconds = 10;
   std::string nvidia_smi = "nvidia-smi";
 
+  // Whether the listener speaks TLS under this configuration (server.tls resolved against listen).
+  bool TlsEnabled() const;
   const InstanceTypeSpec* FindInstanceType(const std::string& name) const;
   // The catalogue entry of a capacity key ("type" or "type#spot"), and the capacity it offers.
   int64_t CapacityOf(const std::string& key) const;

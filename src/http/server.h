@@ -30,6 +30,7 @@ struct Request {
   Fields headers;      // names as received
   std::string body;
   std::string peer;    // the connection's remote address ("127.0.0.1", "::1"); "" when unknown
+  bool secure_transport = false;  // arrived over TLS (the aws:SecureTransport condition key)
 
   // The first header named `name` (compared case-insensitively), or null.
   const std::string* Header(std::string_view name) const;
@@ -74,6 +75,12 @@ struct Limits {
   int workers = 16;
 };
 
+// PEM files for a TLS listener.
+struct TlsFiles {
+  std::string certificate_file;  // the certificate, then any intermediates
+  std::string key_file;          // its private key, unencrypted
+};
+
 struct Stats {
   int64_t open_connections = 0;
   int64_t refused_connections = 0;  // over max_connections
@@ -91,6 +98,11 @@ class Server {
   // Binds host:port (port 0 picks a free one) and returns the bound port. The connection cap is
   // lowered to fit RLIMIT_NOFILE (less a reserve for the rest of the process).
   StatusOr<int> Bind(const std::string& host, int port);
+  // Makes every connection speak TLS (1.2 or later) with this certificate: the handshake must
+  // finish within header_timeout_ms of the connection, and a client that sends plaintext is
+  // answered with a plaintext 400 naming https and closed. An error names the file and the reason
+  // when the files cannot be read or do not belong together. REQUIRES: before Run().
+  Status UseTls(const TlsFiles& files);
   // Serves until Stop(). REQUIRES: Bind() succeeded.
   void Run();
   // Thread-safe; Run() returns once the I/O threads and workers have ended.

@@ -35,11 +35,14 @@ def with_sandbox_binds(config, dirs):
 
 
 class Server:
-    def __init__(self, data_dir, env=None, config=None, args=None, shared_dirs=None, bin=None):
+    def __init__(self, data_dir, env=None, config=None, args=None, shared_dirs=None, bin=None, ca_bundle=None):
         """shared_dirs: host directories bound into every sandboxed job at the same path
         (executor.sandbox_binds), where a test and its jobs exchange files. bin: the trainyard
-        binary (default BIN); the server starts the trainyard-supervisor beside it."""
+        binary (default BIN); the server starts the trainyard-supervisor beside it. ca_bundle: what
+        clients trust when the server speaks https (default: its self-signed certificate in
+        <data_dir>/tls, as with server.tls = "on" and no certificate configured)."""
         self.bin = bin or BIN
+        self.ca_bundle = ca_bundle or os.path.join(data_dir, "tls", "certificate.pem")
         self.data_dir = data_dir
         self.args = list(args or [])
         if shared_dirs:
@@ -66,6 +69,7 @@ class Server:
             self.proc.wait()
             raise RuntimeError(f"server did not start: {line!r}; log: {self.read_log()}")
         self.url = line.split()[-1]
+        self.tls = self.url.startswith("https://")
         assert time.time() < deadline
         return self
 
@@ -123,7 +127,12 @@ class Server:
         req = botocore.awsrequest.AWSRequest(method="POST", url=self.url + path, data=json.dumps(body), headers=headers)
         botocore.auth.SigV4Auth(botocore.credentials.Credentials(key, secret), service, REGION).add_auth(req)
         u = urllib.parse.urlparse(self.url)
-        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        if self.tls:
+            import ssl
+            conn = http.client.HTTPSConnection(u.hostname, u.port, timeout=30,
+                                               context=ssl.create_default_context(cafile=self.ca_bundle))
+        else:
+            conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
         conn.request("POST", path, body=req.body, headers=dict(req.headers.items()))
         resp = conn.getresponse()
         data = json.loads(resp.read() or b"{}")
@@ -142,7 +151,7 @@ class Server:
                                      parameter_validation=kw.get("validate", True))
         return boto3.client(service, endpoint_url=self.url, region_name=kw.get("region", REGION),
                             aws_access_key_id=kw.get("key", key), aws_secret_access_key=kw.get("secret", secret),
-                            config=cfg)
+                            config=cfg, verify=kw.get("verify", self.ca_bundle if self.tls else None))
 
 
 def kill_attempt_processes(data_dir):
