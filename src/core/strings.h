@@ -50,4 +50,10 @@ std::string FormatHttpDate(int64_t epoch_ms);
 // RFC 3339 UTC with milliseconds ("2026-01-02T03:04:05.123Z").
 std::string FormatIso8601(int64_t epoch_ms);
 
+// The deepest nesting of objects and arrays in `text`, counting brackets outside strings (a
+// backslash escapes the next byte inside one); it stops counting once `limit` is passed, so the
+// answer is min(depth, limit + 1). Malformed JSON is the parser's to refuse: this only bounds
+// what the parser, validator and renderer may recurse into.
+int JsonDepth(std::string_view text, int limit);
+
 }  // namespace ty

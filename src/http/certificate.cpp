@@ -39,14 +39,6 @@ using BioPtr = std::unique_ptr<BIO, Deleter<BIO_free_all>>;
 using BnPtr = std::unique_ptr<BIGNUM, Deleter<BN_free>>;
 using ExtPtr = std::unique_ptr<X509_EXTENSION, Deleter<X509_EXTENSION_free>>;
 
-std::string OpenSslReason() {
-  unsigned long e = ERR_get_error();
-  ERR_clear_error();
-  if (e == 0) return "unknown error";
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof buf);
-  return buf;
-}
 
 bool IsIpAddress(const std::string& name) {
   unsigned char buf[sizeof(in6_addr)];
@@ -194,6 +186,15 @@ StatusOr<std::vector<std::string>> NamesNotCovered(const std::string& certificat
   }
   ERR_clear_error();
   return out;
+}
+
+std::string OpenSslReason() {
+  unsigned long e = ERR_get_error();
+  ERR_clear_error();
+  if (e == 0) return "unknown error";
+  char buf[256];
+  ERR_error_string_n(e, buf, sizeof buf);
+  return buf;
 }
 
 }  // namespace ty::http

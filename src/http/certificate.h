@@ -29,4 +29,8 @@ StatusOr<std::string> CertificateFingerprint(const std::string& certificate_file
 StatusOr<std::vector<std::string>> NamesNotCovered(const std::string& certificate_file,
                                                    const std::vector<std::string>& names);
 
+// The reason for the last OpenSSL failure (and clears OpenSSL's error queue), for a message a
+// person reads.
+std::string OpenSslReason();
+
 }  // namespace ty::http

@@ -9,13 +9,12 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "core/strings.h"
+
 namespace ty::http {
 
-// The deepest nesting of objects and arrays in `text`, counting brackets outside strings (a
-// backslash escapes the next byte inside one); it stops counting once `limit` is passed, so the
-// answer is min(depth, limit + 1). Malformed JSON is the parser's to refuse: this only bounds
-// what the parser, validator and renderer may recurse into.
-int JsonDepth(std::string_view text, int limit);
+// JsonDepth (core/strings.h) guards every body before it is parsed.
+using ::ty::JsonDepth;
 
 // Token buckets, one per key: each holds up to `burst` tokens and gains `rate_per_second`. A call
 // takes one token or is refused. Thread-safe. rate_per_second <= 0 disables throttling.

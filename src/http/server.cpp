@@ -1,5 +1,7 @@
 #include "http/server.h"
 
+#include "http/certificate.h"
+
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
@@ -583,16 +585,6 @@ StatusOr<int> Server::Bind(const std::string& host, int port) {
 }
 
 namespace {
-
-// The reason for the last OpenSSL failure, for a message a person reads.
-std::string OpenSslReason() {
-  unsigned long e = ERR_get_error();
-  ERR_clear_error();
-  if (e == 0) return "unknown error";
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof buf);
-  return buf;
-}
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/strings.h"
 #include "iam/values.h"
 
 namespace ty::iam {
@@ -22,33 +23,6 @@ std::string Lower(std::string_view s) {
 }
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) { return Lower(a) == Lower(b); }
-
-// The deepest nesting of `text`'s objects and arrays, counting no further than limit + 1. Strings
-// are skipped (a backslash escapes the next byte); malformed JSON is the parser's to refuse.
-int JsonDepth(std::string_view text, int limit) {
-  int depth = 0, deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > limit) return deepest;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return deepest;
-}
 
 // Quotes a value from the document for a message, cut short: messages must stay small whatever
 // the document holds.
