@@ -115,7 +115,8 @@ json EncodeJobDetail(const State& s, const ServiceJobState& js, bool for_event =
   json j = EncodeJobSummary(s, js);
   auto q = s.queues.find(job.queue);
   j["jobQueue"] = q == s.queues.end() ? job.queue : q->second.arn;
-  j["startedAt"] = job.started_at;  // required member of the response
+  // startedAt is a required member in the model, yet AWS leaves it out until the job starts (a 0
+  // would read as 1970-01-01 in every SDK); EncodeJobSummary puts it in once it is known.
   j["isTerminated"] = job.is_terminated;
   if (!for_event) j["serviceRequestPayload"] = job.payload;
   if (job.has_scheduling_priority) j["schedulingPriority"] = job.scheduling_priority;
@@ -341,8 +342,9 @@ Response Snapshot(Controller& c, const json& req) {
       for (const auto& [unit, qty] : m) out.push_back({{"capacityUnit", unit}, {"quantity", qty}});
       return out;
     };
-    EpochMs at = s.last_pass_at;
-    json utilization = {{"totalCapacityUsage", capacity(usage)}, {"lastUpdatedAt", at}};
+    EpochMs at = s.last_pass_at;  // 0 before the first scheduling pass: the lastUpdatedAt members are left out
+    json utilization = {{"totalCapacityUsage", capacity(usage)}};
+    PutIf(utilization, "lastUpdatedAt", at);
     if (q->kind != QueueKind::kFifo) {
       // The 20 shares that hold the most, largest first (ties by name).
       std::vector<std::pair<int64_t, std::string>> top;
@@ -361,7 +363,8 @@ Response Snapshot(Controller& c, const json& req) {
           {"activeShareCount", active == s.unfinished_by_share.end() ? 0 : static_cast<int64_t>(active->second.size())},
           {"topCapacityUtilization", shares}};
     }
-    json out = {{"frontOfQueue", {{"jobs", front}, {"lastUpdatedAt", at}}}};
+    json out = {{"frontOfQueue", {{"jobs", front}}}};
+    PutIf(out["frontOfQueue"], "lastUpdatedAt", at);
     bool quota = false;
     for (const auto& [key, share] : s.quota_shares) quota |= share.queue == q->name;
     if (quota) {
@@ -381,7 +384,8 @@ Response Snapshot(Controller& c, const json& req) {
       }
       json top = json::array();
       for (const auto& [share, m] : held) top.push_back({{"quotaShareName", share}, {"capacityUsage", capacity(m)}});
-      out["frontOfQuotaShares"] = {{"quotaShares", fronts}, {"lastUpdatedAt", at}};
+      out["frontOfQuotaShares"] = {{"quotaShares", fronts}};
+      PutIf(out["frontOfQuotaShares"], "lastUpdatedAt", at);
       utilization["quotaShareUtilization"] = {{"topCapacityUtilization", top}};
     }
     out["queueUtilization"] = utilization;

@@ -259,10 +259,10 @@ Status Controller::ExecuteStatus(std::function<Status(Turn&)> fn) {
 
 bool Controller::InFlight::Touches(const State& s, const std::string& job_id) const {
   if (queues) return true;
-  auto seq = s.job_seq_by_id.find(job_id);
-  if (seq == s.job_seq_by_id.end()) return false;  // unknown (a job this turn created is known)
-  if (jobs.count(seq->second)) return true;
-  for (const auto& a : s.jobs.at(seq->second).job.attempts)
+  const uint64_t* seq = s.SeqOfJob(job_id);
+  if (!seq) return false;  // unknown (a job this turn created is known)
+  if (jobs.count(*seq)) return true;
+  for (const auto& a : s.jobs.at(*seq).job.attempts)
     if (training_jobs.count(a.training_job_name)) return true;
   return false;
 }

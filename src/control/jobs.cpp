@@ -23,6 +23,14 @@ EpochMs LastEntered(const ServiceJobState& js, const char* status) {
     if (it->first == status) return it->second;
   return 0;
 }
+
+// How a wait reason names another job: its id and name, as users know it ("#<seq>" for a job that
+// is gone, which a pass over the current state never names).
+std::string JobReference(const State& s, uint64_t seq) {
+  auto it = s.jobs.find(seq);
+  if (it == s.jobs.end()) return "#" + std::to_string(seq);
+  return it->second.job.id + " (" + it->second.job.name + ")";
+}
 }  // namespace
 
 // Metrics of a status change (docs/metrics.md). Before the change is applied.
@@ -481,6 +489,10 @@ void Controller::SchedulePass(Turn& t) {
       state_.jobs.at(fj.job_seq).estimated_start = fj.estimated_start_ms;
     }
   }
+  // The reasons that name another job name it by its id and name (once per reason, not per job).
+  std::map<uint32_t, std::string> named_reasons;
+  for (const auto& [reason, seq] : d.reason_jobs)
+    named_reasons[reason] = d.NamedReason(reason, [&](uint64_t other) { return JobReference(state_, other); });
   for (const auto& w : d.waits) {
     ServiceJobState& js = state_.jobs.at(w.job_seq);
     if (w.kind == sched::WaitKind::kNotBefore) {
@@ -492,7 +504,8 @@ void Controller::SchedulePass(Turn& t) {
       }
       continue;
     }
-    js.wait_reason = d.ReasonOf(w);
+    auto named = named_reasons.find(w.reason);
+    js.wait_reason = named == named_reasons.end() ? d.ReasonOf(w) : named->second;
     SetWaitCode(t, js,
                 w.kind == sched::WaitKind::kMisconfiguration ? "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"
                 : w.kind == sched::WaitKind::kCapacity || w.kind == sched::WaitKind::kReserved

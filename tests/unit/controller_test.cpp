@@ -208,6 +208,41 @@ TEST_F(ControllerTest, AHigherPriorityJobPreemptsALowerOneOfItsShare) {
   EXPECT_EQ(why, "Preempted: yielded its capacity to service job " + high);
 }
 
+TEST_F(ControllerTest, AWaitReasonNamesTheJobAheadByItsIdAndName) {
+  FifoQueue(1);
+  Submit("first", "q");
+  const std::string head = Submit("head", "q");
+  const std::string behind = Submit("behind", "q");
+  c_->Step();
+  c_->Step();
+  // first runs; head waits for capacity; behind waits behind head, named as users know it.
+  const std::string why = c_->Read([&](const State& s) { return s.FindJob(behind)->wait_reason; });
+  EXPECT_NE(why.find("queued behind job " + head + " (head)"), std::string::npos) << why;
+  EXPECT_EQ(why.find('#'), std::string::npos) << why;
+}
+
+TEST_F(ControllerTest, AJobIsFoundByItsArnAsByItsId) {
+  FifoQueue(1);
+  const std::string id = Submit("a", "q");
+  const std::string arn = c_->Read([&](const State& s) { return s.FindJob(id)->job.arn; });
+  ASSERT_EQ(arn, c_->Arn("batch", "service-job/" + id));
+  c_->Read([&](const State& s) {
+    EXPECT_EQ(s.FindJob(arn), s.FindJob(id));
+    // Another region's or account's ARN with the same id names no job here.
+    std::string other_region = arn, other_account = arn;
+    other_region.replace(other_region.find(c_->config().region), c_->config().region.size(), "xx-west-9");
+    other_account.replace(other_account.find(c_->config().account_id), c_->config().account_id.size(), "999999999999");
+    EXPECT_EQ(s.FindJob(other_region), nullptr);
+    EXPECT_EQ(s.FindJob(other_account), nullptr);
+    EXPECT_EQ(s.FindJob("arn:aws:batch:" + c_->config().region + ":" + c_->config().account_id + ":job-queue/" + id), nullptr);
+    return 0;
+  });
+  auto terminate = api::DecodeTerminateServiceJob(json{{"jobId", arn}, {"reason", "by ARN"}});
+  ASSERT_TRUE(terminate.ok());
+  ASSERT_TRUE(c_->TerminateServiceJob(*terminate).ok());
+  EXPECT_EQ(StatusOf(id), JobStatus::kFailed);
+}
+
 TEST_F(ControllerTest, ACapacityFailureAtStartIsRetriedAfterABackoff) {
   FifoQueue(1);
   exec_->FailStarts(Internal("no such host"));
