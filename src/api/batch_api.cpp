@@ -3,6 +3,7 @@
 #include <set>
 
 #include "api/decode.h"
+#include "api/errors.h"
 #include "api/encode.h"
 #include "api/handlers.h"
 #include "api/service_model.h"
@@ -409,6 +410,23 @@ Response Snapshot(Controller& c, const json& req) {
   });
 }
 
+// TerminateServiceJobs: up to 50 jobs, each answered on its own (AWS: jobs that do not exist count
+// as terminated; the call succeeds whatever happens to each job).
+Response TerminateServiceJobs(Controller& c, const json& req) {
+  const std::string reason = req.value("reason", "");
+  json successful = json::array(), errors = json::array();
+  for (const auto& id : req.value("jobs", std::vector<std::string>{})) {
+    Status st = c.TerminateServiceJob({id, reason});
+    if (st.ok() || st.code() == Code::kNotFound) {
+      successful.push_back(id);
+    } else {
+      WireError e = ToWireError(Protocol::kBatchRestJson, st);
+      errors.push_back({{"job", id}, {"code", e.type}, {"message", e.message}});
+    }
+  }
+  return json{{"successful", successful}, {"errors", errors}};
+}
+
 }  // namespace
 
 json EncodeServiceJobEventDetail(const State& s, const ServiceJobState& js) { return EncodeJobDetail(s, js, true); }
@@ -420,7 +438,8 @@ bool BatchImplements(const std::string& op) {
       "SubmitServiceJob", "DescribeServiceJob", "ListServiceJobs", "TerminateServiceJob", "UpdateServiceJob",
       "GetJobQueueSnapshot", "CreateSchedulingPolicy", "UpdateSchedulingPolicy", "DeleteSchedulingPolicy",
       "DescribeSchedulingPolicies", "ListSchedulingPolicies", "CreateQuotaShare", "UpdateQuotaShare",
-      "DeleteQuotaShare", "DescribeQuotaShare", "ListQuotaShares"};
+      "DeleteQuotaShare", "DescribeQuotaShare", "ListQuotaShares", "TagResource", "UntagResource",
+      "ListTagsForResource", "TerminateServiceJobs"};
   return kOps.count(op) > 0;
 }
 
@@ -539,6 +558,15 @@ Response HandleBatch(Controller& c, const std::string& op, const json& req) {
   if (op == "UpdateServiceJob")
     return Decoded(DecodeUpdateServiceJob(req), [&](const auto& cmd) { return c.UpdateServiceJob(cmd); });
   if (op == "GetJobQueueSnapshot") return Snapshot(c, req);
+  if (op == "TagResource") return Decoded(DecodeTagResource(req), [&](const auto& cmd) { return c.TagResource(cmd); });
+  if (op == "UntagResource")
+    return Decoded(DecodeUntagResource(req), [&](const auto& cmd) { return c.UntagResource(cmd); });
+  if (op == "ListTagsForResource") {
+    auto tags = c.TagsOf("batch", req.value("resourceArn", ""));
+    if (!tags.ok()) return tags.status();
+    return json{{"tags", EncodeTags(*tags)}};
+  }
+  if (op == "TerminateServiceJobs") return TerminateServiceJobs(c, req);
   return Status(Code::kUnknownOperation, "Operation " + op + " is not supported by this server");
 }
 

@@ -10,6 +10,7 @@
 #include "api/errors.h"
 #include "api/events.h"
 #include "api/handlers.h"
+#include "api/http_binding.h"
 #include "api/metrics.h"
 #include "api/service_model.h"
 #include "api/sigv4.h"
@@ -174,6 +175,10 @@ struct ApiServer::Impl {
         return Reply(protocol, Status(Code::kUnknownOperation, "Operation " + operation + " is not supported by this server"));
       Status valid = model->ValidateInput(*op, *body);
       if (!valid.ok()) return Reply(protocol, valid);
+      if (protocol == Protocol::kBatchRestJson) {
+        Status bound = BindHttpMembers(*model, *op, req.path, [&](std::string_view p) { return req.Params(p); }, &*body);
+        if (!bound.ok()) return Reply(protocol, bound);
+      }
       out = protocol == Protocol::kBatchRestJson ? HandleBatch(controller, operation, *body)
                                                   : HandleSageMaker(controller, operation, *body);
     } else if (protocol == Protocol::kLogsJson) {
@@ -288,6 +293,12 @@ http::Response ApiServer::Impl::Stream(const http::Request& req) {
 
 http::Response ApiServer::Impl::Route(const http::Request& req) {
   const std::string& path = req.path;
+  // Batch's tagging operations are GET and DELETE on /v1/tags/{resourceArn}.
+  if ((req.method == "GET" || req.method == "DELETE") && path.rfind("/v1/", 0) == 0) {
+    const ServiceModel& m = ServiceModel::Batch();
+    if (const ServiceModel::Operation* op = m.FindByHttp(req.method, path))
+      return Handle(req, Protocol::kBatchRestJson, "batch", &m, op->name);
+  }
   if (req.method == "POST") {
     // Batch: POST /v1/<operation>, routed by the model's requestUri.
     if (path.rfind("/v1/", 0) == 0) {

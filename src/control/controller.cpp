@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "control/ladder.h"
 #include "control/system_metrics.h"
 #include "control/turn.h"
 #include "core/strings.h"
@@ -119,6 +120,9 @@ void Controller::LoadState() {
   must(store_->LoadAll(store::Kind::kTrainingJob, [&](const std::string&, const std::string& doc) {
     TrainingJob t;
     if (!DecodeDoc(doc, &t)) return;
+    // Stored before training jobs kept their own tags: they are the request's.
+    if (t.tags.empty() && !json::parse(doc, nullptr, false).contains("tags"))
+      t.tags = RequestTags(json::parse(t.request_json, nullptr, false));
     s.next_seq = std::max(s.next_seq, t.seq + 1);
     bool live = IsLive(t.status);
     if (live && t.launched) s.host_in_use[CapacityKey(t.instance_type, t.on_spot)] += t.instance_count;

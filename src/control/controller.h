@@ -117,6 +117,14 @@ class Controller {
   Status TerminateServiceJob(const TerminateServiceJobCommand& cmd);
   StatusOr<ServiceJob> UpdateServiceJob(const UpdateServiceJobCommand& cmd);
 
+  // ---- Tags (tags.cpp) of what has an ARN: service environments, job queues, scheduling
+  // policies, quota shares and service jobs (Batch); training jobs (SageMaker). InvalidArgument
+  // for an ARN of another service, region or account, or of a kind trainyard does not tag;
+  // NotFound when no such resource exists; LimitExceeded past 50 tags on the resource. ----
+  Status TagResource(const TagResourceCommand& cmd);
+  Status UntagResource(const UntagResourceCommand& cmd);
+  StatusOr<Tags> TagsOf(const std::string& service, const std::string& arn) const;
+
   // ---- SageMaker ----
   StatusOr<TrainingJob> CreateTrainingJob(const CreateTrainingJobCommand& cmd);
   Status StopTrainingJob(const std::string& name);

@@ -214,7 +214,7 @@ Status Controller::TerminateServiceJob(const TerminateServiceJobCommand& cmd) {
   const std::string& reason = cmd.reason;
   return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status {
     ServiceJobState* js = state_.FindJob(id);
-    if (!js) return InvalidArgument("jobId: service job " + id + " does not exist");
+    if (!js) return NotFound("jobId: service job " + id + " does not exist");
     ServiceJob& job = js->job;
     if (IsTerminal(job.status)) return Status::Ok();  // as AWS: terminating a finished job succeeds
     job.is_terminated = true;
@@ -571,6 +571,7 @@ void Controller::StartServiceJob(Turn& t, ServiceJobState& js, const std::string
   tj.name = name;
   tj.arn = Arn("sagemaker", "training-job/" + ToLower(name));
   tj.request_json = payload.dump();
+  tj.tags = RequestTags(payload);
   ParseTrainingTerms(tj.request_json, &tj.terms);  // an object: it was parsed just above
   tj.creation_time = t.now;
   tj.last_modified_time = t.now;
