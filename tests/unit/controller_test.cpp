@@ -286,6 +286,51 @@ TEST_F(ControllerTest, ARestartedControllerReloadsStateAndReadoptsRunningAttempt
   EXPECT_EQ(StatusOf(running), JobStatus::kSucceeded);
 }
 
+TEST_F(ControllerTest, TagsAreStoredWithTheirResourceAndSurviveARestart) {
+  FifoQueue(1);
+  const std::string queue = c_->Arn("batch", "job-queue/q");
+  const std::string job = Submit("j", "q");
+  const std::string job_arn = c_->Arn("batch", "service-job/" + job);
+  ASSERT_TRUE(c_->TagResource({"batch", queue, {{"team", "a"}, {"stage", "dev"}}}).ok());
+  ASSERT_TRUE(c_->TagResource({"batch", job_arn, {{"team", "b"}}}).ok());
+  ASSERT_TRUE(c_->UntagResource({"batch", queue, {"stage", "absent"}}).ok());
+
+  Open();  // the same store, a new controller
+  EXPECT_EQ(*c_->TagsOf("batch", queue), (Tags{{"team", "a"}}));
+  EXPECT_EQ(*c_->TagsOf("batch", job_arn), (Tags{{"team", "b"}}));
+}
+
+TEST_F(ControllerTest, AResourceHoldsAtMostFiftyTagsAndARefusalChangesNothing) {
+  FifoQueue(1);
+  const std::string env = c_->Arn("batch", "service-environment/e");
+  Tags many;
+  for (int i = 0; i < 49; ++i) many["k" + std::to_string(i)] = "v";
+  ASSERT_TRUE(c_->TagResource({"batch", env, many}).ok());
+  // 49 + 2 new keys: refused whole. A key it has already does not count again.
+  Status st = c_->TagResource({"batch", env, {{"n1", "v"}, {"n2", "v"}}});
+  EXPECT_EQ(st.code(), Code::kLimitExceeded);
+  EXPECT_EQ(c_->TagsOf("batch", env)->size(), 49u);
+  EXPECT_TRUE(c_->TagResource({"batch", env, {{"k0", "new"}, {"n1", "v"}}}).ok());
+  EXPECT_EQ(c_->TagsOf("batch", env)->size(), 50u);
+}
+
+TEST_F(ControllerTest, TagArnsOfAnotherServiceRegionOrAccountAreRefusedByName) {
+  FifoQueue(1);
+  const std::string queue = c_->Arn("batch", "job-queue/q");
+  std::string other_region = queue, other_account = queue;
+  other_region.replace(other_region.find(c_->config().region), c_->config().region.size(), "xx-west-9");
+  other_account.replace(other_account.find(c_->config().account_id), c_->config().account_id.size(), "999999999999");
+  for (const std::string& arn : {other_region, other_account}) {
+    auto tags = c_->TagsOf("batch", arn);
+    ASSERT_FALSE(tags.ok());
+    EXPECT_EQ(tags.status().code(), Code::kInvalidArgument);
+  }
+  EXPECT_EQ(c_->TagsOf("sagemaker", queue).status().code(), Code::kInvalidArgument);  // not a SageMaker ARN
+  EXPECT_EQ(c_->TagsOf("batch", queue + "x").status().code(), Code::kNotFound);
+  EXPECT_EQ(c_->TagsOf("sagemaker", c_->Arn("sagemaker", "training-job/none")).status().code(), Code::kNotFound);
+  EXPECT_EQ(c_->TagResource({"batch", other_region, {{"a", "b"}}}).code(), Code::kInvalidArgument);
+}
+
 TEST_F(ControllerTest, AFailedCommitIsReportedAndActedOnOnlyOnceStored) {
   FifoQueue(1);
   data_->fail_commits = Unavailable("disk full");
