@@ -300,6 +300,26 @@ TEST_F(ControllerTest, TagsAreStoredWithTheirResourceAndSurviveARestart) {
   EXPECT_EQ(*c_->TagsOf("batch", job_arn), (Tags{{"team", "b"}}));
 }
 
+TEST_F(ControllerTest, ATrainingJobsTagsAreItsOwnAfterItsRequestsAcrossARestart) {
+  json request = TrainingPayload("tj");
+  request["Tags"] = {{{"Key", "team"}, {"Value", "a"}}};
+  auto cmd = api::DecodeCreateTrainingJob(request, {c_->config(), c_->sandbox()});
+  ASSERT_TRUE(cmd.ok()) << cmd.status().message();
+  auto tj = c_->CreateTrainingJob(*cmd);
+  ASSERT_TRUE(tj.ok()) << tj.status().message();
+  EXPECT_EQ(*c_->TagsOf("sagemaker", tj->arn), (Tags{{"team", "a"}}));
+  // Every tag deleted: a restart does not bring back the request's.
+  ASSERT_TRUE(c_->UntagResource({"sagemaker", tj->arn, {"team"}}).ok());
+  Open();
+  EXPECT_EQ(*c_->TagsOf("sagemaker", tj->arn), Tags{});
+  // A document stored before training jobs kept their own tags reads them from its request.
+  json doc = json::parse(data_->Get(store::Kind::kTrainingJob, "tj"));
+  doc.erase("tags");
+  data_->docs[store::Kind::kTrainingJob]["tj"] = doc.dump();
+  Open();
+  EXPECT_EQ(*c_->TagsOf("sagemaker", tj->arn), (Tags{{"team", "a"}}));
+}
+
 TEST_F(ControllerTest, AResourceHoldsAtMostFiftyTagsAndARefusalChangesNothing) {
   FifoQueue(1);
   const std::string env = c_->Arn("batch", "service-environment/e");

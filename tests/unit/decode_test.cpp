@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "api/decode.h"
+#include "api/http_binding.h"
+#include "api/service_model.h"
 #include "core/model.h"
 
 namespace ty::api {
@@ -121,6 +123,25 @@ TEST_F(DecodeTest, UntagKeysAreCheckedThoughTheyComeFromTheQueryString) {
   EXPECT_NE(Error(DecodeAddTags({{"ResourceArn", arn}, {"Tags", {{{"Key", "d"}, {"Value", "1"}}, {{"Key", "d"}, {"Value", "2"}}}}}))
                 .find("more than once"),
             std::string::npos);
+}
+
+TEST_F(DecodeTest, TagOperationsReadTheirArnFromThePathAndTheirKeysFromTheQuery) {
+  const ServiceModel& batch = ServiceModel::Batch();
+  const std::string path = "/v1/tags/arn%3Aaws%3Abatch%3Aus-east-1%3A000000000000%3Ajob-queue%2Fq";
+  const ServiceModel::Operation* op = batch.FindByHttp("DELETE", path);
+  ASSERT_NE(op, nullptr);
+  EXPECT_EQ(op->name, "UntagResource");
+  json body = json::object();
+  auto query = [](std::string_view name) {
+    return name == "tagKeys" ? std::vector<std::string>{"a", "b c"} : std::vector<std::string>{};
+  };
+  ASSERT_TRUE(BindHttpMembers(batch, *op, path, query, &body).ok());
+  EXPECT_EQ(body, (json{{"resourceArn", "arn:aws:batch:us-east-1:000000000000:job-queue/q"}, {"tagKeys", {"a", "b c"}}}));
+  // A malformed escape is refused, naming the member.
+  json bad = json::object();
+  Status st = BindHttpMembers(batch, *batch.FindByHttp("GET", "/v1/tags/arn%3"), "/v1/tags/arn%3", query, &bad);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("resourceArn"), std::string::npos);
 }
 
 TEST_F(DecodeTest, SubmitWithoutOptionalMembersHasNone) {
