@@ -410,18 +410,22 @@ Response Snapshot(Controller& c, const json& req) {
   });
 }
 
-// TerminateServiceJobs: up to 50 jobs, each answered on its own (AWS: jobs that do not exist count
-// as terminated; the call succeeds whatever happens to each job).
+// TerminateServiceJobs: up to 50 jobs in one turn, each answered on its own (AWS: jobs that do not
+// exist count as terminated; the call succeeds whatever happens to each job).
 Response TerminateServiceJobs(Controller& c, const json& req) {
   const std::string reason = req.value("reason", "");
+  std::vector<control::TerminateServiceJobCommand> cmds;
+  for (const auto& id : req.value("jobs", std::vector<std::string>{})) cmds.push_back({id, reason});
+  auto outcomes = c.TerminateServiceJobs(cmds);
+  if (!outcomes.ok()) return outcomes.status();
   json successful = json::array(), errors = json::array();
-  for (const auto& id : req.value("jobs", std::vector<std::string>{})) {
-    Status st = c.TerminateServiceJob({id, reason});
+  for (size_t i = 0; i < cmds.size(); ++i) {
+    const Status& st = (*outcomes)[i];
     if (st.ok() || st.code() == Code::kNotFound) {
-      successful.push_back(id);
+      successful.push_back(cmds[i].job_id);
     } else {
       WireError e = ToWireError(Protocol::kBatchRestJson, st);
-      errors.push_back({{"job", id}, {"code", e.type}, {"message", e.message}});
+      errors.push_back({{"job", cmds[i].job_id}, {"code", e.type}, {"message", e.message}});
     }
   }
   return json{{"successful", successful}, {"errors", errors}};

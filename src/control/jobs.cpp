@@ -210,30 +210,40 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const SubmitServiceJobCommand&
 }
 
 Status Controller::TerminateServiceJob(const TerminateServiceJobCommand& cmd) {
+  return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status { return Terminate(t, cmd); });
+}
+
+StatusOr<std::vector<Status>> Controller::TerminateServiceJobs(const std::vector<TerminateServiceJobCommand>& cmds) {
+  return Execute<std::vector<Status>>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<std::vector<Status>> {
+    std::vector<Status> out;
+    for (const auto& cmd : cmds) out.push_back(Terminate(t, cmd));
+    return out;
+  });
+}
+
+Status Controller::Terminate(Turn& t, const TerminateServiceJobCommand& cmd) {
   const std::string& id = cmd.job_id;
   const std::string& reason = cmd.reason;
-  return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status {
-    ServiceJobState* js = state_.FindJob(id);
-    if (!js) return NotFound("jobId: service job " + id + " does not exist");
-    ServiceJob& job = js->job;
-    if (IsTerminal(job.status)) return Status::Ok();  // as AWS: terminating a finished job succeeds
-    job.is_terminated = true;
-    if (!IsActive(job.status)) {
-      SetJobStatus(t, *js, JobStatus::kFailed, reason);
-      return Status::Ok();
-    }
-    job.terminate_reason = reason.empty() ? "Terminated by user" : reason;
-    t.jobs.insert(job.seq);
-    if (!job.attempts.empty()) {
-      auto it = state_.training_jobs.find(job.attempts.back().training_job_name);
-      if (it != state_.training_jobs.end()) {
-        TrainingJob& tj = it->second;
-        if (!tj.stop_requested && tj.status == TrainingJobStatus::kInProgress)
-          RequestStop(t, tj, StopCause::kTerminate, "Stopping the training job: " + job.terminate_reason);
-      }
-    }
+  ServiceJobState* js = state_.FindJob(id);
+  if (!js) return NotFound("jobId: service job " + id + " does not exist");
+  ServiceJob& job = js->job;
+  if (IsTerminal(job.status)) return Status::Ok();  // as AWS: terminating a finished job succeeds
+  job.is_terminated = true;
+  if (!IsActive(job.status)) {
+    SetJobStatus(t, *js, JobStatus::kFailed, reason);
     return Status::Ok();
-  });
+  }
+  job.terminate_reason = reason.empty() ? "Terminated by user" : reason;
+  t.jobs.insert(job.seq);
+  if (!job.attempts.empty()) {
+    auto it = state_.training_jobs.find(job.attempts.back().training_job_name);
+    if (it != state_.training_jobs.end()) {
+      TrainingJob& tj = it->second;
+      if (!tj.stop_requested && tj.status == TrainingJobStatus::kInProgress)
+        RequestStop(t, tj, StopCause::kTerminate, "Stopping the training job: " + job.terminate_reason);
+    }
+  }
+  return Status::Ok();
 }
 
 StatusOr<ServiceJob> Controller::UpdateServiceJob(const UpdateServiceJobCommand& cmd) {

@@ -243,6 +243,25 @@ TEST_F(ControllerTest, AJobIsFoundByItsArnAsByItsId) {
   EXPECT_EQ(StatusOf(id), JobStatus::kFailed);
 }
 
+TEST_F(ControllerTest, TerminateServiceJobsEndsEveryJobInOneCommitAndAnswersEach) {
+  FifoQueue(1);
+  const std::string a = Submit("a", "q");
+  const std::string b = Submit("b", "q");
+  const int commits = data_->commits;
+  auto outcomes = c_->TerminateServiceJobs(
+      {{a, "bulk"}, {c_->Arn("batch", "service-job/" + b), "bulk"}, {"00000000-0000-4000-8000-000000000000", "bulk"}});
+  ASSERT_TRUE(outcomes.ok());
+  ASSERT_EQ(outcomes->size(), 3u);
+  EXPECT_TRUE((*outcomes)[0].ok());
+  EXPECT_TRUE((*outcomes)[1].ok());
+  EXPECT_EQ((*outcomes)[2].code(), Code::kNotFound);
+  EXPECT_EQ(data_->commits, commits + 1);
+  // a was placed by b's turn: it is being stopped; b never started: FAILED at once.
+  EXPECT_EQ(StatusOf(a), JobStatus::kScheduled);
+  EXPECT_EQ(StatusOf(b), JobStatus::kFailed);
+  EXPECT_TRUE(c_->Read([&](const State& s) { return s.FindJob(a)->job.is_terminated && s.FindJob(b)->job.is_terminated; }));
+}
+
 TEST_F(ControllerTest, ACapacityFailureAtStartIsRetriedAfterABackoff) {
   FifoQueue(1);
   exec_->FailStarts(Internal("no such host"));
