@@ -160,19 +160,29 @@ struct ApiServer::Impl {
     return j;
   }
 
+  // An operation this server does not serve, answered before authentication as AWS's front ends do
+  // (the route is resolved first); errors.cpp picks the status each protocol uses.
+  http::Response UnknownOperation(Protocol protocol, const std::string& what) {
+    return Reply(protocol, Status(Code::kUnknownOperation, what));
+  }
+
   http::Response Handle(const http::Request& req, Protocol protocol, const std::string& service, const ServiceModel* model,
                         const std::string& operation) {
     auto t0 = std::chrono::steady_clock::now();
+    const ServiceModel::Operation* op = model ? model->FindOperation(operation) : nullptr;
+    if (model || protocol == Protocol::kLogsJson) {
+      bool implemented = protocol == Protocol::kBatchRestJson  ? BatchImplements(operation)
+                         : protocol == Protocol::kLogsJson     ? LogsImplements(operation)
+                                                               : SageMakerImplements(operation);
+      if ((model && !op) || !implemented)
+        return UnknownOperation(protocol, "Operation " + operation + " is not supported by this server");
+    }
     Status auth = Authenticate(req, service);
     if (!auth.ok()) return Reply(protocol, auth);
     auto body = ParseBody(req);
     if (!body.ok()) return Reply(protocol, body.status());
     Response out = Status(Code::kUnknownOperation, "");
     if (model) {
-      const ServiceModel::Operation* op = model->FindOperation(operation);
-      bool implemented = protocol == Protocol::kBatchRestJson ? BatchImplements(operation) : SageMakerImplements(operation);
-      if (!op || !implemented)
-        return Reply(protocol, Status(Code::kUnknownOperation, "Operation " + operation + " is not supported by this server"));
       Status valid = model->ValidateInput(*op, *body);
       if (!valid.ok()) return Reply(protocol, valid);
       if (protocol == Protocol::kBatchRestJson) {
@@ -182,8 +192,6 @@ struct ApiServer::Impl {
       out = protocol == Protocol::kBatchRestJson ? HandleBatch(controller, operation, *body)
                                                   : HandleSageMaker(controller, operation, *body);
     } else if (protocol == Protocol::kLogsJson) {
-      if (!LogsImplements(operation))
-        return Reply(protocol, Status(Code::kUnknownOperation, "Operation " + operation + " is not supported by this server"));
       out = HandleLogs(controller, operation, *body);
     } else if (operation == "AdvanceClock") {
       out = HandleAdvanceClock(controller, *body);
@@ -304,7 +312,8 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
     if (path.rfind("/v1/", 0) == 0) {
       const ServiceModel& m = ServiceModel::Batch();
       const ServiceModel::Operation* op = m.FindByHttp("POST", path);
-      return Handle(req, Protocol::kBatchRestJson, "batch", &m, op ? op->name : path);
+      if (!op) return UnknownOperation(Protocol::kBatchRestJson, "No operation at POST " + path);
+      return Handle(req, Protocol::kBatchRestJson, "batch", &m, op->name);
     }
     // SageMaker: POST / with X-Amz-Target: SageMaker.<Operation>.
     if (path == "/") {
@@ -317,8 +326,8 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
       const ServiceModel& m = ServiceModel::SageMaker();
       std::string prefix = m.target_prefix() + ".";
       if (target.rfind(prefix, 0) != 0)
-        return Reply(Protocol::kSageMakerJson,
-                     Status(Code::kUnknownOperation, "X-Amz-Target must name a SageMaker operation, not '" + target + "'"));
+        return UnknownOperation(Protocol::kSageMakerJson,
+                                "X-Amz-Target must name a SageMaker operation, not '" + target + "'");
       return Handle(req, Protocol::kSageMakerJson, "sagemaker", &m, target.substr(prefix.size()));
     }
     static const std::pair<const char*, const char*> kOwn[] = {
@@ -346,8 +355,11 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
       return res;
     }
   }
-  http::Response res = Reply(ProtocolOf(req), Status(Code::kUnknownOperation, "No operation at " + req.method + " " + path));
-  res.status = 404;
+  // No operation claims the request. Under /v1/ (Batch) and on trainyard's own paths the route is
+  // the operation: an unknown one is a 404. At "/" a JSON 1.1 request names its operation in
+  // X-Amz-Target, and one that names none is a 400, as for an unknown target.
+  http::Response res = UnknownOperation(ProtocolOf(req), "No operation at " + req.method + " " + path);
+  res.status = path == "/" ? 400 : 404;
   return res;
 }
 

@@ -43,15 +43,32 @@ std::string QueryDecode(std::string_view s) {
   return out;
 }
 
-// The head of a response; `length` < 0 means a chunked body.
+// The Date header's value for now, formatted once per second per thread. RFC 9110 section 6.6.1: a
+// server with a clock sends Date on every response; AWS does, errors included, and SDKs read it to
+// correct a client's skewed clock before SigV4 refuses its signatures.
+const std::string& DateNow() {
+  thread_local int64_t second = -1;
+  thread_local std::string value;
+  int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::system_clock::now().time_since_epoch())
+                   .count();
+  if (ms / 1000 != second) {
+    second = ms / 1000;
+    value = FormatHttpDate(ms);
+  }
+  return value;
+}
+
+// The head of a response; `length` < 0 means a chunked body. Every response carries Date.
 std::string Head(const Response& res, int64_t length, bool keep_alive) {
   std::string out = "HTTP/1.1 " + std::to_string(res.status) + " ";
   auto reason = bhttp::obsolete_reason(static_cast<bhttp::status>(res.status));
   out.append(reason.data(), reason.size());
   out += "\r\n";
+  out += "Date: " + DateNow() + "\r\n";
   for (const auto& [k, v] : res.headers) {
     if (EqualsIgnoreCase(k, "content-length") || EqualsIgnoreCase(k, "transfer-encoding") ||
-        EqualsIgnoreCase(k, "connection"))
+        EqualsIgnoreCase(k, "connection") || EqualsIgnoreCase(k, "date"))
       continue;
     // Header values come from handlers; a CR or LF in one would split the response.
     if (k.find_first_of("\r\n:") != std::string::npos || v.find_first_of("\r\n") != std::string::npos) continue;

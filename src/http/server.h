@@ -42,7 +42,7 @@ using StreamProducer = std::function<bool(std::string* out)>;
 
 struct Response {
   int status = 200;
-  Fields headers;  // Content-Length, Transfer-Encoding and Connection are the server's
+  Fields headers;  // Content-Length, Transfer-Encoding, Connection and Date are the server's
   std::string body;
   // When set, the body is sent with chunked encoding, produced piece by piece on the worker until
   // the producer returns false, a write fails or the server stops; the connection closes after.
