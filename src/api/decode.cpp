@@ -521,7 +521,9 @@ StatusOr<SubmitServiceJobCommand> DecodeSubmitServiceJob(const json& req, const 
 }
 
 StatusOr<TagResourceCommand> DecodeTagResource(const json& req) {
-  TagResourceCommand c{"batch", Get<std::string>(req, "resourceArn", "")};
+  TagResourceCommand c;
+  c.service = "batch";
+  c.arn = Get<std::string>(req, "resourceArn", "");
   auto tags = ReadTags(req);
   if (!tags.ok()) return tags.status();
   c.tags = *std::move(tags);
@@ -529,7 +531,9 @@ StatusOr<TagResourceCommand> DecodeTagResource(const json& req) {
 }
 
 StatusOr<UntagResourceCommand> DecodeUntagResource(const json& req) {
-  UntagResourceCommand c{"batch", Get<std::string>(req, "resourceArn", "")};
+  UntagResourceCommand c;
+  c.service = "batch";
+  c.arn = Get<std::string>(req, "resourceArn", "");
   // tagKeys comes from the query string, which model validation of the body does not see.
   const json keys = Get<json>(req, "tagKeys", json());
   TY_RETURN_IF_ERROR(ServiceModel::Batch().ValidateShape("TagKeysList", keys.is_null() ? json::array() : keys, "tagKeys"));
@@ -541,7 +545,9 @@ StatusOr<UntagResourceCommand> DecodeUntagResource(const json& req) {
 }
 
 StatusOr<TagResourceCommand> DecodeAddTags(const json& req) {
-  TagResourceCommand c{"sagemaker", Get<std::string>(req, "ResourceArn", "")};
+  TagResourceCommand c;
+  c.service = "sagemaker";
+  c.arn = Get<std::string>(req, "ResourceArn", "");
   const json list = Get<json>(req, "Tags", json::array());
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string key = list[i].value("Key", ""), where = "Tags[" + std::to_string(i) + "]";
@@ -553,7 +559,9 @@ StatusOr<TagResourceCommand> DecodeAddTags(const json& req) {
 }
 
 StatusOr<UntagResourceCommand> DecodeDeleteTags(const json& req) {
-  UntagResourceCommand c{"sagemaker", Get<std::string>(req, "ResourceArn", "")};
+  UntagResourceCommand c;
+  c.service = "sagemaker";
+  c.arn = Get<std::string>(req, "ResourceArn", "");
   for (const auto& k : Get<json>(req, "TagKeys", json::array())) {
     TY_RETURN_IF_ERROR(CheckTagKey(k.get<std::string>(), "TagKeys"));
     c.keys.push_back(k.get<std::string>());

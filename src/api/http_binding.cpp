@@ -32,7 +32,7 @@ std::string_view WithoutQuery(std::string_view s) { return s.substr(0, s.find('?
 
 Status BindHttpMembers(const ServiceModel& model, const ServiceModel::Operation& op, std::string_view path,
                        const std::function<std::vector<std::string>(std::string_view)>& query_values,
-                       nlohmann::json* body) {
+                       nlohmann::json* out) {
   const std::vector<ServiceModel::HttpMember> members = model.HttpMembers(op.input_shape);
   if (members.empty()) return Status::Ok();
   const std::vector<std::string> labels = Split(WithoutQuery(op.request_uri), '/');
@@ -48,15 +48,15 @@ Status BindHttpMembers(const ServiceModel& model, const ServiceModel::Operation&
         std::string value;
         if (!PercentDecode(raw, &value))
           return InvalidArgument(m.member + ": the request path's segment '" + raw + "' has a malformed percent-escape");
-        (*body)[m.member] = value;
+        (*out)[m.member] = value;
       }
     } else if (m.location == "querystring") {
       std::vector<std::string> values = query_values(m.location_name);
       if (values.empty()) continue;
       if (m.is_list) {
-        (*body)[m.member] = values;
+        (*out)[m.member] = values;
       } else {
-        (*body)[m.member] = values.front();
+        (*out)[m.member] = values.front();
       }
     }
   }

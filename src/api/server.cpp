@@ -183,12 +183,16 @@ struct ApiServer::Impl {
     if (!body.ok()) return Reply(protocol, body.status());
     Response out = Status(Code::kUnknownOperation, "");
     if (model) {
-      Status valid = model->ValidateInput(*op, *body);
-      if (!valid.ok()) return Reply(protocol, valid);
+      // rest-json: the members in the path and query string are validated beside the body's and
+      // then handed over with them (Batch's tag operations: resourceArn, tagKeys).
+      json bound = json::object();
       if (protocol == Protocol::kBatchRestJson) {
-        Status bound = BindHttpMembers(*model, *op, req.path, [&](std::string_view p) { return req.Params(p); }, &*body);
-        if (!bound.ok()) return Reply(protocol, bound);
+        Status read = BindHttpMembers(*model, *op, req.path, [&](std::string_view p) { return req.Params(p); }, &bound);
+        if (!read.ok()) return Reply(protocol, read);
       }
+      Status valid = model->ValidateInput(*op, *body, protocol == Protocol::kBatchRestJson ? &bound : nullptr);
+      if (!valid.ok()) return Reply(protocol, valid);
+      body->update(bound);
       out = protocol == Protocol::kBatchRestJson ? HandleBatch(controller, operation, *body)
                                                   : HandleSageMaker(controller, operation, *body);
     } else if (protocol == Protocol::kLogsJson) {
