@@ -7,6 +7,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "api/audit.h"
 #include "api/errors.h"
 #include "api/events.h"
 #include "api/handlers.h"
@@ -75,18 +76,19 @@ struct ApiServer::Impl {
     return protocol != Protocol::kBatchRestJson ? "application/x-amz-json-1.1" : "application/json";
   }
 
-  http::Response Reply(Protocol protocol, const Status& st) {
+  // `request_id`: the call's (its audit record carries the same); a new one when the reply is not a call's.
+  http::Response Reply(Protocol protocol, const Status& st, const std::string& request_id = NewRequestId()) {
     WireError e = ToWireError(protocol, st);
     http::Response res;
     res.status = e.http_status;
-    res.headers = {{"x-amzn-ErrorType", e.type}, {"x-amzn-RequestId", NewRequestId()}, {"Content-Type", ContentType(protocol)}};
+    res.headers = {{"x-amzn-ErrorType", e.type}, {"x-amzn-RequestId", request_id}, {"Content-Type", ContentType(protocol)}};
     res.body = ErrorBody(protocol, e);
     return res;
   }
 
-  http::Response Reply(Protocol protocol, const json& body) {
+  http::Response Reply(Protocol protocol, const json& body, const std::string& request_id) {
     http::Response res;
-    res.headers = {{"x-amzn-RequestId", NewRequestId()}, {"Content-Type", ContentType(protocol)}};
+    res.headers = {{"x-amzn-RequestId", request_id}, {"Content-Type", ContentType(protocol)}};
     res.body = body.dump();
     return res;
   }
@@ -105,8 +107,14 @@ struct ApiServer::Impl {
   http::Response Stream(const http::Request& req);
   http::Response Refuse(int status, const std::string& message, const http::Request* head);
 
-  // Verifies the signature, then takes a token from the caller's bucket.
-  Status Authenticate(const http::Request& req, const std::string& service) {
+  // The answer to a call refused before its handler ran: its audit record first (api/audit.h).
+  http::Response Refused(AuditedCall& call, Protocol protocol, const Status& st) {
+    call.Finish(st);
+    return Reply(protocol, st, call.request_id());
+  }
+
+  // Verifies the signature, then takes a token from the caller's bucket. Names the caller in `who`.
+  Status Authenticate(const http::Request& req, const std::string& service, AuditRecord* who) {
     HttpRequestView view;
     view.method = req.method;
     view.path = req.path;
@@ -119,6 +127,8 @@ struct ApiServer::Impl {
     };
     auto caller = VerifySigV4(view, lookup, controller.config().region, {service}, SystemClock::instance().now_ms());
     if (!caller.ok()) return caller.status();
+    who->access_key_id = caller->access_key_id;
+    who->principal = "root";  // the only key there is
     if (!throttle.Admit(caller->access_key_id, MonotonicMs())) {
       throttled.fetch_add(1);
       return Status(Code::kThrottled, "Rate exceeded (server.throttle_rate = " + FormatRate(controller.config().throttle_rate) +
@@ -177,21 +187,34 @@ struct ApiServer::Impl {
       if ((model && !op) || !implemented)
         return UnknownOperation(protocol, "Operation " + operation + " is not supported by this server");
     }
-    Status auth = Authenticate(req, service);
-    if (!auth.ok()) return Reply(protocol, auth);
+    AuditedCall call(controller, req, protocol, model || protocol == Protocol::kLogsJson ? service : "trainyard",
+                     operation);
+    Status auth = Authenticate(req, service, &call.record());
+    if (!auth.ok()) return Refused(call, protocol, auth);
     auto body = ParseBody(req);
-    if (!body.ok()) return Reply(protocol, body.status());
+    if (!body.ok()) return Refused(call, protocol, body.status());
+    // rest-json: the members in the path and query string (Batch's tag operations: resourceArn,
+    // tagKeys) are validated beside the body's, then handed over with them.
+    json bound = json::object();
+    if (model && protocol == Protocol::kBatchRestJson) {
+      Status read = BindHttpMembers(*model, *op, req.path, [&](std::string_view p) { return req.Params(p); }, &bound);
+      if (!read.ok()) return Refused(call, protocol, read);
+    }
+    if (bound.empty()) {
+      call.SetBody(*body);
+    } else {
+      json named = *body;  // the audit record names the resource in the path too
+      named.update(bound);
+      call.SetBody(named);
+    }
     Response out = Status(Code::kUnknownOperation, "");
+    auto audit_scope = call.OfferToCommand();  // the handler's command stores the record with its change
     if (model) {
-      // rest-json: the members in the path and query string are validated beside the body's and
-      // then handed over with them (Batch's tag operations: resourceArn, tagKeys).
-      json bound = json::object();
-      if (protocol == Protocol::kBatchRestJson) {
-        Status read = BindHttpMembers(*model, *op, req.path, [&](std::string_view p) { return req.Params(p); }, &bound);
-        if (!read.ok()) return Reply(protocol, read);
-      }
       Status valid = model->ValidateInput(*op, *body, protocol == Protocol::kBatchRestJson ? &bound : nullptr);
-      if (!valid.ok()) return Reply(protocol, valid);
+      if (!valid.ok()) {
+        audit_scope.reset();
+        return Refused(call, protocol, valid);
+      }
       body->update(bound);
       out = protocol == Protocol::kBatchRestJson ? HandleBatch(controller, operation, *body)
                                                   : HandleSageMaker(controller, operation, *body);
@@ -209,15 +232,19 @@ struct ApiServer::Impl {
       out = HandleEvents(controller, *body);
     } else if (operation == "SystemMetrics") {
       out = HandleSystemMetrics(controller, *body);
+    } else if (operation == "LookupAuditEvents") {
+      out = HandleLookupAuditEvents(controller, *body);
     } else {
       out = HandleGetLogs(controller, *body);
     }
+    audit_scope.reset();
+    call.Finish(out.status());
     http::Response res;
     if (!out.ok()) {
       if (out.status().code() == Code::kInternal) spdlog::error("{}: {}", operation, out.status().message());
-      res = Reply(protocol, out.status());
+      res = Reply(protocol, out.status(), call.request_id());
     } else {
-      res = Reply(protocol, *out);
+      res = Reply(protocol, *out, call.request_id());
     }
     // A large reply (a page of log events or metric points) was built as a JSON tree several times
     // its size. glibc keeps what a worker frees in that worker's arena, one arena per worker, so
@@ -237,8 +264,9 @@ struct ApiServer::Impl {
 // (a sequence number; default: the newest, or the Last-Event-ID header), source, detail-type,
 // queue, share (each may repeat) and pattern (an EventBridge pattern).
 http::Response ApiServer::Impl::Stream(const http::Request& req) {
-  Status auth = Authenticate(req, "events");
-  if (!auth.ok()) return Reply(Protocol::kSageMakerJson, auth);
+  AuditedCall call(controller, req, Protocol::kSageMakerJson, "trainyard", "StreamEvents");
+  Status auth = Authenticate(req, "events", &call.record());
+  if (!auth.ok()) return Refused(call, Protocol::kSageMakerJson, auth);
   store::EventLog* log = controller.events();
   if (!log || !controller.config().events_enabled)
     return Reply(Protocol::kSageMakerJson, FailedPrecondition("events are not enabled on this server"));
@@ -341,6 +369,7 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
         {"/trainyard/v1/metric-series", "MetricSeries"},
         {"/trainyard/v1/system-metrics", "SystemMetrics"},
         {"/trainyard/v1/costs", "CostReport"},
+        {"/trainyard/v1/admin/audit", "LookupAuditEvents"},
     };
     for (const auto& [p, op] : kOwn)
       if (path == p) return Handle(req, Protocol::kSageMakerJson, "sagemaker", nullptr, op);

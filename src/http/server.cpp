@@ -196,6 +196,9 @@ class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(Server::Impl& server, tcp::socket socket) : server_(server), stream_(std::move(socket)) {
     server_.open.fetch_add(1);
+    beast::error_code ec;
+    const auto remote = stream_.socket().remote_endpoint(ec);
+    if (!ec) peer_ = remote.address().to_string();
   }
   ~Session() {
     ReleaseBody();
@@ -283,6 +286,7 @@ class Session : public std::enable_shared_from_this<Session> {
     req.query = q == std::string::npos ? "" : req.target.substr(q + 1);
     for (const auto& f : message) req.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
     req.body = std::move(message.body());
+    req.peer = peer_;
     server_.workers.Push([self = shared_from_this(), req = std::move(req)]() mutable { self->Serve(req); });
   }
 
@@ -402,6 +406,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<Parser> parser_;
   std::string out_;  // the bytes being written; one write at a time
   bool keep_alive_ = false;
+  std::string peer_;  // the client's address; constant after construction
   int64_t reserved_ = 0;  // of server_.buffered, for the request under way
 };
 
