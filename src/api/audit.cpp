@@ -36,6 +36,7 @@ constexpr ResourceMember kResourceMembers[] = {
     {"batch", "jobQueueName", "AWS::Batch::JobQueue"},
     {"batch", "jobId", "AWS::Batch::ServiceJob"},
     {"batch", "jobIds", "AWS::Batch::ServiceJob"},
+    {"batch", "jobs", "AWS::Batch::ServiceJob"},  // TerminateServiceJobs
     {"batch", "jobName", "AWS::Batch::ServiceJob"},
     {"batch", "serviceEnvironment", "AWS::Batch::ServiceEnvironment"},
     {"batch", "serviceEnvironmentName", "AWS::Batch::ServiceEnvironment"},

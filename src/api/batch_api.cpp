@@ -3,6 +3,7 @@
 #include <set>
 
 #include "api/decode.h"
+#include "api/errors.h"
 #include "api/encode.h"
 #include "api/handlers.h"
 #include "api/service_model.h"
@@ -115,7 +116,8 @@ json EncodeJobDetail(const State& s, const ServiceJobState& js, bool for_event =
   json j = EncodeJobSummary(s, js);
   auto q = s.queues.find(job.queue);
   j["jobQueue"] = q == s.queues.end() ? job.queue : q->second.arn;
-  j["startedAt"] = job.started_at;  // required member of the response
+  // startedAt is a required member in the model, yet AWS leaves it out until the job starts (a 0
+  // would read as 1970-01-01 in every SDK); EncodeJobSummary puts it in once it is known.
   j["isTerminated"] = job.is_terminated;
   if (!for_event) j["serviceRequestPayload"] = job.payload;
   if (job.has_scheduling_priority) j["schedulingPriority"] = job.scheduling_priority;
@@ -341,8 +343,9 @@ Response Snapshot(Controller& c, const json& req) {
       for (const auto& [unit, qty] : m) out.push_back({{"capacityUnit", unit}, {"quantity", qty}});
       return out;
     };
-    EpochMs at = s.last_pass_at;
-    json utilization = {{"totalCapacityUsage", capacity(usage)}, {"lastUpdatedAt", at}};
+    EpochMs at = s.last_pass_at;  // 0 before the first scheduling pass: the lastUpdatedAt members are left out
+    json utilization = {{"totalCapacityUsage", capacity(usage)}};
+    PutIf(utilization, "lastUpdatedAt", at);
     if (q->kind != QueueKind::kFifo) {
       // The 20 shares that hold the most, largest first (ties by name).
       std::vector<std::pair<int64_t, std::string>> top;
@@ -361,7 +364,8 @@ Response Snapshot(Controller& c, const json& req) {
           {"activeShareCount", active == s.unfinished_by_share.end() ? 0 : static_cast<int64_t>(active->second.size())},
           {"topCapacityUtilization", shares}};
     }
-    json out = {{"frontOfQueue", {{"jobs", front}, {"lastUpdatedAt", at}}}};
+    json out = {{"frontOfQueue", {{"jobs", front}}}};
+    PutIf(out["frontOfQueue"], "lastUpdatedAt", at);
     bool quota = false;
     for (const auto& [key, share] : s.quota_shares) quota |= share.queue == q->name;
     if (quota) {
@@ -381,7 +385,8 @@ Response Snapshot(Controller& c, const json& req) {
       }
       json top = json::array();
       for (const auto& [share, m] : held) top.push_back({{"quotaShareName", share}, {"capacityUsage", capacity(m)}});
-      out["frontOfQuotaShares"] = {{"quotaShares", fronts}, {"lastUpdatedAt", at}};
+      out["frontOfQuotaShares"] = {{"quotaShares", fronts}};
+      PutIf(out["frontOfQuotaShares"], "lastUpdatedAt", at);
       utilization["quotaShareUtilization"] = {{"topCapacityUtilization", top}};
     }
     out["queueUtilization"] = utilization;
@@ -405,6 +410,27 @@ Response Snapshot(Controller& c, const json& req) {
   });
 }
 
+// TerminateServiceJobs: up to 50 jobs in one turn, each answered on its own (AWS: jobs that do not
+// exist count as terminated; the call succeeds whatever happens to each job).
+Response TerminateServiceJobs(Controller& c, const json& req) {
+  const std::string reason = req.value("reason", "");
+  std::vector<control::TerminateServiceJobCommand> cmds;
+  for (const auto& id : req.value("jobs", std::vector<std::string>{})) cmds.push_back({id, reason});
+  auto outcomes = c.TerminateServiceJobs(cmds);
+  if (!outcomes.ok()) return outcomes.status();
+  json successful = json::array(), errors = json::array();
+  for (size_t i = 0; i < cmds.size(); ++i) {
+    const Status& st = (*outcomes)[i];
+    if (st.ok() || st.code() == Code::kNotFound) {
+      successful.push_back(cmds[i].job_id);
+    } else {
+      WireError e = ToWireError(Protocol::kBatchRestJson, st);
+      errors.push_back({{"job", cmds[i].job_id}, {"code", e.type}, {"message", e.message}});
+    }
+  }
+  return json{{"successful", successful}, {"errors", errors}};
+}
+
 }  // namespace
 
 json EncodeServiceJobEventDetail(const State& s, const ServiceJobState& js) { return EncodeJobDetail(s, js, true); }
@@ -416,7 +442,8 @@ bool BatchImplements(const std::string& op) {
       "SubmitServiceJob", "DescribeServiceJob", "ListServiceJobs", "TerminateServiceJob", "UpdateServiceJob",
       "GetJobQueueSnapshot", "CreateSchedulingPolicy", "UpdateSchedulingPolicy", "DeleteSchedulingPolicy",
       "DescribeSchedulingPolicies", "ListSchedulingPolicies", "CreateQuotaShare", "UpdateQuotaShare",
-      "DeleteQuotaShare", "DescribeQuotaShare", "ListQuotaShares"};
+      "DeleteQuotaShare", "DescribeQuotaShare", "ListQuotaShares", "TagResource", "UntagResource",
+      "ListTagsForResource", "TerminateServiceJobs"};
   return kOps.count(op) > 0;
 }
 
@@ -535,6 +562,15 @@ Response HandleBatch(Controller& c, const std::string& op, const json& req) {
   if (op == "UpdateServiceJob")
     return Decoded(DecodeUpdateServiceJob(req), [&](const auto& cmd) { return c.UpdateServiceJob(cmd); });
   if (op == "GetJobQueueSnapshot") return Snapshot(c, req);
+  if (op == "TagResource") return Decoded(DecodeTagResource(req), [&](const auto& cmd) { return c.TagResource(cmd); });
+  if (op == "UntagResource")
+    return Decoded(DecodeUntagResource(req), [&](const auto& cmd) { return c.UntagResource(cmd); });
+  if (op == "ListTagsForResource") {
+    auto tags = c.TagsOf("batch", req.value("resourceArn", ""));
+    if (!tags.ok()) return tags.status();
+    return json{{"tags", EncodeTags(*tags)}};
+  }
+  if (op == "TerminateServiceJobs") return TerminateServiceJobs(c, req);
   return Status(Code::kUnknownOperation, "Operation " + op + " is not supported by this server");
 }
 

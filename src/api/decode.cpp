@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "api/service_model.h"
 #include "control/ladder.h"
 #include "control/training_request.h"
 #include "control/warm_pool_rules.h"
@@ -40,12 +41,37 @@ StatusOr<ResourceState> StateOf(const json& req) {
   return *state;
 }
 
-// A Batch request's tags: a map of strings.
-Tags ReadTags(const json& req) {
+// One tag key: its length and characters (SageMaker's TagKey shape), and not "aws:...".
+Status CheckTagKey(const std::string& key, const std::string& where) {
+  TY_RETURN_IF_ERROR(ServiceModel::SageMaker().ValidateShape("TagKey", key, where + " key"));
+  if (ToLower(key.substr(0, 4)) == "aws:")
+    return InvalidArgument(where + ": tag key '" + key + "' uses the prefix 'aws:', which is reserved for AWS");
+  return Status::Ok();
+}
+
+// The rules AWS holds every resource's tags to, beyond what a model states (Batch's model gives
+// lengths only): at most 50 in one request; keys of 1 to 128 and values of at most 256 Unicode
+// letters, digits, spaces and _ . : / = + - @ (SageMaker's TagKey and TagValue shapes state the
+// set and are used for both services); and the "aws:" prefix, in any case, reserved for AWS.
+// `where` names the member in messages ("tags", "Tags").
+Status CheckTags(const Tags& tags, const std::string& where) {
+  if (tags.size() > 50)
+    return InvalidArgument(where + ": " + std::to_string(tags.size()) + " tags given; at most 50 are allowed");
+  const ServiceModel& sm = ServiceModel::SageMaker();
+  for (const auto& [k, v] : tags) {
+    TY_RETURN_IF_ERROR(CheckTagKey(k, where));
+    TY_RETURN_IF_ERROR(sm.ValidateShape("TagValue", v, where + "." + k));
+  }
+  return Status::Ok();
+}
+
+// A Batch request's tags: a map of strings, held to CheckTags.
+StatusOr<Tags> ReadTags(const json& req) {
   Tags tags;
   if (auto it = req.find("tags"); it != req.end() && it->is_object())
     for (auto& [k, v] : it->items())
       if (v.is_string()) tags[k] = v.get<std::string>();
+  TY_RETURN_IF_ERROR(CheckTags(tags, "tags"));
   return tags;
 }
 
@@ -268,7 +294,9 @@ StatusOr<CreateServiceEnvironmentCommand> DecodeCreateServiceEnvironment(const j
   auto state = StateOf(req);
   if (!state.ok()) return state.status();
   c.state = *state;
-  c.tags = ReadTags(req);
+  auto tags = ReadTags(req);
+  if (!tags.ok()) return tags.status();
+  c.tags = *std::move(tags);
   auto limits = DecodeCapacityLimits(Get<json>(req, "capacityLimits", json::array()));
   if (!limits.ok()) return limits.status();
   c.capacity_limits = *std::move(limits);
@@ -305,7 +333,9 @@ StatusOr<CreateJobQueueCommand> DecodeCreateJobQueue(const json& req) {
   c.priority = Get<int>(req, "priority", 0);
   const std::string type = Get<std::string>(req, "jobQueueType", "");
   c.scheduling_policy_arn = Get<std::string>(req, "schedulingPolicyArn", "");
-  c.tags = ReadTags(req);
+  auto tags = ReadTags(req);
+  if (!tags.ok()) return tags.status();
+  c.tags = *std::move(tags);
   const json actions = Get<json>(req, "jobStateTimeLimitActions", json::array());
   if (type != "SAGEMAKER_TRAINING")
     return InvalidArgument("jobQueueType must be SAGEMAKER_TRAINING: this server runs service jobs only");
@@ -363,7 +393,9 @@ StatusOr<CreateSchedulingPolicyCommand> DecodeCreateSchedulingPolicy(const json&
     c.fairshare = *std::move(typed);
     c.fairshare_json = fs.dump();
   }
-  c.tags = ReadTags(req);
+  auto tags = ReadTags(req);
+  if (!tags.ok()) return tags.status();
+  c.tags = *std::move(tags);
   return c;
 }
 
@@ -392,7 +424,9 @@ StatusOr<CreateQuotaShareCommand> DecodeCreateQuotaShare(const json& req) {
   c.name = Get<std::string>(req, "quotaShareName", "");
   if (!IsBatchName(c.name))
     return InvalidArgument("quotaShareName must be 1 to 128 letters, digits, hyphens or underscores");
-  c.tags = ReadTags(req);
+  auto tags = ReadTags(req);
+  if (!tags.ok()) return tags.status();
+  c.tags = *std::move(tags);
   auto fields = DecodeShareFields(req);
   if (!fields.ok()) return fields.status();
   c.fields = *std::move(fields);
@@ -439,7 +473,9 @@ StatusOr<SubmitServiceJobCommand> DecodeSubmitServiceJob(const json& req, const 
   c.retry_strategy_json = dump_if("retryStrategy");
   c.timeout_config_json = dump_if("timeoutConfig");
   c.preemption_configuration_json = dump_if("preemptionConfiguration");
-  c.tags = ReadTags(req);
+  auto tags = ReadTags(req);
+  if (!tags.ok()) return tags.status();
+  c.tags = *std::move(tags);
   c.client_token = Get<std::string>(req, "clientToken", "");
   {
     json canonical = req;
@@ -452,6 +488,7 @@ StatusOr<SubmitServiceJobCommand> DecodeSubmitServiceJob(const json& req, const 
     if (!ParseRetryStrategy(c.retry_strategy_json, &rs)) return InvalidArgument("retryStrategy must be an object");
     c.retry_strategy = std::move(rs);
   }
+  TY_RETURN_IF_ERROR(CheckTags(c.training.tags, "serviceRequestPayload.Tags"));
   {
     // The capacity ladder: the service job's tags, over those of its payload.
     Tags tags = c.training.tags;
@@ -483,6 +520,55 @@ StatusOr<SubmitServiceJobCommand> DecodeSubmitServiceJob(const json& req, const 
   return c;
 }
 
+StatusOr<TagResourceCommand> DecodeTagResource(const json& req) {
+  TagResourceCommand c;
+  c.service = "batch";
+  c.arn = Get<std::string>(req, "resourceArn", "");
+  auto tags = ReadTags(req);
+  if (!tags.ok()) return tags.status();
+  c.tags = *std::move(tags);
+  return c;
+}
+
+StatusOr<UntagResourceCommand> DecodeUntagResource(const json& req) {
+  UntagResourceCommand c;
+  c.service = "batch";
+  c.arn = Get<std::string>(req, "resourceArn", "");
+  // tagKeys comes from the query string, which model validation of the body does not see.
+  const json keys = Get<json>(req, "tagKeys", json());
+  TY_RETURN_IF_ERROR(ServiceModel::Batch().ValidateShape("TagKeysList", keys.is_null() ? json::array() : keys, "tagKeys"));
+  for (const auto& k : keys) {
+    TY_RETURN_IF_ERROR(CheckTagKey(k.get<std::string>(), "tagKeys"));
+    c.keys.push_back(k.get<std::string>());
+  }
+  return c;
+}
+
+StatusOr<TagResourceCommand> DecodeAddTags(const json& req) {
+  TagResourceCommand c;
+  c.service = "sagemaker";
+  c.arn = Get<std::string>(req, "ResourceArn", "");
+  const json list = Get<json>(req, "Tags", json::array());
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string key = list[i].value("Key", ""), where = "Tags[" + std::to_string(i) + "]";
+    if (!c.tags.emplace(key, list[i].value("Value", "")).second)
+      return InvalidArgument(where + ": tag key '" + key + "' is given more than once");
+  }
+  TY_RETURN_IF_ERROR(CheckTags(c.tags, "Tags"));
+  return c;
+}
+
+StatusOr<UntagResourceCommand> DecodeDeleteTags(const json& req) {
+  UntagResourceCommand c;
+  c.service = "sagemaker";
+  c.arn = Get<std::string>(req, "ResourceArn", "");
+  for (const auto& k : Get<json>(req, "TagKeys", json::array())) {
+    TY_RETURN_IF_ERROR(CheckTagKey(k.get<std::string>(), "TagKeys"));
+    c.keys.push_back(k.get<std::string>());
+  }
+  return c;
+}
+
 StatusOr<TerminateServiceJobCommand> DecodeTerminateServiceJob(const json& req) {
   return TerminateServiceJobCommand{Get<std::string>(req, "jobId", ""), Get<std::string>(req, "reason", "")};
 }
@@ -501,6 +587,7 @@ StatusOr<CreateTrainingJobCommand> DecodeCreateTrainingJob(const json& req, cons
   TY_RETURN_IF_ERROR(CheckTrainingRequest(req, host.config, host.sandbox));
   CreateTrainingJobCommand c;
   c.request = DecodeTrainingRequest(req);
+  TY_RETURN_IF_ERROR(CheckTags(c.request.tags, "Tags"));
   auto ladder = ParseLadder(c.request.tags, {c.request.instance_type, c.request.managed_spot}, c.request.instance_count,
                             host.config);
   if (!ladder.ok()) return InvalidArgument("Tags: " + ladder.status().message());

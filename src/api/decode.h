@@ -40,6 +40,12 @@ StatusOr<control::DeleteQuotaShareCommand> DecodeDeleteQuotaShare(const nlohmann
 StatusOr<control::SubmitServiceJobCommand> DecodeSubmitServiceJob(const nlohmann::json& req, const HostFacts& host);
 StatusOr<control::TerminateServiceJobCommand> DecodeTerminateServiceJob(const nlohmann::json& req);
 StatusOr<control::UpdateServiceJobCommand> DecodeUpdateServiceJob(const nlohmann::json& req);
+// Tags. Batch TagResource and UntagResource: `req` holds the members bound to the URI
+// (resourceArn) and the query string (tagKeys) beside the body's. SageMaker AddTags, DeleteTags.
+StatusOr<control::TagResourceCommand> DecodeTagResource(const nlohmann::json& req);
+StatusOr<control::UntagResourceCommand> DecodeUntagResource(const nlohmann::json& req);
+StatusOr<control::TagResourceCommand> DecodeAddTags(const nlohmann::json& req);
+StatusOr<control::UntagResourceCommand> DecodeDeleteTags(const nlohmann::json& req);
 StatusOr<control::CreateTrainingJobCommand> DecodeCreateTrainingJob(const nlohmann::json& req, const HostFacts& host);
 StatusOr<control::UpdateTrainingJobCommand> DecodeUpdateTrainingJob(const nlohmann::json& req);
 

@@ -41,11 +41,35 @@ json EncodeWarmPool(const TrainingJob& tj, EpochMs now) {
   return w;
 }
 
+// SageMaker's tag list: [{"Key", "Value"}], in key order.
+json EncodeTagList(const Tags& tags) {
+  json list = json::array();
+  for (const auto& [k, v] : tags) list.push_back({{"Key", k}, {"Value", v}});
+  return list;
+}
+
+// ListTags: a page of a resource's tags in key order; NextToken is the first key of the next page.
+Response ListTags(Controller& c, const json& req) {
+  auto tags = c.TagsOf("sagemaker", req.value("ResourceArn", ""));
+  if (!tags.ok()) return tags.status();
+  const size_t max = req.value("MaxResults", 50);  // the model's minimum is 50, and a resource has at most 50
+  const std::string token = req.value("NextToken", "");
+  json out = {{"Tags", json::array()}};
+  for (auto it = tags->lower_bound(token); it != tags->end(); ++it) {
+    if (out["Tags"].size() == max) {
+      out["NextToken"] = it->first;
+      break;
+    }
+    out["Tags"].push_back({{"Key", it->first}, {"Value", it->second}});
+  }
+  return out;
+}
+
 // for_event: an event's detail, which carries the job's Tags too (SageMaker's training job state-change events).
 json EncodeDescribe(const TrainingJob& tj, EpochMs now, bool for_event = false) {
   json req = json::parse(tj.request_json);
   json j;
-  if (for_event && req.contains("Tags")) j["Tags"] = req["Tags"];
+  if (for_event && !tj.tags.empty()) j["Tags"] = EncodeTagList(tj.tags);
   j["TrainingJobName"] = tj.name;
   j["TrainingJobArn"] = tj.arn;
   for (const char* k : {"HyperParameters", "AlgorithmSpecification", "RoleArn", "InputDataConfig", "OutputDataConfig",
@@ -175,7 +199,8 @@ json EncodeTrainingJobEventDetail(const TrainingJob& tj, EpochMs now) { return E
 
 bool SageMakerImplements(const std::string& op) {
   static const std::set<std::string> kOps = {"CreateTrainingJob", "DescribeTrainingJob", "ListTrainingJobs",
-                                             "StopTrainingJob", "UpdateTrainingJob"};
+                                             "StopTrainingJob", "UpdateTrainingJob", "AddTags", "ListTags",
+                                             "DeleteTags"};
   return kOps.count(op) > 0;
 }
 
@@ -204,6 +229,19 @@ Response HandleSageMaker(Controller& c, const std::string& op, const json& req) 
     if (!tj.ok()) return tj.status();
     return json{{"TrainingJobArn", tj->arn}};
   }
+  if (op == "AddTags") {
+    auto cmd = DecodeAddTags(req);
+    if (!cmd.ok()) return cmd.status();
+    TY_RETURN_IF_ERROR(c.TagResource(*cmd));
+    return json{{"Tags", EncodeTagList(cmd->tags)}};
+  }
+  if (op == "DeleteTags") {
+    auto cmd = DecodeDeleteTags(req);
+    if (!cmd.ok()) return cmd.status();
+    TY_RETURN_IF_ERROR(c.UntagResource(*cmd));
+    return json::object();
+  }
+  if (op == "ListTags") return ListTags(c, req);
   if (op == "StopTrainingJob") {
     Status st = c.StopTrainingJob(req.value("TrainingJobName", ""));
     if (!st.ok()) return st;

@@ -11,6 +11,7 @@
 #include "api/errors.h"
 #include "api/events.h"
 #include "api/handlers.h"
+#include "api/http_binding.h"
 #include "api/metrics.h"
 #include "api/service_model.h"
 #include "api/sigv4.h"
@@ -192,15 +193,29 @@ struct ApiServer::Impl {
     if (!auth.ok()) return Refused(call, protocol, auth);
     auto body = ParseBody(req);
     if (!body.ok()) return Refused(call, protocol, body.status());
-    call.SetBody(*body);
+    // rest-json: the members in the path and query string (Batch's tag operations: resourceArn,
+    // tagKeys) are validated beside the body's, then handed over with them.
+    json bound = json::object();
+    if (model && protocol == Protocol::kBatchRestJson) {
+      Status read = BindHttpMembers(*model, *op, req.path, [&](std::string_view p) { return req.Params(p); }, &bound);
+      if (!read.ok()) return Refused(call, protocol, read);
+    }
+    if (bound.empty()) {
+      call.SetBody(*body);
+    } else {
+      json named = *body;  // the audit record names the resource in the path too
+      named.update(bound);
+      call.SetBody(named);
+    }
     Response out = Status(Code::kUnknownOperation, "");
     auto audit_scope = call.OfferToCommand();  // the handler's command stores the record with its change
     if (model) {
-      Status valid = model->ValidateInput(*op, *body);
+      Status valid = model->ValidateInput(*op, *body, protocol == Protocol::kBatchRestJson ? &bound : nullptr);
       if (!valid.ok()) {
         audit_scope.reset();
         return Refused(call, protocol, valid);
       }
+      body->update(bound);
       out = protocol == Protocol::kBatchRestJson ? HandleBatch(controller, operation, *body)
                                                   : HandleSageMaker(controller, operation, *body);
     } else if (protocol == Protocol::kLogsJson) {
@@ -318,6 +333,12 @@ http::Response ApiServer::Impl::Stream(const http::Request& req) {
 
 http::Response ApiServer::Impl::Route(const http::Request& req) {
   const std::string& path = req.path;
+  // Batch's tagging operations are GET and DELETE on /v1/tags/{resourceArn}.
+  if ((req.method == "GET" || req.method == "DELETE") && path.rfind("/v1/", 0) == 0) {
+    const ServiceModel& m = ServiceModel::Batch();
+    if (const ServiceModel::Operation* op = m.FindByHttp(req.method, path))
+      return Handle(req, Protocol::kBatchRestJson, "batch", &m, op->name);
+  }
   if (req.method == "POST") {
     // Batch: POST /v1/<operation>, routed by the model's requestUri.
     if (path.rfind("/v1/", 0) == 0) {

@@ -97,6 +97,7 @@ struct Member {
   size_t shape = kNoShape;
   bool required = false;
   bool in_body = true;     // false for uri / querystring / header(s) members
+  std::string location, location_name;  // where a member outside the body is bound, and its name there
   bool jsonvalue = false;  // a JSON document carried in a string
 };
 
@@ -963,6 +964,8 @@ StatusOr<std::unique_ptr<ServiceModel>> ServiceModel::Parse(std::string_view jso
           member.shape = *id;
           member.required = required.count(m.key()) > 0;
           member.in_body = location.empty() || location == "body";
+          member.location = location;
+          member.location_name = location_name.empty() ? m.key() : location_name;
           member.jsonvalue = m->value("jsonvalue", false);
           s.members.push_back(std::move(member));
         }
@@ -1199,6 +1202,15 @@ std::vector<std::string> ServiceModel::MemberNames(std::string_view structure_sh
   size_t id = impl_->FindShape(structure_shape);
   if (id == kNoShape) return out;
   for (const Member& m : impl_->shapes[id].members) out.push_back(m.name);
+  return out;
+}
+
+std::vector<ServiceModel::HttpMember> ServiceModel::HttpMembers(std::string_view structure_shape) const {
+  std::vector<HttpMember> out;
+  size_t id = impl_->FindShape(structure_shape);
+  if (id == kNoShape) return out;
+  for (const Member& m : impl_->shapes[id].members)
+    if (!m.in_body) out.push_back({m.name, m.location, m.location_name, impl_->shapes[m.shape].type == Type::kList});
   return out;
 }
 

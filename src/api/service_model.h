@@ -93,6 +93,14 @@ class ServiceModel {
 
   // Wire names of all members of a structure shape, in model order (empty if not a structure).
   std::vector<std::string> MemberNames(std::string_view structure_shape) const;
+  // The members of a structure bound outside the body (rest-json): the member's name, its
+  // location ("uri", "querystring", "header", "headers") and its name there, and whether its
+  // shape is a list (a query parameter that may repeat).
+  struct HttpMember {
+    std::string member, location, location_name;
+    bool is_list = false;
+  };
+  std::vector<HttpMember> HttpMembers(std::string_view structure_shape) const;
   // All operation names, sorted.
   std::vector<std::string> OperationNames() const;
   bool HasShape(std::string_view shape_name) const;

@@ -151,6 +151,20 @@ struct UpdateServiceJobCommand {
   int scheduling_priority = 0;
 };
 
+// ---- Tags of any resource with an ARN (Batch TagResource / UntagResource, SageMaker AddTags /
+// DeleteTags). The tags were checked against AWS's rules for one request (api/decode.cpp:
+// CheckTags); the controller checks the total a resource ends up with. ----
+struct TagResourceCommand {
+  std::string service;  // "batch" or "sagemaker": the API called (an ARN of the other is refused)
+  std::string arn;
+  Tags tags;  // added, or replacing the values of keys the resource has
+};
+struct UntagResourceCommand {
+  std::string service;
+  std::string arn;
+  std::vector<std::string> keys;  // keys the resource does not have are ignored
+};
+
 // ---- SageMaker ----
 struct CreateTrainingJobCommand {
   TrainingRequest request;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "control/ladder.h"
 #include "control/system_metrics.h"
 #include "control/turn.h"
 #include "core/strings.h"
@@ -119,6 +120,9 @@ void Controller::LoadState() {
   must(store_->LoadAll(store::Kind::kTrainingJob, [&](const std::string&, const std::string& doc) {
     TrainingJob t;
     if (!DecodeDoc(doc, &t)) return;
+    // Stored before training jobs kept their own tags: they are the request's.
+    if (t.tags.empty() && !json::parse(doc, nullptr, false).contains("tags"))
+      t.tags = RequestTags(json::parse(t.request_json, nullptr, false));
     s.next_seq = std::max(s.next_seq, t.seq + 1);
     bool live = IsLive(t.status);
     if (live && t.launched) s.host_in_use[CapacityKey(t.instance_type, t.on_spot)] += t.instance_count;
@@ -295,10 +299,10 @@ Status Controller::ExecuteStatus(std::function<Status(Turn&)> fn) {
 
 bool Controller::InFlight::Touches(const State& s, const std::string& job_id) const {
   if (queues) return true;
-  auto seq = s.job_seq_by_id.find(job_id);
-  if (seq == s.job_seq_by_id.end()) return false;  // unknown (a job this turn created is known)
-  if (jobs.count(seq->second)) return true;
-  for (const auto& a : s.jobs.at(seq->second).job.attempts)
+  const uint64_t* seq = s.SeqOfJob(job_id);
+  if (!seq) return false;  // unknown (a job this turn created is known)
+  if (jobs.count(*seq)) return true;
+  for (const auto& a : s.jobs.at(*seq).job.attempts)
     if (training_jobs.count(a.training_job_name)) return true;
   return false;
 }

@@ -115,7 +115,18 @@ class Controller {
   // ---- Batch: service jobs ----
   StatusOr<ServiceJob> SubmitServiceJob(const SubmitServiceJobCommand& cmd);
   Status TerminateServiceJob(const TerminateServiceJobCommand& cmd);
+  // TerminateServiceJobs: each as TerminateServiceJob, all in one turn (one commit); the outcome
+  // of each, in order. Not OK only when the turn could not be stored.
+  StatusOr<std::vector<Status>> TerminateServiceJobs(const std::vector<TerminateServiceJobCommand>& cmds);
   StatusOr<ServiceJob> UpdateServiceJob(const UpdateServiceJobCommand& cmd);
+
+  // ---- Tags (tags.cpp) of what has an ARN: service environments, job queues, scheduling
+  // policies, quota shares and service jobs (Batch); training jobs (SageMaker). InvalidArgument
+  // for an ARN of another service, region or account, or of a kind trainyard does not tag;
+  // NotFound when no such resource exists; LimitExceeded past 50 tags on the resource. ----
+  Status TagResource(const TagResourceCommand& cmd);
+  Status UntagResource(const UntagResourceCommand& cmd);
+  StatusOr<Tags> TagsOf(const std::string& service, const std::string& arn) const;
 
   // ---- SageMaker ----
   StatusOr<TrainingJob> CreateTrainingJob(const CreateTrainingJobCommand& cmd);
@@ -224,6 +235,8 @@ class Controller {
   // MaxRuntimeInSeconds less the time tj's runs have already used (may be <= 0).
   int64_t RemainingRuntimeSeconds(const TrainingJob& tj, EpochMs now) const REQUIRES(turn_mu_, state_mu_);
   void SetJobStatus(Turn& t, ServiceJobState& js, JobStatus status, const std::string& reason) REQUIRES(turn_mu_, state_mu_);
+  // TerminateServiceJob's change within a turn (NotFound when no job has that id or ARN).
+  Status Terminate(Turn& t, const TerminateServiceJobCommand& cmd) REQUIRES(turn_mu_, state_mu_);
   // Records js's wait code; a new blocked code ("CAPACITY:...", "MISCONFIGURATION:...") is a
   // "Batch Job Queue Blocked" event whose statusReason is `reason` (the code when empty).
   void SetWaitCode(Turn& t, ServiceJobState& js, const std::string& code, const std::string& reason) REQUIRES(turn_mu_, state_mu_);

@@ -23,6 +23,14 @@ EpochMs LastEntered(const ServiceJobState& js, const char* status) {
     if (it->first == status) return it->second;
   return 0;
 }
+
+// How a wait reason names another job: its id and name, as users know it ("#<seq>" for a job that
+// is gone, which a pass over the current state never names).
+std::string JobReference(const State& s, uint64_t seq) {
+  auto it = s.jobs.find(seq);
+  if (it == s.jobs.end()) return "#" + std::to_string(seq);
+  return it->second.job.id + " (" + it->second.job.name + ")";
+}
 }  // namespace
 
 // Metrics of a status change (docs/metrics.md). Before the change is applied.
@@ -202,30 +210,40 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const SubmitServiceJobCommand&
 }
 
 Status Controller::TerminateServiceJob(const TerminateServiceJobCommand& cmd) {
+  return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status { return Terminate(t, cmd); });
+}
+
+StatusOr<std::vector<Status>> Controller::TerminateServiceJobs(const std::vector<TerminateServiceJobCommand>& cmds) {
+  return Execute<std::vector<Status>>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<std::vector<Status>> {
+    std::vector<Status> out;
+    for (const auto& cmd : cmds) out.push_back(Terminate(t, cmd));
+    return out;
+  });
+}
+
+Status Controller::Terminate(Turn& t, const TerminateServiceJobCommand& cmd) {
   const std::string& id = cmd.job_id;
   const std::string& reason = cmd.reason;
-  return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status {
-    ServiceJobState* js = state_.FindJob(id);
-    if (!js) return InvalidArgument("jobId: service job " + id + " does not exist");
-    ServiceJob& job = js->job;
-    if (IsTerminal(job.status)) return Status::Ok();  // as AWS: terminating a finished job succeeds
-    job.is_terminated = true;
-    if (!IsActive(job.status)) {
-      SetJobStatus(t, *js, JobStatus::kFailed, reason);
-      return Status::Ok();
-    }
-    job.terminate_reason = reason.empty() ? "Terminated by user" : reason;
-    t.jobs.insert(job.seq);
-    if (!job.attempts.empty()) {
-      auto it = state_.training_jobs.find(job.attempts.back().training_job_name);
-      if (it != state_.training_jobs.end()) {
-        TrainingJob& tj = it->second;
-        if (!tj.stop_requested && tj.status == TrainingJobStatus::kInProgress)
-          RequestStop(t, tj, StopCause::kTerminate, "Stopping the training job: " + job.terminate_reason);
-      }
-    }
+  ServiceJobState* js = state_.FindJob(id);
+  if (!js) return NotFound("jobId: service job " + id + " does not exist");
+  ServiceJob& job = js->job;
+  if (IsTerminal(job.status)) return Status::Ok();  // as AWS: terminating a finished job succeeds
+  job.is_terminated = true;
+  if (!IsActive(job.status)) {
+    SetJobStatus(t, *js, JobStatus::kFailed, reason);
     return Status::Ok();
-  });
+  }
+  job.terminate_reason = reason.empty() ? "Terminated by user" : reason;
+  t.jobs.insert(job.seq);
+  if (!job.attempts.empty()) {
+    auto it = state_.training_jobs.find(job.attempts.back().training_job_name);
+    if (it != state_.training_jobs.end()) {
+      TrainingJob& tj = it->second;
+      if (!tj.stop_requested && tj.status == TrainingJobStatus::kInProgress)
+        RequestStop(t, tj, StopCause::kTerminate, "Stopping the training job: " + job.terminate_reason);
+    }
+  }
+  return Status::Ok();
 }
 
 StatusOr<ServiceJob> Controller::UpdateServiceJob(const UpdateServiceJobCommand& cmd) {
@@ -481,6 +499,10 @@ void Controller::SchedulePass(Turn& t) {
       state_.jobs.at(fj.job_seq).estimated_start = fj.estimated_start_ms;
     }
   }
+  // The reasons that name another job name it by its id and name (once per reason, not per job).
+  std::map<uint32_t, std::string> named_reasons;
+  for (const auto& [reason, seq] : d.reason_jobs)
+    named_reasons[reason] = d.NamedReason(reason, [&](uint64_t other) { return JobReference(state_, other); });
   for (const auto& w : d.waits) {
     ServiceJobState& js = state_.jobs.at(w.job_seq);
     if (w.kind == sched::WaitKind::kNotBefore) {
@@ -492,7 +514,8 @@ void Controller::SchedulePass(Turn& t) {
       }
       continue;
     }
-    js.wait_reason = d.ReasonOf(w);
+    auto named = named_reasons.find(w.reason);
+    js.wait_reason = named == named_reasons.end() ? d.ReasonOf(w) : named->second;
     SetWaitCode(t, js,
                 w.kind == sched::WaitKind::kMisconfiguration ? "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"
                 : w.kind == sched::WaitKind::kCapacity || w.kind == sched::WaitKind::kReserved
@@ -558,6 +581,7 @@ void Controller::StartServiceJob(Turn& t, ServiceJobState& js, const std::string
   tj.name = name;
   tj.arn = Arn("sagemaker", "training-job/" + ToLower(name));
   tj.request_json = payload.dump();
+  tj.tags = RequestTags(payload);
   ParseTrainingTerms(tj.request_json, &tj.terms);  // an object: it was parsed just above
   tj.creation_time = t.now;
   tj.last_modified_time = t.now;

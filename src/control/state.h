@@ -126,13 +126,24 @@ struct State {
   // Counters and histograms for GET /metrics (in memory: zero after a restart).
   Telemetry telemetry;
 
-  const ServiceJobState* FindJob(const std::string& id) const {
-    auto it = job_seq_by_id.find(id);
-    return it == job_seq_by_id.end() ? nullptr : &jobs.at(it->second);
+  // The service job named by its id or its ARN (AWS takes either as jobId; the SageMaker Python
+  // SDK's queue helpers send the ARN). An ARN must be the job's own, region and account included.
+  const ServiceJobState* FindJob(const std::string& id_or_arn) const {
+    const uint64_t* seq = SeqOfJob(id_or_arn);
+    return seq ? &jobs.at(*seq) : nullptr;
   }
-  ServiceJobState* FindJob(const std::string& id) {
-    auto it = job_seq_by_id.find(id);
-    return it == job_seq_by_id.end() ? nullptr : &jobs.at(it->second);
+  ServiceJobState* FindJob(const std::string& id_or_arn) {
+    return const_cast<ServiceJobState*>(static_cast<const State*>(this)->FindJob(id_or_arn));
+  }
+  const uint64_t* SeqOfJob(const std::string& id_or_arn) const {
+    auto it = job_seq_by_id.find(id_or_arn);
+    if (it != job_seq_by_id.end()) return &it->second;
+    if (id_or_arn.rfind("arn:", 0) != 0) return nullptr;
+    const size_t slash = id_or_arn.rfind('/');
+    if (slash == std::string::npos) return nullptr;
+    it = job_seq_by_id.find(id_or_arn.substr(slash + 1));
+    if (it == job_seq_by_id.end() || jobs.at(it->second).job.arn != id_or_arn) return nullptr;
+    return &it->second;
   }
   const TrainingJob* FindTrainingJob(const std::string& name) const;
   TrainingJob* FindTrainingJob(const std::string& name) {

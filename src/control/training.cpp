@@ -316,6 +316,7 @@ StatusOr<TrainingJob> Controller::CreateTrainingJob(const CreateTrainingJobComma
   tj.name = req.name;
   tj.arn = Arn("sagemaker", "training-job/" + ToLower(tj.name));
   tj.request_json = req.json;
+  tj.tags = req.tags;
   if (!ParseTrainingTerms(tj.request_json, &tj.terms)) return Internal("CreateTrainingJob: the accepted request is not a JSON object");
   tj.instance_type = req.instance_type;
   tj.instance_count = req.instance_count;

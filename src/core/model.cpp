@@ -163,7 +163,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StatusTransition, status, start, end, message)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(MetricValue, name, value, timestamp)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
-    TrainingJob, name, arn, request_json, status, secondary_status, transitions, failure_reason,
+    TrainingJob, name, arn, request_json, tags, status, secondary_status, transitions, failure_reason,
     creation_time, training_start_time, training_end_time, last_modified_time, final_metrics,
     model_artifacts, instance_type, instance_count, service_job_id, attempt_number, seq, launched,
     stop_requested, stop_cause, stop_grace_seconds, keep_alive_seconds, warm_pool_id, warm_pool_status,

@@ -331,6 +331,9 @@ struct TrainingJob {
   std::string name;
   std::string arn;
   std::string request_json;  // the CreateTrainingJob request as accepted (normalised JSON)
+  // Its tags: the request's Tags, then as AddTags and DeleteTags change them (request_json keeps
+  // the request as it was made).
+  Tags tags;
   TrainingTerms terms;       // request_json, parsed (not stored: DecodeDoc parses it)
   TrainingJobStatus status = TrainingJobStatus::kInProgress;
   SecondaryStatus secondary_status = SecondaryStatus::kStarting;

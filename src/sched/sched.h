@@ -6,8 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ty::sched {
@@ -162,12 +164,29 @@ struct Decisions {
   std::vector<Wait> waits;
   // AWS-style "CATEGORY:CODE - text" for misconfiguration, prose otherwise.
   std::vector<std::string> reasons;
+  // Reasons that name another job ("queued behind job ..."): reason index -> that job's seq. The
+  // pass knows jobs by seq only, so their text holds kJobMark where the job goes, and the caller
+  // names it as its users know it (ReasonNaming: the server writes the job's id and name).
+  std::map<uint32_t, uint64_t> reason_jobs;
 
-  uint32_t AddReason(std::string text) {
+  uint32_t AddReason(std::string text, std::optional<uint64_t> about_job = std::nullopt) {
     reasons.push_back(std::move(text));
-    return static_cast<uint32_t>(reasons.size() - 1);
+    const auto i = static_cast<uint32_t>(reasons.size() - 1);
+    if (about_job) reason_jobs[i] = *about_job;
+    return i;
   }
   const std::string& ReasonOf(const Wait& w) const { return reasons[w.reason]; }
+  // reasons[i] with the job it names written in by `name_job(seq)` (unchanged when it names none).
+  template <typename NameJob>
+  std::string NamedReason(uint32_t i, NameJob name_job) const {
+    std::string text = reasons[i];
+    auto about = reason_jobs.find(i);
+    if (about == reason_jobs.end()) return text;
+    const size_t at = text.find(kJobMark);
+    if (at != std::string::npos) text.replace(at, std::string_view(kJobMark).size(), name_job(about->second));
+    return text;
+  }
+  static constexpr const char* kJobMark = "{job}";
   const QueueFront* FrontOf(const std::string& queue) const {
     for (const auto& f : fronts)
       if (f.queue == queue) return &f;

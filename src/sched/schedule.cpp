@@ -191,14 +191,15 @@ class Pass {
 
   // The head of a queue could not start. Reserves capacity for it at the earliest time the
   // runtime bounds of running jobs free enough, unless an earlier queue already holds that
-  // environment or type. Returns the reason the head waits.
-  std::string Reserve(const Job& head, Outcome o, QueueContext& qc) {
+  // environment or type. Returns the reason the head waits; *about is the job it names, if any.
+  std::string Reserve(const Job& head, Outcome o, QueueContext& qc, std::optional<uint64_t>* about) {
     if (o == Outcome::kHeld) {
       const Hold* by = nullptr;
       for (const Hold& h : holds_)
         if (!by && (h.type == head.instance_type || std::count(qc.q.environments.begin(), qc.q.environments.end(), h.env)))
           by = &h;
-      return "waiting: the free capacity is reserved for job #" + std::to_string(by ? by->job_seq : 0) +
+      if (by) *about = by->job_seq;
+      return "waiting: the free capacity is reserved for job " + std::string(by ? Decisions::kJobMark : "(unknown)") +
              ", expected to start " + InSeconds(by ? by->at : kNever, snap_.now_ms);
     }
     std::string why = CapacityText(head, envs_, qc.q, host_);
@@ -238,10 +239,10 @@ class Pass {
   }
 
   uint32_t BehindReason(const Job& head, const QueueContext& qc, const std::string* share) {
-    std::string text = share ? "waiting: share '" + *share + "' goes first, with job #" + std::to_string(head.seq)
-                             : "queued behind job #" + std::to_string(head.seq);
+    std::string text = share ? "waiting: share '" + *share + "' goes first, with job " + Decisions::kJobMark
+                             : std::string("queued behind job ") + Decisions::kJobMark;
     if (qc.q.backfill) text += "; a job starts ahead of it only when it cannot delay it";
-    return d_.AddReason(std::move(text));
+    return d_.AddReason(std::move(text), head.seq);
   }
 
   // Offers one job that waits behind the head: with backfill it may start now.
@@ -257,9 +258,10 @@ class Pass {
 
   // The head could not start: records its wait and returns the reason the jobs behind it get.
   uint32_t Head(const Job& job, Outcome o, QueueContext& qc, const std::string* share = nullptr) {
-    std::string why = Reserve(job, o, qc);
+    std::optional<uint64_t> about;
+    std::string why = Reserve(job, o, qc, &about);
     d_.waits.push_back({job.seq, o == Outcome::kHeld ? WaitKind::kReserved : WaitKind::kCapacity,
-                        d_.AddReason(std::move(why))});
+                        d_.AddReason(std::move(why), about)});
     qc.Front(job, d_);
     return BehindReason(job, qc, share);
   }

@@ -3,17 +3,20 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import unittest
 
-from harness import ServerTest
+from harness import SOURCE_DIR, ServerTest
 
 
 @unittest.skipUnless(shutil.which("aws"), "the aws CLI is not installed")
 class AwsCliTest(ServerTest):
-    def aws(self, *args, check=True):
+    def aws(self, *args, check=True, data_path=None):
         key, secret = self.server.credentials()
         env = dict(os.environ, AWS_ACCESS_KEY_ID=key, AWS_SECRET_ACCESS_KEY=secret, AWS_DEFAULT_REGION="us-east-1",
                    AWS_PAGER="", AWS_CONFIG_FILE="/dev/null", AWS_SHARED_CREDENTIALS_FILE="/dev/null")
+        if data_path:
+            env["AWS_DATA_PATH"] = data_path
         r = subprocess.run(["aws", "--endpoint-url", self.server.url, "--output", "json", *args],
                            capture_output=True, text=True, env=env, timeout=120)
         if check and r.returncode != 0:
@@ -54,6 +57,45 @@ class AwsCliTest(ServerTest):
         self.assertIn("ResourceNotFound", r.stderr)
         r = self.aws("batch", "describe-service-job", "--job-id", "00000000-0000-4000-8000-000000000000", check=False)
         self.assertIn("ClientException", r.stderr)
+
+    def test_tags_with_the_aws_cli(self):
+        self.create_queue("q")
+        arn = json.loads(self.aws("batch", "describe-job-queues", "--job-queues", "q").stdout)["jobQueues"][0]["jobQueueArn"]
+        self.aws("batch", "tag-resource", "--resource-arn", arn, "--tags", "team=a,stage=dev")
+        self.aws("batch", "untag-resource", "--resource-arn", arn, "--tag-keys", "stage")
+        listed = json.loads(self.aws("batch", "list-tags-for-resource", "--resource-arn", arn).stdout)
+        self.assertEqual(listed["tags"], {"team": "a"})
+        r = self.aws("batch", "tag-resource", "--resource-arn", arn, "--tags", "aws:team=a", check=False)
+        self.assertIn("ClientException", r.stderr)
+        self.assertIn("reserved", r.stderr)
+        r = self.aws("batch", "list-tags-for-resource", "--resource-arn", arn + "-gone", check=False)
+        self.assertIn("does not exist", r.stderr)
+
+        tj = json.loads(self.aws("sagemaker", "create-training-job", "--cli-input-json",
+                                 json.dumps(self.command_payload("tj", "true"))).stdout)["TrainingJobArn"]
+        self.aws("sagemaker", "add-tags", "--resource-arn", tj, "--tags", "Key=team,Value=b", "Key=stage,Value=dev")
+        self.aws("sagemaker", "delete-tags", "--resource-arn", tj, "--tag-keys", "stage")
+        listed = json.loads(self.aws("sagemaker", "list-tags", "--resource-arn", tj).stdout)
+        self.assertEqual(listed["Tags"], [{"Key": "team", "Value": "b"}])
+        r = self.aws("sagemaker", "list-tags", "--resource-arn", tj.replace("us-east-1", "eu-west-3"), check=False)
+        self.assertIn("ValidationException", r.stderr)
+
+    def test_terminate_service_jobs_with_the_aws_cli(self):
+        # The installed CLI's botocore predates TerminateServiceJobs: it reads trainyard's model.
+        data_path = tempfile.mkdtemp(prefix="trainyard-models-")
+        try:
+            os.makedirs(os.path.join(data_path, "batch", "2016-08-10"))
+            shutil.copy(os.path.join(SOURCE_DIR, "models", "batch-2016-08-10.json"),
+                        os.path.join(data_path, "batch", "2016-08-10", "service-2.json"))
+            self.create_queue("q")
+            ids = [self.submit("q", self.command_payload(f"j{n}", "sleep 60")) for n in range(2)]
+            out = json.loads(self.aws("batch", "terminate-service-jobs", "--jobs", *ids, "nope",
+                                      "--reason", "done here", data_path=data_path).stdout)
+            self.assertEqual((out["successful"], out["errors"]), (ids + ["nope"], []))
+            jobs = self.wait_jobs(ids)
+            self.assertEqual([(j["status"], j["isTerminated"]) for j in jobs], [("FAILED", True)] * 2)
+        finally:
+            shutil.rmtree(data_path)
 
 
 if __name__ == "__main__":

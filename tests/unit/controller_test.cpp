@@ -208,6 +208,60 @@ TEST_F(ControllerTest, AHigherPriorityJobPreemptsALowerOneOfItsShare) {
   EXPECT_EQ(why, "Preempted: yielded its capacity to service job " + high);
 }
 
+TEST_F(ControllerTest, AWaitReasonNamesTheJobAheadByItsIdAndName) {
+  FifoQueue(1);
+  Submit("first", "q");
+  const std::string head = Submit("head", "q");
+  const std::string behind = Submit("behind", "q");
+  c_->Step();
+  c_->Step();
+  // first runs; head waits for capacity; behind waits behind head, named as users know it.
+  const std::string why = c_->Read([&](const State& s) { return s.FindJob(behind)->wait_reason; });
+  EXPECT_NE(why.find("queued behind job " + head + " (head)"), std::string::npos) << why;
+  EXPECT_EQ(why.find('#'), std::string::npos) << why;
+}
+
+TEST_F(ControllerTest, AJobIsFoundByItsArnAsByItsId) {
+  FifoQueue(1);
+  const std::string id = Submit("a", "q");
+  const std::string arn = c_->Read([&](const State& s) { return s.FindJob(id)->job.arn; });
+  ASSERT_EQ(arn, c_->Arn("batch", "service-job/" + id));
+  c_->Read([&](const State& s) {
+    EXPECT_EQ(s.FindJob(arn), s.FindJob(id));
+    // Another region's or account's ARN with the same id names no job here.
+    std::string other_region = arn, other_account = arn;
+    other_region.replace(other_region.find(c_->config().region), c_->config().region.size(), "xx-west-9");
+    other_account.replace(other_account.find(c_->config().account_id), c_->config().account_id.size(), "999999999999");
+    EXPECT_EQ(s.FindJob(other_region), nullptr);
+    EXPECT_EQ(s.FindJob(other_account), nullptr);
+    EXPECT_EQ(s.FindJob("arn:aws:batch:" + c_->config().region + ":" + c_->config().account_id + ":job-queue/" + id), nullptr);
+    return 0;
+  });
+  auto terminate = api::DecodeTerminateServiceJob(json{{"jobId", arn}, {"reason", "by ARN"}});
+  ASSERT_TRUE(terminate.ok());
+  ASSERT_TRUE(c_->TerminateServiceJob(*terminate).ok());
+  EXPECT_EQ(StatusOf(id), JobStatus::kFailed);
+}
+
+TEST_F(ControllerTest, TerminateServiceJobsEndsEveryJobInOneCommitAndAnswersEach) {
+  FifoQueue(1);
+  const std::string a = Submit("a", "q");
+  const std::string b = Submit("b", "q");
+  const int commits = data_->commits;
+  auto outcomes = c_->TerminateServiceJobs(
+      {{a, "bulk"}, {c_->Arn("batch", "service-job/" + b), "bulk"}, {"00000000-0000-4000-8000-000000000000", "bulk"}});
+  ASSERT_TRUE(outcomes.ok());
+  ASSERT_EQ(outcomes->size(), 3u);
+  EXPECT_TRUE((*outcomes)[0].ok());
+  EXPECT_TRUE((*outcomes)[1].ok());
+  EXPECT_EQ((*outcomes)[2].code(), Code::kNotFound);
+  EXPECT_EQ(data_->commits, commits + 1);
+  // a was placed by b's turn: it is being stopped; b never started: FAILED at once.
+  EXPECT_EQ(StatusOf(a), JobStatus::kScheduled);
+  EXPECT_EQ(StatusOf(b), JobStatus::kFailed);
+  EXPECT_TRUE(c_->Read([&](const State& s) { return s.FindJob(a)->job.is_terminated && s.FindJob(b)->job.is_terminated; }));
+}
+
 TEST_F(ControllerTest, ACapacityFailureAtStartIsRetriedAfterABackoff) {
   FifoQueue(1);
   exec_->FailStarts(Internal("no such host"));
@@ -249,6 +303,71 @@ TEST_F(ControllerTest, ARestartedControllerReloadsStateAndReadoptsRunningAttempt
   // The adopted attempt's events reach the job as before the restart.
   Exit("running", 0);
   EXPECT_EQ(StatusOf(running), JobStatus::kSucceeded);
+}
+
+TEST_F(ControllerTest, TagsAreStoredWithTheirResourceAndSurviveARestart) {
+  FifoQueue(1);
+  const std::string queue = c_->Arn("batch", "job-queue/q");
+  const std::string job = Submit("j", "q");
+  const std::string job_arn = c_->Arn("batch", "service-job/" + job);
+  ASSERT_TRUE(c_->TagResource({"batch", queue, {{"team", "a"}, {"stage", "dev"}}}).ok());
+  ASSERT_TRUE(c_->TagResource({"batch", job_arn, {{"team", "b"}}}).ok());
+  ASSERT_TRUE(c_->UntagResource({"batch", queue, {"stage", "absent"}}).ok());
+
+  Open();  // the same store, a new controller
+  EXPECT_EQ(*c_->TagsOf("batch", queue), (Tags{{"team", "a"}}));
+  EXPECT_EQ(*c_->TagsOf("batch", job_arn), (Tags{{"team", "b"}}));
+}
+
+TEST_F(ControllerTest, ATrainingJobsTagsAreItsOwnAfterItsRequestsAcrossARestart) {
+  json request = TrainingPayload("tj");
+  request["Tags"] = {{{"Key", "team"}, {"Value", "a"}}};
+  auto cmd = api::DecodeCreateTrainingJob(request, {c_->config(), c_->sandbox()});
+  ASSERT_TRUE(cmd.ok()) << cmd.status().message();
+  auto tj = c_->CreateTrainingJob(*cmd);
+  ASSERT_TRUE(tj.ok()) << tj.status().message();
+  EXPECT_EQ(*c_->TagsOf("sagemaker", tj->arn), (Tags{{"team", "a"}}));
+  // Every tag deleted: a restart does not bring back the request's.
+  ASSERT_TRUE(c_->UntagResource({"sagemaker", tj->arn, {"team"}}).ok());
+  Open();
+  EXPECT_EQ(*c_->TagsOf("sagemaker", tj->arn), Tags{});
+  // A document stored before training jobs kept their own tags reads them from its request.
+  json doc = json::parse(data_->Get(store::Kind::kTrainingJob, "tj"));
+  doc.erase("tags");
+  data_->docs[store::Kind::kTrainingJob]["tj"] = doc.dump();
+  Open();
+  EXPECT_EQ(*c_->TagsOf("sagemaker", tj->arn), (Tags{{"team", "a"}}));
+}
+
+TEST_F(ControllerTest, AResourceHoldsAtMostFiftyTagsAndARefusalChangesNothing) {
+  FifoQueue(1);
+  const std::string env = c_->Arn("batch", "service-environment/e");
+  Tags many;
+  for (int i = 0; i < 49; ++i) many["k" + std::to_string(i)] = "v";
+  ASSERT_TRUE(c_->TagResource({"batch", env, many}).ok());
+  // 49 + 2 new keys: refused whole. A key it has already does not count again.
+  Status st = c_->TagResource({"batch", env, {{"n1", "v"}, {"n2", "v"}}});
+  EXPECT_EQ(st.code(), Code::kLimitExceeded);
+  EXPECT_EQ(c_->TagsOf("batch", env)->size(), 49u);
+  EXPECT_TRUE(c_->TagResource({"batch", env, {{"k0", "new"}, {"n1", "v"}}}).ok());
+  EXPECT_EQ(c_->TagsOf("batch", env)->size(), 50u);
+}
+
+TEST_F(ControllerTest, TagArnsOfAnotherServiceRegionOrAccountAreRefusedByName) {
+  FifoQueue(1);
+  const std::string queue = c_->Arn("batch", "job-queue/q");
+  std::string other_region = queue, other_account = queue;
+  other_region.replace(other_region.find(c_->config().region), c_->config().region.size(), "xx-west-9");
+  other_account.replace(other_account.find(c_->config().account_id), c_->config().account_id.size(), "999999999999");
+  for (const std::string& arn : {other_region, other_account}) {
+    auto tags = c_->TagsOf("batch", arn);
+    ASSERT_FALSE(tags.ok());
+    EXPECT_EQ(tags.status().code(), Code::kInvalidArgument);
+  }
+  EXPECT_EQ(c_->TagsOf("sagemaker", queue).status().code(), Code::kInvalidArgument);  // not a SageMaker ARN
+  EXPECT_EQ(c_->TagsOf("batch", queue + "x").status().code(), Code::kNotFound);
+  EXPECT_EQ(c_->TagsOf("sagemaker", c_->Arn("sagemaker", "training-job/none")).status().code(), Code::kNotFound);
+  EXPECT_EQ(c_->TagResource({"batch", other_region, {{"a", "b"}}}).code(), Code::kInvalidArgument);
 }
 
 TEST_F(ControllerTest, AFailedCommitIsReportedAndActedOnOnlyOnceStored) {

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "api/decode.h"
+#include "api/http_binding.h"
+#include "api/service_model.h"
 #include "core/model.h"
 
 namespace ty::api {
@@ -85,6 +87,61 @@ TEST_F(DecodeTest, SubmitCarriesTheTypedRequestAndTheVerbatimEchoes) {
   EXPECT_EQ(DecodeSubmit(other)->request_hash, cmd->request_hash);
   other["schedulingPriority"] = 8;
   EXPECT_NE(DecodeSubmit(other)->request_hash, cmd->request_hash);
+}
+
+TEST_F(DecodeTest, TagsAreHeldToAwsRulesOnEveryRequestThatCarriesThem) {
+  const std::string arn = "arn:aws:batch:us-east-1:000000000000:job-queue/q";
+  auto ok = DecodeTagResource({{"resourceArn", arn}, {"tags", {{"team", "a b"}, {"cost:center", "4/2=+@-_."}}}});
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->service, "batch");
+  EXPECT_EQ(ok->tags, (Tags{{"team", "a b"}, {"cost:center", "4/2=+@-_."}}));
+  EXPECT_NE(Error(DecodeTagResource({{"resourceArn", arn}, {"tags", {{"aws:team", "a"}}}})).find("reserved"), std::string::npos);
+  EXPECT_NE(Error(DecodeTagResource({{"resourceArn", arn}, {"tags", {{"Aws:team", "a"}}}})).find("reserved"), std::string::npos);
+  EXPECT_NE(Error(DecodeTagResource({{"resourceArn", arn}, {"tags", {{"a#b", "a"}}}})).find("regular expression"),
+            std::string::npos);
+  json many = json::object();
+  for (int i = 0; i < 51; ++i) many["k" + std::to_string(i)] = "v";
+  EXPECT_NE(Error(DecodeTagResource({{"resourceArn", arn}, {"tags", many}})).find("at most 50"), std::string::npos);
+  // Create calls and a service job's payload are held to the same rules.
+  EXPECT_NE(Error(DecodeCreateJobQueue({{"jobQueueName", "q"}, {"priority", 1}, {"tags", {{"aws:x", "1"}}}})).find("reserved"),
+            std::string::npos);
+  json payload = Payload();
+  payload["Tags"] = {{{"Key", "aws:x"}, {"Value", "1"}}};
+  json submit = Submit();
+  submit["serviceRequestPayload"] = payload.dump();
+  EXPECT_NE(Error(DecodeSubmit(submit)).find("serviceRequestPayload.Tags"), std::string::npos);
+}
+
+TEST_F(DecodeTest, UntagKeysAreCheckedThoughTheyComeFromTheQueryString) {
+  const std::string arn = "arn:aws:batch:us-east-1:000000000000:job-queue/q";
+  auto ok = DecodeUntagResource({{"resourceArn", arn}, {"tagKeys", {"a", "b"}}});
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->keys, (std::vector<std::string>{"a", "b"}));
+  EXPECT_FALSE(DecodeUntagResource({{"resourceArn", arn}}).ok());  // tagKeys is required: at least one
+  EXPECT_FALSE(DecodeUntagResource({{"resourceArn", arn}, {"tagKeys", {std::string(129, 'k')}}}).ok());
+  EXPECT_NE(Error(DecodeUntagResource({{"resourceArn", arn}, {"tagKeys", {"aws:x"}}})).find("reserved"), std::string::npos);
+  EXPECT_NE(Error(DecodeAddTags({{"ResourceArn", arn}, {"Tags", {{{"Key", "d"}, {"Value", "1"}}, {{"Key", "d"}, {"Value", "2"}}}}}))
+                .find("more than once"),
+            std::string::npos);
+}
+
+TEST_F(DecodeTest, TagOperationsReadTheirArnFromThePathAndTheirKeysFromTheQuery) {
+  const ServiceModel& batch = ServiceModel::Batch();
+  const std::string path = "/v1/tags/arn%3Aaws%3Abatch%3Aus-east-1%3A000000000000%3Ajob-queue%2Fq";
+  const ServiceModel::Operation* op = batch.FindByHttp("DELETE", path);
+  ASSERT_NE(op, nullptr);
+  EXPECT_EQ(op->name, "UntagResource");
+  json body = json::object();
+  auto query = [](std::string_view name) {
+    return name == "tagKeys" ? std::vector<std::string>{"a", "b c"} : std::vector<std::string>{};
+  };
+  ASSERT_TRUE(BindHttpMembers(batch, *op, path, query, &body).ok());
+  EXPECT_EQ(body, (json{{"resourceArn", "arn:aws:batch:us-east-1:000000000000:job-queue/q"}, {"tagKeys", {"a", "b c"}}}));
+  // A malformed escape is refused, naming the member.
+  json bad = json::object();
+  Status st = BindHttpMembers(batch, *batch.FindByHttp("GET", "/v1/tags/arn%3"), "/v1/tags/arn%3", query, &bad);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("resourceArn"), std::string::npos);
 }
 
 TEST_F(DecodeTest, SubmitWithoutOptionalMembersHasNone) {

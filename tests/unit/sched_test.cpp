@@ -45,6 +45,21 @@ TEST(Fifo, HeadThatDoesNotFitBlocksSmallerJobsBehindIt) {
   EXPECT_EQ(d.waits[1].kind, WaitKind::kBehind);
 }
 
+TEST(Fifo, TheReasonOfAJobBehindTheHeadNamesTheHeadForTheCallerToFillIn) {
+  auto s = OneQueue(3, 8, {{41, "ml.m5.large", 2}, {42, "ml.m5.large", 1}});
+  s.environments[0].in_use = 2;
+  auto d = ScheduleFifo(s);
+  ASSERT_EQ(d.waits.size(), 2u);
+  const Wait& behind = d.waits[1];
+  ASSERT_EQ(d.reason_jobs.count(behind.reason), 1u);
+  EXPECT_EQ(d.reason_jobs.at(behind.reason), 41u);
+  EXPECT_EQ(d.NamedReason(behind.reason, [](uint64_t seq) { return "<" + std::to_string(seq) + ">"; }).rfind("queued behind job <41>", 0),
+            0u);
+  // The head's own reason names no job and reads the same either way.
+  EXPECT_EQ(d.reason_jobs.count(d.waits[0].reason), 0u);
+  EXPECT_EQ(d.NamedReason(d.waits[0].reason, [](uint64_t) { return std::string("x"); }), d.ReasonOf(d.waits[0]));
+}
+
 TEST(Fifo, JobLargerThanEnvironmentGetsMisconfigurationAndDoesNotBlock) {
   auto d = ScheduleFifo(OneQueue(2, 8, {{1, "ml.m5.large", 3}, {2, "ml.m5.large", 1}}));
   EXPECT_EQ(Started(d), (std::vector<uint64_t>{2}));
