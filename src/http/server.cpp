@@ -209,6 +209,9 @@ namespace {
 template <typename Stream>
 class Session : public std::enable_shared_from_this<Session<Stream>> {
   static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+  static constexpr int64_t kLingerMs = 2'000;         // Linger(): how long a closing connection drains
+  static constexpr size_t kLingerBytes = 1 << 20;     // and how much
+  static constexpr size_t kDrainChunk = 4096;
 
  public:
   Session(Server::Impl& server, tcp::socket socket) : server_(server), stream_(Open(server, std::move(socket))) {
@@ -430,8 +433,37 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     out_ = std::move(bytes);
     Tcp().expires_after(std::chrono::milliseconds(server_.limits.body_timeout_ms));
     net::async_write(stream_, net::buffer(out_), [self = Self(), then_read](beast::error_code ec, size_t) {
-      if (ec || !then_read) return self->Close();
+      if (ec) return self->Close();
+      if (!then_read) return self->Linger();
       self->WaitForRequest();
+    });
+  }
+
+  // After a last response: closing a socket with unread input makes the kernel send a reset, which
+  // can reach the client before it has read the answer (a 413 or 431 it is still sending into
+  // would arrive as "connection reset"). So a plain connection stops sending, then reads and drops
+  // what the client still sends, for at most a moment and a bounded number of bytes, and closes.
+  void Linger() {
+    if constexpr (kTls) {
+      Close();
+    } else {
+      if (closed_) return;
+      closed_ = true;
+      beast::error_code ignored;
+      Tcp().socket().shutdown(tcp::socket::shutdown_send, ignored);
+      Tcp().expires_after(std::chrono::milliseconds(std::min<int64_t>(server_.limits.header_timeout_ms, kLingerMs)));
+      buffer_.clear();
+      buffer_.shrink_to_fit();
+      drain_ = std::make_unique<char[]>(kDrainChunk);
+      Drain(0);
+    }
+  }
+
+  void Drain(size_t drained) {
+    if (drained >= kLingerBytes) return CloseSocket();
+    Tcp().async_read_some(net::buffer(drain_.get(), kDrainChunk), [self = Self(), drained](beast::error_code ec, size_t n) {
+      if (ec) return self->CloseSocket();  // end of input, reset, or the deadline
+      self->Drain(drained + n);
     });
   }
 
@@ -440,7 +472,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
                     " bytes (server.max_request_bytes)");
   }
 
-  // Answers with a refusal and closes: what is left of the request is never read.
+  // Answers with a refusal and closes: what is left of the request is only drained (Linger).
   void Refuse(int status, const std::string& message) {
     std::optional<Request> head;
     if (parser_ && parser_->is_header_done()) {
@@ -483,6 +515,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   Server::Impl& server_;
   Stream stream_;
   beast::flat_buffer buffer_;
+  std::unique_ptr<char[]> drain_;  // Linger()'s scratch, only while a closing connection drains
   std::optional<Parser> parser_;
   std::string out_;  // the bytes being written; one write at a time
   bool keep_alive_ = false;

@@ -263,6 +263,27 @@ TEST(Server, TooManyHeaderFieldsAreRefusedWith431) {
   close(fd);
 }
 
+// A client still sending when it is refused must still read the refusal: closing a socket with
+// unread input resets the connection, and a reset can overtake the answer already sent.
+TEST(Server, AClientStillSendingReadsItsRefusal) {
+  Limits l;
+  l.max_header_bytes = 1024;
+  Running s(l, Echo);
+  int fd = Connect(s.port());
+  int small = 4096;  // keep most of the head in the client, not in kernel buffers, when it is refused
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+  std::string head = "GET / HTTP/1.1\r\nHost: x\r\nX-Pad: " + std::string(900 * 1024, 'a') + "\r\n\r\n";
+  size_t sent = 0;
+  while (sent < head.size()) {
+    ssize_t n = send(fd, head.data() + sent, head.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<size_t>(n);
+  }
+  EXPECT_EQ(sent, head.size()) << "the server stopped reading before the client finished";
+  EXPECT_THAT(ReadUntil(fd, "max_header_bytes"), StartsWith("HTTP/1.1 431 "));
+  close(fd);
+}
+
 TEST(Server, BodiesBeyondTheBufferedBudgetAreRefusedWith503) {
   // budget 1000: A's head reserves 800 while its body is awaited; B's 300 would pass the budget.
   Limits l;
