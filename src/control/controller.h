@@ -196,6 +196,8 @@ class Controller {
   sched::FairShare FairShareOf(Turn& t, const JobQueue& q, size_t prefix) REQUIRES(turn_mu_, state_mu_);
   bool IsQuotaQueue(const JobQueue& q) const REQUIRES(turn_mu_, state_mu_);
   void ScheduleQuotaQueue(Turn& t, const JobQueue& q) REQUIRES(turn_mu_, state_mu_);
+  // A quota-share job waits for `reason` (its code and, for a job that can never run, its status reason).
+  void SetQuotaWait(Turn& t, ServiceJobState& js, const std::string& reason) REQUIRES(turn_mu_, state_mu_);
   void StartServiceJob(Turn& t, ServiceJobState& js, const std::string& environment) REQUIRES(turn_mu_, state_mu_);
   void StartPendingTrainingJobs(Turn& t) REQUIRES(turn_mu_, state_mu_);
   void TailMetrics(Turn& t) REQUIRES(turn_mu_, state_mu_);
