@@ -331,7 +331,8 @@ double Controller::ShareWeight(const std::vector<ShareAttributes>& distribution,
   return weight;
 }
 
-sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t prefix) {
+sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t prefix,
+                                         std::unordered_map<uint64_t, ServiceJobState*>& offered) {
   const SchedulingPolicy* p = FindPolicy(state_, q.scheduling_policy_arn);
   const FairSharePolicy fs = p && p->fairshare ? *p->fairshare : FairSharePolicy{};
   const int64_t decay = fs.share_decay_seconds;
@@ -372,6 +373,7 @@ sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t pref
     size_t ready = 0;
     for (auto key = jobs.begin(); key != jobs.end() && ready < prefix; ++key) {
       ServiceJobState& js = *key->js;
+      offered.emplace(js.job.seq, &js);
       const EpochMs not_before = NotBefore(js);
       if (not_before <= t.now) ++ready;
       sh.runnable.push_back(SchedJobOf(js.job, not_before));
@@ -451,6 +453,11 @@ void Controller::SchedulePass(Turn& t) {
   // FIFO can start at most free_total jobs per pass; a margin lets it skip misconfigured ones.
   const size_t prefix = static_cast<size_t>(free_total) + 64;
   std::vector<const JobQueue*> queue_refs;
+  std::unordered_map<uint64_t, ServiceJobState*> offered;  // the jobs offered, by seq
+  auto job_at = [&](uint64_t seq) -> ServiceJobState& {
+    auto it = offered.find(seq);
+    return it != offered.end() ? *it->second : state_.jobs.at(seq);
+  };
   for (const auto& [name, q] : state_.queues) {
     if (q.kind == QueueKind::kQuotaShare) continue;  // scheduled by ScheduleQuotaQueue
     sched::Queue sq;
@@ -464,7 +471,7 @@ void Controller::SchedulePass(Turn& t) {
     for (const auto& o : q.service_environment_order)
       if (auto it = env_index.find(o.service_environment); it != env_index.end()) sq.environments.push_back(it->second);
     if (q.kind == QueueKind::kFairShare) {
-      sq.fair_share = FairShareOf(t, q, prefix);
+      sq.fair_share = FairShareOf(t, q, prefix, offered);
     } else {
       size_t ready = 0;
       for (uint64_t seq : state_.JobsIn(name, JobStatus::kRunnable)) {
@@ -473,6 +480,7 @@ void Controller::SchedulePass(Turn& t) {
           break;
         }
         ServiceJobState& js = state_.jobs.at(seq);
+        offered.emplace(seq, &js);
         const EpochMs not_before = NotBefore(js);
         if (not_before <= t.now) ++ready;
         sq.runnable.push_back(SchedJobOf(js.job, not_before));
@@ -488,11 +496,11 @@ void Controller::SchedulePass(Turn& t) {
     auto& front = state_.front_of_queue[f.queue];
     for (const auto& fj : f.jobs) {
       front.push_back(fj.job_seq);
-      state_.jobs.at(fj.job_seq).estimated_start = fj.estimated_start_ms;
+      job_at(fj.job_seq).estimated_start = fj.estimated_start_ms;
     }
   }
   for (const auto& w : d.waits) {
-    ServiceJobState& js = state_.jobs.at(w.job_seq);
+    ServiceJobState& js = job_at(w.job_seq);
     if (w.kind == sched::WaitKind::kNotBefore) {
       // Held back by the controller: a backoff says so (BackingOff), a batch in its own words.
       if (!js.BackingOff(t.now)) {
@@ -502,7 +510,7 @@ void Controller::SchedulePass(Turn& t) {
       }
       continue;
     }
-    js.wait_reason = d.ReasonOf(w);
+    if (js.wait_reason != d.ReasonOf(w)) js.wait_reason = d.ReasonOf(w);
     SetWaitCode(t, js,
                 w.kind == sched::WaitKind::kMisconfiguration ? "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"
                 : w.kind == sched::WaitKind::kCapacity || w.kind == sched::WaitKind::kReserved
@@ -515,7 +523,7 @@ void Controller::SchedulePass(Turn& t) {
     }
   }
   for (const auto& s : d.starts) {
-    ServiceJobState& js = state_.jobs.at(s.job_seq);
+    ServiceJobState& js = job_at(s.job_seq);
     js.placement_rung = s.rung;
     StartServiceJob(t, js, snap.environments[s.environment].name);
   }
