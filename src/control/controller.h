@@ -194,9 +194,9 @@ class Controller {
   // Prices the run about to start: its market, on-demand price and price per instance-hour.
   void PriceRun(TrainingJob& tj, bool spot) const REQUIRES(turn_mu_, state_mu_);
   void SchedulePass(Turn& t) REQUIRES(turn_mu_, state_mu_);
-  // `offered` gains every job the pass is offered (by seq), so that its decisions find them without a lookup in `jobs`.
+  // `offered` gains every job the pass is offered (seq, job), so that its decisions find them without a lookup in `jobs`.
   sched::FairShare FairShareOf(Turn& t, const JobQueue& q, size_t prefix,
-                               std::unordered_map<uint64_t, ServiceJobState*>& offered) REQUIRES(turn_mu_, state_mu_);
+                               std::vector<std::pair<uint64_t, ServiceJobState*>>& offered) REQUIRES(turn_mu_, state_mu_);
   bool IsQuotaQueue(const JobQueue& q) const REQUIRES(turn_mu_, state_mu_);
   void ScheduleQuotaQueue(Turn& t, const JobQueue& q) REQUIRES(turn_mu_, state_mu_);
   // A quota-share job waits for `reason` (its code and, for a job that can never run, its status reason).

@@ -332,7 +332,7 @@ double Controller::ShareWeight(const std::vector<ShareAttributes>& distribution,
 }
 
 sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t prefix,
-                                         std::unordered_map<uint64_t, ServiceJobState*>& offered) {
+                                         std::vector<std::pair<uint64_t, ServiceJobState*>>& offered) {
   const SchedulingPolicy* p = FindPolicy(state_, q.scheduling_policy_arn);
   const FairSharePolicy fs = p && p->fairshare ? *p->fairshare : FairSharePolicy{};
   const int64_t decay = fs.share_decay_seconds;
@@ -373,7 +373,7 @@ sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t pref
     size_t ready = 0;
     for (auto key = jobs.begin(); key != jobs.end() && ready < prefix; ++key) {
       ServiceJobState& js = *key->js;
-      offered.emplace(js.job.seq, &js);
+      offered.emplace_back(js.job.seq, &js);
       const EpochMs not_before = NotBefore(js);
       if (not_before <= t.now) ++ready;
       sh.runnable.push_back(SchedJobOf(js.job, not_before));
@@ -453,10 +453,11 @@ void Controller::SchedulePass(Turn& t) {
   // FIFO can start at most free_total jobs per pass; a margin lets it skip misconfigured ones.
   const size_t prefix = static_cast<size_t>(free_total) + 64;
   std::vector<const JobQueue*> queue_refs;
-  std::unordered_map<uint64_t, ServiceJobState*> offered;  // the jobs offered, by seq
+  // The jobs offered, sorted by seq once the snapshot is built (no allocation per job).
+  std::vector<std::pair<uint64_t, ServiceJobState*>> offered;
   auto job_at = [&](uint64_t seq) -> ServiceJobState& {
-    auto it = offered.find(seq);
-    return it != offered.end() ? *it->second : state_.jobs.at(seq);
+    auto it = std::lower_bound(offered.begin(), offered.end(), std::pair<uint64_t, ServiceJobState*>{seq, nullptr});
+    return it != offered.end() && it->first == seq ? *it->second : state_.jobs.at(seq);
   };
   for (const auto& [name, q] : state_.queues) {
     if (q.kind == QueueKind::kQuotaShare) continue;  // scheduled by ScheduleQuotaQueue
@@ -480,7 +481,7 @@ void Controller::SchedulePass(Turn& t) {
           break;
         }
         ServiceJobState& js = state_.jobs.at(seq);
-        offered.emplace(seq, &js);
+        offered.emplace_back(seq, &js);
         const EpochMs not_before = NotBefore(js);
         if (not_before <= t.now) ++ready;
         sq.runnable.push_back(SchedJobOf(js.job, not_before));
@@ -489,6 +490,7 @@ void Controller::SchedulePass(Turn& t) {
     snap.queues.push_back(std::move(sq));
   }
 
+  std::sort(offered.begin(), offered.end());
   sched::Decisions d = sched::Schedule(snap);
 
   state_.front_of_queue.clear();
