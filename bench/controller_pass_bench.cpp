@@ -223,8 +223,10 @@ int main(int argc, char** argv) {
   auto timed_steps = [&](auto&& before_step) {
     std::vector<double> ms;
     for (int p = 0; p < passes; ++p) {
-      before_step(p);
+      // Read before the step: the loop may run the step's pass before this thread looks again
+      // (a submit's own turn wakes the loop for the turn that admits it).
       auto [n0, s0] = pass_stats();
+      before_step(p);
       c->Wake();  // a turn now; it runs one pass, which this waits for
       auto [n1, s1] = pass_stats();
       while (n1 == n0) {

@@ -93,7 +93,7 @@ json EncodeJobSummary(const State& s, const ServiceJobState& js) {
             {"createdAt", job.created_at}, {"capacityUsage", CapacityUsage(job)}};
   if (!job.status_reason.empty()) j["statusReason"] = job.status_reason;
   // A RUNNABLE job's statusReason says why it waits, from the last scheduling pass.
-  if (job.status == JobStatus::kRunnable && !js.wait_reason.empty()) j["statusReason"] = js.wait_reason;
+  if (const std::string& wait = s.WaitReasonOf(js); job.status == JobStatus::kRunnable && !wait.empty()) j["statusReason"] = wait;
   PutIf(j, "scheduledAt", job.scheduled_at);
   PutIf(j, "startedAt", job.started_at);
   PutIf(j, "stoppedAt", job.stopped_at);
@@ -154,7 +154,7 @@ json EncodeJobDetail(const State& s, const ServiceJobState& js, bool for_event =
     for (const auto& [st, at] : js.history) history.push_back({{"status", st}, {"at", at}});
     j["trainyardStatusHistory"] = history;
   }
-  if (!js.wait_reason.empty()) j["trainyardWaitReason"] = js.wait_reason;
+  if (const std::string& wait = s.WaitReasonOf(js); !wait.empty()) j["trainyardWaitReason"] = wait;
   return j;
 }
 
@@ -326,7 +326,7 @@ Response Snapshot(Controller& c, const json& req) {
       if (front.size() == 100) break;
       const ServiceJobState& js = s.jobs.at(seq);
       json item = {{"jobArn", js.job.arn}, {"earliestTimeAtPosition", js.RunnableSince()}};
-      if (!js.wait_reason.empty()) item["trainyardWaitReason"] = js.wait_reason;
+      if (const std::string& wait = s.WaitReasonOf(js); !wait.empty()) item["trainyardWaitReason"] = wait;
       if (js.estimated_start > 0) item["trainyardEstimatedStartTime"] = js.estimated_start;
       front.push_back(item);
     }

@@ -111,11 +111,11 @@ void Controller::LoadState() {
     s.job_seq_by_id[js.job.id] = seq;
     if (!js.job.client_token.empty()) s.job_seq_by_token[js.job.client_token] = seq;
     s.by_queue_status[js.job.queue][js.job.status].insert(seq);
-    if (js.job.status == JobStatus::kRunnable) s.IndexRunnable(js.job);
     if (IsActive(js.job.status)) s.environment_in_use[js.service_environment] += js.job.instance_count;
     if (!IsTerminal(js.job.status) && !ShareOf(js.job).empty()) ++s.unfinished_by_share[js.job.queue][ShareOf(js.job)];
     s.next_seq = std::max(s.next_seq, seq + 1);
-    s.jobs.emplace(seq, std::move(js));
+    ServiceJobState& stored = s.jobs.emplace(seq, std::move(js)).first->second;
+    if (stored.job.status == JobStatus::kRunnable) s.IndexRunnable(stored);  // the index points at the stored job
   }));
   must(store_->LoadAll(store::Kind::kTrainingJob, [&](const std::string&, const std::string& doc) {
     TrainingJob t;

@@ -15,6 +15,7 @@
 #include <set>
 #include <shared_mutex>
 #include <string>
+#include <unordered_map>
 #include <thread>
 
 #include "control/commands.h"
@@ -209,9 +210,13 @@ class Controller {
   // Prices the run about to start: its market, on-demand price and price per instance-hour.
   void PriceRun(TrainingJob& tj, bool spot) const REQUIRES(turn_mu_, state_mu_);
   void SchedulePass(Turn& t) REQUIRES(turn_mu_, state_mu_);
-  sched::FairShare FairShareOf(Turn& t, const JobQueue& q, size_t prefix) REQUIRES(turn_mu_, state_mu_);
+  // `offered` gains every job the pass is offered (seq, job), so that its decisions find them without a lookup in `jobs`.
+  sched::FairShare FairShareOf(Turn& t, const JobQueue& q, size_t prefix,
+                               std::vector<std::pair<uint64_t, ServiceJobState*>>& offered) REQUIRES(turn_mu_, state_mu_);
   bool IsQuotaQueue(const JobQueue& q) const REQUIRES(turn_mu_, state_mu_);
   void ScheduleQuotaQueue(Turn& t, const JobQueue& q) REQUIRES(turn_mu_, state_mu_);
+  // A quota-share job waits for `reason` (its code and, for a job that can never run, its status reason).
+  void SetQuotaWait(Turn& t, ServiceJobState& js, const std::string& reason) REQUIRES(turn_mu_, state_mu_);
   void StartServiceJob(Turn& t, ServiceJobState& js, const std::string& environment) REQUIRES(turn_mu_, state_mu_);
   void StartPendingTrainingJobs(Turn& t) REQUIRES(turn_mu_, state_mu_);
   void TailMetrics(Turn& t) REQUIRES(turn_mu_, state_mu_);

@@ -67,7 +67,7 @@ void Controller::SetJobStatus(Turn& t, ServiceJobState& js, JobStatus status, co
     state_.by_queue_status[job.queue][job.status].erase(job.seq);
     state_.by_queue_status[job.queue][status].insert(job.seq);
     if (job.status == JobStatus::kRunnable) state_.UnindexRunnable(job);
-    if (status == JobStatus::kRunnable) state_.IndexRunnable(job);
+    if (status == JobStatus::kRunnable) state_.IndexRunnable(js);
     if (IsActive(job.status) && !IsActive(status)) {
       state_.environment_in_use[js.service_environment] -= job.instance_count;
       t.reschedule = true;
@@ -258,7 +258,7 @@ StatusOr<ServiceJob> Controller::UpdateServiceJob(const UpdateServiceJobCommand&
     if (runnable) state_.UnindexRunnable(js->job);  // its place in its share's order moves
     js->job.scheduling_priority = priority;
     js->job.has_scheduling_priority = true;
-    if (runnable) state_.IndexRunnable(js->job);
+    if (runnable) state_.IndexRunnable(*js);
     t.jobs.insert(js->job.seq);
     t.reschedule = true;
     return js->job;
@@ -349,7 +349,8 @@ double Controller::ShareWeight(const std::vector<ShareAttributes>& distribution,
   return weight;
 }
 
-sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t prefix) {
+sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t prefix,
+                                         std::vector<std::pair<uint64_t, ServiceJobState*>>& offered) {
   const SchedulingPolicy* p = FindPolicy(state_, q.scheduling_policy_arn);
   const FairSharePolicy fs = p && p->fairshare ? *p->fairshare : FairSharePolicy{};
   const int64_t decay = fs.share_decay_seconds;
@@ -389,7 +390,8 @@ sched::FairShare Controller::FairShareOf(Turn& t, const JobQueue& q, size_t pref
     sh.held = held.count(share) ? held[share] : 0;
     size_t ready = 0;
     for (auto key = jobs.begin(); key != jobs.end() && ready < prefix; ++key) {
-      ServiceJobState& js = state_.jobs.at(key->seq);
+      ServiceJobState& js = *key->js;
+      offered.emplace_back(js.job.seq, &js);
       const EpochMs not_before = NotBefore(js);
       if (not_before <= t.now) ++ready;
       sh.runnable.push_back(SchedJobOf(js.job, not_before));
@@ -419,8 +421,18 @@ void Controller::SchedulePass(Turn& t) {
     // Nothing starts while the data dir is under its reserve (CheckDiskReserve): every waiting
     // job says why, and the pass after the space comes back places them.
     const std::string reason = DiskReserveReason();
-    for (const auto& [qname, q] : state_.queues)
+    const uint64_t pass = ++state_.quota_passes;
+    for (const auto& [qname, q] : state_.queues) {
+      if (auto classes = state_.quota_runnable.find(qname); classes != state_.quota_runnable.end()) {
+        for (auto& [share, by_class] : classes->second)
+          for (auto& [cls, jobs] : by_class) {
+            jobs.tail_reason = reason;
+            jobs.tail_pass = pass;
+          }
+        continue;
+      }
       for (uint64_t seq : state_.JobsIn(qname, JobStatus::kRunnable)) state_.jobs.at(seq).wait_reason = reason;
+    }
     return;
   }
 
@@ -459,6 +471,12 @@ void Controller::SchedulePass(Turn& t) {
   // FIFO can start at most free_total jobs per pass; a margin lets it skip misconfigured ones.
   const size_t prefix = static_cast<size_t>(free_total) + 64;
   std::vector<const JobQueue*> queue_refs;
+  // The jobs offered, sorted by seq once the snapshot is built (no allocation per job).
+  std::vector<std::pair<uint64_t, ServiceJobState*>> offered;
+  auto job_at = [&](uint64_t seq) -> ServiceJobState& {
+    auto it = std::lower_bound(offered.begin(), offered.end(), std::pair<uint64_t, ServiceJobState*>{seq, nullptr});
+    return it != offered.end() && it->first == seq ? *it->second : state_.jobs.at(seq);
+  };
   for (const auto& [name, q] : state_.queues) {
     if (q.kind == QueueKind::kQuotaShare) continue;  // scheduled by ScheduleQuotaQueue
     sched::Queue sq;
@@ -472,7 +490,7 @@ void Controller::SchedulePass(Turn& t) {
     for (const auto& o : q.service_environment_order)
       if (auto it = env_index.find(o.service_environment); it != env_index.end()) sq.environments.push_back(it->second);
     if (q.kind == QueueKind::kFairShare) {
-      sq.fair_share = FairShareOf(t, q, prefix);
+      sq.fair_share = FairShareOf(t, q, prefix, offered);
     } else {
       size_t ready = 0;
       for (uint64_t seq : state_.JobsIn(name, JobStatus::kRunnable)) {
@@ -481,6 +499,7 @@ void Controller::SchedulePass(Turn& t) {
           break;
         }
         ServiceJobState& js = state_.jobs.at(seq);
+        offered.emplace_back(seq, &js);
         const EpochMs not_before = NotBefore(js);
         if (not_before <= t.now) ++ready;
         sq.runnable.push_back(SchedJobOf(js.job, not_before));
@@ -489,6 +508,7 @@ void Controller::SchedulePass(Turn& t) {
     snap.queues.push_back(std::move(sq));
   }
 
+  std::sort(offered.begin(), offered.end());
   sched::Decisions d = sched::Schedule(snap);
 
   state_.front_of_queue.clear();
@@ -496,7 +516,7 @@ void Controller::SchedulePass(Turn& t) {
     auto& front = state_.front_of_queue[f.queue];
     for (const auto& fj : f.jobs) {
       front.push_back(fj.job_seq);
-      state_.jobs.at(fj.job_seq).estimated_start = fj.estimated_start_ms;
+      job_at(fj.job_seq).estimated_start = fj.estimated_start_ms;
     }
   }
   // The reasons that name another job name it by its id and name (once per reason, not per job).
@@ -504,7 +524,7 @@ void Controller::SchedulePass(Turn& t) {
   for (const auto& [reason, seq] : d.reason_jobs)
     named_reasons[reason] = d.NamedReason(reason, [&](uint64_t other) { return JobReference(state_, other); });
   for (const auto& w : d.waits) {
-    ServiceJobState& js = state_.jobs.at(w.job_seq);
+    ServiceJobState& js = job_at(w.job_seq);
     if (w.kind == sched::WaitKind::kNotBefore) {
       // Held back by the controller: a backoff says so (BackingOff), a batch in its own words.
       if (!js.BackingOff(t.now)) {
@@ -515,7 +535,8 @@ void Controller::SchedulePass(Turn& t) {
       continue;
     }
     auto named = named_reasons.find(w.reason);
-    js.wait_reason = named == named_reasons.end() ? d.ReasonOf(w) : named->second;
+    const std::string& reason = named == named_reasons.end() ? d.ReasonOf(w) : named->second;
+    if (js.wait_reason != reason) js.wait_reason = reason;
     SetWaitCode(t, js,
                 w.kind == sched::WaitKind::kMisconfiguration ? "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE"
                 : w.kind == sched::WaitKind::kCapacity || w.kind == sched::WaitKind::kReserved
@@ -528,7 +549,7 @@ void Controller::SchedulePass(Turn& t) {
     }
   }
   for (const auto& s : d.starts) {
-    ServiceJobState& js = state_.jobs.at(s.job_seq);
+    ServiceJobState& js = job_at(s.job_seq);
     js.placement_rung = s.rung;
     StartServiceJob(t, js, snap.environments[s.environment].name);
   }
@@ -607,23 +628,56 @@ void Controller::StartServiceJob(Turn& t, ServiceJobState& js, const std::string
   LaunchTrainingJob(t, launched, launched.managed_spot);
 }
 
+namespace {
+// Jobs offered per quota class beyond those that could start or preempt in a pass: enough that
+// the first 100 waiting jobs (the queue's front and its estimates) are the ones a pass offered
+// every job would list, and that capacity preempted jobs leave over finds takers.
+constexpr int64_t kQuotaOfferMargin = 100;
+}  // namespace
+
+void Controller::SetQuotaWait(Turn& t, ServiceJobState& js, const std::string& reason) {
+  js.wait_reason = reason;
+  js.reason_pass = state_.quota_passes;
+  const bool never = StartsWith(reason, "MISCONFIGURATION:");
+  SetWaitCode(t, js, never ? reason.substr(0, reason.find(' ')) : "", reason);
+  if (never && js.job.status_reason != reason) {
+    js.job.status_reason = reason;
+    t.jobs.insert(js.job.seq);
+  }
+}
+
 void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
   const std::string& env_name = q.service_environment_order.front().service_environment;
   const ServiceEnvironment& env = state_.environments.at(env_name);
-  const auto& runnable = state_.JobsIn(q.name, JobStatus::kRunnable);
+  const uint64_t pass = ++state_.quota_passes;
+  auto queue_classes = state_.quota_runnable.find(q.name);
+  if (queue_classes == state_.quota_runnable.end()) {
+    state_.front_of_queue[q.name].clear();
+    return;  // nothing waits: nothing to start, preempt or explain
+  }
+  // Every job of every class of `share` waits for `reason` (lazily: State::WaitReasonOf).
+  auto all_wait = [&](State::QuotaClasses& classes, const std::string& reason) {
+    for (auto& [cls, jobs] : classes) {
+      jobs.tail_reason = reason;
+      jobs.tail_pass = pass;
+    }
+  };
   if (q.state != ResourceState::kEnabled || env.state != ResourceState::kEnabled) {
-    for (uint64_t seq : runnable) state_.jobs.at(seq).wait_reason = "the job queue or its service environment is disabled";
+    for (auto& [share, classes] : queue_classes->second) all_wait(classes, "the job queue or its service environment is disabled");
     return;
   }
   sched::QuotaSnapshot snap;
   snap.now_ms = t.now;
   std::map<std::string, int64_t> queue_used;
+  // Per share and type: what its running jobs hold, and what of it is on its way back (preempted).
+  std::map<std::pair<std::string, std::string>, int64_t> held, leaving;
   std::vector<uint64_t> active;
   for (JobStatus st : {JobStatus::kScheduled, JobStatus::kStarting, JobStatus::kRunning})
     for (uint64_t seq : state_.JobsIn(q.name, st)) {
       active.push_back(seq);
       const ServiceJob& j = state_.jobs.at(seq).job;
       queue_used[j.instance_type] += j.instance_count;
+      held[{j.quota_share_name, j.instance_type}] += j.instance_count;
     }
   // Capacity per type: the environment's limit, and no more than this host can run beside
   // everything outside this queue.
@@ -651,19 +705,6 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
     index[share.name] = static_cast<int>(snap.shares.size());
     snap.shares.push_back(std::move(spec));
   }
-  for (uint64_t seq : runnable) {
-    ServiceJobState& js = state_.jobs.at(seq);
-    if (js.BackingOff(t.now)) continue;
-    auto it = index.find(js.job.quota_share_name);
-    if (it == index.end()) {
-      js.wait_reason = "quota share " + js.job.quota_share_name + " no longer exists";
-      continue;
-    }
-    snap.shares[static_cast<size_t>(it->second)].runnable.push_back({seq, js.job.instance_type, js.job.instance_count,
-                                                                     js.job.scheduling_priority, RuntimeBoundMs(js.job),
-                                                                     js.nominated});
-    js.nominated = false;
-  }
   for (uint64_t seq : active) {
     const ServiceJob& j = state_.jobs.at(seq).job;
     auto it = index.find(j.quota_share_name);
@@ -677,6 +718,7 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
     r.priority = j.scheduling_priority;
     r.start_order = tj ? tj->seq : seq;  // attempts are numbered as they start
     r.preempting = tj && tj->stop_cause == StopCause::kPreempt;
+    if (r.preempting) leaving[{j.quota_share_name, j.instance_type}] += j.instance_count;
     // A job inside the queue's minimum runtime is not preempted, so preemptions do not thrash.
     EpochMs ran_since = j.attempts.back().started_at ? j.attempts.back().started_at : j.scheduled_at;
     r.end_ms = LatestEnd(j, t.now, int64_t{config_.stop_grace_seconds} * 1000, tj && tj->stop_requested);
@@ -688,6 +730,75 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
                     t.now - ran_since >= min_runtime_ms;
     snap.running.push_back(r);
   }
+
+  // The offers: per share and class, the first jobs in submit order. A job of a class starts or
+  // preempts only inside its share's remaining quota, on idle capacity (capacity on its way back
+  // and warm pools included), or with in-share preemption on what its share holds; the jobs of the
+  // class behind that many (plus a margin) would fare as the last one offered, and wait for its
+  // reason (State::WaitReasonOf) until a later pass offers them. Jobs promised capacity by the
+  // last pass are offered wherever they stand. So a pass reads a few jobs per class, however deep
+  // the queue.
+  struct Offered {
+    State::QuotaClassJobs* jobs;
+    std::string share;
+    bool truncated;
+    std::set<uint64_t>::iterator next;  // the first job not offered
+  };
+  std::vector<Offered> offered_classes;
+  std::unordered_map<uint64_t, size_t> class_of_offer;  // job -> offered_classes index
+  std::vector<ServiceJobState*> promised;
+  for (auto& [share_name, classes] : queue_classes->second) {
+    auto it = index.find(share_name);
+    if (it == index.end()) {
+      all_wait(classes, "quota share " + share_name + " no longer exists");
+      continue;
+    }
+    const sched::QuotaShareSpec& spec = snap.shares[static_cast<size_t>(it->second)];
+    auto& runnable = snap.shares[static_cast<size_t>(it->second)].runnable;
+    for (auto& [cls, jobs] : classes) {
+      const int64_t limit = spec.limit.count(cls.instance_type) ? spec.limit.at(cls.instance_type) : 0;
+      const std::pair<std::string, std::string> key{share_name, cls.instance_type};
+      const int64_t own = held.count(key) ? held[key] : 0;
+      const int64_t back = leaving.count(key) ? leaving[key] : 0;
+      const int64_t cap = snap.capacity.count(cls.instance_type) ? snap.capacity[cls.instance_type] : 0;
+      int64_t room = std::max<int64_t>(0, limit - (own - back)) + std::max<int64_t>(0, cap - queue_used[cls.instance_type]);
+      for (const auto& [other, n] : leaving)
+        if (other.second == cls.instance_type) room += n;
+      if (spec.in_share_preemption) room += own;
+      int64_t n = room / std::max<int64_t>(1, cls.instance_count) + kQuotaOfferMargin;
+      const size_t c = offered_classes.size();
+      auto seq_it = jobs.seqs.begin();
+      for (; seq_it != jobs.seqs.end() && n > 0; ++seq_it) {
+        ServiceJobState& js = state_.jobs.at(*seq_it);
+        if (js.BackingOff(t.now)) {
+          js.reason_pass = pass;
+          continue;
+        }
+        --n;
+        runnable.push_back({*seq_it, js.job.instance_type, js.job.instance_count, js.job.scheduling_priority,
+                            RuntimeBoundMs(js.job), js.nominated});
+        if (js.nominated) promised.push_back(&js);
+        class_of_offer[*seq_it] = c;
+      }
+      offered_classes.push_back({&jobs, share_name, seq_it != jobs.seqs.end(), seq_it});
+    }
+  }
+  // The jobs promised capacity by the last pass, where they stand behind their class's offers.
+  auto& nominated = state_.quota_nominated[q.name];
+  for (uint64_t seq : nominated) {
+    auto js_it = state_.jobs.find(seq);
+    if (js_it == state_.jobs.end() || class_of_offer.count(seq)) continue;
+    ServiceJobState& js = js_it->second;
+    if (js.job.status != JobStatus::kRunnable || !js.nominated || js.BackingOff(t.now)) continue;
+    auto it = index.find(js.job.quota_share_name);
+    if (it == index.end()) continue;
+    snap.shares[static_cast<size_t>(it->second)].runnable.push_back(
+        {seq, js.job.instance_type, js.job.instance_count, js.job.scheduling_priority, RuntimeBoundMs(js.job), true});
+    promised.push_back(&js);
+  }
+  nominated.clear();
+  for (ServiceJobState* js : promised) js->nominated = false;
+  const auto& runnable = state_.JobsIn(q.name, JobStatus::kRunnable);
 
   // The Available warm pools of this queue hold their shares' instances until something waiting
   // may use them (sched::IdleHold); another share reclaiming its quota releases them
@@ -714,24 +825,39 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
   }
 
   sched::QuotaDecisions d = sched::ScheduleQuotaShares(snap);
-  for (uint64_t seq : d.promised) state_.jobs.at(seq).nominated = true;
+  for (uint64_t seq : d.promised) {
+    state_.jobs.at(seq).nominated = true;
+    nominated.push_back(seq);
+  }
 
   std::vector<uint64_t> front;
   for (const auto& f : d.front) {
     front.push_back(f.job_seq);
     state_.jobs.at(f.job_seq).estimated_start = f.estimated_start_ms;
   }
+  // Per offered class: the reason of its last job that waits (-1: none waits).
+  std::vector<int64_t> last_wait(offered_classes.size(), -1);
   for (const auto& w : d.waits) {
-    ServiceJobState& js = state_.jobs.at(w.job_seq);
-    const std::string& reason = d.ReasonOf(w);
-    js.wait_reason = reason;
-    SetWaitCode(t, js, StartsWith(reason, "MISCONFIGURATION:") ? reason.substr(0, reason.find(' ')) : "", reason);
+    SetQuotaWait(t, state_.jobs.at(w.job_seq), d.ReasonOf(w));
+    if (auto c = class_of_offer.find(w.job_seq); c != class_of_offer.end()) last_wait[c->second] = w.reason;
+  }
+  // The jobs of a class not offered wait as its last offered job does. A class that can never
+  // run says so on each of its jobs (their status reason and event, as AWS's blocked queue).
+  for (size_t c = 0; c < offered_classes.size(); ++c) {
+    Offered& o = offered_classes[c];
+    if (!o.truncated) continue;
+    const std::string reason = last_wait[c] >= 0 ? d.reasons[static_cast<size_t>(last_wait[c])]
+                                                 : "waiting for capacity: jobs of share '" + o.share +
+                                                       "' submitted before it are placed first";
     if (StartsWith(reason, "MISCONFIGURATION:")) {
-      if (js.job.status_reason != reason) {
-        js.job.status_reason = reason;
-        t.jobs.insert(w.job_seq);
+      for (auto it = o.next; it != o.jobs->seqs.end(); ++it) {
+        ServiceJobState& js = state_.jobs.at(*it);
+        if (!js.BackingOff(t.now)) SetQuotaWait(t, js, reason);
       }
+      continue;
     }
+    o.jobs->tail_reason = reason;
+    o.jobs->tail_pass = pass;
   }
   state_.front_of_queue[q.name] = front;
   for (const auto& p : d.preemptions) {

@@ -34,6 +34,9 @@ struct ServiceJobState {
   // The last quota pass made it wait on preemptions: the next pass offers it capacity first, so
   // that what its victims free goes to it (in memory; a restart only costs that precedence).
   bool nominated = false;
+  // The quota pass (State::quota_passes) that last wrote wait_reason; a later pass that did not
+  // offer the job explains it through its class instead (State::WaitReasonOf).
+  uint64_t reason_pass = 0;
   // The capacity-ladder rung the scheduling pass placed it on (-1: no ladder, its own type).
   int placement_rung = -1;
   // After a capacity failure the job is not placed again before this time (backoff; in memory).
@@ -68,6 +71,14 @@ struct AlarmState {
 };
 
 struct State {
+  State() = default;
+  // runnable_by_share points into `jobs`: a copy would point into the original (a move keeps
+  // the map's nodes, and so the pointers).
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+  State(State&&) = default;
+  State& operator=(State&&) = default;
+
   std::map<std::string, ServiceEnvironment> environments;  // by name
   std::map<std::string, JobQueue> queues;                  // by name
   std::map<std::string, SchedulingPolicy> policies;        // by name
@@ -82,6 +93,9 @@ struct State {
   struct DispatchKey {
     int priority;
     uint64_t seq;
+    // The job itself (not part of the order): a pass reads its jobs without a lookup by seq.
+    // Stable: map nodes do not move, and a job leaves the index before it leaves `jobs`.
+    ServiceJobState* js = nullptr;
     bool operator<(const DispatchKey& o) const { return priority != o.priority ? priority > o.priority : seq < o.seq; }
   };
   // Fair-share queue -> share identifier -> its RUNNABLE jobs in dispatch order, so that a
@@ -90,6 +104,33 @@ struct State {
   // schedulingPriority; a share with no RUNNABLE job has no entry. Kept by IndexRunnable and
   // UnindexRunnable, which every change of a job's status or priority goes through.
   std::map<std::string, std::map<std::string, std::set<DispatchKey>>> runnable_by_share;
+  // A RUNNABLE quota-share job's class: its schedulingPriority, instance type and count. The jobs
+  // of one class and share fare alike in a quota pass, so the pass offers each class only as many
+  // jobs as could start or preempt, plus a margin (ScheduleQuotaQueue); those behind wait for the
+  // same reason as the last one offered (`tail_reason`, written by pass `tail_pass`).
+  struct QuotaClass {
+    int priority;
+    std::string instance_type;
+    int64_t instance_count;
+    bool operator<(const QuotaClass& o) const {
+      if (priority != o.priority) return priority > o.priority;
+      if (instance_type != o.instance_type) return instance_type < o.instance_type;
+      return instance_count < o.instance_count;
+    }
+  };
+  struct QuotaClassJobs {
+    std::set<uint64_t> seqs;  // submit order
+    std::string tail_reason;
+    uint64_t tail_pass = 0;
+  };
+  // Quota-share queue -> quota share -> class -> its RUNNABLE jobs. Invariants as
+  // runnable_by_share's: a job is here iff it is RUNNABLE and has a quota share name, under its
+  // current schedulingPriority; empty entries are erased. Kept by IndexRunnable and UnindexRunnable.
+  using QuotaClasses = std::map<QuotaClass, QuotaClassJobs>;
+  std::map<std::string, std::map<std::string, QuotaClasses>> quota_runnable;
+  uint64_t quota_passes = 0;  // quota passes run since the start (in memory)
+  // Quota-share queue -> the jobs its last pass promised capacity (ServiceJobState::nominated).
+  std::map<std::string, std::vector<uint64_t>> quota_nominated;
   std::map<std::string, TrainingJob> training_jobs;        // by name
   // Training job names are unique regardless of case (ARNs carry them lower-cased, as AWS's do).
   std::unordered_map<std::string, std::string> training_job_by_lower;
@@ -151,12 +192,27 @@ struct State {
   }
   void AddTrainingJob(TrainingJob tj);
 
-  // Adds a RUNNABLE job to runnable_by_share (nothing for a job without a share identifier).
-  void IndexRunnable(const ServiceJob& j) {
-    if (!j.share_identifier.empty()) runnable_by_share[j.queue][j.share_identifier].insert({j.scheduling_priority, j.seq});
+  // Adds a RUNNABLE job to runnable_by_share or quota_runnable (nothing for a FIFO queue's job).
+  void IndexRunnable(ServiceJobState& js) {
+    const ServiceJob& j = js.job;
+    if (!j.share_identifier.empty()) runnable_by_share[j.queue][j.share_identifier].insert({j.scheduling_priority, j.seq, &js});
+    if (!j.quota_share_name.empty()) quota_runnable[j.queue][j.quota_share_name][ClassOf(j)].seqs.insert(j.seq);
   }
-  // Takes a job out of runnable_by_share: before it leaves RUNNABLE or its priority changes.
+  // Takes a job out of those indices: before it leaves RUNNABLE or its priority changes.
   void UnindexRunnable(const ServiceJob& j) {
+    if (!j.quota_share_name.empty()) {
+      auto q = quota_runnable.find(j.queue);
+      if (q == quota_runnable.end()) return;
+      auto share = q->second.find(j.quota_share_name);
+      if (share == q->second.end()) return;
+      auto c = share->second.find(ClassOf(j));
+      if (c == share->second.end()) return;
+      c->second.seqs.erase(j.seq);
+      if (c->second.seqs.empty()) share->second.erase(c);
+      if (share->second.empty()) q->second.erase(share);
+      if (q->second.empty()) quota_runnable.erase(q);
+      return;
+    }
     if (j.share_identifier.empty()) return;
     auto q = runnable_by_share.find(j.queue);
     if (q == runnable_by_share.end()) return;
@@ -165,6 +221,24 @@ struct State {
     share->second.erase({j.scheduling_priority, j.seq});
     if (share->second.empty()) q->second.erase(share);
     if (q->second.empty()) runnable_by_share.erase(q);
+  }
+
+  static QuotaClass ClassOf(const ServiceJob& j) { return {j.scheduling_priority, j.instance_type, j.instance_count}; }
+  const QuotaClassJobs* FindQuotaClass(const ServiceJob& j) const {
+    auto q = quota_runnable.find(j.queue);
+    if (q == quota_runnable.end()) return nullptr;
+    auto share = q->second.find(j.quota_share_name);
+    if (share == q->second.end()) return nullptr;
+    auto c = share->second.find(ClassOf(j));
+    return c == share->second.end() ? nullptr : &c->second;
+  }
+
+  // Why a RUNNABLE job waits, as of the last scheduling pass: its own reason, or for a quota-share
+  // job the last pass did not offer, its class's (QuotaClass).
+  const std::string& WaitReasonOf(const ServiceJobState& js) const {
+    if (js.job.quota_share_name.empty() || js.job.status != JobStatus::kRunnable) return js.wait_reason;
+    const QuotaClassJobs* c = FindQuotaClass(js.job);
+    return c && c->tail_pass > js.reason_pass ? c->tail_reason : js.wait_reason;
   }
 
   const std::set<uint64_t>& JobsIn(const std::string& queue, JobStatus s) const {

@@ -669,5 +669,84 @@ TEST_F(ControllerTest, AFairShareQueueStartsByTheIndexedDispatchOrder) {
   EXPECT_TRUE(c_->Read([](const State& s) { return s.runnable_by_share.empty(); }));
 }
 
+// A quota share of one instance, held by a running job; `share` adds to the share's request.
+class QuotaQueueTest : public ControllerTest {
+ protected:
+  void QuotaQueue(int64_t instances, const std::string& strategy) {
+    ASSERT_TRUE(CreatePolicy(json{{"name", "p"}, {"quotaSharePolicy", {{"idleResourceAssignmentStrategy", "FIFO"}}}}).ok());
+    ASSERT_TRUE(CreateEnvironment(EnvironmentRequest("e", instances, "ml.m5.large")).ok());
+    ASSERT_TRUE(CreateQueue(QueueRequest("q", "e", {{"schedulingPolicyArn", c_->Arn("batch", "scheduling-policy/p")}})).ok());
+    ASSERT_TRUE(CreateQuotaShare(json{{"jobQueue", "q"}, {"quotaShareName", "S"},
+                                      {"capacityLimits", {{{"capacityUnit", "ml.m5.large"}, {"maxCapacity", instances}}}},
+                                      {"resourceSharingConfiguration", {{"strategy", strategy}}},
+                                      {"preemptionConfiguration", {{"inSharePreemption", "DISABLED"}}}}).ok());
+  }
+  // The reason a describing client reads, and whether the last quota pass wrote it on the job itself.
+  std::pair<std::string, bool> WaitOf(const std::string& id) {
+    return c_->Read([&](const State& s) {
+      const ServiceJobState* js = s.FindJob(id);
+      return std::make_pair(s.WaitReasonOf(*js), js->reason_pass == s.quota_passes);
+    });
+  }
+};
+
+TEST_F(QuotaQueueTest, APassOffersAFewJobsOfAClassAndTheRestWaitForTheSameReason) {
+  QuotaQueue(1, "RESERVE");
+  Submit("hold", "q", {{"quotaShareName", "S"}});
+  c_->Step();
+  Run("hold");
+  std::vector<std::string> ids;
+  for (int k = 0; k < 300; ++k) ids.push_back(Submit("j" + std::to_string(k), "q", {{"quotaShareName", "S"}}));
+  c_->Step();  // admitted; one pass
+
+  const std::string at_quota = "waiting: share 'S' is at its quota (1 of 1 ml.m5.large)";
+  auto [first, first_offered] = WaitOf(ids.front());
+  EXPECT_EQ(first, at_quota);
+  EXPECT_TRUE(first_offered);
+  // Far behind what could start: not offered, and explained as the last job of its class offered.
+  auto [last, last_offered] = WaitOf(ids.back());
+  EXPECT_EQ(last, at_quota);
+  EXPECT_FALSE(last_offered);
+
+  // The instance comes back: the first job in submit order takes it, the rest still say why they wait.
+  clock_.advance_ms(1000);
+  Exit("hold", 0);
+  EXPECT_EQ(StatusOf(ids.front()), JobStatus::kScheduled);
+  for (size_t k = 1; k < ids.size(); ++k) ASSERT_EQ(StatusOf(ids[k]), JobStatus::kRunnable) << k;
+  EXPECT_EQ(WaitOf(ids.back()).first, at_quota);
+}
+
+TEST_F(QuotaQueueTest, EveryJobOfAClassThatCanNeverRunSaysSo) {
+  QuotaQueue(1, "RESERVE");
+  std::vector<std::string> ids;
+  for (int k = 0; k < 250; ++k) ids.push_back(Submit("big" + std::to_string(k), "q", {{"quotaShareName", "S"}}, 2));
+  c_->Step();
+  for (size_t k = 0; k < ids.size(); ++k) {
+    auto [status_reason, code] = c_->Read([&](const State& s) {
+      const ServiceJobState* js = s.FindJob(ids[k]);
+      return std::make_pair(js->job.status_reason, js->wait_code);
+    });
+    // Two instances in an environment of one: as AWS says of a job above the environment's limit.
+    ASSERT_EQ(status_reason.rfind("MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE - ", 0), 0u) << k << status_reason;
+    ASSERT_EQ(code, "MISCONFIGURATION:SERVICE_ENVIRONMENT_MAX_RESOURCE") << k;
+  }
+}
+
+TEST_F(QuotaQueueTest, ADisabledQueueExplainsEveryWaitingJob) {
+  QuotaQueue(1, "RESERVE");
+  Submit("hold", "q", {{"quotaShareName", "S"}});
+  c_->Step();
+  Run("hold");
+  std::vector<std::string> ids;
+  for (int k = 0; k < 200; ++k) ids.push_back(Submit("j" + std::to_string(k), "q", {{"quotaShareName", "S"}}));
+  c_->Step();
+  auto update = api::DecodeUpdateJobQueue(json{{"jobQueue", "q"}, {"state", "DISABLED"}});
+  ASSERT_TRUE(update.ok()) << update.status().message();
+  ASSERT_TRUE(c_->UpdateJobQueue(*update).ok());
+  c_->Step();
+  for (const std::string& id : {ids.front(), ids.back()})
+    EXPECT_EQ(WaitOf(id).first, "the job queue or its service environment is disabled");
+}
+
 }  // namespace
 }  // namespace ty::control
