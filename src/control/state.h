@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "control/metric_series.h"
+#include "control/principals.h"
 #include "control/telemetry.h"
 #include "core/model.h"
 
@@ -68,6 +69,7 @@ struct AlarmState {
 };
 
 struct State {
+  Principals principals;  // users, access keys, managed policies (principals.h)
   std::map<std::string, ServiceEnvironment> environments;  // by name
   std::map<std::string, JobQueue> queues;                  // by name
   std::map<std::string, SchedulingPolicy> policies;        // by name
