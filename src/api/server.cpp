@@ -7,6 +7,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "api/authorize.h"
 #include "api/errors.h"
 #include "api/events.h"
 #include "api/handlers.h"
@@ -60,6 +61,7 @@ constexpr const char* kEmbeddedJsonMembers[] = {"serviceRequestPayload", "EventP
 struct ApiServer::Impl {
   control::Controller& controller;
   RootCredential root;
+  Authorizer authz{controller};
   http::RateLimiter throttle;
   std::atomic<int64_t> throttled{0};  // requests refused by `throttle`, since start
   std::unique_ptr<obs::WebhookDispatcher> webhooks;
@@ -103,27 +105,44 @@ struct ApiServer::Impl {
   std::string NetworkMetrics() const;
   http::Response Stream(const http::Request& req);
   http::Response Refuse(int status, const std::string& message, const http::Request* head);
+  Status CheckScrape(const http::Request& req);
 
-  // Verifies the signature, then takes a token from the caller's bucket.
-  Status Authenticate(const http::Request& req, const std::string& service) {
+  // Verifies the signature (the root key or a user's, api/authorize.h), then takes a token from
+  // the caller's bucket.
+  StatusOr<Principal> Authenticate(const http::Request& req, const std::string& service) {
     HttpRequestView view;
     view.method = req.method;
     view.path = req.path;
     view.query = req.query;
     view.headers = req.headers;
     view.body = req.body;
-    SecretLookup lookup = [this](std::string_view key) -> std::optional<std::string> {
+    // One directory for the whole request: a key deleted meanwhile is honoured to its end.
+    std::shared_ptr<const control::PrincipalDirectory> users = controller.directory();
+    SecretLookup lookup = [&](std::string_view key) -> std::optional<std::string> {
       if (key == root.access_key_id) return root.secret_access_key;
+      if (auto it = users->keys.find(key); it != users->keys.end()) return it->second.secret;
       return std::nullopt;
     };
     auto caller = VerifySigV4(view, lookup, controller.config().region, {service}, SystemClock::instance().now_ms());
     if (!caller.ok()) return caller.status();
+    Principal who = Principal::Root(controller.config().account_id, caller->access_key_id);
+    if (caller->access_key_id != root.access_key_id) {
+      const auto& key = users->keys.find(caller->access_key_id)->second;
+      who.type = Principal::Type::kUser;
+      who.arn = key.principal->user.arn;
+      who.name = key.principal->user.name;
+      who.entry = key.principal;
+    }
     if (!throttle.Admit(caller->access_key_id, MonotonicMs())) {
       throttled.fetch_add(1);
       return Status(Code::kThrottled, "Rate exceeded (server.throttle_rate = " + FormatRate(controller.config().throttle_rate) +
                                           " requests per second per access key)");
     }
-    return Status::Ok();
+    return who;
+  }
+
+  CallContext ContextOf(const http::Request& req) const {
+    return {req.remote_address, /*secure_transport=*/false, controller.Now()};
   }
 
   static std::string FormatRate(double r) {
@@ -162,10 +181,17 @@ struct ApiServer::Impl {
   http::Response Handle(const http::Request& req, Protocol protocol, const std::string& service, const ServiceModel* model,
                         const std::string& operation) {
     auto t0 = std::chrono::steady_clock::now();
-    Status auth = Authenticate(req, service);
-    if (!auth.ok()) return Reply(protocol, auth);
+    auto caller = Authenticate(req, service);
+    if (!caller.ok()) return Reply(protocol, caller.status());
     auto body = ParseBody(req);
     if (!body.ok()) return Reply(protocol, body.status());
+    const CallContext context = ContextOf(req);
+    const Api api = protocol == Protocol::kBatchRestJson ? Api::kBatch
+                    : protocol == Protocol::kLogsJson   ? Api::kLogs
+                    : model                             ? Api::kSageMaker
+                                                        : Api::kTrainyard;
+    // Who may do what (api/authorize.h): after validation, before anything is read or changed.
+    auto authorize = [&] { return authz.Check(*caller, context, api, operation, *body); };
     Response out = Status(Code::kUnknownOperation, "");
     if (model) {
       const ServiceModel::Operation* op = model->FindOperation(operation);
@@ -174,12 +200,18 @@ struct ApiServer::Impl {
         return Reply(protocol, Status(Code::kUnknownOperation, "Operation " + operation + " is not supported by this server"));
       Status valid = model->ValidateInput(*op, *body);
       if (!valid.ok()) return Reply(protocol, valid);
-      out = protocol == Protocol::kBatchRestJson ? HandleBatch(controller, operation, *body)
-                                                  : HandleSageMaker(controller, operation, *body);
+      if (Status allowed = authorize(); !allowed.ok()) return Reply(protocol, allowed);
+      out = protocol == Protocol::kBatchRestJson ? HandleBatch(controller, operation, *body, caller->arn)
+                                                  : HandleSageMaker(controller, operation, *body, caller->arn);
     } else if (protocol == Protocol::kLogsJson) {
       if (!LogsImplements(operation))
         return Reply(protocol, Status(Code::kUnknownOperation, "Operation " + operation + " is not supported by this server"));
+      if (Status allowed = authorize(); !allowed.ok()) return Reply(protocol, allowed);
       out = HandleLogs(controller, operation, *body);
+    } else if (Status allowed = authorize(); !allowed.ok()) {
+      return Reply(protocol, allowed);
+    } else if (IamAdminImplements(operation)) {
+      out = HandleIamAdmin(controller, operation, *body);
     } else if (operation == "AdvanceClock") {
       out = HandleAdvanceClock(controller, *body);
     } else if (operation == "Interrupt") {
@@ -195,6 +227,7 @@ struct ApiServer::Impl {
     } else {
       out = HandleGetLogs(controller, *body);
     }
+    if (out.ok()) authz.FilterReply(*caller, context, api, operation, &*out);  // List calls: what the caller may see
     http::Response res;
     if (!out.ok()) {
       if (out.status().code() == Code::kInternal) spdlog::error("{}: {}", operation, out.status().message());
@@ -220,8 +253,10 @@ struct ApiServer::Impl {
 // (a sequence number; default: the newest, or the Last-Event-ID header), source, detail-type,
 // queue, share (each may repeat) and pattern (an EventBridge pattern).
 http::Response ApiServer::Impl::Stream(const http::Request& req) {
-  Status auth = Authenticate(req, "events");
-  if (!auth.ok()) return Reply(Protocol::kSageMakerJson, auth);
+  auto caller = Authenticate(req, "events");
+  if (!caller.ok()) return Reply(Protocol::kSageMakerJson, caller.status());
+  if (Status allowed = authz.Check(*caller, ContextOf(req), Api::kTrainyard, "Events", json::object()); !allowed.ok())
+    return Reply(Protocol::kSageMakerJson, allowed);
   store::EventLog* log = controller.events();
   if (!log || !controller.config().events_enabled)
     return Reply(Protocol::kSageMakerJson, FailedPrecondition("events are not enabled on this server"));
@@ -320,12 +355,17 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
     };
     for (const auto& [p, op] : kOwn)
       if (path == p) return Handle(req, Protocol::kSageMakerJson, "sagemaker", nullptr, op);
+    // Users, keys and policies (api/iam_api.cpp): /trainyard/v1/admin/iam/<Operation>.
+    static const std::string kIamPrefix = "/trainyard/v1/admin/iam/";
+    if (path.rfind(kIamPrefix, 0) == 0 && IamAdminImplements(path.substr(kIamPrefix.size())))
+      return Handle(req, Protocol::kSageMakerJson, "sagemaker", nullptr, path.substr(kIamPrefix.size()));
     // Events (docs/events.md): replay from a cursor, with long polling, signed as "events".
     if (path == "/trainyard/v1/events") return Handle(req, Protocol::kSageMakerJson, "events", nullptr, "Events");
   } else if (req.method == "GET") {
     if (path == "/trainyard/v1/events/stream") return Stream(req);
-    // Prometheus scrape endpoint: unauthenticated, read-only (docs/metrics.md).
+    // Prometheus scrape endpoint, read-only (docs/metrics.md): open unless server.metrics_token is set.
     if (path == "/metrics") {
+      if (Status allowed = CheckScrape(req); !allowed.ok()) return Reply(Protocol::kSageMakerJson, allowed);
       http::Response res;
       res.body = RenderMetrics(controller);
       if (store::EventLog* log = controller.events())
@@ -338,6 +378,26 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
   http::Response res = Reply(ProtocolOf(req), Status(Code::kUnknownOperation, "No operation at " + req.method + " " + path));
   res.status = 404;
   return res;
+}
+
+// With server.metrics_token set: the token as a bearer, or a signed request from root or a user
+// allowed trainyard:GetMetrics.
+Status ApiServer::Impl::CheckScrape(const http::Request& req) {
+  const std::string& token = controller.config().metrics_token;
+  if (token.empty()) return Status::Ok();
+  if (const std::string* auth = req.Header("Authorization"); auth && StartsWith(*auth, "Bearer ")) {
+    const std::string given = auth->substr(7);
+    // Compared in constant time: the token is a secret.
+    unsigned char diff = given.size() != token.size();
+    for (size_t i = 0; i < given.size() && i < token.size(); ++i) diff |= given[i] ^ token[i];
+    if (diff) return Status(Code::kAccessDenied, "The scrape token is not valid (server.metrics_token)");
+    return Status::Ok();
+  }
+  if (!req.Header("Authorization"))
+    return Status(Code::kUnauthenticated, "GET /metrics needs Authorization: Bearer <server.metrics_token> or a signed request");
+  auto caller = Authenticate(req, "sagemaker");
+  if (!caller.ok()) return caller.status();
+  return authz.CheckAction(*caller, ContextOf(req), "trainyard:GetMetrics");
 }
 
 // The listener's own families (docs/metrics.md), beside the controller's.

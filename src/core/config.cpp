@@ -215,7 +215,7 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
                                       "data_dir_reserve_mib", "max_header_bytes", "max_header_fields", "max_buffered_request_bytes",
                                       "header_timeout_seconds", "body_timeout_seconds",
                                       "idle_timeout_seconds", "max_connections", "io_threads", "max_json_depth",
-                                      "throttle_rate", "throttle_burst"},
+                                      "throttle_rate", "throttle_burst", "metrics_token"},
                                  "[server]"));
     TY_RETURN_IF_ERROR(Read(*s, "listen", &c.listen, "server."));
     TY_RETURN_IF_ERROR(Read(*s, "data_dir", &c.data_dir, "server."));
@@ -239,6 +239,7 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     TY_RETURN_IF_ERROR(Read(*s, "max_json_depth", &c.max_json_depth, "server."));
     TY_RETURN_IF_ERROR(Read(*s, "throttle_rate", &c.throttle_rate, "server."));
     TY_RETURN_IF_ERROR(Read(*s, "throttle_burst", &c.throttle_burst, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "metrics_token", &c.metrics_token, "server."));
     if (c.max_request_bytes < 1) return InvalidArgument("config: server.max_request_bytes must be >= 1");
     if (c.http_threads < 1) return InvalidArgument("config: server.http_threads must be >= 1");
     if (c.max_header_bytes < 1024) return InvalidArgument("config: server.max_header_bytes must be >= 1024");

@@ -136,6 +136,10 @@ struct Config {
   int max_json_depth = 64;               // deeper JSON request bodies are refused before parsing
   double throttle_rate = 25000;          // requests per second per access key (0 = no throttling)
   double throttle_burst = 50000;         // the bucket's size: requests a key may make at once
+  // GET /metrics: "" leaves it open (as before users existed); otherwise a scrape sends
+  // "Authorization: Bearer <token>", or signs the request as root or as a user allowed
+  // trainyard:GetMetrics. Never logged.
+  std::string metrics_token;
   bool sqlite_synchronous_full = true;
   // [server] data_dir_reserve_mib: free space the data dir's file system keeps. Under it no job
   // starts and the running job using most of the data dir is failed (docs/configuration.md,

@@ -266,6 +266,9 @@ class Session : public std::enable_shared_from_this<Session> {
     req.query = q == std::string::npos ? "" : req.target.substr(q + 1);
     for (const auto& f : message) req.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
     req.body = std::move(message.body());
+    beast::error_code peer_error;
+    const auto peer = stream_.socket().remote_endpoint(peer_error);
+    if (!peer_error) req.remote_address = peer.address().to_string();
     server_.workers.Push([self = shared_from_this(), req = std::move(req)]() mutable { self->Serve(req); });
   }
 

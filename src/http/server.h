@@ -29,6 +29,7 @@ struct Request {
   std::string query;   // target after '?', without it; may be empty
   Fields headers;      // names as received
   std::string body;
+  std::string remote_address;  // the peer's IP address ("" unknown), for aws:SourceIp
 
   // The first header named `name` (compared case-insensitively), or null.
   const std::string* Header(std::string_view name) const;
