@@ -199,6 +199,8 @@ class IamTest(ServerTest):
             log = f.read().decode(errors="replace")
         self.server = self.new_server()
         events = self.server.raw_call("events", "Events", {"After": "0", "Limit": 1000}, path="/trainyard/v1/events")
+        self.assertIn("job-b", json.dumps(events))  # the events were read: the check below is not vacuous
+        self.assertTrue(log)
         for k in self.keys.values():
             self.assertNotIn(k["SecretAccessKey"], log)
             self.assertNotIn(k["SecretAccessKey"], json.dumps(events))
