@@ -244,5 +244,49 @@ class IamTest(ServerTest):
         return resp.status, data
 
 
+class MetricsTokenTest(ServerTest):
+    """With server.metrics_token set, /metrics takes the token, root, or a user allowed trainyard:GetMetrics."""
+    server_config = '[server]\nmetrics_token = "scrape-me"\n'
+
+    def get(self, headers):
+        import http.client
+        import urllib.parse
+        u = urllib.parse.urlparse(self.server.url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        conn.request("GET", "/metrics", headers=headers)
+        resp = conn.getresponse()
+        body = resp.read().decode()
+        conn.close()
+        return resp.status, body
+
+    def signed(self, key, secret):
+        import botocore.auth
+        import botocore.awsrequest
+        import botocore.credentials
+        req = botocore.awsrequest.AWSRequest(method="GET", url=self.server.url + "/metrics")
+        botocore.auth.SigV4Auth(botocore.credentials.Credentials(key, secret), "sagemaker", REGION).add_auth(req)
+        return dict(req.headers.items())
+
+    def test_a_scrape_needs_the_token_or_a_permitted_signature(self):
+        self.assertEqual(self.get({})[0], 403)
+        status, body = self.get({"Authorization": "Bearer wrong"})
+        self.assertEqual(status, 403)
+        self.assertNotIn("scrape-me", body)
+        status, body = self.get({"Authorization": "Bearer scrape-me"})
+        self.assertEqual(status, 200)
+        self.assertIn("trainyard_", body)
+        self.assertEqual(self.get(self.signed(*self.server.credentials()))[0], 200)
+        admin = lambda op, body: self.server.admin("admin/iam/" + op, body)
+        admin("CreateUser", {"UserName": "viewer"})
+        k = admin("CreateAccessKey", {"UserName": "viewer"})["AccessKey"]
+        status, body = self.get(self.signed(k["AccessKeyId"], k["SecretAccessKey"]))
+        self.assertEqual(status, 403)
+        self.assertIn("trainyard:GetMetrics", body)
+        admin("CreatePolicy", {"PolicyName": "scrape", "PolicyDocument": json.dumps(
+            {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "trainyard:GetMetrics", "Resource": "*"}]})})
+        admin("AttachUserPolicy", {"UserName": "viewer", "PolicyName": "scrape"})
+        self.assertEqual(self.get(self.signed(k["AccessKeyId"], k["SecretAccessKey"]))[0], 200)
+
+
 if __name__ == "__main__":
     unittest.main()
