@@ -99,6 +99,12 @@ struct Target {
   std::string quota_share;     // trainyard:QuotaShare of a job acted on
 };
 
+Target AnyResource() {
+  Target t;
+  t.arn = "*";
+  return t;
+}
+
 std::string StringMember(const json& req, std::string_view field) {
   auto it = req.find(field);
   return it != req.end() && it->is_string() ? it->get<std::string>() : std::string();
@@ -207,7 +213,10 @@ void SetResourceKeys(iam::Request* r, const Target& t) {
 
 // The decision for one request, and the AccessDenied text when it is a denial.
 AccessDecision Decide(const Principal& caller, const iam::Request& r, std::string* denial = nullptr) {
-  AccessDecision d{caller.arn, r.action, r.resource};
+  AccessDecision d;
+  d.principal = caller.arn;
+  d.action = r.action;
+  d.resource = r.resource;
   if (caller.is_root()) {
     d.allowed = true;
     return d;
@@ -334,11 +343,8 @@ Status Authorizer::Check(const Principal& caller, const CallContext& ctx, Api ap
   };
 
   switch (access->resource) {
-    case ResourceKind::kNone: {
-      Target t;
-      t.arn = "*";
-      return check_one(t);
-    }
+    case ResourceKind::kNone:
+      return check_one(AnyResource());
     case ResourceKind::kJobQueue:
       return check_one(read_queue(name));
     case ResourceKind::kNewQuotaShare: {
@@ -394,7 +400,7 @@ Status Authorizer::Check(const Principal& caller, const CallContext& ctx, Api ap
     }
     case ResourceKind::kSchedulingPolicies: {
       auto it = request.find(access->field);
-      if (it == request.end() || !it->is_array()) return check_one(Target{"*"});
+      if (it == request.end() || !it->is_array()) return check_one(AnyResource());
       for (const auto& arn : *it) {
         if (!arn.is_string()) continue;
         Target t = controller_.Read([&](const State& s) {
@@ -464,7 +470,7 @@ Status Authorizer::Check(const Principal& caller, const CallContext& ctx, Api ap
       return check_one(t);
     }
   }
-  return check_one(Target{"*"});
+  return check_one(AnyResource());
 }
 
 Status Authorizer::CheckAction(const Principal& caller, const CallContext& ctx, const std::string& action) const {

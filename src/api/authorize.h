@@ -75,11 +75,11 @@ struct OperationAccess {
   Api api;
   std::string_view operation;  // as routed: "SubmitServiceJob", "CreateUser", ...
   ResourceKind resource = ResourceKind::kNone;
-  std::string_view field;      // the request member naming the resource ("" for kNone)
+  std::string_view field = {};  // the request member naming the resource ("" for kNone)
   // For List and Describe-many calls: the reply's array of items, each checked again with
   // `item_action` on its own ARN, and left out unless allowed ("" : the reply is not filtered).
-  std::string_view list_member;
-  std::string_view item_action;
+  std::string_view list_member = {};
+  std::string_view item_action = {};
 };
 
 // The entry for an operation; null when it has none (a new operation without one is refused as

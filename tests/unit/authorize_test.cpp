@@ -46,7 +46,9 @@ TEST(OperationAccess, EveryLogsAndAdminOperationServedHasAMapping) {
   for (const char* op : {"DescribeLogGroups", "DescribeLogStreams", "GetLogEvents", "FilterLogEvents", "GetLogRecord",
                          "StartQuery", "GetQueryResults", "PutLogEvents", "CreateLogGroup", "DeleteLogGroup",
                          "CreateLogStream", "DeleteLogStream", "TagLogGroup", "ListTagsLogGroup", "StartLiveTail"})
-    if (LogsImplements(op)) EXPECT_NE(FindOperationAccess(Api::kLogs, op), nullptr) << "logs:" << op;
+    if (LogsImplements(op)) {
+      EXPECT_NE(FindOperationAccess(Api::kLogs, op), nullptr) << "logs:" << op;
+    }
   for (const char* op : {"CreateUser", "DeleteUser", "ListUsers", "TagUser", "UntagUser", "CreateAccessKey",
                          "ListAccessKeys", "DeleteAccessKey", "CreatePolicy", "GetPolicy", "ListPolicies",
                          "DeletePolicy", "AttachUserPolicy", "DetachUserPolicy"}) {
@@ -61,8 +63,12 @@ TEST(OperationAccess, EveryLogsAndAdminOperationServedHasAMapping) {
 TEST(OperationAccess, ListCallsNameTheirItemsAndADescribeAction) {
   for (const OperationAccess& a : AllOperationAccess()) {
     EXPECT_EQ(a.list_member.empty(), a.item_action.empty()) << a.operation;
-    if (!a.item_action.empty()) EXPECT_NE(a.item_action.find(':'), std::string_view::npos) << a.operation;
-    if (a.resource != ResourceKind::kNone) EXPECT_FALSE(a.field.empty()) << a.operation;
+    if (!a.item_action.empty()) {
+      EXPECT_NE(a.item_action.find(':'), std::string_view::npos) << a.operation;
+    }
+    if (a.resource != ResourceKind::kNone) {
+      EXPECT_FALSE(a.field.empty()) << a.operation;
+    }
   }
 }
 
