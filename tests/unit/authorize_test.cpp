@@ -261,6 +261,27 @@ TEST_F(AuthorizerTest, TheSubmitterIsTheJobOwner) {
   EXPECT_TRUE(authz().Check(As("member-a"), ctx(), Api::kBatch, "DescribeServiceJob", {{"jobId", job_b}}).ok());
 }
 
+TEST_F(AuthorizerTest, TheCallsConditionKeysReachThePolicy) {
+  // Allowed from 10.0.0.0/8 only, to a user named in the resource, before a date.
+  constexpr const char* kScoped = R"({"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Action": "trainyard:ListAccessKeys", "Resource": "arn:aws:iam::*:user/${aws:username}",
+     "Condition": {"IpAddress": {"aws:SourceIp": "10.0.0.0/8"}, "Bool": {"aws:SecureTransport": "false"},
+                   "DateLessThan": {"aws:CurrentTime": "2027-01-01T00:00:00Z"}}}]})";
+  ASSERT_TRUE(c_->CreatePolicy({"scoped", kScoped, ""}).ok());
+  ASSERT_TRUE(c_->AttachPolicy({"member-a", "scoped"}).ok());
+  const json own = {{"UserName", "member-a"}};
+  CallContext inside{"10.1.2.3", false, 1'790'000'000'000};  // 2026-09-21
+  EXPECT_TRUE(authz().Check(As("member-a"), inside, Api::kTrainyard, "ListAccessKeys", own).ok());
+  EXPECT_EQ(authz().Check(As("member-a"), inside, Api::kTrainyard, "ListAccessKeys", {{"UserName", "member-b"}}).code(),
+            Code::kAccessDenied);
+  CallContext outside = inside;
+  outside.source_ip = "192.168.1.1";
+  EXPECT_EQ(authz().Check(As("member-a"), outside, Api::kTrainyard, "ListAccessKeys", own).code(), Code::kAccessDenied);
+  CallContext later = inside;
+  later.now = 1'800'000'000'000;  // 2027-01-15
+  EXPECT_EQ(authz().Check(As("member-a"), later, Api::kTrainyard, "ListAccessKeys", own).code(), Code::kAccessDenied);
+}
+
 TEST_F(AuthorizerTest, RootIsAllowedEverythingAndAnUnmappedOperationNobodyElse) {
   Principal root = Principal::Root("000000000000", "AKIAROOT");
   EXPECT_TRUE(authz().Check(root, ctx(), Api::kBatch, "DeleteJobQueue", {{"jobQueue", "x"}}).ok());
