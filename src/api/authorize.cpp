@@ -73,6 +73,7 @@ constexpr OperationAccess kAccess[] = {
     {Api::kTrainyard, "AdvanceClock", ResourceKind::kNone},
     {Api::kTrainyard, "CostReport", ResourceKind::kNone},
     {Api::kTrainyard, "Events", ResourceKind::kNone},
+    {Api::kTrainyard, "LookupAuditEvents", ResourceKind::kNone},
     {Api::kTrainyard, "CreateUser", ResourceKind::kUser, "UserName"},
     {Api::kTrainyard, "DeleteUser", ResourceKind::kUser, "UserName"},
     {Api::kTrainyard, "TagUser", ResourceKind::kUser, "UserName"},

@@ -23,7 +23,10 @@ WireError ToWireError(Protocol protocol, const Status& st) {
     case Code::kExpired:
       return {403, "InvalidSignatureException", st.message()};
     case Code::kUnknownOperation:
-      return {400, "UnknownOperationException", st.message()};
+      // What AWS's front ends answer for a request no operation claims: a rest-json service
+      // routes by method and path, and an unknown route is a 404; a JSON 1.1 service names the
+      // operation in X-Amz-Target, and an unknown target is a 400. The type is the same.
+      return {batch ? 404 : 400, "UnknownOperationException", st.message()};
     case Code::kPayloadTooLarge:
       return {413, batch ? "ClientException" : "ValidationException", st.message()};
     case Code::kInvalidArgument:

@@ -83,6 +83,23 @@ std::string RenderEvent(const Config& config, const State& s, const EventTrigger
       stored["queue"] = data.value("rule", json::object()).value("queue", "");
       break;
     }
+    case EventTrigger::Kind::kApiCall: {
+      // An audit record (api/audit.h), as EventBridge delivers CloudTrail's: the record is the detail.
+      json record = json::parse(e.data, nullptr, false);
+      if (!record.is_object()) record = json::object();
+      const std::string source = record.value("eventSource", "");
+      event["source"] = EndsWith(source, ".amazonaws.com") ? "aws." + source.substr(0, source.size() - 14) : source;
+      event["detail-type"] = "AWS API Call via CloudTrail";
+      for (const auto& r : record.value("resources", json::array()))
+        if (r.is_object() && StartsWith(r.value("name", ""), "arn:")) event["resources"].push_back(r["name"]);
+      for (const auto& r : record.value("resources", json::array()))
+        if (r.is_object() && r.value("type", "") == "AWS::Batch::JobQueue") {
+          stored["queue"] = r.value("name", "");
+          break;
+        }
+      event["detail"] = std::move(record);
+      break;
+    }
   }
   stored["event"] = std::move(event);
   return stored.dump();

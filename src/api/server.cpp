@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/authorize.h"
+#include "api/audit.h"
 #include "api/errors.h"
 #include "api/events.h"
 #include "api/handlers.h"
@@ -76,18 +77,19 @@ struct ApiServer::Impl {
     return protocol != Protocol::kBatchRestJson ? "application/x-amz-json-1.1" : "application/json";
   }
 
-  http::Response Reply(Protocol protocol, const Status& st) {
+  // `request_id`: the call's (its audit record carries the same); a new one when the reply is not a call's.
+  http::Response Reply(Protocol protocol, const Status& st, const std::string& request_id = NewRequestId()) {
     WireError e = ToWireError(protocol, st);
     http::Response res;
     res.status = e.http_status;
-    res.headers = {{"x-amzn-ErrorType", e.type}, {"x-amzn-RequestId", NewRequestId()}, {"Content-Type", ContentType(protocol)}};
+    res.headers = {{"x-amzn-ErrorType", e.type}, {"x-amzn-RequestId", request_id}, {"Content-Type", ContentType(protocol)}};
     res.body = ErrorBody(protocol, e);
     return res;
   }
 
-  http::Response Reply(Protocol protocol, const json& body) {
+  http::Response Reply(Protocol protocol, const json& body, const std::string& request_id) {
     http::Response res;
-    res.headers = {{"x-amzn-RequestId", NewRequestId()}, {"Content-Type", ContentType(protocol)}};
+    res.headers = {{"x-amzn-RequestId", request_id}, {"Content-Type", ContentType(protocol)}};
     res.body = body.dump();
     return res;
   }
@@ -107,9 +109,15 @@ struct ApiServer::Impl {
   http::Response Refuse(int status, const std::string& message, const http::Request* head);
   Status CheckScrape(const http::Request& req);
 
+  // The answer to a call refused before its handler ran: its audit record first (api/audit.h).
+  http::Response Refused(AuditedCall& call, Protocol protocol, const Status& st) {
+    call.Finish(st);
+    return Reply(protocol, st, call.request_id());
+  }
+
   // Verifies the signature (the root key or a user's, api/authorize.h), then takes a token from
-  // the caller's bucket.
-  StatusOr<Principal> Authenticate(const http::Request& req, const std::string& service) {
+  // the caller's bucket. Names the caller in `who`.
+  StatusOr<Principal> Authenticate(const http::Request& req, const std::string& service, AuditRecord* who) {
     HttpRequestView view;
     view.method = req.method;
     view.path = req.path;
@@ -125,24 +133,26 @@ struct ApiServer::Impl {
     };
     auto caller = VerifySigV4(view, lookup, controller.config().region, {service}, SystemClock::instance().now_ms());
     if (!caller.ok()) return caller.status();
-    Principal who = Principal::Root(controller.config().account_id, caller->access_key_id);
+    Principal principal = Principal::Root(controller.config().account_id, caller->access_key_id);
     if (caller->access_key_id != root.access_key_id) {
       const auto& key = users->keys.find(caller->access_key_id)->second;
-      who.type = Principal::Type::kUser;
-      who.arn = key.principal->user.arn;
-      who.name = key.principal->user.name;
-      who.entry = key.principal;
+      principal.type = Principal::Type::kUser;
+      principal.arn = key.principal->user.arn;
+      principal.name = key.principal->user.name;
+      principal.entry = key.principal;
     }
+    who->access_key_id = caller->access_key_id;
+    who->principal = principal.is_root() ? "root" : principal.arn;
     if (!throttle.Admit(caller->access_key_id, MonotonicMs())) {
       throttled.fetch_add(1);
       return Status(Code::kThrottled, "Rate exceeded (server.throttle_rate = " + FormatRate(controller.config().throttle_rate) +
                                           " requests per second per access key)");
     }
-    return who;
+    return principal;
   }
 
   CallContext ContextOf(const http::Request& req) const {
-    return {req.remote_address, /*secure_transport=*/false, controller.Now()};
+    return {req.peer, /*secure_transport=*/false, controller.Now()};
   }
 
   static std::string FormatRate(double r) {
@@ -178,35 +188,62 @@ struct ApiServer::Impl {
     return j;
   }
 
+  // An operation this server does not serve, answered before authentication as AWS's front ends do
+  // (the route is resolved first); errors.cpp picks the status each protocol uses.
+  http::Response UnknownOperation(Protocol protocol, const std::string& what) {
+    return Reply(protocol, Status(Code::kUnknownOperation, what));
+  }
+
   http::Response Handle(const http::Request& req, Protocol protocol, const std::string& service, const ServiceModel* model,
                         const std::string& operation) {
     auto t0 = std::chrono::steady_clock::now();
-    auto caller = Authenticate(req, service);
-    if (!caller.ok()) return Reply(protocol, caller.status());
+    const ServiceModel::Operation* op = model ? model->FindOperation(operation) : nullptr;
+    if (model || protocol == Protocol::kLogsJson) {
+      bool implemented = protocol == Protocol::kBatchRestJson  ? BatchImplements(operation)
+                         : protocol == Protocol::kLogsJson     ? LogsImplements(operation)
+                                                               : SageMakerImplements(operation);
+      if ((model && !op) || !implemented)
+        return UnknownOperation(protocol, "Operation " + operation + " is not supported by this server");
+    }
+    AuditedCall call(controller, req, protocol, model || protocol == Protocol::kLogsJson ? service : "trainyard",
+                     operation);
+    auto caller = Authenticate(req, service, &call.record());
+    if (!caller.ok()) return Refused(call, protocol, caller.status());
     auto body = ParseBody(req);
-    if (!body.ok()) return Reply(protocol, body.status());
+    if (!body.ok()) return Refused(call, protocol, body.status());
+    call.SetBody(*body);
     const CallContext context = ContextOf(req);
     const Api api = protocol == Protocol::kBatchRestJson ? Api::kBatch
                     : protocol == Protocol::kLogsJson   ? Api::kLogs
                     : model                             ? Api::kSageMaker
                                                         : Api::kTrainyard;
-    // Who may do what (api/authorize.h): after validation, before anything is read or changed.
-    auto authorize = [&] { return authz.Check(*caller, context, api, operation, *body); };
+    // Who may do what (api/authorize.h): after validation, before anything is read or changed. A
+    // refusal's deciding statement goes into the audit record.
+    auto authorize = [&]() -> Status {
+      std::vector<AccessDecision> decisions;
+      Status allowed = authz.Check(*caller, context, api, operation, *body, caller->is_root() ? nullptr : &decisions);
+      if (!allowed.ok() && !decisions.empty() && !decisions.back().statement.empty())
+        call.record().deciding_statement = decisions.back().policy + "/" + decisions.back().statement;
+      return allowed;
+    };
     Response out = Status(Code::kUnknownOperation, "");
+    auto audit_scope = call.OfferToCommand();  // the handler's command stores the record with its change
     if (model) {
-      const ServiceModel::Operation* op = model->FindOperation(operation);
-      bool implemented = protocol == Protocol::kBatchRestJson ? BatchImplements(operation) : SageMakerImplements(operation);
-      if (!op || !implemented)
-        return Reply(protocol, Status(Code::kUnknownOperation, "Operation " + operation + " is not supported by this server"));
       Status valid = model->ValidateInput(*op, *body);
-      if (!valid.ok()) return Reply(protocol, valid);
-      if (Status allowed = authorize(); !allowed.ok()) return Reply(protocol, allowed);
+      if (!valid.ok()) {
+        audit_scope.reset();
+        return Refused(call, protocol, valid);
+      }
+      if (Status allowed = authorize(); !allowed.ok()) {
+        audit_scope.reset();
+        return Refused(call, protocol, allowed);
+      }
       out = protocol == Protocol::kBatchRestJson ? HandleBatch(controller, operation, *body, caller->arn)
                                                   : HandleSageMaker(controller, operation, *body, caller->arn);
+    } else if (Status allowed = authorize(); !allowed.ok()) {
+      audit_scope.reset();
+      return Refused(call, protocol, allowed);
     } else if (protocol == Protocol::kLogsJson) {
-      if (!LogsImplements(operation))
-        return Reply(protocol, Status(Code::kUnknownOperation, "Operation " + operation + " is not supported by this server"));
-      if (Status allowed = authorize(); !allowed.ok()) return Reply(protocol, allowed);
       out = HandleLogs(controller, operation, *body);
     } else if (Status allowed = authorize(); !allowed.ok()) {
       return Reply(protocol, allowed);
@@ -224,16 +261,20 @@ struct ApiServer::Impl {
       out = HandleEvents(controller, *body);
     } else if (operation == "SystemMetrics") {
       out = HandleSystemMetrics(controller, *body);
+    } else if (operation == "LookupAuditEvents") {
+      out = HandleLookupAuditEvents(controller, *body);
     } else {
       out = HandleGetLogs(controller, *body);
     }
+    audit_scope.reset();
+    call.Finish(out.status());
     if (out.ok()) authz.FilterReply(*caller, context, api, operation, &*out);  // List calls: what the caller may see
     http::Response res;
     if (!out.ok()) {
       if (out.status().code() == Code::kInternal) spdlog::error("{}: {}", operation, out.status().message());
-      res = Reply(protocol, out.status());
+      res = Reply(protocol, out.status(), call.request_id());
     } else {
-      res = Reply(protocol, *out);
+      res = Reply(protocol, *out, call.request_id());
     }
     // A large reply (a page of log events or metric points) was built as a JSON tree several times
     // its size. glibc keeps what a worker frees in that worker's arena, one arena per worker, so
@@ -253,10 +294,11 @@ struct ApiServer::Impl {
 // (a sequence number; default: the newest, or the Last-Event-ID header), source, detail-type,
 // queue, share (each may repeat) and pattern (an EventBridge pattern).
 http::Response ApiServer::Impl::Stream(const http::Request& req) {
-  auto caller = Authenticate(req, "events");
-  if (!caller.ok()) return Reply(Protocol::kSageMakerJson, caller.status());
+  AuditedCall call(controller, req, Protocol::kSageMakerJson, "trainyard", "StreamEvents");
+  auto caller = Authenticate(req, "events", &call.record());
+  if (!caller.ok()) return Refused(call, Protocol::kSageMakerJson, caller.status());
   if (Status allowed = authz.Check(*caller, ContextOf(req), Api::kTrainyard, "Events", json::object()); !allowed.ok())
-    return Reply(Protocol::kSageMakerJson, allowed);
+    return Refused(call, Protocol::kSageMakerJson, allowed);
   store::EventLog* log = controller.events();
   if (!log || !controller.config().events_enabled)
     return Reply(Protocol::kSageMakerJson, FailedPrecondition("events are not enabled on this server"));
@@ -328,7 +370,8 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
     if (path.rfind("/v1/", 0) == 0) {
       const ServiceModel& m = ServiceModel::Batch();
       const ServiceModel::Operation* op = m.FindByHttp("POST", path);
-      return Handle(req, Protocol::kBatchRestJson, "batch", &m, op ? op->name : path);
+      if (!op) return UnknownOperation(Protocol::kBatchRestJson, "No operation at POST " + path);
+      return Handle(req, Protocol::kBatchRestJson, "batch", &m, op->name);
     }
     // SageMaker: POST / with X-Amz-Target: SageMaker.<Operation>.
     if (path == "/") {
@@ -341,8 +384,8 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
       const ServiceModel& m = ServiceModel::SageMaker();
       std::string prefix = m.target_prefix() + ".";
       if (target.rfind(prefix, 0) != 0)
-        return Reply(Protocol::kSageMakerJson,
-                     Status(Code::kUnknownOperation, "X-Amz-Target must name a SageMaker operation, not '" + target + "'"));
+        return UnknownOperation(Protocol::kSageMakerJson,
+                                "X-Amz-Target must name a SageMaker operation, not '" + target + "'");
       return Handle(req, Protocol::kSageMakerJson, "sagemaker", &m, target.substr(prefix.size()));
     }
     static const std::pair<const char*, const char*> kOwn[] = {
@@ -352,6 +395,7 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
         {"/trainyard/v1/metric-series", "MetricSeries"},
         {"/trainyard/v1/system-metrics", "SystemMetrics"},
         {"/trainyard/v1/costs", "CostReport"},
+        {"/trainyard/v1/admin/audit", "LookupAuditEvents"},
     };
     for (const auto& [p, op] : kOwn)
       if (path == p) return Handle(req, Protocol::kSageMakerJson, "sagemaker", nullptr, op);
@@ -375,8 +419,11 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
       return res;
     }
   }
-  http::Response res = Reply(ProtocolOf(req), Status(Code::kUnknownOperation, "No operation at " + req.method + " " + path));
-  res.status = 404;
+  // No operation claims the request. Under /v1/ (Batch) and on trainyard's own paths the route is
+  // the operation: an unknown one is a 404. At "/" a JSON 1.1 request names its operation in
+  // X-Amz-Target, and one that names none is a 400, as for an unknown target.
+  http::Response res = UnknownOperation(ProtocolOf(req), "No operation at " + req.method + " " + path);
+  res.status = path == "/" ? 400 : 404;
   return res;
 }
 
@@ -395,7 +442,8 @@ Status ApiServer::Impl::CheckScrape(const http::Request& req) {
   }
   if (!req.Header("Authorization"))
     return Status(Code::kUnauthenticated, "GET /metrics needs Authorization: Bearer <server.metrics_token> or a signed request");
-  auto caller = Authenticate(req, "sagemaker");
+  AuditRecord unrecorded;  // a scrape is a read: not in the audit trail
+  auto caller = Authenticate(req, "sagemaker", &unrecorded);
   if (!caller.ok()) return caller.status();
   return authz.CheckAction(*caller, ContextOf(req), "trainyard:GetMetrics");
 }

@@ -299,15 +299,52 @@ void AppendCodePoint(std::string& out, uint32_t cp) {
   out += buf;
 }
 
+// `atom` repeated min to max times (max absent: no upper bound), in RE2 syntax. RE2 refuses counts
+// over 1000, which Java allows ("[\\S]{1,2048}"). `length_bound` is the most code points a value
+// checked against the pattern may have (its shapes' max length).
+//  - When max >= length_bound, the upper count can never be what stops a match: every string of at
+//    most length_bound code points that X{min,} matches, X{min,max} matches too (a repetition
+//    that consumes nothing can be dropped, and each other one consumes a code point). So the
+//    count is written X{min,}, exactly, at no cost.
+//  - Otherwise the count is split into repetitions of at most 1000 each, which match exactly the
+//    same strings (X{1,2048} is X{1} X{0,1000} X{0,1000} X{0,47}); RE2 then holds one copy of X per
+//    count in its program, so this is kept for the patterns no length bounds.
+std::string Repeat(const std::string& atom, size_t min, std::optional<size_t> max,
+                   std::optional<size_t> length_bound) {
+  constexpr size_t kRe2MaxRepeat = 1000;
+  if (max && *max > kRe2MaxRepeat && length_bound && *max >= *length_bound) max.reset();
+  auto count = [](size_t lo, std::optional<size_t> hi) {
+    if (!hi) return "{" + std::to_string(lo) + ",}";
+    if (*hi == lo) return "{" + std::to_string(lo) + "}";
+    return "{" + std::to_string(lo) + "," + std::to_string(*hi) + "}";
+  };
+  if (min <= kRe2MaxRepeat && (!max || *max <= kRe2MaxRepeat)) return atom + count(min, max);
+  const std::string group = "(?:" + atom + ")";
+  std::string out;
+  size_t left = min;
+  for (; left > kRe2MaxRepeat; left -= kRe2MaxRepeat) out += group + count(kRe2MaxRepeat, kRe2MaxRepeat);
+  if (!max) return out + group + count(left, std::nullopt);
+  if (left > 0) out += group + count(left, left);
+  size_t optional = *max - min;
+  for (; optional > kRe2MaxRepeat; optional -= kRe2MaxRepeat) out += group + count(0, kRe2MaxRepeat);
+  if (optional > 0) out += group + count(0, optional);
+  return out.empty() ? "(?:)" : out;
+}
+
 // Rewrites Java-only syntax into RE2 syntax. nullopt when a construct has no RE2 equivalent.
-std::optional<std::string> JavaToRe2(const std::string& p) {
+std::optional<std::string> JavaToRe2(const std::string& p, std::optional<size_t> length_bound) {
   std::string out;
   size_t n = p.size();
   std::vector<bool> class_stack;  // per open '[': whether its brackets were emitted
   bool after_quantifier = false;
+  size_t atom_start = 0;            // where the last top-level atom begins in `out`
+  std::vector<size_t> group_starts;  // where each open group begins in `out`
   for (size_t i = 0; i < n;) {
     char c = p[i];
     bool in_class = !class_stack.empty();
+    if (!in_class && c != '{' && c != '*' && c != '+' && c != '?' && c != ')' && c != '|') {
+      atom_start = out.size();
+    }
     if (c == '\\') {
       after_quantifier = false;
       if (i + 1 >= n) return std::nullopt;
@@ -393,6 +430,7 @@ std::optional<std::string> JavaToRe2(const std::string& p) {
         continue;
       case '(':
         after_quantifier = false;
+        group_starts.push_back(out.size());
         if (p.compare(i, 3, "(?>") == 0) {  // atomic group: same matches for a full match
           out += "(?:";
           i += 3;
@@ -433,25 +471,30 @@ std::optional<std::string> JavaToRe2(const std::string& p) {
           hi = digits(j);
         }
         if (lo.empty() || j >= n || p[j] != '}') {  // not a repetition: a literal brace
+          atom_start = out.size();
           out += "\\{";
           ++i;
           after_quantifier = false;
           continue;
         }
-        constexpr size_t kRe2MaxRepeat = 1000;
-        if (lo.size() > 6 || std::stoul(lo) > kRe2MaxRepeat) return std::nullopt;
-        if (!comma) {
-          out += "{" + lo + "}";
-        } else if (!hi.empty() && (hi.size() > 6 || std::stoul(hi) > kRe2MaxRepeat)) {
-          out += "{" + lo + ",}";  // over RE2's limit: the shape's max length bounds it instead
-        } else {
-          out += "{" + lo + "," + hi + "}";
-        }
+        if (lo.size() > 6 || hi.size() > 6) return std::nullopt;
+        size_t min = std::stoul(lo);
+        std::optional<size_t> max;
+        if (!comma) max = min;
+        if (comma && !hi.empty()) max = std::stoul(hi);
+        if (max && *max < min) return std::nullopt;
+        std::string atom = out.substr(atom_start);
+        out.erase(atom_start);
+        out += Repeat(atom, min, max, length_bound);
         i = j + 1;
         after_quantifier = true;
         continue;
       }
       default:
+        if (c == ')' && !group_starts.empty()) {
+          atom_start = group_starts.back();
+          group_starts.pop_back();
+        }
         out += c;
         ++i;
         after_quantifier = false;
@@ -464,22 +507,46 @@ std::optional<std::string> JavaToRe2(const std::string& p) {
 std::unique_ptr<RE2> CompileRe2(const std::string& re2_text) {
   auto re = std::make_unique<RE2>(re2::StringPiece(re2_text.data(), re2_text.size()),
                                   PatternOptions());
+  if (re->error_code() == RE2::ErrorPatternTooLarge) {
+    // A wide Unicode class repeated a thousand times over ("[\p{L}\p{M}...]{0,1024}") outgrows
+    // RE2's default 8 MiB program budget; such a pattern gets a larger one.
+    RE2::Options big = PatternOptions();
+    big.set_max_mem(int64_t{64} << 20);
+    re = std::make_unique<RE2>(re2::StringPiece(re2_text.data(), re2_text.size()), big);
+  }
   if (!re->ok()) return nullptr;
   return re;
 }
 
-CompiledPattern CompilePattern(const std::string& source) {
+// Model patterns that use what RE2 lacks where no general rewrite reaches, each with a Java pattern
+// that matches exactly the same strings and that the translation above handles. Keyed by the
+// pattern as the model writes it.
+const std::map<std::string_view, std::string_view>& EquivalentPatterns() {
+  static const std::map<std::string_view, std::string_view> kEquivalents = {
+      // SageMaker's model-package name or ARN with an optional version. "(?<!-)" in the middle
+      // says the name (1 to 63 characters, the first alphanumeric) does not end in '-'; a name of
+      // one character is alphanumeric already, a longer one ends in an alphanumeric character.
+      {R"((arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:[a-z\-]*\/)?([a-zA-Z0-9]([a-zA-Z0-9-]){0,62})(?<!-)(\/[0-9]{1,9})?)",
+       R"((arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:[a-z\-]*\/)?([a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)(\/[0-9]{1,9})?)"},
+  };
+  return kEquivalents;
+}
+
+// `length_bound`: see Repeat().
+CompiledPattern CompilePattern(const std::string& source, std::optional<size_t> length_bound) {
   CompiledPattern cp;
   cp.source = source;
   try {
-    auto peeled = PeelLookarounds(source);
+    auto equivalent = EquivalentPatterns().find(source);
+    auto peeled = PeelLookarounds(equivalent == EquivalentPatterns().end() ? source
+                                                                           : std::string(equivalent->second));
     if (!peeled) return cp;
-    auto main = JavaToRe2(peeled->main);
+    auto main = JavaToRe2(peeled->main, length_bound);
     if (!main) return cp;
     cp.main = CompileRe2(*main);
     if (!cp.main) return cp;
     for (const auto& look : peeled->looks) {
-      auto body = JavaToRe2(look.body);
+      auto body = JavaToRe2(look.body, length_bound);
       if (!body) return cp;
       Assertion a;
       a.lookbehind = look.lookbehind;
@@ -593,8 +660,10 @@ namespace {
 
 class Validator {
  public:
-  explicit Validator(const std::vector<Shape>& shapes, const std::vector<CompiledPattern>& patterns)
-      : shapes_(shapes), patterns_(patterns) {}
+  // `bound`: the members bound to the URI, query string or headers (see ValidateInput), or null.
+  Validator(const std::vector<Shape>& shapes, const std::vector<CompiledPattern>& patterns,
+            const json* bound = nullptr)
+      : shapes_(shapes), patterns_(patterns), bound_(bound) {}
 
   void Check(size_t shape_id, const json& v, const std::string& path, int depth, bool body_only,
              bool jsonvalue = false) {
@@ -625,9 +694,7 @@ class Validator {
       case Type::kTimestamp:
         if (!v.is_number() && !v.is_string()) TypeError(s, v, path);
         return;
-      case Type::kBlob:
-        if (!v.is_string()) TypeError(s, v, path);
-        return;
+      case Type::kBlob: CheckBlob(s, v, path); return;
       case Type::kOther: return;
     }
   }
@@ -668,10 +735,15 @@ class Validator {
     if (!v.is_object()) return TypeError(s, v, path);
     int set = 0;
     for (const Member& m : s.members) {
-      if (body_only && !m.in_body) continue;
-      auto it = v.find(m.name);
+      // The top level's URI, query and header members are looked up in bound_, not the body.
+      const json* from = &v;
+      if (body_only && !m.in_body) {
+        if (bound_ == nullptr || !bound_->is_object()) continue;
+        from = bound_;
+      }
+      auto it = from->find(m.name);
       std::string member_path = JoinPath(path, m.name);
-      if (it == v.end() || it->is_null()) {
+      if (it == from->end() || it->is_null()) {
         if (m.required) Fail(nullptr, member_path, shapes_[m.shape], "not be null");
         continue;
       }
@@ -733,6 +805,21 @@ class Validator {
     }
   }
 
+  // A blob travels base64-encoded in the JSON protocols; its length is that of the decoded bytes.
+  void CheckBlob(const Shape& s, const json& v, const std::string& path) {
+    if (!v.is_string()) return TypeError(s, v, path);
+    const std::string& text = v.get_ref<const std::string&>();
+    auto base64 = [](unsigned char c) { return std::isalnum(c) || c == '+' || c == '/'; };
+    size_t pad = 0;
+    while (pad < 2 && pad < text.size() && text[text.size() - 1 - pad] == '=') ++pad;
+    if (text.size() % 4 != 0 ||
+        !std::all_of(text.begin(), text.end() - static_cast<std::ptrdiff_t>(pad),
+                     [&](char c) { return base64(static_cast<unsigned char>(c)); })) {
+      return Fail(&v, path, s, "be base64-encoded binary data");
+    }
+    if (s.min || s.max) CheckLength(s, v, path, text.size() / 4 * 3 - pad);
+  }
+
   void CheckInteger(const Shape& s, const json& v, const std::string& path) {
     if (!v.is_number_integer()) return TypeError(s, v, path);
     int64_t x;
@@ -764,6 +851,7 @@ class Validator {
 
   const std::vector<Shape>& shapes_;
   const std::vector<CompiledPattern>& patterns_;
+  const json* bound_;
   std::vector<std::string> errors_;
 };
 
@@ -772,8 +860,9 @@ std::string StringField(const ojson& obj, const char* key) {
   return (it != obj.end() && it->is_string()) ? it->get<std::string>() : std::string();
 }
 
-const ServiceModel* LoadEmbedded(const char* what, const char* begin, const char* end) {
-  auto parsed = ServiceModel::Parse(std::string_view(begin, static_cast<size_t>(end - begin)));
+const ServiceModel* LoadEmbedded(const char* what, const char* begin, const char* end,
+                                 std::span<const ServiceModel::DocumentedRule> rules = {}) {
+  auto parsed = ServiceModel::Parse(std::string_view(begin, static_cast<size_t>(end - begin)), rules);
   if (!parsed.ok()) {
     std::fprintf(stderr, "trainyard: embedded %s model is broken: %s\n", what,
                  parsed.status().message().c_str());
@@ -787,7 +876,8 @@ const ServiceModel* LoadEmbedded(const char* what, const char* begin, const char
 ServiceModel::ServiceModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ServiceModel::~ServiceModel() = default;
 
-StatusOr<std::unique_ptr<ServiceModel>> ServiceModel::Parse(std::string_view json_text) {
+StatusOr<std::unique_ptr<ServiceModel>> ServiceModel::Parse(std::string_view json_text,
+                                                            std::span<const DocumentedRule> rules) {
   try {
     ojson doc = ojson::parse(json_text.begin(), json_text.end(), nullptr, false);
     if (doc.is_discarded() || !doc.is_object()) {
@@ -879,12 +969,53 @@ StatusOr<std::unique_ptr<ServiceModel>> ServiceModel::Parse(std::string_view jso
       }
     }
 
-    // Patterns: each distinct one compiled once, now, so that validation is lock-free.
+    // Rules stated in prose: the member gets its own copy of its shape (shapes such as "String"
+    // are shared by hundreds of members) with the rule's traits added.
+    for (const DocumentedRule& rule : rules) {
+      size_t dot = rule.member.find('.');
+      size_t owner = dot == std::string_view::npos ? kNoShape : impl->FindShape(rule.member.substr(0, dot));
+      Member* member = nullptr;
+      if (owner != kNoShape) {
+        for (Member& m : impl->shapes[owner].members) {
+          if (m.name == rule.member.substr(dot + 1)) member = &m;
+        }
+      }
+      if (member == nullptr) {
+        return InvalidArgument("service model: a documented rule names " + std::string(rule.member) +
+                               ", which the model does not have");
+      }
+      Shape copy = impl->shapes[member->shape];
+      copy.name = std::string(rule.member);
+      auto bound = [](double d) {
+        Bound b;
+        b.d = d;
+        b.is_int = d == std::floor(d) && std::fabs(d) < 1e15;
+        b.i = b.is_int ? static_cast<int64_t>(d) : 0;
+        b.text = FormatDouble(d);
+        return b;
+      };
+      if (rule.min) copy.min = bound(*rule.min);
+      if (rule.max) copy.max = bound(*rule.max);
+      if (!rule.pattern.empty()) copy.pattern = std::string(rule.pattern);
+      member->shape = impl->shapes.size();  // `member` is not used past the push_back
+      impl->shapes.push_back(std::move(copy));
+    }
+
+    // Patterns: each distinct one compiled once, now, so that validation is lock-free. A pattern's
+    // length bound is the largest max length of the shapes that use it (none if one has none).
+    std::map<std::string, std::optional<size_t>, std::less<>> length_bounds;
+    for (const Shape& s : impl->shapes) {
+      if (s.pattern.empty()) continue;
+      std::optional<size_t> bound;
+      if (s.max && s.max->is_int && s.max->i >= 0) bound = static_cast<size_t>(s.max->i);
+      auto [it, first] = length_bounds.emplace(s.pattern, bound);
+      if (!first && it->second) it->second = bound ? std::max(*it->second, *bound) : bound;
+    }
     for (Shape& s : impl->shapes) {
       if (s.pattern.empty()) continue;
       auto [pit, inserted] = impl->pattern_index.emplace(s.pattern, int(impl->patterns.size()));
       if (inserted) {
-        impl->patterns.push_back(CompilePattern(s.pattern));
+        impl->patterns.push_back(CompilePattern(s.pattern, length_bounds.at(s.pattern)));
         if (!impl->patterns.back().ok) impl->unsupported.push_back(s.pattern);
       }
       s.pattern_id = pit->second;
@@ -917,8 +1048,55 @@ StatusOr<std::unique_ptr<ServiceModel>> ServiceModel::Parse(std::string_view jso
   }
 }
 
+std::span<const ServiceModel::DocumentedRule> ServiceModel::BatchDocumentedRules() {
+  // From the Batch API reference's member documentation (botocore's Batch model carries it; the
+  // embedded copy has it stripped). Names: "can be up to 128 characters long and can contain
+  // letters, numbers, hyphens (-), and underscores (_)"; a job's name must also start with a
+  // letter or digit, as SubmitJob's does. Only the rules that change what is accepted are here.
+  static constexpr const char* kName = "[a-zA-Z0-9_-]+";
+  static constexpr const char* kJobName = "[a-zA-Z0-9][a-zA-Z0-9_-]*";
+  static const DocumentedRule kRules[] = {
+      {"CreateServiceEnvironmentRequest.serviceEnvironmentName", 1, 128, kName},
+      {"CreateJobQueueRequest.jobQueueName", 1, 128, kName},
+      {"CreateSchedulingPolicyRequest.name", 1, 128, kName},
+      {"CreateQuotaShareRequest.quotaShareName", 1, 128, kName},
+      {"SubmitServiceJobRequest.jobName", 1, 128, kJobName},
+      // "This value can be between 1 and 100."
+      {"DescribeServiceEnvironmentsRequest.maxResults", 1, 100, ""},
+      {"DescribeJobQueuesRequest.maxResults", 1, 100, ""},
+      {"ListServiceJobsRequest.maxResults", 1, 100, ""},
+      {"ListSchedulingPoliciesRequest.maxResults", 1, 100, ""},
+      {"ListQuotaSharesRequest.maxResults", 1, 100, ""},
+      // "A list of up to 100 queue names or ... ARN entries."
+      {"DescribeJobQueuesRequest.jobQueues", std::nullopt, 100, ""},
+      {"DescribeSchedulingPoliciesRequest.arns", std::nullopt, 100, ""},
+      // "You can associate up to three compute environments with a job queue."
+      {"CreateJobQueueRequest.computeEnvironmentOrder", std::nullopt, 3, ""},
+      // "The minimum value is 600 (10 minutes) and the maximum value is 86,400 (24 hours)."
+      {"JobStateTimeLimitAction.maxTimeSeconds", 600, 86400, ""},
+      // "You can specify between 1 and 10 attempts."
+      {"ServiceJobRetryStrategy.attempts", 1, 10, ""},
+      // "The pattern can contain up to 512 characters"
+      {"ServiceJobEvaluateOnExit.onStatusReason", std::nullopt, 512, ""},
+      // "Valid values are integers between 0 and 9999." / "minimum ... 0 and the maximum ... 9999"
+      {"SubmitServiceJobRequest.schedulingPriority", 0, 9999, ""},
+      {"UpdateServiceJobRequest.schedulingPriority", 0, 9999, ""},
+      // "The maximum supported value is 604800 (1 week)."; "The minimum value is 0 and the maximum
+      // value is 99."; "The smallest supported value is 0.0001, and the largest ... 999.9999."
+      {"FairsharePolicy.shareDecaySeconds", 0, 604800, ""},
+      {"FairsharePolicy.computeReservation", 0, 99, ""},
+      {"ShareAttributes.weightFactor", 0.0001, 999.9999, ""},
+      // "The string is limited to 255 alphanumeric characters, and can be followed by an asterisk
+      // (*)." The length is enforced; "alphanumeric" is not: SubmitServiceJob states no rule for the
+      // shareIdentifier a job names, and identifiers with hyphens ("team-a") are common there.
+      {"ShareAttributes.shareIdentifier", 1, std::nullopt, "[^*]{1,255}\\*?"},
+  };
+  return kRules;
+}
+
 const ServiceModel& ServiceModel::Batch() {
-  static const ServiceModel* model = LoadEmbedded("Batch", ty_batch_model_begin, ty_batch_model_end);
+  static const ServiceModel* model =
+      LoadEmbedded("Batch", ty_batch_model_begin, ty_batch_model_end, BatchDocumentedRules());
   return *model;
 }
 
@@ -988,12 +1166,13 @@ const std::string& ServiceModel::signing_name() const { return impl_->signing_na
 const std::string& ServiceModel::protocol() const { return impl_->protocol; }
 const std::string& ServiceModel::api_version() const { return impl_->api_version; }
 
-Status ServiceModel::ValidateInput(const Operation& op, const nlohmann::json& input) const {
+Status ServiceModel::ValidateInput(const Operation& op, const nlohmann::json& input,
+                                   const nlohmann::json* bound) const {
   if (op.input_shape.empty()) return Status::Ok();
   size_t id = impl_->FindShape(op.input_shape);
   if (id == kNoShape) return Internal("operation " + op.name + " has no input shape " + op.input_shape);
   try {
-    Validator v(impl_->shapes, impl_->patterns);
+    Validator v(impl_->shapes, impl_->patterns, bound);
     static const json kEmptyBody = json::object();
     v.Check(id, input.is_null() ? kEmptyBody : input, "", 0, /*body_only=*/true);
     return v.Result();

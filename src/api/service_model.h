@@ -23,6 +23,8 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,9 +41,24 @@ class ServiceModel {
     std::string name, http_method, request_uri, input_shape, output_shape;
   };
 
-  // Parses a botocore service-2.json document. Fails with kInvalidArgument on malformed input
-  // (not JSON, missing sections, references to undefined shapes).
-  static StatusOr<std::unique_ptr<ServiceModel>> Parse(std::string_view json_text);
+  // A constraint AWS documents only in prose, for a member whose model shape has no trait for it
+  // ("It can be up to 128 characters long and can contain letters, numbers, hyphens (-), and
+  // underscores (_)."; "This value can be between 1 and 100."). It is enforced as if the model
+  // said it, with the same wording.
+  struct DocumentedRule {
+    std::string_view member;         // "Structure.member", as the model names them
+    std::optional<double> min, max;  // length of a string, list or map; value of a number
+    std::string_view pattern;        // Java syntax, as the models write patterns; "" for none
+  };
+
+  // Parses a botocore service-2.json document and applies `rules` on top of it. Fails with
+  // kInvalidArgument on malformed input (not JSON, missing sections, references to undefined
+  // shapes) and on a rule naming a member the model does not have.
+  static StatusOr<std::unique_ptr<ServiceModel>> Parse(std::string_view json_text,
+                                                       std::span<const DocumentedRule> rules = {});
+  // The rules Batch() applies: what the Batch API reference states in prose for the members of
+  // the operations trainyard serves (docs/api-coverage.md lists them).
+  static std::span<const DocumentedRule> BatchDocumentedRules();
 
   // The embedded models, parsed on first use (thread-safe). A broken embedded model is a build
   // defect: these abort the process with a message rather than return an error.
@@ -63,9 +80,12 @@ class ServiceModel {
   const std::string& api_version() const;    // "2016-08-10"
 
   // Validates a request body against the operation's input shape. Members bound to the URI,
-  // query string or headers are not expected in the body and are not checked. A null `input`
-  // is an empty body. OK when the operation has no input shape.
-  Status ValidateInput(const Operation& op, const nlohmann::json& input) const;
+  // query string or headers are not expected in the body: they are checked in `bound`, an object
+  // the router fills with them by member name (values decoded, as the model types them), and not
+  // at all when `bound` is null. A null `input` is an empty body. OK when the operation has no
+  // input shape.
+  Status ValidateInput(const Operation& op, const nlohmann::json& input,
+                       const nlohmann::json* bound = nullptr) const;
   // Validates a value against any named shape; `path` is the prefix for messages ("" at top
   // level). kNotFound when the shape does not exist.
   Status ValidateShape(std::string_view shape_name, const nlohmann::json& value,

@@ -1,6 +1,9 @@
 // Client subcommands: call, submit, jobs, describe, wait, logs, stop, snapshot, costs, admin.
 #include <CLI/CLI.hpp>
 #include <array>
+#include <cctype>
+#include <ctime>
+#include <tuple>
 #include <map>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "cli/client.h"
+#include "core/clock.h"
 #include "core/strings.h"
 
 namespace ty::cli {
@@ -70,6 +74,41 @@ void PrintTable(const std::vector<std::string>& header, const std::vector<std::v
   };
   line(header);
   for (const auto& r : rows) line(r);
+}
+
+// A time given on the command line: ISO-8601 in UTC ("2026-05-01", "2026-05-01T12:00:00Z", with
+// optional seconds and fraction) or an age before `now_ms` ("90s", "15m", "2h", "7d").
+StatusOr<int64_t> ParseWhen(const std::string& text, int64_t now_ms) {
+  if (!text.empty() && std::isdigit(static_cast<unsigned char>(text[0])) && text.find('-') == std::string::npos) {
+    size_t used = 0;
+    long long n = 0;
+    try {
+      n = std::stoll(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    const std::string unit = text.substr(used);
+    const int64_t scale = unit == "s" ? 1000 : unit == "m" ? 60000 : unit == "h" ? 3600000 : unit == "d" ? 86400000 : 0;
+    if (used == 0 || scale == 0 || n < 0 || n > 100LL * 365 * 86400)
+      return InvalidArgument("'" + text + "' is not an age (90s, 15m, 2h, 7d) or an ISO-8601 time");
+    return now_ms - n * scale;
+  }
+  std::tm tm{};
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0;
+  double sec = 0;
+  char tail = 0;
+  const int n = std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%lf%c", &y, &mo, &d, &h, &mi, &sec, &tail);
+  const bool date_only = n == 3 && text.size() == 10;
+  if (!(date_only || ((n == 5 || n == 7) && text.back() == 'Z' && (n == 5 || tail == 'Z'))) || mo < 1 || mo > 12 ||
+      d < 1 || d > 31 || h > 23 || mi > 59 || sec < 0 || sec >= 61)
+    return InvalidArgument("'" + text + "' is not an age (90s, 15m, 2h, 7d) or an ISO-8601 time in UTC "
+                           "(2026-05-01, 2026-05-01T12:00:00Z)");
+  tm.tm_year = y - 1900;
+  tm.tm_mon = mo - 1;
+  tm.tm_mday = d;
+  tm.tm_hour = h;
+  tm.tm_min = mi;
+  return static_cast<int64_t>(timegm(&tm)) * 1000 + static_cast<int64_t>(sec * 1000);
 }
 
 bool LooksLikeJobId(const std::string& s) {
@@ -529,7 +568,7 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
     static std::vector<std::string> sources, detail_types, queues, shares;
     static bool follow = false;
     cmd->add_option("--after", after, "Start after this sequence number, or 'latest' (default: 0, or latest with -f)");
-    cmd->add_option("--source", sources, "Only events from this source (aws.batch, aws.sagemaker, aws.cloudwatch); repeatable");
+    cmd->add_option("--source", sources, "Only events from this source (aws.batch, aws.sagemaker, aws.cloudwatch, trainyard); repeatable");
     cmd->add_option("--detail-type", detail_types, "Only this detail-type (e.g. 'Batch Service Job State Change'); repeatable");
     cmd->add_option("--queue", queues, "Only events of jobs in this job queue; repeatable");
     cmd->add_option("--share", shares, "Only events of jobs in this share (fair-share identifier or quota share); repeatable");
@@ -574,6 +613,11 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
               name = d.value("alarmName", "");
               status = d["state"].value("value", "");
               reason = d["state"].value("reason", "");
+            } else if (d.contains("requestID")) {  // an audit record: who called what, and how it ended
+              name = d.value("action", "");
+              status = d.value("errorCode", "OK") + " " + std::to_string(d.value("httpStatus", 0));
+              reason = "by " + (d.value("principal", "").empty() ? std::string("-") : d.value("principal", "")) + " from " +
+                       d.value("sourceIPAddress", "");
             }
             std::printf("%llu  %s  %s  %s  %s%s%s\n", static_cast<unsigned long long>(e["Seq"].get<uint64_t>()),
                         ev.value("time", "").c_str(), ev.value("detail-type", "").c_str(), name.c_str(), status.c_str(),
@@ -876,7 +920,7 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
     });
   }
 
-  // ---- admin advance-clock, admin interrupt, admin user|key|policy ----
+  // ---- admin advance-clock, admin interrupt, admin audit, admin user|key|policy ----
   {
     auto* admin = app.add_subcommand("admin", "Operator commands: users, access keys and policies; tests and maintenance.");
     admin->require_subcommand(1);
@@ -894,6 +938,75 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
           auto out = c.Post("sagemaker", "/trainyard/v1/admin/interrupt", {{"TrainingJobName", name}});
           if (!out.ok()) return Fail(out.status());
           std::printf("interrupted %s\n", name.c_str());
+          return 0;
+        });
+      });
+    }
+    {
+      auto* cmd = admin->add_subcommand(
+          "audit", "Print the audit trail, newest first: every mutating API call (whatever its outcome) and every "
+                   "call refused for its credentials, permissions or rate, with who made it, from where, on what, "
+                   "and how it ended (docs/security.md, \"Audit\"). Successful reads are not recorded.");
+      static std::string since, until, principal, action, resource;
+      static bool denied = false;
+      static int limit = 100;
+      cmd->add_option("--since", since, "Only calls at or after this time: ISO-8601 (2026-05-01, 2026-05-01T12:00:00Z) "
+                                        "or an age (90s, 15m, 2h, 7d)");
+      cmd->add_option("--until", until, "Only calls at or before this time (same forms as --since)");
+      cmd->add_option("--principal", principal, "Only calls by this principal (\"root\", or a user's ARN)");
+      cmd->add_option("--action", action, "Only this action (batch:SubmitServiceJob) or operation (SubmitServiceJob)");
+      cmd->add_option("--resource", resource, "Only calls naming this resource (a queue, job id, job name or ARN)");
+      cmd->add_flag("--denied", denied, "Only calls refused for credentials, permissions or rate");
+      cmd->add_option("--limit", limit, "Print at most this many records (default 100)")->check(CLI::Range(1, 1000000));
+      AddCommon(cmd, common);
+      cmd->callback([&run] {
+        run = WithClient(common, [](Client& c) {
+          json req = json::object();
+          const int64_t now = SystemClock::instance().now_ms();
+          for (auto [flag, text, member] : {std::tuple{"--since", &since, "StartTime"}, std::tuple{"--until", &until, "EndTime"}}) {
+            if (text->empty()) continue;
+            auto ms = ParseWhen(*text, now);
+            if (!ms.ok()) return Fail(InvalidArgument(std::string(flag) + ": " + ms.status().message()));
+            req[member] = static_cast<double>(*ms) / 1000.0;
+          }
+          json attributes = json::array();
+          auto attribute = [&](const char* key, const std::string& v) {
+            if (!v.empty()) attributes.push_back({{"AttributeKey", key}, {"AttributeValue", v}});
+          };
+          attribute("Principal", principal);
+          attribute(action.find(':') != std::string::npos ? "Action" : "EventName", action);
+          attribute("ResourceName", resource);
+          if (!attributes.empty()) req["LookupAttributes"] = attributes;
+          if (denied) req["DeniedOnly"] = true;
+          json events = json::array();
+          while (static_cast<int>(events.size()) < limit) {
+            req["MaxResults"] = std::min(50, limit - static_cast<int>(events.size()));
+            auto out = c.Post("sagemaker", "/trainyard/v1/admin/audit", req);
+            if (!out.ok()) return Fail(out.status());
+            for (auto& e : (*out)["Events"]) events.push_back(std::move(e));
+            if (!out->contains("NextToken")) break;
+            req["NextToken"] = (*out)["NextToken"];
+          }
+          if (common.as_json) {
+            std::printf("%s\n", json{{"Events", events}}.dump(2).c_str());
+            return 0;
+          }
+          std::vector<std::vector<std::string>> rows;
+          for (const auto& e : events) {
+            json r = json::parse(e.value("CloudTrailEvent", "{}"), nullptr, false);
+            if (!r.is_object()) continue;
+            std::string resources;
+            for (const auto& res : r.value("resources", json::array()))
+              resources += (resources.empty() ? "" : ",") + res.value("name", "");
+            std::string outcome = r.contains("errorCode") ? r.value("errorCode", "") : "OK";
+            outcome += " " + std::to_string(r.value("httpStatus", 0));
+            const std::string who = r.value("principal", "");
+            rows.push_back({FormatMs(r.value("eventTimeMs", int64_t{0})), who.empty() ? "-" : who,
+                            r.value("userIdentity", json::object()).value("accessKeyId", "-"), r.value("action", ""),
+                            resources.empty() ? "-" : resources, r.value("sourceIPAddress", "-"), outcome,
+                            r.value("requestID", "")});
+          }
+          PrintTable({"TIME", "PRINCIPAL", "ACCESS KEY", "ACTION", "RESOURCE", "SOURCE", "OUTCOME", "REQUEST ID"}, rows);
           return 0;
         });
       });

@@ -247,6 +247,42 @@ void Controller::PruneEvents(EpochMs now) {
   const int64_t before = config_.events_retention_days > 0 ? now - config_.events_retention_days * 86400000 : 0;
   auto gone = event_log_->Prune(static_cast<uint64_t>(config_.events_max), before);
   if (!gone.ok()) spdlog::warn("event retention: {}", gone.status().message());
+  const int64_t audit_before = config_.audit_retain_days > 0 ? now - config_.audit_retain_days * 86400000 : 0;
+  auto audit_gone = event_log_->PruneAudit(static_cast<uint64_t>(config_.audit_max_records), audit_before);
+  if (!audit_gone.ok()) spdlog::warn("audit retention: {}", audit_gone.status().message());
+}
+
+// ------------------------------------------------------------------------------------------
+// Audit records (control/audit.h).
+
+namespace {
+thread_local PendingAudit* current_audit = nullptr;  // the calling API thread's AuditScope
+}  // namespace
+
+AuditScope::AuditScope(PendingAudit* pending) { current_audit = pending; }
+AuditScope::~AuditScope() { current_audit = nullptr; }
+
+PendingAudit* AuditScope::Take() {
+  PendingAudit* p = current_audit;
+  if (!p || p->taken) return nullptr;
+  p->taken = true;
+  return p;
+}
+
+void Controller::AddAudit(Turn& t, const std::string& key, EpochMs at, std::string doc) {
+  EventTrigger e;
+  e.kind = EventTrigger::Kind::kApiCall;
+  e.data = doc;
+  e.at = at;
+  t.events.push_back(std::move(e));
+  t.audit.emplace_back(key, std::move(doc));
+}
+
+Status Controller::RecordAudit(const std::string& key, EpochMs at, std::string doc) {
+  return ExecuteStatus([&](Turn& t) {
+    AddAudit(t, key, at, std::move(doc));
+    return Status::Ok();
+  });
 }
 
 Status Controller::ExecuteStatus(std::function<Status(Turn&)> fn) {
@@ -363,6 +399,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
       if (auto it = state_.metric_series.find(n); it != state_.metric_series.end())
         writes.push_back({store::Kind::kMetricSeries, n, EncodeMetricSeries(it->second)});
     WritePrincipals(t, &writes);
+    for (auto& [key, doc] : t.audit) writes.push_back({store::Kind::kAudit, key, doc});
     events_before = last_event_seq_;
     RenderEvents(t, &writes);
     in_flight_.active = true;

@@ -141,6 +141,10 @@ class Controller {
   // The users, keys and policies as of the last commit (never null). Any thread; what it returns
   // stays valid and unchanged while held. A key or policy change is in it once acknowledged.
   std::shared_ptr<const PrincipalDirectory> directory() const EXCLUDES(directory_mu_);
+  // Audit (docs/security.md, "Audit"): stores one API call's record, rendered, in a turn of its
+  // own, and returns once it is committed. For calls that reached no command (those that did are
+  // stored with the command's commit: control/audit.h).
+  Status RecordAudit(const std::string& key, EpochMs at, std::string doc);
 
   // Events (docs/events.md). The renderer is installed before Start(); without one (or with
   // [events] enabled = false) no events are stored.
@@ -248,8 +252,11 @@ class Controller {
   void NoteEnding(const ServiceJob& job, EpochMs at) REQUIRES(turn_mu_, state_mu_);
   // Renders the turn's event triggers into store writes (sequence numbers from next_event_seq_).
   void RenderEvents(Turn& t, std::vector<store::Write>* writes) REQUIRES(turn_mu_, state_mu_);
-  // [events] retention_days and max_events: deletes the oldest events (once a minute at most).
+  // [events] retention_days and max_events, [audit] retain_days and max_records: deletes the
+  // oldest events and audit records (once a minute at most).
   void PruneEvents(EpochMs now) REQUIRES(turn_mu_);
+  // Adds an audit record to the turn's writes and, as an "AWS API Call via CloudTrail" event, to its events.
+  static void AddAudit(Turn& t, const std::string& key, EpochMs at, std::string doc);
   // Counts a status change of js to `to` in the metrics (called before the change).
   void CountTransition(Turn& t, const ServiceJobState& js, JobStatus to) REQUIRES(turn_mu_, state_mu_);
   // A "SageMaker Training Job State Change" event for a new SecondaryStatus.

@@ -19,6 +19,7 @@ struct EventTrigger {
     kJobQueueBlocked,         // aws.batch "Batch Job Queue Blocked"
     kTrainingJobStateChange,  // aws.sagemaker "SageMaker Training Job State Change"
     kAlarmStateChange,        // aws.cloudwatch "CloudWatch Alarm State Change" (docs/alarms.md)
+    kApiCall,                 // "AWS API Call via CloudTrail": an audit record (docs/security.md, "Audit")
   };
   Kind kind = Kind::kServiceJobStateChange;
   uint64_t job_seq = 0;   // service job
@@ -27,7 +28,7 @@ struct EventTrigger {
   std::string secondary;  // training job: SecondaryStatus
   std::string reason;     // status reason, transition message, or why the alarm changed
   std::string previous;   // alarm: the state before
-  std::string data;       // alarm: JSON object (the rule and what it found)
+  std::string data;       // alarm: JSON object (the rule and what it found); API call: the audit record
   EpochMs at = 0;
 };
 

@@ -15,6 +15,7 @@
 #include <tuple>
 #include <memory>
 
+#include "control/audit.h"
 #include "control/controller.h"
 #include "control/system_metrics.h"
 
@@ -45,6 +46,8 @@ class Controller::Turn {
   std::set<std::string> principals;  // store keys "iam/..." to write (deleted when gone from State)
   // Events to store with this turn's changes, in the order they happened.
   std::vector<EventTrigger> events;
+  // API call records (store key, document) to store with this turn's changes.
+  std::vector<std::pair<std::string, std::string>> audit;
 
   // Jobs submitted during this turn stay SUBMITTED until the next one.
   std::set<uint64_t> submitted_now;
@@ -82,6 +85,7 @@ inline void Controller::Turn::CarryOver(Turn& older) {
   reschedule = reschedule || older.reschedule;
   auto before = [](auto& mine, auto& theirs) { mine.insert(mine.begin(), theirs.begin(), theirs.end()); };
   before(events, older.events);
+  before(audit, older.audit);
   before(discards, older.discards);
   before(starts, older.starts);
   before(stops, older.stops);
@@ -99,7 +103,12 @@ inline StatusOr<T> Controller::Execute(std::function<StatusOr<T>(Turn&)> fn) {
     MutexLock lock(queue_mu_);
     on_this_thread = !loop_running_;
     if (!accepting_) return Unavailable("the server is shutting down");
-    commands_.emplace_back([&](Turn& t) { result.emplace(fn(t)); },
+    // The caller's audit record, if it has one (AuditScope), is stored with what the command did.
+    PendingAudit* audit = AuditScope::Take();
+    commands_.emplace_back([&, audit](Turn& t) {
+                             result.emplace(fn(t));
+                             if (audit) AddAudit(t, audit->key, audit->at, audit->render(result->status()));
+                           },
                            [&](const Status& commit) {
                              // What the command changed was not stored: the caller must not take it as done.
                              if (!commit.ok() && result->ok()) result.emplace(commit);

@@ -90,7 +90,7 @@ Status ReadStrings(const toml::table& t, const char* key, std::vector<std::strin
   return Status::Ok();
 }
 
-// [events], [[webhooks]] and [[alarms]].
+// [events], [audit], [[webhooks]] and [[alarms]].
 Status ReadEvents(toml::table& root, Config* c) {
   if (auto* e = root["events"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*e, {"enabled", "retention_days", "max_events", "max_streams"}, "[events]"));
@@ -101,6 +101,15 @@ Status ReadEvents(toml::table& root, Config* c) {
     if (c->events_retention_days < 0) return InvalidArgument("config: events.retention_days must be >= 0");
     if (c->events_max < 1) return InvalidArgument("config: events.max_events must be >= 1");
     if (c->events_max_streams < 0) return InvalidArgument("config: events.max_streams must be >= 0");
+  }
+  if (auto* a = root["audit"].as_table()) {
+    TY_RETURN_IF_ERROR(CheckKeys(*a, {"retain_days", "max_records", "record_reads", "trusted_proxies"}, "[audit]"));
+    TY_RETURN_IF_ERROR(Read(*a, "retain_days", &c->audit_retain_days, "audit."));
+    TY_RETURN_IF_ERROR(Read(*a, "max_records", &c->audit_max_records, "audit."));
+    TY_RETURN_IF_ERROR(Read(*a, "record_reads", &c->audit_record_reads, "audit."));
+    TY_RETURN_IF_ERROR(ReadStrings(*a, "trusted_proxies", &c->audit_trusted_proxies, "audit."));
+    if (c->audit_retain_days < 0) return InvalidArgument("config: audit.retain_days must be >= 0 (0 = keep forever)");
+    if (c->audit_max_records < 1) return InvalidArgument("config: audit.max_records must be >= 1");
   }
   std::set<std::string> names;
   if (const toml::node* n = root.get("webhooks")) {
@@ -193,7 +202,7 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     return InvalidArgument("config: " + path + ": " + std::string(e.description()));
   }
   TY_RETURN_IF_ERROR(CheckKeys(root, {"server", "executor", "instance_types", "object_store", "file_systems", "logs",
-                                     "events", "webhooks", "alarms", "scheduler"},
+                                     "events", "audit", "webhooks", "alarms", "scheduler"},
                                "the top level"));
   if (auto* s = root["scheduler"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*s, {"batch_ms"}, "[scheduler]"));

@@ -173,6 +173,14 @@ struct Config {
   int64_t events_retention_days = 7;
   int64_t events_max = 200000;
   int events_max_streams = 8;  // concurrent event streams and waiting event reads (each holds an HTTP thread)
+  // [audit] (docs/security.md, "Audit"): records of mutating and refused API calls, stored with
+  // the state; those older than retain_days go (0: keep forever), and the oldest once there are
+  // more than max_records. record_reads records successful reads too. trusted_proxies: peer
+  // addresses whose X-Forwarded-For names the client (otherwise the peer is the source).
+  int64_t audit_retain_days = 90;
+  int64_t audit_max_records = 1000000;
+  bool audit_record_reads = false;
+  std::vector<std::string> audit_trusted_proxies;
   std::vector<WebhookConfig> webhooks;
   std::vector<AlarmConfig> alarms;
   // System metrics of each instance (docs/metrics.md, "System metrics"): sampled by the

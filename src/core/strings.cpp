@@ -182,6 +182,19 @@ bool ParseAmzDate(std::string_view s, int64_t* epoch_ms) {
   return true;
 }
 
+std::string FormatHttpDate(int64_t epoch_ms) {
+  static constexpr const char* kDays[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+  static constexpr const char* kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                            "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  std::time_t t = static_cast<std::time_t>(epoch_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char out[40];
+  std::snprintf(out, sizeof out, "%s, %02d %s %04d %02d:%02d:%02d GMT", kDays[tm.tm_wday], tm.tm_mday,
+                kMonths[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+  return out;
+}
+
 std::string FormatIso8601(int64_t epoch_ms) {
   std::time_t t = static_cast<std::time_t>(epoch_ms / 1000);
   std::tm tm{};

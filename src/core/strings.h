@@ -44,6 +44,9 @@ bool GlobMatch(std::string_view pattern, std::string_view text);
 // ISO-8601 basic format used by SigV4 ("20260102T030405Z") <-> epoch ms.
 std::string FormatAmzDate(int64_t epoch_ms);
 bool ParseAmzDate(std::string_view s, int64_t* epoch_ms);
+// HTTP's Date format, IMF-fixdate (RFC 9110 section 5.6.7): "Sun, 06 Nov 1994 08:49:37 GMT".
+// Independent of the process locale.
+std::string FormatHttpDate(int64_t epoch_ms);
 // RFC 3339 UTC with milliseconds ("2026-01-02T03:04:05.123Z").
 std::string FormatIso8601(int64_t epoch_ms);
 

@@ -43,15 +43,32 @@ std::string QueryDecode(std::string_view s) {
   return out;
 }
 
-// The head of a response; `length` < 0 means a chunked body.
+// The Date header's value for now, formatted once per second per thread. RFC 9110 section 6.6.1: a
+// server with a clock sends Date on every response; AWS does, errors included, and SDKs read it to
+// correct a client's skewed clock before SigV4 refuses its signatures.
+const std::string& DateNow() {
+  thread_local int64_t second = -1;
+  thread_local std::string value;
+  int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::system_clock::now().time_since_epoch())
+                   .count();
+  if (ms / 1000 != second) {
+    second = ms / 1000;
+    value = FormatHttpDate(ms);
+  }
+  return value;
+}
+
+// The head of a response; `length` < 0 means a chunked body. Every response carries Date.
 std::string Head(const Response& res, int64_t length, bool keep_alive) {
   std::string out = "HTTP/1.1 " + std::to_string(res.status) + " ";
   auto reason = bhttp::obsolete_reason(static_cast<bhttp::status>(res.status));
   out.append(reason.data(), reason.size());
   out += "\r\n";
+  out += "Date: " + DateNow() + "\r\n";
   for (const auto& [k, v] : res.headers) {
     if (EqualsIgnoreCase(k, "content-length") || EqualsIgnoreCase(k, "transfer-encoding") ||
-        EqualsIgnoreCase(k, "connection"))
+        EqualsIgnoreCase(k, "connection") || EqualsIgnoreCase(k, "date"))
       continue;
     // Header values come from handlers; a CR or LF in one would split the response.
     if (k.find_first_of("\r\n:") != std::string::npos || v.find_first_of("\r\n") != std::string::npos) continue;
@@ -179,6 +196,9 @@ class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(Server::Impl& server, tcp::socket socket) : server_(server), stream_(std::move(socket)) {
     server_.open.fetch_add(1);
+    beast::error_code ec;
+    const auto remote = stream_.socket().remote_endpoint(ec);
+    if (!ec) peer_ = remote.address().to_string();
   }
   ~Session() {
     ReleaseBody();
@@ -266,9 +286,7 @@ class Session : public std::enable_shared_from_this<Session> {
     req.query = q == std::string::npos ? "" : req.target.substr(q + 1);
     for (const auto& f : message) req.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
     req.body = std::move(message.body());
-    beast::error_code peer_error;
-    const auto peer = stream_.socket().remote_endpoint(peer_error);
-    if (!peer_error) req.remote_address = peer.address().to_string();
+    req.peer = peer_;
     server_.workers.Push([self = shared_from_this(), req = std::move(req)]() mutable { self->Serve(req); });
   }
 
@@ -388,6 +406,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<Parser> parser_;
   std::string out_;  // the bytes being written; one write at a time
   bool keep_alive_ = false;
+  std::string peer_;  // the client's address; constant after construction
   int64_t reserved_ = 0;  // of server_.buffered, for the request under way
 };
 

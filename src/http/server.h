@@ -29,7 +29,7 @@ struct Request {
   std::string query;   // target after '?', without it; may be empty
   Fields headers;      // names as received
   std::string body;
-  std::string remote_address;  // the peer's IP address ("" unknown), for aws:SourceIp
+  std::string peer;    // the connection's remote address ("127.0.0.1", "::1"); "" when unknown
 
   // The first header named `name` (compared case-insensitively), or null.
   const std::string* Header(std::string_view name) const;
@@ -43,7 +43,7 @@ using StreamProducer = std::function<bool(std::string* out)>;
 
 struct Response {
   int status = 200;
-  Fields headers;  // Content-Length, Transfer-Encoding and Connection are the server's
+  Fields headers;  // Content-Length, Transfer-Encoding, Connection and Date are the server's
   std::string body;
   // When set, the body is sent with chunked encoding, produced piece by piece on the worker until
   // the producer returns false, a write fails or the server stops; the connection closes after.

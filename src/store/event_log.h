@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -57,6 +58,20 @@ class EventLog {
   // Deletes the oldest events beyond the newest `keep`, and those stored before `before_ms`
   // (their "at"). Returns how many went.
   virtual StatusOr<int64_t> Prune(uint64_t keep, int64_t before_ms) = 0;
+
+  // API call records (store::Kind::kAudit, docs/security.md "Audit"), committed by the controller
+  // like events and read here on the same connection. Keys sort by time (AuditKey).
+  static std::string AuditKey(int64_t at_ms, const std::string& request_id) {
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "%020lld", static_cast<long long>(at_ms < 0 ? 0 : at_ms));
+    return std::string(buf) + "/" + request_id;
+  }
+  // Up to `limit` records with lowest <= key < below, newest first.
+  virtual Status ReadAudit(const std::string& lowest, const std::string& below, size_t limit,
+                           std::vector<std::pair<std::string, std::string>>* out) = 0;
+  // Deletes the records older than `before_ms` and the oldest beyond the newest `keep`. Returns
+  // how many went.
+  virtual StatusOr<int64_t> PruneAudit(uint64_t keep, int64_t before_ms) = 0;
 };
 
 }  // namespace ty::store

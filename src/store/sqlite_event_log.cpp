@@ -13,6 +13,7 @@ class SqliteEventLog final : public EventLog {
  public:
   ~SqliteEventLog() override {
     sqlite3_finalize(read_);
+    sqlite3_finalize(read_audit_);
     sqlite3_finalize(save_cursor_);
     if (db_) sqlite3_close(db_);
   }
@@ -151,7 +152,55 @@ class SqliteEventLog final : public EventLog {
     return gone;
   }
 
+  Status ReadAudit(const std::string& lowest, const std::string& below, size_t limit,
+                   std::vector<std::pair<std::string, std::string>>* out) override {
+    std::lock_guard lock(db_mu_);
+    sqlite3_stmt* s =
+        Prepared(&read_audit_, "SELECT key, doc FROM audit WHERE key >= ?1 AND key < ?2 ORDER BY key DESC LIMIT ?3");
+    if (!s) return Error("prepare");
+    Resetter done{s};
+    sqlite3_bind_text(s, 1, lowest.data(), static_cast<int>(lowest.size()), SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, below.data(), static_cast<int>(below.size()), SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, static_cast<sqlite3_int64>(limit));
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      auto text = [&](int col) {
+        return std::string(reinterpret_cast<const char*>(sqlite3_column_text(s, col)),
+                           static_cast<size_t>(sqlite3_column_bytes(s, col)));
+      };
+      out->emplace_back(text(0), text(1));
+    }
+    if (rc != SQLITE_DONE) return Error("read audit records");
+    return Status::Ok();
+  }
+
+  StatusOr<int64_t> PruneAudit(uint64_t keep, int64_t before_ms) override {
+    std::lock_guard lock(db_mu_);
+    int64_t gone = 0;
+    // Keys begin with the time: the old records are a prefix of the key order.
+    if (before_ms > 0) {
+      const std::string below = AuditKey(before_ms, "");
+      TY_RETURN_IF_ERROR(Delete("DELETE FROM audit WHERE key < ?1", &below, 0, &gone));
+    }
+    TY_RETURN_IF_ERROR(Delete("DELETE FROM audit WHERE key <= (SELECT key FROM audit ORDER BY key DESC LIMIT 1 OFFSET ?1)",
+                              nullptr, static_cast<int64_t>(keep), &gone));
+    return gone;
+  }
+
  private:
+  // One DELETE whose parameter ?1 is `text`, or `number` when text is null. REQUIRES: db_mu_ held.
+  Status Delete(const char* sql, const std::string* text, int64_t number, int64_t* gone) {
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(db_, sql, -1, &s, nullptr) != SQLITE_OK) return Error("prepare");
+    if (text) sqlite3_bind_text(s, 1, text->data(), static_cast<int>(text->size()), SQLITE_STATIC);
+    else sqlite3_bind_int64(s, 1, number);
+    int rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE) return Error("prune audit records");
+    *gone += sqlite3_changes(db_);
+    return Status::Ok();
+  }
+
   // The hot statements (Read, SaveCursor: once per delivered event for each webhook) are
   // prepared once and kept; compiling them each time was about a seventh of a webhook thread's
   // CPU. Used under db_mu_ only.
@@ -199,6 +248,7 @@ class SqliteEventLog final : public EventLog {
 
   sqlite3* db_ = nullptr;
   sqlite3_stmt* read_ = nullptr;
+  sqlite3_stmt* read_audit_ = nullptr;
   sqlite3_stmt* save_cursor_ = nullptr;
   std::mutex db_mu_;
   mutable std::mutex wait_mu_;

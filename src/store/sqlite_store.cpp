@@ -7,10 +7,10 @@
 namespace ty::store {
 namespace {
 
-constexpr std::array<const char*, 11> kTables = {"service_environments", "job_queues",   "service_jobs",
+constexpr std::array<const char*, 12> kTables = {"service_environments", "job_queues",   "service_jobs",
                                                  "training_jobs",        "metric_series", "meta",
                                                  "scheduling_policies",  "quota_shares",  "warm_pools",
-                                                 "events",               "system_metrics"};
+                                                 "events",               "system_metrics", "audit"};
 
 // Versioned migrations: entry i takes the schema from version i to i+1. Never edit a shipped
 // entry; append a new one.
@@ -34,6 +34,8 @@ const std::vector<const char*>& Migrations() {
       "CREATE TABLE event_cursors (key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
       // 6: the system metrics sampled on each instance of a training job, keyed by its name.
       "CREATE TABLE system_metrics (key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
+      // 7: API call records, keyed "<epoch ms, 20 digits>/<request id>" so that keys sort by time.
+      "CREATE TABLE audit (key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
   };
   return m;
 }

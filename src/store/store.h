@@ -17,7 +17,10 @@ namespace ty::store {
 enum class Kind { kServiceEnvironment, kJobQueue, kServiceJob, kTrainingJob, kMetricSeries, kMeta, kSchedulingPolicy, kQuotaShare, kWarmPool,
                   // Events (docs/events.md): key = the sequence number, zero-padded to 20 digits.
                   kEvent,
-                  kSystemMetrics };
+                  kSystemMetrics,
+                  // API call records (docs/security.md, "Audit"): key = the time in epoch ms,
+                  // zero-padded to 20 digits, '/', the request id; written with the call's own commit.
+                  kAudit };
 
 struct Write {
   Kind kind;

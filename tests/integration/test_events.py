@@ -217,7 +217,8 @@ class EventTest(ServerTest):
         self.assertEqual(resp.status, 200)
         self.assertTrue(resp.getheader("Content-Type").startswith("text/event-stream"))
         env = dict(os.environ, AWS_ACCESS_KEY_ID=key, AWS_SECRET_ACCESS_KEY=secret)
-        follower = subprocess.Popen([BIN, "events", "-f", "--source", "aws.batch", "--endpoint-url", self.server.url],
+        follower = subprocess.Popen([BIN, "events", "-f", "--source", "aws.batch", "--detail-type", SERVICE_JOB,
+                                     "--endpoint-url", self.server.url],
                                     env=env, stdout=subprocess.PIPE, text=True)
         try:
             time.sleep(0.5)  # the follower starts from the newest event

@@ -179,10 +179,106 @@ class ValidationTest(ServerTest):
         self.assertIn("DISABLED", msg)
         self.assertUnchanged()
 
-    def test_unknown_operation(self):
+    # ---- rules the Batch reference states only in prose ----
+    def test_documented_batch_rules(self):
+        cases = [
+            ("serviceEnvironmentName", self.batch.create_service_environment,
+             dict(serviceEnvironmentName="bad env!", serviceEnvironmentType="SAGEMAKER_TRAINING",
+                  capacityLimits=[{"maxCapacity": 1, "capacityUnit": "NUM_INSTANCES"}]),
+             "Value 'bad env!' at 'serviceEnvironmentName' failed to satisfy constraint: "
+             "Member must satisfy regular expression pattern"),
+            ("jobQueueName", self.batch.create_job_queue,
+             dict(jobQueueName="q" * 129, priority=1, jobQueueType="SAGEMAKER_TRAINING",
+                  serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": "vq-env"}]),
+             "at 'jobQueueName' failed to satisfy constraint: Member must have length less than or equal to 128"),
+            ("jobName", self.batch.submit_service_job,
+             dict(jobName="j" * 129, jobQueue="vq", serviceJobType="SAGEMAKER_TRAINING",
+                  serviceRequestPayload=json.dumps(self.command_payload("ok-name", "true"))),
+             "at 'jobName' failed to satisfy constraint: Member must have length less than or equal to 128"),
+            ("maxResults", self.batch.list_service_jobs, dict(jobQueue="vq", maxResults=101),
+             "Value '101' at 'maxResults' failed to satisfy constraint: "
+             "Member must have value less than or equal to 100"),
+        ]
+        for member, call, kw, wanted in cases:
+            code, msg, status = self.error(call, **kw)
+            self.assertEqual((code, status), ("ClientException", 400), member)
+            self.assertTrue(msg.startswith("1 validation error detected: "), msg)
+            self.assertIn(wanted, msg)
+        self.assertUnchanged()
+
+    def test_every_response_has_a_date_near_now(self):
+        from email.utils import parsedate_to_datetime
+        import time
+        answers = [
+            self.raw("POST", "/v1/describejobqueues", {"Content-Type": "application/json"}),  # 200
+            self.raw("POST", "/v1/createjobqueue", {"Content-Type": "application/json"}),  # 400
+            self.raw("POST", "/v1/listjobs", {"Content-Type": "application/json"}),  # 404
+            self.raw("POST", "/", {"X-Amz-Target": "SageMaker.ListTrainingJobs",
+                                   "Content-Type": "application/x-amz-json-1.1"}, sign=False),  # 403
+            self.raw("GET", "/metrics", {}, body=None, as_json=False),
+            self.raw("POST", "/v1/describejobqueues", {"Content-Type": "application/json",
+                                                       "X-Pad": "a" * (64 << 10)}, sign=False),  # 431
+        ]
+        statuses = [a[0] for a in answers]
+        self.assertEqual(statuses, [200, 400, 404, 403, 200, 431])
+        for status, headers, _ in answers:
+            date = headers.get("Date")
+            self.assertIsNotNone(date, status)
+            self.assertRegex(date, r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
+                                   r"\d{4} \d\d:\d\d:\d\d GMT$")
+            self.assertLess(abs(parsedate_to_datetime(date).timestamp() - time.time()), 5, (status, date))
+
+    # ---- operations this server does not serve: one answer per protocol ----
+    def test_unknown_operation_batch_is_an_unknown_route(self):
+        # rest-json routes by path: a Batch operation not served here and a path in no model alike.
         code, _, status = self.error(self.batch.list_jobs, jobQueue="vq")
-        self.assertEqual(status, 400)
-        self.assertEqual(code, "UnknownOperationException")
+        self.assertEqual((code, status), ("UnknownOperationException", 404))
+        status, headers, body = self.raw("POST", "/v1/nosuchoperation", {"Content-Type": "application/json"})
+        self.assertEqual((status, headers.get("x-amzn-ErrorType"), body["__type"]),
+                         (404, "UnknownOperationException", "UnknownOperationException"))
+
+    def test_unknown_operation_sagemaker_is_a_400(self):
+        code, _, status = self.error(self.sm.list_endpoints)
+        self.assertEqual((code, status), ("UnknownOperationException", 400))
+        for target in ("SageMaker.NoSuchOperation", "Other.CreateTrainingJob", None):
+            headers = {"Content-Type": "application/x-amz-json-1.1"}
+            if target:
+                headers["X-Amz-Target"] = target
+            status, _, body = self.raw("POST", "/", headers)
+            self.assertEqual((status, body["__type"]), (400, "UnknownOperationException"), target)
+
+    def test_unknown_operation_is_answered_before_authentication(self):
+        # Unsigned: the route is resolved first, so the answer is the same as for a signed request.
+        status, _, body = self.raw("POST", "/v1/listjobs", {"Content-Type": "application/json"}, sign=False)
+        self.assertEqual((status, body["__type"]), (404, "UnknownOperationException"))
+        status, _, body = self.raw("POST", "/", {"Content-Type": "application/x-amz-json-1.1",
+                                                 "X-Amz-Target": "SageMaker.ListEndpoints"}, sign=False)
+        self.assertEqual((status, body["__type"]), (400, "UnknownOperationException"))
+
+    def raw(self, method, path, headers, body=b"{}", sign=True, as_json=True):
+        """One request as sent, signed as the service its path belongs to; (status, headers, JSON)."""
+        import http.client
+        import urllib.parse
+        import botocore.auth
+        import botocore.awsrequest
+        import botocore.credentials
+        from harness import REGION
+        headers = dict(headers)
+        if sign:
+            key, secret = self.server.credentials()
+            service = "batch" if path.startswith("/v1/") else "sagemaker"
+            req = botocore.awsrequest.AWSRequest(method=method, url=self.server.url + path, data=body, headers=headers)
+            botocore.auth.SigV4Auth(botocore.credentials.Credentials(key, secret), service, REGION).add_auth(req)
+            headers = dict(req.headers.items())
+        u = urllib.parse.urlparse(self.server.url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        try:
+            conn.request(method, path, body=body, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            return resp.status, {k: v for k, v in resp.getheaders()}, (json.loads(data or b"{}") if as_json else data)
+        finally:
+            conn.close()
 
     def test_client_side_checks_are_not_needed_for_a_clear_error(self):
         # The aws CLI and boto3 also check parameters locally; both paths say what is wrong.

@@ -119,6 +119,32 @@ StatusOr<int64_t> MemEventLog::Prune(uint64_t keep, int64_t before_ms) {
   return gone;
 }
 
+Status MemEventLog::ReadAudit(const std::string& lowest, const std::string& below, size_t limit,
+                              std::vector<std::pair<std::string, std::string>>* out) {
+  std::lock_guard lock(data_->mu);
+  auto& records = data_->docs[store::Kind::kAudit];
+  auto end = records.lower_bound(below);
+  for (auto it = end; it != records.begin() && out->size() < limit;) {
+    --it;
+    if (it->first < lowest) break;
+    out->emplace_back(it->first, it->second);
+  }
+  return Status::Ok();
+}
+
+StatusOr<int64_t> MemEventLog::PruneAudit(uint64_t keep, int64_t before_ms) {
+  std::lock_guard lock(data_->mu);
+  auto& records = data_->docs[store::Kind::kAudit];
+  int64_t gone = 0;
+  const std::string below = before_ms > 0 ? AuditKey(before_ms, "") : "";
+  for (auto it = records.begin(); it != records.end();) {
+    if (records.size() <= keep && it->first >= below) break;  // keys are in time order
+    it = records.erase(it);
+    ++gone;
+  }
+  return gone;
+}
+
 Status FakeExecutor::Start(const std::string& attempt_id, const exec::AttemptSpec& spec) {
   std::lock_guard lock(mu_);
   if (!fail_start_.ok()) return fail_start_;

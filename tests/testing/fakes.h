@@ -1,5 +1,6 @@
 // In-memory ports for driving the controller in unit tests, turn by turn, with no files, SQLite
-// or supervisor processes: MemStore, MemEventLog (over a MemStore's events) and FakeExecutor.
+// or supervisor processes: MemStore, MemEventLog (over a MemStore's events and audit records) and
+// FakeExecutor.
 #pragma once
 
 #include <condition_variable>
@@ -62,6 +63,9 @@ class MemEventLog final : public store::EventLog {
   StatusOr<uint64_t> LoadCursor(const std::string& consumer, bool* found) override;
   Status SaveCursor(const std::string& consumer, uint64_t seq) override;
   StatusOr<int64_t> Prune(uint64_t keep, int64_t before_ms) override;
+  Status ReadAudit(const std::string& lowest, const std::string& below, size_t limit,
+                   std::vector<std::pair<std::string, std::string>>* out) override;
+  StatusOr<int64_t> PruneAudit(uint64_t keep, int64_t before_ms) override;
 
  private:
   std::shared_ptr<MemData> data_;

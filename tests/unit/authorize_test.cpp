@@ -56,7 +56,8 @@ TEST(OperationAccess, EveryLogsAndAdminOperationServedHasAMapping) {
     EXPECT_NE(FindOperationAccess(Api::kTrainyard, op), nullptr) << "trainyard:" << op;
   }
   // trainyard's own endpoints (server.cpp's kOwn table and the event endpoints).
-  for (const char* op : {"GetLogs", "AdvanceClock", "Interrupt", "MetricSeries", "SystemMetrics", "CostReport", "Events"})
+  for (const char* op : {"GetLogs", "AdvanceClock", "Interrupt", "MetricSeries", "SystemMetrics", "CostReport", "Events",
+                         "LookupAuditEvents"})
     EXPECT_NE(FindOperationAccess(Api::kTrainyard, op), nullptr) << "trainyard:" << op;
 }
 

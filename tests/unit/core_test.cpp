@@ -33,6 +33,12 @@ TEST(AmzDate, RoundTripsAndRejectsGarbage) {
   EXPECT_FALSE(ParseAmzDate("20151330T123600Z", &ms));
 }
 
+TEST(HttpDate, IsImfFixdateInGmt) {
+  EXPECT_EQ(FormatHttpDate(784111777000), "Sun, 06 Nov 1994 08:49:37 GMT");  // RFC 9110's example
+  EXPECT_EQ(FormatHttpDate(1440938160999), "Sun, 30 Aug 2015 12:36:00 GMT");   // milliseconds dropped
+  EXPECT_EQ(FormatHttpDate(951782400000), "Tue, 29 Feb 2000 00:00:00 GMT");
+}
+
 TEST(Strings, SplitKeepsEmptyFields) {
   EXPECT_EQ(Split("a//b", '/'), (std::vector<std::string>{"a", "", "b"}));
   EXPECT_EQ(Trim("  x y \n"), "x y");

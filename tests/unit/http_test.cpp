@@ -10,6 +10,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
+#include <ctime>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -282,6 +284,72 @@ TEST(Server, BodiesBeyondTheBufferedBudgetAreRefusedWith503) {
   Send(c, "POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 300\r\n\r\n" + std::string(300, 'c'));
   EXPECT_THAT(ReadUntil(c, "</c>"), HasSubstr("</c>"));
   close(a);
+  close(c);
+}
+
+// --- Date -----------------------------------------------------------------------------------------
+
+// The Date values of the responses in `got`; each must be IMF-fixdate.
+std::vector<int64_t> DatesIn(const std::string& got) {
+  std::vector<int64_t> out;
+  for (size_t at = got.find("\r\nDate: "); at != std::string::npos; at = got.find("\r\nDate: ", at + 1)) {
+    std::string value = got.substr(at + 8, got.find("\r\n", at + 8) - (at + 8));
+    std::tm tm{};
+    const char* end = strptime(value.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    EXPECT_TRUE(end != nullptr && *end == '\0' && value.size() == 29) << value;
+    out.push_back(static_cast<int64_t>(timegm(&tm)));
+  }
+  return out;
+}
+
+void ExpectOneDateNearNow(const std::string& got) {
+  int64_t now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::vector<int64_t> dates = DatesIn(got);
+  ASSERT_EQ(dates.size(), 1u) << got;
+  EXPECT_LE(std::llabs(dates[0] - now), 5) << got;
+}
+
+TEST(Server, EveryResponseCarriesOneDateNearNow) {
+  Limits l;
+  l.max_header_bytes = 1024;
+  l.max_connections = 2;
+  Running s(l, [](const Request& req) {
+    Response r = Echo(req);
+    if (req.path == "/old") r.headers = {{"Date", "Thu, 01 Jan 1970 00:00:00 GMT"}};  // the server's wins
+    if (req.path == "/fail") r.status = 500;
+    if (req.path == "/stream") r.stream = [](std::string* out) { *out = "<stream>"; return false; };
+    return r;
+  });
+  for (const char* path : {"/ok", "/old", "/fail", "/stream"}) {
+    SCOPED_TRACE(path);
+    int fd = Connect(s.port());
+    Send(fd, Get(path));
+    std::string got = ReadUntil(fd, std::string("<") + (path == std::string("/stream") ? "stream" : path));
+    ExpectOneDateNearNow(got.substr(0, got.find("\r\n\r\n") + 2));
+    close(fd);
+  }
+  {  // the listener's own refusals: an oversized head, a malformed request, the connection cap
+    int fd = Connect(s.port());
+    Send(fd, "GET / HTTP/1.1\r\nHost: x\r\nX-Pad: " + std::string(2000, 'a') + "\r\n\r\n");
+    std::string got = ReadUntil(fd, "max_header_bytes");
+    EXPECT_THAT(got, StartsWith("HTTP/1.1 431 "));
+    ExpectOneDateNearNow(got);
+    close(fd);
+    fd = Connect(s.port());
+    Send(fd, "NOT HTTP\r\n\r\n");
+    got = ReadUntil(fd, "not valid HTTP");
+    EXPECT_THAT(got, StartsWith("HTTP/1.1 400 "));
+    ExpectOneDateNearNow(got);
+    close(fd);
+  }
+  int a = Connect(s.port()), b = Connect(s.port());
+  ASSERT_TRUE(Eventually([&] { return s.server().stats().open_connections == 2; }));
+  int c = Connect(s.port());
+  std::string got = ReadUntil(c, "max_connections");
+  EXPECT_THAT(got, StartsWith("HTTP/1.1 503 "));
+  ExpectOneDateNearNow(got);
+  close(a);
+  close(b);
   close(c);
 }
 

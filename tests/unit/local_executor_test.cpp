@@ -594,6 +594,32 @@ TEST_P(LocalExecutorTest, TheCheckpointMarkerIsReportedBeforeTheExit) {
   EXPECT_EQ(std::count_if(events.begin(), events.end(), [](const AttemptEvent& e) { return e.phase == Phase::kCheckpointed; }), 1);
 }
 
+// A job that saves its checkpoint on the interruption's SIGTERM may do so through other
+// programs (a copy, an upload): they start after the SIGTERM and must run to their end within the
+// notice. The checkpoint they write is in the store when the attempt has exited. (In the sandbox
+// the SIGTERM was once sent again every 200 ms to every new process of the job, so a save that
+// took longer than that was killed half way, and the next run restored the checkpoint without it.)
+TEST_P(LocalExecutorTest, ProgramsStartedOnTheInterruptionsSigtermFinishAndTheirCheckpointIsSynced) {
+  json spec = Spec("save", "D=$(dirname \"$TRAINYARD_CHECKPOINT_MARKER\"); echo before > \"$D/log\"; "
+                           "trap 'sh -c \"sleep 1; echo saved >> $D/log\"; exit 0' TERM; "
+                           "echo ready; while :; do sleep 0.05; done");
+  spec["checkpoint"] = {{"uri", "s3://ckpt/save/"}, {"local_path", "/opt/ml/checkpoints"}};
+  ASSERT_TRUE(StartSpec("save", spec).ok());
+  WaitForPhase(*executor_, "save", "Training");
+  // The interruption must come after the trap is in place: a SIGTERM before it ends the shell.
+  for (int i = 0; i < 400 && Slurp(executor_->LogPath("save", 1)).find(" ready") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  ASSERT_NE(Slurp(executor_->LogPath("save", 1)).find(" ready"), std::string::npos);
+  ASSERT_TRUE(executor_->Interrupt("save", 30).ok());
+  auto start = std::chrono::steady_clock::now();
+  auto events = RunToEnd(*executor_, "save");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));  // not the whole notice
+  ASSERT_EQ(events.back().phase, Phase::kExited);
+  EXPECT_TRUE(events.back().stopped);
+  EXPECT_EQ(events.back().exit_code, 0) << events.back().failure_reason;
+  EXPECT_EQ(Slurp(root_ / "ckpt/save/log"), "before\nsaved\n");
+}
+
 // ---- Failure kinds, recorded by the supervisor and read back by Poll ----
 
 TEST_P(LocalExecutorTest, ANonZeroExitIsAnAlgorithmFailure) {

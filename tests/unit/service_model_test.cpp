@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <map>
+#include <span>
 #include <iostream>
 #include <set>
 #include <string>
@@ -625,6 +628,238 @@ TEST(ServiceModelTest, ReachablePatternsCompile) {
   for (const auto& p : Sm().unsupported_patterns()) std::cout << "  " << p << "\n";
   EXPECT_LE(Sm().unsupported_patterns().size(), 5u);
   EXPECT_TRUE(Batch().unsupported_patterns().empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every constraint of every operation's input, one violation each
+//
+// The walker reads the model file itself (not through ServiceModel), applies the documented rules
+// on top as the server does, and for each member reachable from each operation's input sends a
+// request that breaks one constraint of that member: a required member left out, a length or a
+// value one past its bound, a value outside the enum, a value of the wrong JSON type, and a value
+// that breaks the pattern. The error must name the member's path and the rule.
+
+struct Walk {
+  const ServiceModel& model;
+  json shapes;  // the model's shapes, documented rules applied as per-member overrides
+  std::map<std::string, json> overrides;  // "Structure.member" -> the traits a rule adds
+  std::map<std::string, int> checked;     // per constraint kind
+  std::vector<std::string> failures;
+
+  // The shape a member refers to, with any documented rule's traits added.
+  json MemberShape(const std::string& owner, const std::string& member, const json& ref) const {
+    json s = shapes[ref["shape"].get<std::string>()];
+    if (auto it = overrides.find(owner + "." + member); it != overrides.end()) s.update(it->second);
+    return s;
+  }
+
+  // The request that carries `leaf` at `steps` (each step: a member name, "[]" for a list item,
+  // "{}" for a map value) and the path a message names it by.
+  static std::pair<json, std::string> Place(const std::vector<std::string>& steps, const json& leaf) {
+    json v = leaf;
+    for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+      if (*it == "[]") v = json::array({v});
+      else if (*it == "{}") v = json{{"k", v}};
+      else v = json{{*it, v}};
+    }
+    std::string path;
+    for (const auto& st : steps) {
+      if (st == "[]") path += "[0]";
+      else if (st == "{}") path += ".k";
+      else path += (path.empty() ? "" : ".") + st;
+    }
+    return {v, path};
+  }
+
+  void Expect(const ServiceModel::Operation& op, bool bound, const std::vector<std::string>& steps,
+              const json& leaf, const std::string& kind, const std::string& rule) {
+    auto [value, path] = Place(steps, leaf);
+    json body = bound ? json::object() : value;
+    json uri = bound ? value : json::object();
+    Status st = model.ValidateInput(op, body, &uri);
+    std::string want = "at '" + path + "' failed to satisfy constraint: Member must " + rule;
+    ++checked[kind];
+    if (st.ok() || st.message().find(want) == std::string::npos) {
+      failures.push_back(op.name + " " + kind + ": wanted \"" + want + "\", got \"" +
+                         (st.ok() ? std::string("OK") : st.message().substr(0, 300)) + "\"");
+    }
+  }
+
+  static std::string Num(const json& j) {
+    return j.is_number_integer() ? std::to_string(j.get<int64_t>()) : j.dump();
+  }
+
+  // A value of the wrong JSON type for a shape.
+  static json WrongType(const std::string& type) {
+    if (type == "string" || type == "blob") return 7;
+    if (type == "timestamp") return true;
+    return "not-a-" + type;
+  }
+
+  void Member(const ServiceModel::Operation& op, bool bound, std::vector<std::string> steps,
+              const json& s, std::set<std::string>& seen, int depth) {
+    const std::string type = s["type"];
+    Expect(op, bound, steps, WrongType(type), "type", "be of type " + type);
+    if (type == "string") {
+      if (s.contains("min") && s["min"].get<int64_t>() > 0) {
+        Expect(op, bound, steps, std::string(s["min"].get<size_t>() - 1, 'a'), "string min",
+               "have length greater than or equal to " + Num(s["min"]));
+      }
+      if (s.contains("max")) {
+        Expect(op, bound, steps, std::string(s["max"].get<size_t>() + 1, 'a'), "string max",
+               "have length less than or equal to " + Num(s["max"]));
+      }
+      if (s.contains("enum")) {
+        Expect(op, bound, steps, "NOT-IN-THE-ENUM", "enum", "satisfy enum value set");
+      }
+      if (s.contains("pattern")) Pattern(op, bound, steps, s);
+    } else if (type == "integer" || type == "long" || type == "float" || type == "double") {
+      if (s.contains("min")) {
+        json below = s["min"].is_number_integer() ? json(s["min"].get<int64_t>() - 1) : json(s["min"].get<double>() / 2 - 1);
+        Expect(op, bound, steps, below, "number min", "have value greater than or equal to " + ShownBound(s["min"]));
+      }
+      if (s.contains("max")) {
+        json above = s["max"].is_number_integer() ? json(s["max"].get<int64_t>() + 1) : json(s["max"].get<double>() * 2 + 1);
+        Expect(op, bound, steps, above, "number max", "have value less than or equal to " + ShownBound(s["max"]));
+      }
+    } else if (type == "list" || type == "map") {
+      json item = type == "list" ? shapes[s["member"]["shape"].get<std::string>()]
+                                 : shapes[s["value"]["shape"].get<std::string>()];
+      json filler = Filler(item);
+      auto many = [&](size_t n) {
+        if (type == "list") return json(std::vector<json>(n, filler));
+        json m = json::object();
+        for (size_t i = 0; i < n; ++i) m["k" + std::to_string(i)] = filler;
+        return m;
+      };
+      if (s.contains("min") && s["min"].get<int64_t>() > 0) {
+        Expect(op, bound, steps, many(s["min"].get<size_t>() - 1), type + " min",
+               "have length greater than or equal to " + Num(s["min"]));
+      }
+      if (s.contains("max") && s["max"].get<int64_t>() < 10000) {
+        Expect(op, bound, steps, many(s["max"].get<size_t>() + 1), type + " max",
+               "have length less than or equal to " + Num(s["max"]));
+      }
+      if (bound || depth > 6) return;
+      steps.push_back(type == "list" ? "[]" : "{}");
+      Member(op, false, steps, item, seen, depth + 1);
+    } else if (type == "structure") {
+      if (depth > 6) return;
+      for (const auto& [name, ref] : s["members"].items()) {
+        std::string key = s.value("__name", std::string()) + "." + name;
+        if (!seen.insert(key).second) continue;  // each member once per operation
+        json ms = MemberShape(s.value("__name", std::string()), name, ref);
+        ms["__name"] = ref["shape"];
+        bool is_bound = depth == 0 && ref.contains("location");
+        std::vector<std::string> at = steps;
+        at.push_back(name);
+        bool required = s.contains("required") &&
+                        std::find(s["required"].begin(), s["required"].end(), name) != s["required"].end();
+        if (required) {
+          auto [parent, ppath] = Place(steps, json::object());
+          ++checked["required"];
+          json body = is_bound ? json::object() : parent, uri = json::object();
+          Status st = model.ValidateInput(op, body, &uri);
+          std::string want = "Value null at '" + JoinPath(ppath, name) + "' failed to satisfy constraint: Member must not be null";
+          if (st.ok() || st.message().find(want) == std::string::npos) {
+            failures.push_back(op.name + " required: wanted \"" + want + "\"");
+          }
+        }
+        if (!ms.value("jsonvalue", false) && !ref.value("jsonvalue", false)) {
+          Member(op, is_bound, at, ms, seen, depth + 1);
+        }
+      }
+    }
+  }
+
+  static std::string JoinPath(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
+
+  static std::string ShownBound(const json& b) {
+    if (b.is_number_integer()) return std::to_string(b.get<int64_t>());
+    double d = b.get<double>();
+    if (d == static_cast<double>(static_cast<int64_t>(d))) return std::to_string(static_cast<int64_t>(d));
+    return b.dump();
+  }
+
+  // A value of an item shape that is at least of the right type (its own constraints may fail;
+  // the length error of the container is what is looked for).
+  json Filler(const json& item) const {
+    const std::string type = item["type"];
+    if (type == "string") return std::string(item.value("min", 1), 'a');
+    if (type == "structure" || type == "map") return json::object();
+    if (type == "list") return json::array();
+    if (type == "boolean") return true;
+    return item.value("min", 1);
+  }
+
+  // Values that each break most patterns; at least one, within the shape's length bounds, must be
+  // refused with the pattern named.
+  void Pattern(const ServiceModel::Operation& op, bool bound, const std::vector<std::string>& steps, const json& s) {
+    size_t min = s.value("min", 0), max = s.value("max", 1000000);
+    std::string pattern = s["pattern"];
+    // Patterns that every string of any length matches ('.' matches line breaks here, see
+    // docs/api-coverage.md) cannot be broken; the rest must refuse one of the values below.
+    static const std::set<std::string> kAnyText = {".*", ".+", "[\\S\\s]*", "[\\S\\s]+", "[\\s\\S]+",
+                                                   "[\\s\\S]*", ".{0,1024}", ".*(?:[ \\r\\n\\t].*)*"};
+    if (kAnyText.count(pattern)) {
+      ++checked["pattern matching any text"];
+      return;
+    }
+    ++checked["pattern"];
+    for (std::string base : {"\x01", "\n", " ", "!", "~~", "-", "A"}) {
+      std::string v = base;
+      while (v.size() < std::max<size_t>(min, 1)) v += base;
+      if (v.size() > max) continue;
+      auto [value, path] = Place(steps, json(v));
+      json body = bound ? json::object() : value, uri = bound ? value : json::object();
+      Status st = model.ValidateInput(op, body, &uri);
+      std::string want = "at '" + path + "' failed to satisfy constraint: Member must satisfy regular expression pattern: " + pattern;
+      if (!st.ok() && st.message().find(want) != std::string::npos) return;
+    }
+    failures.push_back(op.name + " pattern at " + Place(steps, json()).second + ": no value was refused: " + pattern);
+  }
+};
+
+void WalkModel(const ServiceModel& model, const char* file,
+               std::span<const ServiceModel::DocumentedRule> rules) {
+  std::ifstream in(std::string(TY_MODELS_DIR) + "/" + file);
+  ASSERT_TRUE(in) << file;
+  json doc = json::parse(in);
+  Walk w{model, doc["shapes"], {}, {}, {}};
+  for (const auto& r : rules) {
+    json traits = json::object();
+    if (r.min) traits["min"] = *r.min == static_cast<int64_t>(*r.min) ? json(static_cast<int64_t>(*r.min)) : json(*r.min);
+    if (r.max) traits["max"] = *r.max == static_cast<int64_t>(*r.max) ? json(static_cast<int64_t>(*r.max)) : json(*r.max);
+    if (!r.pattern.empty()) traits["pattern"] = std::string(r.pattern);
+    w.overrides[std::string(r.member)] = traits;
+  }
+  size_t operations = 0;
+  for (const auto& [name, op] : doc["operations"].items()) {
+    if (!op.contains("input")) continue;
+    const ServiceModel::Operation* served = model.FindOperation(name);
+    ASSERT_NE(served, nullptr) << name;
+    ++operations;
+    json root = w.shapes[op["input"]["shape"].get<std::string>()];
+    root["__name"] = op["input"]["shape"];
+    std::set<std::string> seen;
+    w.Member(*served, false, {}, root, seen, 0);
+  }
+  std::cout << file << ": " << operations << " operations;";
+  for (const auto& [kind, n] : w.checked) std::cout << " " << kind << " " << n << ";";
+  std::cout << " failures " << w.failures.size() << "\n";
+  for (size_t i = 0; i < std::min<size_t>(w.failures.size(), 20); ++i) ADD_FAILURE() << w.failures[i];
+  EXPECT_TRUE(w.failures.empty());
+  for (const char* kind : {"required", "type", "string min", "string max", "enum", "number min", "number max", "list max"}) {
+    EXPECT_GT(w.checked[kind], 0) << kind;
+  }
+}
+
+TEST(ServiceModelTest, EveryBatchInputConstraintIsEnforced) {
+  WalkModel(Batch(), "batch-2016-08-10.json", ServiceModel::BatchDocumentedRules());
+}
+
+TEST(ServiceModelTest, EverySageMakerInputConstraintIsEnforced) {
+  WalkModel(Sm(), "sagemaker-2017-07-24.json", {});
 }
 
 }  // namespace

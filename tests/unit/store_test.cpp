@@ -80,13 +80,51 @@ TEST_F(StoreTest, SystemMetricsHaveTheirOwnTableFromSchemaVersion6) {
   {
     auto s = OpenSqliteStore(db(), true);
     ASSERT_TRUE(s.ok());
-    EXPECT_EQ((*s)->SchemaVersion(), 6);
+    EXPECT_GE((*s)->SchemaVersion(), 6);
     ASSERT_TRUE((*s)->Commit({{Kind::kSystemMetrics, "job", "{\"algo-1\":[]}"}, {Kind::kMetricSeries, "job", "[]"}}).ok());
   }
   auto s = OpenSqliteStore(db(), true);
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(All(**s, Kind::kSystemMetrics), (std::map<std::string, std::string>{{"job", "{\"algo-1\":[]}"}}));
   EXPECT_EQ(All(**s, Kind::kMetricSeries), (std::map<std::string, std::string>{{"job", "[]"}}));
+}
+
+// Audit records are committed with the state (Kind::kAudit), keyed by time, and read newest first
+// and pruned through the event log's connection.
+TEST_F(StoreTest, AuditRecordsAreReadNewestFirstWithinARangeAndPrunedByAgeAndCount) {
+  auto s = OpenSqliteStore(db(), true);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ((*s)->SchemaVersion(), 7);
+  std::vector<Write> writes;
+  // Records at t = 1 s .. 12 s; 9 s < 10 s as numbers and as keys.
+  for (int64_t t = 1; t <= 12; ++t) writes.push_back({Kind::kAudit, EventLog::AuditKey(t * 1000, "r" + std::to_string(t)), std::to_string(t)});
+  ASSERT_TRUE((*s)->Commit(writes).ok());
+  auto log = EventLog::Open(db());
+  ASSERT_TRUE(log.ok());
+  auto docs = [](const std::vector<std::pair<std::string, std::string>>& rows) {
+    std::vector<std::string> out;
+    for (const auto& [k, d] : rows) out.push_back(d);
+    return out;
+  };
+  std::vector<std::pair<std::string, std::string>> rows;
+  // [8 s, 11 s): newest first, at most 2.
+  ASSERT_TRUE((*log)->ReadAudit(EventLog::AuditKey(8000, ""), EventLog::AuditKey(11000, ""), 2, &rows).ok());
+  EXPECT_EQ(docs(rows), (std::vector<std::string>{"10", "9"}));
+  // The next page goes on below the last key read.
+  const std::string below = rows.back().first;
+  rows.clear();
+  ASSERT_TRUE((*log)->ReadAudit(EventLog::AuditKey(8000, ""), below, 2, &rows).ok());
+  EXPECT_EQ(docs(rows), (std::vector<std::string>{"8"}));
+  // Older than 3 s go, then all but the newest 5.
+  auto gone = (*log)->PruneAudit(100, 3000);
+  ASSERT_TRUE(gone.ok()) << gone.status().message();
+  EXPECT_EQ(*gone, 2);
+  gone = (*log)->PruneAudit(5, 0);
+  ASSERT_TRUE(gone.ok()) << gone.status().message();
+  EXPECT_EQ(*gone, 5);
+  rows.clear();
+  ASSERT_TRUE((*log)->ReadAudit(EventLog::AuditKey(0, ""), EventLog::AuditKey(1000000, ""), 100, &rows).ok());
+  EXPECT_EQ(docs(rows), (std::vector<std::string>{"12", "11", "10", "9", "8"}));
 }
 
 // Events are committed with the state (Kind::kEvent) and read, waited for, tracked and pruned

@@ -90,6 +90,7 @@ struct Instance {
   bool exited = false;
   int exit_code = 0;
   int64_t drain_deadline = 0;  // once exited: when to stop waiting for its pipe to close
+  bool job_termed = false;     // sandboxed: the job's own process has had its SIGTERM (Signal)
 };
 
 // How many objects of a channel are downloaded at once.
@@ -921,17 +922,27 @@ class Supervisor {
     const bool limit_files = sandbox_ && (static_cast<size_t>(n - 1) >= volumes_.size() || !volumes_[static_cast<size_t>(n - 1)]);
     const rlim_t file_limit = static_cast<rlim_t>(VolumeBytes());
     const local::JobUser user = job_user_;
+    // Every signal is blocked across the fork until the child has put back the default actions:
+    // a stop's SIGTERM to the instance's group that reached the child before that ran the
+    // supervisor's own handler there, and was lost (the job then ran until the grace's SIGKILL).
+    // Held, it is delivered once the actions are the job's, and ends a child that never ran.
+    sigset_t all, previous;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &previous);
     pid_t pid = ::fork();
-    if (pid != 0) return pid;
+    if (pid != 0) {
+      ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+      return pid;
+    }
     ::setpgid(0, 0);
     ::dup2(out_fd, 1);
     ::dup2(out_fd, 2);
     int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull >= 0) ::dup2(devnull, 0);
+    for (int sig : {SIGTERM, SIGINT, SIGPIPE, SIGHUP}) ::signal(sig, SIG_DFL);
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int sig : {SIGTERM, SIGINT, SIGPIPE, SIGHUP}) ::signal(sig, SIG_DFL);
     if (cg && !cg->JoinFromChild()) {
       std::fprintf(stderr, "cannot join the instance's cgroup: %s\n", std::strerror(errno));
       ::_exit(126);
@@ -1064,8 +1075,12 @@ class Supervisor {
 
   // Signals every process of each running instance. In the sandbox the group leader is bwrap,
   // which would turn a SIGTERM into an immediate SIGKILL of the job (--die-with-parent), so
-  // SIGTERM goes to the group's other members only, once each; during the grace, members that
-  // appear later (a stop that came while bwrap was still starting the job) get it too.
+  // SIGTERM goes to the group's other members only, once each. A stop that came while bwrap was
+  // still starting the job finds no job process yet, so Supervise sweeps again during the grace,
+  // but only until a sweep has reached the job's own process (the child of bwrap's init, the
+  // leader's child). After that the instance gets no more SIGTERMs, as outside the sandbox, where
+  // the group gets one: what the job starts on its SIGTERM (a copy or an upload that saves its
+  // checkpoint) is its own and runs until it ends or the grace does.
   void Signal(int sig) {
     for (auto& i : instances_) {
       if (i.exited || i.pid <= 0) continue;
@@ -1073,6 +1088,11 @@ class Supervisor {
         ::kill(-i.pid, sig);
         continue;
       }
+      if (i.job_termed) continue;
+      struct Member {
+        pid_t pid, ppid;
+      };
+      std::vector<Member> members;
       std::error_code ec;
       for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
         std::string name = it->path().filename().string();
@@ -1086,9 +1106,15 @@ class Supervisor {
         // After "pid (comm) ": state, ppid, pgrp.
         int ppid = 0, pgrp = 0;
         char state;
-        if (std::sscanf(stat.c_str() + close + 2, "%c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == i.pid &&
-            (sig != SIGTERM || termed_.insert(pid).second))
-          ::kill(pid, sig);
+        if (std::sscanf(stat.c_str() + close + 2, "%c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == i.pid)
+          members.push_back({pid, ppid});
+      }
+      std::set<pid_t> inits;  // bwrap's init in the job's PID namespace (the leader's child)
+      for (const Member& m : members)
+        if (m.ppid == i.pid) inits.insert(m.pid);
+      for (const Member& m : members) {
+        if (termed_.insert(m.pid).second) ::kill(m.pid, sig);
+        if (inits.count(m.ppid)) i.job_termed = true;
       }
     }
   }
@@ -1213,6 +1239,8 @@ class Supervisor {
         max_runtime_exceeded_ = true;
         BeginStop();
       }
+      // A sandboxed job that was not there yet at the stop gets its SIGTERM when it appears
+      // (Signal: once, never the programs it starts on it).
       if (sandbox_ && kill_deadline_ && now < kill_deadline_ && now >= next_term_sweep_) {
         Signal(SIGTERM);
         next_term_sweep_ = now + 200;
