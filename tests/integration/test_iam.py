@@ -170,6 +170,15 @@ class IamTest(ServerTest):
         sm_c = self.client_as("c", "sagemaker")
         self.assertDenied(lambda: sm_c.stop_training_job(TrainingJobName="job-a"), "sagemaker:StopTrainingJob")
         self.assertEqual(self.batch.describe_service_job(jobId=job_a)["status"], "RUNNING")
+        # The refusal is in the audit trail under the user, with the statement that decided it.
+        found = self.server.admin("admin/audit", {"LookupAttributes": [
+            {"AttributeKey": "Principal", "AttributeValue": f"arn:aws:iam::{ACCOUNT}:user/member-c"},
+            {"AttributeKey": "Action", "AttributeValue": "batch:TerminateServiceJob"}]})["Events"]
+        self.assertEqual(len(found), 1, found)
+        record = json.loads(found[0]["CloudTrailEvent"])
+        self.assertEqual(record["errorCode"], "AccessDeniedException")
+        self.assertEqual(record["decidingStatement"], "guard-rail/DenyTerminateOthers")
+        self.assertEqual(record["userIdentity"]["type"], "IAMUser")
         # Its own team may.
         self.client_as("a", "batch").terminate_service_job(jobId=job_a, reason="done")
         self.wait_status(job_a, "FAILED")
