@@ -4,8 +4,8 @@
 Starts a server on a fresh data directory, creates a fair-share queue whose service environment
 is DISABLED (jobs stay queued: the figure is the API's and the commit's, not the executor's), ten
 users team0..team9 each tagged team=<name> with the team and guard-rail policies of
-docs/security.md (plus an unused admin user), then runs `ty_loadgen submit` alternately as root
-and as the ten users (connection c signs as user c mod 10 and submits to its own share), each
+docs/security.md (plus an unused admin user), then runs `ty_loadgen submit` as root and as the ten
+users (root first in even reps, users first in odd ones) (connection c signs as user c mod 10 and submits to its own share), each
 run --jobs jobs from --connections connections, --reps times. Prints one JSON object.
 
 usage: bench/iam_submit.py [--bin build/trainyard] [--loadgen build/bench/ty_loadgen]
@@ -94,7 +94,8 @@ def main():
                 rf.write(f"{root[0]} {root[1]} {team}\n")
         runs = {"root": [], "users": []}
         for rep in range(a.reps):
-            for who, keys in (("root", root_file), ("users", users_file)):
+            order = (("root", root_file), ("users", users_file))
+            for who, keys in (order if rep % 2 == 0 else order[::-1]):  # neither always runs on the deeper queue
                 out = subprocess.run([a.loadgen, "submit", "--endpoint", url, "--queue", "shared", "--keys", keys,
                                       "--jobs", str(a.jobs), "--connections", str(a.connections)],
                                      check=True, capture_output=True, text=True).stdout
