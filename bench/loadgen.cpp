@@ -72,10 +72,16 @@ const char kUsage[] =
     "  --quota-shares K    fill: a quotaShareName q0..q(K-1), for a quota-share queue\n"
     "  --priorities P      fill: a schedulingPriority 0..P-1 (default none)\n"
     "  --prefix P          fill: job name prefix (default fill-)\n"
+    "  --keys FILE         submit: one \"KEY SECRET SHARE\" per line; connection c signs with line\n"
+    "                      c mod lines and submits to shareIdentifier SHARE (users under policies)\n"
     "  -h, --help          print this help and exit\n";
 
 struct Args {
   std::string mode, endpoint, key, secret, queue, command = "true", mark_dir, prefix = "fill-";
+  struct Signer {
+    std::string key, secret, share;
+  };
+  std::vector<Signer> signers;  // --keys; empty: --key/--secret and no share
   int jobs = 1000, connections = 4, share_ids = 0, quota_shares = 0, priorities = 0;
 };
 
@@ -92,7 +98,8 @@ std::string Payload(const std::string& name, const std::string& command) {
 
 class Conn {
  public:
-  explicit Conn(const Args& a) : a_(a), http_(a.endpoint) {
+  explicit Conn(const Args& a, std::string key = {}, std::string secret = {})
+      : a_(a), key_(key.empty() ? a.key : key), secret_(secret.empty() ? a.secret : secret), http_(a.endpoint) {
     http_.set_keep_alive(true);
     http_.set_tcp_nodelay(true);
     http_.set_read_timeout(600, 0);  // a deep queue's turns take seconds (fill), and requests queue behind them
@@ -104,7 +111,7 @@ class Conn {
     req.path = "/v1/" + op;
     req.body = body.dump();
     req.headers = {{"host", host_}, {"content-type", "application/json"}};
-    ty::api::SignSigV4(req, {a_.key, a_.secret}, "us-east-1", "batch", ty::SystemClock::instance().now_ms());
+    ty::api::SignSigV4(req, {key_, secret_}, "us-east-1", "batch", ty::SystemClock::instance().now_ms());
     httplib::Headers h;
     for (auto& [k, v] : req.headers)
       if (k != "host" && k != "content-type") h.emplace(k, v);
@@ -118,6 +125,7 @@ class Conn {
 
  private:
   const Args& a_;
+  std::string key_, secret_;
   httplib::Client http_;
   std::string host_;
 };
@@ -138,14 +146,21 @@ double SubmitAll(const Args& a, const std::string& prefix, std::vector<double>* 
   std::vector<std::thread> threads;
   for (int c = 0; c < a.connections; ++c) {
     threads.emplace_back([&, c] {
-      Conn conn(a);
+      const Args::Signer* signer = a.signers.empty() ? nullptr : &a.signers[c % a.signers.size()];
+      Conn conn(a, signer ? signer->key : "", signer ? signer->secret : "");
       std::vector<double> mine;
       int i;
       while ((i = next++) < a.jobs) {
         std::string name = prefix + std::to_string(c) + "-" + std::to_string(i);
+        json body = {{"jobName", name}, {"jobQueue", a.queue}, {"serviceJobType", "SAGEMAKER_TRAINING"},
+                     {"serviceRequestPayload", Payload(name, a.command)}};
+        if (signer) {
+          body["shareIdentifier"] = signer->share;
+          body["schedulingPriority"] = 1;
+          body["tags"] = {{"team", signer->share}};
+        }
         auto s = Clock::now();
-        conn.Call("submitservicejob", {{"jobName", name}, {"jobQueue", a.queue}, {"serviceJobType", "SAGEMAKER_TRAINING"},
-                                       {"serviceRequestPayload", Payload(name, a.command)}});
+        conn.Call("submitservicejob", body);
         mine.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s).count());
       }
       std::lock_guard l(mu);
@@ -426,10 +441,17 @@ int main(int argc, char** argv) {
     else if (k == "--quota-shares") ok = count(v, &a.quota_shares);
     else if (k == "--priorities") ok = count(v, &a.priorities);
     else if (k == "--prefix") a.prefix = v;
+    else if (k == "--keys") {
+      std::ifstream in(v);
+      Args::Signer s;
+      while (in >> s.key >> s.secret >> s.share) a.signers.push_back(s);
+      ok = !a.signers.empty();
+    }
     else return fail("unknown option " + k);
     if (!ok) return fail(k + " takes a count, not " + v);
   }
   if (a.endpoint.rfind("http://", 0) != 0) return fail("--endpoint http://HOST:PORT is required");
+  if (a.key.empty() && !a.signers.empty()) a.key = a.signers[0].key, a.secret = a.signers[0].secret;
   if (a.key.empty() || a.secret.empty() || a.queue.empty()) return fail("--key, --secret and --queue are required");
   if (a.mode == "startlat" && a.mark_dir.empty()) return fail("startlat needs --mark-dir");
   json out = a.mode == "submit" ? Submit(a)

@@ -482,7 +482,7 @@ Response Decoded(const StatusOr<Cmd>& cmd, Run run) {
 }
 }  // namespace
 
-Response HandleBatch(Controller& c, const std::string& op, const json& req) {
+Response HandleBatch(Controller& c, const std::string& op, const json& req, const std::string& caller) {
   if (op == "CreateServiceEnvironment")
     return Decoded(DecodeCreateServiceEnvironment(req), [&](const auto& cmd) { return c.CreateServiceEnvironment(cmd); });
   if (op == "UpdateServiceEnvironment")
@@ -545,8 +545,10 @@ Response HandleBatch(Controller& c, const std::string& op, const json& req) {
     const ServiceModel::Operation* op_ctj = sm.FindOperation("CreateTrainingJob");
     Status st = sm.ValidateShape(op_ctj->input_shape, payload, "serviceRequestPayload");
     if (!st.ok()) return st;
-    return Decoded(DecodeSubmitServiceJob(req, {c.config(), c.sandbox()}),
-                   [&](const auto& cmd) { return c.SubmitServiceJob(cmd); });
+    return Decoded(DecodeSubmitServiceJob(req, {c.config(), c.sandbox()}), [&](auto cmd) {
+      cmd.owner = caller;
+      return c.SubmitServiceJob(cmd);
+    });
   }
   if (op == "DescribeServiceJob") {
     std::string id = req.value("jobId", "");

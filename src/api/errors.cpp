@@ -41,6 +41,9 @@ WireError ToWireError(Protocol protocol, const Status& st) {
     case Code::kThrottled:
       // AWS's common error for every JSON protocol (Batch's rest-json included); SDKs retry it.
       return {400, "ThrottlingException", st.message()};
+    case Code::kAccessDenied:
+      // The common error of every AWS JSON protocol, Batch's rest-json and CloudWatch Logs included.
+      return {403, "AccessDeniedException", st.message()};
     case Code::kUnavailable:
       return {503, "ServiceUnavailableException", st.message()};
     case Code::kInternal:

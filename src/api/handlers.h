@@ -15,9 +15,16 @@ namespace ty::api {
 
 using Response = StatusOr<nlohmann::json>;
 
-// REQUIRES: `req` passed model validation for `operation`.
-Response HandleBatch(control::Controller& c, const std::string& operation, const nlohmann::json& req);
-Response HandleSageMaker(control::Controller& c, const std::string& operation, const nlohmann::json& req);
+// REQUIRES: `req` passed model validation for `operation`. `caller` is the ARN of the principal
+// that signed the request, recorded as the owner of the jobs it creates (trainyard:JobOwner).
+Response HandleBatch(control::Controller& c, const std::string& operation, const nlohmann::json& req,
+                     const std::string& caller = {});
+Response HandleSageMaker(control::Controller& c, const std::string& operation, const nlohmann::json& req,
+                         const std::string& caller = {});
+
+// Users, access keys and managed policies (POST /trainyard/v1/admin/iam/<Operation>; iam_api.cpp).
+Response HandleIamAdmin(control::Controller& c, const std::string& operation, const nlohmann::json& req);
+bool IamAdminImplements(const std::string& operation);
 
 // trainyard's own read of a training job's log (POST /trainyard/v1/logs, signed as "sagemaker").
 Response HandleGetLogs(control::Controller& c, const nlohmann::json& req);

@@ -204,10 +204,11 @@ bool SageMakerImplements(const std::string& op) {
   return kOps.count(op) > 0;
 }
 
-Response HandleSageMaker(Controller& c, const std::string& op, const json& req) {
+Response HandleSageMaker(Controller& c, const std::string& op, const json& req, const std::string& caller) {
   if (op == "CreateTrainingJob") {
     auto cmd = DecodeCreateTrainingJob(req, {c.config(), c.sandbox()});
     if (!cmd.ok()) return cmd.status();
+    cmd->owner = caller;
     auto tj = c.CreateTrainingJob(*cmd);
     if (!tj.ok()) return tj.status();
     return json{{"TrainingJobArn", tj->arn}};

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "api/authorize.h"
 #include "api/audit.h"
 #include "api/errors.h"
 #include "api/events.h"
@@ -62,6 +63,7 @@ constexpr const char* kEmbeddedJsonMembers[] = {"serviceRequestPayload", "EventP
 struct ApiServer::Impl {
   control::Controller& controller;
   RootCredential root;
+  Authorizer authz{controller};
   http::RateLimiter throttle;
   std::atomic<int64_t> throttled{0};  // requests refused by `throttle`, since start
   std::unique_ptr<obs::WebhookDispatcher> webhooks;
@@ -106,6 +108,7 @@ struct ApiServer::Impl {
   std::string NetworkMetrics() const;
   http::Response Stream(const http::Request& req);
   http::Response Refuse(int status, const std::string& message, const http::Request* head);
+  Status CheckScrape(const http::Request& req);
 
   // The answer to a call refused before its handler ran: its audit record first (api/audit.h).
   http::Response Refused(AuditedCall& call, Protocol protocol, const Status& st) {
@@ -113,28 +116,44 @@ struct ApiServer::Impl {
     return Reply(protocol, st, call.request_id());
   }
 
-  // Verifies the signature, then takes a token from the caller's bucket. Names the caller in `who`.
-  Status Authenticate(const http::Request& req, const std::string& service, AuditRecord* who) {
+  // Verifies the signature (the root key or a user's, api/authorize.h), then takes a token from
+  // the caller's bucket. Names the caller in `who`.
+  StatusOr<Principal> Authenticate(const http::Request& req, const std::string& service, AuditRecord* who) {
     HttpRequestView view;
     view.method = req.method;
     view.path = req.path;
     view.query = req.query;
     view.headers = req.headers;
     view.body = req.body;
-    SecretLookup lookup = [this](std::string_view key) -> std::optional<std::string> {
+    // One directory for the whole request: a key deleted meanwhile is honoured to its end.
+    std::shared_ptr<const control::PrincipalDirectory> users = controller.directory();
+    SecretLookup lookup = [&](std::string_view key) -> std::optional<std::string> {
       if (key == root.access_key_id) return root.secret_access_key;
+      if (auto it = users->keys.find(key); it != users->keys.end()) return it->second.secret;
       return std::nullopt;
     };
     auto caller = VerifySigV4(view, lookup, controller.config().region, {service}, SystemClock::instance().now_ms());
     if (!caller.ok()) return caller.status();
+    Principal principal = Principal::Root(controller.config().account_id, caller->access_key_id);
+    if (caller->access_key_id != root.access_key_id) {
+      const auto& key = users->keys.find(caller->access_key_id)->second;
+      principal.type = Principal::Type::kUser;
+      principal.arn = key.principal->user.arn;
+      principal.name = key.principal->user.name;
+      principal.entry = key.principal;
+    }
     who->access_key_id = caller->access_key_id;
-    who->principal = "root";  // the only key there is
+    who->principal = principal.is_root() ? "root" : principal.arn;
     if (!throttle.Admit(caller->access_key_id, MonotonicMs())) {
       throttled.fetch_add(1);
       return Status(Code::kThrottled, "Rate exceeded (server.throttle_rate = " + FormatRate(controller.config().throttle_rate) +
                                           " requests per second per access key)");
     }
-    return Status::Ok();
+    return principal;
+  }
+
+  CallContext ContextOf(const http::Request& req) const {
+    return {req.peer, req.secure_transport, controller.Now()};
   }
 
   static std::string FormatRate(double r) {
@@ -189,8 +208,8 @@ struct ApiServer::Impl {
     }
     AuditedCall call(controller, req, protocol, model || protocol == Protocol::kLogsJson ? service : "trainyard",
                      operation);
-    Status auth = Authenticate(req, service, &call.record());
-    if (!auth.ok()) return Refused(call, protocol, auth);
+    auto caller = Authenticate(req, service, &call.record());
+    if (!caller.ok()) return Refused(call, protocol, caller.status());
     auto body = ParseBody(req);
     if (!body.ok()) return Refused(call, protocol, body.status());
     // rest-json: the members in the path and query string (Batch's tag operations: resourceArn,
@@ -207,6 +226,20 @@ struct ApiServer::Impl {
       named.update(bound);
       call.SetBody(named);
     }
+    const CallContext context = ContextOf(req);
+    const Api api = protocol == Protocol::kBatchRestJson ? Api::kBatch
+                    : protocol == Protocol::kLogsJson   ? Api::kLogs
+                    : model                             ? Api::kSageMaker
+                                                        : Api::kTrainyard;
+    // Who may do what (api/authorize.h): after validation, before anything is read or changed. A
+    // refusal's deciding statement goes into the audit record.
+    auto authorize = [&]() -> Status {
+      std::vector<AccessDecision> decisions;
+      Status allowed = authz.Check(*caller, context, api, operation, *body, caller->is_root() ? nullptr : &decisions);
+      if (!allowed.ok() && !decisions.empty() && !decisions.back().statement.empty())
+        call.record().deciding_statement = decisions.back().policy + "/" + decisions.back().statement;
+      return allowed;
+    };
     Response out = Status(Code::kUnknownOperation, "");
     auto audit_scope = call.OfferToCommand();  // the handler's command stores the record with its change
     if (model) {
@@ -215,11 +248,20 @@ struct ApiServer::Impl {
         audit_scope.reset();
         return Refused(call, protocol, valid);
       }
-      body->update(bound);
-      out = protocol == Protocol::kBatchRestJson ? HandleBatch(controller, operation, *body)
-                                                  : HandleSageMaker(controller, operation, *body);
+      body->update(bound);  // before authorization: a tag operation's resource is in its path
+      if (Status allowed = authorize(); !allowed.ok()) {
+        audit_scope.reset();
+        return Refused(call, protocol, allowed);
+      }
+      out = protocol == Protocol::kBatchRestJson ? HandleBatch(controller, operation, *body, caller->arn)
+                                                  : HandleSageMaker(controller, operation, *body, caller->arn);
+    } else if (Status allowed = authorize(); !allowed.ok()) {
+      audit_scope.reset();
+      return Refused(call, protocol, allowed);
     } else if (protocol == Protocol::kLogsJson) {
       out = HandleLogs(controller, operation, *body);
+    } else if (IamAdminImplements(operation)) {
+      out = HandleIamAdmin(controller, operation, *body);
     } else if (operation == "AdvanceClock") {
       out = HandleAdvanceClock(controller, *body);
     } else if (operation == "Interrupt") {
@@ -239,6 +281,7 @@ struct ApiServer::Impl {
     }
     audit_scope.reset();
     call.Finish(out.status());
+    if (out.ok()) authz.FilterReply(*caller, context, api, operation, &*out);  // List calls: what the caller may see
     http::Response res;
     if (!out.ok()) {
       if (out.status().code() == Code::kInternal) spdlog::error("{}: {}", operation, out.status().message());
@@ -265,8 +308,10 @@ struct ApiServer::Impl {
 // queue, share (each may repeat) and pattern (an EventBridge pattern).
 http::Response ApiServer::Impl::Stream(const http::Request& req) {
   AuditedCall call(controller, req, Protocol::kSageMakerJson, "trainyard", "StreamEvents");
-  Status auth = Authenticate(req, "events", &call.record());
-  if (!auth.ok()) return Refused(call, Protocol::kSageMakerJson, auth);
+  auto caller = Authenticate(req, "events", &call.record());
+  if (!caller.ok()) return Refused(call, Protocol::kSageMakerJson, caller.status());
+  if (Status allowed = authz.Check(*caller, ContextOf(req), Api::kTrainyard, "Events", json::object()); !allowed.ok())
+    return Refused(call, Protocol::kSageMakerJson, allowed);
   store::EventLog* log = controller.events();
   if (!log || !controller.config().events_enabled)
     return Reply(Protocol::kSageMakerJson, FailedPrecondition("events are not enabled on this server"));
@@ -373,12 +418,17 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
     };
     for (const auto& [p, op] : kOwn)
       if (path == p) return Handle(req, Protocol::kSageMakerJson, "sagemaker", nullptr, op);
+    // Users, keys and policies (api/iam_api.cpp): /trainyard/v1/admin/iam/<Operation>.
+    static const std::string kIamPrefix = "/trainyard/v1/admin/iam/";
+    if (path.rfind(kIamPrefix, 0) == 0 && IamAdminImplements(path.substr(kIamPrefix.size())))
+      return Handle(req, Protocol::kSageMakerJson, "sagemaker", nullptr, path.substr(kIamPrefix.size()));
     // Events (docs/events.md): replay from a cursor, with long polling, signed as "events".
     if (path == "/trainyard/v1/events") return Handle(req, Protocol::kSageMakerJson, "events", nullptr, "Events");
   } else if (req.method == "GET") {
     if (path == "/trainyard/v1/events/stream") return Stream(req);
-    // Prometheus scrape endpoint: unauthenticated, read-only (docs/metrics.md).
+    // Prometheus scrape endpoint, read-only (docs/metrics.md): open unless server.metrics_token is set.
     if (path == "/metrics") {
+      if (Status allowed = CheckScrape(req); !allowed.ok()) return Reply(Protocol::kSageMakerJson, allowed);
       http::Response res;
       res.body = RenderMetrics(controller);
       if (store::EventLog* log = controller.events())
@@ -394,6 +444,27 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
   http::Response res = UnknownOperation(ProtocolOf(req), "No operation at " + req.method + " " + path);
   res.status = path == "/" ? 400 : 404;
   return res;
+}
+
+// With server.metrics_token set: the token as a bearer, or a signed request from root or a user
+// allowed trainyard:GetMetrics.
+Status ApiServer::Impl::CheckScrape(const http::Request& req) {
+  const std::string& token = controller.config().metrics_token;
+  if (token.empty()) return Status::Ok();
+  if (const std::string* auth = req.Header("Authorization"); auth && StartsWith(*auth, "Bearer ")) {
+    const std::string given = auth->substr(7);
+    // Compared in constant time: the token is a secret.
+    unsigned char diff = given.size() != token.size();
+    for (size_t i = 0; i < given.size() && i < token.size(); ++i) diff |= given[i] ^ token[i];
+    if (diff) return Status(Code::kAccessDenied, "The scrape token is not valid (server.metrics_token)");
+    return Status::Ok();
+  }
+  if (!req.Header("Authorization"))
+    return Status(Code::kUnauthenticated, "GET /metrics needs Authorization: Bearer <server.metrics_token> or a signed request");
+  AuditRecord unrecorded;  // a scrape is a read: not in the audit trail
+  auto caller = Authenticate(req, "sagemaker", &unrecorded);
+  if (!caller.ok()) return caller.status();
+  return authz.CheckAction(*caller, ContextOf(req), "trainyard:GetMetrics");
 }
 
 // The listener's own families (docs/metrics.md), beside the controller's.

@@ -137,6 +137,211 @@ StatusOr<std::string> TrainingJobOf(Client& c, const std::string& id) {
   return arn.substr(arn.rfind('/') + 1);  // lower-cased like AWS's; names are found regardless of case
 }
 
+// `trainyard admin user|key|policy ...`: users, access keys and managed policies
+// (POST /trainyard/v1/admin/iam/<Operation>; docs/security.md, "Users and keys").
+void AddIamCommands(CLI::App* admin, Common& common, std::function<int()>& run) {
+  auto post = [&common](const std::string& op, json body, std::function<void(const json&)> print) {
+    return WithClient(common, [op, body, print, &common](Client& c) {
+      auto out = c.Post("sagemaker", "/trainyard/v1/admin/iam/" + op, body);
+      if (!out.ok()) return Fail(out.status());
+      if (common.as_json) std::printf("%s\n", out->dump(2).c_str());
+      else print(*out);
+      return 0;
+    });
+  };
+  auto tags_of = [](const std::vector<std::string>& pairs) -> StatusOr<json> {
+    json tags = json::array();
+    for (const auto& p : pairs) {
+      auto eq = p.find('=');
+      if (eq == std::string::npos || eq == 0) return InvalidArgument("a tag is KEY=VALUE, not '" + p + "'");
+      tags.push_back({{"Key", p.substr(0, eq)}, {"Value", p.substr(eq + 1)}});
+    }
+    return tags;
+  };
+  auto tag_text = [](const json& tags) {
+    std::string s;
+    for (const auto& t : tags) s += (s.empty() ? "" : ",") + t["Key"].get<std::string>() + "=" + t["Value"].get<std::string>();
+    return s.empty() ? std::string("-") : s;
+  };
+  static std::string name, user, document, description;
+  static std::vector<std::string> tags, remove;
+
+  auto* users = admin->add_subcommand("user", "Users: each has tags (team=a), access keys and attached policies.");
+  users->require_subcommand(1);
+  {
+    auto* cmd = users->add_subcommand("create", "Create a user (arn:aws:iam::ACCOUNT:user/NAME).");
+    cmd->add_option("name", name, "User name: 1-64 letters, digits and +=,.@_-")->required();
+    cmd->add_option("--tag", tags, "A tag KEY=VALUE (repeatable), e.g. --tag team=a: aws:PrincipalTag/KEY in policies");
+    AddCommon(cmd, common);
+    cmd->callback([&run, post, tags_of] {
+      auto t = tags_of(tags);
+      if (!t.ok()) { run = [st = t.status()] { return Fail(st); }; return; }
+      run = post("CreateUser", {{"UserName", name}, {"Tags", *t}},
+                 [](const json& out) { std::printf("%s\n", out["User"]["Arn"].get<std::string>().c_str()); });
+    });
+  }
+  {
+    auto* cmd = users->add_subcommand("list", "List users with their tags and attached policies.");
+    AddCommon(cmd, common);
+    cmd->callback([&run, post, tag_text] {
+      run = post("ListUsers", json::object(), [tag_text](const json& out) {
+        std::vector<std::vector<std::string>> rows;
+        for (const auto& u : out["Users"]) {
+          std::string policies;
+          for (const auto& p : u["AttachedPolicies"]) policies += (policies.empty() ? "" : ",") + p.get<std::string>();
+          rows.push_back({u["UserName"], tag_text(u["Tags"]), policies.empty() ? "-" : policies, u["Arn"]});
+        }
+        PrintTable({"USER", "TAGS", "POLICIES", "ARN"}, rows);
+      });
+    });
+  }
+  {
+    auto* cmd = users->add_subcommand("delete", "Delete a user (its keys must be deleted and its policies detached first).");
+    cmd->add_option("name", name, "User name")->required();
+    AddCommon(cmd, common);
+    cmd->callback([&run, post] {
+      run = post("DeleteUser", {{"UserName", name}}, [](const json&) { std::printf("deleted user %s\n", name.c_str()); });
+    });
+  }
+  {
+    auto* cmd = users->add_subcommand("tag", "Add or replace tags of a user, or remove some (--remove KEY).");
+    cmd->add_option("name", name, "User name")->required();
+    cmd->add_option("tags", tags, "Tags KEY=VALUE to add or replace");
+    cmd->add_option("--remove", remove, "A tag key to remove (repeatable)");
+    AddCommon(cmd, common);
+    cmd->callback([&run, &common, post, tags_of, tag_text] {
+      auto t = tags_of(tags);
+      if (!t.ok()) { run = [st = t.status()] { return Fail(st); }; return; }
+      if (t->empty() && remove.empty()) { run = [] { return Fail(InvalidArgument("name a tag KEY=VALUE or --remove KEY")); }; return; }
+      auto print = [tag_text](const json& out) { std::printf("%s\n", tag_text(out["User"]["Tags"]).c_str()); };
+      if (!remove.empty() && t->empty()) {
+        run = post("UntagUser", {{"UserName", name}, {"TagKeys", remove}}, print);
+      } else if (remove.empty()) {
+        run = post("TagUser", {{"UserName", name}, {"Tags", *t}}, print);
+      } else {
+        json tagged = *t;
+        run = WithClient(common, [tagged, print, &common](Client& c) {
+          auto a = c.Post("sagemaker", "/trainyard/v1/admin/iam/UntagUser", {{"UserName", name}, {"TagKeys", remove}});
+          if (!a.ok()) return Fail(a.status());
+          auto b = c.Post("sagemaker", "/trainyard/v1/admin/iam/TagUser", {{"UserName", name}, {"Tags", tagged}});
+          if (!b.ok()) return Fail(b.status());
+          if (common.as_json) std::printf("%s\n", b->dump(2).c_str());
+          else print(*b);
+          return 0;
+        });
+      }
+    });
+  }
+
+  auto* keys = admin->add_subcommand("key", "Access keys: a user signs requests with one (at most two per user).");
+  keys->require_subcommand(1);
+  {
+    auto* cmd = keys->add_subcommand("create", "Create an access key for a user and print its id and secret. The secret "
+                                               "is shown this once: store it now (aws configure, or a credentials file).");
+    cmd->add_option("user", user, "User name")->required();
+    AddCommon(cmd, common);
+    cmd->callback([&run, post] {
+      run = post("CreateAccessKey", {{"UserName", user}}, [](const json& out) {
+        std::printf("aws_access_key_id = %s\naws_secret_access_key = %s\n", out["AccessKey"]["AccessKeyId"].get<std::string>().c_str(),
+                    out["AccessKey"]["SecretAccessKey"].get<std::string>().c_str());
+      });
+    });
+  }
+  {
+    auto* cmd = keys->add_subcommand("list", "List access key ids (never their secrets), of one user or of all.");
+    cmd->add_option("user", user, "User name (default: every user)");
+    AddCommon(cmd, common);
+    cmd->callback([&run, post] {
+      json body = json::object();
+      if (!user.empty()) body["UserName"] = user;
+      run = post("ListAccessKeys", body, [](const json& out) {
+        std::vector<std::vector<std::string>> rows;
+        for (const auto& k : out["AccessKeyMetadata"])
+          rows.push_back({k["AccessKeyId"], k["UserName"], FormatMs(static_cast<int64_t>(k["CreateDate"].get<double>() * 1000))});
+        PrintTable({"ACCESS KEY ID", "USER", "CREATED"}, rows);
+      });
+    });
+  }
+  {
+    auto* cmd = keys->add_subcommand("delete", "Delete an access key: requests signed with it are refused from now on.");
+    cmd->add_option("access-key-id", name, "The key's id (AKIA...)")->required();
+    cmd->add_option("--user", user, "The user that holds it (checked when given)");
+    AddCommon(cmd, common);
+    cmd->callback([&run, post] {
+      json body = {{"AccessKeyId", name}};
+      if (!user.empty()) body["UserName"] = user;
+      run = post("DeleteAccessKey", body, [](const json&) { std::printf("deleted access key %s\n", name.c_str()); });
+    });
+  }
+
+  auto* policies = admin->add_subcommand("policy", "Managed policies: IAM policy documents attached to users "
+                                                   "(docs/security.md, \"Policies\").");
+  policies->require_subcommand(1);
+  {
+    auto* cmd = policies->add_subcommand("create", "Create a managed policy from a document (checked whole: a malformed "
+                                                   "one is refused, naming the field and the rule).");
+    cmd->add_option("name", name, "Policy name: 1-128 letters, digits and +=,.@_-")->required();
+    cmd->add_option("document", document, "The policy's JSON: text, file://PATH or @PATH")->required();
+    cmd->add_option("--description", description, "What the policy is for");
+    AddCommon(cmd, common);
+    cmd->callback([&run, post] {
+      auto text = TextArg(document);
+      if (!text.ok()) { run = [st = text.status()] { return Fail(st); }; return; }
+      json body = {{"PolicyName", name}, {"PolicyDocument", *text}};
+      if (!description.empty()) body["Description"] = description;
+      run = post("CreatePolicy", body, [](const json& out) { std::printf("%s\n", out["Policy"]["Arn"].get<std::string>().c_str()); });
+    });
+  }
+  {
+    auto* cmd = policies->add_subcommand("list", "List managed policies and how many users each is attached to.");
+    AddCommon(cmd, common);
+    cmd->callback([&run, post] {
+      run = post("ListPolicies", json::object(), [](const json& out) {
+        std::vector<std::vector<std::string>> rows;
+        for (const auto& p : out["Policies"])
+          rows.push_back({p["PolicyName"], std::to_string(p["AttachmentCount"].get<int64_t>()), p["Arn"]});
+        PrintTable({"POLICY", "ATTACHED", "ARN"}, rows);
+      });
+    });
+  }
+  {
+    auto* cmd = policies->add_subcommand("get", "Print a managed policy's document.");
+    cmd->add_option("name", name, "Policy name or ARN")->required();
+    AddCommon(cmd, common);
+    cmd->callback([&run, post] {
+      json body = StartsWith(name, "arn:") ? json{{"PolicyArn", name}} : json{{"PolicyName", name}};
+      run = post("GetPolicy", body, [](const json& out) {
+        json doc = json::parse(out["Policy"]["PolicyDocument"].get<std::string>(), nullptr, false);
+        std::printf("%s\n", doc.is_discarded() ? out["Policy"]["PolicyDocument"].get<std::string>().c_str() : doc.dump(2).c_str());
+      });
+    });
+  }
+  {
+    auto* cmd = policies->add_subcommand("delete", "Delete a managed policy (detach it from every user first).");
+    cmd->add_option("name", name, "Policy name or ARN")->required();
+    AddCommon(cmd, common);
+    cmd->callback([&run, post] {
+      json body = StartsWith(name, "arn:") ? json{{"PolicyArn", name}} : json{{"PolicyName", name}};
+      run = post("DeletePolicy", body, [](const json&) { std::printf("deleted policy %s\n", name.c_str()); });
+    });
+  }
+  for (const char* verb : {"attach", "detach"}) {
+    const bool attach = std::string(verb) == "attach";
+    auto* cmd = policies->add_subcommand(verb, attach ? "Attach a managed policy to a user: it applies to the user's next request."
+                                                      : "Detach a managed policy from a user.");
+    cmd->add_option("name", name, "Policy name or ARN")->required();
+    cmd->add_option("--user", user, "User name")->required();
+    AddCommon(cmd, common);
+    cmd->callback([&run, post, attach] {
+      json body = StartsWith(name, "arn:") ? json{{"PolicyArn", name}} : json{{"PolicyName", name}};
+      body["UserName"] = user;
+      run = post(attach ? "AttachUserPolicy" : "DetachUserPolicy", body, [attach](const json&) {
+        std::printf("%s %s %s user %s\n", attach ? "attached" : "detached", name.c_str(), attach ? "to" : "from", user.c_str());
+      });
+    });
+  }
+}
+
 }  // namespace
 
 void AddClientCommands(CLI::App& app, std::function<int()>& run) {
@@ -718,10 +923,11 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
     });
   }
 
-  // ---- admin advance-clock, admin interrupt, admin audit ----
+  // ---- admin advance-clock, admin interrupt, admin audit, admin user|key|policy ----
   {
-    auto* admin = app.add_subcommand("admin", "Operator commands for tests and maintenance.");
+    auto* admin = app.add_subcommand("admin", "Operator commands: users, access keys and policies; tests and maintenance.");
     admin->require_subcommand(1);
+    AddIamCommands(admin, common, run);
     {
       auto* cmd = admin->add_subcommand(
           "interrupt", "Reclaim a managed spot training job's instances, as a spot interruption: each instance gets "

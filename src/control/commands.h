@@ -141,6 +141,7 @@ struct SubmitServiceJobCommand {
   // The capacity ladder from the job's and its payload's tags ("" none; control/ladder.h).
   std::string capacity_ladder;
   int fallback_after_interruptions = 2;
+  std::string owner;  // the submitting principal's ARN (trainyard:JobOwner); "" unknown
 };
 struct TerminateServiceJobCommand {
   std::string job_id;
@@ -170,6 +171,7 @@ struct CreateTrainingJobCommand {
   TrainingRequest request;
   std::string capacity_ladder;  // "" none
   int fallback_after_interruptions = 2;
+  std::string owner;  // the creating principal's ARN (trainyard:JobOwner); "" unknown
 };
 struct UpdateTrainingJobCommand {
   std::string name;

@@ -158,6 +158,7 @@ void Controller::LoadState() {
     std::sort(ended.begin(), ended.end(), [](const ServiceJob* a, const ServiceJob* b) { return a->stopped_at < b->stopped_at; });
     for (const ServiceJob* j : ended) NoteEnding(*j, j->stopped_at);
   }
+  LoadPrincipals(s);
   must(store_->LoadAll(store::Kind::kSystemMetrics, [&](const std::string& key, const std::string& doc) {
     SystemSeries series;
     if (DecodeSystemSeries(doc, &series)) s.system_series[key] = std::move(series);
@@ -401,6 +402,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
     for (const auto& n : t.metric_series)
       if (auto it = state_.metric_series.find(n); it != state_.metric_series.end())
         writes.push_back({store::Kind::kMetricSeries, n, EncodeMetricSeries(it->second)});
+    WritePrincipals(t, &writes);
     for (auto& [key, doc] : t.audit) writes.push_back({store::Kind::kAudit, key, doc});
     events_before = last_event_seq_;
     RenderEvents(t, &writes);
@@ -432,6 +434,8 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
   // Housekeeping that touches only files and the event log's own connection, outside the lock.
   for (const auto& name : swept_logs) executor_->DiscardLogs(name);
   if (ticked) PruneEvents(t.now);
+  // A new key or policy is in force before its creator hears of it.
+  if (committed.ok() && !t.principals.empty()) PublishDirectory();
   for (auto& [cmd, ack] : batch) ack(committed);
   if (!committed.ok()) return;  // the next turn (at most 500 ms away) tries again
   if (!t.events.empty()) event_log_->Published(last_event_seq_);

@@ -20,6 +20,7 @@
 
 #include "control/commands.h"
 #include "control/events.h"
+#include "control/principals.h"
 #include "control/state.h"
 #include "sched/sched.h"
 #include "core/clock.h"
@@ -138,6 +139,20 @@ class Controller {
   // ResourceConfig.KeepAlivePeriodInSeconds of a job whose warm pool is Available; 0 releases it.
   StatusOr<TrainingJob> UpdateTrainingJob(const UpdateTrainingJobCommand& cmd);
 
+  // ---- Principals (principals.cpp; docs/security.md, "Users and keys") ----
+  StatusOr<IamUser> CreateUser(const CreateUserCommand& cmd);
+  // Refused while the user holds access keys or policies (IAM's DeleteConflict).
+  Status DeleteUser(const std::string& name);
+  StatusOr<IamUser> TagUser(const TagUserCommand& cmd);
+  StatusOr<IamAccessKey> CreateAccessKey(const CreateAccessKeyCommand& cmd);
+  // `user` "" : whoever holds the key.
+  Status DeleteAccessKey(const std::string& user, const std::string& id);
+  StatusOr<IamPolicy> CreatePolicy(const CreatePolicyCommand& cmd);
+  Status DeletePolicy(const std::string& name_or_arn);
+  StatusOr<IamUser> AttachPolicy(const AttachPolicyCommand& cmd);
+  // The users, keys and policies as of the last commit (never null). Any thread; what it returns
+  // stays valid and unchanged while held. A key or policy change is in it once acknowledged.
+  std::shared_ptr<const PrincipalDirectory> directory() const EXCLUDES(directory_mu_);
   // Audit (docs/security.md, "Audit"): stores one API call's record, rendered, in a turn of its
   // own, and returns once it is committed. For calls that reached no command (those that did are
   // stored with the command's commit: control/audit.h).
@@ -193,6 +208,10 @@ class Controller {
   void LoadState() REQUIRES(turn_mu_, state_mu_);
   void ReadoptAttempts() REQUIRES(turn_mu_, state_mu_);
 
+  void LoadPrincipals(State& s) REQUIRES(turn_mu_, state_mu_);
+  void WritePrincipals(const Turn& t, std::vector<store::Write>* writes) REQUIRES(turn_mu_, state_mu_);
+  // Rebuilds directory_ from state_ (after a commit that changed the principals).
+  void PublishDirectory() REQUIRES(turn_mu_) EXCLUDES(state_mu_, directory_mu_);
   // Steps of a turn (controller thread, exclusive lock held).
   void AdmitSubmitted(Turn& t) REQUIRES(turn_mu_, state_mu_);
   // The events the controller made itself, then `polled` (read from the executor before the lock).
@@ -352,6 +371,10 @@ class Controller {
   int64_t failure_window_ms_ = 0;  // that window (0: no failure_ratio rule); constant
   EpochMs last_alarm_check_ GUARDED_BY(turn_mu_) = 0;  // when EvaluateAlarms last ran
   EpochMs last_event_prune_ GUARDED_BY(turn_mu_) = 0;  // when PruneEvents last ran (once a minute at most)
+
+  // ---- guarded by directory_mu_ (held only to copy the pointer) ----
+  mutable Mutex directory_mu_;
+  std::shared_ptr<const PrincipalDirectory> directory_ GUARDED_BY(directory_mu_);
 
   // ---- guarded by queue_mu_ ----
   Mutex queue_mu_;

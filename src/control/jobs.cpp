@@ -115,6 +115,7 @@ void Controller::SetWaitCode(Turn& t, ServiceJobState& js, const std::string& co
 StatusOr<ServiceJob> Controller::SubmitServiceJob(const SubmitServiceJobCommand& cmd) {
   ServiceJob job;
   job.name = cmd.name;
+  job.owner = cmd.owner;
   const std::string& queue_ref = cmd.queue;
   job.payload = cmd.payload;
   job.instance_type = cmd.training.instance_type;
@@ -601,6 +602,7 @@ void Controller::StartServiceJob(Turn& t, ServiceJobState& js, const std::string
   TrainingJob tj;
   tj.name = name;
   tj.arn = Arn("sagemaker", "training-job/" + ToLower(name));
+  tj.owner = job.owner;
   tj.request_json = payload.dump();
   tj.tags = RequestTags(payload);
   ParseTrainingTerms(tj.request_json, &tj.terms);  // an object: it was parsed just above

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "control/metric_series.h"
+#include "control/principals.h"
 #include "control/telemetry.h"
 #include "core/model.h"
 
@@ -79,6 +80,7 @@ struct State {
   State(State&&) = default;
   State& operator=(State&&) = default;
 
+  Principals principals;  // users, access keys, managed policies (principals.h)
   std::map<std::string, ServiceEnvironment> environments;  // by name
   std::map<std::string, JobQueue> queues;                  // by name
   std::map<std::string, SchedulingPolicy> policies;        // by name

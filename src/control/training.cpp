@@ -315,6 +315,7 @@ StatusOr<TrainingJob> Controller::CreateTrainingJob(const CreateTrainingJobComma
   TrainingJob tj;
   tj.name = req.name;
   tj.arn = Arn("sagemaker", "training-job/" + ToLower(tj.name));
+  tj.owner = cmd.owner;
   tj.request_json = req.json;
   tj.tags = req.tags;
   if (!ParseTrainingTerms(tj.request_json, &tj.terms)) return Internal("CreateTrainingJob: the accepted request is not a JSON object");

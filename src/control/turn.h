@@ -43,6 +43,7 @@ class Controller::Turn {
   std::set<std::string> warm_pools, deleted_warm_pools;
   bool meta = false;
   std::set<std::string> alarms;  // alarm states to persist
+  std::set<std::string> principals;  // store keys "iam/..." to write (deleted when gone from State)
   // Events to store with this turn's changes, in the order they happened.
   std::vector<EventTrigger> events;
   // API call records (store key, document) to store with this turn's changes.
@@ -79,6 +80,7 @@ inline void Controller::Turn::CarryOver(Turn& older) {
   metric_series.insert(older.metric_series.begin(), older.metric_series.end());
   system_series.insert(older.system_series.begin(), older.system_series.end());
   alarms.insert(older.alarms.begin(), older.alarms.end());
+  principals.insert(older.principals.begin(), older.principals.end());
   meta = meta || older.meta;
   reschedule = reschedule || older.reschedule;
   auto before = [](auto& mine, auto& theirs) { mine.insert(mine.begin(), theirs.begin(), theirs.end()); };

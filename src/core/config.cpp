@@ -234,7 +234,8 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
                                       "data_dir_reserve_mib", "max_header_bytes", "max_header_fields", "max_buffered_request_bytes",
                                       "header_timeout_seconds", "body_timeout_seconds",
                                       "idle_timeout_seconds", "max_connections", "io_threads", "max_json_depth",
-                                      "throttle_rate", "throttle_burst", "tls", "tls_certificate_file", "tls_key_file"},
+                                      "throttle_rate", "throttle_burst", "tls", "tls_certificate_file", "tls_key_file",
+                                      "metrics_token"},
                                  "[server]"));
     TY_RETURN_IF_ERROR(Read(*s, "listen", &c.listen, "server."));
     TY_RETURN_IF_ERROR(Read(*s, "data_dir", &c.data_dir, "server."));
@@ -267,6 +268,7 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
       return InvalidArgument("config: server.tls_certificate_file and server.tls_key_file go together: set both or neither");
     if (c.tls == "off" && !c.tls_certificate_file.empty())
       return InvalidArgument("config: server.tls is off but server.tls_certificate_file is set; remove one of them");
+    TY_RETURN_IF_ERROR(Read(*s, "metrics_token", &c.metrics_token, "server."));
     if (c.max_request_bytes < 1) return InvalidArgument("config: server.max_request_bytes must be >= 1");
     if (c.http_threads < 1) return InvalidArgument("config: server.http_threads must be >= 1");
     if (c.max_header_bytes < 1024) return InvalidArgument("config: server.max_header_bytes must be >= 1024");

@@ -142,6 +142,10 @@ struct Config {
   std::string tls = "auto";
   std::string tls_certificate_file;
   std::string tls_key_file;
+  // GET /metrics: "" leaves it open (as before users existed); otherwise a scrape sends
+  // "Authorization: Bearer <token>", or signs the request as root or as a user allowed
+  // trainyard:GetMetrics. Never logged.
+  std::string metrics_token;
   bool sqlite_synchronous_full = true;
   // [server] data_dir_reserve_mib: free space the data dir's file system keeps. Under it no job
   // starts and the running job using most of the data dir is failed (docs/configuration.md,

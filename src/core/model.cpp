@@ -159,7 +159,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     payload, client_token, request_hash, is_terminated, terminate_reason, attempts, preempted_attempt_count,
     preempted_for, instance_type, instance_count, max_runtime_ms, preemption_lost_instance_ms,
     preemption_lost_gpu_ms, capacity_failed_attempt_count, managed_spot, capacity_ladder,
-    fallback_after_interruptions, attempt_capacity_key)
+    fallback_after_interruptions, attempt_capacity_key, owner)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StatusTransition, status, start, end, message)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(MetricValue, name, value, timestamp)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
@@ -170,7 +170,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     reused_by_job, reused_from_job, warm_pool_available_since, warm_pool_retained_seconds,
     warm_pool_end_reason, last_checkpoint_time, managed_spot, max_wait_seconds, capacity_ladder,
     fallback_after_interruptions, rung, on_spot, interruptions, run_launched_at, interruption_lost_instance_ms, billed_seconds, cost_usd,
-    on_demand_cost_usd, billed_until, run_price_per_hour, run_on_demand_per_hour)
+    on_demand_cost_usd, billed_until, run_price_per_hour, run_on_demand_per_hour, owner)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WarmPool, id, seq, status, owner_job, instance_type,
                                                 instance_count, match_key, created_at, available_since,
                                                 expires_at, queue, quota_share, environment)

@@ -190,6 +190,7 @@ struct ServiceJob {
   std::optional<TimeoutConfig> timeout;
   std::optional<PreemptionConfig> preemption;
   Tags tags;
+  std::string owner;         // the submitting principal's ARN (trainyard:JobOwner); "" before users existed
   std::string payload;       // serviceRequestPayload, verbatim
   std::string client_token;  // "" when absent
   std::string request_hash;  // sha256 of the submit request, for idempotency checks
@@ -348,6 +349,7 @@ struct TrainingJob {
   std::string instance_type;
   int64_t instance_count = 1;
   std::string service_job_id;  // "" for jobs created directly through CreateTrainingJob
+  std::string owner;           // the creating principal's ARN (its service job's submitter); "" unknown
   int attempt_number = 0;      // 1-based for service-job attempts
   uint64_t seq = 0;
   bool launched = false;       // handed to the executor

@@ -27,6 +27,7 @@ enum class Code {
   kUnknownOperation,   // the operation is not part of the API
   kUnavailable,        // shutting down, or a dependency is down
   kThrottled,          // the caller made more requests than its rate allows (ThrottlingException)
+  kAccessDenied,      // the caller's policies do not allow the call (AccessDeniedException, 403)
   kInternal,           // a bug or an environment failure
 };
 

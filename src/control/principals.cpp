@@ -1,0 +1,269 @@
+// Users, access keys and managed policies: their commands, store documents and the directory the
+// request path reads (principals.h).
+#include "control/principals.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "control/controller.h"
+#include "control/turn.h"
+#include "core/strings.h"
+
+namespace ty::control {
+
+using nlohmann::json;
+
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IamUser, name, arn, user_id, created, tags, policies)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IamAccessKey, id, secret, user, created)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IamPolicy, name, arn, document, description, created)
+
+namespace {
+
+template <typename T>
+bool Decode(const std::string& doc, T* v) {
+  json j = json::parse(doc, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return false;
+  try {
+    *v = j.get<T>();
+  } catch (const json::exception&) {
+    return false;
+  }
+  return true;
+}
+
+constexpr const char* kPrefix = "iam/";
+
+}  // namespace
+
+std::string PrincipalStoreKey(const std::string& kind, const std::string& name) { return kPrefix + kind + "/" + name; }
+std::string EncodeDoc(const IamUser& v) { return json(v).dump(); }
+std::string EncodeDoc(const IamAccessKey& v) { return json(v).dump(); }
+std::string EncodeDoc(const IamPolicy& v) { return json(v).dump(); }
+bool DecodeDoc(const std::string& doc, IamUser* v) { return Decode(doc, v); }
+bool DecodeDoc(const std::string& doc, IamAccessKey* v) { return Decode(doc, v); }
+bool DecodeDoc(const std::string& doc, IamPolicy* v) { return Decode(doc, v); }
+
+std::shared_ptr<const PrincipalDirectory> BuildDirectory(const Principals& p) {
+  auto dir = std::make_shared<PrincipalDirectory>();
+  std::map<std::string, std::shared_ptr<const iam::Policy>> parsed;
+  for (const auto& [name, policy] : p.policies) {
+    auto doc = iam::ParsePolicy(policy.document, policy.name);
+    if (!doc.ok()) {
+      spdlog::warn("policy {} no longer parses and allows nothing: {}", name, doc.status().message());
+      continue;
+    }
+    parsed[name] = std::make_shared<const iam::Policy>(std::move(*doc));
+  }
+  for (const auto& [name, user] : p.users) {
+    auto entry = std::make_shared<PrincipalEntry>();
+    entry->user = user;
+    for (const auto& policy : user.policies)
+      if (auto it = parsed.find(policy); it != parsed.end()) {
+        entry->owned.push_back(it->second);
+        entry->policies.push_back(it->second.get());
+      }
+    dir->users[name] = std::move(entry);
+  }
+  for (const auto& [id, key] : p.keys)
+    if (auto it = dir->users.find(key.user); it != dir->users.end()) dir->keys[id] = {key.secret, it->second};
+  return dir;
+}
+
+// ---- the controller's side ----
+
+std::shared_ptr<const PrincipalDirectory> Controller::directory() const {
+  MutexLock lock(directory_mu_);
+  return directory_;
+}
+
+void Controller::PublishDirectory() {
+  std::shared_ptr<const PrincipalDirectory> dir;
+  {
+    ReaderLock lock(state_mu_);
+    dir = BuildDirectory(state_.principals);
+  }
+  MutexLock lock(directory_mu_);
+  directory_ = std::move(dir);
+}
+
+void Controller::LoadPrincipals(State& s) {
+  Status st = store_->LoadAll(store::Kind::kMeta, [&](const std::string& key, const std::string& doc) {
+    if (StartsWith(key, "iam/user/")) {
+      IamUser u;
+      if (DecodeDoc(doc, &u)) s.principals.users[u.name] = std::move(u);
+    } else if (StartsWith(key, "iam/key/")) {
+      IamAccessKey k;
+      if (DecodeDoc(doc, &k)) s.principals.keys[k.id] = std::move(k);
+    } else if (StartsWith(key, "iam/policy/")) {
+      IamPolicy p;
+      if (DecodeDoc(doc, &p)) s.principals.policies[p.name] = std::move(p);
+    }
+  });
+  if (!st.ok()) {
+    spdlog::critical("cannot load users and keys: {}", st.message());
+    std::abort();
+  }
+  auto dir = BuildDirectory(s.principals);
+  MutexLock lock(directory_mu_);
+  directory_ = std::move(dir);
+}
+
+void Controller::WritePrincipals(const Turn& t, std::vector<store::Write>* writes) {
+  const Principals& p = state_.principals;
+  for (const std::string& key : t.principals) {
+    std::string doc;
+    if (StartsWith(key, "iam/user/")) {
+      if (auto it = p.users.find(key.substr(9)); it != p.users.end()) doc = EncodeDoc(it->second);
+    } else if (StartsWith(key, "iam/key/")) {
+      if (auto it = p.keys.find(key.substr(8)); it != p.keys.end()) doc = EncodeDoc(it->second);
+    } else if (StartsWith(key, "iam/policy/")) {
+      if (auto it = p.policies.find(key.substr(11)); it != p.policies.end()) doc = EncodeDoc(it->second);
+    }
+    writes->push_back({store::Kind::kMeta, key, std::move(doc)});  // empty: deleted
+  }
+}
+
+namespace {
+Status NoSuchUser(const std::string& name) { return NotFound("The user with name " + name + " cannot be found."); }
+}  // namespace
+
+StatusOr<IamUser> Controller::CreateUser(const CreateUserCommand& cmd) {
+  return Execute<IamUser>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<IamUser> {
+    Principals& p = state_.principals;
+    if (p.users.count(cmd.name)) return AlreadyExists("User with name " + cmd.name + " already exists.");
+    IamUser u;
+    u.name = cmd.name;
+    u.arn = "arn:aws:iam::" + config_.account_id + ":user/" + cmd.name;
+    u.user_id = cmd.user_id;
+    u.created = t.now;
+    u.tags = cmd.tags;
+    p.users[u.name] = u;
+    t.principals.insert(PrincipalStoreKey("user", u.name));
+    return u;
+  });
+}
+
+Status Controller::DeleteUser(const std::string& name) {
+  return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status {
+    Principals& p = state_.principals;
+    auto it = p.users.find(name);
+    if (it == p.users.end()) return NoSuchUser(name);
+    for (const auto& [id, key] : p.keys)
+      if (key.user == name)
+        return FailedPrecondition("Cannot delete entity, must delete access keys first (user " + name + " holds " + id + ")");
+    if (!it->second.policies.empty())
+      return FailedPrecondition("Cannot delete entity, must detach all policies first (user " + name + " has " +
+                                it->second.policies.front() + ")");
+    p.users.erase(it);
+    t.principals.insert(PrincipalStoreKey("user", name));
+    return Status::Ok();
+  });
+}
+
+StatusOr<IamUser> Controller::TagUser(const TagUserCommand& cmd) {
+  return Execute<IamUser>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<IamUser> {
+    auto it = state_.principals.users.find(cmd.name);
+    if (it == state_.principals.users.end()) return NoSuchUser(cmd.name);
+    Tags tags = it->second.tags;
+    for (const auto& k : cmd.remove) tags.erase(k);
+    for (const auto& [k, v] : cmd.tags) tags[k] = v;
+    if (tags.size() > 50) return LimitExceeded("A user may have at most 50 tags (" + cmd.name + " would have " + std::to_string(tags.size()) + ")");
+    it->second.tags = std::move(tags);
+    t.principals.insert(PrincipalStoreKey("user", cmd.name));
+    return it->second;
+  });
+}
+
+StatusOr<IamAccessKey> Controller::CreateAccessKey(const CreateAccessKeyCommand& cmd) {
+  return Execute<IamAccessKey>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<IamAccessKey> {
+    Principals& p = state_.principals;
+    if (!p.users.count(cmd.user)) return NoSuchUser(cmd.user);
+    size_t held = 0;
+    for (const auto& [id, key] : p.keys) held += key.user == cmd.user;
+    if (held >= kMaxAccessKeysPerUser)
+      return LimitExceeded("Cannot exceed quota for AccessKeysPerUser: " + std::to_string(kMaxAccessKeysPerUser));
+    // 80 random bits: a clash means the generator is broken, not bad luck.
+    if (p.keys.count(cmd.id)) return Internal("access key id clash");
+    IamAccessKey k{cmd.id, cmd.secret, cmd.user, t.now};
+    p.keys[k.id] = k;
+    t.principals.insert(PrincipalStoreKey("key", k.id));
+    return k;
+  });
+}
+
+Status Controller::DeleteAccessKey(const std::string& user, const std::string& id) {
+  return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status {
+    Principals& p = state_.principals;
+    auto it = p.keys.find(id);
+    if (it == p.keys.end() || (!user.empty() && it->second.user != user))
+      return NotFound("The Access Key with id " + id + " cannot be found" + (user.empty() ? "" : " for user " + user) + ".");
+    p.keys.erase(it);
+    t.principals.insert(PrincipalStoreKey("key", id));
+    return Status::Ok();
+  });
+}
+
+StatusOr<IamPolicy> Controller::CreatePolicy(const CreatePolicyCommand& cmd) {
+  return Execute<IamPolicy>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<IamPolicy> {
+    Principals& p = state_.principals;
+    if (p.policies.count(cmd.name))
+      return AlreadyExists("A policy called " + cmd.name + " already exists. Duplicate names are not allowed.");
+    if (p.policies.size() >= 1500) return LimitExceeded("Cannot exceed quota for PoliciesPerAccount: 1500");
+    IamPolicy pol{cmd.name, "arn:aws:iam::" + config_.account_id + ":policy/" + cmd.name, cmd.document, cmd.description, t.now};
+    p.policies[pol.name] = pol;
+    t.principals.insert(PrincipalStoreKey("policy", pol.name));
+    return pol;
+  });
+}
+
+namespace {
+// A policy given by name or by its ARN.
+std::string PolicyName(const std::string& name_or_arn) {
+  if (!StartsWith(name_or_arn, "arn:")) return name_or_arn;
+  auto slash = name_or_arn.find(":policy/");
+  return slash == std::string::npos ? name_or_arn : name_or_arn.substr(slash + 8);
+}
+}  // namespace
+
+Status Controller::DeletePolicy(const std::string& name_or_arn) {
+  const std::string name = PolicyName(name_or_arn);
+  return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status {
+    Principals& p = state_.principals;
+    auto it = p.policies.find(name);
+    if (it == p.policies.end()) return NotFound("Policy " + name_or_arn + " was not found.");
+    for (const auto& [user_name, user] : p.users)
+      if (std::find(user.policies.begin(), user.policies.end(), name) != user.policies.end())
+        return FailedPrecondition("Cannot delete a policy attached to entities (policy " + name + " is attached to user " +
+                                  user_name + ")");
+    p.policies.erase(it);
+    t.principals.insert(PrincipalStoreKey("policy", name));
+    return Status::Ok();
+  });
+}
+
+StatusOr<IamUser> Controller::AttachPolicy(const AttachPolicyCommand& cmd) {
+  const std::string name = PolicyName(cmd.policy);
+  return Execute<IamUser>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<IamUser> {
+    Principals& p = state_.principals;
+    auto user = p.users.find(cmd.user);
+    if (user == p.users.end()) return NoSuchUser(cmd.user);
+    if (!p.policies.count(name)) return NotFound("Policy " + cmd.policy + " does not exist or is not attachable.");
+    auto& attached = user->second.policies;
+    auto at = std::find(attached.begin(), attached.end(), name);
+    if (cmd.attach) {
+      if (at != attached.end()) return user->second;  // attaching twice is a no-op, as in IAM
+      if (attached.size() >= kMaxPoliciesPerUser)
+        return LimitExceeded("Cannot exceed quota for PoliciesPerUser: " + std::to_string(kMaxPoliciesPerUser));
+      attached.push_back(name);
+    } else {
+      if (at == attached.end()) return NotFound("Policy " + name + " is not attached to user " + cmd.user + ".");
+      attached.erase(at);
+    }
+    t.principals.insert(PrincipalStoreKey("user", cmd.user));
+    return user->second;
+  });
+}
+
+}  // namespace ty::control

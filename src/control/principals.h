@@ -1,0 +1,114 @@
+// Principals: the users, their access keys and the managed policies attached to them
+// (docs/security.md, "Users and keys").
+//
+// The controller owns them like every other piece of state: they change in turns, are committed
+// to the store (kind kMeta, keys "iam/...") before the caller is answered, and are loaded at
+// start. The request path never reads them under the state lock: after each commit that changed
+// them the controller publishes an immutable PrincipalDirectory, which authentication (the
+// secret of an access key) and authorization (a user's tags and parsed policies) read lock-free.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "iam/policy.h"
+
+namespace ty::control {
+
+struct IamUser {
+  std::string name;
+  std::string arn;       // arn:aws:iam::<account>:user/<name>
+  std::string user_id;   // AIDA..., stable across a delete and re-create of the same name
+  EpochMs created = 0;
+  Tags tags;
+  std::vector<std::string> policies;  // attached managed policies, by name, in attachment order
+};
+
+struct IamAccessKey {
+  std::string id;      // AKIA + 16 characters
+  std::string secret;  // 40 characters. Never logged, never in an event, an error or a List reply.
+  std::string user;
+  EpochMs created = 0;
+};
+
+struct IamPolicy {
+  std::string name;
+  std::string arn;       // arn:aws:iam::<account>:policy/<name>
+  std::string document;  // as accepted (it parsed with iam::ParsePolicy)
+  std::string description;
+  EpochMs created = 0;
+};
+
+// The durable part, in State.
+struct Principals {
+  std::map<std::string, IamUser> users;          // by name
+  std::map<std::string, IamAccessKey> keys;      // by access key id
+  std::map<std::string, IamPolicy> policies;     // by name
+};
+
+// A user as the request path sees it: the user's tags and its policies, parsed.
+struct PrincipalEntry {
+  IamUser user;
+  std::vector<std::shared_ptr<const iam::Policy>> owned;  // keeps `policies` alive
+  std::vector<const iam::Policy*> policies;               // what iam::Evaluate takes
+};
+
+// An immutable view of Principals, shared by every request that holds it. Built by the
+// controller after a commit (BuildDirectory); a reader keeps the shared_ptr for its request.
+struct PrincipalDirectory {
+  struct Key {
+    std::string secret;
+    std::shared_ptr<const PrincipalEntry> principal;
+  };
+  std::map<std::string, Key, std::less<>> keys;  // by access key id
+  std::map<std::string, std::shared_ptr<const PrincipalEntry>, std::less<>> users;  // by name
+};
+
+// The directory for `p`. Documents that no longer parse (they all did when accepted) are left
+// out of their users' policies, with a warning: they allow nothing.
+std::shared_ptr<const PrincipalDirectory> BuildDirectory(const Principals& p);
+
+// Store documents ("iam/user/NAME", "iam/key/ID", "iam/policy/NAME" under store::Kind::kMeta).
+std::string PrincipalStoreKey(const std::string& kind, const std::string& name);
+std::string EncodeDoc(const IamUser& v);
+std::string EncodeDoc(const IamAccessKey& v);
+std::string EncodeDoc(const IamPolicy& v);
+bool DecodeDoc(const std::string& doc, IamUser* v);
+bool DecodeDoc(const std::string& doc, IamAccessKey* v);
+bool DecodeDoc(const std::string& doc, IamPolicy* v);
+
+// ---- commands (decoded and checked for shape by api/iam_api.cpp) ----
+struct CreateUserCommand {
+  std::string name;
+  Tags tags;
+  std::string user_id;  // AIDA + 16 characters, drawn by the caller
+};
+struct TagUserCommand {
+  std::string name;
+  Tags tags;                          // added or replaced
+  std::vector<std::string> remove;    // keys removed
+};
+struct CreateAccessKeyCommand {
+  std::string user;
+  std::string id;      // drawn by the caller from a CSPRNG
+  std::string secret;  // likewise
+};
+struct CreatePolicyCommand {
+  std::string name;
+  std::string document;  // REQUIRES: parses with iam::ParsePolicy
+  std::string description;
+};
+struct AttachPolicyCommand {
+  std::string user;
+  std::string policy;  // name or ARN
+  bool attach = true;  // false: detach
+};
+
+// A user may hold this many access keys at once (IAM's limit) and this many managed policies.
+inline constexpr size_t kMaxAccessKeysPerUser = 2;
+inline constexpr size_t kMaxPoliciesPerUser = 20;
+
+}  // namespace ty::control

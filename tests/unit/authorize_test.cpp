@@ -1,0 +1,297 @@
+// The operation -> IAM action / resource mapping (api/authorize.h), and checks against a
+// controller on the in-memory ports: users and keys are committed and survive a restart; the
+// three-team policies of docs/security.md decide Submit, Describe, Terminate and List filtering.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <optional>
+#include <nlohmann/json.hpp>
+
+#include "api/authorize.h"
+#include "api/handlers.h"
+#include "api/service_model.h"
+#include "control/controller.h"
+#include "testing/fakes.h"
+
+namespace ty::api {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Every operation a handler table serves has an access rule: a new one without a rule fails here.
+TEST(OperationAccess, EveryBatchOperationServedHasAMapping) {
+  int served = 0;
+  for (const std::string& op : ServiceModel::Batch().OperationNames()) {
+    if (!BatchImplements(op)) continue;
+    ++served;
+    EXPECT_NE(FindOperationAccess(Api::kBatch, op), nullptr) << "batch:" << op << " has no access rule";
+  }
+  EXPECT_GE(served, 24);
+}
+
+TEST(OperationAccess, EverySageMakerOperationServedHasAMapping) {
+  int served = 0;
+  for (const std::string& op : ServiceModel::SageMaker().OperationNames()) {
+    if (!SageMakerImplements(op)) continue;
+    ++served;
+    EXPECT_NE(FindOperationAccess(Api::kSageMaker, op), nullptr) << "sagemaker:" << op << " has no access rule";
+  }
+  EXPECT_GE(served, 5);
+}
+
+TEST(OperationAccess, EveryLogsAndAdminOperationServedHasAMapping) {
+  // CloudWatch Logs' operations (its model is not embedded: the read side of the API by name).
+  for (const char* op : {"DescribeLogGroups", "DescribeLogStreams", "GetLogEvents", "FilterLogEvents", "GetLogRecord",
+                         "StartQuery", "GetQueryResults", "PutLogEvents", "CreateLogGroup", "DeleteLogGroup",
+                         "CreateLogStream", "DeleteLogStream", "TagLogGroup", "ListTagsLogGroup", "StartLiveTail"})
+    if (LogsImplements(op)) {
+      EXPECT_NE(FindOperationAccess(Api::kLogs, op), nullptr) << "logs:" << op;
+    }
+  for (const char* op : {"CreateUser", "DeleteUser", "ListUsers", "TagUser", "UntagUser", "CreateAccessKey",
+                         "ListAccessKeys", "DeleteAccessKey", "CreatePolicy", "GetPolicy", "ListPolicies",
+                         "DeletePolicy", "AttachUserPolicy", "DetachUserPolicy"}) {
+    EXPECT_TRUE(IamAdminImplements(op)) << op;
+    EXPECT_NE(FindOperationAccess(Api::kTrainyard, op), nullptr) << "trainyard:" << op;
+  }
+  // trainyard's own endpoints (server.cpp's kOwn table and the event endpoints).
+  for (const char* op : {"GetLogs", "AdvanceClock", "Interrupt", "MetricSeries", "SystemMetrics", "CostReport", "Events",
+                         "LookupAuditEvents"})
+    EXPECT_NE(FindOperationAccess(Api::kTrainyard, op), nullptr) << "trainyard:" << op;
+}
+
+TEST(OperationAccess, ListCallsNameTheirItemsAndADescribeAction) {
+  for (const OperationAccess& a : AllOperationAccess()) {
+    EXPECT_EQ(a.list_member.empty(), a.item_action.empty()) << a.operation;
+    if (!a.item_action.empty()) {
+      EXPECT_NE(a.item_action.find(':'), std::string_view::npos) << a.operation;
+    }
+    if (a.resource != ResourceKind::kNone) {
+      EXPECT_FALSE(a.field.empty()) << a.operation;
+    }
+  }
+}
+
+constexpr const char* kTeamPolicy = R"({"Version": "2012-10-17", "Statement": [
+  {"Sid": "SubmitToOwnShare", "Effect": "Allow", "Action": ["batch:SubmitServiceJob"],
+   "Resource": ["arn:aws:batch:*:*:job-queue/shared", "arn:aws:batch:*:*:service-job/*"],
+   "Condition": {"StringEquals": {"batch:ShareIdentifier": "${aws:PrincipalTag/team}"}}},
+  {"Sid": "DescribeOwnJobs", "Effect": "Allow",
+   "Action": ["batch:DescribeServiceJob", "batch:ListServiceJobs", "sagemaker:Describe*"], "Resource": "*",
+   "Condition": {"StringEqualsIfExists": {"aws:ResourceTag/team": "${aws:PrincipalTag/team}"}}},
+  {"Sid": "TerminateOwnJobs", "Effect": "Allow", "Action": "batch:TerminateServiceJob",
+   "Resource": "arn:aws:batch:*:*:service-job/*",
+   "Condition": {"StringEquals": {"aws:ResourceTag/team": "${aws:PrincipalTag/team}"}}}]})";
+constexpr const char* kGuardRail = R"({"Version": "2012-10-17", "Statement": [
+  {"Sid": "DenyTerminateOthers", "Effect": "Deny",
+   "Action": ["batch:TerminateServiceJob", "sagemaker:StopTrainingJob"], "Resource": "*",
+   "Condition": {"StringNotEquals": {"aws:ResourceTag/team": "${aws:PrincipalTag/team}"}}}]})";
+constexpr const char* kOwnerOnly = R"({"Version": "2012-10-17", "Statement": [
+  {"Effect": "Allow", "Action": "batch:DescribeServiceJob", "Resource": "*",
+   "Condition": {"StringEquals": {"trainyard:JobOwner": "${aws:PrincipalArn}"}}}]})";
+
+class AuthorizerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("ty-authorize-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    config_ = DefaultConfig();
+    config_.data_dir = dir_.string();
+    config_.sandbox = "none";
+    Open();
+    ASSERT_TRUE(c_->CreatePolicy({"team", kTeamPolicy, ""}).ok());
+    ASSERT_TRUE(c_->CreatePolicy({"guard-rail", kGuardRail, ""}).ok());
+    ASSERT_TRUE(c_->CreatePolicy({"owner-only", kOwnerOnly, ""}).ok());
+    for (const char* team : {"a", "b"}) {
+      std::string user = std::string("member-") + team;
+      ASSERT_TRUE(c_->CreateUser({user, {{"team", team}}, "AIDA0000000000000000" + std::string(team)}).ok());
+      ASSERT_TRUE(c_->AttachPolicy({user, "team"}).ok());
+      ASSERT_TRUE(c_->AttachPolicy({user, "guard-rail"}).ok());
+      ASSERT_TRUE(c_->CreateAccessKey({user, std::string("AKIATEAM00000000000") + team, std::string(40, team[0])}).ok());
+    }
+  }
+  void TearDown() override {
+    c_.reset();
+    fs::remove_all(dir_);
+  }
+  void Open() {
+    c_.reset();
+    control::Ports ports{std::make_unique<testing::MemStore>(data_), std::make_unique<testing::MemEventLog>(data_),
+                         std::make_unique<testing::FakeExecutor>()};
+    auto c = control::Controller::Open(config_, clock_, std::move(ports));
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    c_ = std::move(c).value();
+  }
+  Principal As(const std::string& user) {
+    auto dir = c_->directory();
+    auto it = dir->users.find(user);
+    EXPECT_NE(it, dir->users.end()) << user;
+    Principal p;
+    p.type = Principal::Type::kUser;
+    p.arn = it->second->user.arn;
+    p.name = user;
+    p.entry = it->second;
+    return p;
+  }
+  std::string SubmitAs(const std::string& user, const std::string& share) {
+    json req = {{"jobName", "j-" + share}, {"jobQueue", "shared"}, {"serviceJobType", "SAGEMAKER_TRAINING"},
+                {"shareIdentifier", share}, {"tags", {{"team", share}}},
+                {"serviceRequestPayload",
+                 json{{"TrainingJobName", "j-" + share + std::to_string(++jobs_)},
+                      {"RoleArn", "arn:aws:iam::000000000000:role/R"},
+                      {"AlgorithmSpecification", {{"TrainingImage", "x"}, {"TrainingInputMode", "File"}, {"ContainerEntrypoint", {"true"}}}},
+                      {"OutputDataConfig", {{"S3OutputPath", "s3://bucket/out"}}},
+                      {"ResourceConfig", {{"InstanceType", "ml.m5.large"}, {"InstanceCount", 1}, {"VolumeSizeInGB", 1}}},
+                      {"StoppingCondition", {{"MaxRuntimeInSeconds", 3600}}}}
+                     .dump()}};
+    Status allowed = authz().Check(As(user), ctx(), Api::kBatch, "SubmitServiceJob", req);
+    if (!allowed.ok()) return "denied: " + allowed.message();
+    auto out = HandleBatch(*c_, "SubmitServiceJob", req, As(user).arn);
+    EXPECT_TRUE(out.ok()) << out.status().message();
+    return out.ok() ? (*out)["jobId"].get<std::string>() : "";
+  }
+  void MakeSharedQueue() {
+    ASSERT_TRUE(HandleBatch(*c_, "CreateSchedulingPolicy", {{"name", "fair"}, {"fairsharePolicy", json::object()}}).ok());
+    ASSERT_TRUE(HandleBatch(*c_, "CreateServiceEnvironment",
+                            {{"serviceEnvironmentName", "env"}, {"serviceEnvironmentType", "SAGEMAKER_TRAINING"},
+                             {"capacityLimits", {{{"capacityUnit", "NUM_INSTANCES"}, {"maxCapacity", 4}}}}})
+                    .ok());
+    ASSERT_TRUE(HandleBatch(*c_, "CreateJobQueue",
+                            {{"jobQueueName", "shared"}, {"jobQueueType", "SAGEMAKER_TRAINING"}, {"priority", 1},
+                             {"schedulingPolicyArn", c_->Arn("batch", "scheduling-policy/fair")},
+                             {"serviceEnvironmentOrder", {{{"order", 1}, {"serviceEnvironment", "env"}}}}})
+                    .ok());
+  }
+  Authorizer authz() { return Authorizer(*c_); }
+  CallContext ctx() { return {"127.0.0.1", false, clock_.now_ms()}; }
+
+  fs::path dir_;
+  Config config_;
+  ManualClock clock_{1'800'000'000'000};
+  std::shared_ptr<testing::MemData> data_ = std::make_shared<testing::MemData>();
+  std::unique_ptr<control::Controller> c_;
+  int jobs_ = 0;
+};
+
+TEST_F(AuthorizerTest, KeysAndPoliciesAreCommittedAndSurviveARestart) {
+  Open();
+  auto dir = c_->directory();
+  ASSERT_EQ(dir->keys.count("AKIATEAM00000000000a"), 1u);
+  EXPECT_EQ(dir->keys.find("AKIATEAM00000000000a")->second.secret, std::string(40, 'a'));
+  EXPECT_EQ(dir->keys.find("AKIATEAM00000000000a")->second.principal->user.name, "member-a");
+  EXPECT_EQ(dir->users.at("member-a")->policies.size(), 2u);
+  EXPECT_EQ(dir->users.at("member-a")->user.tags.at("team"), "a");
+}
+
+TEST_F(AuthorizerTest, ADeletedKeyLeavesTheDirectoryWhenAcknowledged) {
+  ASSERT_TRUE(c_->DeleteAccessKey("member-a", "AKIATEAM00000000000a").ok());
+  EXPECT_EQ(c_->directory()->keys.count("AKIATEAM00000000000a"), 0u);
+  EXPECT_EQ(c_->DeleteAccessKey("member-b", "AKIATEAM00000000000a").code(), Code::kNotFound);
+  Open();
+  EXPECT_EQ(c_->directory()->keys.count("AKIATEAM00000000000a"), 0u);
+}
+
+TEST_F(AuthorizerTest, AUserWithKeysOrPoliciesCannotBeDeleted) {
+  EXPECT_EQ(c_->DeleteUser("member-a").code(), Code::kFailedPrecondition);
+  EXPECT_EQ(c_->DeletePolicy("team").code(), Code::kFailedPrecondition);
+  EXPECT_EQ(c_->CreateAccessKey({"member-a", "AKIATEAM0000000000a2", std::string(40, 'x')}).status().code(), Code::kOk);
+  // IAM's two keys per user.
+  EXPECT_EQ(c_->CreateAccessKey({"member-a", "AKIATEAM0000000000a3", std::string(40, 'y')}).status().code(),
+            Code::kLimitExceeded);
+}
+
+TEST_F(AuthorizerTest, SubmitIsAllowedOnlyToTheCallersShare) {
+  MakeSharedQueue();
+  EXPECT_EQ(SubmitAs("member-a", "a").rfind("denied", 0), std::string::npos);
+  EXPECT_EQ(SubmitAs("member-a", "b"),
+            "denied: User: arn:aws:iam::000000000000:user/member-a is not authorized to perform: "
+            "batch:SubmitServiceJob on resource: arn:aws:batch:us-east-1:000000000000:job-queue/shared because no "
+            "identity-based policy allows the batch:SubmitServiceJob action");
+}
+
+TEST_F(AuthorizerTest, JobsAreDescribedAndTerminatedByTheirTeamOnly) {
+  MakeSharedQueue();
+  const std::string job_a = SubmitAs("member-a", "a");
+  const json req = {{"jobId", job_a}};
+  EXPECT_TRUE(authz().Check(As("member-a"), ctx(), Api::kBatch, "DescribeServiceJob", req).ok());
+  Status other = authz().Check(As("member-b"), ctx(), Api::kBatch, "DescribeServiceJob", req);
+  EXPECT_EQ(other.code(), Code::kAccessDenied);
+  EXPECT_NE(other.message().find("service-job/" + job_a), std::string::npos) << other.message();
+  Status stop = authz().Check(As("member-b"), ctx(), Api::kBatch, "TerminateServiceJob", {{"jobId", job_a}, {"reason", "x"}});
+  EXPECT_EQ(stop.code(), Code::kAccessDenied);
+  EXPECT_NE(stop.message().find("with an explicit deny in an identity-based policy: guard-rail"), std::string::npos)
+      << stop.message();
+  // A job ARN given as jobId is the same resource.
+  json by_arn = {{"jobId", c_->Arn("batch", "service-job/" + job_a)}};
+  EXPECT_EQ(authz().Check(As("member-b"), ctx(), Api::kBatch, "DescribeServiceJob", by_arn).code(), Code::kAccessDenied);
+  // The training job of an attempt carries its service job's team tag.
+  std::vector<AccessDecision> audit;
+  EXPECT_TRUE(authz().Check(As("member-a"), ctx(), Api::kBatch, "TerminateServiceJob", {{"jobId", job_a}}, &audit).ok());
+  ASSERT_EQ(audit.size(), 1u);
+  EXPECT_EQ(audit[0].policy, "team");
+  EXPECT_EQ(audit[0].statement, "TerminateOwnJobs");
+  EXPECT_TRUE(audit[0].allowed);
+}
+
+TEST_F(AuthorizerTest, ListsKeepOnlyWhatTheCallerMayDescribe) {
+  MakeSharedQueue();
+  const std::string job_a = SubmitAs("member-a", "a");
+  const std::string job_b = SubmitAs("member-b", "b");
+  // A reply as ListServiceJobs gives it (the filter places each item by its jobId).
+  auto list = std::optional<json>(json{{"jobSummaryList", {{{"jobId", job_a}, {"jobArn", "x"}}, {{"jobId", job_b}}}}});
+  json reply = *list;
+  authz().FilterReply(As("member-b"), ctx(), Api::kBatch, "ListServiceJobs", &reply);
+  ASSERT_EQ(reply["jobSummaryList"].size(), 1u);
+  EXPECT_EQ(reply["jobSummaryList"][0]["jobId"], job_b);
+  json all = *list;
+  authz().FilterReply(Principal::Root("000000000000", "AKIAROOT"), ctx(), Api::kBatch, "ListServiceJobs", &all);
+  EXPECT_EQ(all["jobSummaryList"].size(), 2u);
+}
+
+TEST_F(AuthorizerTest, TheSubmitterIsTheJobOwner) {
+  MakeSharedQueue();
+  ASSERT_TRUE(c_->AttachPolicy({"member-b", "owner-only"}).ok());
+  ASSERT_TRUE(c_->AttachPolicy({"member-b", "team", false}).ok());
+  const std::string job_b = SubmitAs("member-a", "a");  // submitted by a, tagged a
+  EXPECT_EQ(authz().Check(As("member-b"), ctx(), Api::kBatch, "DescribeServiceJob", {{"jobId", job_b}}).code(),
+            Code::kAccessDenied);
+  ASSERT_TRUE(c_->AttachPolicy({"member-a", "owner-only"}).ok());
+  ASSERT_TRUE(c_->AttachPolicy({"member-a", "team", false}).ok());
+  EXPECT_TRUE(authz().Check(As("member-a"), ctx(), Api::kBatch, "DescribeServiceJob", {{"jobId", job_b}}).ok());
+}
+
+TEST_F(AuthorizerTest, TheCallsConditionKeysReachThePolicy) {
+  // Allowed from 10.0.0.0/8 only, to a user named in the resource, before a date.
+  constexpr const char* kScoped = R"({"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Action": "trainyard:ListAccessKeys", "Resource": "arn:aws:iam::*:user/${aws:username}",
+     "Condition": {"IpAddress": {"aws:SourceIp": "10.0.0.0/8"}, "Bool": {"aws:SecureTransport": "false"},
+                   "DateLessThan": {"aws:CurrentTime": "2027-01-01T00:00:00Z"}}}]})";
+  ASSERT_TRUE(c_->CreatePolicy({"scoped", kScoped, ""}).ok());
+  ASSERT_TRUE(c_->AttachPolicy({"member-a", "scoped"}).ok());
+  const json own = {{"UserName", "member-a"}};
+  CallContext inside{"10.1.2.3", false, 1'790'000'000'000};  // 2026-09-21
+  EXPECT_TRUE(authz().Check(As("member-a"), inside, Api::kTrainyard, "ListAccessKeys", own).ok());
+  EXPECT_EQ(authz().Check(As("member-a"), inside, Api::kTrainyard, "ListAccessKeys", {{"UserName", "member-b"}}).code(),
+            Code::kAccessDenied);
+  CallContext outside = inside;
+  outside.source_ip = "192.168.1.1";
+  EXPECT_EQ(authz().Check(As("member-a"), outside, Api::kTrainyard, "ListAccessKeys", own).code(), Code::kAccessDenied);
+  CallContext later = inside;
+  later.now = 1'800'000'000'000;  // 2027-01-15
+  EXPECT_EQ(authz().Check(As("member-a"), later, Api::kTrainyard, "ListAccessKeys", own).code(), Code::kAccessDenied);
+}
+
+TEST_F(AuthorizerTest, RootIsAllowedEverythingAndAnUnmappedOperationNobodyElse) {
+  Principal root = Principal::Root("000000000000", "AKIAROOT");
+  EXPECT_TRUE(authz().Check(root, ctx(), Api::kBatch, "DeleteJobQueue", {{"jobQueue", "x"}}).ok());
+  EXPECT_TRUE(authz().Check(root, ctx(), Api::kBatch, "NoSuchOperation", json::object()).ok());
+  EXPECT_EQ(authz().Check(As("member-a"), ctx(), Api::kBatch, "NoSuchOperation", json::object()).code(),
+            Code::kAccessDenied);
+  EXPECT_EQ(authz().Check(As("member-a"), ctx(), Api::kTrainyard, "CreateUser", {{"UserName", "x"}}).code(),
+            Code::kAccessDenied);
+}
+
+}  // namespace
+}  // namespace ty::api
