@@ -47,6 +47,7 @@ constexpr OperationAccess kAccess[] = {
     {Api::kBatch, "ListServiceJobs", ResourceKind::kNone, "", "jobSummaryList", "batch:DescribeServiceJob"},
     {Api::kBatch, "TerminateServiceJob", ResourceKind::kServiceJob, "jobId"},
     {Api::kBatch, "UpdateServiceJob", ResourceKind::kServiceJob, "jobId"},
+    {Api::kBatch, "TerminateServiceJobs", ResourceKind::kServiceJobs, "jobs"},
     {Api::kBatch, "TagResource", ResourceKind::kTaggedResource, "resourceArn"},
     {Api::kBatch, "UntagResource", ResourceKind::kTaggedResource, "resourceArn"},
     {Api::kBatch, "ListTagsForResource", ResourceKind::kTaggedResource, "resourceArn"},
@@ -368,6 +369,21 @@ Status Authorizer::Check(const Principal& caller, const CallContext& ctx, Api ap
     });
   };
 
+  auto read_job = [&](const std::string& ref) {
+    std::string id = StartsWith(ref, "arn:") ? NameOf(ref) : ref;
+    return controller_.ReadServiceJob(id, [&](const State& s) {
+      Target t;
+      if (const control::ServiceJobState* js = s.FindJob(id)) {
+        SetTarget(&t, js->job);
+        t.own_tags = js->job.tags;  // copied: the lock ends with this read
+        t.tags = nullptr;
+      } else {
+        t.arn = controller_.Arn("batch", "service-job/" + id);
+      }
+      return t;
+    });
+  };
+
   switch (access->resource) {
     case ResourceKind::kNone:
       return check_one(AnyResource());
@@ -379,20 +395,14 @@ Status Authorizer::Check(const Principal& caller, const CallContext& ctx, Api ap
       t.own_tags.clear();
       return check_one(t);
     }
-    case ResourceKind::kServiceJob: {
-      std::string id = StartsWith(name, "arn:") ? NameOf(name) : name;
-      Target t = controller_.ReadServiceJob(id, [&](const State& s) {
-        Target t;
-        if (const control::ServiceJobState* js = s.FindJob(id)) {
-          SetTarget(&t, js->job);
-          t.own_tags = js->job.tags;  // copied: the lock ends with this read
-          t.tags = nullptr;
-        } else {
-          t.arn = controller_.Arn("batch", "service-job/" + id);
-        }
-          return t;
-      });
-      return check_one(t);
+    case ResourceKind::kServiceJob:
+      return check_one(read_job(name));
+    case ResourceKind::kServiceJobs: {  // each job named is checked; a refusal for one refuses all
+      auto it = request.find(access->field);
+      if (it == request.end() || !it->is_array()) return check_one(AnyResource());
+      for (const auto& ref : *it)
+        if (ref.is_string()) TY_RETURN_IF_ERROR(check_one(read_job(ref.get<std::string>())));
+      return Status::Ok();
     }
     case ResourceKind::kTrainingJob: {
       Target t = controller_.Read([&](const State& s) {

@@ -62,6 +62,7 @@ enum class ResourceKind {
   kQuotaShare,          // an ARN
   kNewQuotaShare,       // CreateQuotaShare: the queue in `field`, the name in quotaShareName
   kServiceJob,          // a job id or ARN
+  kServiceJobs,         // an array of job ids or ARNs (each is checked)
   kTrainingJob,         // a training job name
   kTaggedResource,      // any ARN (TagResource and friends)
   kLogGroup,            // logGroupName / logGroupIdentifier

@@ -16,6 +16,7 @@ import unittest
 
 import boto3
 import botocore.config
+import botocore.session
 
 SOURCE_DIR = os.environ.get("TRAINYARD_SOURCE_DIR",
                             os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
@@ -146,12 +147,35 @@ class Server:
         return self.raw_call("sagemaker", path, body, path="/trainyard/v1/" + path)
 
     def client(self, service, **kw):
+        """A boto3 client for this server. project_models=True: one that reads trainyard's own
+        Batch model (models/), which has operations the installed botocore predates
+        (TerminateServiceJobs)."""
         key, secret = self.credentials()
         cfg = botocore.config.Config(retries={"max_attempts": 1}, read_timeout=120,
                                      parameter_validation=kw.get("validate", True))
-        return boto3.client(service, endpoint_url=self.url, region_name=kw.get("region", REGION),
-                            aws_access_key_id=kw.get("key", key), aws_secret_access_key=kw.get("secret", secret),
-                            config=cfg, verify=kw.get("verify", self.ca_bundle if self.tls else None))
+        session = boto3.Session(botocore_session=project_models_session()) if kw.get("project_models") else boto3
+        return session.client(service, endpoint_url=self.url, region_name=kw.get("region", REGION),
+                              aws_access_key_id=kw.get("key", key), aws_secret_access_key=kw.get("secret", secret),
+                              config=cfg, verify=kw.get("verify", self.ca_bundle if self.tls else None))
+
+
+_models_dir = None
+
+
+def project_models_session():
+    """A botocore session whose data path holds trainyard's Batch model (made once per process,
+    removed at exit)."""
+    global _models_dir
+    if _models_dir is None:
+        import atexit
+        _models_dir = tempfile.mkdtemp(prefix="trainyard-models-")
+        atexit.register(shutil.rmtree, _models_dir, True)
+        os.makedirs(os.path.join(_models_dir, "batch", "2016-08-10"))
+        shutil.copy(os.path.join(SOURCE_DIR, "models", "batch-2016-08-10.json"),
+                    os.path.join(_models_dir, "batch", "2016-08-10", "service-2.json"))
+    session = botocore.session.get_session()
+    session.set_config_variable("data_path", _models_dir)
+    return session
 
 
 def kill_attempt_processes(data_dir):

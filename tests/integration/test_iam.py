@@ -80,7 +80,7 @@ class IamTest(ServerTest):
 
     def client_as(self, who, service):
         k = self.keys[who]
-        c = self.server.client(service, key=k["AccessKeyId"], secret=k["SecretAccessKey"])
+        c = self.server.client(service, key=k["AccessKeyId"], secret=k["SecretAccessKey"], project_models=True)
         self.clients.append(c)
         return c
 
@@ -167,6 +167,9 @@ class IamTest(ServerTest):
         message = self.assertDenied(lambda: batch_c.terminate_service_job(jobId=job_a, reason="mine now"),
                                     "batch:TerminateServiceJob")
         self.assertIn("with an explicit deny in an identity-based policy: guard-rail", message)
+        # The batch form is checked job by job: naming another team's job refuses the whole call.
+        self.assertDenied(lambda: batch_c.terminate_service_jobs(jobs=[job_a], reason="mine now"),
+                          "batch:TerminateServiceJobs")
         sm_c = self.client_as("c", "sagemaker")
         self.assertDenied(lambda: sm_c.stop_training_job(TrainingJobName="job-a"), "sagemaker:StopTrainingJob")
         self.assertEqual(self.batch.describe_service_job(jobId=job_a)["status"], "RUNNING")

@@ -3,28 +3,12 @@ resource trainyard has an ARN for, SageMaker AddTags / ListTags / DeleteTags on 
 rules AWS holds tags to, and tags kept across a restart. Also TerminateServiceJobs, a job's ARN
 taken as its jobId, startedAt left out until a job starts, and wait reasons naming the job ahead."""
 import json
-import os
-import shutil
-import tempfile
 import time
 import unittest
 
-import boto3
-import botocore.config
 import botocore.exceptions
-import botocore.session
 
-from harness import REGION, SOURCE_DIR, ServerTest
-
-
-def model_data_path():
-    """A botocore data directory holding trainyard's Batch model, which has TerminateServiceJobs
-    (the installed botocore predates it)."""
-    root = tempfile.mkdtemp(prefix="trainyard-models-")
-    os.makedirs(os.path.join(root, "batch", "2016-08-10"))
-    shutil.copy(os.path.join(SOURCE_DIR, "models", "batch-2016-08-10.json"),
-                os.path.join(root, "batch", "2016-08-10", "service-2.json"))
-    return root
+from harness import REGION, ServerTest
 
 
 class TagsTest(ServerTest):
@@ -165,22 +149,13 @@ class TagsTest(ServerTest):
         waiting = self.submit("q", self.command_payload("waiting", "true"))
         waiting_arn = self.batch.describe_service_job(jobId=waiting)["jobArn"]
         unknown = "00000000-0000-4000-8000-000000000000"
-        session = botocore.session.get_session()
-        data_path = model_data_path()
-        try:
-            session.set_config_variable("data_path", data_path)
-            key, secret = self.server.credentials()
-            batch = boto3.Session(botocore_session=session).client(
-                "batch", endpoint_url=self.server.url, region_name=REGION, aws_access_key_id=key,
-                aws_secret_access_key=secret, config=botocore.config.Config(retries={"max_attempts": 1}))
-            out = batch.terminate_service_jobs(jobs=[blocker, waiting_arn, unknown], reason="clearing the queue")
-            # Unknown jobs count as terminated, as AWS does.
-            self.assertEqual((out["successful"], out["errors"]), ([blocker, waiting_arn, unknown], []))
-            error = self.error_of(batch.terminate_service_jobs, jobs=[unknown] * 51, reason="too many")
-            self.assertEqual(error["Code"], "ClientException")
-            batch.close()
-        finally:
-            shutil.rmtree(data_path)
+        batch = self.server.client("batch", project_models=True)  # the installed botocore predates it
+        out = batch.terminate_service_jobs(jobs=[blocker, waiting_arn, unknown], reason="clearing the queue")
+        # Unknown jobs count as terminated, as AWS does.
+        self.assertEqual((out["successful"], out["errors"]), ([blocker, waiting_arn, unknown], []))
+        error = self.error_of(batch.terminate_service_jobs, jobs=[unknown] * 51, reason="too many")
+        self.assertEqual(error["Code"], "ClientException")
+        batch.close()
         jobs = {j["jobId"]: j for j in self.wait_jobs([blocker, waiting])}
         self.assertEqual({j["status"] for j in jobs.values()}, {"FAILED"})
         self.assertTrue(all(j["isTerminated"] for j in jobs.values()))
