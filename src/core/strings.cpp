@@ -51,10 +51,17 @@ std::string RandomAlnum(size_t n, bool upper_only) {
   static const std::string kAll =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
   const std::string& alphabet = upper_only ? kUpper : kAll;
-  std::string out(n, '\0');
-  std::string raw(n, '\0');
-  RandomBytes(reinterpret_cast<unsigned char*>(raw.data()), n);
-  for (size_t i = 0; i < n; ++i) out[i] = alphabet[static_cast<unsigned char>(raw[i]) % alphabet.size()];
+  // Bytes at or above the largest multiple of the alphabet's size are dropped, so every character
+  // is equally likely (a plain modulo favours the alphabet's first 256 % size characters).
+  const size_t usable = 256 - 256 % alphabet.size();
+  std::string out;
+  out.reserve(n);
+  unsigned char raw[64];
+  while (out.size() < n) {
+    RandomBytes(raw, sizeof raw);
+    for (unsigned char b : raw)
+      if (b < usable && out.size() < n) out += alphabet[b % alphabet.size()];
+  }
   return out;
 }
 

@@ -1,3 +1,5 @@
+#include <cctype>
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -37,6 +39,17 @@ TEST(HttpDate, IsImfFixdateInGmt) {
   EXPECT_EQ(FormatHttpDate(784111777000), "Sun, 06 Nov 1994 08:49:37 GMT");  // RFC 9110's example
   EXPECT_EQ(FormatHttpDate(1440938160999), "Sun, 30 Aug 2015 12:36:00 GMT");   // milliseconds dropped
   EXPECT_EQ(FormatHttpDate(951782400000), "Tue, 29 Feb 2000 00:00:00 GMT");
+}
+
+TEST(Strings, RandomAlnumHasTheLengthAndAlphabetAsked) {
+  for (size_t n : {0u, 1u, 16u, 40u, 200u}) {
+    std::string upper = RandomAlnum(n, true), all = RandomAlnum(n, false);
+    ASSERT_EQ(upper.size(), n);
+    ASSERT_EQ(all.size(), n);
+    for (char c : upper) EXPECT_TRUE((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) << c;
+    for (char c : all) EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(c))) << c;
+  }
+  EXPECT_NE(RandomAlnum(40, false), RandomAlnum(40, false));
 }
 
 TEST(Strings, SplitKeepsEmptyFields) {
