@@ -147,7 +147,8 @@ class HostilePathsTest(ServerTest):
                                          serviceJobType="SAGEMAKER_TRAINING", serviceRequestPayload=payload)
                 self.assertEqual(code, "ClientException", msg)
                 self.assertIn("jobName", msg)
-                self.assertIn("128", msg)
+                # The rule broken, in AWS's words: the length, or the pattern of allowed characters.
+                self.assertRegex(msg, r"less than or equal to 128|pattern: \[a-zA-Z0-9\]\[a-zA-Z0-9_-\]\*")
                 self.assertNothingCreated()
         job = self.batch.submit_service_job(jobName="A" * 128, jobQueue="hq", serviceJobType="SAGEMAKER_TRAINING",
                                             serviceRequestPayload=payload)

@@ -133,7 +133,7 @@ class RetryValidationTest(RetryTestBase):
         self.assert_rejected({"attempts": 2, "evaluateOnExit": [{"onStatusReason": "*"}]},
                              "evaluateOnExit[0].action is required")
         self.assert_rejected({"attempts": 2, "evaluateOnExit": [{"action": "RETRY", "onStatusReason": "x" * 513}]},
-                             "at most 512 characters")
+                             "onStatusReason' failed to satisfy constraint: Member must have length less than or equal to 512")
         with self.assertRaises(ClientError) as e:
             self.submit(self.queue, self.command_payload("bad", "true"), retryStrategy={"attempts": 2},
                         timeoutConfig={"attemptDurationSeconds": 59})
