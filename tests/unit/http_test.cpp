@@ -348,6 +348,7 @@ TEST(Server, EveryResponseCarriesOneDateNearNow) {
     std::string got = ReadUntil(fd, std::string("<") + (path == std::string("/stream") ? "stream" : path));
     ExpectOneDateNearNow(got.substr(0, got.find("\r\n\r\n") + 2));
     close(fd);
+    ASSERT_TRUE(Eventually([&] { return s.server().stats().open_connections == 0; }));  // the cap is 2
   }
   {  // the listener's own refusals: an oversized head, a malformed request, the connection cap
     int fd = Connect(s.port());
@@ -356,12 +357,14 @@ TEST(Server, EveryResponseCarriesOneDateNearNow) {
     EXPECT_THAT(got, StartsWith("HTTP/1.1 431 "));
     ExpectOneDateNearNow(got);
     close(fd);
+    ASSERT_TRUE(Eventually([&] { return s.server().stats().open_connections == 0; }));  // the cap is 2
     fd = Connect(s.port());
     Send(fd, "NOT HTTP\r\n\r\n");
     got = ReadUntil(fd, "not valid HTTP");
     EXPECT_THAT(got, StartsWith("HTTP/1.1 400 "));
     ExpectOneDateNearNow(got);
     close(fd);
+    ASSERT_TRUE(Eventually([&] { return s.server().stats().open_connections == 0; }));  // the cap is 2
   }
   int a = Connect(s.port()), b = Connect(s.port());
   ASSERT_TRUE(Eventually([&] { return s.server().stats().open_connections == 2; }));
