@@ -213,10 +213,12 @@ std::string RenderAuditRecord(const AuditRecord& r, const WireError& outcome) {
 
 StatusOr<AuditQuery> AuditQueryFrom(const json& req) {
   static const char* kMembers[] = {"StartTime", "EndTime", "LookupAttributes", "DeniedOnly", "MaxResults", "NextToken"};
-  for (const auto& [key, value] : req.items())
+  for (const auto& item : req.items()) {
+    const std::string& key = item.key();  // a named variable: lambdas may not capture bindings in C++20
     if (std::find_if(std::begin(kMembers), std::end(kMembers), [&](const char* m) { return key == m; }) == std::end(kMembers))
       return InvalidArgument("Unknown member " + Capped(key, 64) + " (LookupAuditEvents takes StartTime, EndTime, "
                              "LookupAttributes, DeniedOnly, MaxResults and NextToken)");
+  }
   AuditQuery q;
   TY_RETURN_IF_ERROR(ReadTime(req, "StartTime", &q.start_ms));
   TY_RETURN_IF_ERROR(ReadTime(req, "EndTime", &q.end_ms));

@@ -474,7 +474,7 @@ void Controller::SchedulePass(Turn& t) {
   std::vector<const JobQueue*> queue_refs;
   // The jobs offered, sorted by seq once the snapshot is built (no allocation per job).
   std::vector<std::pair<uint64_t, ServiceJobState*>> offered;
-  auto job_at = [&](uint64_t seq) -> ServiceJobState& {
+  auto job_at = [&](uint64_t seq) REQUIRES(state_mu_) -> ServiceJobState& {
     auto it = std::lower_bound(offered.begin(), offered.end(), std::pair<uint64_t, ServiceJobState*>{seq, nullptr});
     return it != offered.end() && it->first == seq ? *it->second : state_.jobs.at(seq);
   };
@@ -522,8 +522,11 @@ void Controller::SchedulePass(Turn& t) {
   }
   // The reasons that name another job name it by its id and name (once per reason, not per job).
   std::map<uint32_t, std::string> named_reasons;
+  // The callback runs inside NamedReason, under this turn's state_mu_ (which the analysis cannot
+  // carry into a lambda passed to a template).
   for (const auto& [reason, seq] : d.reason_jobs)
-    named_reasons[reason] = d.NamedReason(reason, [&](uint64_t other) { return JobReference(state_, other); });
+    named_reasons[reason] =
+        d.NamedReason(reason, [&](uint64_t other) NO_THREAD_SAFETY_ANALYSIS { return JobReference(state_, other); });
   for (const auto& w : d.waits) {
     ServiceJobState& js = job_at(w.job_seq);
     if (w.kind == sched::WaitKind::kNotBefore) {
