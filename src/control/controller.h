@@ -150,6 +150,10 @@ class Controller {
   StatusOr<IamPolicy> CreatePolicy(const CreatePolicyCommand& cmd);
   Status DeletePolicy(const std::string& name_or_arn);
   StatusOr<IamUser> AttachPolicy(const AttachPolicyCommand& cmd);
+  // Roles (docs/security.md, "Roles for jobs"). DeleteRole is refused while policies are attached.
+  StatusOr<IamRole> CreateRole(const CreateRoleCommand& cmd);
+  Status DeleteRole(const std::string& name);
+  StatusOr<IamRole> AttachRolePolicy(const AttachRolePolicyCommand& cmd);
   // The users, keys and policies as of the last commit (never null). Any thread; what it returns
   // stays valid and unchanged while held. A key or policy change is in it once acknowledged.
   std::shared_ptr<const PrincipalDirectory> directory() const EXCLUDES(directory_mu_);
