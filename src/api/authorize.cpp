@@ -173,7 +173,8 @@ void SetTrainingJob(Target* t, const State& s, const TrainingJob& tj) {
 // The condition keys every request carries.
 void SetCallerKeys(iam::Request* r, const Principal& caller, const CallContext& ctx) {
   r->principal = caller.arn;
-  r->Set("aws:PrincipalArn", caller.arn);
+  // A role session's aws:PrincipalArn is its role's ARN, as in IAM; the message names the session.
+  r->Set("aws:PrincipalArn", caller.type == Principal::Type::kRoleSession && caller.entry ? caller.entry->user.arn : caller.arn);
   if (!caller.name.empty()) r->Set("aws:username", caller.name);
   if (caller.entry) {
     r->Set("aws:userid", caller.entry->user.user_id);

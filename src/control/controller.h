@@ -21,6 +21,7 @@
 #include "control/commands.h"
 #include "control/events.h"
 #include "control/principals.h"
+#include "control/role_sessions.h"
 #include "control/state.h"
 #include "sched/sched.h"
 #include "core/clock.h"
@@ -157,6 +158,8 @@ class Controller {
   // The users, keys and policies as of the last commit (never null). Any thread; what it returns
   // stays valid and unchanged while held. A key or policy change is in it once acknowledged.
   std::shared_ptr<const PrincipalDirectory> directory() const EXCLUDES(directory_mu_);
+  // The temporary credentials of running jobs' roles (role_sessions.h). Any thread.
+  RoleSessions& role_sessions() { return role_sessions_; }
   // Audit (docs/security.md, "Audit"): stores one API call's record, rendered, in a turn of its
   // own, and returns once it is committed. For calls that reached no command (those that did are
   // stored with the command's commit: control/audit.h).
@@ -318,6 +321,9 @@ class Controller {
   // Why nothing starts while disk_low_ (a job's wait reason).
   std::string DiskReserveReason() const;
   exec::AttemptSpec BuildAttemptSpec(const TrainingJob& tj) const REQUIRES(turn_mu_, state_mu_);
+  // A session for tj's role when its RoleArn names one of the account's roles (the attempt
+  // starts or is re-adopted); none otherwise.
+  void MintRoleSession(const TrainingJob& tj, EpochMs now) REQUIRES(turn_mu_, state_mu_);
   std::string FileSystemPath(const std::string& id) const;  // [file_systems] entry, or ""
 
   // ---- constant after construction ----
@@ -376,6 +382,7 @@ class Controller {
   EpochMs last_alarm_check_ GUARDED_BY(turn_mu_) = 0;  // when EvaluateAlarms last ran
   EpochMs last_event_prune_ GUARDED_BY(turn_mu_) = 0;  // when PruneEvents last ran (once a minute at most)
 
+  RoleSessions role_sessions_;  // its own lock
   // ---- guarded by directory_mu_ (held only to copy the pointer) ----
   mutable Mutex directory_mu_;
   std::shared_ptr<const PrincipalDirectory> directory_ GUARDED_BY(directory_mu_);

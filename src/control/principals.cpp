@@ -85,6 +85,13 @@ std::shared_ptr<const PrincipalDirectory> BuildDirectory(const Principals& p) {
         entry->owned.push_back(it->second);
         entry->policies.push_back(it->second.get());
       }
+    auto caller = std::make_shared<PrincipalEntry>();
+    caller->user.name = role.name;
+    caller->user.arn = role.arn;
+    caller->user.user_id = role.role_id;
+    caller->owned = entry->owned;
+    caller->policies = entry->policies;
+    entry->as_caller = std::move(caller);
     dir->roles[name] = std::move(entry);
   }
   return dir;

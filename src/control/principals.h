@@ -72,6 +72,8 @@ struct RoleEntry {
   IamRole role;
   std::vector<std::shared_ptr<const iam::Policy>> owned;
   std::vector<const iam::Policy*> policies;
+  // The role as a caller (its sessions): user.arn is the role's ARN, user.user_id its RoleId.
+  std::shared_ptr<const PrincipalEntry> as_caller;
 };
 
 // An immutable view of Principals, shared by every request that holds it. Built by the

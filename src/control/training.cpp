@@ -462,7 +462,16 @@ void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj, bool spot) {
                                          : ": the rungs before it have no free capacity.");
   }
   AddTransition(t, tj, SecondaryStatus::kStarting, message, t.now);
+  MintRoleSession(tj, t.now);
   t.starts.emplace_back(tj.name, BuildAttemptSpec(tj));
+}
+
+void Controller::MintRoleSession(const TrainingJob& tj, EpochMs now) {
+  json req = json::parse(tj.request_json, nullptr, false);
+  if (!req.is_object()) return;
+  const std::string role = RoleNameOf(req.value("RoleArn", ""), config_.account_id);
+  if (role.empty() || !state_.principals.roles.count(role)) return;
+  role_sessions_.Mint(tj.name, role, config_.account_id, now);
 }
 
 void Controller::StartPendingTrainingJobs(Turn& t) {
@@ -622,6 +631,8 @@ void Controller::ReadoptAttempts() {
   for (const auto& [seq, name] : state_.live_training_jobs) {
     TrainingJob& tj = state_.training_jobs.at(name);
     if (!tj.launched) continue;
+    // Sessions are not stored: an attempt that outlived the server gets a fresh one.
+    MintRoleSession(tj, clock_.now_ms());
     Status st = executor_->Adopt(name);
     if (st.ok()) {
       spdlog::info("re-adopted running attempt {}", name);
@@ -710,6 +721,8 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
     case exec::Phase::kLost:
       break;
   }
+  // The attempt is over: its role's credentials stop working (a restart mints new ones).
+  role_sessions_.Revoke(tj.name);
 
   if (tj.status == TrainingJobStatus::kInProgress && tj.stop_cause == StopCause::kInterrupt && e.phase == exec::Phase::kExited && !e.stopped) {
     // The run ended on its own before the interruption reached it (its processes had exited and
@@ -828,6 +841,7 @@ bool Controller::RestartAfterInfrastructureFailure(Turn& t, TrainingJob& tj, con
   CloseRun(tj, e.at);
   PriceRun(tj, tj.on_spot);
   tj.launched = true;  // it keeps its capacity
+  MintRoleSession(tj, t.now);
   t.starts.emplace_back(tj.name, BuildAttemptSpec(tj));
   return true;
 }
