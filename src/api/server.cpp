@@ -111,6 +111,31 @@ struct ApiServer::Impl {
   http::Response Refuse(int status, const std::string& message, const http::Request* head);
   Status CheckScrape(const http::Request& req);
 
+  // GET /trainyard/v1/credentials: a role job's session, in the container credentials provider's
+  // shape, to the attempt whose bearer token is the Authorization header (docs/security.md,
+  // "Roles for jobs"). No signature: the token is the credential.
+  http::Response JobCredentials(const http::Request& req) {
+    const std::string* auth = req.Header("Authorization");
+    std::string token = auth ? *auth : "";
+    if (StartsWith(token, "Bearer ")) token = token.substr(7);  // the SDKs send the bare token
+    const std::string job = controller.role_sessions().JobOfBearer(token);
+    auto session = job.empty() ? std::nullopt
+                               : controller.role_sessions().Current(job, controller.config().account_id, controller.Now());
+    http::Response res;
+    res.headers = {{"Content-Type", "application/json"}};
+    if (!session) {
+      res.status = 403;
+      res.body = json{{"Code", "AccessDenied"},
+                      {"Message", "No running job holds this token (the Authorization header must be the job's "
+                                  "AWS_CONTAINER_AUTHORIZATION_TOKEN)"}}.dump();
+      return res;
+    }
+    res.body = json{{"AccessKeyId", session->access_key_id}, {"SecretAccessKey", session->secret},
+                    {"Token", session->token}, {"Expiration", FormatIso8601(session->expires)},
+                    {"RoleArn", session->role_arn}}.dump();
+    return res;
+  }
+
   // The answer to a call refused before its handler ran: its audit record first (api/audit.h).
   http::Response Refused(AuditedCall& call, Protocol protocol, const Status& st) {
     call.Finish(st);
@@ -447,6 +472,7 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
     if (path == "/trainyard/v1/events") return Handle(req, Protocol::kSageMakerJson, "events", nullptr, "Events");
   } else if (req.method == "GET") {
     if (path == "/trainyard/v1/events/stream") return Stream(req);
+    if (path == "/trainyard/v1/credentials") return JobCredentials(req);
     // Prometheus scrape endpoint, read-only (docs/metrics.md): open unless server.metrics_token is set.
     if (path == "/metrics") {
       if (Status allowed = CheckScrape(req); !allowed.ok()) return Reply(Protocol::kSageMakerJson, allowed);

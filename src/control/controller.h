@@ -160,6 +160,12 @@ class Controller {
   std::shared_ptr<const PrincipalDirectory> directory() const EXCLUDES(directory_mu_);
   // The temporary credentials of running jobs' roles (role_sessions.h). Any thread.
   RoleSessions& role_sessions() { return role_sessions_; }
+  // Where jobs reach this server (its listener, once bound) and the CA bundle they trust it with
+  // ("" without TLS): a role job's environment points the AWS SDKs there. Set before Start().
+  void SetJobEndpoint(const std::string& url, const std::string& ca_bundle) {
+    job_endpoint_ = url;
+    job_ca_bundle_ = ca_bundle;
+  }
   // Audit (docs/security.md, "Audit"): stores one API call's record, rendered, in a turn of its
   // own, and returns once it is committed. For calls that reached no command (those that did are
   // stored with the command's commit: control/audit.h).
@@ -323,7 +329,7 @@ class Controller {
   exec::AttemptSpec BuildAttemptSpec(const TrainingJob& tj) const REQUIRES(turn_mu_, state_mu_);
   // A session for tj's role when its RoleArn names one of the account's roles (the attempt
   // starts or is re-adopted); none otherwise.
-  void MintRoleSession(const TrainingJob& tj, EpochMs now) REQUIRES(turn_mu_, state_mu_);
+  void MintRoleSession(TrainingJob& tj, EpochMs now) REQUIRES(turn_mu_, state_mu_);
   std::string FileSystemPath(const std::string& id) const;  // [file_systems] entry, or ""
 
   // ---- constant after construction ----
@@ -383,6 +389,7 @@ class Controller {
   EpochMs last_event_prune_ GUARDED_BY(turn_mu_) = 0;  // when PruneEvents last ran (once a minute at most)
 
   RoleSessions role_sessions_;  // its own lock
+  std::string job_endpoint_, job_ca_bundle_;  // set before Start(), read-only after
   // ---- guarded by directory_mu_ (held only to copy the pointer) ----
   mutable Mutex directory_mu_;
   std::shared_ptr<const PrincipalDirectory> directory_ GUARDED_BY(directory_mu_);

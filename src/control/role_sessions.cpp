@@ -1,6 +1,8 @@
 // Role sessions (role_sessions.h).
 #include "control/role_sessions.h"
 
+#include <openssl/crypto.h>
+
 #include "core/strings.h"
 
 namespace ty::control {
@@ -27,9 +29,23 @@ RoleSession RoleSessions::MintLocked(const std::string& job, const std::string& 
   return s;
 }
 
+void RoleSessions::SetBearer(const std::string& job, const std::string& bearer) {
+  MutexLock lock(mu_);
+  bearers_[job] = bearer;
+}
+
+std::string RoleSessions::JobOfBearer(const std::string& bearer) const {
+  MutexLock lock(mu_);
+  std::string found;
+  for (const auto& [job, b] : bearers_)  // every one compared, the same way: no early exit to time
+    if (b.size() == bearer.size() && !bearer.empty() && CRYPTO_memcmp(b.data(), bearer.data(), b.size()) == 0) found = job;
+  return found;
+}
+
 void RoleSessions::Revoke(const std::string& job) {
   MutexLock lock(mu_);
   newest_.erase(job);
+  bearers_.erase(job);
   for (auto it = by_key_.begin(); it != by_key_.end();) it = it->second.job == job ? by_key_.erase(it) : std::next(it);
 }
 

@@ -35,6 +35,10 @@ class RoleSessions {
   // stay valid until they expire or the job's sessions are revoked.
   RoleSession Mint(const std::string& job, const std::string& role_name, const std::string& account_id, EpochMs now)
       EXCLUDES(mu_);
+  // The bearer token `job`'s attempt sends to the credentials endpoint (set with its first Mint).
+  void SetBearer(const std::string& job, const std::string& bearer) EXCLUDES(mu_);
+  // The job whose bearer token is `bearer` (compared in constant time with each); "" when none.
+  std::string JobOfBearer(const std::string& bearer) const EXCLUDES(mu_);
   // Ends every session of `job`: its keys are unknown from now on.
   void Revoke(const std::string& job) EXCLUDES(mu_);
   // The session whose access key is `id`, expired or not; nullopt when unknown or revoked.
@@ -51,6 +55,7 @@ class RoleSessions {
   mutable Mutex mu_;
   std::map<std::string, RoleSession> by_key_ GUARDED_BY(mu_);
   std::map<std::string, std::string> newest_ GUARDED_BY(mu_);  // job -> its newest access key id
+  std::map<std::string, std::string> bearers_ GUARDED_BY(mu_);  // job -> its bearer token
 };
 
 }  // namespace ty::control

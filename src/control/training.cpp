@@ -466,12 +466,15 @@ void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj, bool spot) {
   t.starts.emplace_back(tj.name, BuildAttemptSpec(tj));
 }
 
-void Controller::MintRoleSession(const TrainingJob& tj, EpochMs now) {
+void Controller::MintRoleSession(TrainingJob& tj, EpochMs now) {
   json req = json::parse(tj.request_json, nullptr, false);
-  if (!req.is_object()) return;
-  const std::string role = RoleNameOf(req.value("RoleArn", ""), config_.account_id);
+  const std::string role = req.is_object() ? RoleNameOf(req.value("RoleArn", ""), config_.account_id) : "";
   if (role.empty() || !state_.principals.roles.count(role)) return;
+  // Drawn once per job and stored with it (the launch's commit), so that a re-adopted attempt's
+  // environment still holds a token the server knows.
+  if (tj.credentials_token.empty()) tj.credentials_token = RandomAlnum(48, false);
   role_sessions_.Mint(tj.name, role, config_.account_id, now);
+  role_sessions_.SetBearer(tj.name, tj.credentials_token);
 }
 
 void Controller::StartPendingTrainingJobs(Turn& t) {
@@ -587,6 +590,17 @@ exec::AttemptSpec Controller::BuildAttemptSpec(const TrainingJob& tj) const {
       spec.extra_env["AWS_BATCH_JOB_ATTEMPT"] = std::to_string(tj.attempt_number);
     }
   }
+  // A role job: the AWS SDKs' container credentials provider fetches the role's session from this
+  // server with the attempt's bearer token, and calls go back to this server (docs/security.md,
+  // "Roles for jobs"). The sandbox shares the host's network unless EnableNetworkIsolation.
+  if (!tj.credentials_token.empty() && !job_endpoint_.empty()) {
+    spec.extra_env["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = job_endpoint_ + "/trainyard/v1/credentials";
+    spec.extra_env["AWS_CONTAINER_AUTHORIZATION_TOKEN"] = tj.credentials_token;
+    spec.extra_env["AWS_ENDPOINT_URL"] = job_endpoint_;
+    spec.extra_env["AWS_REGION"] = config_.region;
+    spec.extra_env["AWS_DEFAULT_REGION"] = config_.region;
+    if (!job_ca_bundle_.empty()) spec.extra_env["AWS_CA_BUNDLE"] = job_ca_bundle_;
+  }
   for (auto& ch : req.value("InputDataConfig", json::array())) {
     exec::Channel c;
     c.name = ch["ChannelName"].get<std::string>();
@@ -631,7 +645,8 @@ void Controller::ReadoptAttempts() {
   for (const auto& [seq, name] : state_.live_training_jobs) {
     TrainingJob& tj = state_.training_jobs.at(name);
     if (!tj.launched) continue;
-    // Sessions are not stored: an attempt that outlived the server gets a fresh one.
+    // Sessions are not stored: an attempt that outlived the server gets a fresh one (its bearer
+    // token, in its environment, was stored with the job).
     MintRoleSession(tj, clock_.now_ms());
     Status st = executor_->Adopt(name);
     if (st.ok()) {
