@@ -101,6 +101,17 @@ class RolesTest(ServerTest):
         self.assertNotIn("AWS_ACCESS_KEY_ID", out["env_keys"])
         self.assertIn("AWS_CONTAINER_CREDENTIALS_FULL_URI", out["env_keys"])
 
+        # The refusal is in the audit trail under the role session.
+        session = f"arn:aws:sts::{ACCOUNT}:assumed-role/trainer/roles-job"
+        found = self.server.admin("admin/audit", {"LookupAttributes": [
+            {"AttributeKey": "Principal", "AttributeValue": session},
+            {"AttributeKey": "Action", "AttributeValue": "batch:SubmitServiceJob"}]})["Events"]
+        self.assertEqual(len(found), 1, found)
+        record = json.loads(found[0]["CloudTrailEvent"])
+        self.assertEqual(record["errorCode"], "AccessDeniedException")
+        self.assertEqual(record["userIdentity"]["type"], "AssumedRole")
+        self.assertEqual(record["userIdentity"]["accessKeyId"], out["key"])
+
         # After the job: the same credentials are refused.
         after = boto3.client("sagemaker", endpoint_url=self.server.url, region_name=REGION,
                              aws_access_key_id=out["key"], aws_secret_access_key=out["secret"],
