@@ -1,7 +1,9 @@
 """Roles for jobs (docs/security.md, "Roles for jobs"): a job whose RoleArn names a role runs
 unchanged boto3 code that finds its credentials through the container credentials provider and
-calls back into trainyard with them; what the role's policy does not allow is refused; once the
-job has ended its credentials fail; a job naming an unknown role is refused at submit."""
+calls back into trainyard with them; what the role's policy does not allow is refused (and
+audited under the role session); once the job has ended its credentials fail; a job naming an
+unknown role is refused at submit; a job submits through Batch with its role only where the role
+may pass itself on (iam:PassRole)."""
 import importlib
 import json
 import os
@@ -44,10 +46,29 @@ PACKAGES = ("boto3", "botocore", "jmespath", "dateutil", "six", "urllib3", "s3tr
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 
+# Submits a follow-up job through Batch, as the role, naming the same role.
+SUBMIT = r"""
+import json, sys
+import boto3
+from botocore.exceptions import ClientError
+with open(sys.argv[1]) as f:
+    payload = json.load(f)
+try:
+    out = boto3.client("batch").submit_service_job(jobName="child", jobQueue="q", serviceJobType="SAGEMAKER_TRAINING",
+                                                   serviceRequestPayload=json.dumps(payload))["jobId"]
+except ClientError as e:
+    out = e.response["Error"]["Code"] + ": " + e.response["Error"]["Message"]
+with open(sys.argv[2], "w") as f:
+    f.write(out)
+"""
+
+
 @unittest.skipUnless(os.access(SYSTEM_PYTHON, os.X_OK), "no system python3 for the job")
 class RolesTest(ServerTest):
     def stage_boto3(self):
         lib = os.path.join(self.work_dir, "pylib")
+        if os.path.isdir(lib):
+            return lib
         os.makedirs(lib)
         for name in PACKAGES:
             src = importlib.import_module(name).__file__
@@ -120,6 +141,48 @@ class RolesTest(ServerTest):
         with self.assertRaises(ClientError) as gone:
             after.describe_training_job(TrainingJobName="roles-job")
         self.assertEqual(gone.exception.response["Error"]["Code"], "UnrecognizedClientException")
+
+    def run_as_role(self, name, script, args, role_arn):
+        result = os.path.join(self.work_dir, name + ".out")
+        path = os.path.join(self.work_dir, name + ".py")
+        with open(path, "w") as f:
+            f.write(script)
+        os.chmod(path, 0o644)
+        payload = self.command_payload(name, "", RoleArn=role_arn)
+        payload["AlgorithmSpecification"]["ContainerEntrypoint"] = [SYSTEM_PYTHON, path]
+        payload["AlgorithmSpecification"]["ContainerArguments"] = list(args) + [result]
+        payload["Environment"] = {"PYTHONPATH": self.stage_boto3()}
+        self.sm.create_training_job(**payload)
+        tj = self.wait_training(name)
+        self.assertEqual(tj["TrainingJobStatus"], "Completed", tj.get("FailureReason"))
+        with open(result) as f:
+            return f.read()
+
+    def test_a_job_submits_through_batch_only_with_a_role_it_may_pass(self):
+        role = f"arn:aws:iam::{ACCOUNT}:role/pipeline"
+        self.create_queue("q", capacity=2)
+        self.iam("CreateRole", {"RoleName": "pipeline"})
+        self.iam("CreatePolicy", {"PolicyName": "submit", "PolicyDocument": json.dumps({
+            "Version": "2012-10-17", "Statement": [
+                {"Effect": "Allow", "Action": "batch:SubmitServiceJob", "Resource": "*"}]})})
+        self.iam("AttachRolePolicy", {"RoleName": "pipeline", "PolicyName": "submit"})
+        child = os.path.join(self.work_dir, "child.json")
+        with open(child, "w") as f:
+            json.dump(self.command_payload("child", "true", RoleArn=role), f)
+        os.chmod(child, 0o644)
+        # Submitting is allowed, but handing the child the role is not (no iam:PassRole).
+        refused = self.run_as_role("parent-1", SUBMIT, [child], role)
+        self.assertTrue(refused.startswith("AccessDeniedException"), refused)
+        self.assertIn("iam:PassRole", refused)
+
+        self.iam("CreatePolicy", {"PolicyName": "pass", "PolicyDocument": json.dumps({
+            "Version": "2012-10-17", "Statement": [
+                {"Effect": "Allow", "Action": "iam:PassRole", "Resource": role}]})})
+        self.iam("AttachRolePolicy", {"RoleName": "pipeline", "PolicyName": "pass"})
+        job_id = self.run_as_role("parent-2", SUBMIT, [child], role)
+        job = self.batch.describe_service_job(jobId=job_id)
+        self.assertEqual(job["jobName"], "child")
+        self.assertEqual(self.wait_jobs([job_id])[0]["status"], "SUCCEEDED")
 
     def test_the_credentials_endpoint_refuses_a_wrong_token(self):
         import urllib.request
