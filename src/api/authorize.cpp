@@ -89,6 +89,12 @@ constexpr OperationAccess kAccess[] = {
     {Api::kTrainyard, "ListPolicies", ResourceKind::kNone},
     {Api::kTrainyard, "AttachUserPolicy", ResourceKind::kUser, "UserName"},
     {Api::kTrainyard, "DetachUserPolicy", ResourceKind::kUser, "UserName"},
+    {Api::kTrainyard, "CreateRole", ResourceKind::kRole, "RoleName"},
+    {Api::kTrainyard, "GetRole", ResourceKind::kRole, "RoleName"},
+    {Api::kTrainyard, "DeleteRole", ResourceKind::kRole, "RoleName"},
+    {Api::kTrainyard, "ListRoles", ResourceKind::kNone},
+    {Api::kTrainyard, "AttachRolePolicy", ResourceKind::kRole, "RoleName"},
+    {Api::kTrainyard, "DetachRolePolicy", ResourceKind::kRole, "RoleName"},
 };
 
 // What a request acts on: an ARN and what the conditions may ask of it.
@@ -167,7 +173,8 @@ void SetTrainingJob(Target* t, const State& s, const TrainingJob& tj) {
 // The condition keys every request carries.
 void SetCallerKeys(iam::Request* r, const Principal& caller, const CallContext& ctx) {
   r->principal = caller.arn;
-  r->Set("aws:PrincipalArn", caller.arn);
+  // A role session's aws:PrincipalArn is its role's ARN, as in IAM; the message names the session.
+  r->Set("aws:PrincipalArn", caller.type == Principal::Type::kRoleSession && caller.entry ? caller.entry->user.arn : caller.arn);
   if (!caller.name.empty()) r->Set("aws:username", caller.name);
   if (caller.entry) {
     r->Set("aws:userid", caller.entry->user.user_id);
@@ -321,6 +328,49 @@ std::string_view ActionPrefix(Api api) {
 
 Status Authorizer::Check(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
                          const json& request, std::vector<AccessDecision>* audit) const {
+  TY_RETURN_IF_ERROR(CheckOperation(caller, ctx, api, operation, request, audit));
+  return CheckJobRole(caller, ctx, api, operation, request, audit);
+}
+
+// The role a new job names: CreateTrainingJob's RoleArn, or the RoleArn in SubmitServiceJob's
+// serviceRequestPayload. Once the account has a role, it must name one of them, and the caller must
+// be allowed iam:PassRole on it; before then RoleArn is recorded and not checked.
+Status Authorizer::CheckJobRole(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
+                                const json& request, std::vector<AccessDecision>* audit) const {
+  const bool training = api == Api::kSageMaker && operation == "CreateTrainingJob";
+  if (!training && !(api == Api::kBatch && operation == "SubmitServiceJob")) return Status::Ok();
+  auto dir = controller_.directory();
+  if (dir->roles.empty()) return Status::Ok();  // before the payload is parsed: submits stay cheap
+  std::string arn, field;
+  if (training) {
+    arn = StringMember(request, "RoleArn");
+    field = "RoleArn";
+  } else if (api == Api::kBatch && operation == "SubmitServiceJob") {
+    // The payload was checked as a CreateTrainingJob request by validation; a payload that does not
+    // parse here is refused by the handler.
+    json payload = json::parse(StringMember(request, "serviceRequestPayload"), nullptr, false);
+    if (!payload.is_object()) return Status::Ok();
+    arn = StringMember(payload, "RoleArn");
+    field = "serviceRequestPayload.RoleArn";
+  }
+  const std::string role = control::RoleNameOf(arn, controller_.config().account_id);
+  if (role.empty() || !dir->roles.count(role))
+    return InvalidArgument("1 validation error detected: Value '" + arn + "' at '" + field +
+                           "' failed to satisfy constraint: Member must name a role of account " +
+                           controller_.config().account_id + " (trainyard admin role list)");
+  iam::Request r;
+  r.action = "iam:PassRole";
+  r.resource = dir->roles.find(role)->second->role.arn;
+  SetCallerKeys(&r, caller, ctx);
+  std::string denial;
+  AccessDecision d = Decide(caller, r, &denial);
+  if (audit) audit->push_back(d);
+  if (d.allowed) return Status::Ok();
+  return Status(Code::kAccessDenied, std::move(denial));
+}
+
+Status Authorizer::CheckOperation(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
+                                  const json& request, std::vector<AccessDecision>* audit) const {
   if (caller.is_root() && !audit) return Status::Ok();  // nothing to evaluate, nothing to record
   const OperationAccess* access = FindOperationAccess(api, operation);
   const std::string action = std::string(ActionPrefix(api)) + ":" + operation;
@@ -494,6 +544,11 @@ Status Authorizer::Check(const Principal& caller, const CallContext& ctx, Api ap
       t.arn = "arn:aws:iam::" + account + ":user/" + name;
       if (auto dir = controller_.directory(); dir)
         if (auto u = dir->users.find(name); u != dir->users.end()) t.own_tags = u->second->user.tags;
+      return check_one(t);
+    }
+    case ResourceKind::kRole: {
+      Target t;
+      t.arn = "arn:aws:iam::" + account + ":role/" + name;
       return check_one(t);
     }
     case ResourceKind::kPolicy: {

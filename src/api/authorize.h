@@ -69,6 +69,7 @@ enum class ResourceKind {
   kLogStream,           // logGroupName + logStreamName
   kUser,                // an IAM user name (trainyard's admin endpoints)
   kPolicy,              // a managed policy name or ARN
+  kRole,                // an IAM role name (trainyard's admin endpoints)
 };
 
 // How one operation is checked.
@@ -117,6 +118,13 @@ class Authorizer {
   Status CheckAction(const Principal& caller, const CallContext& ctx, const std::string& action) const;
 
  private:
+  Status CheckOperation(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
+                        const nlohmann::json& request, std::vector<AccessDecision>* audit) const;
+  // A new job's role: it must exist once the account has roles, and the caller must be allowed
+  // iam:PassRole on it (docs/security.md, "Roles for jobs").
+  Status CheckJobRole(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
+                      const nlohmann::json& request, std::vector<AccessDecision>* audit) const;
+
   control::Controller& controller_;
 };
 

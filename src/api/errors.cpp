@@ -22,6 +22,8 @@ WireError ToWireError(Protocol protocol, const Status& st) {
       return {403, "InvalidSignatureException", st.message()};
     case Code::kExpired:
       return {403, "InvalidSignatureException", st.message()};
+    case Code::kExpiredToken:
+      return {403, "ExpiredTokenException", st.message()};
     case Code::kUnknownOperation:
       // What AWS's front ends answer for a request no operation claims: a rest-json service
       // routes by method and path, and an unknown route is a 404; a JSON 1.1 service names the

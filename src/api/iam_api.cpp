@@ -1,6 +1,6 @@
 // trainyard's user administration (POST /trainyard/v1/admin/iam/<Operation>, JSON 1.1, signed as
-// "sagemaker"): users, access keys and managed policies in IAM's request and reply shapes
-// (docs/security.md, "Users and keys"). Shapes are checked here; the controller checks names
+// "sagemaker"): users, access keys, roles and managed policies in IAM's request and reply shapes
+// (docs/security.md, "Users and keys", "Roles for jobs"). Shapes are checked here; the controller checks names
 // against state in its turn.
 #include <nlohmann/json.hpp>
 #include <set>
@@ -74,6 +74,15 @@ json EncodeUser(const control::IamUser& u) {
           {"CreateDate", Seconds(u.created)}, {"Tags", EncodeTags(u.tags)}, {"AttachedPolicies", attached}};
 }
 
+json EncodeRole(const control::IamRole& r) {
+  json attached = json::array();
+  for (const auto& p : r.policies) attached.push_back(p);
+  json j = {{"RoleName", r.name}, {"RoleId", r.role_id}, {"Arn", r.arn}, {"Path", "/"},
+            {"CreateDate", Seconds(r.created)}, {"AttachedPolicies", attached}};
+  if (!r.description.empty()) j["Description"] = r.description;
+  return j;
+}
+
 // Never the secret: it is shown once, by CreateAccessKey.
 json EncodeKeyMetadata(const control::IamAccessKey& k) {
   return {{"UserName", k.user}, {"AccessKeyId", k.id}, {"Status", "Active"}, {"CreateDate", Seconds(k.created)}};
@@ -107,7 +116,8 @@ bool IamAdminImplements(const std::string& op) {
   static const std::set<std::string> kOps = {"CreateUser", "DeleteUser", "ListUsers", "TagUser", "UntagUser",
                                              "CreateAccessKey", "ListAccessKeys", "DeleteAccessKey", "CreatePolicy",
                                              "GetPolicy", "ListPolicies", "DeletePolicy", "AttachUserPolicy",
-                                             "DetachUserPolicy"};
+                                             "DetachUserPolicy", "CreateRole", "GetRole", "DeleteRole", "ListRoles",
+                                             "AttachRolePolicy", "DetachRolePolicy"};
   return kOps.count(op) > 0;
 }
 
@@ -211,6 +221,8 @@ Response HandleIamAdmin(Controller& c, const std::string& op, const json& req) {
         size_t n = 0;
         for (const auto& [u, user] : s.principals.users)
           n += std::count(user.policies.begin(), user.policies.end(), policy);
+        for (const auto& [r, role] : s.principals.roles)
+          n += std::count(role.policies.begin(), role.policies.end(), policy);
         return n;
       };
       if (op == "GetPolicy") {
@@ -234,6 +246,39 @@ Response HandleIamAdmin(Controller& c, const std::string& op, const json& req) {
     if (!ref.ok()) return ref.status();
     auto u = c.AttachPolicy({Str(req, "UserName"), *ref, op == "AttachUserPolicy"});
     if (!u.ok()) return u.status();
+    return json::object();
+  }
+  if (op == "CreateRole") {
+    TY_RETURN_IF_ERROR(CheckName(req, "RoleName", 64));
+    std::string description = Str(req, "Description");
+    if (description.size() > 1000) return InvalidArgument("Description must have at most 1000 characters");
+    auto r = c.CreateRole({Str(req, "RoleName"), description, "AROA" + RandomAlnum(17, true)});
+    if (!r.ok()) return r.status();
+    return json{{"Role", EncodeRole(*r)}};
+  }
+  if (op == "GetRole") {
+    TY_RETURN_IF_ERROR(CheckName(req, "RoleName", 64));
+    auto dir = c.directory();
+    auto it = dir->roles.find(Str(req, "RoleName"));
+    if (it == dir->roles.end()) return NotFound("The role with name " + Str(req, "RoleName") + " cannot be found.");
+    return json{{"Role", EncodeRole(it->second->role)}};
+  }
+  if (op == "ListRoles") {
+    auto dir = c.directory();
+    json roles = json::array();
+    for (const auto& [name, entry] : dir->roles) roles.push_back(EncodeRole(entry->role));
+    return json{{"Roles", roles}, {"IsTruncated", false}};
+  }
+  if (op == "DeleteRole") {
+    TY_RETURN_IF_ERROR(CheckName(req, "RoleName", 64));
+    return Empty(c.DeleteRole(Str(req, "RoleName")));
+  }
+  if (op == "AttachRolePolicy" || op == "DetachRolePolicy") {
+    TY_RETURN_IF_ERROR(CheckName(req, "RoleName", 64));
+    auto ref = PolicyRef(req);
+    if (!ref.ok()) return ref.status();
+    auto r = c.AttachRolePolicy({Str(req, "RoleName"), *ref, op == "AttachRolePolicy"});
+    if (!r.ok()) return r.status();
     return json::object();
   }
   return Status(Code::kUnknownOperation, "Operation " + op + " is not supported by this server");

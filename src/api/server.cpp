@@ -1,6 +1,7 @@
 #include "api/server.h"
 
 #include <malloc.h>
+#include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -110,6 +111,31 @@ struct ApiServer::Impl {
   http::Response Refuse(int status, const std::string& message, const http::Request* head);
   Status CheckScrape(const http::Request& req);
 
+  // GET /trainyard/v1/credentials: a role job's session, in the container credentials provider's
+  // shape, to the attempt whose bearer token is the Authorization header (docs/security.md,
+  // "Roles for jobs"). No signature: the token is the credential.
+  http::Response JobCredentials(const http::Request& req) {
+    const std::string* auth = req.Header("Authorization");
+    std::string token = auth ? *auth : "";
+    if (StartsWith(token, "Bearer ")) token = token.substr(7);  // the SDKs send the bare token
+    const std::string job = controller.role_sessions().JobOfBearer(token);
+    auto session = job.empty() ? std::nullopt
+                               : controller.role_sessions().Current(job, controller.config().account_id, controller.Now());
+    http::Response res;
+    res.headers = {{"Content-Type", "application/json"}};
+    if (!session) {
+      res.status = 403;
+      res.body = json{{"Code", "AccessDenied"},
+                      {"Message", "No running job holds this token (the Authorization header must be the job's "
+                                  "AWS_CONTAINER_AUTHORIZATION_TOKEN)"}}.dump();
+      return res;
+    }
+    res.body = json{{"AccessKeyId", session->access_key_id}, {"SecretAccessKey", session->secret},
+                    {"Token", session->token}, {"Expiration", FormatIso8601(session->expires)},
+                    {"RoleArn", session->role_arn}}.dump();
+    return res;
+  }
+
   // The answer to a call refused before its handler ran: its audit record first (api/audit.h).
   http::Response Refused(AuditedCall& call, Protocol protocol, const Status& st) {
     call.Finish(st);
@@ -127,15 +153,35 @@ struct ApiServer::Impl {
     view.body = req.body;
     // One directory for the whole request: a key deleted meanwhile is honoured to its end.
     std::shared_ptr<const control::PrincipalDirectory> users = controller.directory();
+    // A running job's role session (ASIA...): kept by the controller in memory, not in the directory.
+    std::optional<control::RoleSession> session;
     SecretLookup lookup = [&](std::string_view key) -> std::optional<std::string> {
       if (key == root.access_key_id) return root.secret_access_key;
       if (auto it = users->keys.find(key); it != users->keys.end()) return it->second.secret;
+      if (StartsWith(key, "ASIA") && (session = controller.role_sessions().Find(std::string(key)))) return session->secret;
       return std::nullopt;
     };
-    auto caller = VerifySigV4(view, lookup, controller.config().region, {service}, SystemClock::instance().now_ms());
+    const EpochMs now = SystemClock::instance().now_ms();
+    auto caller = VerifySigV4(view, lookup, controller.config().region, {service}, now);
     if (!caller.ok()) return caller.status();
     Principal principal = Principal::Root(controller.config().account_id, caller->access_key_id);
-    if (caller->access_key_id != root.access_key_id) {
+    if (session) {
+      // The token travels beside the signature and must be the session's own (IAM's messages).
+      const std::string* sent = req.Header("X-Amz-Security-Token");
+      const std::string token = sent ? *sent : std::string();
+      if (token.size() != session->token.size() || CRYPTO_memcmp(token.data(), session->token.data(), token.size()) != 0)
+        return Status(Code::kUnknownKey, "The security token included in the request is invalid.");
+      if (session->expires <= controller.Now()) return Status(Code::kExpiredToken, "The security token included in the request is expired");
+      principal.type = Principal::Type::kRoleSession;
+      principal.arn = session->principal_arn;
+      if (auto role = users->roles.find(session->role_name); role != users->roles.end()) {
+        principal.entry = role->second->as_caller;
+      } else {  // the role was deleted while the job ran: its policies are gone, it may do nothing
+        auto none = std::make_shared<control::PrincipalEntry>();
+        none->user.arn = session->role_arn;
+        principal.entry = std::move(none);
+      }
+    } else if (caller->access_key_id != root.access_key_id) {
       const auto& key = users->keys.find(caller->access_key_id)->second;
       principal.type = Principal::Type::kUser;
       principal.arn = key.principal->user.arn;
@@ -426,6 +472,7 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
     if (path == "/trainyard/v1/events") return Handle(req, Protocol::kSageMakerJson, "events", nullptr, "Events");
   } else if (req.method == "GET") {
     if (path == "/trainyard/v1/events/stream") return Stream(req);
+    if (path == "/trainyard/v1/credentials") return JobCredentials(req);
     // Prometheus scrape endpoint, read-only (docs/metrics.md): open unless server.metrics_token is set.
     if (path == "/metrics") {
       if (Status allowed = CheckScrape(req); !allowed.ok()) return Reply(Protocol::kSageMakerJson, allowed);

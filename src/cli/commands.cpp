@@ -137,7 +137,7 @@ StatusOr<std::string> TrainingJobOf(Client& c, const std::string& id) {
   return arn.substr(arn.rfind('/') + 1);  // lower-cased like AWS's; names are found regardless of case
 }
 
-// `trainyard admin user|key|policy ...`: users, access keys and managed policies
+// `trainyard admin user|key|policy|role ...`: users, access keys, managed policies and roles
 // (POST /trainyard/v1/admin/iam/<Operation>; docs/security.md, "Users and keys").
 void AddIamCommands(CLI::App* admin, Common& common, std::function<int()>& run) {
   auto post = [&common](const std::string& op, json body, std::function<void(const json&)> print) {
@@ -337,6 +337,68 @@ void AddIamCommands(CLI::App* admin, Common& common, std::function<int()>& run) 
       body["UserName"] = user;
       run = post(attach ? "AttachUserPolicy" : "DetachUserPolicy", body, [attach](const json&) {
         std::printf("%s %s %s user %s\n", attach ? "attached" : "detached", name.c_str(), attach ? "to" : "from", user.c_str());
+      });
+    });
+  }
+
+  static std::string policy;
+  auto* roles = admin->add_subcommand("role", "Roles: what a job may call back into trainyard with, named by its "
+                                              "RoleArn (docs/security.md, \"Roles for jobs\").");
+  roles->require_subcommand(1);
+  {
+    auto* cmd = roles->add_subcommand("create", "Create a role and print its ARN, for a job's RoleArn. Once the account has "
+                                                "a role, every new job must name one, and its submitter needs iam:PassRole on it.");
+    cmd->add_option("name", name, "Role name: 1-64 letters, digits and +=,.@_-")->required();
+    cmd->add_option("--description", description, "What the role is for");
+    AddCommon(cmd, common);
+    cmd->callback([&run, post] {
+      json body = {{"RoleName", name}};
+      if (!description.empty()) body["Description"] = description;
+      run = post("CreateRole", body, [](const json& out) { std::printf("%s\n", out["Role"]["Arn"].get<std::string>().c_str()); });
+    });
+  }
+  {
+    auto* cmd = roles->add_subcommand("list", "List roles and their attached policies.");
+    AddCommon(cmd, common);
+    cmd->callback([&run, post] {
+      run = post("ListRoles", json::object(), [](const json& out) {
+        std::vector<std::vector<std::string>> rows;
+        for (const auto& r : out["Roles"]) {
+          std::string attached;
+          for (const auto& p : r["AttachedPolicies"]) attached += (attached.empty() ? "" : ",") + p.get<std::string>();
+          rows.push_back({r["RoleName"], attached.empty() ? "-" : attached, r["Arn"]});
+        }
+        PrintTable({"ROLE", "POLICIES", "ARN"}, rows);
+      });
+    });
+  }
+  {
+    auto* cmd = roles->add_subcommand("get", "Print a role.");
+    cmd->add_option("name", name, "Role name")->required();
+    AddCommon(cmd, common);
+    cmd->callback([&run, post] {
+      run = post("GetRole", {{"RoleName", name}}, [](const json& out) { std::printf("%s\n", out["Role"].dump(2).c_str()); });
+    });
+  }
+  {
+    auto* cmd = roles->add_subcommand("delete", "Delete a role (detach its policies first).");
+    cmd->add_option("name", name, "Role name")->required();
+    AddCommon(cmd, common);
+    cmd->callback([&run, post] {
+      run = post("DeleteRole", {{"RoleName", name}}, [](const json&) { std::printf("deleted role %s\n", name.c_str()); });
+    });
+  }
+  for (const char* verb : {"attach", "detach"}) {
+    const bool attach = std::string(verb) == "attach";
+    auto* cmd = roles->add_subcommand(verb, attach ? "Attach a managed policy to a role." : "Detach a managed policy from a role.");
+    cmd->add_option("name", name, "Role name")->required();
+    cmd->add_option("policy", policy, "Policy name or ARN")->required();
+    AddCommon(cmd, common);
+    cmd->callback([&run, post, attach] {
+      json body = StartsWith(policy, "arn:") ? json{{"PolicyArn", policy}} : json{{"PolicyName", policy}};
+      body["RoleName"] = name;
+      run = post(attach ? "AttachRolePolicy" : "DetachRolePolicy", body, [attach](const json&) {
+        std::printf("%s %s %s role %s\n", attach ? "attached" : "detached", policy.c_str(), attach ? "to" : "from", name.c_str());
       });
     });
   }

@@ -238,7 +238,6 @@ void AddServeCommand(CLI::App& app, std::function<int()>& run) {
                                                                            const control::EventTrigger& e, uint64_t seq) {
         return api::RenderEvent(config, s, e, seq);
       });
-      (*controller)->Start();
       api::ApiServer server(**controller, *cred);
       if (tls_files) {
         Status st = server.UseTls(tls_files->certificate_file, tls_files->key_file);
@@ -254,6 +253,14 @@ void AddServeCommand(CLI::App& app, std::function<int()>& run) {
         (*controller)->Shutdown();
         return 1;
       }
+      {
+        // Role jobs call back on the loopback address when the listener is on every address.
+        std::string job_host = host == "0.0.0.0" || host.empty() ? "127.0.0.1" : host == "::" ? "::1" : host;
+        if (job_host.find(':') != std::string::npos) job_host = "[" + job_host + "]";
+        (*controller)->SetJobEndpoint(std::string(tls ? "https" : "http") + "://" + job_host + ":" + std::to_string(*bound),
+                                      tls_files ? tls_files->certificate_file : "");
+      }
+      (*controller)->Start();  // after the listener is bound: a job launched now knows where it is
       std::promise<void> http_done;
       auto http_stopped = http_done.get_future();
       std::thread http([&] {

@@ -21,6 +21,7 @@
 #include "control/commands.h"
 #include "control/events.h"
 #include "control/principals.h"
+#include "control/role_sessions.h"
 #include "control/state.h"
 #include "sched/sched.h"
 #include "core/clock.h"
@@ -150,9 +151,21 @@ class Controller {
   StatusOr<IamPolicy> CreatePolicy(const CreatePolicyCommand& cmd);
   Status DeletePolicy(const std::string& name_or_arn);
   StatusOr<IamUser> AttachPolicy(const AttachPolicyCommand& cmd);
+  // Roles (docs/security.md, "Roles for jobs"). DeleteRole is refused while policies are attached.
+  StatusOr<IamRole> CreateRole(const CreateRoleCommand& cmd);
+  Status DeleteRole(const std::string& name);
+  StatusOr<IamRole> AttachRolePolicy(const AttachRolePolicyCommand& cmd);
   // The users, keys and policies as of the last commit (never null). Any thread; what it returns
   // stays valid and unchanged while held. A key or policy change is in it once acknowledged.
   std::shared_ptr<const PrincipalDirectory> directory() const EXCLUDES(directory_mu_);
+  // The temporary credentials of running jobs' roles (role_sessions.h). Any thread.
+  RoleSessions& role_sessions() { return role_sessions_; }
+  // Where jobs reach this server (its listener, once bound) and the CA bundle they trust it with
+  // ("" without TLS): a role job's environment points the AWS SDKs there. Set before Start().
+  void SetJobEndpoint(const std::string& url, const std::string& ca_bundle) {
+    job_endpoint_ = url;
+    job_ca_bundle_ = ca_bundle;
+  }
   // Audit (docs/security.md, "Audit"): stores one API call's record, rendered, in a turn of its
   // own, and returns once it is committed. For calls that reached no command (those that did are
   // stored with the command's commit: control/audit.h).
@@ -314,6 +327,9 @@ class Controller {
   // Why nothing starts while disk_low_ (a job's wait reason).
   std::string DiskReserveReason() const;
   exec::AttemptSpec BuildAttemptSpec(const TrainingJob& tj) const REQUIRES(turn_mu_, state_mu_);
+  // A session for tj's role when its RoleArn names one of the account's roles (the attempt
+  // starts or is re-adopted); none otherwise.
+  void MintRoleSession(TrainingJob& tj, EpochMs now) REQUIRES(turn_mu_, state_mu_);
   std::string FileSystemPath(const std::string& id) const;  // [file_systems] entry, or ""
 
   // ---- constant after construction ----
@@ -372,6 +388,8 @@ class Controller {
   EpochMs last_alarm_check_ GUARDED_BY(turn_mu_) = 0;  // when EvaluateAlarms last ran
   EpochMs last_event_prune_ GUARDED_BY(turn_mu_) = 0;  // when PruneEvents last ran (once a minute at most)
 
+  RoleSessions role_sessions_;  // its own lock
+  std::string job_endpoint_, job_ca_bundle_;  // set before Start(), read-only after
   // ---- guarded by directory_mu_ (held only to copy the pointer) ----
   mutable Mutex directory_mu_;
   std::shared_ptr<const PrincipalDirectory> directory_ GUARDED_BY(directory_mu_);

@@ -1,4 +1,4 @@
-// Users, access keys and managed policies: their commands, store documents and the directory the
+// Users, access keys, roles and managed policies: their commands, store documents and the directory the
 // request path reads (principals.h).
 #include "control/principals.h"
 
@@ -18,6 +18,7 @@ using nlohmann::json;
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IamUser, name, arn, user_id, created, tags, policies)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IamAccessKey, id, secret, user, created)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IamPolicy, name, arn, document, description, created)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IamRole, name, arn, role_id, description, created, policies)
 
 namespace {
 
@@ -41,9 +42,17 @@ std::string PrincipalStoreKey(const std::string& kind, const std::string& name) 
 std::string EncodeDoc(const IamUser& v) { return json(v).dump(); }
 std::string EncodeDoc(const IamAccessKey& v) { return json(v).dump(); }
 std::string EncodeDoc(const IamPolicy& v) { return json(v).dump(); }
+std::string EncodeDoc(const IamRole& v) { return json(v).dump(); }
 bool DecodeDoc(const std::string& doc, IamUser* v) { return Decode(doc, v); }
 bool DecodeDoc(const std::string& doc, IamAccessKey* v) { return Decode(doc, v); }
 bool DecodeDoc(const std::string& doc, IamPolicy* v) { return Decode(doc, v); }
+bool DecodeDoc(const std::string& doc, IamRole* v) { return Decode(doc, v); }
+
+std::string RoleNameOf(const std::string& arn, const std::string& account_id) {
+  const std::string prefix = "arn:aws:iam::" + account_id + ":role/";
+  if (!StartsWith(arn, prefix) || arn.size() == prefix.size() || arn.back() == '/') return "";
+  return arn.substr(arn.rfind('/') + 1);
+}
 
 std::shared_ptr<const PrincipalDirectory> BuildDirectory(const Principals& p) {
   auto dir = std::make_shared<PrincipalDirectory>();
@@ -68,6 +77,23 @@ std::shared_ptr<const PrincipalDirectory> BuildDirectory(const Principals& p) {
   }
   for (const auto& [id, key] : p.keys)
     if (auto it = dir->users.find(key.user); it != dir->users.end()) dir->keys[id] = {key.secret, it->second};
+  for (const auto& [name, role] : p.roles) {
+    auto entry = std::make_shared<RoleEntry>();
+    entry->role = role;
+    for (const auto& policy : role.policies)
+      if (auto it = parsed.find(policy); it != parsed.end()) {
+        entry->owned.push_back(it->second);
+        entry->policies.push_back(it->second.get());
+      }
+    auto caller = std::make_shared<PrincipalEntry>();
+    caller->user.name = role.name;
+    caller->user.arn = role.arn;
+    caller->user.user_id = role.role_id;
+    caller->owned = entry->owned;
+    caller->policies = entry->policies;
+    entry->as_caller = std::move(caller);
+    dir->roles[name] = std::move(entry);
+  }
   return dir;
 }
 
@@ -99,6 +125,9 @@ void Controller::LoadPrincipals(State& s) {
     } else if (StartsWith(key, "iam/policy/")) {
       IamPolicy p;
       if (DecodeDoc(doc, &p)) s.principals.policies[p.name] = std::move(p);
+    } else if (StartsWith(key, "iam/role/")) {
+      IamRole r;
+      if (DecodeDoc(doc, &r)) s.principals.roles[r.name] = std::move(r);
     }
   });
   if (!st.ok()) {
@@ -120,6 +149,8 @@ void Controller::WritePrincipals(const Turn& t, std::vector<store::Write>* write
       if (auto it = p.keys.find(key.substr(8)); it != p.keys.end()) doc = EncodeDoc(it->second);
     } else if (StartsWith(key, "iam/policy/")) {
       if (auto it = p.policies.find(key.substr(11)); it != p.policies.end()) doc = EncodeDoc(it->second);
+    } else if (StartsWith(key, "iam/role/")) {
+      if (auto it = p.roles.find(key.substr(9)); it != p.roles.end()) doc = EncodeDoc(it->second);
     }
     writes->push_back({store::Kind::kMeta, key, std::move(doc)});  // empty: deleted
   }
@@ -237,6 +268,10 @@ Status Controller::DeletePolicy(const std::string& name_or_arn) {
       if (std::find(user.policies.begin(), user.policies.end(), name) != user.policies.end())
         return FailedPrecondition("Cannot delete a policy attached to entities (policy " + name + " is attached to user " +
                                   user_name + ")");
+    for (const auto& [role_name, role] : p.roles)
+      if (std::find(role.policies.begin(), role.policies.end(), name) != role.policies.end())
+        return FailedPrecondition("Cannot delete a policy attached to entities (policy " + name + " is attached to role " +
+                                  role_name + ")");
     p.policies.erase(it);
     t.principals.insert(PrincipalStoreKey("policy", name));
     return Status::Ok();
@@ -263,6 +298,64 @@ StatusOr<IamUser> Controller::AttachPolicy(const AttachPolicyCommand& cmd) {
     }
     t.principals.insert(PrincipalStoreKey("user", cmd.user));
     return user->second;
+  });
+}
+
+namespace {
+Status NoSuchRole(const std::string& name) { return NotFound("The role with name " + name + " cannot be found."); }
+}  // namespace
+
+StatusOr<IamRole> Controller::CreateRole(const CreateRoleCommand& cmd) {
+  return Execute<IamRole>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<IamRole> {
+    Principals& p = state_.principals;
+    if (p.roles.count(cmd.name)) return AlreadyExists("Role with name " + cmd.name + " already exists.");
+    if (p.roles.size() >= kMaxRoles) return LimitExceeded("Cannot exceed quota for RolesPerAccount: " + std::to_string(kMaxRoles));
+    IamRole r;
+    r.name = cmd.name;
+    r.arn = "arn:aws:iam::" + config_.account_id + ":role/" + cmd.name;
+    r.role_id = cmd.role_id;
+    r.description = cmd.description;
+    r.created = t.now;
+    p.roles[r.name] = r;
+    t.principals.insert(PrincipalStoreKey("role", r.name));
+    return r;
+  });
+}
+
+Status Controller::DeleteRole(const std::string& name) {
+  return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status {
+    Principals& p = state_.principals;
+    auto it = p.roles.find(name);
+    if (it == p.roles.end()) return NoSuchRole(name);
+    if (!it->second.policies.empty())
+      return FailedPrecondition("Cannot delete entity, must detach all policies first (role " + name + " has " +
+                                it->second.policies.front() + ")");
+    p.roles.erase(it);
+    t.principals.insert(PrincipalStoreKey("role", name));
+    return Status::Ok();
+  });
+}
+
+StatusOr<IamRole> Controller::AttachRolePolicy(const AttachRolePolicyCommand& cmd) {
+  const std::string name = PolicyName(cmd.policy);
+  return Execute<IamRole>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<IamRole> {
+    Principals& p = state_.principals;
+    auto role = p.roles.find(cmd.role);
+    if (role == p.roles.end()) return NoSuchRole(cmd.role);
+    if (!p.policies.count(name)) return NotFound("Policy " + cmd.policy + " does not exist or is not attachable.");
+    auto& attached = role->second.policies;
+    auto at = std::find(attached.begin(), attached.end(), name);
+    if (cmd.attach) {
+      if (at != attached.end()) return role->second;  // attaching twice is a no-op, as in IAM
+      if (attached.size() >= kMaxPoliciesPerRole)
+        return LimitExceeded("Cannot exceed quota for PoliciesPerRole: " + std::to_string(kMaxPoliciesPerRole));
+      attached.push_back(name);
+    } else {
+      if (at == attached.end()) return NotFound("Policy " + name + " is not attached to role " + cmd.role + ".");
+      attached.erase(at);
+    }
+    t.principals.insert(PrincipalStoreKey("role", cmd.role));
+    return role->second;
   });
 }
 

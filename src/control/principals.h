@@ -1,5 +1,5 @@
-// Principals: the users, their access keys and the managed policies attached to them
-// (docs/security.md, "Users and keys").
+// Principals: the users, their access keys, the roles jobs run as and the managed policies
+// attached to users and roles (docs/security.md, "Users and keys", "Roles for jobs").
 //
 // The controller owns them like every other piece of state: they change in turns, are committed
 // to the store (kind kMeta, keys "iam/...") before the caller is answered, and are loaded at
@@ -42,11 +42,22 @@ struct IamPolicy {
   EpochMs created = 0;
 };
 
+// A role a job runs as (RoleArn / jobRoleArn). Only jobs assume roles, so it has no trust policy.
+struct IamRole {
+  std::string name;
+  std::string arn;      // arn:aws:iam::<account>:role/<name>
+  std::string role_id;  // AROA...
+  std::string description;
+  EpochMs created = 0;
+  std::vector<std::string> policies;  // attached managed policies, by name, in attachment order
+};
+
 // The durable part, in State.
 struct Principals {
   std::map<std::string, IamUser> users;          // by name
   std::map<std::string, IamAccessKey> keys;      // by access key id
   std::map<std::string, IamPolicy> policies;     // by name
+  std::map<std::string, IamRole> roles;          // by name
 };
 
 // A user as the request path sees it: the user's tags and its policies, parsed.
@@ -54,6 +65,15 @@ struct PrincipalEntry {
   IamUser user;
   std::vector<std::shared_ptr<const iam::Policy>> owned;  // keeps `policies` alive
   std::vector<const iam::Policy*> policies;               // what iam::Evaluate takes
+};
+
+// A role as the request path sees it: its parsed policies.
+struct RoleEntry {
+  IamRole role;
+  std::vector<std::shared_ptr<const iam::Policy>> owned;
+  std::vector<const iam::Policy*> policies;
+  // The role as a caller (its sessions): user.arn is the role's ARN, user.user_id its RoleId.
+  std::shared_ptr<const PrincipalEntry> as_caller;
 };
 
 // An immutable view of Principals, shared by every request that holds it. Built by the
@@ -65,7 +85,12 @@ struct PrincipalDirectory {
   };
   std::map<std::string, Key, std::less<>> keys;  // by access key id
   std::map<std::string, std::shared_ptr<const PrincipalEntry>, std::less<>> users;  // by name
+  std::map<std::string, std::shared_ptr<const RoleEntry>, std::less<>> roles;       // by name
 };
+
+// The role a job's role ARN names: its name when the ARN is arn:aws:iam::<account>:role/[path/]NAME
+// of this account, "" otherwise.
+std::string RoleNameOf(const std::string& arn, const std::string& account_id);
 
 // The directory for `p`. Documents that no longer parse (they all did when accepted) are left
 // out of their users' policies, with a warning: they allow nothing.
@@ -76,9 +101,11 @@ std::string PrincipalStoreKey(const std::string& kind, const std::string& name);
 std::string EncodeDoc(const IamUser& v);
 std::string EncodeDoc(const IamAccessKey& v);
 std::string EncodeDoc(const IamPolicy& v);
+std::string EncodeDoc(const IamRole& v);
 bool DecodeDoc(const std::string& doc, IamUser* v);
 bool DecodeDoc(const std::string& doc, IamAccessKey* v);
 bool DecodeDoc(const std::string& doc, IamPolicy* v);
+bool DecodeDoc(const std::string& doc, IamRole* v);
 
 // ---- commands (decoded and checked for shape by api/iam_api.cpp) ----
 struct CreateUserCommand {
@@ -106,9 +133,21 @@ struct AttachPolicyCommand {
   std::string policy;  // name or ARN
   bool attach = true;  // false: detach
 };
+struct CreateRoleCommand {
+  std::string name;
+  std::string description;
+  std::string role_id;  // AROA + 17 characters, drawn by the caller
+};
+struct AttachRolePolicyCommand {
+  std::string role;
+  std::string policy;  // name or ARN
+  bool attach = true;  // false: detach
+};
 
 // A user may hold this many access keys at once (IAM's limit) and this many managed policies.
 inline constexpr size_t kMaxAccessKeysPerUser = 2;
 inline constexpr size_t kMaxPoliciesPerUser = 20;
+inline constexpr size_t kMaxPoliciesPerRole = 20;
+inline constexpr size_t kMaxRoles = 1000;
 
 }  // namespace ty::control

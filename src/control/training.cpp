@@ -462,7 +462,19 @@ void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj, bool spot) {
                                          : ": the rungs before it have no free capacity.");
   }
   AddTransition(t, tj, SecondaryStatus::kStarting, message, t.now);
+  MintRoleSession(tj, t.now);
   t.starts.emplace_back(tj.name, BuildAttemptSpec(tj));
+}
+
+void Controller::MintRoleSession(TrainingJob& tj, EpochMs now) {
+  json req = json::parse(tj.request_json, nullptr, false);
+  const std::string role = req.is_object() ? RoleNameOf(req.value("RoleArn", ""), config_.account_id) : "";
+  if (role.empty() || !state_.principals.roles.count(role)) return;
+  // Drawn once per job and stored with it (the launch's commit), so that a re-adopted attempt's
+  // environment still holds a token the server knows.
+  if (tj.credentials_token.empty()) tj.credentials_token = RandomAlnum(48, false);
+  role_sessions_.Mint(tj.name, role, config_.account_id, now);
+  role_sessions_.SetBearer(tj.name, tj.credentials_token);
 }
 
 void Controller::StartPendingTrainingJobs(Turn& t) {
@@ -578,6 +590,17 @@ exec::AttemptSpec Controller::BuildAttemptSpec(const TrainingJob& tj) const {
       spec.extra_env["AWS_BATCH_JOB_ATTEMPT"] = std::to_string(tj.attempt_number);
     }
   }
+  // A role job: the AWS SDKs' container credentials provider fetches the role's session from this
+  // server with the attempt's bearer token, and calls go back to this server (docs/security.md,
+  // "Roles for jobs"). The sandbox shares the host's network unless EnableNetworkIsolation.
+  if (!tj.credentials_token.empty() && !job_endpoint_.empty()) {
+    spec.extra_env["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = job_endpoint_ + "/trainyard/v1/credentials";
+    spec.extra_env["AWS_CONTAINER_AUTHORIZATION_TOKEN"] = tj.credentials_token;
+    spec.extra_env["AWS_ENDPOINT_URL"] = job_endpoint_;
+    spec.extra_env["AWS_REGION"] = config_.region;
+    spec.extra_env["AWS_DEFAULT_REGION"] = config_.region;
+    if (!job_ca_bundle_.empty()) spec.extra_env["AWS_CA_BUNDLE"] = job_ca_bundle_;
+  }
   for (auto& ch : req.value("InputDataConfig", json::array())) {
     exec::Channel c;
     c.name = ch["ChannelName"].get<std::string>();
@@ -622,6 +645,9 @@ void Controller::ReadoptAttempts() {
   for (const auto& [seq, name] : state_.live_training_jobs) {
     TrainingJob& tj = state_.training_jobs.at(name);
     if (!tj.launched) continue;
+    // Sessions are not stored: an attempt that outlived the server gets a fresh one (its bearer
+    // token, in its environment, was stored with the job).
+    MintRoleSession(tj, clock_.now_ms());
     Status st = executor_->Adopt(name);
     if (st.ok()) {
       spdlog::info("re-adopted running attempt {}", name);
@@ -710,6 +736,8 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
     case exec::Phase::kLost:
       break;
   }
+  // The attempt is over: its role's credentials stop working (a restart mints new ones).
+  role_sessions_.Revoke(tj.name);
 
   if (tj.status == TrainingJobStatus::kInProgress && tj.stop_cause == StopCause::kInterrupt && e.phase == exec::Phase::kExited && !e.stopped) {
     // The run ended on its own before the interruption reached it (its processes had exited and
@@ -828,6 +856,7 @@ bool Controller::RestartAfterInfrastructureFailure(Turn& t, TrainingJob& tj, con
   CloseRun(tj, e.at);
   PriceRun(tj, tj.on_spot);
   tj.launched = true;  // it keeps its capacity
+  MintRoleSession(tj, t.now);
   t.starts.emplace_back(tj.name, BuildAttemptSpec(tj));
   return true;
 }

@@ -372,6 +372,10 @@ struct TrainingJob {
   // Work the interruptions threw away: instances × time from each interrupted run's last
   // checkpoint (or its launch) to its end.
   EpochMs run_launched_at = 0;
+  // The bearer token a role job's attempts fetch their role's credentials with (GET
+  // /trainyard/v1/credentials); "" when the job runs with no role. Kept so that an attempt
+  // re-adopted after a restart, which holds it in its environment, still can.
+  std::string credentials_token;
   int64_t interruption_lost_instance_ms = 0;
   // Billing: runs that ended are summed in billed_seconds / cost_usd up to billed_until; the
   // current run is priced at run_price_per_hour (per instance) against run_on_demand_per_hour.

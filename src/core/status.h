@@ -28,6 +28,7 @@ enum class Code {
   kUnavailable,        // shutting down, or a dependency is down
   kThrottled,          // the caller made more requests than its rate allows (ThrottlingException)
   kAccessDenied,      // the caller's policies do not allow the call (AccessDeniedException, 403)
+  kExpiredToken,       // temporary credentials past their expiry (ExpiredTokenException, 403)
   kInternal,           // a bug or an environment failure
 };
 

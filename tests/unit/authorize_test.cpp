@@ -12,6 +12,7 @@
 #include "api/handlers.h"
 #include "api/service_model.h"
 #include "control/controller.h"
+#include "core/strings.h"
 #include "testing/fakes.h"
 
 namespace ty::api {
@@ -51,7 +52,8 @@ TEST(OperationAccess, EveryLogsAndAdminOperationServedHasAMapping) {
     }
   for (const char* op : {"CreateUser", "DeleteUser", "ListUsers", "TagUser", "UntagUser", "CreateAccessKey",
                          "ListAccessKeys", "DeleteAccessKey", "CreatePolicy", "GetPolicy", "ListPolicies",
-                         "DeletePolicy", "AttachUserPolicy", "DetachUserPolicy"}) {
+                         "DeletePolicy", "AttachUserPolicy", "DetachUserPolicy", "CreateRole", "GetRole",
+                         "DeleteRole", "ListRoles", "AttachRolePolicy", "DetachRolePolicy"}) {
     EXPECT_TRUE(IamAdminImplements(op)) << op;
     EXPECT_NE(FindOperationAccess(Api::kTrainyard, op), nullptr) << "trainyard:" << op;
   }
@@ -291,6 +293,56 @@ TEST_F(AuthorizerTest, RootIsAllowedEverythingAndAnUnmappedOperationNobodyElse) 
             Code::kAccessDenied);
   EXPECT_EQ(authz().Check(As("member-a"), ctx(), Api::kTrainyard, "CreateUser", {{"UserName", "x"}}).code(),
             Code::kAccessDenied);
+}
+
+// Roles: before the account has one, RoleArn is recorded and not checked (every job so far named
+// one that exists nowhere); after, a job must name one of its roles, and its submitter must be
+// allowed iam:PassRole on it. Roles and their policies survive a restart.
+TEST_F(AuthorizerTest, AJobsRoleMustExistAndBePassable) {
+  MakeSharedQueue();
+  EXPECT_FALSE(StartsWith(SubmitAs("member-a", "a"), "denied")) << "no roles yet: RoleArn is not checked";
+
+  ASSERT_TRUE(c_->CreatePolicy({"read-jobs", R"({"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Action": "sagemaker:DescribeTrainingJob", "Resource": "*"}]})", ""}).ok());
+  auto role = c_->CreateRole({"R", "jobs of team a", "AROA00000000000000001"});
+  ASSERT_TRUE(role.ok()) << role.status().message();
+  EXPECT_EQ(role->arn, "arn:aws:iam::000000000000:role/R");
+  EXPECT_EQ(c_->CreateRole({"R", "", "AROA00000000000000002"}).status().code(), Code::kAlreadyExists);
+  ASSERT_TRUE(c_->AttachRolePolicy({"R", "read-jobs"}).ok());
+  EXPECT_EQ(c_->DeleteRole("R").code(), Code::kFailedPrecondition) << "policies still attached";
+  EXPECT_EQ(c_->DeletePolicy("read-jobs").code(), Code::kFailedPrecondition) << "attached to a role";
+
+  // The team policy does not allow iam:PassRole: the role exists, the user may not hand it on.
+  std::string denied = SubmitAs("member-a", "a");
+  EXPECT_TRUE(StartsWith(denied, "denied: ")) << denied;
+  EXPECT_NE(denied.find("iam:PassRole"), std::string::npos) << denied;
+  EXPECT_NE(denied.find("arn:aws:iam::000000000000:role/R"), std::string::npos) << denied;
+
+  ASSERT_TRUE(c_->CreatePolicy({"pass-r", R"({"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Action": "iam:PassRole", "Resource": "arn:aws:iam::000000000000:role/R"}]})", ""}).ok());
+  ASSERT_TRUE(c_->AttachPolicy({"member-a", "pass-r"}).ok());
+  EXPECT_FALSE(StartsWith(SubmitAs("member-a", "a"), "denied")) << "allowed iam:PassRole on R";
+
+  // An unknown role is a ValidationException naming the field, for root too.
+  const Principal root = Principal::Root("000000000000", "ROOT");
+  json training = {{"TrainingJobName", "t"}, {"RoleArn", "arn:aws:iam::000000000000:role/Nope"}};
+  Status unknown = authz().Check(root, ctx(), Api::kSageMaker, "CreateTrainingJob", training);
+  EXPECT_EQ(unknown.code(), Code::kInvalidArgument);
+  EXPECT_NE(unknown.message().find("'RoleArn'"), std::string::npos) << unknown.message();
+  training["RoleArn"] = "arn:aws:iam::111111111111:role/R";  // another account's role of the same name
+  EXPECT_EQ(authz().Check(root, ctx(), Api::kSageMaker, "CreateTrainingJob", training).code(), Code::kInvalidArgument);
+  training["RoleArn"] = "arn:aws:iam::000000000000:role/team-a/R";  // a path before the name
+  EXPECT_TRUE(authz().Check(root, ctx(), Api::kSageMaker, "CreateTrainingJob", training).ok());
+
+  Open();  // a restart: the role and its policy are loaded from the store
+  auto dir = c_->directory();
+  ASSERT_TRUE(dir->roles.count("R"));
+  EXPECT_EQ(dir->roles.at("R")->role.role_id, "AROA00000000000000001");
+  EXPECT_EQ(dir->roles.at("R")->policies.size(), 1u);
+  ASSERT_TRUE(c_->AttachRolePolicy({"R", "read-jobs", /*attach=*/false}).ok());
+  EXPECT_TRUE(c_->DeleteRole("R").ok());
+  EXPECT_EQ(c_->DeleteRole("R").code(), Code::kNotFound);
+  EXPECT_FALSE(StartsWith(SubmitAs("member-b", "b"), "denied")) << "no roles left: RoleArn is not checked again";
 }
 
 }  // namespace

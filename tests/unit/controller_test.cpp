@@ -574,6 +574,54 @@ TEST(SystemMetrics, StoreDocumentsRoundTripWithUnmeasuredValues) {
   EXPECT_FALSE(DecodeSystemSeries("[1,2]", &out));
 }
 
+// A running attempt whose RoleArn names a role holds a session for it: minted at launch, refreshed
+// as expiry nears, re-minted after a restart (sessions are never stored) and revoked at its end.
+TEST_F(ControllerTest, ARunningJobHoldsASessionForItsRoleUntilItEnds) {
+  FifoQueue(2);
+  const std::string acct = c_->config().account_id;
+  Submit("no-role", "q");  // the account has no role yet: RoleArn is only recorded
+  c_->Step();
+  EXPECT_FALSE(c_->role_sessions().Current("no-role", acct, clock_.now_ms()));
+
+  ASSERT_TRUE(c_->CreateRole({"R", "", "AROA00000000000000001"}).ok());
+  Submit("a", "q");
+  c_->Step();
+  ASSERT_EQ(exec_->started().back(), "a");
+  auto first = c_->role_sessions().Current("a", acct, clock_.now_ms());
+  ASSERT_TRUE(first);
+  EXPECT_TRUE(first->access_key_id.starts_with("ASIA")) << first->access_key_id;
+  EXPECT_EQ(first->access_key_id.size(), 20u);
+  EXPECT_EQ(first->principal_arn, "arn:aws:sts::" + acct + ":assumed-role/R/a");
+  EXPECT_EQ(first->expires, clock_.now_ms() + kRoleSessionMs);
+  EXPECT_FALSE(first->token.empty());
+  // Never stored: no document of the store holds the secret or the token.
+  {
+    std::lock_guard lock(data_->mu);
+    for (const auto& [kind, docs] : data_->docs)
+      for (const auto& [key, doc] : docs) {
+        EXPECT_EQ(doc.find(first->secret), std::string::npos) << key;
+        EXPECT_EQ(doc.find(first->token), std::string::npos) << key;
+      }
+  }
+
+  Run("a");
+  clock_.advance_ms(kRoleSessionMs - kRefreshBeforeMs + 1);  // less than the refresh margin left
+  auto second = c_->role_sessions().Current("a", acct, clock_.now_ms());
+  ASSERT_TRUE(second);
+  EXPECT_NE(second->access_key_id, first->access_key_id);
+  EXPECT_TRUE(c_->role_sessions().Find(first->access_key_id)) << "the old one is good until it expires";
+
+  Open();  // a restart: the running attempt is re-adopted and gets a fresh session
+  ASSERT_EQ(exec_->adopted(), (std::vector<std::string>{"no-role", "a"}));
+  auto adopted = c_->role_sessions().Current("a", acct, clock_.now_ms());
+  ASSERT_TRUE(adopted);
+  EXPECT_FALSE(c_->role_sessions().Find(second->access_key_id));
+
+  Exit("a", 0);
+  EXPECT_FALSE(c_->role_sessions().Find(adopted->access_key_id)) << "revoked when the attempt ended";
+  EXPECT_FALSE(c_->role_sessions().Current("a", acct, clock_.now_ms()));
+}
+
 }  // namespace
 }  // namespace ty::control
 
@@ -749,4 +797,5 @@ TEST_F(QuotaQueueTest, ADisabledQueueExplainsEveryWaitingJob) {
 }
 
 }  // namespace
+
 }  // namespace ty::control
