@@ -278,6 +278,26 @@ Status Controller::DeletePolicy(const std::string& name_or_arn) {
   });
 }
 
+// Attaches (or detaches) policy `name` to a user's or role's list. Attaching twice is a no-op, as in
+// IAM; detaching one not attached is NotFound.
+static Status AttachOrDetach(std::vector<std::string>& attached, const std::string& name, bool attach, size_t limit,
+                             std::string_view kind, const std::string& owner) {
+  auto at = std::find(attached.begin(), attached.end(), name);
+  if (attach) {
+    if (at != attached.end()) return Status::Ok();
+    if (attached.size() >= limit) {
+      std::string quota = kind == "user" ? "PoliciesPerUser" : "PoliciesPerRole";
+      return LimitExceeded("Cannot exceed quota for " + quota + ": " + std::to_string(limit));
+    }
+    attached.push_back(name);
+  } else {
+    if (at == attached.end())
+      return NotFound("Policy " + name + " is not attached to " + std::string(kind) + " " + owner + ".");
+    attached.erase(at);
+  }
+  return Status::Ok();
+}
+
 StatusOr<IamUser> Controller::AttachPolicy(const AttachPolicyCommand& cmd) {
   const std::string name = PolicyName(cmd.policy);
   return Execute<IamUser>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<IamUser> {
@@ -285,17 +305,7 @@ StatusOr<IamUser> Controller::AttachPolicy(const AttachPolicyCommand& cmd) {
     auto user = p.users.find(cmd.user);
     if (user == p.users.end()) return NoSuchUser(cmd.user);
     if (!p.policies.count(name)) return NotFound("Policy " + cmd.policy + " does not exist or is not attachable.");
-    auto& attached = user->second.policies;
-    auto at = std::find(attached.begin(), attached.end(), name);
-    if (cmd.attach) {
-      if (at != attached.end()) return user->second;  // attaching twice is a no-op, as in IAM
-      if (attached.size() >= kMaxPoliciesPerUser)
-        return LimitExceeded("Cannot exceed quota for PoliciesPerUser: " + std::to_string(kMaxPoliciesPerUser));
-      attached.push_back(name);
-    } else {
-      if (at == attached.end()) return NotFound("Policy " + name + " is not attached to user " + cmd.user + ".");
-      attached.erase(at);
-    }
+    TY_RETURN_IF_ERROR(AttachOrDetach(user->second.policies, name, cmd.attach, kMaxPoliciesPerUser, "user", cmd.user));
     t.principals.insert(PrincipalStoreKey("user", cmd.user));
     return user->second;
   });
@@ -343,17 +353,7 @@ StatusOr<IamRole> Controller::AttachRolePolicy(const AttachRolePolicyCommand& cm
     auto role = p.roles.find(cmd.role);
     if (role == p.roles.end()) return NoSuchRole(cmd.role);
     if (!p.policies.count(name)) return NotFound("Policy " + cmd.policy + " does not exist or is not attachable.");
-    auto& attached = role->second.policies;
-    auto at = std::find(attached.begin(), attached.end(), name);
-    if (cmd.attach) {
-      if (at != attached.end()) return role->second;  // attaching twice is a no-op, as in IAM
-      if (attached.size() >= kMaxPoliciesPerRole)
-        return LimitExceeded("Cannot exceed quota for PoliciesPerRole: " + std::to_string(kMaxPoliciesPerRole));
-      attached.push_back(name);
-    } else {
-      if (at == attached.end()) return NotFound("Policy " + name + " is not attached to role " + cmd.role + ".");
-      attached.erase(at);
-    }
+    TY_RETURN_IF_ERROR(AttachOrDetach(role->second.policies, name, cmd.attach, kMaxPoliciesPerRole, "role", cmd.role));
     t.principals.insert(PrincipalStoreKey("role", cmd.role));
     return role->second;
   });
