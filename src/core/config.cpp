@@ -2,6 +2,8 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <set>
 
@@ -291,8 +293,37 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     TY_RETURN_IF_ERROR(CheckKeys(*e, {"sandbox", "stop_grace_seconds", "pip_find_links", "pip_no_index",
                                       "sandbox_binds", "spot_notice_seconds", "chaos_seed",
                                       "system_metrics_interval_seconds", "nvidia_smi", "job_user",
-                                      "max_pids_per_instance", "cgroup_parent"},
+                                      "max_pids_per_instance", "cgroup_parent", "kind", "slurm"},
                                  "[executor]"));
+    TY_RETURN_IF_ERROR(Read(*e, "kind", &c.executor_kind, "executor."));
+    if (c.executor_kind != "local" && c.executor_kind != "slurm")
+      return InvalidArgument("config: executor.kind must be one of local, slurm");
+    if (const toml::node* sn = e->get("slurm")) {
+      const toml::table* s = sn->as_table();
+      if (!s) return InvalidArgument("config: executor.slurm must be a table");
+      TY_RETURN_IF_ERROR(CheckKeys(*s, {"partition", "account", "bin_dir", "conf", "sbatch_args", "poll_interval_ms"},
+                                   "[executor.slurm]"));
+      SlurmConfig& sc = c.slurm;
+      TY_RETURN_IF_ERROR(Read(*s, "partition", &sc.partition, "executor.slurm."));
+      TY_RETURN_IF_ERROR(Read(*s, "account", &sc.account, "executor.slurm."));
+      TY_RETURN_IF_ERROR(Read(*s, "bin_dir", &sc.bin_dir, "executor.slurm."));
+      TY_RETURN_IF_ERROR(Read(*s, "conf", &sc.conf, "executor.slurm."));
+      TY_RETURN_IF_ERROR(Read(*s, "poll_interval_ms", &sc.poll_interval_ms, "executor.slurm."));
+      TY_RETURN_IF_ERROR(ReadStrings(*s, "sbatch_args", &sc.sbatch_args, "executor.slurm."));
+      auto word = [](const std::string& v) {
+        return !v.empty() && v.size() <= 256 &&
+               std::all_of(v.begin(), v.end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.'; });
+      };
+      if (!word(sc.partition))
+        return InvalidArgument("config: executor.slurm.partition must be a Slurm partition name (letters, digits, - _ .)");
+      if (!sc.account.empty() && !word(sc.account))
+        return InvalidArgument("config: executor.slurm.account must be a Slurm account name (letters, digits, - _ .)");
+      for (const std::string* p : {&sc.bin_dir, &sc.conf})
+        if (!p->empty() && (*p)[0] != '/')
+          return InvalidArgument("config: executor.slurm.bin_dir and executor.slurm.conf must be absolute paths");
+      if (sc.poll_interval_ms < 50 || sc.poll_interval_ms > 60000)
+        return InvalidArgument("config: executor.slurm.poll_interval_ms must be from 50 to 60000");
+    }
     TY_RETURN_IF_ERROR(Read(*e, "spot_notice_seconds", &c.spot_notice_seconds, "executor."));
     TY_RETURN_IF_ERROR(Read(*e, "chaos_seed", &c.chaos_seed, "executor."));
     if (c.spot_notice_seconds < 0) return InvalidArgument("config: executor.spot_notice_seconds must be >= 0");

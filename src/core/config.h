@@ -56,6 +56,16 @@ inline CapacityKeyParts SplitCapacityKey(const std::string& key) {
 // every bucket with "*") go to the S3-compatible endpoint; all others to the embedded directory
 // store under <data_dir>/buckets/. Empty fields fall back to AWS_ENDPOINT_URL_S3 /
 // AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION (ApplyEnvironment).
+// [executor.slurm] (docs/slurm.md): how the server reaches the Slurm cluster its attempts run on.
+struct SlurmConfig {
+  std::string partition = "main";   // every instance type's partition unless it names its own
+  std::string account;              // sbatch --account; "" = none
+  std::string bin_dir;              // where sbatch, squeue, scontrol, scancel and srun are; "" = PATH
+  std::string conf;                 // SLURM_CONF for those commands; "" = Slurm's default
+  std::vector<std::string> sbatch_args;  // appended to every sbatch, as given
+  int poll_interval_ms = 500;       // how often the cluster's jobs and nodes are read
+};
+
 struct ObjectStoreConfig {
   std::string endpoint;            // e.g. "http://127.0.0.1:9000"; empty: no remote store
   std::string region;              // signing region; empty: the server's region
@@ -166,6 +176,10 @@ struct Config {
   // cgroup allows this many tasks (executor.max_pids_per_instance) and is made under this
   // cgroup (executor.cgroup_parent, a path inside the hierarchy; "": the server's own).
   std::string job_user = "nobody";
+  // executor.kind: where attempts run: "local" (this host) or "slurm" (a Slurm cluster,
+  // docs/slurm.md; the [executor.slurm] table below).
+  std::string executor_kind = "local";
+  SlurmConfig slurm;
   int64_t max_pids_per_instance = 4096;
   std::string cgroup_parent;
   // [logs] (docs/logs.md): events older than this many days are no longer served, and a finished

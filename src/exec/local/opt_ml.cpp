@@ -65,8 +65,14 @@ json InputDataConfigJson(const AttemptSpec& spec) {
 std::string HostAddress(int n) { return "127.0." + std::to_string(1 + n / 256) + "." + std::to_string(n % 256); }
 
 std::string EtcHosts(int count) {
+  std::vector<std::string> addresses;
+  for (int n = 1; n <= count; ++n) addresses.push_back(HostAddress(n));
+  return EtcHosts(addresses);
+}
+
+std::string EtcHosts(const std::vector<std::string>& addresses) {
   std::string etc_hosts = "127.0.0.1 localhost\n::1 localhost\n";
-  for (int n = 1; n <= count; ++n) etc_hosts += HostAddress(n) + " algo-" + std::to_string(n) + "\n";
+  for (size_t n = 1; n <= addresses.size(); ++n) etc_hosts += addresses[n - 1] + " algo-" + std::to_string(n) + "\n";
   return etc_hosts;
 }
 

@@ -22,6 +22,8 @@ inline constexpr const char* kInterruptionNotice = "interruption-notice";
 std::string HostAddress(int n);
 // The sandbox's /etc/hosts for `count` instances.
 std::string EtcHosts(int count);
+// The same where instance n runs at addresses[n - 1] (on another machine: a Slurm node).
+std::string EtcHosts(const std::vector<std::string>& addresses);
 
 // input/config/resourceconfig.json of instance n of `count` (JSON text).
 std::string ResourceConfig(const AttemptSpec& spec, int n, int count);

@@ -1,17 +1,34 @@
 // trainyard-supervisor DIR: the supervisor as a small binary of its own, so that starting an
 // attempt does not load the whole server (`trainyard supervise DIR` does the same thing).
+// trainyard-supervisor --instance N DIR: on Slurm, instance N of the attempt on this node.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "exec/local/supervisor.h"
 
+namespace {
+constexpr const char* kUsage =
+    "usage: trainyard-supervisor ATTEMPT_DIR\n"
+    "       trainyard-supervisor --instance N ATTEMPT_DIR   (on a Slurm node: instance N of the attempt)\n"
+    "(started by the trainyard server; see docs/design/attempt-spec.md and docs/slurm.md)\n";
+}
+
 int main(int argc, char** argv) {
   if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
-    std::printf("usage: trainyard-supervisor ATTEMPT_DIR\n(started by the trainyard server; see docs/design/attempt-spec.md)\n");
+    std::printf("%s", kUsage);
     return 0;
   }
+  if (argc == 4 && std::string(argv[1]) == "--instance") {
+    int n = std::atoi(argv[2]);
+    if (n < 2) {
+      std::fprintf(stderr, "%s", kUsage);
+      return 2;
+    }
+    return ty::exec::RunInstanceAgent(argv[3], n);
+  }
   if (argc != 2) {
-    std::fprintf(stderr, "usage: trainyard-supervisor ATTEMPT_DIR\n(started by the trainyard server; see docs/design/attempt-spec.md)\n");
+    std::fprintf(stderr, "%s", kUsage);
     return 2;
   }
   return ty::exec::RunSupervisor(argv[1]);
