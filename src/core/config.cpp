@@ -301,7 +301,7 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     if (const toml::node* sn = e->get("slurm")) {
       const toml::table* s = sn->as_table();
       if (!s) return InvalidArgument("config: executor.slurm must be a table");
-      TY_RETURN_IF_ERROR(CheckKeys(*s, {"partition", "account", "bin_dir", "conf", "sbatch_args", "poll_interval_ms"},
+      TY_RETURN_IF_ERROR(CheckKeys(*s, {"partition", "account", "bin_dir", "conf", "sbatch_args", "poll_interval_ms", "notify_address"},
                                    "[executor.slurm]"));
       SlurmConfig& sc = c.slurm;
       TY_RETURN_IF_ERROR(Read(*s, "partition", &sc.partition, "executor.slurm."));
@@ -309,6 +309,9 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
       TY_RETURN_IF_ERROR(Read(*s, "bin_dir", &sc.bin_dir, "executor.slurm."));
       TY_RETURN_IF_ERROR(Read(*s, "conf", &sc.conf, "executor.slurm."));
       TY_RETURN_IF_ERROR(Read(*s, "poll_interval_ms", &sc.poll_interval_ms, "executor.slurm."));
+      TY_RETURN_IF_ERROR(Read(*s, "notify_address", &sc.notify_address, "executor.slurm."));
+      if (sc.notify_address.empty() || sc.notify_address.find_first_not_of("0123456789.") != std::string::npos)
+        return InvalidArgument("config: executor.slurm.notify_address must be an IPv4 address");
       TY_RETURN_IF_ERROR(ReadStrings(*s, "sbatch_args", &sc.sbatch_args, "executor.slurm."));
       auto word = [](const std::string& v) {
         return !v.empty() && v.size() <= 256 &&

@@ -37,6 +37,12 @@ struct InstanceTypeSpec {
     return !spot ? price_per_hour : spot_price_per_hour < 0 ? price_per_hour * 0.3 : spot_price_per_hour;
   }
   int64_t Capacity(bool spot) const { return spot ? spot_count : count; }
+  // On the Slurm executor (docs/slurm.md): the partition ("" = executor.slurm.partition), the
+  // node features an instance needs (sbatch --constraint; "" = none), and whether an instance
+  // is a whole node rather than a slice of vcpus CPUs, memory_mib MiB and gpus GPUs of one.
+  std::string slurm_partition;
+  std::string slurm_constraint;
+  bool slurm_whole_node = false;
 };
 
 // Host capacity is kept per instance type and market: "ml.m5.large" (on-demand) and
@@ -64,6 +70,9 @@ struct SlurmConfig {
   std::string conf;                 // SLURM_CONF for those commands; "" = Slurm's default
   std::vector<std::string> sbatch_args;  // appended to every sbatch, as given
   int poll_interval_ms = 500;       // how often the cluster's jobs and nodes are read
+  // The IPv4 address the nodes reach this server at: supervisors poke it over UDP (any free
+  // port) on each phase change, so the server need not wait for its next look.
+  std::string notify_address = "127.0.0.1";
 };
 
 struct ObjectStoreConfig {
