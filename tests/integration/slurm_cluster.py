@@ -92,11 +92,13 @@ class SlurmError(RuntimeError):
 
 class SlurmCluster:
     def __init__(self, nodes=4, cpus_per_node=4, gpus_per_node=2, memory_mib=8192,
-                 slurmd_timeout=5, min_job_age=120, partition="main", features=None,
+                 slurmd_timeout=5, message_timeout=2, min_job_age=120, partition="main", features=None,
                  bin_dir=None, base_dir=None, debug="error"):
         """nodes n1..nN, each with cpus_per_node CPUs, gpus_per_node GPUs (GRES gpu:N, by count)
         and memory_mib MiB of memory (scheduled: CR_CPU_Memory). slurmd_timeout: seconds after
-        which a node whose slurmd does not answer is marked DOWN. min_job_age: seconds a finished
+        which a node whose slurmd does not answer is marked DOWN. message_timeout: how long one
+        message may take (Slurm retries a refused connection until then, so a dead slurmd is
+        found out only after it: DOWN comes about slurmd_timeout + 2 x message_timeout after). min_job_age: seconds a finished
         job stays visible to squeue and scontrol. features: {node name: "a,b"} node features
         (for --constraint). bin_dir: where sbatch, squeue, ... are (default: beside sbatch on
         PATH). base_dir: the parent of the cluster's temporary directory (default: the system's)."""
@@ -108,6 +110,7 @@ class SlurmCluster:
         self.gpus_per_node = gpus_per_node
         self.memory_mib = memory_mib
         self.slurmd_timeout = slurmd_timeout
+        self.message_timeout = message_timeout
         self.min_job_age = min_job_age
         self.partition = partition
         self.features = dict(features or {})
@@ -203,8 +206,8 @@ class SlurmCluster:
             # A dead slurmd is noticed within seconds (node failure tests kill one).
             f"SlurmdTimeout={self.slurmd_timeout}",
             "SlurmctldTimeout=120",
-            "MessageTimeout=10",
-            "TCPTimeout=5",
+            f"MessageTimeout={self.message_timeout}",
+            f"TCPTimeout={min(self.message_timeout, 5)}",
             "KillWait=5",
             "InactiveLimit=0",
             "Waittime=0",
@@ -390,23 +393,26 @@ class SlurmCluster:
             # Ask for every job to end so its slurmstepd ends in order; what is left is killed below.
             subprocess.run([os.path.join(self.bin_dir, "scancel"), "--quiet", "--full", "--user=root"],
                            env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=15)
-        for n in self.nodes:
-            self._end(self.procs.get(n), grace=3)
-        self._end(self.procs.get("slurmctld"), grace=5)
-        self._end(self.procs.get("munged"), grace=3)
+        # All slurmd at once (each takes a moment to exit), then the controller, then munged.
+        self._end([self.procs.get(n) for n in self.nodes], grace=5)
+        self._end([self.procs.get("slurmctld")], grace=5)
+        self._end([self.procs.get("munged")], grace=3)
         self._end_leftovers()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     @staticmethod
-    def _end(p, grace):
-        if p is None or p.poll() is not None:
-            return
-        p.terminate()
-        try:
-            p.wait(grace)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+    def _end(procs, grace):
+        """SIGTERM to each of procs still running, SIGKILL to those alive after grace seconds."""
+        procs = [p for p in procs if p is not None and p.poll() is None]
+        for p in procs:
+            p.terminate()
+        deadline = time.monotonic() + grace
+        for p in procs:
+            try:
+                p.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
 
     def leftovers(self):
         """Processes of this cluster still alive: slurmstepd holding a file under its directory,
