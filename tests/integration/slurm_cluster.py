@@ -165,7 +165,7 @@ class SlurmCluster:
         host = socket.gethostname()
         lines = [
             "# Written by tests/integration/slurm_cluster.py for one private test cluster.",
-            f"ClusterName=ty{os.getpid() % 100000}",
+            f"ClusterName=ty{self.ctld_port}",  # unique among the clusters running now
             f"SlurmctldHost=localhost(127.0.0.1)",
             f"SlurmctldPort={self.ctld_port}",
             # slurmctld listens on 127.0.0.1 only. A slurmd binds its port on every address
