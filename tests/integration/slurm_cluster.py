@@ -265,12 +265,12 @@ class SlurmCluster:
             raise
         return self
 
-    def _spawn(self, key, args, log):
+    def _spawn(self, key, args, log, **kw):
         out = open(self._p("log", log), "ab")
         # Its own session: a signal meant for the test (Ctrl-C) does not reach the daemons
         # before stop() can end them in order.
         self.procs[key] = subprocess.Popen(args, stdout=out, stderr=out, stdin=subprocess.DEVNULL,
-                                           env=self.env, start_new_session=True)
+                                           env=self.env, start_new_session=True, **kw)
         out.close()
         return self.procs[key]
 
@@ -283,11 +283,14 @@ class SlurmCluster:
         shutil.chown(key, "munge", "munge")
         shutil.chown(mdir, "munge", "munge")
         os.chmod(mdir, 0o711)
-        self._spawn("munged", ["runuser", "-u", "munge", "--", os.path.join(SBIN, "munged"), "--foreground",
+        # Started directly as the munge user (no runuser in between), so it is our own child
+        # and stop() reaps it.
+        self._spawn("munged", [os.path.join(SBIN, "munged"), "--foreground",
                                "--num-threads=4", f"--socket={self.munge_socket}", f"--key-file={key}",
                                f"--pid-file={os.path.join(mdir, 'munged.pid')}",
                                f"--log-file={os.path.join(mdir, 'munged.log')}",
-                               f"--seed-file={os.path.join(mdir, 'munged.seed')}"], "munged.out")
+                               f"--seed-file={os.path.join(mdir, 'munged.seed')}"], "munged.out",
+                    user="munge", group="munge", extra_groups=[])
         self._wait(lambda: os.path.exists(self.munge_socket), 10, "munged to create its socket",
                    watch="munged", log=os.path.join(mdir, "munged.log"))
 
