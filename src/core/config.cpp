@@ -401,7 +401,8 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
       if (!t) return InvalidArgument("config: " + where + " must be a table");
       TY_RETURN_IF_ERROR(CheckKeys(*t, {"name", "count", "vcpus", "gpus", "memory_mib", "warm_pool_quota", "setup_command",
                                         "spot_count", "price_per_hour", "spot_price_per_hour",
-                                        "spot_interruptions_per_hour"},
+                                        "spot_interruptions_per_hour", "slurm_partition", "slurm_constraint",
+                                        "slurm_whole_node"},
                                    where));
       InstanceTypeSpec spec;
       TY_RETURN_IF_ERROR(Read(*t, "name", &spec.name, where));
@@ -413,6 +414,9 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
       TY_RETURN_IF_ERROR(Read(*t, "memory_mib", &spec.memory_mib, where));
       TY_RETURN_IF_ERROR(Read(*t, "warm_pool_quota", &spec.warm_pool_quota, where));
       TY_RETURN_IF_ERROR(Read(*t, "setup_command", &spec.setup_command, where));
+      TY_RETURN_IF_ERROR(Read(*t, "slurm_partition", &spec.slurm_partition, where));
+      TY_RETURN_IF_ERROR(Read(*t, "slurm_constraint", &spec.slurm_constraint, where));
+      TY_RETURN_IF_ERROR(Read(*t, "slurm_whole_node", &spec.slurm_whole_node, where));
       TY_RETURN_IF_ERROR(Read(*t, "spot_count", &spec.spot_count, where));
       TY_RETURN_IF_ERROR(Read(*t, "price_per_hour", &spec.price_per_hour, where));
       TY_RETURN_IF_ERROR(Read(*t, "spot_price_per_hour", &spec.spot_price_per_hour, where));

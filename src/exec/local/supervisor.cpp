@@ -196,6 +196,10 @@ class Supervisor {
       if (inst.pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
       ::setpgid(inst.pid, inst.pid);
       instances_.push_back(inst);
+      // Sampled here, on its node, into the shared attempt directory.
+      cuda_visible_.assign(static_cast<size_t>(count_), std::nullopt);
+      if (const char* cuda = std::getenv("CUDA_VISIBLE_DEVICES")) cuda_visible_[static_cast<size_t>(n - 1)] = cuda;
+      StartSystemSampler();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "[trainyard] cannot start algo-%d: %s\n", n, e.what());
       return 125;
@@ -228,6 +232,7 @@ class Supervisor {
         kill_deadline_ = now + 3600 * 1000;
       }
     }
+    if (sampler_) sampler_->Stop();
     return inst.exit_code;
   }
 
@@ -879,7 +884,7 @@ class Supervisor {
     if (interval_ms <= 0 || instances_.empty()) return;
     std::vector<local::SystemSampler::Instance> targets;
     for (const auto& i : instances_) {
-      if (i.pid <= 0) continue;
+      if (i.pid <= 0 || i.remote) continue;  // sampled by its node agent, on its node
       local::SystemSampler::Instance t;
       t.pid = i.pid;
       t.start_time = local::ProcStartTime(i.pid);
