@@ -148,6 +148,72 @@ class SlurmTest(ServerTest):
             # Each instance resolved its own name to its own node's address.
             self.assertIn(f"at {nodes['addresses'][n - 1]}", text)
 
+    def running_attempt(self, job_id, timeout=60, not_in=()):
+        """The training job of the service job's current attempt once it is RUNNING."""
+        deadline = time.time() + timeout
+        while True:
+            job = self.describe_raw(job_id)
+            names = [a.get("serviceResourceId", {}).get("value", "").split("/")[-1] for a in job.get("attempts", [])]
+            latest = job.get("latestAttempt", {}).get("serviceResourceId", {}).get("value", "").split("/")[-1]
+            if job["status"] == "RUNNING" and latest and latest not in not_in:
+                tj = self.sm.describe_training_job(TrainingJobName=latest)
+                if tj["SecondaryStatus"] == "Training":
+                    return job, latest
+            if time.time() > deadline:
+                self.fail(f"{job_id} is not running a new attempt: {job['status']} {names} {latest}\n{self.server.read_log()}")
+            time.sleep(0.1)
+
+    def test_a_node_that_dies_under_a_job_retries_it_elsewhere_without_using_an_attempt(self):
+        queue = self.create_queue("nodefail", capacity=4)
+        job_id = self.submit(queue, self.command_payload("nodefail", "trap 'exit 0' TERM; sleep 1000 & wait"),
+                             retryStrategy={"attempts": 1})
+        _, first = self.running_attempt(job_id)
+        node = self.attempt_nodes(first)["names"][0]
+        CLUSTER.kill_slurmd(node)
+        try:
+            job, second = self.running_attempt(job_id, timeout=90, not_in=(first,))
+            self.assertNotEqual(self.attempt_nodes(second)["names"][0], node)
+            tj = self.sm.describe_training_job(TrainingJobName=first)
+            self.assertEqual(tj["TrainingJobStatus"], "Failed")
+            self.assertIn("CapacityError", tj["FailureReason"])
+            self.assertIn(node, tj["FailureReason"])
+            # The first attempt's processes were fenced: its supervisor recorded that and ended.
+            with open(os.path.join(self.data_dir, "attempts", first, "status.json")) as f:
+                status = json.load(f)
+            self.assertEqual(status["phase"], "Exited", status)
+            self.assertEqual(job["status"], "RUNNING")
+            self.batch.terminate_service_job(jobId=job_id, reason="done")
+            done = self.wait_jobs([job_id], timeout=60)[0]
+            self.assertEqual(done["status"], "FAILED")
+        finally:
+            CLUSTER.restart_slurmd(node)
+            CLUSTER.wait_idle(timeout=60)
+
+    def slurm_jobs_named(self, name):
+        out = CLUSTER.cmd("squeue", "-h", "-t", "all", "-n", "ty-" + name, "-o", "%i %T")
+        return [line.split() for line in out.splitlines() if line.strip()]
+
+    def test_kill_9_of_the_server_leaves_every_slurm_job_accounted_for(self):
+        # One job that ends while the server is down, one that runs on, one stopped after the restart.
+        self.sm.create_training_job(**self.command_payload("brief", "sleep 3; echo done"))
+        self.sm.create_training_job(**self.command_payload("long", "trap 'exit 0' TERM; sleep 1000 & wait"))
+        self.wait_secondary("brief", "Training", timeout=60)
+        self.wait_secondary("long", "Training", timeout=60)
+        self.server.kill9()
+        time.sleep(5)  # "brief" ends on Slurm while no server watches
+        self.server = self.new_server()
+        self.sm = self.server.client("sagemaker")
+        tj = self.wait_training("brief", timeout=60)
+        self.assertEqual(tj["TrainingJobStatus"], "Completed", tj.get("FailureReason"))
+        self.assertEqual(self.sm.describe_training_job(TrainingJobName="long")["SecondaryStatus"], "Training")
+        # Each attempt is still one Slurm job: the restart started none twice.
+        for name in ("brief", "long"):
+            self.assertEqual(len(self.slurm_jobs_named(name)), 1, self.slurm_jobs_named(name))
+        self.sm.stop_training_job(TrainingJobName="long")
+        tj = self.wait_training("long", timeout=60)
+        self.assertEqual(tj["TrainingJobStatus"], "Stopped")
+        self.assertEqual(self.slurm_jobs_named("long")[0][1], "COMPLETED")
+
 
 if __name__ == "__main__":
     unittest.main()
