@@ -214,6 +214,53 @@ class SlurmTest(ServerTest):
         self.assertEqual(tj["TrainingJobStatus"], "Stopped")
         self.assertEqual(self.slurm_jobs_named("long")[0][1], "COMPLETED")
 
+    def first_line_after(self, name, t0, timeout=60):
+        """Seconds from t0 (epoch) to the job's first log line (its own timestamp)."""
+        path = os.path.join(self.data_dir, "attempts", name, "logs", "algo-1.log")
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                with open(path) as f:
+                    line = f.readline()
+                if line.endswith("\n"):
+                    return int(line.split()[0]) / 1000.0 - t0
+            except OSError:
+                pass
+            time.sleep(0.01)
+        self.fail(f"{name} wrote no line")
+
+    def test_a_warm_pool_keeps_the_slurm_allocation_for_the_next_job(self):
+        def job(name):
+            p = self.command_payload(name, "echo started")
+            p["ResourceConfig"]["KeepAlivePeriodInSeconds"] = 60
+            return p
+        t0 = time.time()
+        self.sm.create_training_job(**job("wp-cold"))
+        cold = self.first_line_after("wp-cold", t0)
+        self.assertEqual(self.wait_training("wp-cold")["TrainingJobStatus"], "Completed")
+        deadline = time.time() + 30
+        while self.sm.describe_training_job(TrainingJobName="wp-cold").get("WarmPoolStatus", {}).get("Status") != "Available":
+            self.assertLess(time.time(), deadline)
+            time.sleep(0.05)
+        t0 = time.time()
+        self.sm.create_training_job(**job("wp-warm"))
+        warm = self.first_line_after("wp-warm", t0)
+        self.assertEqual(self.wait_training("wp-warm")["TrainingJobStatus"], "Completed")
+        self.assertEqual(self.sm.describe_training_job(TrainingJobName="wp-cold")["WarmPoolStatus"].get("ReusedByJob"), "wp-warm")
+        ids = []
+        for name in ("wp-cold", "wp-warm"):
+            with open(os.path.join(self.data_dir, "attempts", name, "slurm_job_id")) as f:
+                ids.append(f.read().strip())
+        self.assertEqual(ids[0], ids[1])  # the same Slurm allocation
+        self.assertEqual(len(self.slurm_jobs_named("wp-warm")), 0)  # never submitted to Slurm
+        print(f"\nwarm pool on Slurm: cold start {cold * 1000:.0f} ms, warm start {warm * 1000:.0f} ms")
+        # Ending the pool releases the allocation.
+        self.sm.update_training_job(TrainingJobName="wp-warm", ResourceConfig={"KeepAlivePeriodInSeconds": 0})
+        deadline = time.time() + 30
+        while self.slurm_jobs_named("wp-cold")[0][1] == "RUNNING":
+            self.assertLess(time.time(), deadline, "the pool's Slurm job still holds its allocation")
+            time.sleep(0.1)
+
 
 if __name__ == "__main__":
     unittest.main()

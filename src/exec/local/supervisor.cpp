@@ -1684,6 +1684,37 @@ class Supervisor {
 
 int RunSupervisor(const std::string& attempt_dir) { return Supervisor(attempt_dir).Run(); }
 
+int RunPoolHolder(const std::string& workspace, const std::string& first_attempt_dir) {
+  ::signal(SIGPIPE, SIG_IGN);
+  // The longest a pool is kept (KeepAlivePeriodInSeconds is at most 3600) and a margin.
+  constexpr int64_t kMaxIdleMs = (3600 + 120) * 1000;
+  const fs::path attempts_root = fs::absolute(first_attempt_dir).lexically_normal().parent_path();
+  const std::string next_path = workspace + "/next";
+  int64_t idle_since = NowMs();
+  while (true) {
+    struct stat st;
+    if (::stat(workspace.c_str(), &st) != 0) return 0;  // the pool ended: the allocation goes
+    std::string next;
+    if (local::ReadFile(next_path, &next)) {
+      ::unlink(next_path.c_str());
+      while (!next.empty() && (next.back() == '\n' || next.back() == ' ')) next.pop_back();
+      // Only a sibling of the pool's first attempt: an attempt directory of the same server.
+      const fs::path dir = fs::path(next).lexically_normal();
+      if (dir.parent_path() == attempts_root && fs::is_directory(dir)) {
+        pid_t pid = ::fork();
+        if (pid == 0) ::_exit(RunSupervisor(dir.string()));
+        int status;
+        while (pid > 0 && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+      }
+      idle_since = NowMs();
+      continue;
+    }
+    if (NowMs() - idle_since > kMaxIdleMs) return 0;
+    ::poll(nullptr, 0, 50);
+  }
+}
+
 int RunInstanceAgent(const std::string& attempt_dir, int instance) {
   return Supervisor(attempt_dir).RunInstanceAgent(instance);
 }

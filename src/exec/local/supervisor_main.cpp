@@ -11,6 +11,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: trainyard-supervisor ATTEMPT_DIR\n"
     "       trainyard-supervisor --instance N ATTEMPT_DIR   (on a Slurm node: instance N of the attempt)\n"
+    "       trainyard-supervisor --hold POOL_DIR ATTEMPT_DIR (on Slurm: keep a warm pool's allocation)\n"
     "(started by the trainyard server; see docs/design/attempt-spec.md and docs/slurm.md)\n";
 }
 
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
     }
     return ty::exec::RunInstanceAgent(argv[3], n);
   }
+  if (argc == 4 && std::string(argv[1]) == "--hold") return ty::exec::RunPoolHolder(argv[2], argv[3]);
   if (argc != 2) {
     std::fprintf(stderr, "%s", kUsage);
     return 2;

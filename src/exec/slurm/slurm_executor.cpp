@@ -98,15 +98,22 @@ SbatchPlan PlanSbatch(const AttemptSpec& spec, const InstanceTypeSpec* type, con
     if (spec.gpus > 0) p.argv.push_back("--gres=gpu:" + std::to_string(spec.gpus));
   }
   if (type && !type->slurm_constraint.empty()) p.argv.push_back("--constraint=" + type->slurm_constraint);
-  if (spec.max_runtime_seconds > 0) {
+  if (spec.max_runtime_seconds > 0 && !spec.warm_pool) {
     // Slurm's limit is a backstop behind the supervisor's own: the runtime, the grace and a margin.
     int64_t minutes = (spec.max_runtime_seconds + spec.stop_grace_seconds + 300 + 59) / 60;
     p.argv.push_back("--time=" + std::to_string(minutes));
   }
   for (const auto& a : slurm.sbatch_args) p.argv.push_back(a);
   p.argv.push_back(dir + "/batch.sh");
-  p.script = "#!/bin/sh\n# trainyard attempt " + spec.attempt_id + " (docs/slurm.md)\nexec " + Quote(supervisor_binary) +
-             " " + Quote(dir) + "\n";
+  p.script = "#!/bin/sh\n# trainyard attempt " + spec.attempt_id + " (docs/slurm.md)\n";
+  if (spec.warm_pool) {
+    // A warm pool keeps the allocation: after the attempt, the batch step waits for the next
+    // attempt on the pool (Start hands it over) until the pool's directory goes.
+    p.script += Quote(supervisor_binary) + " " + Quote(dir) + "\nexec " + Quote(supervisor_binary) + " --hold " +
+                Quote(spec.warm_pool->workspace) + " " + Quote(dir) + "\n";
+  } else {
+    p.script += "exec " + Quote(supervisor_binary) + " " + Quote(dir) + "\n";
+  }
   return p;
 }
 
@@ -185,8 +192,10 @@ void SlurmExecutor::SubmitLoop() {
     std::string id = out.substr(0, out.find_first_of(";\n"));
     if (rc == 0 && !id.empty() && id.find_first_not_of("0123456789") == std::string::npos) {
       result.job_id = id;
-      // Kept with the attempt: a restarted server finds its job by it.
+      // Kept with the attempt: a restarted server finds its job by it; and with its warm pool,
+      // whose next attempt runs in the same allocation.
       local::WriteFileAtomic(Dir(s.attempt_id) + "/slurm_job_id", id + "\n");
+      if (!s.pool_workspace.empty()) local::WriteFileAtomic(s.pool_workspace + "/slurm_job_id", id + "\n");
     } else {
       while (!err.empty() && (err.back() == '\n' || err.back() == ' ')) err.pop_back();
       result.error = "sbatch failed (exit " + std::to_string(rc) + "): " + (err.empty() ? out : err);
@@ -311,10 +320,27 @@ Status SlurmExecutor::Start(const std::string& id, const AttemptSpec& spec) {
   SbatchPlan plan = PlanSbatch(spec, type, options_.slurm, fs::absolute(dir).string(), options_.supervisor_binary);
   if (!local::WriteFileAtomic(dir + "/batch.sh", plan.script, true, 0755)) return Internal("cannot write the batch script of " + id);
   tracked_[id] = Tracked{{}, SteadyMs(), "", false, 0, ""};
+  if (spec.warm_pool && !spec.warm_pool->reused_from.empty()) {
+    // The pool's allocation is still held by its batch step: the attempt runs there, as a new
+    // supervisor in the same Slurm job, without waiting for Slurm to allocate again.
+    std::string job_id;
+    if (local::ReadFile(spec.warm_pool->workspace + "/slurm_job_id", &job_id)) job_id = job_id.substr(0, job_id.find('\n'));
+    Tracked probe;
+    probe.job_id = job_id;
+    auto job = JobOf(probe);
+    if (job && job->state == "RUNNING" &&
+        local::WriteFileAtomic(spec.warm_pool->workspace + "/next", fs::absolute(dir).string() + "\n")) {
+      local::WriteFileAtomic(dir + "/slurm_job_id", job_id + "\n");
+      tracked_[id].job_id = job_id;
+      return Status::Ok();
+    }
+  }
+  // The pool's directory holds its allocation's job id (and the holder waits on it).
+  if (spec.warm_pool) fs::create_directories(spec.warm_pool->workspace, ec);
   {
     std::lock_guard<std::mutex> lock(mu_);
     submitted_.erase(id);
-    queue_.push_back({id, std::move(plan)});
+    queue_.push_back({id, std::move(plan), spec.warm_pool ? spec.warm_pool->workspace : ""});
   }
   cv_.notify_all();
   return Status::Ok();

@@ -106,6 +106,7 @@ class SlurmExecutor final : public Executor {
   struct Submission {
     std::string attempt_id;
     SbatchPlan plan;
+    std::string pool_workspace;  // its warm pool's directory; "" = none
   };
   struct Submitted {
     std::string job_id;  // "" on failure
