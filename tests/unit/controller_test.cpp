@@ -795,6 +795,33 @@ class QuotaQueueTest : public ControllerTest {
   }
 };
 
+TEST_F(QuotaQueueTest, AQuotaPassOffersOnlyWhatTheClusterReportsAndPreemptsNothingWhenItShrinks) {
+  QuotaQueue(2, "RESERVE");
+  exec_->SetCapacity(Cluster(2));
+  Submit("a", "q", {{"quotaShareName", "S"}});
+  Submit("b", "q", {{"quotaShareName", "S"}});
+  const std::string c = Submit("c", "q", {{"quotaShareName", "S"}});
+  c_->Step();
+  c_->Step();
+  ASSERT_EQ(exec_->started(), (std::vector<std::string>{"a", "b"}));
+  Run("a");
+  Run("b");
+
+  exec_->SetCapacity(Cluster(1));  // a node went down under them
+  c_->Step();
+  c_->Step();
+  EXPECT_TRUE(exec_->stopped().empty());
+  Exit("a", 0);  // share: 1 of 2 held, but the cluster holds 1 in all
+  c_->Step();
+  EXPECT_EQ(exec_->started(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(StatusOf(c), JobStatus::kRunnable);
+
+  exec_->SetCapacity(Cluster(2));
+  c_->Step();
+  c_->Step();
+  EXPECT_EQ(exec_->started(), (std::vector<std::string>{"a", "b", "c"}));
+}
+
 TEST_F(QuotaQueueTest, APassOffersAFewJobsOfAClassAndTheRestWaitForTheSameReason) {
   QuotaQueue(1, "RESERVE");
   Submit("hold", "q", {{"quotaShareName", "S"}});

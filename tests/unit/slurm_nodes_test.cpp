@@ -228,6 +228,9 @@ TEST(SlurmNodes, GarbageLinesAreSkippedAndNamed) {
   ASSERT_EQ(jobs.size(), 1u);
   EXPECT_EQ(jobs[0].name, "name|with|bars");
   EXPECT_EQ(problems.size(), 8u);
+  auto r = ComputeCapacity({Type("t", 1, 1, 0)}, "main", nodes, jobs, 0, problems);
+  EXPECT_EQ(r.problem.find("scontrol line 1: no NodeName"), 0u) << r.problem;
+  EXPECT_NE(r.problem.find("and 5 more"), std::string::npos) << r.problem;
 }
 
 TEST(SlurmNodes, RandomBytesNeverCrashAndNeverOfferNegatives) {

@@ -305,9 +305,12 @@ std::string UnusableBecause(const SlurmNode& node) {
 }
 
 CapacityReport ComputeCapacity(const std::vector<InstanceTypeSpec>& types, const std::string& default_partition,
-                               const std::vector<SlurmNode>& nodes, const std::vector<SlurmJob>& jobs, EpochMs at) {
+                               const std::vector<SlurmNode>& nodes, const std::vector<SlurmJob>& jobs, EpochMs at,
+                               const std::vector<std::string>& problems) {
   CapacityReport r;
   r.at = at;
+  for (size_t i = 0; i < problems.size() && i < 3; ++i) r.problem += (i ? "; " : "") + problems[i];
+  if (problems.size() > 3) r.problem += "; and " + std::to_string(problems.size() - 3) + " more";
   // What trainyard's own jobs hold on each node (given back to it), and whether an outsider's does.
   struct Held {
     int64_t cpus = 0, memory_mib = 0, gpus = 0;

@@ -82,7 +82,9 @@ std::string UnusableBecause(const SlurmNode& node);
 // trainyard's own jobs are not subtracted: the controller counts the instances it runs itself.
 // Each type is reported under its on-demand key and its "#spot" key (spot instances of a type run
 // on the same nodes). Types that share nodes are counted independently, each over all of them.
+// `problems` (what ParseNodes and ParseJobs skipped) become the report's problem text.
 CapacityReport ComputeCapacity(const std::vector<InstanceTypeSpec>& types, const std::string& default_partition,
-                               const std::vector<SlurmNode>& nodes, const std::vector<SlurmJob>& jobs, EpochMs at);
+                               const std::vector<SlurmNode>& nodes, const std::vector<SlurmJob>& jobs, EpochMs at,
+                               const std::vector<std::string>& problems = {});
 
 }  // namespace ty::exec::slurm
