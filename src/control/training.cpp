@@ -507,7 +507,7 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
     // follow a lambda through a template argument.
     const int rung = PickRung(ladder, tj->instance_count, tj->interruptions,
                               [&](const std::string& key) NO_THREAD_SAFETY_ANALYSIS {
-      return config_.CapacityOf(key) - state_.host_in_use[key];
+      return HostCapacity(config_, state_, key) - state_.host_in_use[key];
     });
     if (rung >= 0) {
       tj->rung = rung;
@@ -525,8 +525,7 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
         continue;
       }
     }
-    const InstanceTypeSpec* spec = config_.FindInstanceType(tj->instance_type);
-    int64_t free = (spec ? spec->count : 0) - state_.host_in_use[tj->instance_type];
+    int64_t free = HostCapacity(config_, state_, tj->instance_type) - state_.host_in_use[tj->instance_type];
     if (tj->secondary_status != SecondaryStatus::kPending) {
       AddTransition(t, *tj, SecondaryStatus::kPending, "Waiting for capacity: " + std::to_string(std::max<int64_t>(0, free)) +
                                             " free " + tj->instance_type + " instances on this host.", t.now);

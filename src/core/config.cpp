@@ -25,6 +25,38 @@ bool Config::TlsEnabled() const {
   return !(host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0);
 }
 
+namespace {
+bool SlurmWordChar(char ch, bool colon) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' ||
+         ch == '.' || (colon && ch == ':');
+}
+}  // namespace
+
+bool ValidSlurmPartitionName(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char ch : name)
+    if (!SlurmWordChar(ch, false)) return false;
+  return true;
+}
+
+bool ValidSlurmConstraint(std::string_view constraint) {
+  if (constraint.empty() || constraint.size() > 256) return false;
+  const bool any = constraint.find('|') != std::string_view::npos;
+  const char sep = any ? '|' : '&';
+  size_t word = 0;  // length of the feature being read
+  for (char ch : constraint) {
+    if (ch == sep) {
+      if (word == 0) return false;  // an empty feature: "a&&b", "&a"
+      word = 0;
+    } else if (SlurmWordChar(ch, true)) {
+      ++word;
+    } else {
+      return false;  // whitespace, control characters, the other separator, Slurm's brackets and counts
+    }
+  }
+  return word > 0;
+}
+
 int64_t Config::CapacityOf(const std::string& key) const {
   const CapacityKeyParts k = SplitCapacityKey(key);
   const InstanceTypeSpec* t = FindInstanceType(k.type);
@@ -313,14 +345,10 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
       if (sc.notify_address.empty() || sc.notify_address.find_first_not_of("0123456789.") != std::string::npos)
         return InvalidArgument("config: executor.slurm.notify_address must be an IPv4 address");
       TY_RETURN_IF_ERROR(ReadStrings(*s, "sbatch_args", &sc.sbatch_args, "executor.slurm."));
-      auto word = [](const std::string& v) {
-        return !v.empty() && v.size() <= 256 &&
-               std::all_of(v.begin(), v.end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.'; });
-      };
-      if (!word(sc.partition))
-        return InvalidArgument("config: executor.slurm.partition must be a Slurm partition name (letters, digits, - _ .)");
-      if (!sc.account.empty() && !word(sc.account))
-        return InvalidArgument("config: executor.slurm.account must be a Slurm account name (letters, digits, - _ .)");
+      if (!ValidSlurmPartitionName(sc.partition))
+        return InvalidArgument("config: executor.slurm.partition must be 1 to 64 letters, digits, '_', '-' or '.'");
+      if (!sc.account.empty() && !ValidSlurmPartitionName(sc.account))
+        return InvalidArgument("config: executor.slurm.account must be 1 to 64 letters, digits, '_', '-' or '.'");
       for (const std::string* p : {&sc.bin_dir, &sc.conf})
         if (!p->empty() && (*p)[0] != '/')
           return InvalidArgument("config: executor.slurm.bin_dir and executor.slurm.conf must be absolute paths");
@@ -414,13 +442,19 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
       TY_RETURN_IF_ERROR(Read(*t, "memory_mib", &spec.memory_mib, where));
       TY_RETURN_IF_ERROR(Read(*t, "warm_pool_quota", &spec.warm_pool_quota, where));
       TY_RETURN_IF_ERROR(Read(*t, "setup_command", &spec.setup_command, where));
-      TY_RETURN_IF_ERROR(Read(*t, "slurm_partition", &spec.slurm_partition, where));
-      TY_RETURN_IF_ERROR(Read(*t, "slurm_constraint", &spec.slurm_constraint, where));
-      TY_RETURN_IF_ERROR(Read(*t, "slurm_whole_node", &spec.slurm_whole_node, where));
       TY_RETURN_IF_ERROR(Read(*t, "spot_count", &spec.spot_count, where));
       TY_RETURN_IF_ERROR(Read(*t, "price_per_hour", &spec.price_per_hour, where));
       TY_RETURN_IF_ERROR(Read(*t, "spot_price_per_hour", &spec.spot_price_per_hour, where));
       TY_RETURN_IF_ERROR(Read(*t, "spot_interruptions_per_hour", &spec.spot_interruptions_per_hour, where));
+      TY_RETURN_IF_ERROR(Read(*t, "slurm_partition", &spec.slurm_partition, where));
+      TY_RETURN_IF_ERROR(Read(*t, "slurm_constraint", &spec.slurm_constraint, where));
+      TY_RETURN_IF_ERROR(Read(*t, "slurm_whole_node", &spec.slurm_whole_node, where));
+      if (!spec.slurm_partition.empty() && !ValidSlurmPartitionName(spec.slurm_partition))
+        return InvalidArgument("config: " + where + "slurm_partition must be 1 to 64 letters, digits, '_', '-' or '.'");
+      if (!spec.slurm_constraint.empty() && !ValidSlurmConstraint(spec.slurm_constraint))
+        return InvalidArgument("config: " + where +
+                               "slurm_constraint must be node features (letters, digits, '_', '-', '.', ':') joined "
+                               "by '&' (all of them) or by '|' (any one), not both, at most 256 characters");
       if (spec.count < 0) return InvalidArgument("config: " + where + "count must be >= 0");
       if (spec.spot_count < 0) return InvalidArgument("config: " + where + "spot_count must be >= 0");
       if (spec.price_per_hour < 0) return InvalidArgument("config: " + where + "price_per_hour must be >= 0");

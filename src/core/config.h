@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -31,19 +32,25 @@ struct InstanceTypeSpec {
   double price_per_hour = 0;
   double spot_price_per_hour = -1;  // -1: 30% of price_per_hour
   double spot_interruptions_per_hour = 0;
+  // On the Slurm executor (docs/slurm-capacity.md): the partition this type's jobs go to ("": the
+  // executor's default partition), the node features they need (sbatch --constraint: features
+  // joined by '&', all needed, or by '|', any one; "": none), and whether an instance is a whole
+  // node rather than a slice of vcpus CPUs, memory_mib MiB and gpus GPUs of one.
+  std::string slurm_partition;
+  std::string slurm_constraint;
+  bool slurm_whole_node = false;
 
   int64_t WarmPoolQuota() const { return warm_pool_quota < 0 ? count : warm_pool_quota; }
   double PricePerHour(bool spot) const {
     return !spot ? price_per_hour : spot_price_per_hour < 0 ? price_per_hour * 0.3 : spot_price_per_hour;
   }
   int64_t Capacity(bool spot) const { return spot ? spot_count : count; }
-  // On the Slurm executor (docs/slurm.md): the partition ("" = executor.slurm.partition), the
-  // node features an instance needs (sbatch --constraint; "" = none), and whether an instance
-  // is a whole node rather than a slice of vcpus CPUs, memory_mib MiB and gpus GPUs of one.
-  std::string slurm_partition;
-  std::string slurm_constraint;
-  bool slurm_whole_node = false;
 };
+
+// Slurm names in [[instance_types]] (slurm_partition, slurm_constraint): a partition is 1 to 64 of
+// [A-Za-z0-9_.-]; a constraint is features of [A-Za-z0-9_.:-] joined by '&' or by '|' (not both).
+bool ValidSlurmPartitionName(std::string_view name);
+bool ValidSlurmConstraint(std::string_view constraint);
 
 // Host capacity is kept per instance type and market: "ml.m5.large" (on-demand) and
 // "ml.m5.large#spot".

@@ -10,6 +10,7 @@
 
 #include "exec/local/attempt_files.h"
 #include "exec/local/run_command.h"
+#include "exec/slurm/slurm_nodes.h"
 
 namespace ty::exec {
 
@@ -209,14 +210,41 @@ void SlurmExecutor::SubmitLoop() {
 }
 
 void SlurmExecutor::MonitorLoop() {
+  int64_t next_capacity = 0;
   while (true) {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(options_.slurm.poll_interval_ms), [this] { return stopping_; });
-      if (stopping_) return;
-    }
     RefreshJobs();
+    // The nodes change slowly; read them every second at most.
+    if (SteadyMs() >= next_capacity) {
+      RefreshCapacity();
+      next_capacity = SteadyMs() + std::max(1000, options_.slurm.poll_interval_ms);
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::milliseconds(options_.slurm.poll_interval_ms), [this] { return stopping_; });
+    if (stopping_) return;
   }
+}
+
+void SlurmExecutor::RefreshCapacity() {
+  std::string nodes_out, jobs_out, err;
+  std::vector<std::string> problems;
+  CapacityReport report;
+  bool read = RunSlurm("scontrol", {"show", "node", "--oneliner"}, &nodes_out, &err) == 0 &&
+              RunSlurm("squeue", std::vector<std::string>(std::begin(slurm::kSqueueArgs), std::end(slurm::kSqueueArgs)),
+                       &jobs_out, &err) == 0;
+  const EpochMs now = options_.clock ? options_.clock->now_ms() : 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!read) {
+    // Slurm cannot be reached: the last view stands, saying so.
+    if (capacity_) capacity_->problem = "Slurm could not be read: " + err.substr(0, 512);
+    return;
+  }
+  capacity_ = slurm::ComputeCapacity(options_.instance_types, options_.slurm.partition, slurm::ParseNodes(nodes_out, &problems),
+                                     slurm::ParseJobs(jobs_out, &problems), now, problems);
+}
+
+std::optional<CapacityReport> SlurmExecutor::Capacity() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return capacity_;
 }
 
 void SlurmExecutor::RefreshJobs() {
