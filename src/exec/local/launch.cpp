@@ -68,8 +68,7 @@ std::map<std::string, std::string> TorchRankEnvironment(const TorchNode& node, i
 
 std::vector<std::string> MpirunArgv(const std::vector<std::string>& hosts, int processes_per_host,
                                     const std::string& interface, const std::vector<std::string>& custom_options,
-                                    const std::string& rsh_agent, const std::vector<std::string>& exported,
-                                    const std::vector<std::string>& cmd) {
+                                    const std::string& rsh_agent, const std::vector<std::string>& cmd) {
   std::string host_list;
   for (const std::string& h : hosts) host_list += (host_list.empty() ? "" : ",") + h + ":" + std::to_string(processes_per_host);
   std::vector<std::string> argv = {
@@ -77,6 +76,9 @@ std::vector<std::string> MpirunArgv(const std::vector<std::string>& hosts, int p
       "--allow-run-as-root", "--tag-output",
       "-mca", "plm_rsh_agent", rsh_agent,
       "-mca", "plm_rsh_no_tree_spawn", "1",
+      // The remote daemon stays in its shell session rather than daemonizing, so a session's end
+      // is the daemon's end (the worker instance then ends), and a worker's end is its daemon's.
+      "-mca", "orte_leave_session_attached", "1",
       "-mca", "btl_tcp_if_include", interface,
       "-mca", "oob_tcp_if_include", interface,
       "-bind-to", "none", "-map-by", "slot",
@@ -85,20 +87,8 @@ std::vector<std::string> MpirunArgv(const std::vector<std::string>& hosts, int p
       "-mca", "btl_vader_single_copy_mechanism", "none",
       "-x", "NCCL_SOCKET_IFNAME=" + interface};
   for (const std::string& o : custom_options) argv.push_back(o);
-  for (const std::string& name : exported) argv.insert(argv.end(), {"-x", name});
   for (const std::string& a : cmd) argv.push_back(a);
   return argv;
-}
-
-std::vector<std::string> ExportedNames(const std::map<std::string, std::string>& env) {
-  std::vector<std::string> names;
-  for (const auto& [k, v] : env) {
-    bool take = k.rfind("SM_", 0) == 0 || k.rfind("TRAINING_JOB_", 0) == 0 || k.rfind("TRAINYARD_", 0) == 0 ||
-                k == "PATH" || k == "LD_LIBRARY_PATH" || k == "PYTHONPATH" || k == "VIRTUAL_ENV" || k == "HOME" ||
-                k == "AWS_REGION";
-    if (take) names.push_back(k);
-  }
-  return names;  // std::map: sorted
 }
 
 std::string EncodeFrame(FrameType type, const std::string& payload) {

@@ -44,14 +44,12 @@ std::map<std::string, std::string> TorchRankEnvironment(const TorchNode& node, i
 
 // mpirun's command line as SageMaker's toolkit builds it: every host with `processes_per_host`
 // slots, -np hosts*P, TCP over `interface`, no tree spawn (only algo-1 starts remote daemons,
-// through `rsh_agent`), the custom options, then -x of each variable in `exported`, then `cmd`.
+// through `rsh_agent`), then the custom options and `cmd`. No SM_* variable is exported with -x
+// (the toolkit exports algo-1's): each remote daemon runs in its own instance's environment, so
+// every rank sees its own instance's SM_CURRENT_HOST, paths and PATH.
 std::vector<std::string> MpirunArgv(const std::vector<std::string>& hosts, int processes_per_host,
                                     const std::string& interface, const std::vector<std::string>& custom_options,
-                                    const std::string& rsh_agent, const std::vector<std::string>& exported,
-                                    const std::vector<std::string>& cmd);
-// The variables mpirun passes on (-x): SM_*, PATH, LD_LIBRARY_PATH, PYTHONPATH, VIRTUAL_ENV, HOME,
-// TRAINING_JOB_*, AWS_REGION, TRAINYARD_*, sorted.
-std::vector<std::string> ExportedNames(const std::map<std::string, std::string>& env);
+                                    const std::string& rsh_agent, const std::vector<std::string>& cmd);
 
 // Remote shell frames: a type byte, a 4-byte big-endian length, the payload.
 enum class FrameType : char {

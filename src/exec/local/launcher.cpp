@@ -579,10 +579,12 @@ int RunMpi(int processes_per_host, const std::vector<std::string>& options, cons
   if (master) {
     std::string iface = Get(env, "SM_NETWORK_INTERFACE_NAME");
     if (iface.empty()) iface = "eth0";
-    auto argv = MpirunArgv(node->hosts, processes_per_host, iface, options, SelfExe() + " rsh", ExportedNames(env), cmd);
+    auto argv = MpirunArgv(node->hosts, processes_per_host, iface, options, SelfExe() + " rsh", cmd);
     Say("mpi: " + std::to_string(node->hosts.size()) + " hosts, " + std::to_string(processes_per_host) +
         " processes each");
-    mpirun = Spawn(argv, env);
+    auto mpirun_env = env;
+    mpirun_env.emplace("SHELL", "/bin/sh");  // the remote daemons' shell, as mpirun assumes it
+    mpirun = Spawn(argv, mpirun_env);
     if (mpirun < 0) {
       Say(std::string("mpi: cannot start mpirun: ") + std::strerror(errno));
       return 127;
