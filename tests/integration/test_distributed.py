@@ -115,6 +115,10 @@ with open(os.path.join(out, f"mpi-{rank}.json"), "w") as f:
 '''
 
 
+# An MPI rank that notes SIGTERM and ends.
+MPI_STOPPABLE = STOPPABLE.replace('os.environ["RANK"]', 'os.environ["OMPI_COMM_WORLD_RANK"]')
+
+
 class DistributedTest(ServerTest):
     server_config = CONFIG
 
@@ -200,6 +204,28 @@ class DistributedTest(ServerTest):
             self.assertEqual(r["sm_current_host"], r["host"])
         self.assertEqual(reports[0]["unauthenticated"], "R:not authenticated")
         del logs
+
+    def test_a_stop_ends_every_mpi_rank(self):
+        p, out = self.job("mpi-stop", MPI_STOPPABLE, {
+            "sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2"})
+        self.sm.create_training_job(**p)
+        deadline = time.time() + 60
+        while len(glob.glob(os.path.join(out, "up-*"))) < 4:
+            self.assertLess(time.time(), deadline, "the ranks did not start")
+            time.sleep(0.05)
+        self.sm.stop_training_job(TrainingJobName="mpi-stop")
+        tj = self.wait_training("mpi-stop", timeout=120)
+        self.assertEqual(tj["TrainingJobStatus"], "Stopped")
+        for rank in range(4):
+            with open(os.path.join(out, f"term-{rank}")) as f:
+                self.assertIn("SIGTERM", f.read(), f"rank {rank}")
+
+    def test_a_failing_mpi_rank_fails_the_job(self):
+        p, _ = self.job("mpi-fail", "import os, sys\nsys.exit(5 if os.environ['OMPI_COMM_WORLD_RANK'] == '3' else 0)\n",
+                        {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2"})
+        self.sm.create_training_job(**p)
+        tj = self.wait_training("mpi-fail", timeout=120)
+        self.assertEqual(tj["TrainingJobStatus"], "Failed")
 
     def test_bad_distribution_hyperparameters_are_refused(self):
         for hps, fragment in [

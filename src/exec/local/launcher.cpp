@@ -413,8 +413,8 @@ class ShellServer {
       else ::close(fd);
     }
     for (auto& c : conns_) {
-      if (c->fd < 0) continue;
       if (auto it = reaped.find(c->pid); c->pid > 0 && it != reaped.end()) c->status = it->second;
+      if (c->fd < 0) continue;
       Relay(*c, c->out, FrameType::kStdout);
       Relay(*c, c->err, FrameType::kStderr);
       ReadClient(*c);
@@ -426,7 +426,6 @@ class ShellServer {
         last_code_ = code;
         ::close(c->fd);
         c->fd = -1;
-        c->pid = -1;
       }
       if (c->fd >= 0 && c->state == Conn::State::kAwaiting && Clock::now() >= c->deadline) Drop(*c);
     }
@@ -435,20 +434,24 @@ class ShellServer {
         ::kill(-c->pid, SIGKILL);
         c->kill_at.reset();
       }
-    std::erase_if(conns_, [](const std::unique_ptr<Conn>& c) { return c->fd < 0 && c->pid < 0; });
+    std::erase_if(conns_, [](const std::unique_ptr<Conn>& c) {
+      return c->fd < 0 && (c->pid < 0 || (c->status && ::kill(-c->pid, 0) != 0));
+    });
   }
 
   // SIGTERM to every running session's command (once).
   void EndSessions() {
     for (auto& c : conns_)
-      if (c->pid > 0 && !c->status && !c->kill_at) {
+      if (c->pid > 0 && !c->kill_at && ::kill(-c->pid, 0) == 0) {
         ::kill(-c->pid, SIGTERM);
         c->kill_at = Clock::now() + kSessionGrace;
       }
   }
+  // Whether a session's command, or anything left in its process group (the remote daemon and
+  // its ranks, after the shell that started them), still runs: the instance ends only after.
   bool Busy() const {
     for (const auto& c : conns_)
-      if (c->pid > 0 && !c->status) return true;
+      if (c->pid > 0 && (!c->status || ::kill(-c->pid, 0) == 0)) return true;
     return false;
   }
   int sessions_ended() const { return sessions_ended_; }
