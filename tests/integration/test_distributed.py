@@ -102,6 +102,8 @@ report = {"rank": rank, "size": int(os.environ["OMPI_COMM_WORLD_SIZE"]),
           "local_rank": int(os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]),
           "host": socket.gethostname(), "option": os.environ.get("CUSTOM_OPTION"),
           "sm_current_host": os.environ.get("SM_CURRENT_HOST")}
+secret = os.stat("/opt/ml/input/config/trainyard-shell-secret")
+report["secret"] = [oct(secret.st_mode & 0o777), secret.st_uid == os.getuid()]
 if rank == 0:
     s = socket.create_connection(("algo-2", 7779))
     f = s.makefile("rb")
@@ -163,7 +165,7 @@ class DistributedTest(ServerTest):
         self.sm.create_training_job(**p)
         tj = self.wait_training("torch-fail", timeout=120)
         self.assertEqual(tj["TrainingJobStatus"], "Failed")
-        self.assertIn("3", tj["FailureReason"])
+        self.assertIn("the training process exited with code 3", tj["FailureReason"])
         with open(os.path.join(out, "termed")) as f:
             self.assertEqual(f.read(), "rank 0\n")
 
@@ -188,7 +190,6 @@ class DistributedTest(ServerTest):
             "sagemaker_mpi_custom_mpi_options": json.dumps("-x CUSTOM_OPTION=given")})
         self.sm.create_training_job(**p)
         tj = self.wait_training("mpi-ranks", timeout=120)
-        logs = self.server.client("logs")
         self.assertEqual(tj["TrainingJobStatus"], "Completed", tj.get("FailureReason"))
         reports = {}
         for path in glob.glob(os.path.join(out, "mpi-*.json")):
@@ -202,8 +203,8 @@ class DistributedTest(ServerTest):
             self.assertEqual(r["size"], 4)
             self.assertEqual(r["option"], "given")
             self.assertEqual(r["sm_current_host"], r["host"])
+            self.assertEqual(r["secret"], ["0o600", True])
         self.assertEqual(reports[0]["unauthenticated"], "R:not authenticated")
-        del logs
 
     def test_a_stop_ends_every_mpi_rank(self):
         p, out = self.job("mpi-stop", MPI_STOPPABLE, {

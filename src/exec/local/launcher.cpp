@@ -42,9 +42,11 @@ constexpr auto kRequestDeadline = std::chrono::seconds(10);
 constexpr auto kSessionGrace = std::chrono::seconds(5);
 
 int g_signal_pipe[2] = {-1, -1};
+volatile sig_atomic_t g_terminated = 0;  // a SIGTERM or SIGINT came (read where a wait blocks)
 
 void OnSignal(int sig) {
   const int saved = errno;
+  if (sig == SIGTERM || sig == SIGINT) g_terminated = 1;
   char c = static_cast<char>(sig);
   [[maybe_unused]] ssize_t n = ::write(g_signal_pipe[1], &c, 1);
   errno = saved;
@@ -267,7 +269,7 @@ int ConnectPatiently(const std::string& host, int port, Clock::duration patience
       if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
       if (fd >= 0) ::close(fd);
     }
-    if (Clock::now() >= deadline) return -1;
+    if (Clock::now() >= deadline || g_terminated) return -1;
     ::usleep(100 * 1000);
   }
 }
@@ -595,6 +597,7 @@ int RunMpi(int processes_per_host, const std::vector<std::string>& options, cons
   } else {
     presence = OpenSession(node->hosts[0], secret, "presence", "", &presence_buffer, &error);
     if (presence < 0) {
+      if (g_terminated) return 143;
       Say("mpi: " + error);
       return 1;
     }
@@ -660,8 +663,9 @@ int RunLauncher(const std::vector<std::string>& args) {
     std::printf("%s", LauncherUsage());
     return 0;
   }
-  InstallSignals();
+  // The client keeps the default actions: mpirun ends its remote shells with a signal.
   if (!args.empty() && args[0] == "rsh") return RunShellClient({args.begin() + 1, args.end()});
+  InstallSignals();
   if (args.size() < 2 || args[0] != "launch" || (args[1] != "torch" && args[1] != "mpi")) {
     std::fprintf(stderr, "%s", LauncherUsage());
     return 2;
