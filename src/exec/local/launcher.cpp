@@ -623,7 +623,12 @@ int RunMpi(int processes_per_host, const std::vector<std::string>& options, cons
     server.Step(reaped);
     if (master && mpirun < 0 && !server.Busy()) return mpirun_code;
     if (!master) {
-      if (server.sessions_ended() > 0 && !server.Busy()) return server.last_code();
+      // The attempt's outcome is algo-1's (mpirun's): a worker whose session is over ends well,
+      // whatever its daemon's status as mpirun tore the job down.
+      if (server.sessions_ended() > 0 && !server.Busy()) {
+        if (server.last_code() != 0) Say("mpi: the MPI daemon's session ended with code " + std::to_string(server.last_code()));
+        return stopping ? 143 : 0;
+      }
       if (presence >= 0) {
         char b[256];
         ssize_t n = ::recv(presence, b, sizeof b, MSG_DONTWAIT);
