@@ -150,7 +150,8 @@ int RunTorch(const std::vector<std::string>& cmd, int grace_seconds) {
   std::vector<Rank> ranks(static_cast<size_t>(node->local_world_size));
   int first_failure = 0;
   bool terminating = false;  // SIGTERM went to every rank (a stop, or a rank's failure)
-  std::optional<Clock::time_point> kill_at;
+  bool kill_pending = false;  // SIGKILL at kill_at to what is left
+  Clock::time_point kill_at;
   auto terminate_all = [&](int sig) {
     for (const Rank& r : ranks)
       if (!r.exited && r.pid > 0) ::kill(-r.pid, sig);
@@ -164,6 +165,7 @@ int RunTorch(const std::vector<std::string>& cmd, int grace_seconds) {
       first_failure = 1;
       terminating = true;
       terminate_all(SIGTERM);
+      kill_pending = true;
       kill_at = Clock::now() + std::chrono::seconds(grace_seconds);
       break;
     }
@@ -191,6 +193,7 @@ int RunTorch(const std::vector<std::string>& cmd, int grace_seconds) {
           if (!terminating) {
             terminating = true;
             terminate_all(SIGTERM);
+            kill_pending = true;
             kill_at = Clock::now() + std::chrono::seconds(grace_seconds);
           }
         }
@@ -199,9 +202,9 @@ int RunTorch(const std::vector<std::string>& cmd, int grace_seconds) {
     bool all = true;
     for (const Rank& r : ranks) all = all && (r.exited || r.pid <= 0);
     if (all) break;
-    if (kill_at && Clock::now() >= *kill_at) {
+    if (kill_pending && Clock::now() >= kill_at) {
       terminate_all(SIGKILL);
-      kill_at.reset();
+      kill_pending = false;
     }
     pollfd p{g_signal_pipe[0], POLLIN, 0};
     ::poll(&p, 1, 200);
