@@ -38,6 +38,10 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kConnectPatience = std::chrono::seconds(300);
 // How long a remote-shell connection has to send its request after the challenge.
 constexpr auto kRequestDeadline = std::chrono::seconds(10);
+// Connections one launcher holds at most (requests awaited, sessions, workers' presences).
+// algo-1 holds one presence per worker, so an MPI launch spans at most this many instances; a
+// worker holds one session. The cap keeps a flood of connections within the descriptor limit.
+constexpr size_t kMaxConnections = 256;
 // SIGTERM, then SIGKILL after this, for a session whose client went away.
 constexpr auto kSessionGrace = std::chrono::seconds(5);
 
@@ -407,6 +411,10 @@ class ShellServer {
     for (;;) {
       int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) break;
+      if (conns_.size() >= kMaxConnections) {  // nobody needs more: one session and the presences
+        ::close(fd);
+        continue;
+      }
       auto c = std::make_unique<Conn>();
       c->fd = fd;
       unsigned char raw[32];
