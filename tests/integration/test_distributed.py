@@ -4,6 +4,7 @@ find each other by the names in SM_HOSTS and MASTER_ADDR/MASTER_PORT alone."""
 import glob
 import json
 import os
+import socket
 import time
 import unittest
 
@@ -102,10 +103,14 @@ report = {"rank": rank, "size": int(os.environ["OMPI_COMM_WORLD_SIZE"]),
           "local_rank": int(os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]),
           "host": socket.gethostname(), "option": os.environ.get("CUSTOM_OPTION"),
           "sm_current_host": os.environ.get("SM_CURRENT_HOST")}
-secret = os.stat("/opt/ml/input/config/trainyard-shell-secret")
+secret = os.stat(os.path.join(os.environ["SM_INPUT_CONFIG_DIR"], "trainyard-shell-secret"))
 report["secret"] = [oct(secret.st_mode & 0o777), secret.st_uid == os.getuid()]
 if rank == 0:
-    s = socket.create_connection(("algo-2", 7779))
+    algo2 = "algo-2"  # without the sandbox the name is in the attempt's hosts file only
+    for line in open(os.environ.get("TRAINYARD_HOSTS_FILE", "/dev/null")):
+        if line.split()[1:] == ["algo-2"]:
+            algo2 = line.split()[0]
+    s = socket.create_connection((algo2, 7779))
     f = s.makefile("rb")
     kind, n = struct.unpack(">cI", f.read(5)); f.read(n)
     req = json.dumps({"kind": "shell", "command": "touch /tmp/owned", "proof": "0" * 64}).encode()
@@ -123,6 +128,7 @@ MPI_STOPPABLE = STOPPABLE.replace('os.environ["RANK"]', 'os.environ["OMPI_COMM_W
 
 class DistributedTest(ServerTest):
     server_config = CONFIG
+    sandboxed = True
 
     def job(self, name, program, hyperparameters, instance_type="ml.m5.large", count=2):
         out = os.path.join(self.work_dir, name)
@@ -153,7 +159,8 @@ class DistributedTest(ServerTest):
             self.assertEqual((r["WORLD_SIZE"], r["LOCAL_WORLD_SIZE"]), ("4", "2"))
             self.assertEqual(r["LOCAL_RANK"], str(rank % 2))
             self.assertEqual((r["GROUP_RANK"], r["NODE_RANK"]), (str(rank // 2), str(rank // 2)))
-            self.assertEqual((r["MASTER_ADDR"], r["MASTER_PORT"]), ("algo-1", "7777"))
+            master = "algo-1" if self.sandboxed else "127.0.0.1"  # algo-1 resolves in the sandbox only
+            self.assertEqual((r["MASTER_ADDR"], r["MASTER_PORT"]), (master, "7777"))
             self.assertEqual(r["SM_CURRENT_HOST"], host)
             self.assertEqual(json.loads(r["SM_HOSTS"]), ["algo-1", "algo-2"])
             self.assertEqual(r["SM_NETWORK_INTERFACE_NAME"], "lo")
@@ -197,12 +204,13 @@ class DistributedTest(ServerTest):
                 r = json.load(f)
             reports[r["rank"]] = r
         self.assertEqual(sorted(reports), [0, 1, 2, 3])
-        hosts = sorted(r["host"] for r in reports.values())
+        hosts = sorted(r["sm_current_host"] for r in reports.values())
         self.assertEqual(hosts, ["algo-1", "algo-1", "algo-2", "algo-2"])
         for r in reports.values():
             self.assertEqual(r["size"], 4)
             self.assertEqual(r["option"], "given")
-            self.assertEqual(r["sm_current_host"], r["host"])
+            # In the sandbox each instance has its own host name; without it, the host's.
+            self.assertEqual(r["host"], r["sm_current_host"] if self.sandboxed else socket.gethostname())
             self.assertEqual(r["secret"], ["0o600", True])
         self.assertEqual(reports[0]["unauthenticated"], "R:not authenticated")
 
@@ -242,6 +250,13 @@ class DistributedTest(ServerTest):
             self.assertEqual(e.exception.response["Error"]["Code"], "ValidationException")
             self.assertIn(fragment, e.exception.response["Error"]["Message"])
         self.assertEqual(self.sm.list_training_jobs()["TrainingJobSummaries"], [])
+
+
+class DistributedWithoutSandboxTest(DistributedTest):
+    """The same launches with executor.sandbox = "none": every instance on the host's own network
+    and name, algo-<n> found through the attempt's hosts file."""
+    server_config = CONFIG + '\n[executor]\nsandbox = "none"\n'
+    sandboxed = False
 
 
 if __name__ == "__main__":
