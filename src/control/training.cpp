@@ -14,6 +14,7 @@
 #include "control/warm_pool_rules.h"
 #include "core/object_key.h"
 #include "core/strings.h"
+#include "exec/distribution.h"
 #include "exec/executor.h"
 
 namespace ty::control {
@@ -173,6 +174,14 @@ Status CheckTrainingRequest(const json& req, const Config& config, const std::st
   if (script && hps.contains("sagemaker_submit_directory"))
     TY_RETURN_IF_ERROR(CheckS3Uri("HyperParameters.sagemaker_submit_directory (an s3://bucket/key URI of a tar.gz)",
                                   Unquote(hps["sagemaker_submit_directory"].get<std::string>()), KeyUse::kObject));
+  {
+    // The distributed launch the hyperparameters ask for (docs/distributed.md).
+    std::map<std::string, std::string> given;
+    if (hps.is_object())
+      for (const auto& [k, v] : hps.items())
+        if (v.is_string()) given[k] = v.get<std::string>();
+    if (auto dist = exec::ParseDistribution(given); !dist.ok()) return dist.status();
+  }
   const json rc = req.value("ResourceConfig", json::object());
   if (rc.contains("InstanceGroups") && !rc["InstanceGroups"].empty())
     return InvalidArgument("ResourceConfig.InstanceGroups: heterogeneous clusters are not supported yet; use InstanceType and InstanceCount");

@@ -11,6 +11,7 @@
 // and if it is killed itself the instances get SIGKILL from the kernel (PR_SET_PDEATHSIG, and
 // bubblewrap's --die-with-parent inside the sandbox).
 #include <fcntl.h>
+#include <openssl/rand.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -58,6 +59,7 @@
 #include "exec/local/volume.h"
 #include "exec/local/supervisor.h"
 #include "exec/attempt_spec.h"
+#include "exec/distribution.h"
 #include "exec/executor.h"
 
 namespace ty::exec {
@@ -175,7 +177,7 @@ class Supervisor {
         if (!user.ok()) throw std::runtime_error(user.status().message());
         job_user_ = *user;
       }
-      std::vector<std::string> argv = local::JobCommand(spec_);
+      std::vector<std::string> argv = local::JobCommand(spec_, Launcher());
       local::Sandbox sb(job_user_.switch_user);
       if (sandbox_) {
         Status st = BuildSandbox(n, &sb);
@@ -520,6 +522,39 @@ class Supervisor {
 
   std::string OptMl(int n) const { return sandbox_ ? "/opt/ml" : fs::absolute(local::HostDir(dir_, n)).string(); }
 
+  // The launcher an instance's distributed launch runs: this binary, at kLauncherPath in the sandbox.
+  std::string Launcher() const { return sandbox_ ? local::kLauncherPath : SelfExe(); }
+  static std::string SelfExe() {
+    std::error_code ec;
+    fs::path p = fs::read_symlink("/proc/self/exe", ec);
+    return ec ? std::string(local::kLauncherPath) : p.string();
+  }
+  // On one host every algo-<n> is a loopback address (EtcHosts).
+  static constexpr const char* kNetworkInterface = "lo";
+
+  // An MPI launch's remote shell secret, the same in every instance's input/config (0600; made
+  // the job user's with the rest of the instance's tree).
+  bool WriteShellSecret(const fs::path& config_dir, std::string* error) {
+    auto dist = ParseDistribution(spec_.hyperparameters);
+    if (!dist.ok() || dist->kind != Distribution::Kind::kMpi) return true;
+    if (shell_secret_.empty()) {
+      unsigned char raw[32];
+      if (RAND_bytes(raw, sizeof raw) != 1) {
+        *error = "cannot make the remote shell's secret";
+        return false;
+      }
+      static const char* kHex = "0123456789abcdef";
+      for (unsigned char b : raw) shell_secret_ += {kHex[b >> 4], kHex[b & 15]};
+    }
+    const std::string path = (config_dir / local::kShellSecretFile).string();
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    bool ok = fd >= 0 && ::fchmod(fd, 0600) == 0 && ::write(fd, shell_secret_.data(), shell_secret_.size()) ==
+                                                         static_cast<ssize_t>(shell_secret_.size());
+    if (fd >= 0) ::close(fd);
+    if (!ok) *error = "cannot write " + path + ": " + std::strerror(errno);
+    return ok;
+  }
+
   bool Prepare(std::string* error) {
     const std::string etc_hosts = slurm_ ? local::EtcHosts(node_addrs_) : local::EtcHosts(count_);
     if (!(std::ofstream(dir_ + "/hosts-file") << etc_hosts)) {
@@ -565,7 +600,8 @@ class Supervisor {
                               "checkpoints", "sagemaker"})
         fs::create_directories(h / sub, ec);
       if (!PrepareWorkspace(n, error)) return false;
-      std::ofstream(h / "input/config/resourceconfig.json") << local::ResourceConfig(spec_, n, count_);
+      std::ofstream(h / "input/config/resourceconfig.json") << local::ResourceConfig(spec_, n, count_, kNetworkInterface);
+      if (!WriteShellSecret(h / "input/config", error)) return false;
       std::ofstream(h / "input/config/hyperparameters.json") << local::HyperparametersJson(spec_);
       std::ofstream(h / "input/config/inputdataconfig.json") << local::InputDataConfig(spec_);
       configured_[static_cast<size_t>(n - 1)] = true;
@@ -965,6 +1001,8 @@ class Supervisor {
     layout.has_venv = fs::exists(layout.workspace + "/venv/bin");
     layout.has_pylib = fs::exists(layout.workspace + "/pylib");
     layout.config_written = configured_[static_cast<size_t>(n - 1)];
+    layout.network_interface = kNetworkInterface;
+    if (!sandbox_) layout.hosts_file = fs::absolute(dir_ + "/hosts-file").string();
     auto env = local::InstanceEnvironment(spec_, layout, local::InheritedEnvironment());
     // Without the sandbox's /etc/hosts, algo-1 is reached at its node's address.
     if (slurm_ && !sandbox_ && !node_addrs_.empty()) env["MASTER_ADDR"] = node_addrs_.front();
@@ -993,6 +1031,8 @@ class Supervisor {
       fs::create_directories("/opt/ml", ec);
       layout.opt_ml_mount_point = !ec;
     }
+    layout.launcher = SelfExe();
+    if (layout.opt_ml_mount_point && !fs::exists(local::kLauncherDir)) fs::create_directories(local::kLauncherDir, ec);
     fs::create_directories(local::HostDir(dir_, n) + "/code", ec);
     if (HasWarmPool()) {
       fs::create_directories(local::HostDir(dir_, n) + "/sagemaker/warmpoolcache", ec);
@@ -1253,7 +1293,7 @@ class Supervisor {
     for (int n = 1; n <= count_; ++n) sandboxes.emplace_back(job_user_.switch_user);
     for (int n = 1; n <= count_; ++n) {
       envs.push_back(Environment(n));
-      argvs.push_back(local::JobCommand(spec_));
+      argvs.push_back(local::JobCommand(spec_, Launcher()));
       if (Remote(n)) {
         // Its node agent builds the sandbox there; srun runs as the supervisor, with its environment.
         argvs.back() = SrunCommand(n);
@@ -1671,6 +1711,7 @@ class Supervisor {
   std::unique_ptr<local::CheckpointSync> checkpoints_;
   std::vector<int> checkpoint_skip_lines_;  // per instance: entries left out reported in its log
   std::string submit_uri_;           // sagemaker_submit_directory, "" without one
+  std::string shell_secret_;         // an MPI launch's remote shell secret (WriteShellSecret)
   nlohmann::json code_id_ = nlohmann::json::object();  // what identifies it (URI, ETag, size)
   int sync_seconds_ = 10;
   std::thread sync_thread_;

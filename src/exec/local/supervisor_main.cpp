@@ -1,10 +1,13 @@
 // trainyard-supervisor DIR: the supervisor as a small binary of its own, so that starting an
-// attempt does not load the whole server (`trainyard supervise DIR` does the same thing).
+// attempt does not load the whole server (`trainyard supervise DIR` does the same thing). Its
+// `launch` and `rsh` modes are the distributed launchers an instance runs (exec/local/launcher.h).
 // trainyard-supervisor --instance N DIR: on Slurm, instance N of the attempt on this node.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
+#include "exec/local/launcher.h"
 #include "exec/local/supervisor.h"
 
 namespace {
@@ -16,8 +19,10 @@ constexpr const char* kUsage =
 }
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && (std::string(argv[1]) == "launch" || std::string(argv[1]) == "rsh"))
+    return ty::exec::local::RunLauncher(std::vector<std::string>(argv + 1, argv + argc));
   if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
-    std::printf("%s", kUsage);
+    std::printf("%s\n%s", kUsage, ty::exec::local::LauncherUsage());
     return 0;
   }
   if (argc == 4 && std::string(argv[1]) == "--instance") {
