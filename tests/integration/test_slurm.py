@@ -11,6 +11,7 @@ import socket
 import time
 import unittest
 
+import test_distributed
 from harness import ServerTest
 from slurm_cluster import SlurmCluster
 
@@ -33,6 +34,13 @@ poll_interval_ms = 200
 name = "ml.m5.large"
 count = 8
 vcpus = 1
+memory_mib = 512
+
+[[instance_types]]
+name = "ml.g5.2xlarge"
+count = 4
+vcpus = 1
+gpus = 2
 memory_mib = 512
 
 [[instance_types]]
@@ -260,6 +268,21 @@ class SlurmTest(ServerTest):
         while self.slurm_jobs_named("wp-cold")[0][1] == "RUNNING":
             self.assertLess(time.time(), deadline, "the pool's Slurm job still holds its allocation")
             time.sleep(0.1)
+
+
+class SlurmDistributedTest(test_distributed.DistributedTest):
+    """The distributed launches, unchanged, with each instance on its own Slurm node: torch ranks
+    meeting at MASTER_ADDR across nodes, and mpirun from algo-1 reaching the other node's
+    instance through the authenticated remote shell."""
+
+    @property
+    def server_config(self):
+        return slurm_config(CLUSTER)
+
+    @unittest.skip("known gap (docs/slurm.md): on Slurm a stop's SIGTERM reaches the remote MPI ranks through srun "
+                   "and may arrive after mpirun has already torn them down")
+    def test_a_stop_ends_every_mpi_rank(self):
+        pass
 
 
 if __name__ == "__main__":
