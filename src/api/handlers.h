@@ -37,6 +37,10 @@ Response HandleInterrupt(control::Controller& c, const nlohmann::json& req);
 // What training jobs cost at the catalogue's prices, per job and per queue and share
 // (POST /trainyard/v1/costs, {"JobQueue": optional filter}; docs/spot.md).
 Response HandleCostReport(control::Controller& c, const nlohmann::json& req);
+// What the host offers per capacity key (configured, what the executor's cluster reports, in use,
+// free) and the cluster's nodes with why each unusable one is (POST /trainyard/v1/admin/capacity,
+// {}; docs/slurm-capacity.md).
+Response HandleDescribeCapacity(control::Controller& c, const nlohmann::json& req);
 // The time series of a training job's MetricDefinitions, as parsed from its logs
 // (POST /trainyard/v1/metric-series, {"TrainingJobName", "MetricName"?, "StartTime"?, "EndTime"?}).
 Response HandleMetricSeries(control::Controller& c, const nlohmann::json& req);

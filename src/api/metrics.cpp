@@ -204,12 +204,14 @@ std::string Render(const Config& config, const State& s) {
     }
 
   // ---- gauges: host capacity ----
-  w.Family("trainyard_host_instances", "gauge", "Instances the host catalogue offers, per instance type and market.");
+  w.Family("trainyard_host_instances", "gauge",
+           "Instances the host offers, per instance type and market: the catalogue's count, no more than the "
+           "executor's cluster reports.");
   for (const auto& it : config.instance_types)
     for (bool spot : {false, true})
       if (!spot || it.spot_count > 0)
         w.Sample("trainyard_host_instances", {{"instance_type", it.name}, {"market", spot ? "spot" : "on_demand"}},
-                 static_cast<double>(it.Capacity(spot)));
+                 static_cast<double>(control::HostCapacity(config, s, CapacityKey(it.name, spot))));
   auto in_use = [&](const std::string& key) {
     auto it = s.host_in_use.find(key);
     return it == s.host_in_use.end() ? int64_t{0} : it->second;
@@ -232,7 +234,8 @@ std::string Render(const Config& config, const State& s) {
       if (!spot || it.spot_count > 0)
         w.Sample("trainyard_host_instances_idle", {{"instance_type", it.name}, {"market", spot ? "spot" : "on_demand"}},
                  static_cast<double>(std::max<int64_t>(
-                     0, it.Capacity(spot) - in_use(CapacityKey(it.name, spot)) - (spot ? 0 : warm(it.name)))));
+                     0, control::HostCapacity(config, s, CapacityKey(it.name, spot)) - in_use(CapacityKey(it.name, spot)) -
+                            (spot ? 0 : warm(it.name)))));
   w.Family("trainyard_warm_pool_instances", "gauge",
            "Instances kept idle by Available managed warm pools, per instance type (on-demand).");
   for (const auto& it : config.instance_types)

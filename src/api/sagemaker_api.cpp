@@ -267,6 +267,57 @@ Response HandleInterrupt(Controller& c, const json& req) {
   return json::object();
 }
 
+Response HandleDescribeCapacity(Controller& c, const json& req) {
+  if (!req.is_object()) return InvalidArgument("The request body must be a JSON object");
+  if (!req.empty()) return InvalidArgument("Unknown member " + req.begin().key().substr(0, 64) + " (DescribeCapacity takes none)");
+  const Config& config = c.config();
+  return c.Read([&](const State& s) -> Response {
+    json rows = json::array();
+    for (const InstanceTypeSpec& t : config.instance_types)
+      for (bool spot : {false, true}) {
+        if (spot && t.spot_count == 0) continue;
+        const std::string key = CapacityKey(t.name, spot);
+        const int64_t offered = control::HostCapacity(config, s, key);
+        auto in_use = s.host_in_use.find(key);
+        auto warm = spot ? s.warm_pool_held.end() : s.warm_pool_held.find(t.name);
+        const int64_t used = in_use == s.host_in_use.end() ? 0 : in_use->second;
+        const int64_t held = warm == s.warm_pool_held.end() ? 0 : warm->second;
+        json row = {{"CapacityKey", key},        {"InstanceType", t.name}, {"ManagedSpot", spot},
+                    {"Configured", t.Capacity(spot)}, {"Offered", offered},  {"InUse", used},
+                    {"WarmPoolHeld", held},       {"Free", std::max<int64_t>(0, offered - used - held)}};
+        if (s.cluster) {
+          auto it = s.cluster->instances.find(key);
+          row["Reported"] = it == s.cluster->instances.end() ? 0 : it->second;
+        }
+        if (!t.slurm_partition.empty()) row["SlurmPartition"] = t.slurm_partition;
+        if (!t.slurm_constraint.empty()) row["SlurmConstraint"] = t.slurm_constraint;
+        if (t.slurm_whole_node) row["SlurmWholeNode"] = true;
+        rows.push_back(std::move(row));
+      }
+    json out = {{"Source", s.cluster ? "executor" : "configured"}, {"Capacity", std::move(rows)}};
+    if (s.cluster) {
+      out["ReportedAt"] = static_cast<double>(s.cluster->at) / 1000.0;
+      if (!s.cluster->problem.empty()) out["Problem"] = s.cluster->problem;
+      json nodes = json::array();
+      for (const exec::NodeReport& n : s.cluster->nodes)
+        nodes.push_back({{"NodeName", n.name},
+                         {"State", n.state},
+                         {"Partitions", n.partitions},
+                         {"Features", n.features},
+                         {"Usable", n.usable},
+                         {"Cpus", n.cpus},
+                         {"CpusAllocated", n.cpus_alloc},
+                         {"Gpus", n.gpus},
+                         {"GpusAllocated", n.gpus_alloc},
+                         {"MemoryMiB", n.memory_mib},
+                         {"MemoryAllocatedMiB", n.memory_alloc_mib},
+                         {"Why", n.why}});
+      out["Nodes"] = std::move(nodes);
+    }
+    return out;
+  });
+}
+
 Response HandleCostReport(Controller& c, const json& req) {
   if (req.contains("JobQueue") && !req["JobQueue"].is_string()) return InvalidArgument("JobQueue must be a string");
   const std::string queue = req.value("JobQueue", "");

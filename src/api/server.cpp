@@ -312,6 +312,8 @@ struct ApiServer::Impl {
       out = HandleAdvanceClock(controller, *body);
     } else if (operation == "Interrupt") {
       out = HandleInterrupt(controller, *body);
+    } else if (operation == "DescribeCapacity") {
+      out = HandleDescribeCapacity(controller, *body);
     } else if (operation == "CostReport") {
       out = HandleCostReport(controller, *body);
     } else if (operation == "MetricSeries") {
@@ -461,6 +463,7 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
         {"/trainyard/v1/system-metrics", "SystemMetrics"},
         {"/trainyard/v1/costs", "CostReport"},
         {"/trainyard/v1/admin/audit", "LookupAuditEvents"},
+        {"/trainyard/v1/admin/capacity", "DescribeCapacity"},
     };
     for (const auto& [p, op] : kOwn)
       if (path == p) return Handle(req, Protocol::kSageMakerJson, "sagemaker", nullptr, op);

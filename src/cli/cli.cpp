@@ -3,8 +3,10 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
+#include <vector>
 
 #include "core/strings.h"
+#include "exec/local/launcher.h"
 #include "exec/local/supervisor.h"
 
 namespace ty::cli {
@@ -41,6 +43,10 @@ int Main(int argc, char** argv) {
     }
     return ty::exec::RunSupervisor(argv[2]);
   }
+  // The distributed launchers an instance runs (exec/local/launcher.h), when the supervisor is
+  // this binary rather than trainyard-supervisor.
+  if (argc >= 2 && (std::string(argv[1]) == "launch" || std::string(argv[1]) == "rsh"))
+    return ty::exec::local::RunLauncher(std::vector<std::string>(argv + 1, argv + argc));
 
   CLI::App app{"trainyard: queues, fair scheduling and SageMaker-style training jobs on your own machines.\n"
                "Speaks the AWS Batch and SageMaker APIs; boto3 and the aws CLI work with --endpoint-url."};

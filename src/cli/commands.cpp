@@ -1076,6 +1076,47 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
         });
       });
     }
+    {
+      auto* cmd = admin->add_subcommand(
+          "capacity", "What the host offers per instance type and market: the configured count, what the executor's "
+                      "cluster reports it can hold (\"configured\" on the local executor), in use, held by warm pools "
+                      "and free; and the cluster's nodes, with why each unusable one is (docs/slurm-capacity.md).");
+      AddCommon(cmd, common);
+      cmd->callback([&run] {
+        run = WithClient(common, [](Client& c) {
+          auto out = c.Post("sagemaker", "/trainyard/v1/admin/capacity", json::object());
+          if (!out.ok()) return Fail(out.status());
+          if (common.as_json) {
+            std::printf("%s\n", out->dump(2).c_str());
+            return 0;
+          }
+          auto n = [](const json& v) { return std::to_string(v.get<int64_t>()); };
+          std::vector<std::vector<std::string>> rows;
+          for (const json& r : (*out)["Capacity"])
+            rows.push_back({r["InstanceType"], r["ManagedSpot"].get<bool>() ? "spot" : "on-demand", n(r["Configured"]),
+                            r.contains("Reported") ? n(r["Reported"]) : "configured", n(r["InUse"]),
+                            n(r["WarmPoolHeld"]), n(r["Free"])});
+          PrintTable({"INSTANCE TYPE", "MARKET", "CONFIGURED", "REPORTED", "IN USE", "WARM POOLS", "FREE"}, rows);
+          if (out->contains("Problem")) std::printf("\nproblem: %s\n", (*out)["Problem"].get<std::string>().c_str());
+          if (!out->contains("Nodes")) return 0;
+          auto joined = [](const json& list) {
+            std::string s;
+            for (const json& v : list) s += (s.empty() ? "" : ",") + v.get<std::string>();
+            return s.empty() ? "-" : s;
+          };
+          rows.clear();
+          for (const json& node : (*out)["Nodes"])
+            rows.push_back({node["NodeName"], node["State"], joined(node["Partitions"]), joined(node["Features"]),
+                            n(node["CpusAllocated"]) + "/" + n(node["Cpus"]),
+                            n(node["MemoryAllocatedMiB"]) + "/" + n(node["MemoryMiB"]),
+                            n(node["GpusAllocated"]) + "/" + n(node["Gpus"]),
+                            node["Usable"].get<bool>() ? "yes" : "no: " + node["Why"].get<std::string>()});
+          std::printf("\n");
+          PrintTable({"NODE", "STATE", "PARTITIONS", "FEATURES", "CPUS", "MEMORY MIB", "GPUS", "USABLE"}, rows);
+          return 0;
+        });
+      });
+    }
     auto* cmd = admin->add_subcommand(
         "advance-clock", "Move the server's clock on by SECONDS (test-only: the server must run with "
                          "`serve --clock=offset`; warm-pool expiry and the 28-day lifetime follow it).");

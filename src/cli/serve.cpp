@@ -24,6 +24,7 @@
 #include "core/strings.h"
 #include "exec/local/host_settings.h"
 #include "exec/local/local_executor.h"
+#include "exec/slurm/slurm_executor.h"
 #include "http/certificate.h"
 #include "store/event_log.h"
 #include "store/store.h"
@@ -118,17 +119,34 @@ StatusOr<std::unique_ptr<control::Controller>> OpenController(Config config, con
   // The executor exists before the controller it wakes; a poke before the controller is set is
   // not lost: the first turn polls anyway. The controller owns the executor, so it outlives it.
   auto wake_target = std::make_shared<std::atomic<control::Controller*>>(nullptr);
-  exec::LocalExecutor::Options eo;
-  eo.attempts_root = dir + "/attempts";
-  // The small supervisor binary beside this one starts faster; the server itself can also do it.
-  fs::path small = fs::path(self_exe).parent_path() / "trainyard-supervisor";
-  eo.supervisor_binary = fs::exists(small) ? small.string() : self_exe;
-  eo.host = exec::local::HostSettingsFor(config, dir, sandbox->mode);
-  eo.wake = [wake_target] {
+  auto wake = [wake_target] {
     if (control::Controller* c = wake_target->load()) c->Wake();
   };
-  eo.clock = &clock;
-  ports.executor = std::make_unique<exec::LocalExecutor>(eo);
+  // The small supervisor binary beside this one starts faster; the server itself can also do it.
+  fs::path small = fs::path(self_exe).parent_path() / "trainyard-supervisor";
+  if (config.executor_kind == "slurm") {
+    // Attempts run on the Slurm cluster (docs/slurm.md): the supervisor binary runs on the nodes,
+    // so it must be the small one, at the same path there.
+    if (!fs::exists(small)) return FailedPrecondition("executor.kind = \"slurm\" needs trainyard-supervisor beside trainyard: " + small.string());
+    exec::SlurmExecutor::Options so;
+    so.attempts_root = dir + "/attempts";
+    so.supervisor_binary = small.string();
+    so.host = exec::local::HostSettingsFor(config, dir, sandbox->mode);
+    so.slurm = config.slurm;
+    so.instance_types = config.instance_types;
+    so.notify_address = config.slurm.notify_address;
+    so.wake = wake;
+    so.clock = &clock;
+    ports.executor = std::make_unique<exec::SlurmExecutor>(so);
+  } else {
+    exec::LocalExecutor::Options eo;
+    eo.attempts_root = dir + "/attempts";
+    eo.supervisor_binary = fs::exists(small) ? small.string() : self_exe;
+    eo.host = exec::local::HostSettingsFor(config, dir, sandbox->mode);
+    eo.wake = wake;
+    eo.clock = &clock;
+    ports.executor = std::make_unique<exec::LocalExecutor>(eo);
+  }
 
   auto controller = control::Controller::Open(config, clock, std::move(ports));
   if (controller.ok()) wake_target->store(controller->get());

@@ -100,7 +100,7 @@ void Controller::EvaluateAlarms(Turn& t) {
         const CapacityKeyParts k = SplitCapacityKey(key);
         if (!a.instance_type.empty() && k.type != a.instance_type) continue;
         auto in_use = state_.host_in_use.find(key);
-        int64_t free = config_.CapacityOf(key) - (in_use == state_.host_in_use.end() ? 0 : in_use->second);
+        int64_t free = HostCapacity(config_, state_, key) - (in_use == state_.host_in_use.end() ? 0 : in_use->second);
         if (!k.spot) {
           auto held = state_.warm_pool_held.find(k.type);
           if (held != state_.warm_pool_held.end()) free -= held->second;

@@ -308,10 +308,28 @@ bool Controller::InFlight::Touches(const State& s, const std::string& job_id) co
   return false;
 }
 
+int64_t HostCapacity(const Config& config, const State& s, const std::string& key) {
+  const int64_t configured = config.CapacityOf(key);
+  if (!s.cluster) return configured;
+  auto it = s.cluster->instances.find(key);
+  return it == s.cluster->instances.end() ? 0 : std::min(configured, it->second);
+}
+
+void Controller::TakeClusterCapacity(Turn& t, std::optional<exec::CapacityReport> cluster) {
+  // The nodes' details change every turn a job starts or ends; only the offered counts matter to
+  // the passes.
+  const bool changed = cluster.has_value() != state_.cluster.has_value() ||
+                       (cluster && cluster->instances != state_.cluster->instances);
+  state_.cluster = std::move(cluster);
+  if (changed) t.reschedule = true;
+}
+
 void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
-  // Before the lock: the executor parses its attempts' status files, and on a tick the metric
-  // tails read their jobs' new log lines and the data dir's free space is measured.
+  // Before the lock: the executor parses its attempts' status files and hands its latest view of
+  // its cluster, and on a tick the metric tails read their jobs' new log lines and the data dir's
+  // free space is measured.
   const std::vector<exec::AttemptEvent> polled = executor_->Poll();
+  std::optional<exec::CapacityReport> cluster = executor_->Capacity();
   Turn t(clock_.now_ms());
   int64_t disk_free = -1;
   if (t.now - last_tick_ >= 500) {
@@ -328,6 +346,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
     for (auto& [cmd, ack] : batch) cmd(t);
     AdmitSubmitted(t);
     ApplyExecutorEvents(t, polled);
+    TakeClusterCapacity(t, std::move(cluster));
     // A capacity-failure backoff ended: its job may be placed again (on the turn Loop woke for it).
     if (!backoff_ends_.empty() && *backoff_ends_.begin() <= t.now) {
       backoff_ends_.erase(backoff_ends_.begin(), backoff_ends_.upper_bound(t.now));

@@ -452,9 +452,10 @@ void Controller::SchedulePass(Turn& t) {
     for (bool spot : {false, true}) {
       if (spot && it.spot_count == 0) continue;
       std::string key = CapacityKey(it.name, spot);
-      int64_t used = state_.host_in_use[key];
-      snap.host.push_back({key, it.Capacity(spot), it.Capacity(spot) - used});
-      free_total += std::max<int64_t>(0, it.Capacity(spot) - used);
+      const int64_t used = state_.host_in_use[key];
+      const int64_t capacity = HostCapacity(config_, state_, key);
+      snap.host.push_back({key, capacity, capacity - used});
+      free_total += std::max<int64_t>(0, capacity - used);
     }
   }
   // What holds capacity, and until when at the latest: backfill and estimates build on it.
@@ -687,10 +688,12 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
   // Capacity per type: the environment's limit, and no more than this host can run beside
   // everything outside this queue.
   for (const auto& l : env.capacity_limits) {
-    const InstanceTypeSpec* spec = config_.FindInstanceType(l.capacity_unit);
-    int64_t host = (spec ? spec->count : 0) - (state_.host_in_use[l.capacity_unit] - queue_used[l.capacity_unit]);
+    const int64_t offered = HostCapacity(config_, state_, l.capacity_unit);
+    int64_t host = offered - (state_.host_in_use[l.capacity_unit] - queue_used[l.capacity_unit]);
     snap.capacity[l.capacity_unit] = std::max<int64_t>(0, std::min(l.max_capacity, host));
-    snap.ceiling[l.capacity_unit] = std::min(l.max_capacity, spec ? spec->count : 0);
+    // The ceiling stays the configured count: a node that is down comes back, and a job that fits
+    // the catalogue waits for capacity rather than being called misconfigured.
+    snap.ceiling[l.capacity_unit] = std::min(l.max_capacity, config_.CapacityOf(l.capacity_unit));
   }
   // trainyard extension: the queue tag "trainyard:minRuntimeSeconds" (default 0, as on AWS).
   EpochMs min_runtime_ms = 0;

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -12,7 +13,9 @@
 #include "control/metric_series.h"
 #include "control/principals.h"
 #include "control/telemetry.h"
+#include "core/config.h"
 #include "core/model.h"
+#include "exec/executor.h"
 
 namespace ty::control {
 
@@ -144,6 +147,10 @@ struct State {
   // System metrics sampled on each instance (control/system_metrics.h), by training job name.
   std::map<std::string, SystemSeries> system_series;
   std::map<std::string, int64_t> host_in_use;              // instance type -> instances held
+  // The executor's latest view of what its cluster can hold (Executor::Capacity), taken once per
+  // turn; nullopt: the configuration's counts stand (the local executor). Not stored: a restarted
+  // server asks again. Read it through HostCapacity.
+  std::optional<exec::CapacityReport> cluster;
   // Managed warm pools, by id (InUse and Available ones; terminated pools are deleted).
   std::map<std::string, WarmPool> warm_pools;
   // instance type -> instances held by Available warm pools. Not part of host_in_use: a pool
@@ -251,5 +258,10 @@ struct State {
     return it == q->second.end() ? kEmpty : it->second;
   }
 };
+
+// The instances of a capacity key ("type", "type#spot") the host offers now: the configured count,
+// and no more than the executor's cluster reports (a key its report leaves out offers none). May be
+// below what is in use (a node went down under running jobs): nothing new starts until it is back.
+int64_t HostCapacity(const Config& config, const State& s, const std::string& key);
 
 }  // namespace ty::control

@@ -14,6 +14,7 @@
 #include "control/warm_pool_rules.h"
 #include "core/object_key.h"
 #include "core/strings.h"
+#include "exec/distribution.h"
 #include "exec/executor.h"
 
 namespace ty::control {
@@ -173,6 +174,14 @@ Status CheckTrainingRequest(const json& req, const Config& config, const std::st
   if (script && hps.contains("sagemaker_submit_directory"))
     TY_RETURN_IF_ERROR(CheckS3Uri("HyperParameters.sagemaker_submit_directory (an s3://bucket/key URI of a tar.gz)",
                                   Unquote(hps["sagemaker_submit_directory"].get<std::string>()), KeyUse::kObject));
+  {
+    // The distributed launch the hyperparameters ask for (docs/distributed.md).
+    std::map<std::string, std::string> given;
+    if (hps.is_object())
+      for (const auto& [k, v] : hps.items())
+        if (v.is_string()) given[k] = v.get<std::string>();
+    if (auto dist = exec::ParseDistribution(given); !dist.ok()) return dist.status();
+  }
   const json rc = req.value("ResourceConfig", json::object());
   if (rc.contains("InstanceGroups") && !rc["InstanceGroups"].empty())
     return InvalidArgument("ResourceConfig.InstanceGroups: heterogeneous clusters are not supported yet; use InstanceType and InstanceCount");
@@ -507,7 +516,7 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
     // follow a lambda through a template argument.
     const int rung = PickRung(ladder, tj->instance_count, tj->interruptions,
                               [&](const std::string& key) NO_THREAD_SAFETY_ANALYSIS {
-      return config_.CapacityOf(key) - state_.host_in_use[key];
+      return HostCapacity(config_, state_, key) - state_.host_in_use[key];
     });
     if (rung >= 0) {
       tj->rung = rung;
@@ -525,8 +534,7 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
         continue;
       }
     }
-    const InstanceTypeSpec* spec = config_.FindInstanceType(tj->instance_type);
-    int64_t free = (spec ? spec->count : 0) - state_.host_in_use[tj->instance_type];
+    int64_t free = HostCapacity(config_, state_, tj->instance_type) - state_.host_in_use[tj->instance_type];
     if (tj->secondary_status != SecondaryStatus::kPending) {
       AddTransition(t, *tj, SecondaryStatus::kPending, "Waiting for capacity: " + std::to_string(std::max<int64_t>(0, free)) +
                                             " free " + tj->instance_type + " instances on this host.", t.now);

@@ -72,8 +72,7 @@ std::string Controller::AttachWarmPool(Turn& t, TrainingJob& tj) {
 }
 
 void Controller::MakeRoom(Turn& t, const std::string& type, int64_t count, const std::string& for_job) {
-  const InstanceTypeSpec* spec = config_.FindInstanceType(type);
-  int64_t total = spec ? spec->count : 0;
+  const int64_t total = HostCapacity(config_, state_, type);
   auto short_of_room = [&]() REQUIRES(state_mu_) { return total - state_.host_in_use[type] - state_.warm_pool_held[type] < count; };
   if (!short_of_room()) return;
   // Pools that a waiting job would take over go last: the oldest of the others first.

@@ -2,6 +2,8 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <set>
 
@@ -21,6 +23,38 @@ bool Config::TlsEnabled() const {
   std::string host = listen.substr(0, listen.rfind(':'));
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   return !(host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0);
+}
+
+namespace {
+bool SlurmWordChar(char ch, bool colon) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' ||
+         ch == '.' || (colon && ch == ':');
+}
+}  // namespace
+
+bool ValidSlurmPartitionName(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char ch : name)
+    if (!SlurmWordChar(ch, false)) return false;
+  return true;
+}
+
+bool ValidSlurmConstraint(std::string_view constraint) {
+  if (constraint.empty() || constraint.size() > 256) return false;
+  const bool any = constraint.find('|') != std::string_view::npos;
+  const char sep = any ? '|' : '&';
+  size_t word = 0;  // length of the feature being read
+  for (char ch : constraint) {
+    if (ch == sep) {
+      if (word == 0) return false;  // an empty feature: "a&&b", "&a"
+      word = 0;
+    } else if (SlurmWordChar(ch, true)) {
+      ++word;
+    } else {
+      return false;  // whitespace, control characters, the other separator, Slurm's brackets and counts
+    }
+  }
+  return word > 0;
 }
 
 int64_t Config::CapacityOf(const std::string& key) const {
@@ -291,8 +325,36 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     TY_RETURN_IF_ERROR(CheckKeys(*e, {"sandbox", "stop_grace_seconds", "pip_find_links", "pip_no_index",
                                       "sandbox_binds", "spot_notice_seconds", "chaos_seed",
                                       "system_metrics_interval_seconds", "nvidia_smi", "job_user",
-                                      "max_pids_per_instance", "cgroup_parent"},
+                                      "max_pids_per_instance", "cgroup_parent", "kind", "slurm"},
                                  "[executor]"));
+    TY_RETURN_IF_ERROR(Read(*e, "kind", &c.executor_kind, "executor."));
+    if (c.executor_kind != "local" && c.executor_kind != "slurm")
+      return InvalidArgument("config: executor.kind must be one of local, slurm");
+    if (const toml::node* sn = e->get("slurm")) {
+      const toml::table* s = sn->as_table();
+      if (!s) return InvalidArgument("config: executor.slurm must be a table");
+      TY_RETURN_IF_ERROR(CheckKeys(*s, {"partition", "account", "bin_dir", "conf", "sbatch_args", "poll_interval_ms", "notify_address"},
+                                   "[executor.slurm]"));
+      SlurmConfig& sc = c.slurm;
+      TY_RETURN_IF_ERROR(Read(*s, "partition", &sc.partition, "executor.slurm."));
+      TY_RETURN_IF_ERROR(Read(*s, "account", &sc.account, "executor.slurm."));
+      TY_RETURN_IF_ERROR(Read(*s, "bin_dir", &sc.bin_dir, "executor.slurm."));
+      TY_RETURN_IF_ERROR(Read(*s, "conf", &sc.conf, "executor.slurm."));
+      TY_RETURN_IF_ERROR(Read(*s, "poll_interval_ms", &sc.poll_interval_ms, "executor.slurm."));
+      TY_RETURN_IF_ERROR(Read(*s, "notify_address", &sc.notify_address, "executor.slurm."));
+      if (sc.notify_address.empty() || sc.notify_address.find_first_not_of("0123456789.") != std::string::npos)
+        return InvalidArgument("config: executor.slurm.notify_address must be an IPv4 address");
+      TY_RETURN_IF_ERROR(ReadStrings(*s, "sbatch_args", &sc.sbatch_args, "executor.slurm."));
+      if (!ValidSlurmPartitionName(sc.partition))
+        return InvalidArgument("config: executor.slurm.partition must be 1 to 64 letters, digits, '_', '-' or '.'");
+      if (!sc.account.empty() && !ValidSlurmPartitionName(sc.account))
+        return InvalidArgument("config: executor.slurm.account must be 1 to 64 letters, digits, '_', '-' or '.'");
+      for (const std::string* p : {&sc.bin_dir, &sc.conf})
+        if (!p->empty() && (*p)[0] != '/')
+          return InvalidArgument("config: executor.slurm.bin_dir and executor.slurm.conf must be absolute paths");
+      if (sc.poll_interval_ms < 50 || sc.poll_interval_ms > 60000)
+        return InvalidArgument("config: executor.slurm.poll_interval_ms must be from 50 to 60000");
+    }
     TY_RETURN_IF_ERROR(Read(*e, "spot_notice_seconds", &c.spot_notice_seconds, "executor."));
     TY_RETURN_IF_ERROR(Read(*e, "chaos_seed", &c.chaos_seed, "executor."));
     if (c.spot_notice_seconds < 0) return InvalidArgument("config: executor.spot_notice_seconds must be >= 0");
@@ -367,7 +429,8 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
       if (!t) return InvalidArgument("config: " + where + " must be a table");
       TY_RETURN_IF_ERROR(CheckKeys(*t, {"name", "count", "vcpus", "gpus", "memory_mib", "warm_pool_quota", "setup_command",
                                         "spot_count", "price_per_hour", "spot_price_per_hour",
-                                        "spot_interruptions_per_hour"},
+                                        "spot_interruptions_per_hour", "slurm_partition", "slurm_constraint",
+                                        "slurm_whole_node"},
                                    where));
       InstanceTypeSpec spec;
       TY_RETURN_IF_ERROR(Read(*t, "name", &spec.name, where));
@@ -383,6 +446,15 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
       TY_RETURN_IF_ERROR(Read(*t, "price_per_hour", &spec.price_per_hour, where));
       TY_RETURN_IF_ERROR(Read(*t, "spot_price_per_hour", &spec.spot_price_per_hour, where));
       TY_RETURN_IF_ERROR(Read(*t, "spot_interruptions_per_hour", &spec.spot_interruptions_per_hour, where));
+      TY_RETURN_IF_ERROR(Read(*t, "slurm_partition", &spec.slurm_partition, where));
+      TY_RETURN_IF_ERROR(Read(*t, "slurm_constraint", &spec.slurm_constraint, where));
+      TY_RETURN_IF_ERROR(Read(*t, "slurm_whole_node", &spec.slurm_whole_node, where));
+      if (!spec.slurm_partition.empty() && !ValidSlurmPartitionName(spec.slurm_partition))
+        return InvalidArgument("config: " + where + "slurm_partition must be 1 to 64 letters, digits, '_', '-' or '.'");
+      if (!spec.slurm_constraint.empty() && !ValidSlurmConstraint(spec.slurm_constraint))
+        return InvalidArgument("config: " + where +
+                               "slurm_constraint must be node features (letters, digits, '_', '-', '.', ':') joined "
+                               "by '&' (all of them) or by '|' (any one), not both, at most 256 characters");
       if (spec.count < 0) return InvalidArgument("config: " + where + "count must be >= 0");
       if (spec.spot_count < 0) return InvalidArgument("config: " + where + "spot_count must be >= 0");
       if (spec.price_per_hour < 0) return InvalidArgument("config: " + where + "price_per_hour must be >= 0");

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -31,6 +32,13 @@ struct InstanceTypeSpec {
   double price_per_hour = 0;
   double spot_price_per_hour = -1;  // -1: 30% of price_per_hour
   double spot_interruptions_per_hour = 0;
+  // On the Slurm executor (docs/slurm-capacity.md): the partition this type's jobs go to ("": the
+  // executor's default partition), the node features they need (sbatch --constraint: features
+  // joined by '&', all needed, or by '|', any one; "": none), and whether an instance is a whole
+  // node rather than a slice of vcpus CPUs, memory_mib MiB and gpus GPUs of one.
+  std::string slurm_partition;
+  std::string slurm_constraint;
+  bool slurm_whole_node = false;
 
   int64_t WarmPoolQuota() const { return warm_pool_quota < 0 ? count : warm_pool_quota; }
   double PricePerHour(bool spot) const {
@@ -38,6 +46,11 @@ struct InstanceTypeSpec {
   }
   int64_t Capacity(bool spot) const { return spot ? spot_count : count; }
 };
+
+// Slurm names in [[instance_types]] (slurm_partition, slurm_constraint): a partition is 1 to 64 of
+// [A-Za-z0-9_.-]; a constraint is features of [A-Za-z0-9_.:-] joined by '&' or by '|' (not both).
+bool ValidSlurmPartitionName(std::string_view name);
+bool ValidSlurmConstraint(std::string_view constraint);
 
 // Host capacity is kept per instance type and market: "ml.m5.large" (on-demand) and
 // "ml.m5.large#spot".
@@ -56,6 +69,19 @@ inline CapacityKeyParts SplitCapacityKey(const std::string& key) {
 // every bucket with "*") go to the S3-compatible endpoint; all others to the embedded directory
 // store under <data_dir>/buckets/. Empty fields fall back to AWS_ENDPOINT_URL_S3 /
 // AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION (ApplyEnvironment).
+// [executor.slurm] (docs/slurm.md): how the server reaches the Slurm cluster its attempts run on.
+struct SlurmConfig {
+  std::string partition = "main";   // every instance type's partition unless it names its own
+  std::string account;              // sbatch --account; "" = none
+  std::string bin_dir;              // where sbatch, squeue, scontrol, scancel and srun are; "" = PATH
+  std::string conf;                 // SLURM_CONF for those commands; "" = Slurm's default
+  std::vector<std::string> sbatch_args;  // appended to every sbatch, as given
+  int poll_interval_ms = 500;       // how often the cluster's jobs and nodes are read
+  // The IPv4 address the nodes reach this server at: supervisors poke it over UDP (any free
+  // port) on each phase change, so the server need not wait for its next look.
+  std::string notify_address = "127.0.0.1";
+};
+
 struct ObjectStoreConfig {
   std::string endpoint;            // e.g. "http://127.0.0.1:9000"; empty: no remote store
   std::string region;              // signing region; empty: the server's region
@@ -166,6 +192,10 @@ struct Config {
   // cgroup allows this many tasks (executor.max_pids_per_instance) and is made under this
   // cgroup (executor.cgroup_parent, a path inside the hierarchy; "": the server's own).
   std::string job_user = "nobody";
+  // executor.kind: where attempts run: "local" (this host) or "slurm" (a Slurm cluster,
+  // docs/slurm.md; the [executor.slurm] table below).
+  std::string executor_kind = "local";
+  SlurmConfig slurm;
   int64_t max_pids_per_instance = 4096;
   std::string cgroup_parent;
   // [logs] (docs/logs.md): events older than this many days are no longer served, and a finished

@@ -9,7 +9,9 @@
 // (invoked from any thread).
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -69,6 +71,30 @@ struct AttemptEvent {
   bool model_uploaded = false;   // model.tar.gz was written
 };
 
+// One node as the executor's cluster reports it (the Slurm executor; none on the local executor).
+struct NodeReport {
+  std::string name;
+  std::string state;                    // the cluster's own words, e.g. "MIXED+DRAIN", "DOWN*"
+  std::vector<std::string> partitions;
+  std::vector<std::string> features;
+  bool usable = false;                  // up and accepting work
+  int64_t cpus = 0, cpus_alloc = 0;     // allocated: by every job, trainyard's included
+  int64_t gpus = 0, gpus_alloc = 0;
+  int64_t memory_mib = 0, memory_alloc_mib = 0;
+  std::string why;                      // why it is not usable ("" when usable), with the cluster's reason
+};
+
+// What the executor's cluster can hold now for trainyard (docs/slurm-capacity.md).
+struct CapacityReport {
+  EpochMs at = 0;  // when the cluster was asked
+  // Capacity key ("type", "type#spot") -> instances the cluster can hold for trainyard now, counting
+  // trainyard's own running instances as holdable (the controller subtracts what it runs). A key
+  // missing here offers nothing.
+  std::map<std::string, int64_t> instances;
+  std::vector<NodeReport> nodes;
+  std::string problem;  // "" or why the view may be stale or partial (the cluster could not be asked, lines skipped)
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
@@ -125,6 +151,12 @@ class Executor {
   // path. TODO: they move to ReadLog / ReadSystemMetrics, then these go.
   virtual std::string LogPath(const std::string& attempt_id, int instance) const { return ""; }
   virtual std::string SystemMetricsPath(const std::string& attempt_id, int instance) const { return ""; }
+
+  // What the cluster can hold now, per capacity key; nullopt when the executor has no view of its
+  // own (the local executor): the configuration's counts stand. Where there is one, a type offers
+  // min(its configured count, the reported instances). Cheap (the latest view, not a fresh query)
+  // and safe from any thread.
+  virtual std::optional<CapacityReport> Capacity() const { return std::nullopt; }
 
   // Forgets an attempt's workspace files (keeps logs). Called when an attempt's records are final.
   virtual void Cleanup(const std::string& attempt_id) = 0;

@@ -203,6 +203,16 @@ void FakeExecutor::FailAdopts(Status st) {
   fail_adopt_ = std::move(st);
 }
 
+void FakeExecutor::SetCapacity(std::optional<exec::CapacityReport> report) {
+  std::lock_guard lock(mu_);
+  capacity_ = std::move(report);
+}
+
+std::optional<exec::CapacityReport> FakeExecutor::Capacity() const {
+  std::lock_guard lock(mu_);
+  return capacity_;
+}
+
 std::vector<std::string> FakeExecutor::started() const {
   std::lock_guard lock(mu_);
   return started_;

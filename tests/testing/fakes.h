@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -88,6 +89,7 @@ class FakeExecutor final : public exec::Executor {
   std::string LogPath(const std::string& attempt_id, int instance) const override { return ""; }
   std::string SystemMetricsPath(const std::string& attempt_id, int instance) const override { return ""; }
   void Cleanup(const std::string& attempt_id) override {}
+  std::optional<exec::CapacityReport> Capacity() const override;
 
   // The next Poll() returns e (after what was pushed before).
   void Push(exec::AttemptEvent e);
@@ -97,6 +99,9 @@ class FakeExecutor final : public exec::Executor {
   void FailStarts(Status st);
   // While set, Adopt() fails with this status (the attempt is not running here).
   void FailAdopts(Status st);
+  // What Capacity() reports from now on (nullopt, the default: no view of its own, as the local
+  // executor); a cluster's view as the Slurm executor hands it.
+  void SetCapacity(std::optional<exec::CapacityReport> report);
 
   // What was asked, in order.
   std::vector<std::string> started() const;
@@ -111,6 +116,7 @@ class FakeExecutor final : public exec::Executor {
   Status fail_start_, fail_adopt_;
   std::vector<std::string> started_, stopped_, interrupted_, adopted_;
   std::map<std::string, exec::AttemptSpec> specs_;
+  std::optional<exec::CapacityReport> capacity_;
 };
 
 }  // namespace ty::testing

@@ -284,6 +284,63 @@ TEST_F(ControllerTest, ACapacityFailureAtStartIsRetriedAfterABackoff) {
   EXPECT_EQ(exec_->started(), std::vector<std::string>{"a-attempt-2"});
 }
 
+// The executor's cluster reports what it can hold (Executor::Capacity); the catalogue has 4 ml.m5.large.
+exec::CapacityReport Cluster(int64_t m5_large) {
+  exec::CapacityReport r;
+  r.instances["ml.m5.large"] = m5_large;
+  return r;
+}
+
+TEST_F(ControllerTest, ANodeGoingDownLowersCapacityWithoutPreemptingAndItsCapacityReturnsWhenReported) {
+  FifoQueue(4);
+  exec_->SetCapacity(Cluster(2));  // of the 4 configured, the cluster holds 2
+  const std::string a = Submit("a", "q"), b = Submit("b", "q"), c = Submit("c", "q");
+  c_->Step();
+  c_->Step();
+  EXPECT_EQ(exec_->started(), (std::vector<std::string>{"a", "b"}));
+  Run("a");
+  Run("b");
+
+  exec_->SetCapacity(Cluster(1));  // a node died: 1 left, under the 2 running
+  c_->Step();
+  c_->Step();
+  EXPECT_TRUE(exec_->stopped().empty());  // running jobs are not preempted for it
+  EXPECT_TRUE(exec_->interrupted().empty());
+  EXPECT_EQ(StatusOf(a), JobStatus::kRunning);
+  EXPECT_EQ(StatusOf(b), JobStatus::kRunning);
+
+  Exit("a", 0);  // 1 in use of 1: still no room for c
+  c_->Step();
+  EXPECT_EQ(exec_->started(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(StatusOf(c), JobStatus::kRunnable);
+
+  exec_->SetCapacity(Cluster(2));  // Slurm reports the node back
+  c_->Step();
+  c_->Step();
+  EXPECT_EQ(exec_->started(), (std::vector<std::string>{"a", "b", "c"}));
+}
+
+TEST_F(ControllerTest, AClusterOffersNoMoreThanTheConfiguredCountAndNothingOfATypeItDoesNotReport) {
+  FifoQueue(8);
+  exec::CapacityReport other;
+  other.instances["ml.m5.xlarge"] = 10;  // ml.m5.large: not in the report, so none
+  exec_->SetCapacity(other);
+  Submit("a", "q");
+  c_->Step();
+  c_->Step();
+  EXPECT_TRUE(exec_->started().empty());
+
+  exec_->SetCapacity(Cluster(100));  // more than the 4 configured: the configuration caps it
+  for (int i = 0; i < 5; ++i) Submit("more" + std::to_string(i), "q");
+  c_->Step();
+  c_->Step();
+  EXPECT_EQ(exec_->started().size(), 4u);
+
+  exec_->SetCapacity(std::nullopt);  // no view of its own (the local executor): the configured 4
+  c_->Step();
+  EXPECT_EQ(exec_->started().size(), 4u);
+}
+
 TEST_F(ControllerTest, ARestartedControllerReloadsStateAndReadoptsRunningAttempts) {
   FifoQueue(2);
   const std::string done = Submit("done", "q");
@@ -737,6 +794,33 @@ class QuotaQueueTest : public ControllerTest {
     });
   }
 };
+
+TEST_F(QuotaQueueTest, AQuotaPassOffersOnlyWhatTheClusterReportsAndPreemptsNothingWhenItShrinks) {
+  QuotaQueue(2, "RESERVE");
+  exec_->SetCapacity(Cluster(2));
+  Submit("a", "q", {{"quotaShareName", "S"}});
+  Submit("b", "q", {{"quotaShareName", "S"}});
+  const std::string c = Submit("c", "q", {{"quotaShareName", "S"}});
+  c_->Step();
+  c_->Step();
+  ASSERT_EQ(exec_->started(), (std::vector<std::string>{"a", "b"}));
+  Run("a");
+  Run("b");
+
+  exec_->SetCapacity(Cluster(1));  // a node went down under them
+  c_->Step();
+  c_->Step();
+  EXPECT_TRUE(exec_->stopped().empty());
+  Exit("a", 0);  // share: 1 of 2 held, but the cluster holds 1 in all
+  c_->Step();
+  EXPECT_EQ(exec_->started(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(StatusOf(c), JobStatus::kRunnable);
+
+  exec_->SetCapacity(Cluster(2));
+  c_->Step();
+  c_->Step();
+  EXPECT_EQ(exec_->started(), (std::vector<std::string>{"a", "b", "c"}));
+}
 
 TEST_F(QuotaQueueTest, APassOffersAFewJobsOfAClassAndTheRestWaitForTheSameReason) {
   QuotaQueue(1, "RESERVE");

@@ -182,6 +182,27 @@ TEST(Config, FileOverridesDefaultsAndAddsInstanceTypes) {
   EXPECT_EQ(c->FindInstanceType("ml.g6.xlarge")->gpus, 1);
 }
 
+TEST(Config, InstanceTypesMapToSlurmPartitionsAndFeatures) {
+  auto c = LoadConfigFile(WriteTemp("[[instance_types]]\nname = \"ml.p4d.24xlarge\"\ncount = 4\n"
+                                    "slurm_partition = \"gpu-a100\"\nslurm_constraint = \"a100&ib\"\n"
+                                    "slurm_whole_node = true\n"),
+                          DefaultConfig());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  const InstanceTypeSpec* t = c->FindInstanceType("ml.p4d.24xlarge");
+  EXPECT_EQ(t->slurm_partition, "gpu-a100");
+  EXPECT_EQ(t->slurm_constraint, "a100&ib");
+  EXPECT_TRUE(t->slurm_whole_node);
+  EXPECT_FALSE(c->FindInstanceType("ml.m5.large")->slurm_whole_node);  // a slice unless asked
+  for (const char* bad : {"slurm_partition = \"gpu a100\"", "slurm_partition = \"p,q\"", "slurm_partition = \"p\\n\"",
+                          "slurm_constraint = \"a100&ib|v100\"", "slurm_constraint = \"a100&&ib\"",
+                          "slurm_constraint = \"[a100|v100]\"", "slurm_constraint = \"a100 \"",
+                          "slurm_whole_node = \"yes\""}) {
+    auto r = LoadConfigFile(WriteTemp(std::string("[[instance_types]]\nname = \"x\"\n") + bad + "\n"), DefaultConfig());
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("instance_types[0].slurm_"), std::string::npos) << r.status().message();
+  }
+}
+
 TEST(Config, UnknownKeysAndBadTypesAreErrors) {
   auto c = LoadConfigFile(WriteTemp("[server]\nregoin = \"x\"\n"), DefaultConfig());
   ASSERT_FALSE(c.ok());

@@ -438,7 +438,7 @@ print("epoch 2 loss=0.25", flush=True)
   EXPECT_EQ(got["helper"], "helper");
   EXPECT_EQ(got["hyperparameters"], spec["hyperparameters"]);
   EXPECT_EQ(got["resourceconfig"],
-            json::parse(R"({"current_host":"algo-1","hosts":["algo-1"],"network_interface_name":"eth0",
+            json::parse(R"({"current_host":"algo-1","hosts":["algo-1"],"network_interface_name":"lo",
               "current_instance_type":"ml.m5.large","current_group_name":"homogeneousCluster",
               "instance_groups":[{"instance_group_name":"homogeneousCluster","instance_type":"ml.m5.large",
               "hosts":["algo-1"]}]})"));

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -96,6 +97,32 @@ TEST(SandboxArgv, EveryOptionInItsPlace) {
       "--bind", "/mnt/fs1/", "/opt/ml/input/data/scratch",
       "--hostname", "algo-2", "--chdir", "/opt/ml/code"};
   EXPECT_EQ(BwrapArgv(SandboxSteps(spec, host, l)), want);
+}
+
+// A distributed launch finds its launcher read-only at a fixed path in the sandbox, here or on
+// another machine; a job without one gets no launcher mount.
+TEST(SandboxArgv, ADistributedLaunchGetsTheLauncherReadOnly) {
+  AttemptSpec spec;
+  HostSettings host;
+  SandboxLayout l = Layout({"/tmp", "/var/tmp", "/home"});
+  l.launcher = "/usr/lib/trainyard/trainyard-supervisor";
+  const Argv plain = BwrapArgv(SandboxSteps(spec, host, l));
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), "/opt/trainyard/bin/trainyard-supervisor"), 0);
+  spec.hyperparameters = {{"sagemaker_torch_distributed_enabled", "true"}};
+  const Argv want_tail = {
+      "--ro-bind", "/data/attempts/a1/hosts-file", "/etc/hosts",
+      "--bind", "/data/attempts/a1/workspace/algo-2/code", "/opt/ml/code",
+      "--tmpfs", "/opt/trainyard",
+      "--ro-bind", "/usr/lib/trainyard/trainyard-supervisor", "/opt/trainyard/bin/trainyard-supervisor",
+      "--hostname", "algo-2", "--chdir", "/opt/ml/code"};
+  Argv got = BwrapArgv(SandboxSteps(spec, host, l));
+  ASSERT_GE(got.size(), want_tail.size());
+  EXPECT_EQ(Argv(got.end() - static_cast<std::ptrdiff_t>(want_tail.size()), got.end()), want_tail);
+  // Without /opt/ml on the host /opt is a tmpfs already: the launcher is bound into it.
+  l.opt_ml_mount_point = false;
+  got = BwrapArgv(SandboxSteps(spec, host, l));
+  EXPECT_EQ(std::count(got.begin(), got.end(), "/opt/trainyard"), 0);
+  EXPECT_EQ(std::count(got.begin(), got.end(), "/opt/trainyard/bin/trainyard-supervisor"), 1);
 }
 
 // The property the order exists for: no read-write bind of the instance's own lands before the

@@ -10,6 +10,12 @@ inline std::string SpecPath(const std::string& dir) { return dir + "/spec.json";
 inline std::string StatusPath(const std::string& dir) { return dir + "/status.json"; }
 inline std::string StopPath(const std::string& dir) { return dir + "/stop"; }
 inline std::string InterruptPath(const std::string& dir) { return dir + "/interrupt"; }
+// Written by an executor that has given the attempt up (its Slurm node failed): every process of
+// the attempt is killed at once and nothing more is recorded as its outcome.
+inline std::string FencePath(const std::string& dir) { return dir + "/fence"; }
+// On Slurm: the job's nodes in instance order, written by the supervisor before any instance
+// starts ({"names": [...], "addresses": [...]}).
+inline std::string NodesPath(const std::string& dir) { return dir + "/nodes.json"; }
 inline std::string LockPath(const std::string& dir) { return dir + "/lock"; }
 inline std::string LogDir(const std::string& dir) { return dir + "/logs"; }
 // System metrics samples of one instance (JSON lines, exec/local/system_sampler.h), beside its log.

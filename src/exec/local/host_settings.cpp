@@ -32,7 +32,9 @@ std::string Encode(const HostSettings& h) {
               {"checkpoint_sync_seconds", os.checkpoint_sync_seconds},
               {"dir_root", h.object_dir_root},
               {"cache_dir", h.object_cache_dir}}},
-            {"notify_socket", h.notify_socket}};
+            {"notify_socket", h.notify_socket},
+            {"launcher", {{"kind", h.launcher}, {"agent_binary", h.agent_binary},
+                          {"slurm_bin_dir", h.slurm_bin_dir}, {"slurm_conf", h.slurm_conf}}}};
   return o.dump();
 }
 
@@ -69,6 +71,12 @@ StatusOr<HostSettings> DecodeHostSettings(std::string_view text) {
     h.object_dir_root = s.value("dir_root", "");
     h.object_cache_dir = s.value("cache_dir", "");
     h.notify_socket = o.value("notify_socket", "");
+    const json l = o.value("launcher", json::object());
+    h.launcher = l.value("kind", "local");
+    h.agent_binary = l.value("agent_binary", "");
+    h.slurm_bin_dir = l.value("slurm_bin_dir", "");
+    h.slurm_conf = l.value("slurm_conf", "");
+    if (h.launcher != "local" && h.launcher != "slurm") return InvalidArgument("host settings: launcher.kind must be local or slurm");
     return h;
   } catch (const json::exception& e) {
     return InvalidArgument(std::string("host settings: ") + e.what());

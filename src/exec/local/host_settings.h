@@ -34,7 +34,16 @@ struct HostSettings {
   ObjectStoreConfig object_store;                  // region resolved (never empty)
   std::string object_dir_root;                     // the embedded directory store
   std::string object_cache_dir;                    // the host-wide object cache; "" = none
-  std::string notify_socket;                       // poked on each phase change; "" = none
+  // Poked on each phase change: a unix datagram socket path, or "udp:<ipv4>:<port>" where the
+  // server is on another machine (the Slurm executor); "" = none.
+  std::string notify_socket;
+  // How instances 2..N are started: "local" (forked here, with instance 1) or "slurm" (the
+  // supervisor runs in a Slurm job's batch step on its first node; instance n runs on the
+  // job's node n through srun, under `agent_binary --instance n <dir>`; docs/slurm.md).
+  std::string launcher = "local";
+  std::string agent_binary;                        // trainyard-supervisor, at the same path on every node
+  std::string slurm_bin_dir;                       // srun and scontrol; "" = PATH
+  std::string slurm_conf;                          // SLURM_CONF; "" = Slurm's default
 };
 
 std::string Encode(const HostSettings& host);

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "exec/executor.h"
+#include "exec/local/attempt_status.h"
 #include "exec/local/host_settings.h"
 
 namespace ty::exec {
@@ -67,14 +68,8 @@ class LocalExecutor final : public Executor {
  private:
   void ReleaseVolumesOfDeadSupervisors(const std::string& attempt_dir);
   struct Tracked {
-    size_t transitions_seen = 0;
     EpochMs since = 0;  // when tracking began, on the monotonic clock (a supervisor gets a moment to write its status)
-    // Identity of the status.json last parsed (it is replaced by rename, so a new inode means
-    // new content); Poll() skips the parse while it is unchanged.
-    uint64_t status_ino = 0;
-    int64_t status_mtime_ns = 0;
-    int64_t status_size = -1;
-    EpochMs last_checkpoint = 0;  // the latest one reported
+    local::StatusCursor cursor;
   };
 
   std::string Dir(const std::string& id) const { return options_.attempts_root + "/" + id; }

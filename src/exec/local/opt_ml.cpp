@@ -5,6 +5,9 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "exec/distribution.h"
+#include "exec/local/launch.h"
+
 namespace ty::exec::local {
 
 using nlohmann::json;
@@ -35,13 +38,13 @@ std::vector<std::string> HostNames(int count) {
   return hosts;
 }
 
-json ResourceConfigJson(const AttemptSpec& spec, int n, int count) {
+json ResourceConfigJson(const AttemptSpec& spec, int n, int count, const std::string& interface) {
   // In instance order, as SageMaker lists them; current_host is algo-<n>, as SM_CURRENT_HOST says.
   std::vector<std::string> hosts = HostNames(count);
   const std::string& type = spec.instance_type;
   return {{"current_host", hosts[static_cast<size_t>(n - 1)]},
           {"hosts", hosts},
-          {"network_interface_name", "eth0"},
+          {"network_interface_name", interface},
           {"current_instance_type", type},
           {"current_group_name", "homogeneousCluster"},
           {"instance_groups",
@@ -65,12 +68,20 @@ json InputDataConfigJson(const AttemptSpec& spec) {
 std::string HostAddress(int n) { return "127.0." + std::to_string(1 + n / 256) + "." + std::to_string(n % 256); }
 
 std::string EtcHosts(int count) {
+  std::vector<std::string> addresses;
+  for (int n = 1; n <= count; ++n) addresses.push_back(HostAddress(n));
+  return EtcHosts(addresses);
+}
+
+std::string EtcHosts(const std::vector<std::string>& addresses) {
   std::string etc_hosts = "127.0.0.1 localhost\n::1 localhost\n";
-  for (int n = 1; n <= count; ++n) etc_hosts += HostAddress(n) + " algo-" + std::to_string(n) + "\n";
+  for (size_t n = 1; n <= addresses.size(); ++n) etc_hosts += addresses[n - 1] + " algo-" + std::to_string(n) + "\n";
   return etc_hosts;
 }
 
-std::string ResourceConfig(const AttemptSpec& spec, int n, int count) { return ResourceConfigJson(spec, n, count).dump(); }
+std::string ResourceConfig(const AttemptSpec& spec, int n, int count, const std::string& interface) {
+  return ResourceConfigJson(spec, n, count, interface).dump();
+}
 
 std::string InputDataConfig(const AttemptSpec& spec) { return InputDataConfigJson(spec).dump(); }
 
@@ -86,13 +97,15 @@ std::vector<std::string> HyperparameterArgv(const AttemptSpec& spec) {
   return args;
 }
 
-std::vector<std::string> JobCommand(const AttemptSpec& spec) {
+std::vector<std::string> JobCommand(const AttemptSpec& spec, const std::string& launcher) {
   std::vector<std::string> cmd = spec.command;
   if (cmd.empty() && spec.script_mode) {
     cmd = {"python3", spec.script_mode->program};
     for (std::string& a : HyperparameterArgv(spec)) cmd.push_back(std::move(a));
   }
-  return cmd;
+  // The request was checked with the same function; a spec that fails it runs undistributed.
+  auto dist = ParseDistribution(spec.hyperparameters);
+  return dist.ok() ? LaunchCommand(*dist, launcher, std::move(cmd)) : cmd;
 }
 
 std::string CheckpointRel(const AttemptSpec& spec) {
@@ -132,7 +145,7 @@ std::map<std::string, std::string> InstanceEnvironment(const AttemptSpec& spec, 
   }
   for (const std::string& a : HyperparameterArgv(spec)) user_args.push_back(a);
   std::string program = spec.script_mode ? spec.script_mode->program : "";
-  json resource = layout.config_written ? ResourceConfigJson(spec, n, layout.count) : json::object();
+  json resource = layout.config_written ? ResourceConfigJson(spec, n, layout.count, layout.network_interface) : json::object();
   json inputcfg = layout.config_written ? InputDataConfigJson(spec) : json::object();
   env["SM_MODEL_DIR"] = ml + "/model";
   env["TRAINYARD_CHECKPOINT_MARKER"] = ml + "/" + CheckpointRel(spec) + "/" + kCheckpointMarker;
@@ -146,7 +159,7 @@ std::map<std::string, std::string> InstanceEnvironment(const AttemptSpec& spec, 
   env["SM_NUM_CPUS"] = std::to_string(spec.vcpus);
   env["SM_NUM_NEURONS"] = "0";
   env["SM_LOG_LEVEL"] = "20";
-  env["SM_NETWORK_INTERFACE_NAME"] = "eth0";
+  env["SM_NETWORK_INTERFACE_NAME"] = layout.network_interface;
   env["SM_INPUT_DIR"] = ml + "/input";
   env["SM_INPUT_CONFIG_DIR"] = ml + "/input/config";
   env["SM_OUTPUT_DIR"] = ml + "/output";
@@ -185,11 +198,15 @@ std::map<std::string, std::string> InstanceEnvironment(const AttemptSpec& spec, 
   env["TRAINING_JOB_ARN"] = spec.training_job_arn;
   env["AWS_REGION"] = spec.region;
   env["MASTER_ADDR"] = layout.sandbox ? "algo-1" : "127.0.0.1";
-  env["MASTER_PORT"] = "29500";
+  // A torch-distributed launch listens where SageMaker's toolkit has torchrun listen.
+  auto dist = ParseDistribution(spec.hyperparameters);
+  const bool torch = dist.ok() && dist->kind == Distribution::Kind::kTorch;
+  env["MASTER_PORT"] = torch ? std::to_string(kTorchMasterPort) : "29500";
   env["WORLD_SIZE"] = std::to_string(layout.count);
   env["RANK"] = std::to_string(n - 1);
   env["NODE_RANK"] = std::to_string(n - 1);
   if (!layout.sandbox) env["TRAINYARD_OPT_ML"] = ml;
+  if (!layout.hosts_file.empty()) env["TRAINYARD_HOSTS_FILE"] = layout.hosts_file;
   for (const auto& [k, v] : spec.environment) env[k] = v;
   for (const auto& [k, v] : spec.extra_env) env[k] = v;
   return env;

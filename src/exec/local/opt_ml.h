@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "exec/attempt_spec.h"
+#include "exec/local/launch.h"
 
 namespace ty::exec::local {
 
@@ -22,9 +23,12 @@ inline constexpr const char* kInterruptionNotice = "interruption-notice";
 std::string HostAddress(int n);
 // The sandbox's /etc/hosts for `count` instances.
 std::string EtcHosts(int count);
+// The same where instance n runs at addresses[n - 1] (on another machine: a Slurm node).
+std::string EtcHosts(const std::vector<std::string>& addresses);
 
-// input/config/resourceconfig.json of instance n of `count` (JSON text).
-std::string ResourceConfig(const AttemptSpec& spec, int n, int count);
+// input/config/resourceconfig.json of instance n of `count` (JSON text); `interface` is the
+// network interface its host name's address is on.
+std::string ResourceConfig(const AttemptSpec& spec, int n, int count, const std::string& interface = "eth0");
 // input/config/inputdataconfig.json (JSON text), the same for every instance.
 std::string InputDataConfig(const AttemptSpec& spec);
 // input/config/hyperparameters.json (JSON text): the hyperparameters as given.
@@ -33,8 +37,10 @@ std::string HyperparametersJson(const AttemptSpec& spec);
 // The script-mode arguments: "--<name>" "<value>" per hyperparameter (sagemaker_* left out), a
 // JSON string value given without its quotes.
 std::vector<std::string> HyperparameterArgv(const AttemptSpec& spec);
-// What an instance runs: the spec's command, else `python3 <program>` with HyperparameterArgv.
-std::vector<std::string> JobCommand(const AttemptSpec& spec);
+// What an instance runs: the spec's command, else `python3 <program>` with HyperparameterArgv;
+// under `launcher`'s launch mode when the hyperparameters ask for a distributed launch
+// (exec/distribution.h, exec/local/launch.h).
+std::vector<std::string> JobCommand(const AttemptSpec& spec, const std::string& launcher = kLauncherPath);
 
 // CheckpointConfig.LocalPath relative to /opt/ml ("checkpoints" without a CheckpointConfig).
 std::string CheckpointRel(const AttemptSpec& spec);
@@ -52,6 +58,12 @@ struct OptMlLayout {
   // False while the workspace is prepared (requirements.txt is installed before the instance's
   // input/config is written): SM_RESOURCE_CONFIG and SM_INPUT_DATA_CONFIG are {} then.
   bool config_written = true;
+  // The network interface that carries the instances' addresses (SM_NETWORK_INTERFACE_NAME):
+  // "lo" on one host, where algo-<n> is a loopback address.
+  std::string network_interface = "eth0";
+  // Outside the sandbox, the attempt's hosts file, where the launcher finds algo-<n>
+  // (TRAINYARD_HOSTS_FILE); "" in the sandbox, whose /etc/hosts has them.
+  std::string hosts_file;
 };
 
 // The server's variables a job inherits (PATH, HOME, LANG, CUDA_VISIBLE_DEVICES, ...), as set.

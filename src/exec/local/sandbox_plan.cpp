@@ -1,5 +1,7 @@
 #include "exec/local/sandbox_plan.h"
 
+#include "exec/distribution.h"
+#include "exec/local/launch.h"
 #include "exec/local/sandbox.h"
 
 namespace ty::exec::local {
@@ -41,6 +43,11 @@ std::vector<SandboxStep> SandboxSteps(const AttemptSpec& spec, const HostSetting
     if (!ch.file_system) continue;
     steps.push_back(Bind(FileSystemHostPath(host, ch.file_system->file_system_id, ch.file_system->directory_path),
                          "/opt/ml/input/data/" + ch.name, ch.file_system->read_only));
+  }
+  auto dist = ParseDistribution(spec.hyperparameters);
+  if (!layout.launcher.empty() && dist.ok() && dist->kind != Distribution::Kind::kNone) {
+    if (layout.opt_ml_mount_point) steps.push_back(Tmpfs(kLauncherDir));  // else /opt is a tmpfs already
+    steps.push_back(Bind(layout.launcher, kLauncherPath, true));
   }
   steps.push_back(Arg("--hostname"));
   steps.push_back(Arg("algo-" + std::to_string(layout.n)));

@@ -45,6 +45,9 @@ struct SandboxLayout {
   std::vector<std::string> hidden_dirs;  // covered by an empty tmpfs (the server's data, ...)
   std::vector<std::string> gpu_nodes;    // device nodes of its GPUs
   bool opt_ml_mount_point = true;        // /opt/ml exists on the host (else /opt becomes a tmpfs)
+  // The launcher of a distributed launch (trainyard-supervisor on the host), bound read-only at
+  // kLauncherPath over a tmpfs at kLauncherDir (made on the host beside /opt/ml).
+  std::string launcher;
   std::function<bool(const std::string&)> is_directory;  // the host's directories
 };
 
@@ -55,7 +58,8 @@ struct SandboxLayout {
 //  3. executor.sandbox_binds read-write at the same path, executor.pip_find_links read-only;
 //  4. its own paths: $HOME, --unshare-net with network isolation, its workspace, its /opt/ml,
 //     /etc/hosts read-only, /opt/ml/code and the warm pool cache from the workspace, its
-//     file-system channels; then its host name and working directory.
+//     file-system channels, the launcher read-only when its hyperparameters ask for a
+//     distributed launch; then its host name and working directory.
 std::vector<SandboxStep> SandboxSteps(const AttemptSpec& spec, const HostSettings& host, const SandboxLayout& layout);
 
 // The bubblewrap arguments the steps stand for, binds by path (`--bind SRC DEST`,

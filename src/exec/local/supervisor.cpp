@@ -11,6 +11,7 @@
 // and if it is killed itself the instances get SIGKILL from the kernel (PR_SET_PDEATHSIG, and
 // bubblewrap's --die-with-parent inside the sandbox).
 #include <fcntl.h>
+#include <openssl/rand.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -19,6 +20,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,6 +59,7 @@
 #include "exec/local/volume.h"
 #include "exec/local/supervisor.h"
 #include "exec/attempt_spec.h"
+#include "exec/distribution.h"
 #include "exec/executor.h"
 
 namespace ty::exec {
@@ -91,6 +95,7 @@ struct Instance {
   int exit_code = 0;
   int64_t drain_deadline = 0;  // once exited: when to stop waiting for its pipe to close
   bool job_termed = false;     // sandboxed: the job's own process has had its SIGTERM (Signal)
+  bool remote = false;         // srun to another Slurm node: signals go to srun, which forwards them
 };
 
 // How many objects of a channel are downloaded at once.
@@ -128,16 +133,7 @@ class Supervisor {
     // A supervisor that ran this attempt before left its status: started twice (a server restart
     // can start one while the first has not taken the lock yet), the second never runs it again.
     if (::access(local::StatusPath(dir_).c_str(), F_OK) == 0) return 3;
-    std::string text;
-    if (!local::ReadFile(local::SpecPath(dir_), &text)) return 4;
-    // {"attempt": <AttemptSpec>, "host": <HostSettings>} (docs/design/attempt-spec.md).
-    json doc = json::parse(text, nullptr, false);
-    if (doc.is_discarded() || !doc.is_object() || !doc.contains("attempt") || !doc.contains("host")) return 4;
-    auto spec = DecodeAttemptSpec(doc["attempt"].dump());
-    auto host = local::DecodeHostSettings(doc["host"].dump());
-    if (!spec.ok() || !host.ok()) return 4;
-    spec_ = std::move(spec).value();
-    host_ = std::move(host).value();
+    if (!Load()) return 4;
     status_ = {{"supervisor_pid", ::getpid()}, {"supervisor_start_time", local::ProcStartTime(::getpid())},
                {"phase", "Preparing"}, {"transitions", json::array()}};
     try {
@@ -150,7 +146,216 @@ class Supervisor {
     }
   }
 
+  // On Slurm, instance n (n >= 2) on the job's node n: `trainyard-supervisor --instance n DIR`,
+  // started through srun by the supervisor on the first node. It builds the instance's sandbox
+  // on this node, runs the job's command with its output on stdout (srun carries it back to the
+  // supervisor, which writes the log), passes a stop's SIGTERM on as the supervisor does and
+  // kills the instance after the grace or at once when the attempt is fenced. Its exit code is
+  // the instance's.
+  int RunInstanceAgent(int n) {
+    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return 125;
+    struct sigaction sa {};
+    sa.sa_handler = OnSignal;
+    ::sigaction(SIGTERM, &sa, nullptr);
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);
+    ::signal(SIGHUP, SIG_IGN);
+    if (!Load()) {
+      std::fprintf(stderr, "[trainyard] algo-%d: cannot read the attempt's spec in %s\n", n, dir_.c_str());
+      return 125;
+    }
+    count_ = std::max(1, spec_.instance_count);
+    if (n < 2 || n > count_) return 125;
+    configured_.assign(static_cast<size_t>(count_), true);
+    sandbox_ = host_.sandbox == "bwrap";
+    slurm_ = true;
+    grace_ms_ = spec_.stop_grace_seconds * 1000;
+    ReadNodes();
+    try {
+      if (sandbox_) {
+        auto user = local::ResolveJobUser(host_.job_user);
+        if (!user.ok()) throw std::runtime_error(user.status().message());
+        job_user_ = *user;
+      }
+      std::vector<std::string> argv = local::JobCommand(spec_, Launcher());
+      local::Sandbox sb(job_user_.switch_user);
+      if (sandbox_) {
+        Status st = BuildSandbox(n, &sb);
+        auto wrapped = st.ok() ? sb.Command(argv) : StatusOr<std::vector<std::string>>(st);
+        if (!wrapped.ok()) throw std::runtime_error(wrapped.status().message());
+        argv = std::move(wrapped).value();
+      }
+      std::vector<std::string> env_strings;
+      for (auto& [k, v] : Environment(n)) env_strings.push_back(k + "=" + v);
+      std::vector<char*> envp, args;
+      for (auto& e : env_strings) envp.push_back(e.data());
+      envp.push_back(nullptr);
+      for (auto& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      Instance inst;
+      inst.n = n;
+      inst.pid = SpawnInstanceProcess(n, sandbox_ ? &sb : nullptr, args, envp, 1, sandbox_ ? "/" : local::HostDir(dir_, n) + "/code");
+      if (inst.pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+      ::setpgid(inst.pid, inst.pid);
+      instances_.push_back(inst);
+      // Sampled here, on its node, into the shared attempt directory.
+      cuda_visible_.assign(static_cast<size_t>(count_), std::nullopt);
+      if (const char* cuda = std::getenv("CUDA_VISIBLE_DEVICES")) cuda_visible_[static_cast<size_t>(n - 1)] = cuda;
+      StartSystemSampler();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "[trainyard] cannot start algo-%d: %s\n", n, e.what());
+      return 125;
+    }
+    Instance& inst = instances_.front();
+    while (!inst.exited) {
+      ::poll(nullptr, 0, 100);
+      int status;
+      if (::waitpid(inst.pid, &status, WNOHANG) == inst.pid) {
+        inst.exited = true;
+        inst.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        ::kill(-inst.pid, SIGKILL);
+        break;
+      }
+      int64_t now = NowMs();
+      if (Fenced()) {
+        Signal(SIGKILL);
+        continue;
+      }
+      if (!stopped_ && StopRequested()) {
+        stopped_ = true;
+        BeginStop();
+      }
+      if (sandbox_ && kill_deadline_ && now < kill_deadline_ && now >= next_term_sweep_) {
+        Signal(SIGTERM);
+        next_term_sweep_ = now + 200;
+      }
+      if (kill_deadline_ && now >= kill_deadline_) {
+        Signal(SIGKILL);
+        kill_deadline_ = now + 3600 * 1000;
+      }
+    }
+    if (sampler_) sampler_->Stop();
+    return inst.exit_code;
+  }
+
  private:
+  // Reads <dir>/spec.json: {"attempt": <AttemptSpec>, "host": <HostSettings>}
+  // (docs/design/attempt-spec.md).
+  bool Load() {
+    std::string text;
+    if (!local::ReadFile(local::SpecPath(dir_), &text)) return false;
+    json doc = json::parse(text, nullptr, false);
+    if (doc.is_discarded() || !doc.is_object() || !doc.contains("attempt") || !doc.contains("host")) return false;
+    auto spec = DecodeAttemptSpec(doc["attempt"].dump());
+    auto host = local::DecodeHostSettings(doc["host"].dump());
+    if (!spec.ok() || !host.ok()) return false;
+    spec_ = std::move(spec).value();
+    host_ = std::move(host).value();
+    slurm_ = host_.launcher == "slurm";
+    return true;
+  }
+
+  bool Fenced() const {
+    struct stat st;
+    return ::stat(local::FencePath(dir_).c_str(), &st) == 0;
+  }
+
+  // ---- Slurm (docs/slurm.md) ----
+  // The command line of a Slurm command from the configured directory.
+  std::string SlurmCommand(const char* name) const {
+    return host_.slurm_bin_dir.empty() ? std::string(name) : host_.slurm_bin_dir + "/" + name;
+  }
+  std::vector<std::pair<std::string, std::string>> SlurmEnv() const {
+    if (host_.slurm_conf.empty()) return {};
+    return {{"SLURM_CONF", host_.slurm_conf}};
+  }
+
+  // The job's nodes (SLURM_JOB_NODELIST, in Slurm's order: instance n runs on the n-th) and
+  // their addresses (each node's NodeAddr), recorded in nodes.json for the node agents.
+  bool ResolveSlurmNodes(std::string* error) {
+    const char* list = std::getenv("SLURM_JOB_NODELIST");
+    const char* job = std::getenv("SLURM_JOB_ID");
+    if (!list || !job) {
+      *error = "the supervisor runs on Slurm but not inside a Slurm job (no SLURM_JOB_ID / SLURM_JOB_NODELIST)";
+      return false;
+    }
+    slurm_job_id_ = job;
+    std::string out, err;
+    if (local::CaptureCommand({SlurmCommand("scontrol"), "show", "hostnames", list}, SlurmEnv(), &out, &err) != 0) {
+      *error = "scontrol show hostnames " + std::string(list) + ": " + err;
+      return false;
+    }
+    node_names_.clear();
+    for (size_t pos = 0; pos < out.size();) {
+      size_t nl = out.find('\n', pos);
+      std::string name = out.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+      if (!name.empty()) node_names_.push_back(name);
+      pos = nl == std::string::npos ? out.size() : nl + 1;
+    }
+    if (static_cast<int>(node_names_.size()) < count_) {
+      *error = "the Slurm job has " + std::to_string(node_names_.size()) + " nodes for " + std::to_string(count_) + " instances";
+      return false;
+    }
+    node_names_.resize(static_cast<size_t>(count_));
+    node_addrs_.clear();
+    for (const std::string& name : node_names_) {
+      out.clear();
+      err.clear();
+      std::string addr = name;
+      if (local::CaptureCommand({SlurmCommand("scontrol"), "show", "node", "--oneliner", name}, SlurmEnv(), &out, &err) == 0) {
+        auto at = out.find(" NodeAddr=");
+        if (at != std::string::npos) {
+          at += 10;
+          addr = out.substr(at, out.find_first_of(" \n", at) - at);
+        }
+      }
+      node_addrs_.push_back(addr);
+    }
+    json nodes = {{"job_id", slurm_job_id_}, {"names", node_names_}, {"addresses", node_addrs_}};
+    if (!local::WriteFileAtomic(local::NodesPath(dir_), nodes.dump(), false)) {
+      *error = "cannot write " + local::NodesPath(dir_);
+      return false;
+    }
+    std::string where;
+    for (int n = 1; n <= count_; ++n)
+      where += (n > 1 ? ", " : "") + std::string("algo-") + std::to_string(n) + " on " + node_names_[n - 1] + " (" +
+               node_addrs_[n - 1] + ")";
+    Log("Slurm job " + slurm_job_id_ + ": " + where);
+    status_["slurm"] = nodes;
+    return true;
+  }
+  void ReadNodes() {
+    std::string text;
+    if (!local::ReadFile(local::NodesPath(dir_), &text)) return;
+    json nodes = json::parse(text, nullptr, false);
+    if (!nodes.is_object()) return;
+    try {
+      slurm_job_id_ = nodes.value("job_id", "");
+      node_names_ = nodes.value("names", std::vector<std::string>{});
+      node_addrs_ = nodes.value("addresses", std::vector<std::string>{});
+    } catch (const json::exception&) {
+    }
+  }
+
+  // srun of instance n's node agent on the job's n-th node (relative n - 1), in the job's
+  // allocation, its output and exit code carried back.
+  std::vector<std::string> SrunCommand(int n) const {
+    std::vector<std::string> argv = {SlurmCommand("srun"),
+                                     "--jobid=" + slurm_job_id_,
+                                     "--nodes=1",
+                                     "--ntasks=1",
+                                     "--relative=" + std::to_string(n - 1),
+                                     "--overlap",
+                                     "--kill-on-bad-exit=0",
+                                     "--quiet",
+                                     "--job-name=algo-" + std::to_string(n),
+                                     host_.agent_binary,
+                                     "--instance",
+                                     std::to_string(n),
+                                     fs::absolute(dir_).string()};
+    return argv;
+  }
+
   // Preparing -> Training -> Uploading -> Exited.
   void RunAttempt() {
     // Resuming after a crash of the supervisor itself is not attempted: a new one starts clean.
@@ -178,7 +383,9 @@ class Supervisor {
     sync_seconds_ = std::max(1, host_.object_store.checkpoint_sync_seconds);
 
     std::string error;
-    if (!StopRequested()) {
+    if (slurm_ && !ResolveSlurmNodes(&error)) {
+      Fail(FailureKind::kInternal, error);
+    } else if (!StopRequested()) {
       if (!Prepare(&error)) {
         Fail(infrastructure_error_ ? FailureKind::kInternal : FailureKind::kClient, error);
       } else if (!StopRequested()) {
@@ -197,6 +404,13 @@ class Supervisor {
       }
     }
     if (StopRequested() && launched_ == 0) stopped_ = true;
+    if (Fenced()) {
+      // The executor gave the attempt up (its node failed): what is left is not uploaded.
+      Fail(FailureKind::kCapacity, "CapacityError: the attempt was given up by the server (a node of its Slurm job failed)");
+      ReleaseInstances();
+      RecordOutcome();
+      return;
+    }
     Enter("Uploading", "Uploading generated training model.");
     Upload();
     ReleaseInstances();
@@ -262,6 +476,19 @@ class Supervisor {
 
   void Notify() {
     const std::string& path = host_.notify_socket;
+    if (path.rfind("udp:", 0) == 0) {
+      // udp:<ipv4>:<port>: the server is on another machine.
+      auto colon = path.rfind(':');
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(static_cast<uint16_t>(std::atoi(path.c_str() + colon + 1)));
+      if (colon <= 4 || ::inet_pton(AF_INET, path.substr(4, colon - 4).c_str(), &addr.sin_addr) != 1) return;
+      int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) return;
+      ::sendto(fd, spec_.attempt_id.data(), spec_.attempt_id.size(), MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+      ::close(fd);
+      return;
+    }
     if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path)) return;
     int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return;
@@ -295,8 +522,41 @@ class Supervisor {
 
   std::string OptMl(int n) const { return sandbox_ ? "/opt/ml" : fs::absolute(local::HostDir(dir_, n)).string(); }
 
+  // The launcher an instance's distributed launch runs: this binary, at kLauncherPath in the sandbox.
+  std::string Launcher() const { return sandbox_ ? local::kLauncherPath : SelfExe(); }
+  static std::string SelfExe() {
+    std::error_code ec;
+    fs::path p = fs::read_symlink("/proc/self/exe", ec);
+    return ec ? std::string(local::kLauncherPath) : p.string();
+  }
+  // On one host every algo-<n> is a loopback address (EtcHosts).
+  static constexpr const char* kNetworkInterface = "lo";
+
+  // An MPI launch's remote shell secret, the same in every instance's input/config (0600; made
+  // the job user's with the rest of the instance's tree).
+  bool WriteShellSecret(const fs::path& config_dir, std::string* error) {
+    auto dist = ParseDistribution(spec_.hyperparameters);
+    if (!dist.ok() || dist->kind != Distribution::Kind::kMpi) return true;
+    if (shell_secret_.empty()) {
+      unsigned char raw[32];
+      if (RAND_bytes(raw, sizeof raw) != 1) {
+        *error = "cannot make the remote shell's secret";
+        return false;
+      }
+      static const char* kHex = "0123456789abcdef";
+      for (unsigned char b : raw) shell_secret_ += {kHex[b >> 4], kHex[b & 15]};
+    }
+    const std::string path = (config_dir / local::kShellSecretFile).string();
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    bool ok = fd >= 0 && ::fchmod(fd, 0600) == 0 && ::write(fd, shell_secret_.data(), shell_secret_.size()) ==
+                                                         static_cast<ssize_t>(shell_secret_.size());
+    if (fd >= 0) ::close(fd);
+    if (!ok) *error = "cannot write " + path + ": " + std::strerror(errno);
+    return ok;
+  }
+
   bool Prepare(std::string* error) {
-    const std::string etc_hosts = local::EtcHosts(count_);
+    const std::string etc_hosts = slurm_ ? local::EtcHosts(node_addrs_) : local::EtcHosts(count_);
     if (!(std::ofstream(dir_ + "/hosts-file") << etc_hosts)) {
       *error = "cannot write " + dir_ + "/hosts-file";
       return false;
@@ -340,7 +600,8 @@ class Supervisor {
                               "checkpoints", "sagemaker"})
         fs::create_directories(h / sub, ec);
       if (!PrepareWorkspace(n, error)) return false;
-      std::ofstream(h / "input/config/resourceconfig.json") << local::ResourceConfig(spec_, n, count_);
+      std::ofstream(h / "input/config/resourceconfig.json") << local::ResourceConfig(spec_, n, count_, kNetworkInterface);
+      if (!WriteShellSecret(h / "input/config", error)) return false;
       std::ofstream(h / "input/config/hyperparameters.json") << local::HyperparametersJson(spec_);
       std::ofstream(h / "input/config/inputdataconfig.json") << local::InputDataConfig(spec_);
       configured_[static_cast<size_t>(n - 1)] = true;
@@ -659,7 +920,7 @@ class Supervisor {
     if (interval_ms <= 0 || instances_.empty()) return;
     std::vector<local::SystemSampler::Instance> targets;
     for (const auto& i : instances_) {
-      if (i.pid <= 0) continue;
+      if (i.pid <= 0 || i.remote) continue;  // sampled by its node agent, on its node
       local::SystemSampler::Instance t;
       t.pid = i.pid;
       t.start_time = local::ProcStartTime(i.pid);
@@ -740,7 +1001,12 @@ class Supervisor {
     layout.has_venv = fs::exists(layout.workspace + "/venv/bin");
     layout.has_pylib = fs::exists(layout.workspace + "/pylib");
     layout.config_written = configured_[static_cast<size_t>(n - 1)];
-    return local::InstanceEnvironment(spec_, layout, local::InheritedEnvironment());
+    layout.network_interface = kNetworkInterface;
+    if (!sandbox_) layout.hosts_file = fs::absolute(dir_ + "/hosts-file").string();
+    auto env = local::InstanceEnvironment(spec_, layout, local::InheritedEnvironment());
+    // Without the sandbox's /etc/hosts, algo-1 is reached at its node's address.
+    if (slurm_ && !sandbox_ && !node_addrs_.empty()) env["MASTER_ADDR"] = node_addrs_.front();
+    return env;
   }
 
   // Instance n's sandbox (exec/local/sandbox_plan.h has the mounts and their order). Mount
@@ -765,6 +1031,8 @@ class Supervisor {
       fs::create_directories("/opt/ml", ec);
       layout.opt_ml_mount_point = !ec;
     }
+    layout.launcher = SelfExe();
+    if (layout.opt_ml_mount_point && !fs::exists(local::kLauncherDir)) fs::create_directories(local::kLauncherDir, ec);
     fs::create_directories(local::HostDir(dir_, n) + "/code", ec);
     if (HasWarmPool()) {
       fs::create_directories(local::HostDir(dir_, n) + "/sagemaker/warmpoolcache", ec);
@@ -816,6 +1084,15 @@ class Supervisor {
   // neither (an unprivileged server without a delegated cgroup), the job still runs, with the
   // fallbacks the log names: a file-size limit and a bounded /tmp.
   bool ConfineInstance(int n, std::string* error) {
+    if (slurm_) {
+      // On Slurm the step's own cgroup (Slurm's task/cgroup, with the job's CPUs, memory and
+      // GPUs) confines the instance; a storage volume here would be mounted on this node only.
+      Log("algo-" + std::to_string(n) + ": confined by Slurm (the job's step cgroup); no storage volume: each file is "
+          "limited to VolumeSizeInGB");
+      cgroups_.push_back(nullptr);
+      volumes_.push_back(nullptr);
+      return ScratchDirs(n, error);
+    }
     const std::string attempts_root = fs::path(fs::absolute(dir_)).lexically_normal().parent_path().string();
     const std::string name =
         local::CgroupPrefix(attempts_root) + spec_.attempt_id + ".algo-" + std::to_string(n);
@@ -851,6 +1128,11 @@ class Supervisor {
           "): each file is limited to VolumeSizeInGB, and /tmp is not counted");
       volumes_.push_back(nullptr);
     }
+    return ScratchDirs(n, error);
+  }
+
+  // The instance's /tmp and $HOME, the job user's.
+  bool ScratchDirs(int n, std::string* error) {
     std::error_code ec;
     for (const char* sub : {"tmp", "home"}) fs::create_directories(Scratch(n) + "/" + sub, ec);
     fs::permissions(Scratch(n) + "/tmp", fs::perms::all | fs::perms::sticky_bit, ec);
@@ -1011,8 +1293,12 @@ class Supervisor {
     for (int n = 1; n <= count_; ++n) sandboxes.emplace_back(job_user_.switch_user);
     for (int n = 1; n <= count_; ++n) {
       envs.push_back(Environment(n));
-      argvs.push_back(local::JobCommand(spec_));
-      if (sandbox_) {
+      argvs.push_back(local::JobCommand(spec_, Launcher()));
+      if (Remote(n)) {
+        // Its node agent builds the sandbox there; srun runs as the supervisor, with its environment.
+        argvs.back() = SrunCommand(n);
+        envs.back() = SrunEnvironment();
+      } else if (sandbox_) {
         local::Sandbox& sb = sandboxes[static_cast<size_t>(n - 1)];
         Status st = BuildSandbox(n, &sb);
         auto argv = st.ok() ? sb.Command(argvs.back()) : StatusOr<std::vector<std::string>>(st);
@@ -1047,9 +1333,9 @@ class Supervisor {
       envp.push_back(nullptr);
       for (auto& a : argvs[n - 1]) args.push_back(a.data());
       args.push_back(nullptr);
-      std::string cwd = sandbox_ ? "/" : local::HostDir(dir_, n) + "/code";
-      pid_t pid = SpawnInstanceProcess(n, sandbox_ ? &sandboxes[static_cast<size_t>(n - 1)] : nullptr, args, envp,
-                                       fds[1], cwd);
+      std::string cwd = sandbox_ && !Remote(n) ? "/" : local::HostDir(dir_, n) + "/code";
+      pid_t pid = SpawnInstanceProcess(n, sandbox_ && !Remote(n) ? &sandboxes[static_cast<size_t>(n - 1)] : nullptr,
+                                       args, envp, fds[1], cwd);
       ::close(fds[1]);
       if (pid < 0) {
         *error = "cannot start algo-" + std::to_string(n) + ": fork: " + std::strerror(errno);
@@ -1060,6 +1346,7 @@ class Supervisor {
       }
       ::setpgid(pid, pid);  // also in the child: whichever runs first
       inst.pid = pid;
+      inst.remote = Remote(n);
       inst.out_fd = fds[0];
       ::fcntl(inst.out_fd, F_SETFL, O_NONBLOCK);
       instances_.push_back(inst);
@@ -1084,6 +1371,14 @@ class Supervisor {
   void Signal(int sig) {
     for (auto& i : instances_) {
       if (i.exited || i.pid <= 0) continue;
+      if (i.remote) {
+        // srun passes a SIGTERM on to the node agent, which treats it as this supervisor treats
+        // its own (and kills the instance after the grace). Once each.
+        if (sig == SIGKILL) ::kill(-i.pid, SIGKILL);
+        else if (!i.job_termed) ::kill(i.pid, sig);
+        i.job_termed = true;
+        continue;
+      }
       if (!sandbox_ || sig == SIGKILL) {
         ::kill(-i.pid, sig);
         continue;
@@ -1230,6 +1525,11 @@ class Supervisor {
       }
       NoteCheckpoint(now);
       if (all_exited) continue;
+      if (slurm_ && !fenced_ && Fenced()) {
+        fenced_ = stopped_ = true;
+        Signal(SIGKILL);
+        kill_deadline_ = now + 3600 * 1000;
+      }
       if (!stopped_ && StopRequested()) {
         stopped_ = true;
         WriteInterruptionNotices(now);
@@ -1373,6 +1673,25 @@ class Supervisor {
   std::set<pid_t> termed_;  // sandboxed processes already sent SIGTERM
   bool stop_requested_ = false;
   bool signal_seen_ = false;
+  // ---- Slurm ----
+  bool slurm_ = false;                   // host_.launcher == "slurm"
+  bool fenced_ = false;                  // the executor gave the attempt up (FencePath)
+  std::string slurm_job_id_;
+  std::vector<std::string> node_names_;  // instance n on node_names_[n - 1]
+  std::vector<std::string> node_addrs_;
+  // Instance n runs on another node, through srun (instance 1 runs beside the supervisor).
+  bool Remote(int n) const { return slurm_ && n > 1; }
+  // srun's environment: the supervisor's own (the Slurm job's), with SLURM_CONF.
+  std::map<std::string, std::string> SrunEnvironment() const {
+    std::map<std::string, std::string> env;
+    for (char** e = environ; *e; ++e) {
+      std::string kv = *e;
+      auto eq = kv.find('=');
+      if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    if (!host_.slurm_conf.empty()) env["SLURM_CONF"] = host_.slurm_conf;
+    return env;
+  }
   bool stopped_ = false;
   bool max_runtime_exceeded_ = false;
   int exit_code_ = 0;
@@ -1392,6 +1711,7 @@ class Supervisor {
   std::unique_ptr<local::CheckpointSync> checkpoints_;
   std::vector<int> checkpoint_skip_lines_;  // per instance: entries left out reported in its log
   std::string submit_uri_;           // sagemaker_submit_directory, "" without one
+  std::string shell_secret_;         // an MPI launch's remote shell secret (WriteShellSecret)
   nlohmann::json code_id_ = nlohmann::json::object();  // what identifies it (URI, ETag, size)
   int sync_seconds_ = 10;
   std::thread sync_thread_;
@@ -1404,5 +1724,40 @@ class Supervisor {
 }  // namespace
 
 int RunSupervisor(const std::string& attempt_dir) { return Supervisor(attempt_dir).Run(); }
+
+int RunPoolHolder(const std::string& workspace, const std::string& first_attempt_dir) {
+  ::signal(SIGPIPE, SIG_IGN);
+  // The longest a pool is kept (KeepAlivePeriodInSeconds is at most 3600) and a margin.
+  constexpr int64_t kMaxIdleMs = (3600 + 120) * 1000;
+  const fs::path attempts_root = fs::absolute(first_attempt_dir).lexically_normal().parent_path();
+  const std::string next_path = workspace + "/next";
+  int64_t idle_since = NowMs();
+  while (true) {
+    struct stat st;
+    if (::stat(workspace.c_str(), &st) != 0) return 0;  // the pool ended: the allocation goes
+    std::string next;
+    if (local::ReadFile(next_path, &next)) {
+      ::unlink(next_path.c_str());
+      while (!next.empty() && (next.back() == '\n' || next.back() == ' ')) next.pop_back();
+      // Only a sibling of the pool's first attempt: an attempt directory of the same server.
+      const fs::path dir = fs::path(next).lexically_normal();
+      if (dir.parent_path() == attempts_root && fs::is_directory(dir)) {
+        pid_t pid = ::fork();
+        if (pid == 0) ::_exit(RunSupervisor(dir.string()));
+        int status;
+        while (pid > 0 && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+      }
+      idle_since = NowMs();
+      continue;
+    }
+    if (NowMs() - idle_since > kMaxIdleMs) return 0;
+    ::poll(nullptr, 0, 50);
+  }
+}
+
+int RunInstanceAgent(const std::string& attempt_dir, int instance) {
+  return Supervisor(attempt_dir).RunInstanceAgent(instance);
+}
 
 }  // namespace ty::exec

@@ -10,4 +10,15 @@ namespace ty::exec {
 // Returns the process exit code of the supervisor itself (0 when it recorded an outcome).
 int RunSupervisor(const std::string& attempt_dir);
 
+// On Slurm: instance `instance` (2..N) of the attempt on this node, started by the supervisor
+// through srun (`trainyard-supervisor --instance N <attempt_dir>`; docs/slurm.md). Returns the
+// instance's exit code (125 when it could not be started).
+int RunInstanceAgent(const std::string& attempt_dir, int instance);
+
+// On Slurm, after an attempt on a warm pool: keeps the Slurm job's allocation, running the
+// supervisor of each attempt the executor hands over (<workspace>/next names its directory, a
+// sibling of first_attempt_dir), until the pool's directory is removed or an hour passes idle
+// (`trainyard-supervisor --hold WORKSPACE FIRST_ATTEMPT_DIR`; docs/slurm.md, "Warm pools").
+int RunPoolHolder(const std::string& workspace, const std::string& first_attempt_dir);
+
 }  // namespace ty::exec

@@ -1,17 +1,41 @@
 // trainyard-supervisor DIR: the supervisor as a small binary of its own, so that starting an
-// attempt does not load the whole server (`trainyard supervise DIR` does the same thing).
+// attempt does not load the whole server (`trainyard supervise DIR` does the same thing). Its
+// `launch` and `rsh` modes are the distributed launchers an instance runs (exec/local/launcher.h).
+// trainyard-supervisor --instance N DIR: on Slurm, instance N of the attempt on this node.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
+#include "exec/local/launcher.h"
 #include "exec/local/supervisor.h"
 
+namespace {
+constexpr const char* kUsage =
+    "usage: trainyard-supervisor ATTEMPT_DIR\n"
+    "       trainyard-supervisor --instance N ATTEMPT_DIR   (on a Slurm node: instance N of the attempt)\n"
+    "       trainyard-supervisor --hold POOL_DIR ATTEMPT_DIR (on Slurm: keep a warm pool's allocation)\n"
+    "(started by the trainyard server; see docs/design/attempt-spec.md and docs/slurm.md)\n";
+}
+
 int main(int argc, char** argv) {
+  if (argc >= 2 && (std::string(argv[1]) == "launch" || std::string(argv[1]) == "rsh"))
+    return ty::exec::local::RunLauncher(std::vector<std::string>(argv + 1, argv + argc));
   if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
-    std::printf("usage: trainyard-supervisor ATTEMPT_DIR\n(started by the trainyard server; see docs/design/attempt-spec.md)\n");
+    std::printf("%s\n%s", kUsage, ty::exec::local::LauncherUsage());
     return 0;
   }
+  if (argc == 4 && std::string(argv[1]) == "--instance") {
+    int n = std::atoi(argv[2]);
+    if (n < 2) {
+      std::fprintf(stderr, "%s", kUsage);
+      return 2;
+    }
+    return ty::exec::RunInstanceAgent(argv[3], n);
+  }
+  if (argc == 4 && std::string(argv[1]) == "--hold") return ty::exec::RunPoolHolder(argv[2], argv[3]);
   if (argc != 2) {
-    std::fprintf(stderr, "usage: trainyard-supervisor ATTEMPT_DIR\n(started by the trainyard server; see docs/design/attempt-spec.md)\n");
+    std::fprintf(stderr, "%s", kUsage);
     return 2;
   }
   return ty::exec::RunSupervisor(argv[1]);

@@ -1,0 +1,300 @@
+#!/usr/bin/env python3
+"""trainyard on Slurm against plain sbatch, on one fresh private test cluster, in one run.
+
+Starts a SlurmCluster (tests/integration/slurm_cluster.py) and measures, for plain `sbatch` and
+for trainyard-on-Slurm (boto3 CreateTrainingJob against a trainyard server using the Slurm
+executor on that cluster):
+
+  (a) start latency: submit -> the job's first line, over M samples one at a time on the idle
+      cluster. The job prints its own clock first (`date +%s%N`); latency = that clock minus the
+      clock just before the submit call (sbatch is run / CreateTrainingJob is sent). Before each
+      submit the bench waits a random 0-1 s, so samples do not lock onto slurmctld's 1 s tick.
+      sbatch's first line is read from its -o file; trainyard's through the Logs API.
+  (b) end-to-end throughput: N trivial jobs (`true`), 1 CPU each, submitted by P threads; from the
+      first submit until every job has ended; jobs/s.
+
+It prints both sides, the ratios, and the distance to the goals: trainyard's throughput within
+10% of sbatch's, its p50 start latency within 50 ms of sbatch's. --only sbatch measures Slurm
+alone (no trainyard binary needed).
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+from slurm_cluster import SlurmCluster  # noqa: E402
+
+INSTANCE_TYPE = "ml.m5.large"
+JOB_MEM_MIB = 256  # each job (and each trainyard instance) is 1 CPU and this much memory
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    k = (len(xs) - 1) * p / 100.0
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def summary(xs):
+    return {"n": len(xs), "p50": pct(xs, 50), "p90": pct(xs, 90), "min": min(xs), "max": max(xs)}
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = predicate()
+        if v:
+            return v
+        time.sleep(0.005)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+
+
+def run_parallel(n, threads, submit_one):
+    """submit_one(i) for i in 0..n-1 from `threads` threads; raises the first error."""
+    errors = []
+    lock = threading.Lock()
+    nxt = [0]
+
+    def worker():
+        while True:
+            with lock:
+                if nxt[0] >= n or errors:
+                    return
+                i = nxt[0]
+                nxt[0] += 1
+            try:
+                submit_one(i)
+            except Exception as e:  # reported after the join
+                with lock:
+                    errors.append(e)
+    ts = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+# ---------------------------------------------------------------------------------------- sbatch
+class SbatchSide:
+    name = "sbatch"
+
+    def __init__(self, cluster, work):
+        self.c = cluster
+        self.work = os.path.join(work, "sbatch")
+        os.makedirs(self.work)
+
+    def sbatch(self, *args):
+        return self.c.cmd("sbatch", "--parsable", "--ntasks=1", "--cpus-per-task=1",
+                          f"--mem={JOB_MEM_MIB}", *args).strip()
+
+    def first_line_ms(self, tag):
+        out = os.path.join(self.work, f"{tag}.out")
+        t0 = time.time()
+        self.sbatch("-J", f"lat-{tag}", "-o", out, "--wrap", "date +%s%N; echo done")
+
+        def read():
+            try:
+                with open(out) as f:
+                    line = f.readline()
+                return line if line.endswith("\n") else None
+            except FileNotFoundError:
+                return None
+        line = wait_for(read, 120, f"the first line of sbatch job {tag}")
+        return int(line) / 1e6 - t0 * 1000
+
+    def throughput(self, n, threads):
+        marks = os.path.join(self.work, "tput")
+        os.makedirs(marks)
+        t0 = time.monotonic()
+        run_parallel(n, threads, lambda i: self.sbatch("-J", "tput", "-o", "/dev/null", "--wrap", f"touch {marks}/{i}"))
+        submitted = time.monotonic() - t0
+        wait_for(lambda: len(os.listdir(marks)) >= n, 3600, f"{n} sbatch jobs")
+        # A job is over when slurmctld says so, not when its script ran its last line.
+        wait_for(lambda: not self.c.cmd("squeue", "-h", "-n", "tput", "-t", "PD,R,CG,CF", "-o", "%i").strip(),
+                 600, "the sbatch jobs to leave the queue")
+        return n / (time.monotonic() - t0), submitted, n
+
+
+# ------------------------------------------------------------------------------------- trainyard
+def trainyard_config(cluster, slots):
+    """The server's configuration for the Slurm executor on this cluster (docs/slurm.md)."""
+    return f"""
+[executor]
+kind = "slurm"
+
+[executor.slurm]
+partition = "{cluster.partition}"
+account = ""
+bin_dir = "{cluster.bin_dir}"
+conf = "{cluster.conf_path}"
+sbatch_args = []
+
+[[instance_types]]
+name = "{INSTANCE_TYPE}"
+count = {slots}
+vcpus = 1
+gpus = 0
+memory_mib = {JOB_MEM_MIB}
+slurm_partition = ""
+slurm_constraint = ""
+slurm_whole_node = false
+"""
+
+
+class TrainyardSide:
+    name = "trainyard"
+
+    def __init__(self, cluster, work, bin_path, slots):
+        from harness import Server  # boto3 is needed only for this side
+        self.c = cluster
+        self.data = os.path.join(work, "trainyard")
+        os.makedirs(self.data)
+        self.server = Server(self.data, config=trainyard_config(cluster, slots), bin=bin_path).start()
+        self.sm = self.server.client("sagemaker")
+        self.logs = self.server.client("logs")
+
+    def stop(self):
+        self.server.stop()
+        from harness import kill_attempt_processes
+        kill_attempt_processes(self.data)
+
+    def create(self, name, command):
+        self.sm.create_training_job(
+            TrainingJobName=name, RoleArn="arn:aws:iam::000000000000:role/SageMakerRole",
+            AlgorithmSpecification={"TrainingImage": "local/shell", "TrainingInputMode": "File",
+                                    "ContainerEntrypoint": ["/bin/sh", "-c"], "ContainerArguments": [command]},
+            OutputDataConfig={"S3OutputPath": "s3://bench-bucket/out"},
+            ResourceConfig={"InstanceType": INSTANCE_TYPE, "InstanceCount": 1, "VolumeSizeInGB": 1},
+            StoppingCondition={"MaxRuntimeInSeconds": 600})
+
+    def first_event(self, name):
+        group = "/aws/sagemaker/TrainingJobs"
+        streams = self.logs.describe_log_streams(logGroupName=group, logStreamNamePrefix=name + "/").get("logStreams", [])
+        for s in streams:
+            ev = self.logs.get_log_events(logGroupName=group, logStreamName=s["logStreamName"],
+                                          startFromHead=True, limit=1).get("events", [])
+            if ev:
+                return ev[0]["message"]
+        return None
+
+    def first_line_ms(self, tag):
+        name = f"lat-{tag}"
+        t0 = time.time()
+        self.create(name, "date +%s%N; echo done")
+        line = wait_for(lambda: self.first_event(name), 120, f"the first line of training job {name}")
+        return int(line.strip()) / 1e6 - t0 * 1000
+
+    def in_progress(self):
+        return self.sm.list_training_jobs(StatusEquals="InProgress", MaxResults=1)["TrainingJobSummaries"]
+
+    def throughput(self, n, threads):
+        t0 = time.monotonic()
+        run_parallel(n, threads, lambda i: self.create(f"tput-{i}", "true"))
+        submitted = time.monotonic() - t0
+        wait_for(lambda: not self.in_progress(), 3600, f"{n} training jobs")
+        elapsed = time.monotonic() - t0
+        done, token = 0, None
+        while True:
+            kw = {"StatusEquals": "Completed", "NameContains": "tput-", "MaxResults": 100}
+            if token:
+                kw["NextToken"] = token
+            r = self.sm.list_training_jobs(**kw)
+            done += len(r["TrainingJobSummaries"])
+            token = r.get("NextToken")
+            if not token:
+                break
+        return n / elapsed, submitted, done
+
+
+# ------------------------------------------------------------------------------------------ main
+def measure(side, samples, jobs, threads, rng):
+    side.first_line_ms("warmup")  # the first job after start pays for things no later one does
+    lat = []
+    for i in range(samples):
+        time.sleep(rng.random())
+        lat.append(side.first_line_ms(str(i)))
+    rate, submitted, ok = side.throughput(jobs, threads)
+    return {"latency_ms": summary(lat), "throughput_jobs_per_s": rate, "submit_phase_s": submitted,
+            "jobs_completed": ok, "jobs": jobs}
+
+
+def report(results, args):
+    print(f"\ncluster: {args.nodes} nodes x {args.cpus} CPUs; {args.samples} latency samples; "
+          f"{args.jobs} jobs from {args.threads} threads")
+    print(f"{'':10} {'p50 ms':>9} {'p90 ms':>9} {'max ms':>9} {'jobs/s':>8} {'completed':>10}")
+    for name, r in results.items():
+        lat = r["latency_ms"]
+        print(f"{name:10} {lat['p50']:9.0f} {lat['p90']:9.0f} {lat['max']:9.0f} "
+              f"{r['throughput_jobs_per_s']:8.2f} {r['jobs_completed']:>5}/{r['jobs']}")
+    if "sbatch" in results and "trainyard" in results:
+        s, t = results["sbatch"], results["trainyard"]
+        d50 = t["latency_ms"]["p50"] - s["latency_ms"]["p50"]
+        d90 = t["latency_ms"]["p90"] - s["latency_ms"]["p90"]
+        ratio = t["throughput_jobs_per_s"] / s["throughput_jobs_per_s"]
+        overhead = (1 - ratio) * 100
+        print(f"\nstart latency overhead: p50 {d50:+.0f} ms, p90 {d90:+.0f} ms "
+              f"(goal: p50 under +50 ms; {'met' if d50 < 50 else f'{d50 - 50:.0f} ms over'})")
+        print(f"throughput: trainyard/sbatch = {ratio:.3f}, overhead {overhead:.1f}% "
+              f"(goal: under 10%; {'met' if overhead < 10 else f'{overhead - 10:.1f} points over'})")
+        results["comparison"] = {"latency_p50_overhead_ms": d50, "latency_p90_overhead_ms": d90,
+                                 "throughput_ratio": ratio, "throughput_overhead_pct": overhead}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", choices=["sbatch", "trainyard"], help="measure one side only")
+    ap.add_argument("--samples", type=int, default=30, help="start latency samples per side (default 30)")
+    ap.add_argument("--jobs", type=int, default=200, help="jobs for the throughput run (default 200)")
+    ap.add_argument("--threads", type=int, default=4, help="parallel submitters (default 4)")
+    ap.add_argument("--nodes", type=int, default=4, help="test cluster nodes (default 4)")
+    ap.add_argument("--cpus", type=int, default=4, help="CPUs per node (default 4)")
+    ap.add_argument("--bin", default=os.environ.get("TRAINYARD_BIN", os.path.join(HERE, "..", "build", "trainyard")),
+                    help="the trainyard binary (default build/trainyard, or $TRAINYARD_BIN)")
+    ap.add_argument("--seed", type=int, default=1, help="seed of the random pauses before submits")
+    ap.add_argument("--json", help="also write the figures to this file")
+    args = ap.parse_args()
+
+    sides = [args.only] if args.only else ["sbatch", "trainyard"]
+    if "trainyard" in sides and not os.access(args.bin, os.X_OK):
+        sys.exit(f"slurm_bench: {args.bin} is not an executable trainyard (build it, or --only sbatch)")
+    work = tempfile.mkdtemp(prefix="ty-slurm-bench-")
+    os.chmod(work, 0o755)
+    results = {}
+    cluster = SlurmCluster(nodes=args.nodes, cpus_per_node=args.cpus, gpus_per_node=0,
+                           memory_mib=args.cpus * 2 * JOB_MEM_MIB)
+    try:
+        cluster.start()
+        for name in sides:
+            print(f"[{time.strftime('%H:%M:%S')}] measuring {name}", file=sys.stderr)
+            side = SbatchSide(cluster, work) if name == "sbatch" else \
+                TrainyardSide(cluster, work, args.bin, args.nodes * args.cpus)
+            try:
+                results[name] = measure(side, args.samples, args.jobs, args.threads, random.Random(args.seed))
+            finally:
+                if name == "trainyard":
+                    side.stop()
+            cluster.wait_idle(timeout=120)
+        report(results, args)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=2)
+    finally:
+        cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

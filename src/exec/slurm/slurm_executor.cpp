@@ -1,0 +1,551 @@
+#include "exec/slurm/slurm_executor.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "exec/local/attempt_files.h"
+#include "exec/local/run_command.h"
+#include "exec/slurm/slurm_nodes.h"
+
+namespace ty::exec {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+int64_t SteadyMs() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+// How long an attempt may go unseen by squeue after its submission before it counts as gone
+// (squeue and sbatch race; a job submitted a moment ago may be missing from a listing begun
+// before it).
+constexpr int64_t kUnseenGraceMs = 10000;
+// How long a fenced attempt's supervisor gets to acknowledge (its node may be truly gone).
+constexpr int64_t kFenceWaitMs = 30000;
+
+// Slurm job states in which the job still holds (or waits for) its nodes.
+bool Alive(const std::string& state) {
+  for (const char* s : {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD",
+                        "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD"})
+    if (state == s) return true;
+  return false;
+}
+
+std::string Quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// One "Key=Value" of `scontrol show ... --oneliner` output ("" when absent).
+std::string Field(const std::string& line, const std::string& key) {
+  size_t at = 0;
+  while ((at = line.find(key + "=", at)) != std::string::npos) {
+    if (at == 0 || line[at - 1] == ' ') {
+      at += key.size() + 1;
+      return line.substr(at, line.find_first_of(" \n", at) - at);
+    }
+    at += key.size();
+  }
+  return "";
+}
+
+}  // namespace
+
+std::vector<SlurmJobState> ParseSqueue(const std::string& text) {
+  std::vector<SlurmJobState> jobs;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    std::string line = text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    pos = nl == std::string::npos ? text.size() : nl + 1;
+    std::vector<std::string> f;
+    size_t start = 0;
+    for (size_t bar; (bar = line.find('|', start)) != std::string::npos; start = bar + 1) f.push_back(line.substr(start, bar - start));
+    f.push_back(line.substr(start));
+    if (f.size() != 5 || f[0].empty()) continue;
+    jobs.push_back({f[0], f[1], f[2], f[3], f[4]});
+  }
+  return jobs;
+}
+
+SbatchPlan PlanSbatch(const AttemptSpec& spec, const InstanceTypeSpec* type, const SlurmConfig& slurm,
+                      const std::string& dir, const std::string& supervisor_binary) {
+  SbatchPlan p;
+  const std::string partition = type && !type->slurm_partition.empty() ? type->slurm_partition : slurm.partition;
+  p.argv = {"--parsable",
+            "--job-name=ty-" + spec.attempt_id,
+            "--comment=trainyard",
+            "--partition=" + partition,
+            "--nodes=" + std::to_string(std::max(1, spec.instance_count)),
+            "--ntasks-per-node=1",
+            "--no-requeue",
+            "--export=PATH,LANG,LC_ALL,HOME",
+            "--output=" + dir + "/slurm-%j.out",
+            "--chdir=" + dir};
+  if (!slurm.account.empty()) p.argv.push_back("--account=" + slurm.account);
+  if (type && type->slurm_whole_node) {
+    p.argv.push_back("--exclusive");
+  } else {
+    p.argv.push_back("--cpus-per-task=" + std::to_string(std::max(1, spec.vcpus)));
+    if (spec.memory_mib > 0) p.argv.push_back("--mem=" + std::to_string(spec.memory_mib) + "M");
+    if (spec.gpus > 0) p.argv.push_back("--gres=gpu:" + std::to_string(spec.gpus));
+  }
+  if (type && !type->slurm_constraint.empty()) p.argv.push_back("--constraint=" + type->slurm_constraint);
+  if (spec.max_runtime_seconds > 0 && !spec.warm_pool) {
+    // Slurm's limit is a backstop behind the supervisor's own: the runtime, the grace and a margin.
+    int64_t minutes = (spec.max_runtime_seconds + spec.stop_grace_seconds + 300 + 59) / 60;
+    p.argv.push_back("--time=" + std::to_string(minutes));
+  }
+  for (const auto& a : slurm.sbatch_args) p.argv.push_back(a);
+  p.argv.push_back(dir + "/batch.sh");
+  p.script = "#!/bin/sh\n# trainyard attempt " + spec.attempt_id + " (docs/slurm.md)\n";
+  if (spec.warm_pool) {
+    // A warm pool keeps the allocation: after the attempt, the batch step waits for the next
+    // attempt on the pool (Start hands it over) until the pool's directory goes.
+    p.script += Quote(supervisor_binary) + " " + Quote(dir) + "\nexec " + Quote(supervisor_binary) + " --hold " +
+                Quote(spec.warm_pool->workspace) + " " + Quote(dir) + "\n";
+  } else {
+    p.script += "exec " + Quote(supervisor_binary) + " " + Quote(dir) + "\n";
+  }
+  return p;
+}
+
+SlurmExecutor::SlurmExecutor(Options options) : options_(std::move(options)) {
+  std::error_code ec;
+  fs::create_directories(options_.attempts_root, ec);
+  options_.host.launcher = "slurm";
+  options_.host.agent_binary = options_.supervisor_binary;
+  options_.host.slurm_bin_dir = options_.slurm.bin_dir;
+  options_.host.slurm_conf = options_.slurm.conf;
+  // Supervisors on the nodes poke this server over UDP (a unix socket does not cross machines).
+  udp_fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;
+  options_.host.notify_socket.clear();
+  if (udp_fd_ >= 0 && ::inet_pton(AF_INET, options_.notify_address.c_str(), &addr.sin_addr) == 1 &&
+      ::bind(udp_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    socklen_t len = sizeof addr;
+    ::getsockname(udp_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    options_.host.notify_socket = "udp:" + options_.notify_address + ":" + std::to_string(ntohs(addr.sin_port));
+    timeval tv{0, 200000};
+    ::setsockopt(udp_fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    threads_.emplace_back([this] { ListenLoop(); });
+  }
+  // sbatch answers in tens of milliseconds; a few at once keep a burst of starts moving.
+  for (int i = 0; i < 4; ++i) threads_.emplace_back([this] { SubmitLoop(); });
+  threads_.emplace_back([this] { MonitorLoop(); });
+}
+
+SlurmExecutor::~SlurmExecutor() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (udp_fd_ >= 0) ::shutdown(udp_fd_, SHUT_RDWR);
+  for (auto& t : threads_) t.join();
+  if (udp_fd_ >= 0) ::close(udp_fd_);
+}
+
+int SlurmExecutor::RunSlurm(const std::string& command, const std::vector<std::string>& args, std::string* out,
+                            std::string* err) const {
+  std::vector<std::string> argv = {options_.slurm.bin_dir.empty() ? command : options_.slurm.bin_dir + "/" + command};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<std::pair<std::string, std::string>> env;
+  if (!options_.slurm.conf.empty()) env.emplace_back("SLURM_CONF", options_.slurm.conf);
+  return local::CaptureCommand(argv, env, out, err);
+}
+
+void SlurmExecutor::ListenLoop() {
+  char buf[512];
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+    }
+    ssize_t n = ::recv(udp_fd_, buf, sizeof buf, 0);
+    if (n >= 0 && options_.wake) options_.wake();
+  }
+}
+
+void SlurmExecutor::SubmitLoop() {
+  while (true) {
+    Submission s;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      s = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    std::string out, err;
+    int rc = RunSlurm("sbatch", s.plan.argv, &out, &err);
+    Submitted result;
+    std::string id = out.substr(0, out.find_first_of(";\n"));
+    if (rc == 0 && !id.empty() && id.find_first_not_of("0123456789") == std::string::npos) {
+      result.job_id = id;
+      // Kept with the attempt: a restarted server finds its job by it; and with its warm pool,
+      // whose next attempt runs in the same allocation.
+      local::WriteFileAtomic(Dir(s.attempt_id) + "/slurm_job_id", id + "\n");
+      if (!s.pool_workspace.empty()) local::WriteFileAtomic(s.pool_workspace + "/slurm_job_id", id + "\n");
+    } else {
+      while (!err.empty() && (err.back() == '\n' || err.back() == ' ')) err.pop_back();
+      result.error = "sbatch failed (exit " + std::to_string(rc) + "): " + (err.empty() ? out : err);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      submitted_[s.attempt_id] = result;
+    }
+    if (options_.wake) options_.wake();
+  }
+}
+
+void SlurmExecutor::MonitorLoop() {
+  int64_t next_capacity = 0;
+  while (true) {
+    RefreshJobs();
+    // The nodes change slowly; read them every second at most.
+    if (SteadyMs() >= next_capacity) {
+      RefreshCapacity();
+      next_capacity = SteadyMs() + std::max(1000, options_.slurm.poll_interval_ms);
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::milliseconds(options_.slurm.poll_interval_ms), [this] { return stopping_; });
+    if (stopping_) return;
+  }
+}
+
+void SlurmExecutor::RefreshCapacity() {
+  std::string nodes_out, jobs_out, err;
+  std::vector<std::string> problems;
+  CapacityReport report;
+  bool read = RunSlurm("scontrol", {"show", "node", "--oneliner"}, &nodes_out, &err) == 0 &&
+              RunSlurm("squeue", std::vector<std::string>(std::begin(slurm::kSqueueArgs), std::end(slurm::kSqueueArgs)),
+                       &jobs_out, &err) == 0;
+  const EpochMs now = options_.clock ? options_.clock->now_ms() : 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!read) {
+    // Slurm cannot be reached: the last view stands, saying so.
+    if (capacity_) capacity_->problem = "Slurm could not be read: " + err.substr(0, 512);
+    return;
+  }
+  capacity_ = slurm::ComputeCapacity(options_.instance_types, options_.slurm.partition, slurm::ParseNodes(nodes_out, &problems),
+                                     slurm::ParseJobs(jobs_out, &problems), now, problems);
+}
+
+std::optional<CapacityReport> SlurmExecutor::Capacity() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return capacity_;
+}
+
+void SlurmExecutor::RefreshJobs() {
+  const int64_t began = SteadyMs();
+  std::string out, err;
+  // Every state: a job that ended is listed (for MinJobAge) with how it ended.
+  if (RunSlurm("squeue", {"-h", "--me", "-t", "all", "-o", "%i|%j|%T|%r|%N"}, &out, &err) != 0) return;
+  std::map<std::string, SlurmJobState> jobs;
+  std::map<std::string, std::string> by_name;
+  for (auto& j : ParseSqueue(out)) {
+    if (j.name.rfind("ty-", 0) != 0) continue;
+    auto& newest = by_name[j.name];
+    if (newest.empty() || std::stoll(j.id) > std::stoll(newest)) newest = j.id;
+    std::string id = j.id;
+    jobs.emplace(std::move(id), std::move(j));
+  }
+  bool changed = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, j] : jobs) {
+      auto old = jobs_.find(id);
+      if (old == jobs_.end() || old->second.state != j.state) changed = true;
+    }
+    jobs_ = std::move(jobs);
+    by_name_ = std::move(by_name);
+    jobs_read_at_ = began;
+  }
+  if (changed && options_.wake) options_.wake();
+}
+
+std::optional<SlurmJobState> SlurmExecutor::JobOf(const Tracked& t) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (t.job_id.empty()) return std::nullopt;
+  auto it = jobs_.find(t.job_id);
+  if (it == jobs_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string SlurmExecutor::NodeFailure(const std::string& job_id) const {
+  if (job_id.empty()) return "";
+  std::string out;
+  if (RunSlurm("scontrol", {"show", "job", "--oneliner", job_id}, &out) != 0) return "";
+  const std::string state = Field(out, "JobState");
+  const std::string nodes = Field(out, "NodeList");
+  if (state == "NODE_FAIL" || state == "BOOT_FAIL")
+    return "its Slurm job " + job_id + " ended with " + state + " (nodes " + nodes + ")";
+  if (nodes.empty() || nodes == "(null)") return "";
+  std::string node_out;
+  if (RunSlurm("scontrol", {"show", "node", "--oneliner", nodes}, &node_out) != 0) return "";
+  size_t pos = 0;
+  while (pos < node_out.size()) {
+    size_t nl = node_out.find('\n', pos);
+    std::string line = node_out.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    pos = nl == std::string::npos ? node_out.size() : nl + 1;
+    const std::string node_state = Field(line, "State");
+    for (const char* bad : {"DOWN", "NOT_RESPONDING", "FAIL", "POWER_DOWN", "REBOOT"})
+      if (node_state.find(bad) != std::string::npos)
+        return "Slurm node " + Field(line, "NodeName") + " of its job " + job_id + " is " + node_state;
+  }
+  return "";
+}
+
+void SlurmExecutor::Classify(const Tracked& t, AttemptEvent* e) const {
+  if (e->phase != Phase::kExited && e->phase != Phase::kLost) return;
+  const bool unexplained_stop = e->stopped && !t.stop_requested;
+  if (e->phase == Phase::kExited && e->exit_code == 0 && !unexplained_stop) return;
+  std::string why = t.fenced_at ? t.fence_reason : NodeFailure(t.job_id);
+  if (!why.empty()) {
+    // The node failed under the attempt: not the job's failure; every process of it is fenced.
+    local::WriteFileAtomic(local::FencePath(Dir(e->attempt_id)), why + "\n");
+    e->phase = Phase::kExited;
+    e->stopped = t.stop_requested;
+    e->max_runtime_exceeded = false;
+    if (e->exit_code == 0) e->exit_code = 1;
+    e->failure_kind = FailureKind::kCapacity;
+    e->failure_reason = "CapacityError: the instances were lost: " + why;
+    return;
+  }
+  if (unexplained_stop) {
+    // Slurm signalled the attempt without trainyard asking (its time limit, an administrator's scancel).
+    auto job = JobOf(t);
+    e->stopped = false;
+    if (e->exit_code == 0) e->exit_code = 1;
+    e->failure_kind = FailureKind::kInternal;
+    e->failure_reason = "InternalServerError: Slurm ended the attempt's job " + t.job_id +
+                        (job ? " (" + job->state + (job->reason.empty() || job->reason == "None" ? "" : ": " + job->reason) + ")" : "");
+  }
+}
+
+Status SlurmExecutor::Start(const std::string& id, const AttemptSpec& spec) {
+  if (spec.attempt_id != id) return InvalidArgument("attempt spec of " + spec.attempt_id + " started as " + id);
+  const std::string dir = Dir(id);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Internal("cannot create " + dir + ": " + ec.message());
+  const std::string text = "{\"attempt\":" + Encode(spec) + ",\"host\":" + local::Encode(options_.host) + "}";
+  if (!local::WriteFileAtomic(local::SpecPath(dir), text, true, 0600)) return Internal("cannot write the spec of " + id);
+  const InstanceTypeSpec* type = nullptr;
+  for (const auto& it : options_.instance_types)
+    if (it.name == spec.instance_type) type = &it;
+  SbatchPlan plan = PlanSbatch(spec, type, options_.slurm, fs::absolute(dir).string(), options_.supervisor_binary);
+  if (!local::WriteFileAtomic(dir + "/batch.sh", plan.script, true, 0755)) return Internal("cannot write the batch script of " + id);
+  tracked_[id] = Tracked{{}, SteadyMs(), "", false, 0, ""};
+  if (spec.warm_pool && !spec.warm_pool->reused_from.empty()) {
+    // The pool's allocation is still held by its batch step: the attempt runs there, as a new
+    // supervisor in the same Slurm job, without waiting for Slurm to allocate again.
+    std::string job_id;
+    if (local::ReadFile(spec.warm_pool->workspace + "/slurm_job_id", &job_id)) job_id = job_id.substr(0, job_id.find('\n'));
+    Tracked probe;
+    probe.job_id = job_id;
+    auto job = JobOf(probe);
+    if (job && job->state == "RUNNING" &&
+        local::WriteFileAtomic(spec.warm_pool->workspace + "/next", fs::absolute(dir).string() + "\n")) {
+      local::WriteFileAtomic(dir + "/slurm_job_id", job_id + "\n");
+      tracked_[id].job_id = job_id;
+      return Status::Ok();
+    }
+  }
+  // The pool's directory holds its allocation's job id (and the holder waits on it).
+  if (spec.warm_pool) fs::create_directories(spec.warm_pool->workspace, ec);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    submitted_.erase(id);
+    queue_.push_back({id, std::move(plan), spec.warm_pool ? spec.warm_pool->workspace : ""});
+  }
+  cv_.notify_all();
+  return Status::Ok();
+}
+
+Status SlurmExecutor::Stop(const std::string& id, int grace_seconds) {
+  const std::string dir = Dir(id);
+  if (!fs::exists(dir)) return NotFound("no attempt " + id);
+  // The supervisor looks for the stop file ten times a second, wherever it runs.
+  local::WriteFileAtomic(local::StopPath(dir), std::to_string(grace_seconds));
+  auto it = tracked_.find(id);
+  if (it == tracked_.end()) return Status::Ok();
+  it->second.stop_requested = true;
+  // A job still waiting in Slurm's queue never started its supervisor: it is cancelled there.
+  if (auto job = JobOf(it->second); job && job->state == "PENDING") {
+    std::string out;
+    RunSlurm("scancel", {job->id}, &out);
+  }
+  return Status::Ok();
+}
+
+Status SlurmExecutor::Interrupt(const std::string& id, int grace_seconds) {
+  const std::string dir = Dir(id);
+  if (!fs::exists(dir)) return NotFound("no attempt " + id);
+  local::WriteFileAtomic(local::InterruptPath(dir), std::to_string(grace_seconds));
+  return Stop(id, grace_seconds);
+}
+
+Status SlurmExecutor::Adopt(const std::string& id) {
+  const std::string dir = Dir(id);
+  if (!fs::exists(local::SpecPath(dir))) return NotFound("attempt " + id + " was never started");
+  Tracked t{{}, SteadyMs(), "", false, 0, ""};
+  std::string text;
+  if (local::ReadFile(dir + "/slurm_job_id", &text)) t.job_id = text.substr(0, text.find('\n'));
+  t.stop_requested = fs::exists(local::StopPath(dir));
+  tracked_[id] = t;
+  return Status::Ok();
+}
+
+std::vector<AttemptEvent> SlurmExecutor::Poll() {
+  std::vector<AttemptEvent> events;
+  const int64_t now_steady = SteadyMs();
+  const EpochMs now = options_.clock ? options_.clock->now_ms() : 0;
+  std::map<std::string, Submitted> submitted;
+  std::map<std::string, std::string> by_name;
+  int64_t read_at = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    submitted.swap(submitted_);
+    by_name = by_name_;
+    read_at = jobs_read_at_;
+  }
+  for (auto it = tracked_.begin(); it != tracked_.end();) {
+    const std::string& id = it->first;
+    Tracked& t = it->second;
+    bool done = false;
+    if (auto s = submitted.find(id); s != submitted.end()) {
+      if (!s->second.error.empty()) {
+        AttemptEvent e;
+        e.attempt_id = id;
+        e.phase = Phase::kExited;
+        e.at = now;
+        e.exit_code = 1;
+        e.stopped = t.stop_requested;
+        e.failure_kind = FailureKind::kInternal;
+        e.failure_reason = "InternalServerError: Slurm did not accept the attempt: " + s->second.error;
+        events.push_back(std::move(e));
+        it = tracked_.erase(it);
+        continue;
+      }
+      t.job_id = s->second.job_id;
+    }
+    if (t.job_id.empty()) {
+      // Adopted without a recorded id (the server died between sbatch and writing it): by name.
+      auto n = by_name.find("ty-" + id);
+      if (n != by_name.end() && read_at > t.since) t.job_id = n->second;
+    }
+    size_t first = events.size();
+    done = local::ReadStatusEvents(id, Dir(id), &t.cursor, false, &events);
+    if (!done && !t.fenced_at) {
+      auto job = JobOf(t);
+      bool gone = false;
+      if (job) {
+        if (job->state == "NODE_FAIL" || job->state == "BOOT_FAIL") {
+          t.fence_reason = "its Slurm job " + t.job_id + " ended with " + job->state + " (nodes " + job->nodes + ")";
+          t.fenced_at = now_steady;
+          local::WriteFileAtomic(local::FencePath(Dir(id)), t.fence_reason + "\n");
+        } else if (!Alive(job->state)) {
+          gone = true;
+        }
+      } else if (read_at > t.since + kUnseenGraceMs && (!t.job_id.empty() || !fs::exists(Dir(id) + "/batch.sh") ||
+                                                        read_at > t.since + 3 * kUnseenGraceMs)) {
+        // Not listed by squeue long after its submission (or never submitted: adopted without a job).
+        bool queued = false;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          for (const auto& q : queue_) queued = queued || q.attempt_id == id;
+        }
+        gone = !queued && !submitted.count(id);
+      }
+      if (gone) {
+        // Ended: its outcome, if the supervisor wrote one in time, else lost.
+        done = local::ReadStatusEvents(id, Dir(id), &t.cursor, true, &events);
+        if (!done) {
+          AttemptEvent e;
+          e.attempt_id = id;
+          e.at = now;
+          if (t.stop_requested && job && job->state == "CANCELLED") {
+            e.phase = Phase::kExited;  // cancelled while it waited in Slurm's queue
+            e.stopped = true;
+          } else {
+            e.phase = Phase::kLost;
+            e.message = "the instances were lost: the Slurm job " + (t.job_id.empty() ? std::string("of the attempt") : t.job_id) +
+                        " ended" + (job ? " (" + job->state + (job->reason.empty() || job->reason == "None" ? "" : ": " + job->reason) + ")" : "") +
+                        " without an outcome";
+          }
+          events.push_back(std::move(e));
+          done = true;
+        }
+      }
+    }
+    if (!done && t.fenced_at) {
+      // Fenced: done when the supervisor acknowledged (its Exited above), or its node is gone for good.
+      bool alive = false;
+      if (auto job = JobOf(t)) alive = Alive(job->state);
+      if (!alive || now_steady - t.fenced_at > kFenceWaitMs) {
+        AttemptEvent e;
+        e.attempt_id = id;
+        e.phase = Phase::kLost;
+        e.at = now;
+        events.push_back(std::move(e));
+        done = true;
+      }
+    }
+    for (size_t i = first; i < events.size(); ++i) Classify(t, &events[i]);
+    it = done ? tracked_.erase(it) : std::next(it);
+  }
+  return events;
+}
+
+std::string SlurmExecutor::LogPath(const std::string& id, int instance) const {
+  return local::LogDir(Dir(id)) + "/algo-" + std::to_string(instance) + ".log";
+}
+
+std::string SlurmExecutor::SystemMetricsPath(const std::string& id, int instance) const {
+  return local::SystemMetricsPath(Dir(id), instance);
+}
+
+std::unique_ptr<LogFile> SlurmExecutor::OpenLog(const std::string& id, int instance) const {
+  return OpenLocalLogFile(LogPath(id, instance));
+}
+
+Executor::LogChunk SlurmExecutor::ReadLog(const std::string& id, int instance, int64_t offset, int64_t max_bytes) const {
+  return local::ReadLines(LogPath(id, instance), offset, max_bytes);
+}
+
+Executor::LogChunk SlurmExecutor::ReadSystemMetrics(const std::string& id, int instance, int64_t offset,
+                                                    int64_t max_bytes) const {
+  return local::ReadLines(SystemMetricsPath(id, instance), offset, max_bytes);
+}
+
+Status SlurmExecutor::Discard(const std::string& id) {
+  tracked_.erase(id);
+  std::error_code ec;
+  fs::remove_all(Dir(id), ec);
+  if (ec) return Internal("cannot remove " + Dir(id) + ": " + ec.message());
+  return Status::Ok();
+}
+
+void SlurmExecutor::DiscardLogs(const std::string& id) {
+  std::error_code ec;
+  fs::remove_all(local::LogDir(Dir(id)), ec);
+}
+
+void SlurmExecutor::Cleanup(const std::string& id) {
+  std::error_code ec;
+  fs::remove_all(Dir(id) + "/hosts", ec);
+}
+
+}  // namespace ty::exec
