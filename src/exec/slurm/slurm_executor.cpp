@@ -227,7 +227,6 @@ void SlurmExecutor::MonitorLoop() {
 void SlurmExecutor::RefreshCapacity() {
   std::string nodes_out, jobs_out, err;
   std::vector<std::string> problems;
-  CapacityReport report;
   bool read = RunSlurm("scontrol", {"show", "node", "--oneliner"}, &nodes_out, &err) == 0 &&
               RunSlurm("squeue", std::vector<std::string>(std::begin(slurm::kSqueueArgs), std::end(slurm::kSqueueArgs)),
                        &jobs_out, &err) == 0;
@@ -256,8 +255,10 @@ void SlurmExecutor::RefreshJobs() {
   std::map<std::string, std::string> by_name;
   for (auto& j : ParseSqueue(out)) {
     if (j.name.rfind("ty-", 0) != 0) continue;
+    // Ours have plain numeric ids; the newest is the longest, then the greatest (an array
+    // task's "12_3" from someone naming a job so sorts as text and never throws).
     auto& newest = by_name[j.name];
-    if (newest.empty() || std::stoll(j.id) > std::stoll(newest)) newest = j.id;
+    if (newest.empty() || j.id.size() > newest.size() || (j.id.size() == newest.size() && j.id > newest)) newest = j.id;
     std::string id = j.id;
     jobs.emplace(std::move(id), std::move(j));
   }
@@ -275,10 +276,10 @@ void SlurmExecutor::RefreshJobs() {
   if (changed && options_.wake) options_.wake();
 }
 
-std::optional<SlurmJobState> SlurmExecutor::JobOf(const Tracked& t) const {
+std::optional<SlurmJobState> SlurmExecutor::JobOf(const std::string& job_id) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (t.job_id.empty()) return std::nullopt;
-  auto it = jobs_.find(t.job_id);
+  if (job_id.empty()) return std::nullopt;
+  auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return std::nullopt;
   return it->second;
 }
@@ -294,16 +295,11 @@ std::string SlurmExecutor::NodeFailure(const std::string& job_id) const {
   if (nodes.empty() || nodes == "(null)") return "";
   std::string node_out;
   if (RunSlurm("scontrol", {"show", "node", "--oneliner", nodes}, &node_out) != 0) return "";
-  size_t pos = 0;
-  while (pos < node_out.size()) {
-    size_t nl = node_out.find('\n', pos);
-    std::string line = node_out.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
-    pos = nl == std::string::npos ? node_out.size() : nl + 1;
-    const std::string node_state = Field(line, "State");
+  std::vector<std::string> problems;
+  for (const slurm::SlurmNode& node : slurm::ParseNodes(node_out, &problems))
     for (const char* bad : {"DOWN", "NOT_RESPONDING", "FAIL", "POWER_DOWN", "REBOOT"})
-      if (node_state.find(bad) != std::string::npos)
-        return "Slurm node " + Field(line, "NodeName") + " of its job " + job_id + " is " + node_state;
-  }
+      if (node.state.find(bad) != std::string::npos)
+        return "Slurm node " + node.name + " of its job " + job_id + " is " + node.state;
   return "";
 }
 
@@ -325,7 +321,7 @@ void SlurmExecutor::Classify(const Tracked& t, AttemptEvent* e) const {
   }
   if (unexplained_stop) {
     // Slurm signalled the attempt without trainyard asking (its time limit, an administrator's scancel).
-    auto job = JobOf(t);
+    auto job = JobOf(t.job_id);
     e->stopped = false;
     if (e->exit_code == 0) e->exit_code = 1;
     e->failure_kind = FailureKind::kInternal;
@@ -353,9 +349,7 @@ Status SlurmExecutor::Start(const std::string& id, const AttemptSpec& spec) {
     // supervisor in the same Slurm job, without waiting for Slurm to allocate again.
     std::string job_id;
     if (local::ReadFile(spec.warm_pool->workspace + "/slurm_job_id", &job_id)) job_id = job_id.substr(0, job_id.find('\n'));
-    Tracked probe;
-    probe.job_id = job_id;
-    auto job = JobOf(probe);
+    auto job = JobOf(job_id);
     if (job && job->state == "RUNNING" &&
         local::WriteFileAtomic(spec.warm_pool->workspace + "/next", fs::absolute(dir).string() + "\n")) {
       local::WriteFileAtomic(dir + "/slurm_job_id", job_id + "\n");
@@ -383,7 +377,7 @@ Status SlurmExecutor::Stop(const std::string& id, int grace_seconds) {
   if (it == tracked_.end()) return Status::Ok();
   it->second.stop_requested = true;
   // A job still waiting in Slurm's queue never started its supervisor: it is cancelled there.
-  if (auto job = JobOf(it->second); job && job->state == "PENDING") {
+  if (auto job = JobOf(it->second.job_id); job && job->state == "PENDING") {
     std::string out;
     RunSlurm("scancel", {job->id}, &out);
   }
@@ -449,7 +443,7 @@ std::vector<AttemptEvent> SlurmExecutor::Poll() {
     size_t first = events.size();
     done = local::ReadStatusEvents(id, Dir(id), &t.cursor, false, &events);
     if (!done && !t.fenced_at) {
-      auto job = JobOf(t);
+      auto job = JobOf(t.job_id);
       bool gone = false;
       if (job) {
         if (job->state == "NODE_FAIL" || job->state == "BOOT_FAIL") {
@@ -459,9 +453,9 @@ std::vector<AttemptEvent> SlurmExecutor::Poll() {
         } else if (!Alive(job->state)) {
           gone = true;
         }
-      } else if (read_at > t.since + kUnseenGraceMs && (!t.job_id.empty() || !fs::exists(Dir(id) + "/batch.sh") ||
-                                                        read_at > t.since + 3 * kUnseenGraceMs)) {
-        // Not listed by squeue long after its submission (or never submitted: adopted without a job).
+      } else if (read_at > t.since + (t.job_id.empty() ? 3 : 1) * kUnseenGraceMs) {
+        // Not listed by squeue long after its submission, or adopted without a job id and not
+        // found by name either (the server died before or during its sbatch).
         bool queued = false;
         {
           std::lock_guard<std::mutex> lock(mu_);
@@ -493,7 +487,7 @@ std::vector<AttemptEvent> SlurmExecutor::Poll() {
     if (!done && t.fenced_at) {
       // Fenced: done when the supervisor acknowledged (its Exited above), or its node is gone for good.
       bool alive = false;
-      if (auto job = JobOf(t)) alive = Alive(job->state);
+      if (auto job = JobOf(t.job_id)) alive = Alive(job->state);
       if (!alive || now_steady - t.fenced_at > kFenceWaitMs) {
         AttemptEvent e;
         e.attempt_id = id;

@@ -126,7 +126,7 @@ class SlurmExecutor final : public Executor {
   std::string NodeFailure(const std::string& job_id) const;
   // An Exited event that the job's own outcome does not explain is given Slurm's reason.
   void Classify(const Tracked& t, AttemptEvent* e) const;
-  std::optional<SlurmJobState> JobOf(const Tracked& t) const;
+  std::optional<SlurmJobState> JobOf(const std::string& job_id) const;  // as squeue last said
 
   // ---- constant after construction ----
   Options options_;
