@@ -315,11 +315,11 @@ int64_t HostCapacity(const Config& config, const State& s, const std::string& ke
   return it == s.cluster->instances.end() ? 0 : std::min(configured, it->second);
 }
 
-void Controller::TakeClusterCapacity(Turn& t, std::optional<exec::CapacityReport> cluster) {
-  // The nodes' details change every turn a job starts or ends; only the offered counts matter to
-  // the passes.
-  const bool changed = cluster.has_value() != state_.cluster.has_value() ||
-                       (cluster && cluster->instances != state_.cluster->instances);
+void Controller::TakeClusterCapacity(Turn& t, std::shared_ptr<const exec::CapacityReport> cluster) {
+  // The same view as last turn is most turns; otherwise the nodes' details change every turn a
+  // job starts or ends, and only the offered counts matter to the passes.
+  if (cluster == state_.cluster) return;
+  const bool changed = !cluster != !state_.cluster || (cluster && cluster->instances != state_.cluster->instances);
   state_.cluster = std::move(cluster);
   if (changed) t.reschedule = true;
 }
@@ -329,7 +329,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
   // its cluster, and on a tick the metric tails read their jobs' new log lines and the data dir's
   // free space is measured.
   const std::vector<exec::AttemptEvent> polled = executor_->Poll();
-  std::optional<exec::CapacityReport> cluster = executor_->Capacity();
+  std::shared_ptr<const exec::CapacityReport> cluster = executor_->Capacity();
   Turn t(clock_.now_ms());
   int64_t disk_free = -1;
   if (t.now - last_tick_ >= 500) {

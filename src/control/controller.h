@@ -232,7 +232,7 @@ class Controller {
   void ApplyEvent(Turn& t, const exec::AttemptEvent& e) REQUIRES(turn_mu_, state_mu_);
   // Keeps the executor's view of its cluster for this turn's passes; capacity that changed is looked
   // at again (a node back from down offers its instances). A lowered capacity preempts nothing.
-  void TakeClusterCapacity(Turn& t, std::optional<exec::CapacityReport> cluster) REQUIRES(turn_mu_, state_mu_);
+  void TakeClusterCapacity(Turn& t, std::shared_ptr<const exec::CapacityReport> cluster) REQUIRES(turn_mu_, state_mu_);
   // Adds what a preempted attempt that ended at `end` threw away to the job's loss counters.
   void CountPreemptionLoss(ServiceJob& job, const TrainingJob& tj, EpochMs end) const REQUIRES(turn_mu_, state_mu_);
   void EnforceTimeouts(Turn& t) REQUIRES(turn_mu_, state_mu_);

@@ -148,9 +148,9 @@ struct State {
   std::map<std::string, SystemSeries> system_series;
   std::map<std::string, int64_t> host_in_use;              // instance type -> instances held
   // The executor's latest view of what its cluster can hold (Executor::Capacity), taken once per
-  // turn; nullopt: the configuration's counts stand (the local executor). Not stored: a restarted
+  // turn; null: the configuration's counts stand (the local executor). Not stored: a restarted
   // server asks again. Read it through HostCapacity.
-  std::optional<exec::CapacityReport> cluster;
+  std::shared_ptr<const exec::CapacityReport> cluster;
   // Managed warm pools, by id (InUse and Available ones; terminated pools are deleted).
   std::map<std::string, WarmPool> warm_pools;
   // instance type -> instances held by Available warm pools. Not part of host_in_use: a pool

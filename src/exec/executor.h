@@ -152,11 +152,11 @@ class Executor {
   virtual std::string LogPath(const std::string& attempt_id, int instance) const { return ""; }
   virtual std::string SystemMetricsPath(const std::string& attempt_id, int instance) const { return ""; }
 
-  // What the cluster can hold now, per capacity key; nullopt when the executor has no view of its
+  // What the cluster can hold now, per capacity key; null when the executor has no view of its
   // own (the local executor): the configuration's counts stand. Where there is one, a type offers
-  // min(its configured count, the reported instances). Cheap (the latest view, not a fresh query)
-  // and safe from any thread.
-  virtual std::optional<CapacityReport> Capacity() const { return std::nullopt; }
+  // min(its configured count, the reported instances). Cheap (the latest view, shared, never
+  // changed once handed out: not a fresh query and not a copy) and safe from any thread.
+  virtual std::shared_ptr<const CapacityReport> Capacity() const { return nullptr; }
 
   // Forgets an attempt's workspace files (keeps logs). Called when an attempt's records are final.
   virtual void Cleanup(const std::string& attempt_id) = 0;

@@ -205,10 +205,10 @@ void FakeExecutor::FailAdopts(Status st) {
 
 void FakeExecutor::SetCapacity(std::optional<exec::CapacityReport> report) {
   std::lock_guard lock(mu_);
-  capacity_ = std::move(report);
+  capacity_ = report ? std::make_shared<const exec::CapacityReport>(std::move(*report)) : nullptr;
 }
 
-std::optional<exec::CapacityReport> FakeExecutor::Capacity() const {
+std::shared_ptr<const exec::CapacityReport> FakeExecutor::Capacity() const {
   std::lock_guard lock(mu_);
   return capacity_;
 }

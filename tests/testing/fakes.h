@@ -89,7 +89,7 @@ class FakeExecutor final : public exec::Executor {
   std::string LogPath(const std::string& attempt_id, int instance) const override { return ""; }
   std::string SystemMetricsPath(const std::string& attempt_id, int instance) const override { return ""; }
   void Cleanup(const std::string& attempt_id) override {}
-  std::optional<exec::CapacityReport> Capacity() const override;
+  std::shared_ptr<const exec::CapacityReport> Capacity() const override;
 
   // The next Poll() returns e (after what was pushed before).
   void Push(exec::AttemptEvent e);
@@ -116,7 +116,7 @@ class FakeExecutor final : public exec::Executor {
   Status fail_start_, fail_adopt_;
   std::vector<std::string> started_, stopped_, interrupted_, adopted_;
   std::map<std::string, exec::AttemptSpec> specs_;
-  std::optional<exec::CapacityReport> capacity_;
+  std::shared_ptr<const exec::CapacityReport> capacity_;
 };
 
 }  // namespace ty::testing

@@ -231,17 +231,23 @@ void SlurmExecutor::RefreshCapacity() {
               RunSlurm("squeue", std::vector<std::string>(std::begin(slurm::kSqueueArgs), std::end(slurm::kSqueueArgs)),
                        &jobs_out, &err) == 0;
   const EpochMs now = options_.clock ? options_.clock->now_ms() : 0;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!read) {
-    // Slurm cannot be reached: the last view stands, saying so.
-    if (capacity_) capacity_->problem = "Slurm could not be read: " + err.substr(0, 512);
-    return;
+  std::shared_ptr<CapacityReport> report;
+  if (read) {
+    report = std::make_shared<CapacityReport>(slurm::ComputeCapacity(options_.instance_types, options_.slurm.partition,
+                                                                     slurm::ParseNodes(nodes_out, &problems),
+                                                                     slurm::ParseJobs(jobs_out, &problems), now, problems));
   }
-  capacity_ = slurm::ComputeCapacity(options_.instance_types, options_.slurm.partition, slurm::ParseNodes(nodes_out, &problems),
-                                     slurm::ParseJobs(jobs_out, &problems), now, problems);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!report) {
+    // Slurm cannot be reached: the last view stands, saying so.
+    if (!capacity_) return;
+    report = std::make_shared<CapacityReport>(*capacity_);
+    report->problem = "Slurm could not be read: " + err.substr(0, 512);
+  }
+  capacity_ = std::move(report);
 }
 
-std::optional<CapacityReport> SlurmExecutor::Capacity() const {
+std::shared_ptr<const CapacityReport> SlurmExecutor::Capacity() const {
   std::lock_guard<std::mutex> lock(mu_);
   return capacity_;
 }

@@ -90,7 +90,7 @@ class SlurmExecutor final : public Executor {
   void DiscardLogs(const std::string& attempt_id) override;
   // What the cluster can hold for trainyard, as last read (exec/slurm/slurm_nodes.h); nullopt
   // until the first read succeeded.
-  std::optional<CapacityReport> Capacity() const override;
+  std::shared_ptr<const CapacityReport> Capacity() const override;
 
   // Runs a Slurm command (sbatch, squeue, ...) from the configured directory with SLURM_CONF;
   // its exit status, stdout in *out and stderr in *err.
@@ -140,7 +140,7 @@ class SlurmExecutor final : public Executor {
   std::map<std::string, SlurmJobState> jobs_;      // job id -> state (our jobs, as squeue last said)
   std::map<std::string, std::string> by_name_;     // job name -> newest job id
   int64_t jobs_read_at_ = 0;                       // steady ms of the last squeue that succeeded
-  std::optional<CapacityReport> capacity_;         // the last capacity read
+  std::shared_ptr<const CapacityReport> capacity_;  // the last capacity read
   bool stopping_ = false;
   std::vector<std::thread> threads_;
   int udp_fd_ = -1;
