@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "exec/local/attempt_files.h"
@@ -150,6 +151,33 @@ Executor::LogChunk ReadLines(const std::string& path, int64_t offset, int64_t ma
   chunk.bytes.resize(end);
   chunk.next_offset += static_cast<int64_t>(chunk.bytes.size());
   return chunk;
+}
+
+std::string AttemptDirectoryExecutor::LogPath(const std::string& id, int instance) const {
+  return LogDir(Dir(id)) + "/algo-" + std::to_string(instance) + ".log";
+}
+
+std::string AttemptDirectoryExecutor::SystemMetricsPath(const std::string& id, int instance) const {
+  return local::SystemMetricsPath(Dir(id), instance);
+}
+
+std::unique_ptr<LogFile> AttemptDirectoryExecutor::OpenLog(const std::string& id, int instance) const {
+  return OpenLocalLogFile(LogPath(id, instance));
+}
+
+Executor::LogChunk AttemptDirectoryExecutor::ReadLog(const std::string& id, int instance, int64_t offset,
+                                                     int64_t max_bytes) const {
+  return ReadLines(LogPath(id, instance), offset, max_bytes);
+}
+
+Executor::LogChunk AttemptDirectoryExecutor::ReadSystemMetrics(const std::string& id, int instance, int64_t offset,
+                                                               int64_t max_bytes) const {
+  return ReadLines(SystemMetricsPath(id, instance), offset, max_bytes);
+}
+
+void AttemptDirectoryExecutor::DiscardLogs(const std::string& id) {
+  std::error_code ec;
+  std::filesystem::remove_all(LogDir(Dir(id)), ec);
 }
 
 }  // namespace ty::exec::local

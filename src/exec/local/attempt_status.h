@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,5 +37,28 @@ std::vector<int> RecordedInstanceGroups(const std::string& dir);
 // The complete lines of a file that begin in [offset, offset + max_bytes) (at least one when one
 // begins there, however long), as Executor::ReadLog returns them.
 Executor::LogChunk ReadLines(const std::string& path, int64_t offset, int64_t max_bytes);
+
+// The part of an executor whose attempts are directories a supervisor writes under one root
+// (<root>/<attempt id>): each instance's log and system metrics samples are read from there,
+// and its logs deleted there, wherever the supervisor ran.
+class AttemptDirectoryExecutor : public Executor {
+ public:
+  explicit AttemptDirectoryExecutor(std::string attempts_root) : attempts_root_(std::move(attempts_root)) {}
+
+  LogChunk ReadLog(const std::string& attempt_id, int instance, int64_t offset, int64_t max_bytes) const override;
+  LogChunk ReadSystemMetrics(const std::string& attempt_id, int instance, int64_t offset,
+                             int64_t max_bytes) const override;
+  std::unique_ptr<LogFile> OpenLog(const std::string& attempt_id, int instance) const override;
+  std::string LogPath(const std::string& attempt_id, int instance) const override;
+  std::string SystemMetricsPath(const std::string& attempt_id, int instance) const override;
+  void DiscardLogs(const std::string& attempt_id) override;
+
+ protected:
+  const std::string& attempts_root() const { return attempts_root_; }
+  std::string Dir(const std::string& id) const { return attempts_root_ + "/" + id; }
+
+ private:
+  const std::string attempts_root_;
+};
 
 }  // namespace ty::exec::local

@@ -39,7 +39,8 @@ EpochMs SteadyMs() {
 
 }  // namespace
 
-LocalExecutor::LocalExecutor(Options options) : options_(std::move(options)) {
+LocalExecutor::LocalExecutor(Options options)
+    : AttemptDirectoryExecutor(options.attempts_root), options_(std::move(options)) {
   // Storage volumes of supervisors that died while the server was down (exec/local/volume.h).
   local::SweepOrphanVolumes(options_.attempts_root, [this](const std::string& attempt) {
     return local::SupervisorAlive(options_.attempts_root + "/" + attempt);
@@ -213,27 +214,6 @@ void LocalExecutor::ReleaseVolumesOfDeadSupervisors(const std::string& attempt_d
   local::SweepOrphanVolumes(root, [&root](const std::string& attempt) { return local::SupervisorAlive(root + "/" + attempt); });
 }
 
-std::string LocalExecutor::LogPath(const std::string& id, int instance) const {
-  return local::LogDir(Dir(id)) + "/algo-" + std::to_string(instance) + ".log";
-}
-
-std::string LocalExecutor::SystemMetricsPath(const std::string& id, int instance) const {
-  return local::SystemMetricsPath(Dir(id), instance);
-}
-
-std::unique_ptr<LogFile> LocalExecutor::OpenLog(const std::string& id, int instance) const {
-  return OpenLocalLogFile(LogPath(id, instance));
-}
-
-Executor::LogChunk LocalExecutor::ReadLog(const std::string& id, int instance, int64_t offset, int64_t max_bytes) const {
-  return local::ReadLines(LogPath(id, instance), offset, max_bytes);
-}
-
-Executor::LogChunk LocalExecutor::ReadSystemMetrics(const std::string& id, int instance, int64_t offset,
-                                                    int64_t max_bytes) const {
-  return local::ReadLines(SystemMetricsPath(id, instance), offset, max_bytes);
-}
-
 Status LocalExecutor::Discard(const std::string& id) {
   tracked_.erase(id);
   ReleaseVolumesOfDeadSupervisors(Dir(id));
@@ -241,11 +221,6 @@ Status LocalExecutor::Discard(const std::string& id) {
   fs::remove_all(Dir(id), ec);
   if (ec) return Internal("cannot remove " + Dir(id) + ": " + ec.message());
   return Status::Ok();
-}
-
-void LocalExecutor::DiscardLogs(const std::string& id) {
-  std::error_code ec;
-  fs::remove_all(local::LogDir(Dir(id)), ec);
 }
 
 void LocalExecutor::Cleanup(const std::string& id) {

@@ -24,7 +24,7 @@ namespace ty::exec {
 //  - Poll() reports kLost when a supervisor is gone without an Exited status (10 s of grace for
 //    one that never wrote a status), and SIGKILLs the process groups it recorded.
 //  - The listener thread only calls wake(); the destructor ends it promptly.
-class LocalExecutor final : public Executor {
+class LocalExecutor final : public local::AttemptDirectoryExecutor {
  public:
   struct Options {
     std::string attempts_root;      // <data-dir>/attempts
@@ -55,15 +55,8 @@ class LocalExecutor final : public Executor {
   Status Adopt(const std::string& attempt_id) override;
   std::vector<AttemptEvent> Poll() override;
   bool Sandboxed() const override { return options_.host.sandbox == "bwrap"; }
-  LogChunk ReadLog(const std::string& attempt_id, int instance, int64_t offset, int64_t max_bytes) const override;
-  LogChunk ReadSystemMetrics(const std::string& attempt_id, int instance, int64_t offset,
-                             int64_t max_bytes) const override;
-  std::unique_ptr<LogFile> OpenLog(const std::string& attempt_id, int instance) const override;
-  std::string LogPath(const std::string& attempt_id, int instance) const override;
-  std::string SystemMetricsPath(const std::string& attempt_id, int instance) const override;
   void Cleanup(const std::string& attempt_id) override;
   Status Discard(const std::string& attempt_id) override;
-  void DiscardLogs(const std::string& attempt_id) override;
 
  private:
   void ReleaseVolumesOfDeadSupervisors(const std::string& attempt_dir);
@@ -72,7 +65,6 @@ class LocalExecutor final : public Executor {
     local::StatusCursor cursor;
   };
 
-  std::string Dir(const std::string& id) const { return options_.attempts_root + "/" + id; }
   void Listen();
 
   // ---- constant after construction ----

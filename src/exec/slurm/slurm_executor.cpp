@@ -118,7 +118,8 @@ SbatchPlan PlanSbatch(const AttemptSpec& spec, const InstanceTypeSpec* type, con
   return p;
 }
 
-SlurmExecutor::SlurmExecutor(Options options) : options_(std::move(options)) {
+SlurmExecutor::SlurmExecutor(Options options)
+    : AttemptDirectoryExecutor(options.attempts_root), options_(std::move(options)) {
   std::error_code ec;
   fs::create_directories(options_.attempts_root, ec);
   options_.host.launcher = "slurm";
@@ -509,38 +510,12 @@ std::vector<AttemptEvent> SlurmExecutor::Poll() {
   return events;
 }
 
-std::string SlurmExecutor::LogPath(const std::string& id, int instance) const {
-  return local::LogDir(Dir(id)) + "/algo-" + std::to_string(instance) + ".log";
-}
-
-std::string SlurmExecutor::SystemMetricsPath(const std::string& id, int instance) const {
-  return local::SystemMetricsPath(Dir(id), instance);
-}
-
-std::unique_ptr<LogFile> SlurmExecutor::OpenLog(const std::string& id, int instance) const {
-  return OpenLocalLogFile(LogPath(id, instance));
-}
-
-Executor::LogChunk SlurmExecutor::ReadLog(const std::string& id, int instance, int64_t offset, int64_t max_bytes) const {
-  return local::ReadLines(LogPath(id, instance), offset, max_bytes);
-}
-
-Executor::LogChunk SlurmExecutor::ReadSystemMetrics(const std::string& id, int instance, int64_t offset,
-                                                    int64_t max_bytes) const {
-  return local::ReadLines(SystemMetricsPath(id, instance), offset, max_bytes);
-}
-
 Status SlurmExecutor::Discard(const std::string& id) {
   tracked_.erase(id);
   std::error_code ec;
   fs::remove_all(Dir(id), ec);
   if (ec) return Internal("cannot remove " + Dir(id) + ": " + ec.message());
   return Status::Ok();
-}
-
-void SlurmExecutor::DiscardLogs(const std::string& id) {
-  std::error_code ec;
-  fs::remove_all(local::LogDir(Dir(id)), ec);
 }
 
 void SlurmExecutor::Cleanup(const std::string& id) {

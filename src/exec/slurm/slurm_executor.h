@@ -57,7 +57,7 @@ struct SbatchPlan {
 SbatchPlan PlanSbatch(const AttemptSpec& spec, const InstanceTypeSpec* type, const SlurmConfig& slurm,
                       const std::string& attempt_dir, const std::string& supervisor_binary);
 
-class SlurmExecutor final : public Executor {
+class SlurmExecutor final : public local::AttemptDirectoryExecutor {
  public:
   struct Options {
     std::string attempts_root;      // <data-dir>/attempts: shared with every node
@@ -79,15 +79,8 @@ class SlurmExecutor final : public Executor {
   Status Adopt(const std::string& attempt_id) override;
   std::vector<AttemptEvent> Poll() override;
   bool Sandboxed() const override { return options_.host.sandbox == "bwrap"; }
-  LogChunk ReadLog(const std::string& attempt_id, int instance, int64_t offset, int64_t max_bytes) const override;
-  LogChunk ReadSystemMetrics(const std::string& attempt_id, int instance, int64_t offset,
-                             int64_t max_bytes) const override;
-  std::unique_ptr<LogFile> OpenLog(const std::string& attempt_id, int instance) const override;
-  std::string LogPath(const std::string& attempt_id, int instance) const override;
-  std::string SystemMetricsPath(const std::string& attempt_id, int instance) const override;
   void Cleanup(const std::string& attempt_id) override;
   Status Discard(const std::string& attempt_id) override;
-  void DiscardLogs(const std::string& attempt_id) override;
   // What the cluster can hold for trainyard, as last read (exec/slurm/slurm_nodes.h); nullopt
   // until the first read succeeded.
   std::shared_ptr<const CapacityReport> Capacity() const override;
@@ -116,7 +109,6 @@ class SlurmExecutor final : public Executor {
     std::string error;
   };
 
-  std::string Dir(const std::string& id) const { return options_.attempts_root + "/" + id; }
   void SubmitLoop();
   void MonitorLoop();
   void ListenLoop();
