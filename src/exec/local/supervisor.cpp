@@ -225,14 +225,7 @@ class Supervisor {
         stopped_ = true;
         BeginStop();
       }
-      if (sandbox_ && kill_deadline_ && now < kill_deadline_ && now >= next_term_sweep_) {
-        Signal(SIGTERM);
-        next_term_sweep_ = now + 200;
-      }
-      if (kill_deadline_ && now >= kill_deadline_) {
-        Signal(SIGKILL);
-        kill_deadline_ = now + 3600 * 1000;
-      }
+      EnforceGrace(now);
     }
     if (sampler_) sampler_->Stop();
     return inst.exit_code;
@@ -1436,6 +1429,20 @@ class Supervisor {
     kill_deadline_ = NowMs() + grace_ms_;
   }
 
+  // Once stopping: a sandboxed job that was not there yet at the stop gets its SIGTERM when it
+  // appears (Signal: once, never the programs it starts on it), and whatever is left at the end
+  // of the grace gets SIGKILL.
+  void EnforceGrace(int64_t now) {
+    if (sandbox_ && kill_deadline_ && now < kill_deadline_ && now >= next_term_sweep_) {
+      Signal(SIGTERM);
+      next_term_sweep_ = now + 200;
+    }
+    if (kill_deadline_ && now >= kill_deadline_) {
+      Signal(SIGKILL);
+      kill_deadline_ = now + 3600 * 1000;
+    }
+  }
+
   // One log line "<epoch_ms> <text>\n", unless the file reached [logs] max_bytes_per_stream: then
   // one last line says so and the rest is dropped.
   void WriteLogLine(Instance& i, int64_t now, std::string_view text) {
@@ -1539,16 +1546,7 @@ class Supervisor {
         max_runtime_exceeded_ = true;
         BeginStop();
       }
-      // A sandboxed job that was not there yet at the stop gets its SIGTERM when it appears
-      // (Signal: once, never the programs it starts on it).
-      if (sandbox_ && kill_deadline_ && now < kill_deadline_ && now >= next_term_sweep_) {
-        Signal(SIGTERM);
-        next_term_sweep_ = now + 200;
-      }
-      if (kill_deadline_ && now >= kill_deadline_) {
-        Signal(SIGKILL);
-        kill_deadline_ = now + 3600 * 1000;
-      }
+      EnforceGrace(now);
     }
     if ((stopped_ || max_runtime_exceeded_) && exit_code_ == 0) {
       for (auto& i : instances_)
