@@ -8,33 +8,21 @@ import unittest
 
 import test_fairshare
 import test_quota_shares
-from slurm_cluster import SlurmCluster
-from test_slurm import slurm_config
-
-CLUSTER = None
-
-
-def setUpModule():
-    global CLUSTER
-    CLUSTER = SlurmCluster(nodes=4, cpus_per_node=4, gpus_per_node=2, memory_mib=8192)
-    CLUSTER.start()
-
-
-def tearDownModule():
-    if CLUSTER:
-        CLUSTER.stop()
+import test_slurm
+# The module's own private cluster, started and stopped as test_slurm's is.
+from test_slurm import setUpModule, slurm_config, tearDownModule  # noqa: F401
 
 
 class SlurmFairShareTest(test_fairshare.FairShareTest):
     @property
     def server_config(self):
-        return slurm_config(CLUSTER)
+        return slurm_config(test_slurm.CLUSTER)
 
 
 class SlurmQuotaShareTest(test_quota_shares.QuotaShareTest):
     @property
     def server_config(self):
-        return slurm_config(CLUSTER)
+        return slurm_config(test_slurm.CLUSTER)
 
 
 if __name__ == "__main__":
