@@ -25,6 +25,7 @@
 #include <sstream>
 
 #include "exec/local/launch.h"
+#include "exec/local/opt_ml.h"
 
 extern char** environ;
 
@@ -78,16 +79,6 @@ std::vector<int> DrainSignals() {
 
 void Say(const std::string& line) { std::fprintf(stderr, "[trainyard launch] %s\n", line.c_str()); }
 
-std::map<std::string, std::string> CurrentEnvironment() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    auto eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  return env;
-}
-
 std::string Get(const std::map<std::string, std::string>& env, const std::string& k) {
   auto it = env.find(k);
   return it == env.end() ? "" : it->second;
@@ -138,7 +129,7 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::map<std::string, st
 // ---- torch-distributed ----
 
 int RunTorch(const std::vector<std::string>& cmd, int grace_seconds) {
-  auto env = CurrentEnvironment();
+  auto env = ProcessEnvironment();
   auto node = TorchNodeFromEnvironment(env);
   if (!node.ok()) {
     Say("torch: " + node.status().message());
@@ -324,7 +315,7 @@ int RunShellClient(const std::vector<std::string>& args) {
     std::fprintf(stderr, "usage: rsh HOST COMMAND...\n");
     return 255;
   }
-  auto env = CurrentEnvironment();
+  auto env = ProcessEnvironment();
   std::string error;
   std::string secret = ReadSecret(env, &error);
   if (secret.empty()) {
@@ -570,7 +561,7 @@ std::string SelfExe() {
 }
 
 int RunMpi(int processes_per_host, const std::vector<std::string>& options, const std::vector<std::string>& cmd) {
-  auto env = CurrentEnvironment();
+  auto env = ProcessEnvironment();
   auto node = TorchNodeFromEnvironment(env);  // the hosts and this one's place among them
   if (!node.ok()) {
     Say("mpi: " + node.status().message());

@@ -1,5 +1,7 @@
 #include "exec/local/opt_ml.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -113,6 +115,16 @@ std::string CheckpointRel(const AttemptSpec& spec) {
   std::string rel = lp.rfind("/opt/ml/", 0) == 0 ? lp.substr(8) : "checkpoints";
   while (!rel.empty() && rel.back() == '/') rel.pop_back();
   return rel;
+}
+
+std::map<std::string, std::string> ProcessEnvironment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
 }
 
 std::map<std::string, std::string> InheritedEnvironment() {

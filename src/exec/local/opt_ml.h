@@ -68,6 +68,8 @@ struct OptMlLayout {
 
 // The server's variables a job inherits (PATH, HOME, LANG, CUDA_VISIBLE_DEVICES, ...), as set.
 std::map<std::string, std::string> InheritedEnvironment();
+// This process's whole environment (a launcher passes it on to its ranks; srun to its node agent).
+std::map<std::string, std::string> ProcessEnvironment();
 
 // The whole environment of instance n: `inherited`, then what SageMaker's containers set, then
 // the job's Environment and the server's extra variables (each later one wins).

@@ -1681,12 +1681,7 @@ class Supervisor {
   bool Remote(int n) const { return slurm_ && n > 1; }
   // srun's environment: the supervisor's own (the Slurm job's), with SLURM_CONF.
   std::map<std::string, std::string> SrunEnvironment() const {
-    std::map<std::string, std::string> env;
-    for (char** e = environ; *e; ++e) {
-      std::string kv = *e;
-      auto eq = kv.find('=');
-      if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
+    std::map<std::string, std::string> env = local::ProcessEnvironment();
     if (!host_.slurm_conf.empty()) env["SLURM_CONF"] = host_.slurm_conf;
     return env;
   }
