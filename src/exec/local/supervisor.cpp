@@ -113,6 +113,19 @@ constexpr local::ExtractLimits kSourceDirLimits{100'000, int64_t{8} << 30};
 // process group) before the supervisor stops reading it.
 constexpr int64_t kDrainMs = 2000;
 
+// SIGTERM and SIGINT go to the self-pipe (the main loop treats them as a stop request); SIGPIPE
+// and SIGHUP are ignored. False when the pipe cannot be made.
+bool CatchSignals() {
+  if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return false;
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGHUP, SIG_IGN);
+  return true;
+}
+
 class Supervisor {
  public:
   explicit Supervisor(std::string dir) : dir_(std::move(dir)) {}
@@ -120,13 +133,7 @@ class Supervisor {
   int Run() {
     // SIGTERM (Executor::Stop) must never kill the supervisor: the handler is in place before
     // anything about this supervisor is visible to the executor.
-    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return 5;
-    struct sigaction sa {};
-    sa.sa_handler = OnSignal;
-    ::sigaction(SIGTERM, &sa, nullptr);
-    ::sigaction(SIGINT, &sa, nullptr);
-    ::signal(SIGPIPE, SIG_IGN);
-    ::signal(SIGHUP, SIG_IGN);
+    if (!CatchSignals()) return 5;
 
     lock_fd_ = ::open(local::LockPath(dir_).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (lock_fd_ < 0 || ::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) return 3;  // another supervisor runs
@@ -153,13 +160,7 @@ class Supervisor {
   // kills the instance after the grace or at once when the attempt is fenced. Its exit code is
   // the instance's.
   int RunInstanceAgent(int n) {
-    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return 125;
-    struct sigaction sa {};
-    sa.sa_handler = OnSignal;
-    ::sigaction(SIGTERM, &sa, nullptr);
-    ::sigaction(SIGINT, &sa, nullptr);
-    ::signal(SIGPIPE, SIG_IGN);
-    ::signal(SIGHUP, SIG_IGN);
+    if (!CatchSignals()) return 125;
     if (!Load()) {
       std::fprintf(stderr, "[trainyard] algo-%d: cannot read the attempt's spec in %s\n", n, dir_.c_str());
       return 125;
