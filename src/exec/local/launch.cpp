@@ -82,6 +82,10 @@ std::vector<std::string> MpirunArgv(const std::vector<std::string>& hosts, int p
       "-mca", "btl_tcp_if_include", interface,
       "-mca", "oob_tcp_if_include", interface,
       "-bind-to", "none", "-map-by", "slot",
+      // Open MPI's rtc/hwloc maps the node's topology into shared memory at an address it found
+      // free a moment before; when another process of the host takes it first (daemons starting
+      // together), orted crashes in hwloc_shmem_topology_write. Nothing is bound here anyway.
+      "-mca", "rtc", "^hwloc",
       "-mca", "pml", "ob1", "-mca", "btl", "^openib",
       "-mca", "orte_abort_on_non_zero_status", "1",
       "-mca", "btl_vader_single_copy_mechanism", "none",
