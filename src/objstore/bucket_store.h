@@ -1,0 +1,155 @@
+// The embedded buckets as S3 sees them: what `trainyard serve` answers on its S3 endpoint
+// (api/s3_api.cpp) for <data_dir>/buckets. The same directories the directory store
+// (objstore.h, NewDirStore) reads and writes for jobs: an object is a regular file at
+// <root>/<bucket>/<key>, so whatever jobs write is what S3 clients read, and the reverse.
+//
+// What S3 has that a file does not (the MD5 ETag, the content type, user metadata) is kept in
+// an extended attribute of the object's file, written on the temporary file before it is renamed
+// into place: the content and its metadata appear together or not at all. A file with no such
+// attribute (written by a job, or by hand) gets its MD5 computed on first use and stored then;
+// an attribute whose recorded size and modification time no longer match the file is ignored the
+// same way.
+//
+// Every write goes to a temporary file beside its object, is fsynced, renamed over the key and the
+// folder fsynced: a reader sees the old object or the new one, never part of one, and an
+// acknowledged write survives a crash. Keys are checked (core/object_key.h) and resolved beneath
+// their bucket without following symlinks, as in the directory store.
+//
+// Errors: every failure's message starts with S3's error code and a colon, then a sentence
+// (S3Code() reads it back), e.g. "NoSuchKey: s3://b/k does not exist". Codes used: NoSuchBucket,
+// NoSuchKey, NoSuchUpload, BucketNotEmpty, BucketAlreadyOwnedByYou, InvalidBucketName,
+// KeyTooLongError, InvalidArgument, InvalidPart, InvalidPartOrder, EntityTooSmall, BadDigest,
+// InvalidRange, InternalError. The Status code is the matching kind (NotFound, AlreadyExists,
+// FailedPrecondition, InvalidArgument, Internal).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+
+namespace ty::objstore {
+
+// What a client sets on an object when it writes it, and gets back when it reads it.
+struct ObjectAttributes {
+  std::string content_type;  // "" = not given (served as binary/octet-stream)
+  // Content-Encoding, Content-Disposition, Content-Language, Cache-Control, Expires: the standard
+  // headers S3 stores and returns as given. Names as S3 returns them.
+  std::vector<std::pair<std::string, std::string>> headers;
+  // x-amz-meta-*: names lower-cased without the prefix, in the order given.
+  std::vector<std::pair<std::string, std::string>> user_metadata;
+};
+
+struct ObjectMeta {
+  std::string key;
+  int64_t size = 0;
+  std::string etag;  // without quotes: hex MD5 of the content, or "<hex md5 of the parts' md5s>-<parts>"
+  int64_t last_modified_ms = 0;  // the file's modification time
+  ObjectAttributes attributes;
+};
+
+struct BucketInfo {
+  std::string name;
+  int64_t created_ms = 0;
+};
+
+// ListObjectsV2's inputs, already decoded (the continuation token is the api layer's business:
+// it hands back `start_after` = the last key or common prefix of the previous page).
+struct ListQuery {
+  std::string prefix;
+  std::string delimiter;    // "" = none
+  std::string start_after;  // keys (and common prefixes) <= this are skipped
+  int max_keys = 1000;      // objects and common prefixes together; 0 gives an empty page
+};
+
+struct ListPage {
+  std::vector<ObjectMeta> objects;  // key order; attributes are not filled in
+  std::vector<std::string> common_prefixes;
+  bool truncated = false;
+  std::string last;  // the last key or common prefix in this page: the next page's start_after
+};
+
+struct PartInfo {
+  int part_number = 0;
+  int64_t size = 0;
+  std::string etag;  // hex MD5 of the part, without quotes
+  int64_t last_modified_ms = 0;
+};
+
+struct UploadInfo {
+  std::string key;
+  std::string upload_id;
+  int64_t initiated_ms = 0;
+};
+
+// An open object: reads whole or by range from a file that stays open (a concurrent overwrite
+// renames a new file over the key; this reader keeps reading the version it opened).
+class ObjectReader {
+ public:
+  virtual ~ObjectReader() = default;
+  virtual const ObjectMeta& meta() const = 0;
+  // Up to `max` bytes from `offset` appended to *out; 0 bytes at the end.
+  virtual StatusOr<size_t> ReadAt(int64_t offset, size_t max, std::string* out) = 0;
+};
+
+class BucketStore {
+ public:
+  virtual ~BucketStore() = default;
+
+  virtual StatusOr<std::vector<BucketInfo>> ListBuckets() = 0;
+  virtual Status CreateBucket(const std::string& bucket) = 0;  // BucketAlreadyOwnedByYou when it exists
+  virtual Status HeadBucket(const std::string& bucket) = 0;
+  virtual Status DeleteBucket(const std::string& bucket) = 0;  // BucketNotEmpty unless it holds no object and no upload
+
+  // `content_md5`: the Content-MD5 header's value (base64) when the client sent one: BadDigest
+  // when the data does not match, and nothing is written.
+  virtual StatusOr<ObjectMeta> PutObject(const std::string& bucket, const std::string& key, std::string_view data,
+                                         const ObjectAttributes& attributes,
+                                         const std::optional<std::string>& content_md5 = std::nullopt) = 0;
+  virtual StatusOr<ObjectMeta> HeadObject(const std::string& bucket, const std::string& key) = 0;
+  virtual StatusOr<std::unique_ptr<ObjectReader>> OpenObject(const std::string& bucket, const std::string& key) = 0;
+  // Succeeds when the key does not exist (as S3 does); NoSuchBucket when the bucket does not.
+  virtual Status DeleteObject(const std::string& bucket, const std::string& key) = 0;
+  // `replace`: the new object's attributes (x-amz-metadata-directive: REPLACE); nullopt copies them.
+  virtual StatusOr<ObjectMeta> CopyObject(const std::string& src_bucket, const std::string& src_key,
+                                          const std::string& bucket, const std::string& key,
+                                          const std::optional<ObjectAttributes>& replace) = 0;
+  virtual StatusOr<ListPage> ListObjects(const std::string& bucket, const ListQuery& query) = 0;
+
+  // Multipart uploads. Parts are kept under <root>/.uploads/ (not a valid bucket name, so never
+  // listed as one) until Complete or Abort; an upload id names exactly one bucket and key.
+  virtual StatusOr<std::string> CreateMultipartUpload(const std::string& bucket, const std::string& key,
+                                                      const ObjectAttributes& attributes) = 0;
+  // part_number 1..10000; a part sent again replaces the earlier one. Returns the part's ETag.
+  virtual StatusOr<std::string> UploadPart(const std::string& bucket, const std::string& key,
+                                           const std::string& upload_id, int part_number, std::string_view data,
+                                           const std::optional<std::string>& content_md5 = std::nullopt) = 0;
+  virtual StatusOr<std::vector<PartInfo>> ListParts(const std::string& bucket, const std::string& key,
+                                                    const std::string& upload_id) = 0;
+  virtual StatusOr<std::vector<UploadInfo>> ListMultipartUploads(const std::string& bucket) = 0;
+  // `parts`: (part number, ETag as the client sent it, quotes allowed) in ascending part order
+  // (InvalidPartOrder otherwise); each must be an uploaded part with that ETag (InvalidPart); every
+  // part but the last at least 5 MiB (EntityTooSmall). The object appears whole, with the
+  // multipart ETag; the upload's parts are removed.
+  virtual StatusOr<ObjectMeta> CompleteMultipartUpload(const std::string& bucket, const std::string& key,
+                                                       const std::string& upload_id,
+                                                       const std::vector<std::pair<int, std::string>>& parts) = 0;
+  virtual Status AbortMultipartUpload(const std::string& bucket, const std::string& key,
+                                      const std::string& upload_id) = 0;
+};
+
+// The store for `root` (<data_dir>/buckets), made if missing.
+std::unique_ptr<BucketStore> NewBucketStore(std::string root);
+
+// The S3 error code a BucketStore status carries ("NoSuchKey"), or "InternalError".
+std::string S3Code(const Status& status);
+
+// The smallest part but the last that CompleteMultipartUpload accepts (S3's 5 MiB).
+inline constexpr int64_t kMinPartBytes = 5 * 1024 * 1024;
+
+}  // namespace ty::objstore
