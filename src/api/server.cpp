@@ -17,6 +17,7 @@
 #include "api/metrics.h"
 #include "api/service_model.h"
 #include "api/sigv4.h"
+#include "api/sts_api.h"
 #include "control/controller.h"
 #include "core/strings.h"
 #include "http/guards.h"
@@ -426,6 +427,10 @@ http::Response ApiServer::Impl::Stream(const http::Request& req) {
 
 http::Response ApiServer::Impl::Route(const http::Request& req) {
   const std::string& path = req.path;
+  // STS (api/sts_api.h): a request whose SigV4 scope names service sts.
+  if (SigningServiceOf(req.headers, req.query) == "sts")
+    return ServeSts(req, controller, authz, [&](AuditRecord* who) { return Authenticate(req, "sts", who); },
+                    ContextOf(req));
   // Batch's tagging operations are GET and DELETE on /v1/tags/{resourceArn}.
   if ((req.method == "GET" || req.method == "DELETE") && path.rfind("/v1/", 0) == 0) {
     const ServiceModel& m = ServiceModel::Batch();

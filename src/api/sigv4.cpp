@@ -559,6 +559,24 @@ StatusOr<VerifiedCaller> VerifySigV4(const HttpRequestView& req, const SecretLoo
   return caller;
 }
 
+std::string SigningServiceOf(const std::vector<std::pair<std::string, std::string>>& headers,
+                             std::string_view query_text) {
+  std::string credential;
+  if (const std::string* authorization = FindHeader(headers, "authorization")) {
+    SignatureParams sp;
+    if (!ParseAuthorizationHeader(*authorization, &sp).ok()) return "";
+    credential = std::move(sp.credential);
+  } else {
+    const Params query = ParseQuery(query_text);
+    const std::string* c = FindParam(query, "X-Amz-Credential");
+    if (!c) return "";
+    credential = *c;
+  }
+  Scope scope;
+  if (!ParseScope(credential, &scope).ok()) return "";
+  return scope.service;
+}
+
 void SignSigV4(HttpRequestView& req, const Credential& cred, std::string_view region,
                std::string_view service, EpochMs now) {
   std::erase_if(req.headers, [](const auto& h) {
