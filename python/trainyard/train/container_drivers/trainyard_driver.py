@@ -68,12 +68,15 @@ def in_venv():
 
 
 def install_requirements(req):
+    """pip install -r req. Outside a virtual environment, what is missing goes to a user site of
+    the job's own (PYTHONUSERBASE, kept for the entry script): the host's site-packages are
+    read-only to a job and may be marked externally managed; what is present is used as it is."""
     if not os.path.isfile(req):
         fail(f"requirements file {req} is not in the source directory")
     cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "-r", req]
     if not in_venv():
-        # The host's site-packages are read-only to a job; what is missing goes to the job's
-        # own $HOME (user site), what is present is left as it is.
+        os.environ.setdefault("PYTHONUSERBASE", tempfile.mkdtemp(prefix="pyuser-"))
+        os.environ["PIP_BREAK_SYSTEM_PACKAGES"] = "1"
         cmd.insert(4, "--user")
     log("installing requirements: " + " ".join(shlex.quote(c) for c in cmd))
     rc = subprocess.call(cmd)
