@@ -139,9 +139,13 @@ ObjectAttributes AttributesFrom(const json& j) {
 
 // The parsed attribute of `fd`, or a discarded value when there is none or it is not JSON.
 json ReadXattr(int fd) {
+  char small[4096];  // enough for most records; larger ones are read at their size
+  ssize_t n = ::fgetxattr(fd, kMetaXattr, small, sizeof small);
+  if (n >= 0) return json::parse(std::string_view(small, static_cast<size_t>(n)), nullptr, false);
+  if (errno != ERANGE) return json(json::value_t::discarded);
   std::string buf(kMaxXattrBytes, '\0');
-  ssize_t n = ::fgetxattr(fd, kMetaXattr, buf.data(), buf.size());
-  if (n <= 0) return json(json::value_t::discarded);
+  n = ::fgetxattr(fd, kMetaXattr, buf.data(), buf.size());
+  if (n < 0) return json(json::value_t::discarded);
   buf.resize(static_cast<size_t>(n));
   return json::parse(buf, nullptr, false);
 }
@@ -238,14 +242,17 @@ bool SyncDir(int dir) {
 class PendingFile {
  public:
   // `dir`: the folder of the key (O_PATH); `leaf`: the key's name in it.
-  static StatusOr<std::unique_ptr<PendingFile>> Create(Fd dir, std::string leaf, std::string where) {
+  // `gone`: the error when the folder has been removed meanwhile (an aborted upload).
+  static StatusOr<std::unique_ptr<PendingFile>> Create(Fd dir, std::string leaf, std::string where,
+                                                       std::optional<Status> gone = std::nullopt) {
     std::unique_ptr<PendingFile> p(new PendingFile(std::move(dir), std::move(leaf), std::move(where)));
+    p->gone_ = std::move(gone);
     p->tmp_ = TempLeafName();
     p->fd_ = Fd(::openat(p->dir_.get(), p->tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
     if (!p->fd_.ok()) {
       int err = errno;
       p->tmp_.clear();
-      if (err == ENOENT) return S3Error(Code::kNotFound, "NoSuchUpload", p->where_ + " is gone (aborted or completed)");
+      if (err == ENOENT && gone) return *gone;
       return S3Error(Code::kInternal, "InternalError", "cannot write " + p->where_ + ": " + std::strerror(err));
     }
     return p;
@@ -280,12 +287,16 @@ class PendingFile {
     WriteXattr(fd_.get(), ObjectXattr(etag, st, attributes));
     if (::fsync(fd_.get()) != 0) return Failed(std::string("fsync: ") + std::strerror(errno));
     if (::close(fd_.release()) != 0) return Failed(std::string("close: ") + std::strerror(errno));
-    if (::renameat(dir_.get(), tmp_.c_str(), dir_.get(), leaf_.c_str()) != 0) {
+    int renamed = ::renameat(dir_.get(), tmp_.c_str(), dir_.get(), leaf_.c_str());
+    // An empty folder at the key (left by deleted objects) gives way; one holding objects does not.
+    if (renamed != 0 && errno == EISDIR && ::unlinkat(dir_.get(), leaf_.c_str(), AT_REMOVEDIR) == 0)
+      renamed = ::renameat(dir_.get(), tmp_.c_str(), dir_.get(), leaf_.c_str());
+    if (renamed != 0) {
       if (errno == EISDIR || errno == ENOTEMPTY || errno == EEXIST)
         return S3Error(Code::kInvalidArgument, "InvalidArgument",
                        "cannot write " + where_ + ": a folder of that name holds other objects (a key cannot be "
                        "both an object and a folder of objects here)");
-      if (errno == ENOENT) return S3Error(Code::kNotFound, "NoSuchUpload", where_ + " is gone (aborted or completed)");
+      if (errno == ENOENT && gone_) return *gone_;
       return Failed(std::string("rename: ") + std::strerror(errno));
     }
     tmp_.clear();
@@ -298,6 +309,7 @@ class PendingFile {
       : dir_(std::move(dir)), leaf_(std::move(leaf)), where_(std::move(where)) {}
   Fd dir_;
   std::string leaf_, where_, tmp_;  // tmp_: "" once renamed (or never made)
+  std::optional<Status> gone_;
   Fd fd_;
 };
 
@@ -655,7 +667,9 @@ class DirBucketStore : public BucketStore {
     std::string digest = Md5Of(data);
     TY_RETURN_IF_ERROR(CheckContentMd5(content_md5, digest));
     auto out = PendingFile::Create(std::move(upload->dir), PartName(part_number),
-                                   "the upload " + upload_id + " to " + Where(bucket, key));
+                                   "the upload " + upload_id + " to " + Where(bucket, key),
+                                   S3Error(Code::kNotFound, "NoSuchUpload",
+                                           "the upload " + upload_id + " was aborted or completed meanwhile"));
     if (!out.ok()) return out.status();
     TY_RETURN_IF_ERROR((*out)->Write(data));
     std::string etag = ToHex(digest);
