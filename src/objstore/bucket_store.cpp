@@ -567,51 +567,51 @@ class DirBucketStore : public BucketStore {
       if (at == std::string::npos) return std::nullopt;
       return name.substr(0, at + q.delimiter.size());
     };
-    std::map<std::string, struct stat> objects;
-    std::set<std::string> prefixes;
+    // The smallest max + 1 entries seen so far (objects with their stat, common prefixes with
+    // none): one more than the page tells whether it is truncated, and memory stays bounded by
+    // the page whatever the bucket holds.
+    std::map<std::string, std::optional<struct stat>> entries;
+    auto wanted = [&](const std::string& name) { return entries.size() <= max || name < entries.rbegin()->first; };
+    auto add = [&](const std::string& name, std::optional<struct stat> st) {
+      if (!wanted(name)) return;
+      entries.emplace(name, st);
+      if (entries.size() > max + 1) entries.erase(std::prev(entries.end()));
+    };
     Status walked = WalkObjects(
         std::move(start), dir_part.empty() ? "" : dir_part + "/",
         [&](int parent, const char* name, const std::string& sub) {
           if (!StartsWith(sub, prefix) && !StartsWith(prefix, sub)) return false;
           // Every key beneath starts with `sub`: all of them sort at or before start_after.
           if (sub < after && !StartsWith(after, sub)) return false;
-          if (!StartsWith(sub, prefix)) return true;
+          if (!StartsWith(sub, prefix)) return true;  // a folder the prefix goes through
           std::optional<std::string> common = rollup(sub);
-          if (!common || common->size() > sub.size()) return true;
-          // The whole folder rolls up into one common prefix, listed when it holds an object.
-          if (*common > after && !prefixes.count(*common) && HoldsObject(parent, name, sub)) prefixes.insert(*common);
-          return false;
+          if (common && common->size() <= sub.size()) {
+            // The whole folder rolls up into one common prefix, listed when it holds an object.
+            if (*common > after && wanted(*common) && !entries.count(*common) && HoldsObject(parent, name, sub))
+              add(*common, std::nullopt);
+            return false;
+          }
+          return wanted(sub);  // everything beneath sorts after `sub`
         },
         [&](const std::string& key, const struct stat& st) {
           if (!StartsWith(key, prefix) || key <= after) return true;
           if (std::optional<std::string> common = rollup(key)) {
-            if (*common > after) prefixes.insert(*common);
+            if (*common > after) add(*common, std::nullopt);
           } else {
-            objects.emplace(key, st);
+            add(key, st);
           }
           return true;
         });
     if (!walked.ok())
       return S3Error(Code::kInternal, "InternalError", "ListObjects " + Where(bucket, prefix) + ": " + walked.message());
 
-    // Merge the two sorted sets in S3's order (bytes of UTF-8), up to `max` entries.
-    auto o = objects.begin();
-    auto p = prefixes.begin();
-    size_t taken = 0;
-    while (taken < max && (o != objects.end() || p != prefixes.end())) {
-      if (p == prefixes.end() || (o != objects.end() && o->first < *p)) {
-        const struct stat& st = o->second;
-        page.objects.push_back(ObjectMeta{o->first, static_cast<int64_t>(st.st_size), "", MtimeMs(st), {}});
-        page.last = o->first;
-        ++o;
-      } else {
-        page.common_prefixes.push_back(*p);
-        page.last = *p;
-        ++p;
-      }
-      ++taken;
+    page.truncated = entries.size() > max;
+    if (page.truncated) entries.erase(std::prev(entries.end()));
+    for (const auto& [name, st] : entries) {
+      if (st) page.objects.push_back(ObjectMeta{name, static_cast<int64_t>(st->st_size), "", MtimeMs(*st), {}});
+      else page.common_prefixes.push_back(name);
     }
-    page.truncated = o != objects.end() || p != prefixes.end();
+    if (!entries.empty()) page.last = entries.rbegin()->first;
     // ETags for this page only: an object without a current record is hashed here, once.
     std::vector<ObjectMeta> listed;
     for (ObjectMeta& m : page.objects) {
