@@ -15,7 +15,6 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <tuple>
 
 #include "core/object_key.h"
