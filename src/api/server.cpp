@@ -15,12 +15,14 @@
 #include "api/handlers.h"
 #include "api/http_binding.h"
 #include "api/metrics.h"
+#include "api/s3_api.h"
 #include "api/service_model.h"
 #include "api/sigv4.h"
 #include "control/controller.h"
 #include "core/strings.h"
 #include "http/guards.h"
 #include "http/server.h"
+#include "objstore/bucket_store.h"
 #include "obs/webhooks.h"
 #include "store/event_log.h"
 
@@ -68,12 +70,17 @@ struct ApiServer::Impl {
   http::RateLimiter throttle;
   std::atomic<int64_t> throttled{0};  // requests refused by `throttle`, since start
   std::unique_ptr<obs::WebhookDispatcher> webhooks;
+  std::unique_ptr<S3Endpoint> s3;      // the embedded buckets' S3 API (api/s3_api.h)
   std::unique_ptr<http::Server> http;  // after everything its handlers use: destroyed first
 
   Impl(control::Controller& c, RootCredential r)
       : controller(c),
         root(std::move(r)),
-        throttle(c.config().throttle_rate, c.config().throttle_burst) {}
+        throttle(c.config().throttle_rate, c.config().throttle_burst),
+        s3(std::make_unique<S3Endpoint>(c, authz, objstore::NewBucketStore(c.config().data_dir + "/buckets"),
+                                        [this](const http::Request& req, AuditRecord* who) {
+                                          return Authenticate(req, "s3", who);
+                                        })) {}
 
   static const char* ContentType(Protocol protocol) {
     return protocol != Protocol::kBatchRestJson ? "application/x-amz-json-1.1" : "application/json";
@@ -425,6 +432,8 @@ http::Response ApiServer::Impl::Stream(const http::Request& req) {
 }
 
 http::Response ApiServer::Impl::Route(const http::Request& req) {
+  // A request signed for S3 is the S3 endpoint's, whatever its path (api/s3_api.h).
+  if (ScopeService(req) == "s3") return s3->Handle(req);
   const std::string& path = req.path;
   // Batch's tagging operations are GET and DELETE on /v1/tags/{resourceArn}.
   if ((req.method == "GET" || req.method == "DELETE") && path.rfind("/v1/", 0) == 0) {
