@@ -173,9 +173,9 @@ struct ApiServer::Impl {
     if (!caller.ok()) return caller.status();
     Principal principal = Principal::Root(controller.config().account_id, caller->access_key_id);
     if (session) {
-      // The token travels beside the signature and must be the session's own (IAM's messages).
-      const std::string* sent = req.Header("X-Amz-Security-Token");
-      const std::string token = sent ? *sent : std::string();
+      // The token travels beside the signature (a header, or a presigned URL's query) and must be
+      // the session's own (IAM's messages).
+      const std::string& token = caller->security_token;
       if (token.size() != session->token.size() || CRYPTO_memcmp(token.data(), session->token.data(), token.size()) != 0)
         return Status(Code::kUnknownKey, "The security token included in the request is invalid.");
       if (session->expires <= controller.Now()) return Status(Code::kExpiredToken, "The security token included in the request is expired");
