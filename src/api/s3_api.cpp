@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "api/audit.h"
+#include "api/aws_chunked.h"
 #include "api/errors.h"
 #include "control/controller.h"
 #include "core/config.h"
@@ -38,6 +39,10 @@ constexpr size_t kMaxXmlBodyBytes = 4 * 1024 * 1024;
 constexpr int kMaxXmlDepth = 8;   // the documents S3 reads are three levels deep
 constexpr int kMaxDeleteKeys = 1000;
 constexpr int kMaxListKeys = 1000;
+// GetObject answers bodies up to this size from memory, and streams larger ones in pieces of
+// kStreamPieceBytes (so a 5 GiB object never sits in memory whole).
+constexpr int64_t kInlineBodyBytes = 1024 * 1024;
+constexpr int64_t kStreamPieceBytes = 1024 * 1024;
 
 // Subresources S3 has and this server does not serve: a request naming one is 501 NotImplemented.
 constexpr const char* kUnservedSubresources[] = {
@@ -468,6 +473,7 @@ struct Call {
   std::string operation;
   AuditedCall audit;
   Principal caller;
+  VerifiedCaller verified;
   CallContext context;
 
   Call(control::Controller& c, const Authorizer& a, objstore::BucketStore& s, const http::Request& r,
@@ -629,15 +635,19 @@ StatusOr<http::Response> ListObjects(Call& c, bool v2) {
 
 // ---- objects ----
 
-// The body of an upload as the client meant it. aws-chunked bodies (x-amz-content-sha256:
-// STREAMING-...) are decoded by the signature layer; until then they are refused rather than
-// stored with their framing.
-StatusOr<std::string_view> PayloadOf(Call& c) {
-  const std::string sha = HeaderOr(c.req, "x-amz-content-sha256");
-  if (StartsWith(sha, "STREAMING-"))
-    return S3Error("NotImplemented", "aws-chunked request bodies (x-amz-content-sha256: " + sha +
-                                         ") are not accepted by this server; send the body whole");
-  return std::string_view(c.req.body);
+// The body of an upload as the client meant it: an aws-chunked body decoded (each chunk's
+// signature and the trailer's checksum checked), and the plain bytes checked against Content-MD5
+// and x-amz-checksum-* (api/aws_chunked.h). `storage` holds a decoded body.
+StatusOr<std::string_view> PayloadOf(Call& c, std::string* storage) {
+  std::string_view body = c.req.body;
+  if (c.verified.payload_mode != PayloadMode::kSignedBody && c.verified.payload_mode != PayloadMode::kUnsigned) {
+    auto decoded = DecodeAwsChunked(c.req.body, c.req.headers, c.verified);
+    if (!decoded.ok()) return decoded.status();
+    *storage = std::move(*decoded);
+    body = *storage;
+  }
+  TY_RETURN_IF_ERROR(CheckPayloadChecksums(body, c.req.headers));
+  return body;
 }
 
 std::optional<std::string> ContentMd5Of(const http::Request& req) {
@@ -648,7 +658,8 @@ std::optional<std::string> ContentMd5Of(const http::Request& req) {
 
 StatusOr<http::Response> PutObject(Call& c) {
   TY_RETURN_IF_ERROR(c.Allow("s3:PutObject", ObjectArn(c.bucket(), c.key())));
-  auto body = PayloadOf(c);
+  std::string decoded;
+  auto body = PayloadOf(c, &decoded);
   if (!body.ok()) return body.status();
   auto meta = c.store.PutObject(c.bucket(), c.key(), *body, AttributesOf(c.req), ContentMd5Of(c.req));
   if (!meta.ok()) return meta.status();
@@ -681,14 +692,36 @@ StatusOr<http::Response> GetObject(Call& c, bool head) {
     res.headers.emplace_back("Content-Range", "bytes " + std::to_string(first) + "-" + std::to_string((*range)->second) +
                                                   "/" + std::to_string(meta.size));
   }
+  res.content_length = count;
   if (head) return res;
-  res.body.reserve(static_cast<size_t>(count));
-  while (static_cast<int64_t>(res.body.size()) < count) {
-    const int64_t at = first + static_cast<int64_t>(res.body.size());
-    auto n = (*reader)->ReadAt(at, static_cast<size_t>(count) - res.body.size(), &res.body);
-    if (!n.ok()) return n.status();
-    if (*n == 0) return Internal("InternalError: s3://" + c.bucket() + "/" + c.key() + " ended before its recorded size");
+  if (count <= kInlineBodyBytes) {
+    while (static_cast<int64_t>(res.body.size()) < count) {
+      const int64_t at = first + static_cast<int64_t>(res.body.size());
+      auto n = (*reader)->ReadAt(at, static_cast<size_t>(count) - res.body.size(), &res.body);
+      if (!n.ok()) return n.status();
+      if (*n == 0) return Internal("InternalError: s3://" + c.bucket() + "/" + c.key() + " ended before its recorded size");
+    }
+    res.content_length = -1;
+    return res;
   }
+  // Larger objects are read a piece at a time from the file opened above (a concurrent overwrite
+  // does not change what this reader sends). A read that fails or ends early ends the stream
+  // short: the listener closes the connection and the client sees a truncated body, never a
+  // wrong one.
+  struct Cursor {
+    std::unique_ptr<objstore::ObjectReader> reader;
+    int64_t at;
+    int64_t end;
+  };
+  auto cursor = std::make_shared<Cursor>(Cursor{std::move(*reader), first, first + count});
+  res.stream = [cursor](std::string* out) {
+    if (cursor->at >= cursor->end) return false;
+    const size_t want = static_cast<size_t>(std::min<int64_t>(kStreamPieceBytes, cursor->end - cursor->at));
+    auto n = cursor->reader->ReadAt(cursor->at, want, out);
+    if (!n.ok() || *n == 0) return false;
+    cursor->at += static_cast<int64_t>(*n);
+    return true;
+  };
   return res;
 }
 
@@ -782,7 +815,8 @@ StatusOr<http::Response> UploadPart(Call& c) {
     return S3Error("InvalidArgument", "partNumber must be an integer between 1 and 10000, not '" + number + "'");
   if (!HasParam(c.req, "uploadId")) return S3Error("InvalidArgument", "UploadPart needs the uploadId query parameter");
   TY_RETURN_IF_ERROR(c.Allow("s3:PutObject", ObjectArn(c.bucket(), c.key())));
-  auto body = PayloadOf(c);
+  std::string decoded;
+  auto body = PayloadOf(c, &decoded);
   if (!body.ok()) return body.status();
   auto etag = c.store.UploadPart(c.bucket(), c.key(), ParamOr(c.req, "uploadId"), static_cast<int>(*n), *body,
                                  ContentMd5Of(c.req));
@@ -930,7 +964,7 @@ http::Response S3Endpoint::Handle(const http::Request& req) {
   auto address = AddressOf(req, config);
   StatusOr<std::string> operation = address.ok() ? OperationOf(req, *address) : StatusOr<std::string>(address.status());
   Call call(controller_, authz_, *store_, req, operation.ok() ? *operation : std::string("Unknown"));
-  auto caller = authenticate_(req, &call.audit.record());
+  auto caller = authenticate_(req, &call.audit.record(), &call.verified);
   auto finish = [&](const Status& outcome, http::Response res) {
     const bool bucket_write = call.operation == "CreateBucket" || call.operation == "DeleteBucket";
     if (bucket_write || IsDenied(ToWireError(Protocol::kS3RestXml, outcome).type)) call.audit.Finish(outcome);

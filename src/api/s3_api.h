@@ -22,6 +22,7 @@
 #include <string>
 
 #include "api/authorize.h"
+#include "api/sigv4.h"
 #include "core/status.h"
 
 namespace ty::control {
@@ -45,9 +46,10 @@ std::string ScopeService(const http::Request& req);
 
 class S3Endpoint {
  public:
-  // Verifies a request's signature (server.cpp's Authenticate with service "s3") and names the
-  // caller in the record.
-  using Authenticator = std::function<StatusOr<Principal>(const http::Request& req, AuditRecord* who)>;
+  // Verifies a request's signature (server.cpp's Authenticate with service "s3"), names the caller
+  // in the record and says what the signature covers of the body in *verified.
+  using Authenticator =
+      std::function<StatusOr<Principal>(const http::Request& req, AuditRecord* who, VerifiedCaller* verified)>;
 
   S3Endpoint(control::Controller& controller, const Authorizer& authz, std::unique_ptr<objstore::BucketStore> store,
              Authenticator authenticate);

@@ -78,8 +78,8 @@ struct ApiServer::Impl {
         root(std::move(r)),
         throttle(c.config().throttle_rate, c.config().throttle_burst),
         s3(std::make_unique<S3Endpoint>(c, authz, objstore::NewBucketStore(c.config().data_dir + "/buckets"),
-                                        [this](const http::Request& req, AuditRecord* who) {
-                                          return Authenticate(req, "s3", who);
+                                        [this](const http::Request& req, AuditRecord* who, VerifiedCaller* verified) {
+                                          return Authenticate(req, "s3", who, verified);
                                         })) {}
 
   static const char* ContentType(Protocol protocol) {
@@ -150,8 +150,10 @@ struct ApiServer::Impl {
   }
 
   // Verifies the signature (the root key or a user's, api/authorize.h), then takes a token from
-  // the caller's bucket. Names the caller in `who`.
-  StatusOr<Principal> Authenticate(const http::Request& req, const std::string& service, AuditRecord* who) {
+  // the caller's bucket. Names the caller in `who`; `verified` (when given) gets what the signature
+  // says of the body (the S3 endpoint decodes aws-chunked bodies with it).
+  StatusOr<Principal> Authenticate(const http::Request& req, const std::string& service, AuditRecord* who,
+                                   VerifiedCaller* verified = nullptr) {
     HttpRequestView view;
     view.method = req.method;
     view.path = req.path;
@@ -171,6 +173,7 @@ struct ApiServer::Impl {
     const EpochMs now = SystemClock::instance().now_ms();
     auto caller = VerifySigV4(view, lookup, controller.config().region, {service}, now);
     if (!caller.ok()) return caller.status();
+    if (verified) *verified = *caller;
     Principal principal = Principal::Root(controller.config().account_id, caller->access_key_id);
     if (session) {
       // The token travels beside the signature (a header, or a presigned URL's query) and must be
@@ -561,6 +564,13 @@ ApiServer::ApiServer(control::Controller& controller, RootCredential root)
   impl->http = std::make_unique<http::Server>(
       LimitsFrom(controller.config()), [impl](const http::Request& req) { return impl->Route(req); },
       [impl](int status, const std::string& message, const http::Request* head) { return impl->Refuse(status, message, head); });
+  // Object data (PutObject, UploadPart) may be up to [s3] max_upload_bytes; everything else keeps
+  // the server's limit.
+  impl->http->SetBodyLimit([impl](const http::Request& head) {
+    const Config& c = impl->controller.config();
+    return ScopeService(head) == "s3" && impl->s3->IsUpload(head) ? std::max(c.s3.max_upload_bytes, c.max_request_bytes)
+                                                                  : c.max_request_bytes;
+  });
 }
 
 ApiServer::~ApiServer() {
