@@ -21,7 +21,7 @@ import botocore.exceptions
 import boto3
 import boto3.s3.transfer
 
-from harness import REGION, ServerTest
+from harness import QUICKSTART, REGION, ServerTest
 
 MIB = 1024 * 1024
 
@@ -314,6 +314,23 @@ class S3Test(ServerTest):
         self.assertEqual(status, 404)
         self.assertIn(b"<Code>NoSuchBucket</Code>", body)
 
+
+    def test_jobs_read_what_s3_wrote_and_their_model_is_downloadable(self):
+        # The code and training data go up through S3; the job reads them as its channel and
+        # code, and its model.tar.gz comes back down through S3.
+        staging = tempfile.mkdtemp(dir=self.work_dir)
+        subprocess.check_call(["tar", "-czf", os.path.join(staging, "sourcedir.tar.gz"), "-C",
+                               os.path.join(QUICKSTART, "code"), "."])
+        subprocess.check_call(["python3", os.path.join(QUICKSTART, "make_data.py"), os.path.join(staging, "train.csv")])
+        self.s3.create_bucket(Bucket="trainyard-test")
+        self.s3.upload_file(os.path.join(staging, "sourcedir.tar.gz"), "trainyard-test", "code/sourcedir.tar.gz")
+        self.s3.upload_file(os.path.join(staging, "train.csv"), "trainyard-test", "data/train/train.csv")
+        self.sm.create_training_job(**self.script_payload("s3-fed", epochs=1))
+        self.assertEqual(self.wait_training("s3-fed")["TrainingJobStatus"], "Completed")
+        got = self.s3.get_object(Bucket="trainyard-test", Key="output/s3-fed/output/model.tar.gz")["Body"].read()
+        with open(self.bucket_path("trainyard-test", "output/s3-fed/output/model.tar.gz"), "rb") as f:
+            self.assertEqual(got, f.read())
+        self.assertGreater(len(got), 0)
 
 class S3DisabledTest(ServerTest):
     server_config = "[s3]\nenabled = false\n"
