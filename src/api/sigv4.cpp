@@ -104,8 +104,12 @@ std::string RemoveDotSegments(std::string_view path) {
   return out;
 }
 
-std::string CanonicalUri(std::string_view path) {
+// S3 signs the path exactly as sent (botocore's S3SigV4Auth does not normalize it, and keys may
+// hold '//', '.', '..' and escapes that must reach the bucket unchanged); other services sign it
+// normalized and encoded a second time.
+std::string CanonicalUri(std::string_view path, bool s3) {
   if (path.empty()) return "/";
+  if (s3) return std::string(path);
   return UriEncode(RemoveDotSegments(path), /*keep_slash=*/true);
 }
 
@@ -211,6 +215,22 @@ std::string PayloadHash(const HttpRequestView& req) {
   return Sha256Hex(req.body);
 }
 
+bool IsLowerHexSha256(std::string_view v) {
+  return v.size() == 64 && std::all_of(v.begin(), v.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// The payload mode an S3 x-amz-content-sha256 value names, or nullopt when it names none.
+std::optional<PayloadMode> S3PayloadMode(std::string_view v) {
+  if (v == kUnsignedPayload) return PayloadMode::kUnsigned;
+  if (v == kStreamingSignedPayload) return PayloadMode::kStreamingSigned;
+  if (v == kStreamingSignedPayloadTrailer) return PayloadMode::kStreamingSignedTrailer;
+  if (v == kStreamingUnsignedPayloadTrailer) return PayloadMode::kStreamingUnsignedTrailer;
+  if (IsLowerHexSha256(v)) return PayloadMode::kSignedBody;
+  return std::nullopt;
+}
+
 struct Scope {
   std::string access_key_id;
   std::string date;  // YYYYMMDD
@@ -222,14 +242,21 @@ struct Scope {
   }
 };
 
-// Hex signature of the canonical request parts under `secret`.
-std::string ComputeSignature(std::string_view secret, const Scope& scope, std::string_view amz_date,
+std::string SigningKey(std::string_view secret, const Scope& scope) {
+  std::string key = HmacSha256("AWS4" + std::string(secret), scope.date);
+  key = HmacSha256(key, scope.region);
+  key = HmacSha256(key, scope.service);
+  return HmacSha256(key, kTerminator);
+}
+
+// Hex signature of the canonical request parts under `signing_key`.
+std::string ComputeSignature(std::string_view signing_key, const Scope& scope, std::string_view amz_date,
                              std::string_view method, std::string_view path, std::string_view query,
                              std::string_view canonical_headers, std::string_view signed_headers,
                              std::string_view payload_hash) {
   std::string canonical_request = ToUpper(method);
   canonical_request += '\n';
-  canonical_request += CanonicalUri(path);
+  canonical_request += CanonicalUri(path, scope.service == "s3");
   canonical_request += '\n';
   canonical_request += query;
   canonical_request += '\n';
@@ -246,12 +273,7 @@ std::string ComputeSignature(std::string_view secret, const Scope& scope, std::s
   string_to_sign += scope.ToString();
   string_to_sign += '\n';
   string_to_sign += Sha256Hex(canonical_request);
-
-  std::string key = HmacSha256("AWS4" + std::string(secret), scope.date);
-  key = HmacSha256(key, scope.region);
-  key = HmacSha256(key, scope.service);
-  key = HmacSha256(key, kTerminator);
-  return ToHex(HmacSha256(key, string_to_sign));
+  return ToHex(HmacSha256(signing_key, string_to_sign));
 }
 
 // The signature parameters, from the Authorization header or from a presigned URL's query.
@@ -468,6 +490,9 @@ StatusOr<VerifiedCaller> VerifySigV4(const HttpRequestView& req, const SecretLoo
   for (const auto& [k, v] : req.headers) {
     std::string name = ToLower(k);
     if (!MustBeSigned(name) || std::binary_search(signed_names.begin(), signed_names.end(), name)) continue;
+    // A presigned S3 URL signs the host alone: whoever holds it picks the upload's Content-Type
+    // (browsers and urllib send one of their own), as S3 allows.
+    if (sp.presigned && name == "content-type" && scope.service == "s3") continue;
     if (std::find(unsigned_sent.begin(), unsigned_sent.end(), name) == unsigned_sent.end())
       unsigned_sent.push_back(std::move(name));
   }
@@ -478,22 +503,63 @@ StatusOr<VerifiedCaller> VerifySigV4(const HttpRequestView& req, const SecretLoo
                         ". Host, Content-Type, X-Amz-Target and every x-amz-* header sent must be in SignedHeaders.");
   }
 
+  // What the signature covers of the body. S3 lets the client choose (x-amz-content-sha256, which
+  // it must send); a presigned S3 URL never covers it; every other service always does.
+  const bool s3 = scope.service == "s3";
+  std::string payload_hash;
+  PayloadMode payload_mode = PayloadMode::kSignedBody;
+  if (s3 && sp.presigned) {
+    payload_hash = std::string(kUnsignedPayload);
+    payload_mode = PayloadMode::kUnsigned;
+  } else if (s3) {
+    const std::string* h = FindHeader(req.headers, "x-amz-content-sha256");
+    if (!h)
+      return Status(Code::kInvalidArgument,
+                    "InvalidRequest: Missing required header for this request: x-amz-content-sha256");
+    payload_hash = *h;
+    std::optional<PayloadMode> mode = S3PayloadMode(payload_hash);
+    if (!mode)
+      return Status(Code::kInvalidArgument,
+                    "InvalidArgument: x-amz-content-sha256 must be UNSIGNED-PAYLOAD, "
+                    "STREAMING-AWS4-HMAC-SHA256-PAYLOAD, STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER, "
+                    "STREAMING-UNSIGNED-PAYLOAD-TRAILER or the lower-case hex SHA-256 of the body, not '" +
+                        payload_hash.substr(0, 80) + "'");
+    payload_mode = *mode;
+  } else {
+    payload_hash = PayloadHash(req);
+  }
+  if (payload_mode == PayloadMode::kSignedBody && payload_hash != Sha256Hex(req.body))
+    return BadSignature(std::string(s3 ? "XAmzContentSHA256Mismatch: " : "") +
+                        "The provided 'x-amz-content-sha256' header does not match what was computed.");
+
   std::optional<std::string> canonical_headers = CanonicalHeaders(req.headers, signed_names);
   if (!canonical_headers) return BadSignature(std::string(kSignatureMismatch));
 
-  std::string payload_hash = PayloadHash(req);
-  if (payload_hash != Sha256Hex(req.body))
-    return BadSignature("The provided 'x-amz-content-sha256' header does not match what was computed.");
-
   std::string canonical_query =
       sp.presigned ? CanonicalQuery(query, "X-Amz-Signature") : CanonicalQuery(query);
+  std::string signing_key = SigningKey(*secret, scope);
   std::string expected =
-      ComputeSignature(*secret, scope, amz_date, req.method, req.path, canonical_query,
+      ComputeSignature(signing_key, scope, amz_date, req.method, req.path, canonical_query,
                        *canonical_headers, JoinNames(signed_names), payload_hash);
   if (!ConstantTimeEquals(expected, ToLower(sp.signature)))
     return BadSignature(std::string(kSignatureMismatch));
 
-  return VerifiedCaller{scope.access_key_id, scope.service, scope.region};
+  VerifiedCaller caller;
+  caller.access_key_id = scope.access_key_id;
+  caller.service = scope.service;
+  caller.region = scope.region;
+  caller.signing_key = std::move(signing_key);
+  caller.amz_date = std::move(amz_date);
+  caller.scope = scope.ToString();
+  caller.seed_signature = std::move(expected);
+  caller.payload_mode = payload_mode;
+  caller.presigned = sp.presigned;
+  if (sp.presigned) {
+    if (const std::string* t = FindParam(query, "X-Amz-Security-Token")) caller.security_token = *t;
+  } else if (const std::string* t = FindHeader(req.headers, "x-amz-security-token")) {
+    caller.security_token = std::string(Trim(*t));
+  }
+  return caller;
 }
 
 void SignSigV4(HttpRequestView& req, const Credential& cred, std::string_view region,
@@ -517,7 +583,7 @@ void SignSigV4(HttpRequestView& req, const Credential& cred, std::string_view re
   Scope scope{cred.access_key_id, amz_date.substr(0, 8), std::string(region), std::string(service)};
   std::string signed_headers = JoinNames(names);
   std::string signature = ComputeSignature(
-      cred.secret_access_key, scope, amz_date, req.method, req.path,
+      SigningKey(cred.secret_access_key, scope), scope, amz_date, req.method, req.path,
       CanonicalQuery(ParseQuery(req.query)), CanonicalHeaders(req.headers, names).value_or(""),
       signed_headers, PayloadHash(req));
   req.headers.emplace_back("Authorization", std::string(kAlgorithm) + " Credential=" +

@@ -5,13 +5,16 @@
 // requests from boto3 and the `aws` CLI verify:
 //   - canonical URI: the wire path with dot segments and empty segments removed, then URI-encoded
 //     again with '/' and unreserved characters kept (already-encoded paths are encoded twice); an
-//     empty path is "/";
+//     empty path is "/". S3 (scope service "s3", as botocore's S3SigV4Auth) signs the path exactly
+//     as sent: no normalization, no second encoding;
 //   - canonical query: '&'-separated params, each key and value percent-decoded then re-encoded
 //     (unreserved A-Za-z0-9-_.~ kept, everything else %XX upper-case; '+' is not a space), sorted by
 //     key then value;
 //   - canonical headers: "lowercase-name:value\n" for each signed header in sorted order, the value
 //     trimmed with inner whitespace runs collapsed to one space, repeated headers joined by ',';
 //   - payload hash: the x-amz-content-sha256 header when present, else hex SHA-256 of the body.
+//     S3 requires the header on header-signed requests and accepts the values of PayloadMode;
+//     a presigned S3 URL signs "UNSIGNED-PAYLOAD".
 // Every function here reports failures through Status; none throws.
 #pragma once
 
@@ -43,10 +46,37 @@ struct Credential {
 // Returns the secret for a key id, or nullopt if unknown. Must not throw.
 using SecretLookup = std::function<std::optional<std::string>(std::string_view access_key_id)>;
 
+inline constexpr std::string_view kUnsignedPayload = "UNSIGNED-PAYLOAD";
+inline constexpr std::string_view kStreamingSignedPayload = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD";
+inline constexpr std::string_view kStreamingSignedPayloadTrailer = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER";
+inline constexpr std::string_view kStreamingUnsignedPayloadTrailer = "STREAMING-UNSIGNED-PAYLOAD-TRAILER";
+
+// What the signature says of the body (S3's x-amz-content-sha256 values). Anything but kSignedBody
+// is S3 only; the streaming modes mean the body is aws-chunked (api/aws_chunked.h decodes it).
+enum class PayloadMode {
+  kSignedBody,                // the body's SHA-256 was signed and has been checked
+  kUnsigned,                  // UNSIGNED-PAYLOAD (and every presigned S3 URL): the body is not covered
+  kStreamingSigned,           // STREAMING-AWS4-HMAC-SHA256-PAYLOAD: each chunk signed, chained from the seed
+  kStreamingSignedTrailer,    // ...-PAYLOAD-TRAILER: the same, then signed trailers
+  kStreamingUnsignedTrailer,  // STREAMING-UNSIGNED-PAYLOAD-TRAILER: unsigned chunks, a checksum trailer
+};
+
 struct VerifiedCaller {
   std::string access_key_id;
   std::string service;
   std::string region;
+  // What verifying an aws-chunked body needs: the derived key (binary, 32 bytes; as secret as the
+  // secret itself: never logged or returned), the request time as signed ("20130524T000000Z"),
+  // the scope ("20130524/us-east-1/s3/aws4_request"), the request's own signature (hex: the seed
+  // of the chunk-signature chain) and what the signature says of the body.
+  std::string signing_key;
+  std::string amz_date;
+  std::string scope;
+  std::string seed_signature;
+  PayloadMode payload_mode = PayloadMode::kSignedBody;
+  bool presigned = false;
+  // The X-Amz-Security-Token header, or the query parameter of a presigned URL; "" when absent.
+  std::string security_token;
 };
 
 // Verifies a request signed with an `Authorization: AWS4-HMAC-SHA256 Credential=<key>/<date>/
@@ -57,9 +87,13 @@ struct VerifiedCaller {
 // The scope's region must equal `region` and its service must be one of `allowed_services`. The
 // request time comes from X-Amz-Date, else from the Date header (RFC 1123 or ISO-8601 basic); it
 // must be within `max_skew_ms` (>= 0) of `now` (a presigned URL is valid from its X-Amz-Date, less
-// the skew, until X-Amz-Date + X-Amz-Expires). 'host' must be a signed header, and so must
-// Content-Type, X-Amz-Target and every x-amz-* header the request carries. When the request
-// carries x-amz-content-sha256 it must equal the body's hash: the body is always covered.
+// the skew, until X-Amz-Date + X-Amz-Expires, which must be 1..604800). 'host' must be a signed
+// header, and so must Content-Type, X-Amz-Target and every x-amz-* header the request carries.
+// When the request carries x-amz-content-sha256 it must equal the body's hash: the body is always
+// covered, except under S3's rules (scope service "s3"): there the header is required on a
+// header-signed request (InvalidRequest), must be one of PayloadMode's values (InvalidArgument),
+// and only a hex hash is checked against the body (XAmzContentSHA256Mismatch); those S3 errors'
+// messages start with S3's code and a colon.
 //
 // Errors (AWS messages): kUnauthenticated for a missing or malformed signature or date, kUnknownKey
 // when `lookup` does not know the key, kBadSignature for a wrong region/service/scope date, an

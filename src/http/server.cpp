@@ -20,6 +20,7 @@
 #include <deque>
 #include <filesystem>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -178,6 +179,7 @@ struct Server::Impl {
   Limits limits;
   Handler handler;
   Refusal refusal;
+  BodyLimit body_limit;  // set by SetBodyLimit before Run, constant after; null: limits.max_body_bytes
 
   // Set by UseTls before Run, constant after; every connection speaks TLS when it is set.
   std::optional<net::ssl::context> tls;
@@ -289,7 +291,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   void ReadHead() {
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(std::min<int64_t>(server_.limits.max_header_bytes, UINT32_MAX)));
-    parser_->body_limit(static_cast<std::uint64_t>(server_.limits.max_body_bytes));
+    // The limit is chosen from the head (OnHead); until then the parser must not refuse a
+    // Content-Length over the default.
+    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
+    body_limit_ = server_.limits.max_body_bytes;
     Tcp().expires_after(std::chrono::milliseconds(server_.limits.header_timeout_ms));
     bhttp::async_read_header(stream_, buffer_, *parser_, [self = Self()](beast::error_code ec, size_t) {
       self->OnHead(ec);
@@ -309,6 +314,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (std::distance(head.begin(), head.end()) > server_.limits.max_header_fields)
       return Refuse(431, "The request has more than " + std::to_string(server_.limits.max_header_fields) +
                              " header fields (server.max_header_fields)");
+    Request head_view = HeadOf(head);
+    body_limit_ = server_.body_limit ? std::max<int64_t>(0, server_.body_limit(head_view)) : server_.limits.max_body_bytes;
+    if (auto length = parser_->content_length(); length && *length > static_cast<std::uint64_t>(body_limit_))
+      return RefuseBody();
+    parser_->body_limit(static_cast<std::uint64_t>(body_limit_));
     if (!ReserveBody()) {
       return Refuse(503, "The server is reading too many request bodies at once (server.max_buffered_request_bytes = " +
                              std::to_string(server_.limits.max_buffered_body_bytes) + "); retry later");
@@ -366,7 +376,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       res = server_.refusal(500, "The server could not handle the request", &req);
     }
     if (res.stream) return ServeStream(res);
-    std::string bytes = Head(res, static_cast<int64_t>(res.body.size()), keep_alive_);
+    int64_t length = static_cast<int64_t>(res.body.size());
+    if (req.method == "HEAD" && res.body.empty() && res.content_length >= 0) length = res.content_length;
+    std::string bytes = Head(res, length, keep_alive_);
     bytes += res.body;
     net::post(stream_.get_executor(), [self = Self(), bytes = std::move(bytes)]() mutable {
       self->Write(std::move(bytes), self->keep_alive_);
@@ -377,6 +389,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   // timeout, so a client that stops reading frees the worker.
   void ServeStream(Response& res) {
     ReleaseBody();  // nothing runs on the strand while a worker holds the request
+    if (res.content_length >= 0) return ServeKnownLength(res);
     bool ok = WriteFromWorker(Head(res, -1, false));
     while (ok && !server_.stopping) {
       std::string piece;
@@ -389,6 +402,36 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     }
     if (res.on_stream_end) res.on_stream_end();
     net::post(stream_.get_executor(), [self = Self()] { self->Close(); });
+  }
+
+  // On a worker: a stream of announced length, sent as it comes (no chunk framing). Only a stream
+  // that delivered exactly its length leaves the connection usable for the next request.
+  void ServeKnownLength(Response& res) {
+    const int64_t length = res.content_length;
+    int64_t sent = 0;
+    bool ok = WriteFromWorker(Head(res, length, keep_alive_));
+    bool more = true;
+    while (ok && more && !server_.stopping) {
+      std::string piece;
+      more = res.stream(&piece);
+      if (static_cast<int64_t>(piece.size()) > length - sent) {
+        piece.resize(static_cast<size_t>(length - sent));
+        more = false;
+        ok = false;  // the producer broke its promise: the connection cannot be trusted further
+        if (!piece.empty()) WriteFromWorker(std::move(piece));
+        break;
+      }
+      if (!piece.empty()) {
+        sent += static_cast<int64_t>(piece.size());
+        ok = WriteFromWorker(std::move(piece));
+      }
+    }
+    if (res.on_stream_end) res.on_stream_end();
+    bool reuse = ok && !more && sent == length && keep_alive_ && !server_.stopping;
+    net::post(stream_.get_executor(), [self = Self(), reuse] {
+      if (reuse) return self->WaitForRequest();
+      self->Close();
+    });
   }
 
   bool WriteFromWorker(std::string bytes) {
@@ -412,7 +455,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (auto length = parser_->content_length()) {
       want = static_cast<int64_t>(*length);
     } else if (parser_->chunked()) {
-      want = server_.limits.max_body_bytes;
+      want = body_limit_;
     }
     if (want == 0) return true;
     if (server_.buffered.fetch_add(want) + want > server_.limits.max_buffered_body_bytes) {
@@ -468,22 +511,14 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   void RefuseBody() {
-    Refuse(413, "The request body exceeds the limit of " + std::to_string(server_.limits.max_body_bytes) +
-                    " bytes (server.max_request_bytes)");
+    Refuse(413, "The request body exceeds the limit of " + std::to_string(body_limit_) + " bytes" +
+                    (body_limit_ == server_.limits.max_body_bytes ? " (server.max_request_bytes)" : " for this request"));
   }
 
   // Answers with a refusal and closes: what is left of the request is only drained (Linger).
   void Refuse(int status, const std::string& message) {
     std::optional<Request> head;
-    if (parser_ && parser_->is_header_done()) {
-      head.emplace();
-      const auto& h = parser_->get();
-      head->method = std::string(h.method_string());
-      head->target = std::string(h.target());
-      head->path = head->target.substr(0, head->target.find('?'));
-      head->secure_transport = kTls;
-      for (const auto& f : h) head->headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
-    }
+    if (parser_ && parser_->is_header_done()) head = HeadOf(parser_->get());
     parser_.reset();
     buffer_.clear();
     buffer_.shrink_to_fit();
@@ -512,6 +547,20 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     Tcp().close();
   }
 
+  template <class Message>
+  Request HeadOf(const Message& h) const {
+    Request head;
+    head.method = std::string(h.method_string());
+    head.target = std::string(h.target());
+    size_t q = head.target.find('?');
+    head.path = head.target.substr(0, q);
+    head.query = q == std::string::npos ? "" : head.target.substr(q + 1);
+    for (const auto& f : h) head.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+    head.peer = peer_;
+    head.secure_transport = kTls;
+    return head;
+  }
+
   Server::Impl& server_;
   Stream stream_;
   beast::flat_buffer buffer_;
@@ -521,6 +570,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   bool keep_alive_ = false;
   std::string peer_;  // the client's address; constant after construction
   int64_t reserved_ = 0;  // of server_.buffered, for the request under way
+  int64_t body_limit_ = 0;  // the request under way's body limit, chosen from its head
   bool handshake_done_ = false;  // TLS only
   bool closed_ = false;
 };
@@ -620,6 +670,8 @@ StatusOr<int> Server::Bind(const std::string& host, int port) {
 namespace {
 
 }  // namespace
+
+void Server::SetBodyLimit(BodyLimit limit) { impl_->body_limit = std::move(limit); }
 
 Status Server::UseTls(const TlsFiles& files) {
   // Versions and ciphers: TLS 1.2 with forward-secret AEAD suites only (Mozilla's "intermediate"

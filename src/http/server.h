@@ -46,9 +46,16 @@ struct Response {
   int status = 200;
   Fields headers;  // Content-Length, Transfer-Encoding, Connection and Date are the server's
   std::string body;
-  // When set, the body is sent with chunked encoding, produced piece by piece on the worker until
-  // the producer returns false, a write fails or the server stops; the connection closes after.
+  // When set, the body is produced piece by piece on the worker until the producer returns false, a
+  // write fails or the server stops. Without content_length it is sent with chunked encoding and
+  // the connection closes after; with it, see content_length.
   StreamProducer stream;
+  // -1: unset (the length of `body`). On the answer to a HEAD request with an empty body it is the
+  // Content-Length sent, with no body (the length a GET would have). On a streamed response it makes
+  // the stream a plain Content-Length body: when the producer yields exactly this many bytes the
+  // connection stays alive for the next request; bytes beyond it are dropped and a stream that
+  // ends short closes the connection (the client sees a truncated body, never a wrong one).
+  int64_t content_length = -1;
   std::function<void()> on_stream_end;  // called once when a stream ends, however it ends
 };
 
@@ -60,12 +67,16 @@ using Handler = std::function<Response(const Request&)>;
 // the connection cap, or too many bodies buffered). `head` is the request's head when it was read (no body), else null.
 using Refusal = std::function<Response(int status, const std::string& message, const Request* head)>;
 
+// Chooses one request's body limit from its head (method, target, path, query, headers, peer; no
+// body). Runs on an I/O thread: it must be quick and must not block.
+using BodyLimit = std::function<int64_t(const Request& head)>;
+
 struct Limits {
-  int64_t max_body_bytes = 6 * 1024 * 1024;  // Content-Length and chunked bodies alike
+  int64_t max_body_bytes = 6 * 1024 * 1024;  // Content-Length and chunked bodies alike, unless SetBodyLimit
   int64_t max_header_bytes = 16 * 1024;      // request line and every header line together
   int max_header_fields = 100;               // header lines
   // Bodies being read or waiting for their handler, all connections together: a Content-Length
-  // body reserves its length when its head arrives, a chunked one max_body_bytes.
+  // body reserves its length when its head arrives, a chunked one its request's body limit.
   int64_t max_buffered_body_bytes = 512 * 1024 * 1024;
   int header_timeout_ms = 10'000;            // the whole head must arrive this soon after its first byte
   int body_timeout_ms = 60'000;              // the whole body, after the head; and each response write
@@ -103,6 +114,9 @@ class Server {
   // answered with a plaintext 400 naming https and closed. An error names the file and the reason
   // when the files cannot be read or do not belong together. REQUIRES: before Run().
   Status UseTls(const TlsFiles& files);
+  // Chooses each request's body limit (default: every request gets Limits::max_body_bytes). A body
+  // over the chosen limit is answered 413 naming it. REQUIRES: before Run().
+  void SetBodyLimit(BodyLimit limit);
   // Serves until Stop(). REQUIRES: Bind() succeeded.
   void Run();
   // Thread-safe; Run() returns once the I/O threads and workers have ended.

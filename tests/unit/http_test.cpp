@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <ctime>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -25,6 +26,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 // --- JsonDepth ------------------------------------------------------------------------------------
@@ -82,13 +84,14 @@ TEST(RateLimiter, ZeroRateAdmitsEverything) {
 // A server on a free port, run on its own thread for the length of a test.
 class Running {
  public:
-  Running(Limits limits, Handler handler)
+  Running(Limits limits, Handler handler, BodyLimit body_limit = nullptr)
       : server_(limits, std::move(handler), [](int status, const std::string& message, const Request*) {
           Response r;
           r.status = status;
           r.body = message;
           return r;
         }) {
+    if (body_limit) server_.SetBodyLimit(std::move(body_limit));
     auto port = server_.Bind("127.0.0.1", 0);
     EXPECT_TRUE(port.ok()) << port.status().message();
     port_ = *port;
@@ -306,6 +309,149 @@ TEST(Server, BodiesBeyondTheBufferedBudgetAreRefusedWith503) {
   EXPECT_THAT(ReadUntil(c, "</c>"), HasSubstr("</c>"));
   close(a);
   close(c);
+}
+
+// --- Per-request body limits, HEAD lengths, known-length streams ------------------------------------
+
+// Bodies of /big may reach 5000 bytes; every other request keeps the server's 1000.
+int64_t BigUploads(const Request& head) { return head.path == "/big" ? 5000 : 1000; }
+
+Response SizeOfBody(const Request& req) {
+  Response r;
+  r.body = "<" + req.path + ":" + std::to_string(req.body.size()) + ">";
+  return r;
+}
+
+std::string Post(const std::string& path, const std::string& body) {
+  return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+TEST(Server, TheBodyLimitIsChosenFromTheHead) {
+  Limits l;
+  l.max_body_bytes = 1000;
+  Running s(l, SizeOfBody, BigUploads);
+  int fd = Connect(s.port());
+  Send(fd, Post("/big", std::string(3000, 'a')));
+  EXPECT_THAT(ReadUntil(fd, "</big:3000>"), HasSubstr("</big:3000>"));
+  close(fd);
+  fd = Connect(s.port());
+  Send(fd, Post("/small", std::string(3000, 'a')));
+  std::string got = ReadUntil(fd, "max_request_bytes");
+  EXPECT_THAT(got, StartsWith("HTTP/1.1 413 "));
+  EXPECT_THAT(got, HasSubstr("limit of 1000 bytes"));
+  close(fd);
+}
+
+TEST(Server, AContentLengthOverTheChosenLimitIsRefusedWith413NamingIt) {
+  Limits l;
+  l.max_body_bytes = 1000;
+  Running s(l, SizeOfBody, BigUploads);
+  int fd = Connect(s.port());
+  Send(fd, Post("/big", std::string(6000, 'a')));
+  std::string got = ReadUntil(fd, "for this request");
+  EXPECT_THAT(got, StartsWith("HTTP/1.1 413 "));
+  EXPECT_THAT(got, HasSubstr("limit of 5000 bytes"));
+  close(fd);
+}
+
+TEST(Server, AChunkedBodyReservesAndIsHeldToTheChosenLimit) {
+  Limits l;
+  l.max_body_bytes = 1000;
+  Running s(l, SizeOfBody, BigUploads);
+  int fd = Connect(s.port());
+  Send(fd, "POST /big HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+  ASSERT_TRUE(Eventually([&] { return s.server().stats().buffered_body_bytes == 5000; }));
+  Send(fd, "bb8\r\n" + std::string(3000, 'a') + "\r\n0\r\n\r\n");  // 0xbb8 = 3000
+  EXPECT_THAT(ReadUntil(fd, "</big:3000>"), HasSubstr("</big:3000>"));
+  EXPECT_TRUE(Eventually([&] { return s.server().stats().buffered_body_bytes == 0; }));
+  close(fd);
+  fd = Connect(s.port());
+  Send(fd, "POST /big HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1388\r\n" + std::string(5000, 'a') +
+               "\r\n1\r\na\r\n0\r\n\r\n");  // 5001 bytes
+  std::string got = ReadUntil(fd, "for this request");
+  EXPECT_THAT(got, StartsWith("HTTP/1.1 413 "));
+  EXPECT_THAT(got, HasSubstr("limit of 5000 bytes"));
+  close(fd);
+}
+
+TEST(Server, AHeadAnswerCarriesTheContentLengthAndNoBody) {
+  Limits l;
+  Running s(l, [](const Request& req) {
+    Response r;
+    if (req.method == "HEAD") {
+      r.content_length = 123456;
+    } else {
+      r.body = "<" + req.path + ">";
+    }
+    return r;
+  });
+  int fd = Connect(s.port());
+  // The GET after the HEAD is answered on the same connection only if the HEAD's answer ended at
+  // its head: a client reading 123456 body bytes would never see "</next>".
+  Send(fd, "HEAD /object HTTP/1.1\r\nHost: x\r\n\r\n" + Get("/next"));
+  std::string got = ReadUntil(fd, "</next>");
+  EXPECT_THAT(got, StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(got, HasSubstr("Content-Length: 123456\r\n"));
+  size_t second = got.find("HTTP/1.1 200 OK\r\n", 1);
+  ASSERT_NE(second, std::string::npos) << got;
+  EXPECT_EQ(got.find("\r\n\r\n") + 4, second) << "bytes between the HEAD answer and the next: " << got;
+  EXPECT_THAT(got.substr(second), HasSubstr("</next>"));
+  close(fd);
+}
+
+TEST(Server, AKnownLengthStreamIsAPlainBodyAndKeepsTheConnection) {
+  Limits l;
+  Running s(l, [](const Request& req) {
+    if (req.path != "/object") return Echo(req);
+    Response r;
+    r.content_length = 6;
+    auto pieces = std::make_shared<std::vector<std::string>>(std::vector<std::string>{"abc", "", "def"});
+    r.stream = [pieces](std::string* out) {
+      *out = pieces->front();
+      pieces->erase(pieces->begin());
+      return !pieces->empty();
+    };
+    return r;
+  });
+  int fd = Connect(s.port());
+  Send(fd, Get("/object") + Get("/next"));
+  std::string got = ReadUntil(fd, "</next>");
+  EXPECT_THAT(got, StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(got, HasSubstr("Content-Length: 6\r\nConnection: keep-alive\r\n\r\nabcdefHTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(got, Not(HasSubstr("Transfer-Encoding")));
+  EXPECT_THAT(got, HasSubstr("</next>"));
+  close(fd);
+}
+
+TEST(Server, AStreamShortOfItsLengthClosesTheConnection) {
+  Limits l;
+  Running s(l, [](const Request&) {
+    Response r;
+    r.content_length = 10;
+    r.stream = [](std::string* out) { *out = "abc"; return false; };
+    return r;
+  });
+  int fd = Connect(s.port());
+  Send(fd, Get("/object"));
+  std::string got = ReadUntil(fd, "never");  // reads until the server closes
+  EXPECT_THAT(got, HasSubstr("Content-Length: 10\r\n"));
+  EXPECT_EQ(got.substr(got.find("\r\n\r\n") + 4), "abc");
+  close(fd);
+}
+
+TEST(Server, AStreamBeyondItsLengthIsCutAtItAndClosed) {
+  Limits l;
+  Running s(l, [](const Request&) {
+    Response r;
+    r.content_length = 4;
+    r.stream = [](std::string* out) { *out = "abcdefgh"; return true; };
+    return r;
+  });
+  int fd = Connect(s.port());
+  Send(fd, Get("/object") + Get("/next"));
+  std::string got = ReadUntil(fd, "never");
+  EXPECT_EQ(got.substr(got.find("\r\n\r\n") + 4), "abcd");
+  close(fd);
 }
 
 // --- Date -----------------------------------------------------------------------------------------

@@ -544,5 +544,233 @@ TEST(SigV4Failure, ContentSha256HeaderMustMatchBody) {
   EXPECT_THAT(st.message(), HasSubstr("x-amz-content-sha256"));
 }
 
+// --- S3 rules: requests signed by botocore 1.43's S3SigV4Auth / S3SigV4QueryAuth ------------------
+// (tests/unit/sigv4_s3_vectors.py prints them; path-style, endpoint http://127.0.0.1:9000,
+// 20260102T030405Z.) User-Agent, Expect and the amz-sdk-* headers are sent but never signed.
+
+const std::vector<std::string> kS3 = {"s3", "sts"};
+constexpr char kS3Time[] = "20260102T030405Z";
+constexpr char kEmptySha[] = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+HttpRequestView S3Request(std::string method, std::string path, std::string query,
+                          std::vector<std::pair<std::string, std::string>> extra, std::string body = "") {
+  HttpRequestView req{std::move(method), std::move(path), std::move(query),
+                      {{"Host", "127.0.0.1:9000"}, {"User-Agent", "Boto3/1.43.11"}, {"amz-sdk-request", "attempt=1"}},
+                      std::move(body)};
+  for (auto& h : extra) req.headers.push_back(std::move(h));
+  return req;
+}
+
+// PutObject of "hello" to "dir/a b+c=d.txt": a key with a space, '+' and '=', the body's hash signed.
+HttpRequestView BotoPutHello() {
+  return S3Request(
+      "PUT", "/bkt/dir/a%20b%2Bc%3Dd.txt", "",
+      {{"Expect", "100-continue"},
+       {"x-amz-checksum-crc32", "NhCmhg=="},
+       {"x-amz-sdk-checksum-algorithm", "CRC32"},
+       {"X-Amz-Date", kS3Time},
+       {"X-Amz-Content-SHA256", "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"},
+       {"Authorization",
+        "AWS4-HMAC-SHA256 Credential=AKIATRAINYARD0000001/20260102/us-east-1/s3/aws4_request, "
+        "SignedHeaders=host;x-amz-checksum-crc32;x-amz-content-sha256;x-amz-date;x-amz-sdk-checksum-algorithm, "
+        "Signature=9456e80d19be9d4a811e181a9073b3ae25370ac9eeb9298499a73cc4e8973e84"},
+       {"Content-Length", "5"}},
+      "hello");
+}
+
+TEST(SigV4S3, VerifiesBotocorePutWithSpacePlusAndEqualsInTheKey) {
+  auto caller = VerifySigV4(BotoPutHello(), Lookup(), "us-east-1", kS3, At(kS3Time));
+  ASSERT_TRUE(caller.ok()) << caller.status().message();
+  EXPECT_EQ(caller->service, "s3");
+  EXPECT_EQ(caller->payload_mode, PayloadMode::kSignedBody);
+  EXPECT_EQ(caller->amz_date, kS3Time);
+  EXPECT_EQ(caller->scope, "20260102/us-east-1/s3/aws4_request");
+  EXPECT_EQ(caller->seed_signature, "9456e80d19be9d4a811e181a9073b3ae25370ac9eeb9298499a73cc4e8973e84");
+  // kSigning = HMAC chain over "AWS4"+secret, date, region, service, "aws4_request".
+  std::string key = HmacSha256(HmacSha256(HmacSha256(HmacSha256(std::string("AWS4") + kTySecret, "20260102"),
+                                                     "us-east-1"), "s3"), "aws4_request");
+  EXPECT_EQ(caller->signing_key, key);
+  EXPECT_EQ(caller->signing_key.size(), 32u);
+  EXPECT_FALSE(caller->presigned);
+  EXPECT_EQ(caller->security_token, "");
+}
+
+TEST(SigV4S3, TheSignedBodyHashMustMatchTheBody) {
+  HttpRequestView req = BotoPutHello();
+  req.body = "hellO";
+  Status st = VerifySigV4(req, Lookup(), "us-east-1", kS3, At(kS3Time)).status();
+  EXPECT_EQ(st.code(), Code::kBadSignature);
+  EXPECT_THAT(st.message(), StartsWith("XAmzContentSHA256Mismatch: "));
+}
+
+TEST(SigV4S3, VerifiesBotocoreGetOfAUnicodeKey) {
+  HttpRequestView req = S3Request(
+      "GET", "/bkt/%C3%BCn%C3%AF/c%C3%B6d%C3%A9%20%E2%9C%93.txt", "",
+      {{"x-amz-checksum-mode", "ENABLED"},
+       {"X-Amz-Date", kS3Time},
+       {"X-Amz-Content-SHA256", kEmptySha},
+       {"Authorization",
+        "AWS4-HMAC-SHA256 Credential=AKIATRAINYARD0000001/20260102/us-east-1/s3/aws4_request, "
+        "SignedHeaders=host;x-amz-checksum-mode;x-amz-content-sha256;x-amz-date, "
+        "Signature=9c6203dd053542036119347878676b90a1744a6ca60ef54d30cc2391866a0eae"}});
+  auto caller = VerifySigV4(req, Lookup(), "us-east-1", kS3, At(kS3Time));
+  ASSERT_TRUE(caller.ok()) << caller.status().message();
+}
+
+// The key "a//b/../c/./d": S3 signs the path as sent; the normalizing rules of other services
+// ("/bkt/a/c/d") would not verify it, and would make two keys one.
+HttpRequestView BotoGetDotSegments() {
+  return S3Request("GET", "/bkt/a//b/../c/./d", "",
+                   {{"x-amz-checksum-mode", "ENABLED"},
+                    {"X-Amz-Date", kS3Time},
+                    {"X-Amz-Content-SHA256", kEmptySha},
+                    {"Authorization",
+                     "AWS4-HMAC-SHA256 Credential=AKIATRAINYARD0000001/20260102/us-east-1/s3/aws4_request, "
+                     "SignedHeaders=host;x-amz-checksum-mode;x-amz-content-sha256;x-amz-date, "
+                     "Signature=b0525cedc873b1bd6be8314edbd0233021cf9963444ae1e69882a3db17b5b5c8"}});
+}
+
+TEST(SigV4S3, SignsThePathAsSentWithDoubleSlashesAndDotSegments) {
+  auto caller = VerifySigV4(BotoGetDotSegments(), Lookup(), "us-east-1", kS3, At(kS3Time));
+  ASSERT_TRUE(caller.ok()) << caller.status().message();
+  HttpRequestView normalized = BotoGetDotSegments();
+  normalized.path = "/bkt/a/c/d";
+  EXPECT_EQ(VerifySigV4(normalized, Lookup(), "us-east-1", kS3, At(kS3Time)).status().code(),
+            Code::kBadSignature);
+}
+
+TEST(SigV4S3, VerifiesBotocoreListWithAnEncodedQuery) {
+  HttpRequestView req = S3Request(
+      "GET", "/bkt", "list-type=2&prefix=a%20b%2F&delimiter=%2F&encoding-type=url",
+      {{"X-Amz-Date", kS3Time},
+       {"X-Amz-Content-SHA256", kEmptySha},
+       {"Authorization",
+        "AWS4-HMAC-SHA256 Credential=AKIATRAINYARD0000001/20260102/us-east-1/s3/aws4_request, "
+        "SignedHeaders=host;x-amz-content-sha256;x-amz-date, "
+        "Signature=952d36d224ff95b48d6771ecb817a18a18cc04b818802535d0f5337ba08a6806"}});
+  auto caller = VerifySigV4(req, Lookup(), "us-east-1", kS3, At(kS3Time));
+  ASSERT_TRUE(caller.ok()) << caller.status().message();
+}
+
+// payload_signing_enabled=False: the body is not covered, so any body verifies.
+TEST(SigV4S3, UnsignedPayloadLeavesTheBodyUncovered) {
+  HttpRequestView req = S3Request(
+      "PUT", "/bkt/k", "",
+      {{"x-amz-checksum-crc32", "r1umCw=="},
+       {"x-amz-sdk-checksum-algorithm", "CRC32"},
+       {"X-Amz-Date", kS3Time},
+       {"X-Amz-Content-SHA256", "UNSIGNED-PAYLOAD"},
+       {"Authorization",
+        "AWS4-HMAC-SHA256 Credential=AKIATRAINYARD0000001/20260102/us-east-1/s3/aws4_request, "
+        "SignedHeaders=host;x-amz-checksum-crc32;x-amz-content-sha256;x-amz-date;x-amz-sdk-checksum-algorithm, "
+        "Signature=1e5b1f0053e93fc27d2ba1b68890c6610f7a7e92009c8865dd66ae8a2bb63537"}},
+      "unsigned body");
+  auto caller = VerifySigV4(req, Lookup(), "us-east-1", kS3, At(kS3Time));
+  ASSERT_TRUE(caller.ok()) << caller.status().message();
+  EXPECT_EQ(caller->payload_mode, PayloadMode::kUnsigned);
+  req.body = "another body";
+  EXPECT_TRUE(VerifySigV4(req, Lookup(), "us-east-1", kS3, At(kS3Time)).ok());
+  // The mode itself is signed: claiming a hash instead breaks the signature.
+  SetHeader(req, "x-amz-content-sha256", Sha256Hex(req.body));
+  EXPECT_EQ(VerifySigV4(req, Lookup(), "us-east-1", kS3, At(kS3Time)).status().code(), Code::kBadSignature);
+}
+
+TEST(SigV4S3, HeaderSignedRequestsMustSendXAmzContentSha256) {
+  HttpRequestView req = BotoPutHello();
+  std::erase_if(req.headers, [](const auto& h) { return ToLower(h.first) == "x-amz-content-sha256"; });
+  Status st = VerifySigV4(req, Lookup(), "us-east-1", kS3, At(kS3Time)).status();
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_THAT(st.message(), StartsWith("InvalidRequest: "));
+  EXPECT_THAT(st.message(), HasSubstr("x-amz-content-sha256"));
+}
+
+TEST(SigV4S3, AnUnknownPayloadModeIsRefusedNamingTheValues) {
+  for (const char* bad : {"STREAMING-AWS4-HMAC-SHA256-EVENTS", "unsigned-payload",
+                          "2CF24DBA5FB0A30E26E83B2AC5B9E29E1B161E5C1FA7425E73043362938B9824", ""}) {
+    HttpRequestView req = BotoPutHello();
+    SetHeader(req, "x-amz-content-sha256", bad);
+    Status st = VerifySigV4(req, Lookup(), "us-east-1", kS3, At(kS3Time)).status();
+    EXPECT_EQ(st.code(), Code::kInvalidArgument) << bad;
+    EXPECT_THAT(st.message(), StartsWith("InvalidArgument: x-amz-content-sha256 must be UNSIGNED-PAYLOAD")) << bad;
+  }
+}
+
+TEST(SigV4S3, StreamingModesAreReportedAndLeaveTheEncodedBodyToTheDecoder) {
+  // Signed here with SignSigV4 (which signs any x-amz-content-sha256 given) for each mode.
+  const std::pair<std::string_view, PayloadMode> modes[] = {
+      {kStreamingSignedPayload, PayloadMode::kStreamingSigned},
+      {kStreamingSignedPayloadTrailer, PayloadMode::kStreamingSignedTrailer},
+      {kStreamingUnsignedPayloadTrailer, PayloadMode::kStreamingUnsignedTrailer}};
+  for (const auto& [value, mode] : modes) {
+    HttpRequestView req{"PUT", "/bkt/k", "", {{"Host", "127.0.0.1:9000"}, {"x-amz-content-sha256", std::string(value)}},
+                        "5;chunk-signature=...\r\nhello\r\n"};
+    SignSigV4(req, {kTyKey, kTySecret}, "us-east-1", "s3", At(kS3Time));
+    auto caller = VerifySigV4(req, Lookup(), "us-east-1", kS3, At(kS3Time));
+    ASSERT_TRUE(caller.ok()) << value << ": " << caller.status().message();
+    EXPECT_EQ(caller->payload_mode, mode) << value;
+    std::string auth = *Header(req, "authorization");
+    EXPECT_EQ(caller->seed_signature, auth.substr(auth.find("Signature=") + 10)) << value;
+  }
+}
+
+// A presigned GetObject for a session key: "p q/ü+=.bin", X-Amz-Security-Token in the query.
+constexpr char kPresignedQuery[] =
+    "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=ASIATRAINYARD0000002%2F20260102%2Fus-east-1%2Fs3%2F"
+    "aws4_request&X-Amz-Date=20260102T030405Z&X-Amz-Expires=900&X-Amz-SignedHeaders=host&"
+    "X-Amz-Security-Token=tok%2Ben%2F%3D%3D&"
+    "X-Amz-Signature=e838470ccce8b7a62a05b806dc5a87b4e57f1dba491af5a75fdae5ee9241e137";
+
+SecretLookup SessionLookup() {
+  return [](std::string_view key) -> std::optional<std::string> {
+    if (key == "ASIATRAINYARD0000002") return std::string("sessionSecret/xyz");
+    return std::nullopt;
+  };
+}
+
+TEST(SigV4S3, VerifiesABotocorePresignedUrlWithASessionToken) {
+  HttpRequestView req{"GET", "/bkt/p%20q/%C3%BC%2B%3D.bin", kPresignedQuery, {{"Host", "127.0.0.1:9000"}}, ""};
+  auto caller = VerifySigV4(req, SessionLookup(), "us-east-1", kS3, At("20260102T031000Z"));
+  ASSERT_TRUE(caller.ok()) << caller.status().message();
+  EXPECT_TRUE(caller->presigned);
+  EXPECT_EQ(caller->payload_mode, PayloadMode::kUnsigned);
+  EXPECT_EQ(caller->security_token, "tok+en/==");
+  // Valid for X-Amz-Expires (900 s) from X-Amz-Date, not after.
+  EXPECT_TRUE(VerifySigV4(req, SessionLookup(), "us-east-1", kS3, At("20260102T031905Z")).ok());
+  EXPECT_EQ(VerifySigV4(req, SessionLookup(), "us-east-1", kS3, At("20260102T031906Z")).status().code(),
+            Code::kExpired);
+}
+
+TEST(SigV4S3, APresignedUrlsTokenIsSigned) {
+  std::string query = kPresignedQuery;
+  query.replace(query.find("tok%2Ben"), 8, "tok%2Bex");
+  HttpRequestView req{"GET", "/bkt/p%20q/%C3%BC%2B%3D.bin", query, {{"Host", "127.0.0.1:9000"}}, ""};
+  EXPECT_EQ(VerifySigV4(req, SessionLookup(), "us-east-1", kS3, At("20260102T031000Z")).status().code(),
+            Code::kBadSignature);
+}
+
+TEST(SigV4S3, PresignedExpiresMustBeOneSecondToSevenDays) {
+  for (const char* expires : {"0", "604801", "-5", "9x"}) {
+    std::string query = kPresignedQuery;
+    query.replace(query.find("X-Amz-Expires=900"), 17, std::string("X-Amz-Expires=") + expires);
+    HttpRequestView req{"GET", "/bkt/p%20q/%C3%BC%2B%3D.bin", query, {{"Host", "127.0.0.1:9000"}}, ""};
+    Status st = VerifySigV4(req, SessionLookup(), "us-east-1", kS3, At("20260102T031000Z")).status();
+    EXPECT_EQ(st.code(), Code::kUnauthenticated) << expires;
+    EXPECT_THAT(st.message(), HasSubstr("X-Amz-Expires")) << expires;
+  }
+}
+
+TEST(SigV4S3, OtherServicesStillNormalizeThePathAndCoverTheBody) {
+  // The same dot-segment path signed for a non-S3 service verifies in its normalized form only.
+  HttpRequestView req{"GET", "/a//b/../c", "", {{"Host", "h"}}, ""};
+  SignSigV4(req, {kTyKey, kTySecret}, "us-east-1", "sagemaker", At(kS3Time));
+  ASSERT_TRUE(VerifySigV4(req, Lookup(), "us-east-1", kServices, At(kS3Time)).ok());
+  req.path = "/a/c";
+  EXPECT_TRUE(VerifySigV4(req, Lookup(), "us-east-1", kServices, At(kS3Time)).ok());
+  HttpRequestView unsigned_payload{"POST", "/", "", {{"Host", "h"}, {"x-amz-content-sha256", "UNSIGNED-PAYLOAD"}}, "{}"};
+  SignSigV4(unsigned_payload, {kTyKey, kTySecret}, "us-east-1", "sagemaker", At(kS3Time));
+  EXPECT_EQ(VerifySigV4(unsigned_payload, Lookup(), "us-east-1", kServices, At(kS3Time)).status().code(),
+            Code::kBadSignature);
+}
+
 }  // namespace
 }  // namespace ty::api
