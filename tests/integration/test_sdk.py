@@ -129,7 +129,7 @@ class SdkSeedNotebookTest(ServerTest):
             base_job_name="sdk-seed",
             compute=Compute(instance_type="ml.m5.large", instance_count=1, volume_size_in_gb=1),
             stopping_condition=StoppingCondition(max_runtime_in_seconds=300),
-            hyperparameters={"epochs": 5, "lr": 0.1},
+            hyperparameters={"epochs": 20, "lr": 0.5},
             role=ROLE,
             environment={"GATE": self.gate},  # test only: hold the first job until the high job is queued
         )
