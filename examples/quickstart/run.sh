@@ -2,7 +2,8 @@
 # The quick-start walkthrough: starts a trainyard server with its embedded defaults (SQLite
 # state, local executor), creates a service environment and a FIFO job queue, submits three
 # training jobs through SubmitServiceJob, follows them to SUCCEEDED, shows each job's model
-# artifact and parsed metric, then repeats the exercise from boto3 and from the aws CLI.
+# artifact and parsed metric, then repeats the exercise from boto3 and from the aws CLI, and
+# trains through the trainyard SDK (examples/sdk/run_sdk.py).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -78,4 +79,7 @@ if command -v aws >/dev/null 2>&1; then
 else
   echo "   (the aws CLI is not installed; skipped)"
 fi
+echo "== and through the trainyard SDK (python/): ModelTrainer and TrainingQueue, as the SageMaker SDK names them"
+AWS_ENDPOINT_URL="$endpoint" python3 "$root/examples/sdk/run_sdk.py" --queue quickstart-queue --skip-without-s3
+
 echo "== done. The server stops now; start your own with: $bin serve"

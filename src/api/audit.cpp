@@ -120,7 +120,11 @@ bool IsReadOnly(const std::string& operation) {
 bool IsDenied(const std::string& error_type) {
   return StartsWith(error_type, "AccessDenied") || error_type == "MissingAuthenticationTokenException" ||
          error_type == "UnrecognizedClientException" || error_type == "InvalidSignatureException" ||
-         error_type == "IncompleteSignature" || error_type == "ThrottlingException";
+         error_type == "IncompleteSignature" || error_type == "ThrottlingException" ||
+         // the S3 endpoint's codes for the same refusals
+         error_type == "SignatureDoesNotMatch" || error_type == "InvalidAccessKeyId" ||
+         error_type == "RequestTimeTooSkewed" || error_type == "ExpiredToken" || error_type == "InvalidToken" ||
+         error_type == "SlowDown";
 }
 
 std::vector<AuditResource> ResourcesOf(const std::string& service, const std::string& operation, const json& body) {

@@ -573,6 +573,24 @@ Status Authorizer::CheckAction(const Principal& caller, const CallContext& ctx, 
   return Status(Code::kAccessDenied, std::move(denial));
 }
 
+Status Authorizer::CheckS3(const Principal& caller, const CallContext& ctx, const std::string& action,
+                           const std::string& resource,
+                           const std::vector<std::pair<std::string, std::string>>& condition_keys,
+                           std::vector<AccessDecision>* audit) const {
+  if (caller.is_root() && !audit) return Status::Ok();
+  iam::Request r;
+  r.action = action;
+  r.resource = resource;
+  SetCallerKeys(&r, caller, ctx);
+  for (const auto& [k, v] : condition_keys) r.Set(k, v);
+  std::string denial;
+  AccessDecision d = Decide(caller, r, &denial);
+  const bool allowed = d.allowed;
+  if (audit) audit->push_back(std::move(d));
+  if (allowed) return Status::Ok();
+  return Status(Code::kAccessDenied, std::move(denial));
+}
+
 void Authorizer::FilterReply(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
                              json* reply) const {
   if (caller.is_root()) return;

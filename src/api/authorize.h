@@ -118,6 +118,13 @@ class Authorizer {
   Status CheckAction(const Principal& caller, const CallContext& ctx, const std::string& action,
                      const std::string& resource = "*") const;
 
+  // The S3 endpoint (api/s3_api.cpp): `action` ("s3:GetObject") on `resource`
+  // (arn:aws:s3:::bucket or arn:aws:s3:::bucket/key, or "*"), with the request's own condition
+  // keys (s3:prefix, s3:delimiter, s3:max-keys). Root is allowed without evaluation.
+  Status CheckS3(const Principal& caller, const CallContext& ctx, const std::string& action, const std::string& resource,
+                 const std::vector<std::pair<std::string, std::string>>& condition_keys,
+                 std::vector<AccessDecision>* audit = nullptr) const;
+
  private:
   Status CheckOperation(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
                         const nlohmann::json& request, std::vector<AccessDecision>* audit) const;

@@ -4,7 +4,81 @@
 
 namespace ty::api {
 
+namespace {
+
+struct S3Error {
+  const char* code;
+  int http_status;
+};
+
+// The S3 codes this server answers with, and S3's status for each.
+constexpr S3Error kS3Errors[] = {
+    {"AccessDenied", 403},          {"SignatureDoesNotMatch", 403}, {"InvalidAccessKeyId", 403},
+    {"RequestTimeTooSkewed", 403},  {"ExpiredToken", 400},          {"InvalidToken", 400},
+    {"NoSuchBucket", 404},          {"NoSuchKey", 404},             {"NoSuchUpload", 404},
+    {"BucketNotEmpty", 409},        {"BucketAlreadyOwnedByYou", 409}, {"BucketAlreadyExists", 409},
+    {"InvalidBucketName", 400},     {"KeyTooLongError", 400},       {"InvalidArgument", 400},
+    {"InvalidPart", 400},           {"InvalidPartOrder", 400},      {"EntityTooSmall", 400},
+    {"EntityTooLarge", 400},        {"BadDigest", 400},             {"InvalidDigest", 400},
+    {"XAmzContentSHA256Mismatch", 400}, {"IncompleteBody", 400},    {"InvalidRange", 416},
+    {"MalformedXML", 400},          {"MethodNotAllowed", 405},      {"NotImplemented", 501},
+    {"InvalidRequest", 400},        {"IllegalLocationConstraintException", 400},
+    {"InvalidLocationConstraint", 400}, {"MissingContentLength", 411}, {"PreconditionFailed", 412},
+    {"NotModified", 304},           {"InternalError", 500},         {"SlowDown", 503},
+    {"ServiceUnavailable", 503},    {"AuthorizationQueryParametersError", 400},
+};
+
+// "NoSuchKey: s3://b/k does not exist" -> "NoSuchKey" when the prefix is one of kS3Errors.
+std::string S3CodePrefix(const std::string& message) {
+  size_t colon = message.find(':');
+  if (colon == std::string::npos || colon == 0 || colon > 40) return "";
+  std::string code = message.substr(0, colon);
+  for (const S3Error& e : kS3Errors)
+    if (code == e.code) return code;
+  return "";
+}
+
+WireError ToS3Error(const Status& st) {
+  if (std::string code = S3CodePrefix(st.message()); !code.empty()) {
+    std::string rest = st.message().substr(code.size() + 1);
+    if (!rest.empty() && rest.front() == ' ') rest.erase(0, 1);
+    return {S3HttpStatus(code), code, rest};
+  }
+  auto as = [&](const char* code) { return WireError{S3HttpStatus(code), code, st.message()}; };
+  switch (st.code()) {
+    case Code::kOk: return {200, "", ""};
+    case Code::kUnauthenticated: return as("AccessDenied");
+    case Code::kUnknownKey: return as("InvalidAccessKeyId");
+    case Code::kBadSignature: return as("SignatureDoesNotMatch");
+    // A presigned URL past its expiry is S3's AccessDenied; a clock too far off, RequestTimeTooSkewed.
+    case Code::kExpired:
+      return as(st.message().find("expired") != std::string::npos ? "AccessDenied" : "RequestTimeTooSkewed");
+    case Code::kExpiredToken: return as("ExpiredToken");
+    case Code::kUnknownOperation: return as("NotImplemented");
+    case Code::kPayloadTooLarge: return as("EntityTooLarge");
+    case Code::kInvalidArgument:
+    case Code::kFailedPrecondition:
+    case Code::kLimitExceeded: return as("InvalidArgument");
+    case Code::kNotFound: return as("NoSuchKey");
+    case Code::kAlreadyExists: return as("BucketAlreadyOwnedByYou");
+    case Code::kThrottled: return as("SlowDown");
+    case Code::kAccessDenied: return as("AccessDenied");
+    case Code::kUnavailable: return as("ServiceUnavailable");
+    case Code::kInternal: return as("InternalError");
+  }
+  return as("InternalError");
+}
+
+}  // namespace
+
+int S3HttpStatus(const std::string& code) {
+  for (const S3Error& e : kS3Errors)
+    if (code == e.code) return e.http_status;
+  return 400;
+}
+
 WireError ToWireError(Protocol protocol, const Status& st) {
+  if (protocol == Protocol::kS3RestXml) return ToS3Error(st);
   const bool batch = protocol == Protocol::kBatchRestJson;
   if (protocol == Protocol::kLogsJson) {
     if (st.code() == Code::kInvalidArgument || st.code() == Code::kFailedPrecondition)

@@ -7,7 +7,9 @@
 
 namespace ty::api {
 
-enum class Protocol { kBatchRestJson, kSageMakerJson, kLogsJson };
+// kS3RestXml: the S3 endpoint (api/s3_api.cpp), whose errors are XML documents it writes itself
+// from the WireError's type (S3's code) and message.
+enum class Protocol { kBatchRestJson, kSageMakerJson, kLogsJson, kS3RestXml };
 
 struct WireError {
   int http_status;
@@ -16,6 +18,9 @@ struct WireError {
 };
 
 WireError ToWireError(Protocol protocol, const Status& status);
+
+// S3's HTTP status for one of its error codes ("NoSuchKey" -> 404); 400 for a code it does not know.
+int S3HttpStatus(const std::string& code);
 
 // The JSON body of an error, as the protocol's clients parse it.
 std::string ErrorBody(Protocol protocol, const WireError& e);

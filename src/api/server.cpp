@@ -15,6 +15,7 @@
 #include "api/handlers.h"
 #include "api/http_binding.h"
 #include "api/metrics.h"
+#include "api/s3_api.h"
 #include "api/service_model.h"
 #include "api/sigv4.h"
 #include "api/sts_api.h"
@@ -22,6 +23,7 @@
 #include "core/strings.h"
 #include "http/guards.h"
 #include "http/server.h"
+#include "objstore/bucket_store.h"
 #include "obs/webhooks.h"
 #include "store/event_log.h"
 
@@ -69,12 +71,17 @@ struct ApiServer::Impl {
   http::RateLimiter throttle;
   std::atomic<int64_t> throttled{0};  // requests refused by `throttle`, since start
   std::unique_ptr<obs::WebhookDispatcher> webhooks;
+  std::unique_ptr<S3Endpoint> s3;      // the embedded buckets' S3 API (api/s3_api.h)
   std::unique_ptr<http::Server> http;  // after everything its handlers use: destroyed first
 
   Impl(control::Controller& c, RootCredential r)
       : controller(c),
         root(std::move(r)),
-        throttle(c.config().throttle_rate, c.config().throttle_burst) {}
+        throttle(c.config().throttle_rate, c.config().throttle_burst),
+        s3(std::make_unique<S3Endpoint>(c, authz, objstore::NewBucketStore(c.config().data_dir + "/buckets"),
+                                        [this](const http::Request& req, AuditRecord* who, VerifiedCaller* verified) {
+                                          return Authenticate(req, "s3", who, verified);
+                                        })) {}
 
   static const char* ContentType(Protocol protocol) {
     return protocol != Protocol::kBatchRestJson ? "application/x-amz-json-1.1" : "application/json";
@@ -144,8 +151,10 @@ struct ApiServer::Impl {
   }
 
   // Verifies the signature (the root key or a user's, api/authorize.h), then takes a token from
-  // the caller's bucket. Names the caller in `who`.
-  StatusOr<Principal> Authenticate(const http::Request& req, const std::string& service, AuditRecord* who) {
+  // the caller's bucket. Names the caller in `who`; `verified` (when given) gets what the signature
+  // says of the body (the S3 endpoint decodes aws-chunked bodies with it).
+  StatusOr<Principal> Authenticate(const http::Request& req, const std::string& service, AuditRecord* who,
+                                   VerifiedCaller* verified = nullptr) {
     HttpRequestView view;
     view.method = req.method;
     view.path = req.path;
@@ -165,6 +174,7 @@ struct ApiServer::Impl {
     const EpochMs now = SystemClock::instance().now_ms();
     auto caller = VerifySigV4(view, lookup, controller.config().region, {service}, now);
     if (!caller.ok()) return caller.status();
+    if (verified) *verified = *caller;
     Principal principal = Principal::Root(controller.config().account_id, caller->access_key_id);
     if (session) {
       // The token travels beside the signature (a header, or a presigned URL's query) and must be
@@ -426,11 +436,13 @@ http::Response ApiServer::Impl::Stream(const http::Request& req) {
 }
 
 http::Response ApiServer::Impl::Route(const http::Request& req) {
-  const std::string& path = req.path;
-  // STS (api/sts_api.h): a request whose SigV4 scope names service sts.
-  if (SigningServiceOf(req.headers, req.query) == "sts")
+  // A request signed for S3 is the S3 endpoint's, whatever its path (api/s3_api.h).
+  if (ScopeService(req) == "s3") return s3->Handle(req);
+  // A request signed for STS is answered by STS's Query protocol (api/sts_api.h).
+  if (ScopeService(req) == "sts")
     return ServeSts(req, controller, authz, [&](AuditRecord* who) { return Authenticate(req, "sts", who); },
                     ContextOf(req));
+  const std::string& path = req.path;
   // Batch's tagging operations are GET and DELETE on /v1/tags/{resourceArn}.
   if ((req.method == "GET" || req.method == "DELETE") && path.rfind("/v1/", 0) == 0) {
     const ServiceModel& m = ServiceModel::Batch();
@@ -557,6 +569,13 @@ ApiServer::ApiServer(control::Controller& controller, RootCredential root)
   impl->http = std::make_unique<http::Server>(
       LimitsFrom(controller.config()), [impl](const http::Request& req) { return impl->Route(req); },
       [impl](int status, const std::string& message, const http::Request* head) { return impl->Refuse(status, message, head); });
+  // Object data (PutObject, UploadPart) may be up to [s3] max_upload_bytes; everything else keeps
+  // the server's limit.
+  impl->http->SetBodyLimit([impl](const http::Request& head) {
+    const Config& c = impl->controller.config();
+    return ScopeService(head) == "s3" && impl->s3->IsUpload(head) ? std::max(c.s3.max_upload_bytes, c.max_request_bytes)
+                                                                  : c.max_request_bytes;
+  });
 }
 
 ApiServer::~ApiServer() {

@@ -490,6 +490,9 @@ StatusOr<VerifiedCaller> VerifySigV4(const HttpRequestView& req, const SecretLoo
   for (const auto& [k, v] : req.headers) {
     std::string name = ToLower(k);
     if (!MustBeSigned(name) || std::binary_search(signed_names.begin(), signed_names.end(), name)) continue;
+    // A presigned S3 URL signs the host alone: whoever holds it picks the upload's Content-Type
+    // (browsers and urllib send one of their own), as S3 allows.
+    if (sp.presigned && name == "content-type" && scope.service == "s3") continue;
     if (std::find(unsigned_sent.begin(), unsigned_sent.end(), name) == unsigned_sent.end())
       unsigned_sent.push_back(std::move(name));
   }
@@ -557,24 +560,6 @@ StatusOr<VerifiedCaller> VerifySigV4(const HttpRequestView& req, const SecretLoo
     caller.security_token = std::string(Trim(*t));
   }
   return caller;
-}
-
-std::string SigningServiceOf(const std::vector<std::pair<std::string, std::string>>& headers,
-                             std::string_view query_text) {
-  std::string credential;
-  if (const std::string* authorization = FindHeader(headers, "authorization")) {
-    SignatureParams sp;
-    if (!ParseAuthorizationHeader(*authorization, &sp).ok()) return "";
-    credential = std::move(sp.credential);
-  } else {
-    const Params query = ParseQuery(query_text);
-    const std::string* c = FindParam(query, "X-Amz-Credential");
-    if (!c) return "";
-    credential = *c;
-  }
-  Scope scope;
-  if (!ParseScope(credential, &scope).ok()) return "";
-  return scope.service;
 }
 
 void SignSigV4(HttpRequestView& req, const Credential& cred, std::string_view region,

@@ -104,12 +104,6 @@ StatusOr<VerifiedCaller> VerifySigV4(const HttpRequestView& req, const SecretLoo
                                      const std::vector<std::string>& allowed_services, EpochMs now,
                                      EpochMs max_skew_ms = 15 * 60 * 1000);
 
-// The service a request is signed for, read from the scope of its Authorization header's
-// Credential=, else of a presigned X-Amz-Credential query parameter, without verifying anything
-// (routing only: VerifySigV4 still checks it); "" when the request names none.
-std::string SigningServiceOf(const std::vector<std::pair<std::string, std::string>>& headers,
-                             std::string_view query);
-
 // Signs `req` in place for `service` in `region` at time `now`: replaces any X-Amz-Date and
 // Authorization headers with fresh ones and signs every header present (lowercased, sorted), except
 // those botocore never signs (user-agent, expect, transfer-encoding, connection, x-amzn-trace-id and

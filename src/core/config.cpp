@@ -246,8 +246,20 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     return InvalidArgument("config: " + path + ": " + std::string(e.description()));
   }
   TY_RETURN_IF_ERROR(CheckKeys(root, {"server", "executor", "instance_types", "object_store", "file_systems", "logs",
-                                     "events", "audit", "webhooks", "alarms", "scheduler"},
+                                     "events", "audit", "webhooks", "alarms", "scheduler", "s3"},
                                "the top level"));
+  if (auto* s3 = root["s3"].as_table()) {
+    TY_RETURN_IF_ERROR(CheckKeys(*s3, {"enabled", "max_upload_bytes", "virtual_host_domains"}, "[s3]"));
+    TY_RETURN_IF_ERROR(Read(*s3, "enabled", &c.s3.enabled, "s3."));
+    TY_RETURN_IF_ERROR(Read(*s3, "max_upload_bytes", &c.s3.max_upload_bytes, "s3."));
+    TY_RETURN_IF_ERROR(ReadStrings(*s3, "virtual_host_domains", &c.s3.virtual_host_domains, "s3."));
+    // S3's own ceiling for one PUT is 5 GiB; the body is held in memory while it is written.
+    if (c.s3.max_upload_bytes < 1 || c.s3.max_upload_bytes > 5LL * 1024 * 1024 * 1024)
+      return InvalidArgument("config: s3.max_upload_bytes must be between 1 and 5368709120 (5 GiB)");
+    for (const std::string& d : c.s3.virtual_host_domains)
+      if (d.empty() || d.front() == '.' || d.find_first_of(":/ ") != std::string::npos)
+        return InvalidArgument("config: s3.virtual_host_domains: '" + d + "' is not a host name (no port, no scheme)");
+  }
   if (auto* s = root["scheduler"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*s, {"batch_ms"}, "[scheduler]"));
     TY_RETURN_IF_ERROR(Read(*s, "batch_ms", &c.scheduler_batch_ms, "scheduler."));

@@ -102,6 +102,15 @@ struct ObjectStoreConfig {
   }
 };
 
+// [s3] (docs/object-store.md, "The S3 endpoint"): the S3 REST API `trainyard serve` answers for
+// the embedded buckets (<data_dir>/buckets).
+struct S3Config {
+  bool enabled = true;                            // false: every S3 request is 501 NotImplemented
+  int64_t max_upload_bytes = 256LL * 1024 * 1024;  // the body limit of a PutObject / UploadPart request
+  // Host: BUCKET.DOMAIN[:port] addresses BUCKET (virtual-host style); any other Host is path style.
+  std::vector<std::string> virtual_host_domains = {"localhost"};
+};
+
 // A webhook that receives events (docs/events.md): every stored event that passes all the given
 // filters (an empty filter passes everything) is POSTed to `url`, in order, at least once.
 struct WebhookConfig {
@@ -179,6 +188,7 @@ struct Config {
   int64_t data_dir_reserve_mib = 256;
   std::vector<InstanceTypeSpec> instance_types;
   ObjectStoreConfig object_store;
+  S3Config s3;
   // FileSystemDataSource: FileSystemId -> host directory ([file_systems] in the config file).
   std::vector<std::pair<std::string, std::string>> file_systems;
   // pip options for installing a submit directory's requirements.txt (offline installs).

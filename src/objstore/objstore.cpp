@@ -1,17 +1,10 @@
 #include "objstore/objstore.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#if __has_include(<linux/openat2.h>)
-#include <linux/openat2.h>  // struct open_how, RESOLVE_* (Linux 5.6)
-#define TY_HAVE_OPENAT2 1
-#endif
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cerrno>
 #include <cstring>
@@ -21,6 +14,7 @@
 #include <utility>
 
 #include "core/strings.h"
+#include "objstore/dir_walk.h"
 #include "objstore/names.h"
 
 namespace ty::objstore {
@@ -39,99 +33,6 @@ namespace {
 
 // ------------------------------------------------------------------------------------------
 // The embedded directory store.
-
-// A file descriptor, closed when it goes.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      Close();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { Close(); }
-  int get() const { return fd_; }
-  bool ok() const { return fd_ >= 0; }
-  // Gives the descriptor up to the caller, who closes it.
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  void Close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-  int fd_ = -1;
-};
-
-// openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS: `rel` is resolved beneath `dirfd`, and
-// the call fails (EXDEV, ELOOP) rather than follow a symlink or "..", or leave through an absolute
-// path. -1 with errno ENOSYS where the kernel (or a seccomp filter: EPERM) does not offer it.
-std::atomic<bool> g_openat2_disabled{false};
-
-int Openat2Beneath(int dirfd, const std::string& rel, int flags) {
-#if defined(TY_HAVE_OPENAT2) && defined(SYS_openat2)
-  if (g_openat2_disabled) {
-    errno = ENOSYS;
-    return -1;
-  }
-  struct open_how how {};
-  how.flags = static_cast<uint64_t>(flags);
-  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-  int fd = static_cast<int>(::syscall(SYS_openat2, dirfd, rel.c_str(), &how, sizeof how));
-  if (fd < 0 && (errno == EPERM || errno == E2BIG)) errno = ENOSYS;
-  return fd;
-#else
-  (void)dirfd, (void)rel, (void)flags;
-  errno = ENOSYS;
-  return -1;
-#endif
-}
-
-// The directory `rel` ("" or "a/b", segments already checked by CheckObjectKey) beneath `base`,
-// as an O_PATH descriptor; missing directories are made (0755) when `create`. This is the one
-// way the directory store turns a key into a place on disk: every segment is resolved beneath
-// `base` without following a symlink (openat2 where the kernel has it, else a walk of
-// O_NOFOLLOW opens, one segment at a time), so whatever key got this far cannot reach a file
-// outside its bucket. An invalid Fd with errno set (ELOOP or ENOTDIR: a symlink or a file is
-// where a directory should be) otherwise.
-Fd OpenDirBeneath(int base, const std::string& rel, bool create) {
-  constexpr int kDirFlags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-  if (rel.empty()) return Fd(::openat(base, ".", kDirFlags));
-  int fd = Openat2Beneath(base, rel, kDirFlags);
-  if (fd >= 0 || (errno != ENOSYS && !(errno == ENOENT && create))) return Fd(fd);
-  Fd cur(::openat(base, ".", kDirFlags));
-  size_t start = 0;
-  while (cur.ok() && start <= rel.size()) {
-    size_t end = rel.find('/', start);
-    if (end == std::string::npos) end = rel.size();
-    std::string seg = rel.substr(start, end - start);
-    start = end + 1;
-    if (seg.empty() || seg == "." || seg == "..") {  // never from a checked key; refused all the same
-      errno = EINVAL;
-      return Fd();
-    }
-    int next = ::openat(cur.get(), seg.c_str(), kDirFlags);
-    if (next < 0 && errno == ENOENT && create) {
-      if (::mkdirat(cur.get(), seg.c_str(), 0755) != 0 && errno != EEXIST) return Fd();
-      next = ::openat(cur.get(), seg.c_str(), kDirFlags);
-    }
-    // O_PATH | O_NOFOLLOW opens a symlink itself; it must still be a directory.
-    struct stat st;
-    if (next >= 0 && (::fstat(next, &st) != 0 || !S_ISDIR(st.st_mode))) {
-      ::close(next);
-      errno = ENOTDIR;
-      next = -1;
-    }
-    cur = Fd(next);
-  }
-  return cur;
-}
 
 // The directory store's ETag: the file's inode, size and modification time. Every Put writes a
 // new file and renames it into place, so a new version always has a new tag; an object that
@@ -160,35 +61,14 @@ class DirStore : public ObjectStore {
     std::string dir_part = slash == std::string::npos ? "" : prefix.substr(0, slash);
     Fd start = OpenDirBeneath(b.get(), dir_part, false);
     if (!start.ok()) return out;
-    std::vector<std::pair<Fd, std::string>> todo;  // a directory and its key prefix ("" or "a/")
-    todo.emplace_back(std::move(start), dir_part.empty() ? "" : dir_part + "/");
-    while (!todo.empty()) {
-      auto [dir, base] = std::move(todo.back());
-      todo.pop_back();
-      int readable = ::openat(dir.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      DIR* d = readable >= 0 ? ::fdopendir(readable) : nullptr;
-      if (!d) {
-        if (readable >= 0) ::close(readable);
-        return Internal("ListObjects " + Where(bucket, prefix) + ": cannot read the folder '" + base + "': " +
-                        std::strerror(errno));
-      }
-      while (dirent* e = ::readdir(d)) {
-        std::string name = e->d_name;
-        if (name == "." || name == "..") continue;
-        std::string key = base + name;
-        struct stat st;
-        if (::fstatat(::dirfd(d), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-        if (S_ISDIR(st.st_mode)) {
-          std::string sub = key + "/";
-          if (!StartsWith(sub, prefix) && !StartsWith(prefix, sub)) continue;
-          Fd child(::openat(::dirfd(d), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-          if (child.ok()) todo.emplace_back(std::move(child), sub);
-        } else if (S_ISREG(st.st_mode) && StartsWith(key, prefix) && CheckObjectKey(key, KeyUse::kObject).ok()) {
-          out.push_back(ObjectInfo{key, static_cast<int64_t>(st.st_size), FileEtag(st)});
-        }
-      }
-      ::closedir(d);
-    }
+    Status walked = WalkObjects(
+        std::move(start), dir_part.empty() ? "" : dir_part + "/",
+        [&](int, const char*, const std::string& sub) { return StartsWith(sub, prefix) || StartsWith(prefix, sub); },
+        [&](const std::string& key, const struct stat& st) {
+          if (StartsWith(key, prefix)) out.push_back(ObjectInfo{key, static_cast<int64_t>(st.st_size), FileEtag(st)});
+          return true;
+        });
+    if (!walked.ok()) return Internal("ListObjects " + Where(bucket, prefix) + ": " + walked.message());
     std::sort(out.begin(), out.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
     return out;
   }
@@ -228,6 +108,7 @@ class DirStore : public ObjectStore {
 
   Status Put(const std::string& bucket, const std::string& key, const std::string& local_path) override {
     TY_RETURN_IF_ERROR(Check(bucket, key, KeyUse::kObject));
+    if (Status st = CheckNotTempName(key); !st.ok()) return InvalidArgument(Where(bucket, key) + ": " + st.message());
     Fd in(::open(local_path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!in.ok()) return Internal("cannot write " + Where(bucket, key) + " from " + local_path + ": " + std::strerror(errno));
     Place p = Resolve(bucket, key, true);
@@ -237,7 +118,7 @@ class DirStore : public ObjectStore {
                                                                    "and symlinks are never followed)" : ""));
     // Written beside the object and renamed over it: readers see the old or the new object,
     // and renaming replaces a symlink at the key itself rather than writing through it.
-    std::string tmp = TempName(p.leaf.substr(0, 200));  // within NAME_MAX whatever the leaf's length
+    std::string tmp = TempLeafName();  // a name List never shows
     Fd out(::openat(p.dir.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
     std::string why = out.ok() ? CopyAll(in.get(), out.get()) : std::strerror(errno);
     if (why.empty() && ::close(out.release()) != 0) why = std::strerror(errno);
@@ -281,8 +162,7 @@ class DirStore : public ObjectStore {
       std::error_code ec;
       fs::create_directories(fs::path(root_) / bucket, ec);
     }
-    Fd root(::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    return root.ok() ? Fd(::openat(root.get(), bucket.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)) : Fd();
+    return OpenBucketDir(root_, bucket);
   }
 
   // REQUIRES: Check(bucket, key, kObject) passed.
@@ -334,8 +214,6 @@ class Router : public ObjectStore {
 };
 
 }  // namespace
-
-void DisableOpenat2ForTesting(bool disabled) { g_openat2_disabled = disabled; }
 
 std::unique_ptr<ObjectStore> NewDirStore(std::string root) { return std::make_unique<DirStore>(std::move(root)); }
 std::unique_ptr<ObjectStore> NewRouter(const ObjectStoreConfig& config, std::string dir_root, S3StoreFactory make_s3) {

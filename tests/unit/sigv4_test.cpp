@@ -772,17 +772,5 @@ TEST(SigV4S3, OtherServicesStillNormalizeThePathAndCoverTheBody) {
             Code::kBadSignature);
 }
 
-TEST(SigV4S3, TheSigningServiceIsReadFromTheHeaderOrThePresignedQuery) {
-  EXPECT_EQ(SigningServiceOf(BotoPutHello().headers, ""), "s3");
-  EXPECT_EQ(SigningServiceOf({{"Host", "h"}}, kPresignedQuery), "s3");
-  EXPECT_EQ(SigningServiceOf({{"authorization", "AWS4-HMAC-SHA256 Credential=AK/20260102/us-east-1/sts/aws4_request, "
-                                                "SignedHeaders=host, Signature=00"}},
-                             ""),
-            "sts");
-  EXPECT_EQ(SigningServiceOf({{"Host", "h"}}, ""), "");
-  EXPECT_EQ(SigningServiceOf({{"Authorization", "AWS4-HMAC-SHA256 Credential=garbage"}}, ""), "");
-  EXPECT_EQ(SigningServiceOf({{"Authorization", "Basic dXNlcjpwYXNz"}}, "X-Amz-Credential=AK%2F2026%2Fr%2Fs3%2Faws4_request"), "");
-}
-
 }  // namespace
 }  // namespace ty::api

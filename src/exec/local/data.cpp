@@ -12,6 +12,7 @@
 #include <thread>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -29,13 +30,28 @@ DataMover::DataMover(const ObjectStoreConfig& config, const std::string& dir_roo
 
 namespace {
 
-std::string DirOf(const std::string& key) {
-  auto slash = key.rfind('/');
-  return slash == std::string::npos ? "" : key.substr(0, slash + 1);
-}
-
 // `rel` can name a file beneath a local directory (no '/' first, no empty, '.' or '..' segment).
 bool SafeRel(const std::string& rel) { return CheckObjectKey(rel, KeyUse::kObject).ok(); }
+
+// Two objects of a channel must not land on the same path, nor one on a directory the other
+// needs (key order and shuffling aside, the download would depend on which came last).
+Status CheckDistinctPaths(const std::vector<InputItem>& items, const std::string& uri) {
+  std::map<std::string, const InputItem*> by_rel;
+  for (const auto& it : items) {
+    auto [at, fresh] = by_rel.emplace(it.rel, &it);
+    if (!fresh)
+      return InvalidArgument("the channel " + uri + " maps the keys '" + at->second->key + "' and '" + it.key +
+                             "' to the same file '" + it.rel + "'");
+  }
+  for (const auto& it : items)
+    for (size_t slash = it.rel.find('/'); slash != std::string::npos; slash = it.rel.find('/', slash + 1)) {
+      auto file = by_rel.find(it.rel.substr(0, slash));
+      if (file != by_rel.end())
+        return InvalidArgument("the channel " + uri + " maps the key '" + file->second->key + "' to the file '" +
+                               file->first + "', which the key '" + it.key + "' needs as a directory");
+    }
+  return Status::Ok();
+}
 
 // Reflink (a copy-on-write clone, where the file system has them), else a hard link, else a
 // copy. The cache's files are read-only, so a job cannot change them through a hard link
@@ -59,6 +75,21 @@ bool LinkOrCopy(const std::string& from, const std::string& to, std::string* why
 }
 
 }  // namespace
+
+std::string ChannelPath(const std::string& prefix, const std::string& key) {
+  if (key.size() < prefix.size() || key.compare(0, prefix.size(), prefix) != 0) return "";
+  std::string rel;
+  if (key.size() == prefix.size()) {
+    // The prefix names the object itself: it is placed under its own name.
+    auto slash = key.rfind('/');
+    rel = slash == std::string::npos ? key : key.substr(slash + 1);
+  } else {
+    size_t start = prefix.size();
+    while (start < key.size() && key[start] == '/') ++start;
+    rel = key.substr(start);
+  }
+  return SafeRel(rel) ? rel : "";
+}
 
 Status DataMover::ListChannel(const Channel& ch, const std::string& scratch, std::vector<InputItem>* items) {
   const std::string& uri = ch.uri;
@@ -107,14 +138,14 @@ Status DataMover::ListChannel(const Channel& ch, const std::string& scratch, std
   } else {
     auto list = store_->List(bucket, key);
     if (!list.ok()) return list.status();
-    std::string base = DirOf(key);
     for (const auto& o : *list) {
       if (!o.key.empty() && o.key.back() == '/') continue;  // folder markers
-      InputItem it{bucket, o.key, o.key.substr(base.size()), o.size, o.etag};
-      if (!SafeRel(it.rel)) continue;
+      InputItem it{bucket, o.key, ChannelPath(key, o.key), o.size, o.etag};
+      if (it.rel.empty()) continue;
       items->push_back(it);
     }
     if (items->empty()) return NotFound("no objects under " + uri);
+    TY_RETURN_IF_ERROR(CheckDistinctPaths(*items, uri));
   }
   if (ch.shuffle_seed) {
     // Fisher-Yates with a fully specified generator: the same seed gives the same order everywhere.

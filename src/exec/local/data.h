@@ -32,6 +32,16 @@ struct TransferStats {
   int64_t reused_objects = 0, reused_bytes = 0;    // taken from the host cache
 };
 
+// Where an S3Prefix channel whose URI holds `prefix` places the object `key`, relative to
+// /opt/ml/input/data/<channel>/, as SageMaker does: the key minus the whole prefix, whether or not
+// the prefix ends with '/' (s3://b/data/train and s3://b/data/train/ both put data/train/a.csv at
+// a.csv; a prefix ending mid-name, data/tra, puts it at in/a.csv and data/trainer.csv at
+// iner.csv), with the '/'s that then lead dropped. A key equal to the prefix is placed under
+// its last segment (s3://b/data/a.csv gives a.csv). Empty when the key is not under the prefix
+// or the path would not be a safe relative path (an empty, '.' or '..' segment): such keys are
+// not staged.
+std::string ChannelPath(const std::string& prefix, const std::string& key);
+
 class DataMover {
  public:
   // `cache_dir` empty: no cache.
@@ -41,7 +51,8 @@ class DataMover {
 
   // The objects of an S3 channel (uri, data_type, shuffle_seed) in the order the channel
   // defines (key order, or the manifest's, then shuffled with the seed). `scratch` is a
-  // directory for the manifest.
+  // directory for the manifest. S3Prefix objects are placed by ChannelPath; two keys placed on
+  // the same path, or one on a directory another needs, fail the listing (InvalidArgument).
   Status ListChannel(const Channel& channel, const std::string& scratch, std::vector<InputItem>* items);
 
   // The share of instance `n` (1-based) of `count` for the channel's distribution.

@@ -1,0 +1,561 @@
+// The embedded buckets as S3 sees them (objstore/bucket_store.h), on a real directory.
+#include "objstore/bucket_store.h"
+
+#include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+#include <atomic>
+
+#include "objstore/objstore.h"
+
+namespace ty::objstore {
+namespace {
+
+namespace fs = std::filesystem;
+
+// MD5 computed independently of the store (one-shot EVP_Digest).
+std::string Md5Raw(std::string_view data) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), out, &len, EVP_md5(), nullptr);
+  return std::string(reinterpret_cast<char*>(out), len);
+}
+std::string Hex(std::string_view bytes) {
+  static const char* d = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += d[c >> 4];
+    out += d[c & 15];
+  }
+  return out;
+}
+std::string Md5Hex(std::string_view data) { return Hex(Md5Raw(data)); }
+std::string Base64(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+std::string ReadAll(ObjectReader& r) {
+  std::string out;
+  while (true) {
+    auto n = r.ReadAt(static_cast<int64_t>(out.size()), 7, &out);
+    EXPECT_TRUE(n.ok()) << n.status().message();
+    if (!n.ok() || *n == 0) return out;
+  }
+}
+
+// Every file name under `dir` (recursively), relative.
+std::set<std::string> FilesUnder(const fs::path& dir) {
+  std::set<std::string> out;
+  for (auto& e : fs::recursive_directory_iterator(dir))
+    if (!e.is_directory()) out.insert(fs::relative(e.path(), dir).string());
+  return out;
+}
+
+class BucketStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("ty-bucket-store-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    store_ = NewBucketStore(root_.string());
+    ASSERT_TRUE(store_->CreateBucket("data").ok());
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::permissions(root_, fs::perms::owner_all, fs::perm_options::add, ec);
+    fs::remove_all(root_, ec);
+  }
+  ObjectMeta Put(const std::string& key, const std::string& data, ObjectAttributes a = {}) {
+    auto m = store_->PutObject("data", key, data, a);
+    EXPECT_TRUE(m.ok()) << key << ": " << m.status().message();
+    return m.ok() ? *m : ObjectMeta{};
+  }
+  void WriteFile(const fs::path& p, const std::string& data) {
+    fs::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary) << data;
+  }
+  fs::path root_;
+  std::unique_ptr<BucketStore> store_;
+};
+
+TEST_F(BucketStoreTest, EtagIsTheMd5OfTheContent) {
+  EXPECT_EQ(Put("empty", "").etag, "d41d8cd98f00b204e9800998ecf8427e");
+  EXPECT_EQ(Put("abc", "abc").etag, "900150983cd24fb0d6963f7d28e17f72");
+  auto head = store_->HeadObject("data", "abc");
+  ASSERT_TRUE(head.ok());
+  EXPECT_EQ(head->etag, "900150983cd24fb0d6963f7d28e17f72");
+  EXPECT_EQ(head->size, 3);
+}
+
+TEST_F(BucketStoreTest, AttributesRoundTrip) {
+  ObjectAttributes a;
+  a.content_type = "text/csv";
+  a.headers = {{"Content-Encoding", "gzip"}, {"Cache-Control", "no-cache"}};
+  a.user_metadata = {{"zeta", "1"}, {"alpha", "two words"}};
+  Put("dir/x.csv", "a,b\n", a);
+  auto r = store_->OpenObject("data", "dir/x.csv");
+  ASSERT_TRUE(r.ok());
+  const ObjectMeta& m = (*r)->meta();
+  EXPECT_EQ(m.attributes.content_type, "text/csv");
+  EXPECT_EQ(m.attributes.headers, a.headers);
+  EXPECT_EQ(m.attributes.user_metadata, a.user_metadata);  // in the order given
+  EXPECT_EQ(ReadAll(**r), "a,b\n");
+  std::string part;
+  auto n = (*r)->ReadAt(2, 100, &part);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(part, "b\n");
+}
+
+TEST_F(BucketStoreTest, ContentMd5MismatchWritesNothing) {
+  auto bad = store_->PutObject("data", "k", "hello", {}, Base64(Md5Raw("other")));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(S3Code(bad.status()), "BadDigest");
+  auto malformed = store_->PutObject("data", "k", "hello", {}, std::string("not base64"));
+  EXPECT_EQ(S3Code(malformed.status()), "InvalidDigest");
+  EXPECT_EQ(S3Code(store_->HeadObject("data", "k").status()), "NoSuchKey");
+  EXPECT_TRUE(FilesUnder(root_ / "data").empty());
+  auto good = store_->PutObject("data", "k", "hello", {}, Base64(Md5Raw("hello")));
+  ASSERT_TRUE(good.ok()) << good.status().message();
+  EXPECT_EQ(good->etag, Md5Hex("hello"));
+}
+
+TEST_F(BucketStoreTest, BadKeysGetS3Codes) {
+  for (std::string key : std::vector<std::string>{"../x", "a/../../x", "/abs", "a//b", "./a", std::string("nul\0x", 5), "dir/"}) {
+    auto st = store_->PutObject("data", key, "x", {});
+    EXPECT_EQ(S3Code(st.status()), "InvalidArgument") << key;
+  }
+  EXPECT_EQ(S3Code(store_->PutObject("data", std::string(1025, 'k'), "x", {}).status()), "KeyTooLongError");
+  EXPECT_EQ(S3Code(store_->PutObject("data", "a/.ty-tmp-0123", "x", {}).status()), "InvalidArgument");
+  EXPECT_EQ(S3Code(store_->PutObject("Bad_Bucket", "k", "x", {}).status()), "InvalidBucketName");
+  EXPECT_EQ(S3Code(store_->CreateBucket("ab")), "InvalidBucketName");
+  EXPECT_EQ(S3Code(store_->PutObject("nothere", "k", "x", {}).status()), "NoSuchBucket");
+  EXPECT_EQ(S3Code(store_->HeadObject("data", "../data/k").status()), "InvalidArgument");
+  EXPECT_TRUE(FilesUnder(root_).empty());
+}
+
+TEST_F(BucketStoreTest, SymlinkedFolderIsNotWrittenThrough) {
+  fs::path outside = root_.parent_path() / (root_.filename().string() + "-outside");
+  fs::create_directories(outside);
+  fs::create_symlink(outside, root_ / "data" / "link");
+  auto st = store_->PutObject("data", "link/x", "secret", {});
+  EXPECT_EQ(S3Code(st.status()), "InvalidArgument") << st.status().message();
+  EXPECT_TRUE(fs::is_empty(outside));
+  // Nor read through, nor listed.
+  WriteFile(outside / "y", "outside");
+  EXPECT_EQ(S3Code(store_->HeadObject("data", "link/y").status()), "NoSuchKey");
+  fs::create_symlink(outside / "y", root_ / "data" / "filelink");
+  EXPECT_EQ(S3Code(store_->HeadObject("data", "filelink").status()), "NoSuchKey");
+  auto page = store_->ListObjects("data", {});
+  ASSERT_TRUE(page.ok());
+  EXPECT_TRUE(page->objects.empty());
+  // A key whose folder is an object is refused too.
+  Put("file", "f");
+  EXPECT_EQ(S3Code(store_->PutObject("data", "file/x", "x", {}).status()), "InvalidArgument");
+  fs::remove_all(outside);
+}
+
+TEST_F(BucketStoreTest, PlainFileGetsItsMd5AndAFreshOneWhenChanged) {
+  WriteFile(root_ / "data" / "job" / "out.txt", "written by a job");
+  auto head = store_->HeadObject("data", "job/out.txt");
+  ASSERT_TRUE(head.ok()) << head.status().message();
+  EXPECT_EQ(head->etag, Md5Hex("written by a job"));
+  EXPECT_EQ(head->attributes.content_type, "");
+  // The job rewrites it: a different size, so the stored record no longer holds.
+  Put("job/out.txt", "v1");
+  WriteFile(root_ / "data" / "job" / "out.txt", "rewritten in place");
+  head = store_->HeadObject("data", "job/out.txt");
+  ASSERT_TRUE(head.ok());
+  EXPECT_EQ(head->etag, Md5Hex("rewritten in place"));
+  auto page = store_->ListObjects("data", {});
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->objects.size(), 1u);
+  EXPECT_EQ(page->objects[0].etag, Md5Hex("rewritten in place"));
+}
+
+TEST_F(BucketStoreTest, ReadOnlyPlainFileStillAnswers) {
+  WriteFile(root_ / "data" / "ro", "read only");
+  fs::permissions(root_ / "data" / "ro", fs::perms::owner_read);
+  auto head = store_->HeadObject("data", "ro");
+  ASSERT_TRUE(head.ok()) << head.status().message();
+  EXPECT_EQ(head->etag, Md5Hex("read only"));
+}
+
+TEST_F(BucketStoreTest, ReaderKeepsItsVersionAcrossAnOverwrite) {
+  Put("k", "first version");
+  auto r = store_->OpenObject("data", "k");
+  ASSERT_TRUE(r.ok());
+  Put("k", "second, longer version");
+  EXPECT_EQ(ReadAll(**r), "first version");
+  EXPECT_EQ((*r)->meta().etag, Md5Hex("first version"));
+  auto now = store_->OpenObject("data", "k");
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(ReadAll(**now), "second, longer version");
+}
+
+TEST_F(BucketStoreTest, DeleteObject) {
+  Put("a/b", "x");
+  EXPECT_TRUE(store_->DeleteObject("data", "a/b").ok());
+  EXPECT_TRUE(store_->DeleteObject("data", "a/b").ok());  // as S3: no such key is fine
+  EXPECT_TRUE(store_->DeleteObject("data", "a").ok());    // a folder is not an object
+  EXPECT_EQ(S3Code(store_->HeadObject("data", "a/b").status()), "NoSuchKey");
+  EXPECT_EQ(S3Code(store_->DeleteObject("nothere", "k")), "NoSuchBucket");
+  // The folder "a" that held a/b is empty now: an object may take its name.
+  EXPECT_EQ(Put("a", "now an object").etag, Md5Hex("now an object"));
+}
+
+TEST_F(BucketStoreTest, Buckets) {
+  EXPECT_EQ(S3Code(store_->CreateBucket("data")), "BucketAlreadyOwnedByYou");
+  ASSERT_TRUE(store_->CreateBucket("another").ok());
+  fs::create_directories(root_ / "by-hand");
+  auto list = store_->ListBuckets();
+  ASSERT_TRUE(list.ok());
+  std::vector<std::string> names;
+  for (auto& b : *list) {
+    names.push_back(b.name);
+    EXPECT_GT(b.created_ms, 0) << b.name;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"another", "by-hand", "data"}));
+  EXPECT_TRUE(store_->HeadBucket("data").ok());
+  EXPECT_EQ(S3Code(store_->HeadBucket("nothere")), "NoSuchBucket");
+}
+
+TEST_F(BucketStoreTest, DeleteBucketRefusesUnlessEmpty) {
+  Put("a/b/c", "x");
+  EXPECT_EQ(S3Code(store_->DeleteBucket("data")), "BucketNotEmpty");
+  ASSERT_TRUE(store_->DeleteObject("data", "a/b/c").ok());
+  auto upload = store_->CreateMultipartUpload("data", "big", {});
+  ASSERT_TRUE(upload.ok());
+  EXPECT_EQ(S3Code(store_->DeleteBucket("data")), "BucketNotEmpty");
+  EXPECT_TRUE(fs::exists(root_ / "data" / "a" / "b"));
+  ASSERT_TRUE(store_->AbortMultipartUpload("data", "big", *upload).ok());
+  // Only empty folders are left: they go with the bucket.
+  ASSERT_TRUE(store_->DeleteBucket("data").ok());
+  EXPECT_FALSE(fs::exists(root_ / "data"));
+  EXPECT_EQ(S3Code(store_->DeleteBucket("data")), "NoSuchBucket");
+}
+
+// ListObjects against a brute-force model: every valid key sorted, those after start_after and
+// under the prefix, rolled up at the delimiter, the first max_keys of them.
+ListPage Model(const std::set<std::string>& keys, const ListQuery& q) {
+  std::set<std::string> entries, prefixes;
+  for (const std::string& k : keys) {
+    if (k.compare(0, q.prefix.size(), q.prefix) != 0 || k <= q.start_after) continue;
+    size_t at = q.delimiter.empty() ? std::string::npos : k.find(q.delimiter, q.prefix.size());
+    if (at == std::string::npos) {
+      entries.insert(k);
+    } else if (std::string cp = k.substr(0, at + q.delimiter.size()); cp > q.start_after) {
+      entries.insert(cp);
+      prefixes.insert(cp);
+    }
+  }
+  ListPage page;
+  int n = 0;
+  for (const std::string& e : entries) {
+    if (n == std::min(q.max_keys, 1000)) {
+      page.truncated = true;
+      break;
+    }
+    if (prefixes.count(e)) page.common_prefixes.push_back(e);
+    else page.objects.push_back(ObjectMeta{e});
+    page.last = e;
+    ++n;
+  }
+  return page;
+}
+
+TEST_F(BucketStoreTest, ListingMatchesAModelOfS3) {
+  std::mt19937 rng(19);
+  const std::vector<std::string> segments = {"a", "b", "ab", "a-b", "a.b", "z", "é", "a b", "0"};
+  std::set<std::string> keys;
+  while (keys.size() < 300) {
+    std::string key;
+    int depth = 1 + static_cast<int>(rng() % 4);
+    for (int d = 0; d < depth; ++d) key += (d ? "/" : "") + segments[rng() % segments.size()];
+    // A key cannot be both an object and a folder of objects here.
+    bool clash = false;
+    for (const std::string& k : keys)
+      if (k.rfind(key + "/", 0) == 0 || key.rfind(k + "/", 0) == 0) clash = true;
+    if (clash) continue;
+    // Most are written as a job writes files (each Put pays two fsyncs): their ETags are computed.
+    if (keys.size() % 10 == 0) Put(key, "x");
+    else WriteFile(root_ / "data" / key, "x");
+    keys.insert(key);
+  }
+  // Never listed: a temporary file, a symlink, a FIFO, an empty folder.
+  WriteFile(root_ / "data" / "a" / ".ty-tmp-abc", "in flight");
+  fs::create_symlink("/etc/passwd", root_ / "data" / "link");
+  ASSERT_EQ(::mkfifo((root_ / "data" / "fifo").c_str(), 0600), 0);
+  fs::create_directories(root_ / "data" / "empty" / "folder");
+
+  std::vector<std::string> prefixes = {"", "a", "a/", "a/b", "ab/", "é", "z/z/", "nothing/", "a/.", "a//"};
+  std::vector<std::string> delimiters = {"", "/", "b", "/a"};
+  std::vector<int> sizes = {2, 7, 1000};
+  int checked = 0;
+  for (const std::string& prefix : prefixes)
+    for (const std::string& delimiter : delimiters)
+      for (int max_keys : sizes) {
+        // Page through as a client does: start_after = the previous page's last entry.
+        ListQuery q{prefix, delimiter, "", max_keys};
+        for (int pages = 0; pages < 400; ++pages) {
+          auto got = store_->ListObjects("data", q);
+          ASSERT_TRUE(got.ok()) << got.status().message();
+          ListPage want = Model(keys, q);
+          std::vector<std::string> got_keys, want_keys;
+          for (auto& o : got->objects) got_keys.push_back(o.key);
+          for (auto& o : want.objects) want_keys.push_back(o.key);
+          std::string where = "prefix '" + prefix + "' delimiter '" + delimiter + "' max " + std::to_string(max_keys) +
+                              " after '" + q.start_after + "'";
+          ASSERT_EQ(got_keys, want_keys) << where;
+          ASSERT_EQ(got->common_prefixes, want.common_prefixes) << where;
+          ASSERT_EQ(got->truncated, want.truncated) << where;
+          ASSERT_EQ(got->last, want.last) << where;
+          for (auto& o : got->objects) ASSERT_EQ(o.etag, Md5Hex("x"));
+          ++checked;
+          if (!got->truncated) break;
+          q.start_after = got->last;
+        }
+      }
+  EXPECT_GT(checked, 500);
+  // UTF-8 byte order: "é" (0xc3 0xa9) sorts after every ASCII key.
+  auto all = store_->ListObjects("data", ListQuery{"", "/", "", 1000});
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->last.substr(0, 2), "é") << all->last;
+  // A start_after in the middle of a folder.
+  ListQuery mid{"", "/", "a/b", 1000};
+  auto got = store_->ListObjects("data", mid);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->common_prefixes, Model(keys, mid).common_prefixes);
+  EXPECT_EQ(S3Code(store_->ListObjects("nothere", {}).status()), "NoSuchBucket");
+  auto zero = store_->ListObjects("data", ListQuery{"", "", "", 0});
+  ASSERT_TRUE(zero.ok());
+  EXPECT_TRUE(zero->objects.empty() && zero->common_prefixes.empty() && !zero->truncated);
+}
+
+TEST_F(BucketStoreTest, DirectoryStoreListSkipsTemporaryFiles) {
+  WriteFile(root_ / "data" / "p" / ".ty-tmp-0123456789", "in flight");
+  Put("p/done", "x");
+  auto dir = NewDirStore(root_.string());
+  auto list = dir->List("data", "p/");
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].key, "p/done");
+}
+
+class MultipartTest : public BucketStoreTest {
+ protected:
+  std::string Part(char c, size_t n) { return std::string(n, c); }
+  std::string Begin(ObjectAttributes a = {}) {
+    auto id = store_->CreateMultipartUpload("data", "big/object", a);
+    EXPECT_TRUE(id.ok()) << id.status().message();
+    EXPECT_GE(id.ok() ? id->size() : 0, 32u);
+    return id.ok() ? *id : "";
+  }
+  std::string Upload(const std::string& id, int n, const std::string& data) {
+    auto etag = store_->UploadPart("data", "big/object", id, n, data);
+    EXPECT_TRUE(etag.ok()) << etag.status().message();
+    return etag.ok() ? *etag : "";
+  }
+  // Nothing at the key, no temporary file in the bucket.
+  void ExpectNothingVisible() {
+    EXPECT_EQ(S3Code(store_->HeadObject("data", "big/object").status()), "NoSuchKey");
+    if (fs::exists(root_ / "data")) EXPECT_TRUE(FilesUnder(root_ / "data").empty());
+  }
+};
+
+TEST_F(MultipartTest, CompleteConcatenatesWithTheMultipartEtag) {
+  ObjectAttributes a;
+  a.content_type = "application/x-tar";
+  a.user_metadata = {{"run", "7"}};
+  std::string id = Begin(a);
+  std::string p1 = Part('a', kMinPartBytes), p2 = Part('b', kMinPartBytes + 1), p3 = "tail";
+  std::string e2 = Upload(id, 2, p2);
+  std::string e1 = Upload(id, 1, "to be replaced");
+  e1 = Upload(id, 1, p1);  // a part sent again replaces the earlier one
+  std::string e3 = Upload(id, 3, p3);
+  EXPECT_EQ(e1, Md5Hex(p1));
+  auto parts = store_->ListParts("data", "big/object", id);
+  ASSERT_TRUE(parts.ok());
+  ASSERT_EQ(parts->size(), 3u);
+  EXPECT_EQ((*parts)[0].part_number, 1);
+  EXPECT_EQ((*parts)[0].size, static_cast<int64_t>(p1.size()));
+  EXPECT_EQ((*parts)[2].etag, Md5Hex(p3));
+  auto uploads = store_->ListMultipartUploads("data");
+  ASSERT_TRUE(uploads.ok());
+  ASSERT_EQ(uploads->size(), 1u);
+  EXPECT_EQ((*uploads)[0].key, "big/object");
+  EXPECT_EQ((*uploads)[0].upload_id, id);
+  ExpectNothingVisible();
+
+  auto done = store_->CompleteMultipartUpload("data", "big/object", id,
+                                              {{1, "\"" + e1 + "\""}, {2, e2}, {3, "\"" + e3 + "\""}});
+  ASSERT_TRUE(done.ok()) << done.status().message();
+  std::string want = Md5Hex(Md5Raw(p1) + Md5Raw(p2) + Md5Raw(p3)) + "-3";
+  EXPECT_EQ(done->etag, want);
+  auto r = store_->OpenObject("data", "big/object");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)->meta().etag, want);
+  EXPECT_EQ((*r)->meta().size, static_cast<int64_t>(p1.size() + p2.size() + p3.size()));
+  EXPECT_EQ((*r)->meta().attributes.content_type, "application/x-tar");
+  EXPECT_EQ((*r)->meta().attributes.user_metadata, a.user_metadata);
+  std::string content;
+  ASSERT_TRUE((*r)->ReadAt(0, p1.size() + p2.size() + p3.size() + 10, &content).ok());
+  EXPECT_TRUE(content == p1 + p2 + p3);
+  // The upload is gone.
+  EXPECT_EQ(S3Code(store_->ListParts("data", "big/object", id).status()), "NoSuchUpload");
+  EXPECT_TRUE(store_->ListMultipartUploads("data")->empty());
+  EXPECT_TRUE(fs::is_empty(root_ / ".uploads"));
+}
+
+TEST_F(MultipartTest, EachFailureLeavesNothingVisible) {
+  std::string id = Begin();
+  std::string e1 = Upload(id, 1, Part('a', 100));
+  std::string e2 = Upload(id, 2, Part('b', 100));
+  auto code = [&](const std::vector<std::pair<int, std::string>>& parts) {
+    return S3Code(store_->CompleteMultipartUpload("data", "big/object", id, parts).status());
+  };
+  EXPECT_EQ(code({{1, Md5Hex("wrong")}}), "InvalidPart");
+  EXPECT_EQ(code({{3, e1}}), "InvalidPart");
+  EXPECT_EQ(code({{2, e2}, {1, e1}}), "InvalidPartOrder");
+  EXPECT_EQ(code({{1, e1}, {1, e1}}), "InvalidPartOrder");
+  EXPECT_EQ(code({{1, e1}, {2, e2}}), "EntityTooSmall");  // part 1 is under 5 MiB
+  EXPECT_EQ(code({}), "MalformedXML");
+  ExpectNothingVisible();
+  // The upload survives its failed completions.
+  auto one = store_->CompleteMultipartUpload("data", "big/object", id, {{2, e2}});
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  EXPECT_EQ(one->etag, Md5Hex(Md5Raw(Part('b', 100))) + "-1");
+}
+
+TEST_F(MultipartTest, UploadIdsAreNeverPaths) {
+  std::string id = Begin();
+  for (std::string bad : std::vector<std::string>{"../data", "..", "", std::string(32, 'g'), id + "/../" + id, id.substr(0, 31)}) {
+    EXPECT_EQ(S3Code(store_->UploadPart("data", "big/object", bad, 1, "x").status()), "NoSuchUpload") << bad;
+    EXPECT_EQ(S3Code(store_->AbortMultipartUpload("data", "big/object", bad)), "NoSuchUpload") << bad;
+  }
+  // An id names one bucket and key.
+  EXPECT_EQ(S3Code(store_->UploadPart("data", "other", id, 1, "x").status()), "NoSuchUpload");
+  EXPECT_EQ(S3Code(store_->UploadPart("data", "big/object", id, 0, "x").status()), "InvalidArgument");
+  EXPECT_EQ(S3Code(store_->UploadPart("data", "big/object", id, 10001, "x").status()), "InvalidArgument");
+  EXPECT_EQ(S3Code(store_->UploadPart("data", "big/object", id, 1, "x", Base64(Md5Raw("y"))).status()), "BadDigest");
+}
+
+TEST_F(MultipartTest, AbortRemovesTheUpload) {
+  std::string id = Begin();
+  Upload(id, 1, "x");
+  ASSERT_TRUE(store_->AbortMultipartUpload("data", "big/object", id).ok());
+  EXPECT_EQ(S3Code(store_->UploadPart("data", "big/object", id, 2, "y").status()), "NoSuchUpload");
+  EXPECT_EQ(S3Code(store_->CompleteMultipartUpload("data", "big/object", id, {{1, Md5Hex("x")}}).status()),
+            "NoSuchUpload");
+  EXPECT_EQ(S3Code(store_->AbortMultipartUpload("data", "big/object", id)), "NoSuchUpload");
+  ExpectNothingVisible();
+  EXPECT_TRUE(fs::is_empty(root_ / ".uploads"));
+}
+
+TEST_F(BucketStoreTest, CopyObject) {
+  ObjectAttributes a;
+  a.content_type = "text/plain";
+  a.user_metadata = {{"k", "v"}};
+  Put("src", "copied content", a);
+  auto copy = store_->CopyObject("data", "src", "data", "dst/copy", std::nullopt);
+  ASSERT_TRUE(copy.ok()) << copy.status().message();
+  EXPECT_EQ(copy->etag, Md5Hex("copied content"));
+  auto r = store_->OpenObject("data", "dst/copy");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(ReadAll(**r), "copied content");
+  EXPECT_EQ((*r)->meta().attributes.user_metadata, a.user_metadata);
+  ObjectAttributes b;
+  b.content_type = "application/json";
+  ASSERT_TRUE(store_->CreateBucket("other").ok());
+  copy = store_->CopyObject("data", "src", "other", "k", b);
+  ASSERT_TRUE(copy.ok());
+  EXPECT_EQ(store_->HeadObject("other", "k")->attributes.content_type, "application/json");
+  EXPECT_TRUE(store_->HeadObject("other", "k")->attributes.user_metadata.empty());
+  EXPECT_EQ(S3Code(store_->CopyObject("data", "src", "data", "src", std::nullopt).status()), "InvalidRequest");
+  ASSERT_TRUE(store_->CopyObject("data", "src", "data", "src", b).ok());  // self-copy replacing metadata
+  EXPECT_EQ(store_->HeadObject("data", "src")->attributes.content_type, "application/json");
+  EXPECT_EQ(S3Code(store_->CopyObject("data", "missing", "data", "x", std::nullopt).status()), "NoSuchKey");
+  EXPECT_EQ(S3Code(store_->HeadObject("data", "x").status()), "NoSuchKey");
+}
+
+TEST_F(MultipartTest, CopyOfAMultipartObjectGetsTheMd5OfItsContent) {
+  std::string id = Begin();
+  std::string e1 = Upload(id, 1, "one part");
+  ASSERT_TRUE(store_->CompleteMultipartUpload("data", "big/object", id, {{1, e1}}).ok());
+  auto copy = store_->CopyObject("data", "big/object", "data", "copy", std::nullopt);
+  ASSERT_TRUE(copy.ok());
+  EXPECT_EQ(copy->etag, Md5Hex("one part"));
+}
+
+TEST_F(BucketStoreTest, NoTemporaryFileAfterAFailedWrite) {
+  Put("dir/inner", "x");
+  // The key names a folder that holds objects: the rename fails after the data was written.
+  auto st = store_->PutObject("data", "dir", "payload", {});
+  EXPECT_EQ(S3Code(st.status()), "InvalidArgument") << st.status().message();
+  EXPECT_EQ(FilesUnder(root_ / "data"), (std::set<std::string>{"dir/inner"}));
+  auto copy = store_->CopyObject("data", "dir/inner", "data", "dir", std::nullopt);
+  EXPECT_EQ(S3Code(copy.status()), "InvalidArgument");
+  EXPECT_EQ(FilesUnder(root_ / "data"), (std::set<std::string>{"dir/inner"}));
+}
+
+// One store shared by threads, as by the HTTP workers: a reader always gets one whole version,
+// and the ETag it is told is that version's MD5.
+TEST_F(BucketStoreTest, ConcurrentWritersAndReadersSeeWholeVersions) {
+  Put("shared", "seed");
+  std::atomic<int> writers_left{2};
+  std::atomic<int> bad{0}, reads{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 2; ++w)
+    threads.emplace_back([&, w] {
+      for (int i = 0; i < 10; ++i) {
+        std::string data(1000 * (i + 1) + w, static_cast<char>('a' + w));
+        if (!store_->PutObject("data", "shared", data, {}).ok()) ++bad;
+      }
+      --writers_left;
+    });
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&] {
+      while (writers_left > 0 || reads < 10) {
+        auto obj = store_->OpenObject("data", "shared");
+        if (!obj.ok()) {
+          ++bad;
+          continue;
+        }
+        std::string content;
+        if (!(*obj)->ReadAt(0, 1 << 20, &content).ok() || Md5Hex(content) != (*obj)->meta().etag ||
+            static_cast<int64_t>(content.size()) != (*obj)->meta().size)
+          ++bad;
+        ++reads;
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad, 0);
+  EXPECT_GE(reads, 10);
+  EXPECT_EQ(FilesUnder(root_ / "data"), (std::set<std::string>{"shared"}));
+}
+
+TEST_F(BucketStoreTest, MetadataLivesInOneXattr) {
+  Put("k", "v");
+  char buf[4096];
+  ssize_t n = ::getxattr((root_ / "data" / "k").c_str(), "user.trainyard.s3", buf, sizeof buf);
+  if (n < 0 && errno == ENOTSUP) GTEST_SKIP() << "no user xattrs on " << root_;
+  ASSERT_GT(n, 0);
+  EXPECT_NE(std::string(buf, static_cast<size_t>(n)).find(Md5Hex("v")), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ty::objstore
