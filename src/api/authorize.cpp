@@ -561,11 +561,12 @@ Status Authorizer::CheckOperation(const Principal& caller, const CallContext& ct
   return check_one(AnyResource());
 }
 
-Status Authorizer::CheckAction(const Principal& caller, const CallContext& ctx, const std::string& action) const {
+Status Authorizer::CheckAction(const Principal& caller, const CallContext& ctx, const std::string& action,
+                               const std::string& resource) const {
   if (caller.is_root()) return Status::Ok();
   iam::Request r;
   r.action = action;
-  r.resource = "*";
+  r.resource = resource;
   SetCallerKeys(&r, caller, ctx);
   std::string denial;
   if (Decide(caller, r, &denial).allowed) return Status::Ok();

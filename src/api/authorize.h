@@ -114,8 +114,9 @@ class Authorizer {
   void FilterReply(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
                    nlohmann::json* reply) const;
 
-  // GET /metrics and the event stream: one action on "*".
-  Status CheckAction(const Principal& caller, const CallContext& ctx, const std::string& action) const;
+  // GET /metrics and the event stream: one action on "*"; STS AssumeRole: sts:AssumeRole on the role.
+  Status CheckAction(const Principal& caller, const CallContext& ctx, const std::string& action,
+                     const std::string& resource = "*") const;
 
   // The S3 endpoint (api/s3_api.cpp): `action` ("s3:GetObject") on `resource`
   // (arn:aws:s3:::bucket or arn:aws:s3:::bucket/key, or "*"), with the request's own condition

@@ -18,6 +18,7 @@
 #include "api/s3_api.h"
 #include "api/service_model.h"
 #include "api/sigv4.h"
+#include "api/sts_api.h"
 #include "control/controller.h"
 #include "core/strings.h"
 #include "http/guards.h"
@@ -437,6 +438,10 @@ http::Response ApiServer::Impl::Stream(const http::Request& req) {
 http::Response ApiServer::Impl::Route(const http::Request& req) {
   // A request signed for S3 is the S3 endpoint's, whatever its path (api/s3_api.h).
   if (ScopeService(req) == "s3") return s3->Handle(req);
+  // A request signed for STS is answered by STS's Query protocol (api/sts_api.h).
+  if (ScopeService(req) == "sts")
+    return ServeSts(req, controller, authz, [&](AuditRecord* who) { return Authenticate(req, "sts", who); },
+                    ContextOf(req));
   const std::string& path = req.path;
   // Batch's tagging operations are GET and DELETE on /v1/tags/{resourceArn}.
   if ((req.method == "GET" || req.method == "DELETE") && path.rfind("/v1/", 0) == 0) {

@@ -1,6 +1,8 @@
-// Role sessions: the temporary credentials of a running job's role (docs/security.md, "Roles for
-// jobs"). One session per live attempt, minted when the attempt starts (or is re-adopted after a
-// restart) and revoked when it ends. Kept in memory only: never stored, never in an event.
+// Role sessions: the temporary credentials of a role (docs/security.md, "Roles for jobs" and
+// "AssumeRole"). A running job's: one per live attempt, minted when the attempt starts (or is
+// re-adopted after a restart) and revoked when it ends. An STS AssumeRole caller's: minted for the
+// duration it asked for, belonging to no job, forgotten once expired (a server restart forgets it
+// too). Kept in memory only: never stored, never in an event.
 //
 // Thread-safe: the controller mints and revokes in its turns; the request path looks keys up.
 #pragma once
@@ -21,7 +23,8 @@ struct RoleSession {
   std::string role_name;
   std::string role_arn;       // arn:aws:iam::<account>:role/<role>
   std::string principal_arn;  // arn:aws:sts::<account>:assumed-role/<role>/<job>
-  std::string job;            // the training job whose attempt holds it
+  std::string job;            // the training job whose attempt holds it; "" for an AssumeRole session
+  std::string session_name;   // the AssumeRole RoleSessionName (the job's name for a job's session)
   EpochMs expires = 0;
 };
 
@@ -35,6 +38,11 @@ class RoleSessions {
   // stay valid until they expire or the job's sessions are revoked.
   RoleSession Mint(const std::string& job, const std::string& role_name, const std::string& account_id, EpochMs now)
       EXCLUDES(mu_);
+  // A session for an STS AssumeRole caller: `role_name` as `session_name`, valid `duration_ms` from
+  // `now`. Sessions of AssumeRole callers that expired before `now` are dropped here, so they
+  // cannot pile up in memory.
+  RoleSession MintAssumed(const std::string& role_name, const std::string& session_name,
+                          const std::string& account_id, EpochMs duration_ms, EpochMs now) EXCLUDES(mu_);
   // The bearer token `job`'s attempt sends to the credentials endpoint (set with its first Mint).
   void SetBearer(const std::string& job, const std::string& bearer) EXCLUDES(mu_);
   // The job whose bearer token is `bearer` (compared in constant time with each); "" when none.
