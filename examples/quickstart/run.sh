@@ -80,6 +80,6 @@ else
   echo "   (the aws CLI is not installed; skipped)"
 fi
 echo "== and through the trainyard SDK (python/): ModelTrainer and TrainingQueue, as the SageMaker SDK names them"
-AWS_ENDPOINT_URL="$endpoint" python3 "$root/examples/sdk/run_sdk.py" --queue quickstart-queue --skip-without-s3
+AWS_ENDPOINT_URL="$endpoint" python3 "$root/examples/sdk/run_sdk.py" --queue quickstart-queue
 
 echo "== done. The server stops now; start your own with: $bin serve"

@@ -30,18 +30,10 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--queue", help="a SAGEMAKER_TRAINING job queue to submit to as well (FIFO; fair share needs a share)")
     p.add_argument("--role", default="arn:aws:iam::000000000000:role/SageMakerRole")
-    p.add_argument("--skip-without-s3", action="store_true",
-                   help="exit 0 with a note when the endpoint answers no STS/S3 (a server without them)")
     args = p.parse_args()
 
     session = Session()
-    try:
-        bucket = session.default_bucket()
-    except Exception as e:  # noqa: BLE001
-        if args.skip_without_s3:
-            print(f"   (skipped: the endpoint does not answer STS/S3: {e})")
-            return
-        raise
+    bucket = session.default_bucket()
     print(f"== default bucket s3://{bucket}")
     data = tempfile.mkdtemp(prefix="sdk-example-")
     make_data.make(data)

@@ -6,9 +6,9 @@ test-only settings: the job's environment names a gate file (so the first job st
 while the high-priority job is submitted) and the queue's arrival batch is closed by moving the
 server's clock, so the order does not depend on how fast the submissions land.
 
-Every client the SDK makes finds the server through AWS_ENDPOINT_URL. Where this tree has no S3
-or STS endpoint of its own yet, S3 and STS go to a moto_server that the server also uses as its
-object store (AWS_ENDPOINT_URL_S3 / _STS), so jobs read what the SDK uploaded.
+Every client the SDK makes (STS, S3, Batch, SageMaker, Logs) finds the server through
+AWS_ENDPOINT_URL alone: the SDK's uploads land in the server's embedded buckets, which the jobs
+read as their channels.
 """
 import contextlib
 import io
@@ -22,7 +22,7 @@ import unittest
 
 import boto3
 
-from harness import REGION, SOURCE_DIR, MotoServer, ServerTest
+from harness import REGION, SOURCE_DIR, ServerTest
 
 sys.path.insert(0, os.path.join(SOURCE_DIR, "python"))
 
@@ -36,30 +36,16 @@ EXAMPLE = os.path.join(SOURCE_DIR, "examples", "sdk")
 sys.path.insert(0, EXAMPLE)
 import make_data  # noqa: E402
 
-SERVES_S3 = all(os.path.exists(os.path.join(SOURCE_DIR, "src", "api", f)) for f in ("s3_api.cpp", "sts_api.cpp"))
 ROLE = "arn:aws:iam::000000000000:role/SageMakerRole"
 
 
 class SdkSeedNotebookTest(ServerTest):
     server_args = ["--clock=offset"]
-    moto = None
-
-    @classmethod
-    def setUpClass(cls):
-        if not SERVES_S3:
-            cls.moto = MotoServer().start()
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.moto:
-            cls.moto.stop()
 
     def setUp(self):
         # One arrival batch (closed by the test) holds the first submissions, as if they had all
         # been submitted in the same instant.
         self.server_config = "[scheduler]\nbatch_ms = 60000\n"
-        if self.moto:
-            self.server_config += self.moto.object_store_toml(["*"])
         super().setUp()
         key, secret = self.server.credentials()
         self.saved_env = dict(os.environ)
@@ -68,9 +54,6 @@ class SdkSeedNotebookTest(ServerTest):
         os.environ.update({"AWS_ENDPOINT_URL": self.server.url, "AWS_ACCESS_KEY_ID": key,
                            "AWS_SECRET_ACCESS_KEY": secret, "AWS_DEFAULT_REGION": REGION,
                            "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull})
-        if self.moto:
-            os.environ["AWS_ENDPOINT_URL_S3"] = self.moto.url
-            os.environ["AWS_ENDPOINT_URL_STS"] = self.moto.url
         self.data = tempfile.mkdtemp(prefix="trainyard-sdk-data-", dir=self.work_dir)
         make_data.make(self.data)
         self.gate = os.path.join(self.work_dir, "go")
