@@ -27,6 +27,18 @@
 
 namespace ty::api {
 
+std::string VirtualHostBucket(const http::Request& req, const S3Config& config) {
+  std::string host;
+  if (const std::string* h = req.Header("Host")) host = ToLower(*h);
+  if (size_t colon = host.rfind(':'); colon != std::string::npos && host.find(']') == std::string::npos)
+    host.resize(colon);
+  for (const std::string& domain : config.virtual_host_domains) {
+    const std::string suffix = "." + ToLower(domain);
+    if (host.size() > suffix.size() && EndsWith(host, suffix)) return host.substr(0, host.size() - suffix.size());
+  }
+  return "";
+}
+
 namespace {
 
 using objstore::ObjectAttributes;
@@ -249,18 +261,7 @@ struct Address {
 StatusOr<Address> AddressOf(const http::Request& req, const S3Config& config) {
   Address a;
   std::string_view path = req.path;
-  std::string host;
-  if (const std::string* h = req.Header("Host")) host = ToLower(*h);
-  if (size_t colon = host.rfind(':'); colon != std::string::npos && host.find(']') == std::string::npos)
-    host.resize(colon);
-  std::string virtual_bucket;
-  for (const std::string& domain : config.virtual_host_domains) {
-    const std::string suffix = "." + ToLower(domain);
-    if (host.size() > suffix.size() && EndsWith(host, suffix)) {
-      virtual_bucket = host.substr(0, host.size() - suffix.size());
-      break;
-    }
-  }
+  const std::string virtual_bucket = VirtualHostBucket(req, config);
   if (path.empty() || path.front() != '/') return S3Error("InvalidArgument", "The request path must start with '/'");
   path.remove_prefix(1);
   std::string raw_bucket, raw_key;
@@ -379,6 +380,21 @@ void AddObjectHeaders(const ObjectMeta& meta, http::Response* res) {
   for (const auto& [name, value] : meta.attributes.user_metadata) res->headers.emplace_back("x-amz-meta-" + name, value);
 }
 
+// GetObject's response-* query parameters (a presigned URL's way of choosing how a browser saves
+// the object): each replaces the header it names. They are part of the signed request.
+void ApplyResponseOverrides(const http::Request& req, http::Response* res) {
+  static constexpr std::pair<std::string_view, std::string_view> kOverrides[] = {
+      {"response-content-type", "Content-Type"},         {"response-content-language", "Content-Language"},
+      {"response-expires", "Expires"},                   {"response-cache-control", "Cache-Control"},
+      {"response-content-disposition", "Content-Disposition"}, {"response-content-encoding", "Content-Encoding"}};
+  for (const auto& [param, header] : kOverrides) {
+    auto value = req.Params(param);
+    if (value.empty()) continue;
+    std::erase_if(res->headers, [&](const auto& h) { return EqualsIgnoreCase(h.first, header); });
+    res->headers.emplace_back(std::string(header), value.front());
+  }
+}
+
 // A Range header's first range resolved against `size`: [first, last]; nullopt when there is no
 // usable Range (absent, or not bytes=); an unsatisfiable one is InvalidRange.
 StatusOr<std::optional<std::pair<int64_t, int64_t>>> RangeOf(const http::Request& req, int64_t size) {
@@ -441,6 +457,7 @@ std::string ObjectArn(const std::string& bucket, const std::string& key) { retur
 std::string ScopeService(const http::Request& req) {
   std::string scope;
   if (const std::string* auth = req.Header("Authorization")) {
+    if (StartsWith(*auth, "AWS ")) return "s3";  // Signature Version 2: S3 only
     if (!StartsWith(*auth, "AWS4-HMAC-SHA256")) return "";
     size_t at = auth->find("Credential=");
     if (at == std::string::npos) return "";
@@ -448,7 +465,7 @@ std::string ScopeService(const http::Request& req) {
     scope = scope.substr(0, scope.find_first_of(", "));
   } else {
     auto credential = req.Params("X-Amz-Credential");
-    if (credential.empty()) return "";
+    if (credential.empty()) return !req.Params("AWSAccessKeyId").empty() && !req.Params("Signature").empty() ? "s3" : "";
     scope = credential.front();
   }
   std::vector<std::string> parts = Split(scope, '/');  // key/date/region/service/aws4_request
@@ -684,6 +701,7 @@ StatusOr<http::Response> GetObject(Call& c, bool head) {
   if (!range.ok()) return range.status();
   http::Response res = c.Empty();
   AddObjectHeaders(meta, &res);
+  ApplyResponseOverrides(c.req, &res);
   int64_t first = 0, count = meta.size;
   if (*range) {
     first = (*range)->first;

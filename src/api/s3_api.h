@@ -25,6 +25,9 @@
 #include "api/sigv4.h"
 #include "core/status.h"
 
+namespace ty {
+struct S3Config;
+}
 namespace ty::control {
 class Controller;
 }
@@ -42,7 +45,13 @@ struct AuditRecord;
 
 // The service a request's SigV4 credential scope names (the Authorization header's Credential=,
 // or a presigned URL's X-Amz-Credential): "s3", "sts", "sagemaker", ...; "" when it names none.
+// A request signed with Signature Version 2 (`Authorization: AWS ...`, or AWSAccessKeyId and
+// Signature in the query) is S3's: "s3".
 std::string ScopeService(const http::Request& req);
+
+// The bucket a virtual-host-style request names in its Host (bucket.DOMAIN[:port] for a DOMAIN in
+// [s3] virtual_host_domains), lower-cased; "" for a path-style request.
+std::string VirtualHostBucket(const http::Request& req, const S3Config& config);
 
 class S3Endpoint {
  public:

@@ -172,7 +172,10 @@ struct ApiServer::Impl {
       return std::nullopt;
     };
     const EpochMs now = SystemClock::instance().now_ms();
-    auto caller = VerifySigV4(view, lookup, controller.config().region, {service}, now);
+    // S3 also takes Signature Version 2 (boto3's default for presigned S3 URLs).
+    auto caller = service == "s3" && IsSigV2(view)
+                      ? VerifySigV2(view, lookup, VirtualHostBucket(req, controller.config().s3), now)
+                      : VerifySigV4(view, lookup, controller.config().region, {service}, now);
     if (!caller.ok()) return caller.status();
     if (verified) *verified = *caller;
     Principal principal = Principal::Root(controller.config().account_id, caller->access_key_id);

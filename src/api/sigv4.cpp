@@ -1,6 +1,8 @@
 #include "api/sigv4.h"
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include <algorithm>
 #include <array>
@@ -590,6 +592,131 @@ void SignSigV4(HttpRequestView& req, const Credential& cred, std::string_view re
                                                 cred.access_key_id + "/" + scope.ToString() +
                                                 ", SignedHeaders=" + signed_headers +
                                                 ", Signature=" + signature);
+}
+
+// ------------------------------------------------------------------------------------------
+// S3's Signature Version 2 (HMAC-SHA1), as botocore's HmacV1Auth / HmacV1QueryAuth sign it.
+
+namespace {
+
+// The query parameters S3 signs into the resource (botocore's QSAOfInterest), sorted by name.
+constexpr std::array<std::string_view, 38> kSigV2SubResources = {
+    "accelerate", "acl", "analytics", "cors", "defaultObjectAcl", "delete", "inventory", "lifecycle",
+    "location", "logging", "metrics", "notification", "object-lock", "partNumber", "policy",
+    "replication", "requestPayment", "response-cache-control", "response-content-disposition",
+    "response-content-encoding", "response-content-language", "response-content-type",
+    "response-expires", "restore", "select", "select-type", "storageClass", "tagging", "torrent",
+    "uploadId", "uploads", "versionId", "versioning", "versions", "website", "attributes", "retention",
+    "legal-hold"};
+
+std::string Base64(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
+  out.resize(n < 0 ? 0 : static_cast<size_t>(n));
+  return out;
+}
+
+std::string HmacSha1(std::string_view key, std::string_view data) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  HMAC(EVP_sha1(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
+       data.size(), out, &n);
+  return std::string(reinterpret_cast<const char*>(out), n);
+}
+
+}  // namespace
+
+bool IsSigV2(const HttpRequestView& req) {
+  if (const std::string* auth = FindHeader(req.headers, "authorization")) return StartsWith(*auth, "AWS ");
+  const Params query = ParseQuery(req.query);
+  return FindParam(query, "AWSAccessKeyId") && FindParam(query, "Signature");
+}
+
+StatusOr<VerifiedCaller> VerifySigV2(const HttpRequestView& req, const SecretLookup& lookup,
+                                     std::string_view virtual_bucket, EpochMs now, EpochMs max_skew_ms) {
+  const Params query = ParseQuery(req.query);
+  std::string key_id, signature, when;
+  bool presigned = false;
+  EpochMs request_ms = 0;
+  if (const std::string* auth = FindHeader(req.headers, "authorization")) {
+    if (!StartsWith(*auth, "AWS ")) return Unauthenticated("Unsupported Authorization Type");
+    std::string_view rest = std::string_view(*auth).substr(4);
+    size_t colon = rest.rfind(':');
+    if (colon == std::string_view::npos || colon == 0)
+      return Unauthenticated("AWS authorization header is invalid: expected 'AWS AccessKeyId:Signature'");
+    key_id = std::string(Trim(rest.substr(0, colon)));
+    signature = std::string(Trim(rest.substr(colon + 1)));
+    // x-amz-date, when sent, is signed among the x-amz-* headers and the Date line is empty.
+    const std::string* amz = FindHeader(req.headers, "x-amz-date");
+    const std::string* date = amz ? amz : FindHeader(req.headers, "date");
+    if (!date || !ParseHttpDate(*date, &request_ms))
+      return Unauthenticated("AWS authentication requires a valid Date or x-amz-date header");
+    if (request_ms > now + max_skew_ms || request_ms < now - max_skew_ms)
+      return Expired("The difference between the request time and the current time is too large.");
+    if (!amz) when = *date;
+  } else {
+    const std::string* k = FindParam(query, "AWSAccessKeyId");
+    const std::string* sig = FindParam(query, "Signature");
+    const std::string* expires = FindParam(query, "Expires");
+    if (!k || !sig || !expires)
+      return Unauthenticated("Query-string authentication requires the Signature, Expires and AWSAccessKeyId parameters");
+    int64_t expires_s = 0;
+    auto [end, ec] = std::from_chars(expires->data(), expires->data() + expires->size(), expires_s);
+    if (ec != std::errc() || end != expires->data() + expires->size() || expires_s < 0)
+      return Unauthenticated("Expires must be a number of seconds since the epoch, not '" + expires->substr(0, 40) + "'");
+    if (now > expires_s * 1000) return Expired("Request has expired");
+    key_id = *k;
+    signature = *sig;
+    when = *expires;
+    presigned = true;
+  }
+  std::optional<std::string> secret;
+  if (lookup) secret = lookup(key_id);
+  if (!secret) return Status(Code::kUnknownKey, "The AWS Access Key Id you provided does not exist in our records.");
+
+  auto header = [&](std::string_view name) -> std::string {
+    const std::string* h = FindHeader(req.headers, name);
+    return h ? std::string(Trim(*h)) : std::string();
+  };
+  std::string to_sign = req.method + "\n" + header("content-md5") + "\n" + header("content-type") + "\n" + when + "\n";
+  // x-amz-* headers: lower-cased, sorted, repeated ones joined with ','.
+  std::vector<std::pair<std::string, std::string>> amz;
+  for (const auto& [name, value] : req.headers) {
+    std::string lower = ToLower(name);
+    if (!StartsWith(lower, "x-amz-")) continue;
+    auto it = std::find_if(amz.begin(), amz.end(), [&](const auto& p) { return p.first == lower; });
+    if (it == amz.end()) {
+      amz.emplace_back(lower, std::string(Trim(value)));
+    } else {
+      it->second += "," + std::string(Trim(value));
+    }
+  }
+  std::sort(amz.begin(), amz.end());
+  for (const auto& [name, value] : amz) to_sign += name + ":" + value + "\n";
+  // The resource: /bucket (virtual-host style) + the path as sent + the signed sub-resources.
+  std::string resource = virtual_bucket.empty() ? std::string() : "/" + std::string(virtual_bucket);
+  resource += req.path.empty() ? "/" : req.path;
+  std::vector<std::pair<std::string, std::string>> sub;
+  for (const auto& [k, v] : query)
+    if (std::find(kSigV2SubResources.begin(), kSigV2SubResources.end(), k) != kSigV2SubResources.end())
+      sub.emplace_back(k, v);
+  std::sort(sub.begin(), sub.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 0; i < sub.size(); ++i)
+    resource += (i ? "&" : "?") + sub[i].first + (sub[i].second.empty() ? "" : "=" + sub[i].second);
+  to_sign += resource;
+
+  const std::string expected = Base64(HmacSha1(*secret, to_sign));
+  if (expected.size() != signature.size() || CRYPTO_memcmp(expected.data(), signature.data(), expected.size()) != 0)
+    return BadSignature(std::string(kSignatureMismatch));
+  VerifiedCaller caller;
+  caller.access_key_id = key_id;
+  caller.service = "s3";
+  caller.payload_mode = PayloadMode::kUnsigned;  // Signature Version 2 never covers the body
+  caller.presigned = presigned;
+  if (const std::string* token = presigned ? FindParam(query, "x-amz-security-token") : FindHeader(req.headers, "x-amz-security-token"))
+    caller.security_token = *token;
+  return caller;
 }
 
 }  // namespace ty::api

@@ -112,4 +112,17 @@ StatusOr<VerifiedCaller> VerifySigV4(const HttpRequestView& req, const SecretLoo
 void SignSigV4(HttpRequestView& req, const Credential& cred, std::string_view region,
                std::string_view service, EpochMs now);
 
+// S3's Signature Version 2, which boto3 still uses by default for presigned S3 URLs
+// (generate_presigned_url without signature_version="s3v4") and `aws s3 presign` may too: an
+// `Authorization: AWS <key>:<signature>` header, or AWSAccessKeyId, Signature and Expires in the
+// query. The signature is base64(HMAC-SHA1(secret, string to sign)) over the method, Content-MD5,
+// Content-Type, the Date (or Expires), the x-amz-* headers and the resource (`/<virtual_bucket>` for
+// virtual-host style, the path as sent, the sub-resources S3 signs). The body is never covered
+// (payload_mode kUnsigned). A header-signed request must be within `max_skew_ms` of `now`; a
+// presigned URL is valid until Expires. Errors as VerifySigV4's.
+bool IsSigV2(const HttpRequestView& req);
+StatusOr<VerifiedCaller> VerifySigV2(const HttpRequestView& req, const SecretLookup& lookup,
+                                     std::string_view virtual_bucket, EpochMs now,
+                                     EpochMs max_skew_ms = 15 * 60 * 1000);
+
 }  // namespace ty::api

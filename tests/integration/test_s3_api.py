@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import unittest
 import urllib.error
 import urllib.parse
@@ -244,6 +245,53 @@ class S3Test(ServerTest):
             urllib.request.urlopen(req.url, timeout=30)
         self.assertEqual(e.exception.code, 403)
         self.assertIn(b"AccessDenied", e.exception.read())
+
+    def test_presigned_urls_with_boto3_defaults_use_signature_version_2(self):
+        # A client made with no signature_version: boto3 presigns S3 URLs with Signature Version 2
+        # (AWSAccessKeyId, Signature, Expires), which S3 still accepts.
+        key, secret = self.server.credentials()
+        plain = boto3.client("s3", endpoint_url=self.server.url, region_name=REGION, aws_access_key_id=key,
+                             aws_secret_access_key=secret)
+        plain.create_bucket(Bucket="pre2")
+        plain.put_object(Bucket="pre2", Key="a b+c.txt", Body=b"hello")
+        url = plain.generate_presigned_url("get_object", Params={"Bucket": "pre2", "Key": "a b+c.txt"})
+        self.assertIn("AWSAccessKeyId=", url)
+        self.assertEqual(urllib.request.urlopen(url, timeout=30).read(), b"hello")
+        # response-* parameters are signed and choose the reply's headers.
+        url = plain.generate_presigned_url("get_object", Params={
+            "Bucket": "pre2", "Key": "a b+c.txt", "ResponseContentType": "text/x-note",
+            "ResponseContentDisposition": 'attachment; filename="n.txt"'})
+        r = urllib.request.urlopen(url, timeout=30)
+        self.assertEqual((r.read(), r.headers["Content-Type"], r.headers["Content-Disposition"]),
+                         (b"hello", "text/x-note", 'attachment; filename="n.txt"'))
+        # A PUT with no Content-Type, as signed.
+        put = urllib.parse.urlsplit(plain.generate_presigned_url("put_object", Params={"Bucket": "pre2", "Key": "up"}))
+        conn = http.client.HTTPConnection(put.hostname, put.port, timeout=30)
+        conn.request("PUT", put.path + "?" + put.query, body=b"uploaded")
+        self.assertEqual(conn.getresponse().status, 200)
+        conn.close()
+        self.assertEqual(plain.get_object(Bucket="pre2", Key="up")["Body"].read(), b"uploaded")
+        for bad in (url.replace("Signature=", "Signature=A"), url.replace("/pre2/", "/pre2/x"),
+                    url.replace("text%2Fx-note", "text%2Fhtml")):
+            with self.assertRaises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(bad, timeout=30)
+            self.assertEqual(e.exception.code, 403, bad)
+            self.assertIn(b"SignatureDoesNotMatch", e.exception.read())
+        # Presigned for a minute, an hour ago.
+        import unittest.mock
+        with unittest.mock.patch("time.time", return_value=time.time() - 3600):
+            old = plain.generate_presigned_url("get_object", Params={"Bucket": "pre2", "Key": "up"}, ExpiresIn=60)
+        with self.assertRaises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(old, timeout=30)
+        self.assertEqual(e.exception.code, 403)
+        self.assertIn(b"AccessDenied", e.exception.read())
+        # The wrong secret.
+        other = boto3.client("s3", endpoint_url=self.server.url, region_name=REGION, aws_access_key_id=key,
+                             aws_secret_access_key="wrong")
+        with self.assertRaises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(other.generate_presigned_url("get_object", Params={"Bucket": "pre2", "Key": "up"}),
+                                   timeout=30)
+        self.assertEqual(e.exception.code, 403)
 
     # ---- refusals ----
 

@@ -772,5 +772,72 @@ TEST(SigV4S3, OtherServicesStillNormalizeThePathAndCoverTheBody) {
             Code::kBadSignature);
 }
 
+// ---- S3 Signature Version 2: AWS's published examples (S3 developer guide, "Signing and
+// authenticating REST requests") ----
+
+constexpr char kV2Key[] = "AKIAIOSFODNN7EXAMPLE";
+constexpr char kV2Secret[] = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+
+SecretLookup V2Lookup() {
+  return [](std::string_view key) -> std::optional<std::string> {
+    if (key == kV2Key) return std::string(kV2Secret);
+    return std::nullopt;
+  };
+}
+
+HttpRequestView V2Get(std::string authorization) {
+  HttpRequestView v;
+  v.method = "GET";
+  v.path = "/photos/puppy.jpg";
+  v.headers = {{"Host", "johnsmith.s3.amazonaws.com"}, {"Date", "Tue, 27 Mar 2007 19:36:42 +0000"},
+               {"Authorization", std::move(authorization)}};
+  return v;
+}
+
+TEST(SigV2, VerifiesThePublishedHeaderExampleVirtualHosted) {
+  const EpochMs when = 1175024202000;  // Tue, 27 Mar 2007 19:36:42 GMT
+  auto v = V2Get("AWS AKIAIOSFODNN7EXAMPLE:bWq2s1WEIj+Ydj0vQ697zp+IXMU=");
+  ASSERT_TRUE(IsSigV2(v));
+  auto caller = VerifySigV2(v, V2Lookup(), "johnsmith", when);
+  ASSERT_TRUE(caller.ok()) << caller.status().message();
+  EXPECT_EQ(caller->access_key_id, kV2Key);
+  EXPECT_EQ(caller->payload_mode, PayloadMode::kUnsigned);
+  // The same request path-style names the bucket in its path instead.
+  v.path = "/johnsmith/photos/puppy.jpg";
+  EXPECT_TRUE(VerifySigV2(v, V2Lookup(), "", when).ok());
+  // Another bucket, another secret, a skewed clock, an unknown key.
+  EXPECT_EQ(VerifySigV2(v, V2Lookup(), "other", when).status().code(), Code::kBadSignature);
+  EXPECT_EQ(VerifySigV2(V2Get("AWS AKIAIOSFODNN7EXAMPLE:bWq2s1WEIj+Ydj0vQ697zp+IXMV="), V2Lookup(), "johnsmith", when)
+                .status().code(), Code::kBadSignature);
+  EXPECT_EQ(VerifySigV2(v, V2Lookup(), "", when + 16 * 60 * 1000).status().code(), Code::kExpired);
+  EXPECT_EQ(VerifySigV2(V2Get("AWS AKIAOTHER:bWq2s1WEIj+Ydj0vQ697zp+IXMU="), V2Lookup(), "johnsmith", when)
+                .status().code(), Code::kUnknownKey);
+  EXPECT_EQ(VerifySigV2(V2Get("AWS nocolon"), V2Lookup(), "johnsmith", when).status().code(), Code::kUnauthenticated);
+}
+
+TEST(SigV2, VerifiesThePublishedPresignedExampleUntilItExpires) {
+  HttpRequestView v;
+  v.method = "GET";
+  v.path = "/photos/puppy.jpg";
+  v.query = "AWSAccessKeyId=AKIAIOSFODNN7EXAMPLE&Expires=1175139620&Signature=NpgCjnDzrM%2BWFzoENXmpNDUsSn8%3D";
+  v.headers = {{"Host", "johnsmith.s3.amazonaws.com"}};
+  ASSERT_TRUE(IsSigV2(v));
+  auto caller = VerifySigV2(v, V2Lookup(), "johnsmith", 1175139620000);
+  ASSERT_TRUE(caller.ok()) << caller.status().message();
+  EXPECT_TRUE(caller->presigned);
+  EXPECT_EQ(VerifySigV2(v, V2Lookup(), "johnsmith", 1175139621000).status().code(), Code::kExpired);
+  // A signed sub-resource added to the URL breaks the signature; an unsigned parameter does not.
+  HttpRequestView with_acl = v;
+  with_acl.query += "&acl";
+  EXPECT_EQ(VerifySigV2(with_acl, V2Lookup(), "johnsmith", 1175139620000).status().code(), Code::kBadSignature);
+  HttpRequestView with_other = v;
+  with_other.query += "&x-id=GetObject";
+  EXPECT_TRUE(VerifySigV2(with_other, V2Lookup(), "johnsmith", 1175139620000).ok());
+  // SigV4 requests are not SigV2.
+  HttpRequestView v4;
+  v4.headers = {{"Authorization", "AWS4-HMAC-SHA256 Credential=AKID/20260101/us-east-1/s3/aws4_request"}};
+  EXPECT_FALSE(IsSigV2(v4));
+}
+
 }  // namespace
 }  // namespace ty::api
