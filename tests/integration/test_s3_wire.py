@@ -37,7 +37,9 @@ def _hmac(key, msg):
     return hmac.new(key, msg.encode(), hashlib.sha256).digest()
 
 
-class S3WireTest(ServerTest):
+class S3Base(ServerTest):
+    """A server with bucket `wire`, its root key in self.key/self.secret and an S3 client."""
+
     def setUp(self):
         super().setUp()
         self.key, self.secret = self.server.credentials()
@@ -73,6 +75,9 @@ class S3WireTest(ServerTest):
         status = int(reply.split(b" ", 2)[1])
         return status, reply.partition(b"\r\n\r\n")[2]
 
+
+
+class S3WireTest(S3Base):
     def chunked_put(self, key, data, chunk=64 * 1024, tamper=None):
         """PUTs `data` as signed aws-chunked chunks; tamper(index, chunk_bytes) may change a chunk after signing."""
         chunks = [data[i:i + chunk] for i in range(0, len(data), chunk)] + [b""]
@@ -172,6 +177,53 @@ class S3WireTest(ServerTest):
         self.assertEqual(problems, [])
         self.assertEqual(len(seen), 24)
         self.assertEqual(self.bucket_files(), ["hot"])
+
+
+class S3CrashTest(S3Base):
+    def test_acknowledged_objects_survive_kill9_and_a_killed_upload_leaves_nothing(self):
+        small = os.urandom(100 * 1024)
+        self.s3.put_object(Bucket="wire", Key="small", Body=small, ContentType="text/x-small",
+                           Metadata={"team": "vision"})
+        up = self.s3.create_multipart_upload(Bucket="wire", Key="multi")["UploadId"]
+        parts = [os.urandom(5 * MIB), os.urandom(MIB)]
+        etags = [self.s3.upload_part(Bucket="wire", Key="multi", UploadId=up, PartNumber=i + 1, Body=p)["ETag"]
+                 for i, p in enumerate(parts)]
+        done = self.s3.complete_multipart_upload(Bucket="wire", Key="multi", UploadId=up, MultipartUpload={
+            "Parts": [{"PartNumber": i + 1, "ETag": e} for i, e in enumerate(etags)]})
+        pending = self.s3.create_multipart_upload(Bucket="wire", Key="pending")["UploadId"]
+        self.s3.upload_part(Bucket="wire", Key="pending", UploadId=pending, PartNumber=1, Body=parts[0])
+        # An upload under way when the server dies: its head and half its body have arrived.
+        data = os.urandom(8 * MIB)
+        request = botocore.awsrequest.AWSRequest(method="PUT", url=self.server.url + "/wire/cut", data=data)
+        botocore.auth.S3SigV4Auth(botocore.credentials.Credentials(self.key, self.secret), "s3", REGION).add_auth(request)
+        u = urllib.parse.urlsplit(self.server.url)
+        s = socket.create_connection((u.hostname, u.port), timeout=30)
+        headers = dict(request.headers.items(), Host=u.netloc, **{"Content-Length": str(len(data))})
+        s.sendall(("PUT /wire/cut HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) +
+                   "\r\n").encode() + data[:4 * MIB])
+        self.server.kill9()
+        s.close()
+        self.server = self.new_server()
+        self.key, self.secret = self.server.credentials()
+        s3 = boto3.client("s3", endpoint_url=self.server.url, region_name=REGION, aws_access_key_id=self.key,
+                          aws_secret_access_key=self.secret,
+                          config=botocore.config.Config(retries={"max_attempts": 1}, signature_version="s3v4",
+                                                        s3={"addressing_style": "path"}))
+        got = s3.get_object(Bucket="wire", Key="small")
+        self.assertEqual((got["Body"].read(), got["ContentType"], got["Metadata"]), (small, "text/x-small", {"team": "vision"}))
+        got = s3.get_object(Bucket="wire", Key="multi")
+        self.assertEqual(got["Body"].read(), b"".join(parts))
+        self.assertEqual(got["ETag"], done["ETag"])
+        # The unfinished multipart upload is still there to complete.
+        listed = s3.list_parts(Bucket="wire", Key="pending", UploadId=pending)["Parts"]
+        self.assertEqual([p["Size"] for p in listed], [5 * MIB])
+        s3.complete_multipart_upload(Bucket="wire", Key="pending", UploadId=pending, MultipartUpload={
+            "Parts": [{"PartNumber": 1, "ETag": listed[0]["ETag"]}]})
+        self.assertEqual(s3.get_object(Bucket="wire", Key="pending")["Body"].read(), parts[0])
+        with self.assertRaises(botocore.exceptions.ClientError):
+            s3.head_object(Bucket="wire", Key="cut")
+        self.assertEqual(sorted(k["Key"] for k in s3.list_objects_v2(Bucket="wire")["Contents"]),
+                         ["multi", "pending", "small"])
 
 
 class S3OverTlsTest(ServerTest):
