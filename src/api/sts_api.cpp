@@ -39,22 +39,6 @@ std::string XmlEscape(std::string_view text) {
   return out;
 }
 
-// application/x-www-form-urlencoded: '+' is a space, %XX a byte.
-std::string FormDecode(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '+') {
-      out.push_back(' ');
-    } else if (s[i] == '%' && i + 2 < s.size() && HexDigitValue(s[i + 1]) >= 0 && HexDigitValue(s[i + 2]) >= 0) {
-      out.push_back(static_cast<char>(HexDigitValue(s[i + 1]) * 16 + HexDigitValue(s[i + 2])));
-      i += 2;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
 
 // The parameters of a POST's form body and of the query together (the body's win).
 Params ParamsOf(const http::Request& req) {

@@ -7,6 +7,25 @@
 
 namespace ty::control {
 
+namespace {
+
+// A fresh key, secret and token acting as `role_name` under `session_name` until `expires`.
+RoleSession NewSession(const std::string& role_name, const std::string& session_name, const std::string& account_id,
+                       EpochMs expires) {
+  RoleSession s;
+  s.access_key_id = "ASIA" + RandomAlnum(16, true);
+  s.secret = RandomAlnum(40, false);
+  s.token = RandomAlnum(96, false);
+  s.role_name = role_name;
+  s.role_arn = "arn:aws:iam::" + account_id + ":role/" + role_name;
+  s.principal_arn = "arn:aws:sts::" + account_id + ":assumed-role/" + role_name + "/" + session_name;
+  s.session_name = session_name;
+  s.expires = expires;
+  return s;
+}
+
+}  // namespace
+
 RoleSession RoleSessions::Mint(const std::string& job, const std::string& role_name, const std::string& account_id,
                                EpochMs now) {
   MutexLock lock(mu_);
@@ -15,16 +34,8 @@ RoleSession RoleSessions::Mint(const std::string& job, const std::string& role_n
 
 RoleSession RoleSessions::MintLocked(const std::string& job, const std::string& role_name, const std::string& account_id,
                                      EpochMs now) {
-  RoleSession s;
-  s.access_key_id = "ASIA" + RandomAlnum(16, true);
-  s.secret = RandomAlnum(40, false);
-  s.token = RandomAlnum(96, false);
-  s.role_name = role_name;
-  s.role_arn = "arn:aws:iam::" + account_id + ":role/" + role_name;
-  s.principal_arn = "arn:aws:sts::" + account_id + ":assumed-role/" + role_name + "/" + job;
+  RoleSession s = NewSession(role_name, job, account_id, now + kRoleSessionMs);
   s.job = job;
-  s.session_name = job;
-  s.expires = now + kRoleSessionMs;
   by_key_[s.access_key_id] = s;
   newest_[job] = s.access_key_id;
   return s;
@@ -35,15 +46,7 @@ RoleSession RoleSessions::MintAssumed(const std::string& role_name, const std::s
   MutexLock lock(mu_);
   for (auto it = by_key_.begin(); it != by_key_.end();)
     it = it->second.job.empty() && it->second.expires <= now ? by_key_.erase(it) : std::next(it);
-  RoleSession s;
-  s.access_key_id = "ASIA" + RandomAlnum(16, true);
-  s.secret = RandomAlnum(40, false);
-  s.token = RandomAlnum(96, false);
-  s.role_name = role_name;
-  s.role_arn = "arn:aws:iam::" + account_id + ":role/" + role_name;
-  s.principal_arn = "arn:aws:sts::" + account_id + ":assumed-role/" + role_name + "/" + session_name;
-  s.session_name = session_name;
-  s.expires = now + duration_ms;
+  RoleSession s = NewSession(role_name, session_name, account_id, now + duration_ms);
   by_key_[s.access_key_id] = s;
   return s;
 }

@@ -24,6 +24,10 @@ std::string HmacSha256(std::string_view key, std::string_view data);
 // The value of one hexadecimal digit (either case), or -1.
 int HexDigitValue(char c);
 
+// application/x-www-form-urlencoded decoding (query strings, form bodies): %XX is a byte, '+' a
+// space; a '%' not followed by two hex digits stays as it is.
+std::string FormDecode(std::string_view s);
+
 std::string ToLower(std::string_view s);
 // ASCII case-insensitive equality (header names, enum spellings).
 bool EqualsIgnoreCase(std::string_view a, std::string_view b);

@@ -37,23 +37,6 @@ using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 namespace {
 
-// Query-string decoding: %XX escapes, and '+' as a space (form encoding, as browsers send it).
-std::string QueryDecode(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '+') {
-      out.push_back(' ');
-    } else if (s[i] == '%' && i + 2 < s.size() && HexDigitValue(s[i + 1]) >= 0 && HexDigitValue(s[i + 2]) >= 0) {
-      out.push_back(static_cast<char>(HexDigitValue(s[i + 1]) * 16 + HexDigitValue(s[i + 2])));
-      i += 2;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
-
 // The Date header's value for now, formatted once per second per thread. RFC 9110 section 6.6.1: a
 // server with a clock sends Date on every response; AWS does, errors included, and SDKs read it to
 // correct a client's skewed clock before SigV4 refuses its signatures.
@@ -167,8 +150,8 @@ std::vector<std::string> Request::Params(std::string_view name) const {
     if (end == std::string::npos) end = query.size();
     std::string_view part(query.data() + start, end - start);
     size_t eq = part.find('=');
-    if (QueryDecode(part.substr(0, eq)) == name)
-      out.push_back(eq == std::string_view::npos ? std::string() : QueryDecode(part.substr(eq + 1)));
+    if (FormDecode(part.substr(0, eq)) == name)
+      out.push_back(eq == std::string_view::npos ? std::string() : FormDecode(part.substr(eq + 1)));
     start = end + 1;
   }
   return out;
