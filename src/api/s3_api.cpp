@@ -67,31 +67,6 @@ Status S3Error(const std::string& code, const std::string& message) { return Inv
 
 // ---- text helpers ----
 
-std::string XmlEscape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default:
-        if (c < 0x20 && c != '\t' && c != '\n') {
-          // As S3 writes them; clients that cannot read these ask for encoding-type=url.
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "&#x%X;", c);
-          out += buf;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out;
-}
-
 // encoding-type=url: every byte but the unreserved ones and '/' as %XX (botocore unquotes it).
 std::string UrlEncode(std::string_view s) {
   static const char* kHex = "0123456789ABCDEF";

@@ -23,21 +23,6 @@ constexpr int64_t kDefaultDurationS = 3600;
 
 using Params = std::map<std::string, std::string>;
 
-std::string XmlEscape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out.push_back(c);
-    }
-  }
-  return out;
-}
 
 
 // The parameters of a POST's form body and of the query together (the body's win).

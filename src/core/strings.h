@@ -28,6 +28,10 @@ int HexDigitValue(char c);
 // space; a '%' not followed by two hex digits stays as it is.
 std::string FormDecode(std::string_view s);
 
+// Text for an XML element or attribute: & < > " ' as entities, other control characters but tab
+// and newline as &#xN; (as S3 writes them).
+std::string XmlEscape(std::string_view s);
+
 std::string ToLower(std::string_view s);
 // ASCII case-insensitive equality (header names, enum spellings).
 bool EqualsIgnoreCase(std::string_view a, std::string_view b);
