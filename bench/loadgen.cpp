@@ -106,16 +106,17 @@ class Conn {
     host_ = a.endpoint.substr(7);
   }
   json Call(const std::string& op, const json& body) {
+    const std::string payload = body.dump();
     ty::api::HttpRequestView req;
     req.method = "POST";
     req.path = "/v1/" + op;
-    req.body = body.dump();
+    req.body = payload;
     req.headers = {{"host", host_}, {"content-type", "application/json"}};
     ty::api::SignSigV4(req, {key_, secret_}, "us-east-1", "batch", ty::SystemClock::instance().now_ms());
     httplib::Headers h;
     for (auto& [k, v] : req.headers)
       if (k != "host" && k != "content-type") h.emplace(k, v);
-    auto res = http_.Post(req.path, h, req.body, "application/json");
+    auto res = http_.Post(req.path, h, payload, "application/json");
     if (!res || res->status != 200) {
       std::fprintf(stderr, "%s failed: %s\n", op.c_str(), res ? res->body.c_str() : "no response");
       std::exit(1);

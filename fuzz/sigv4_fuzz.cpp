@@ -42,7 +42,7 @@ HttpRequestView ParseRequest(std::string_view in) {
     if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
     req.headers.emplace_back(std::string(name), std::string(value));
   }
-  req.body = std::string(rest);
+  req.body = rest;  // a view into the fuzzer's input, which outlives the request
   return req;
 }
 

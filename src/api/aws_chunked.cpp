@@ -2,6 +2,7 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <zlib.h>
 
 #include <array>
 #include <boost/crc.hpp>
@@ -47,15 +48,26 @@ std::string Digest(const EVP_MD* md, std::string_view data) {
   return std::string(reinterpret_cast<const char*>(out), n);
 }
 
-template <typename Crc>
-std::string CrcBigEndian(std::string_view data) {
-  Crc crc;
-  crc.process_bytes(data.data(), data.size());
-  auto value = crc.checksum();
+template <typename Int>
+std::string BigEndian(Int value) {
   std::string out(sizeof(value), '\0');
   for (size_t i = 0; i < sizeof(value); ++i)
     out[i] = static_cast<char>((value >> (8 * (sizeof(value) - 1 - i))) & 0xff);
   return out;
+}
+
+template <typename Crc>
+std::string CrcBigEndian(std::string_view data) {
+  Crc crc;
+  crc.process_bytes(data.data(), data.size());
+  return BigEndian(crc.checksum());
+}
+
+// CRC32 (ISO-HDLC, what x-amz-checksum-crc32 carries) through zlib, which works a word at a time:
+// boto3 sends it with every upload, and boost's byte-wise table was a quarter of a large PUT's time.
+std::string Crc32BigEndian(std::string_view data) {
+  return BigEndian(static_cast<uint32_t>(
+      crc32_z(crc32_z(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(data.data()), data.size())));
 }
 
 using Crc32c = boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true>;
@@ -63,7 +75,7 @@ using Crc64Nvme = boost::crc_optimal<64, 0xAD93D23594C93659ULL, ~0ULL, ~0ULL, tr
 
 // The raw checksum bytes, or nullopt for an unknown algorithm.
 std::optional<std::string> ChecksumBytes(std::string_view algorithm, std::string_view data) {
-  if (algorithm == "crc32") return CrcBigEndian<boost::crc_32_type>(data);
+  if (algorithm == "crc32") return Crc32BigEndian(data);
   if (algorithm == "crc32c") return CrcBigEndian<Crc32c>(data);
   if (algorithm == "crc64nvme") return CrcBigEndian<Crc64Nvme>(data);
   if (algorithm == "sha1") return Digest(EVP_sha1(), data);

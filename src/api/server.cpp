@@ -160,7 +160,7 @@ struct ApiServer::Impl {
     view.path = req.path;
     view.query = req.query;
     view.headers = req.headers;
-    view.body = req.body;
+    view.body = req.body;  // borrowed: `req` outlives the verification
     // One directory for the whole request: a key deleted meanwhile is honoured to its end.
     std::shared_ptr<const control::PrincipalDirectory> users = controller.directory();
     // A running job's role session (ASIA...): kept by the controller in memory, not in the directory.

@@ -35,7 +35,9 @@ struct HttpRequestView {
   std::string path;                   // as sent on the wire (already percent-encoded), no query
   std::string query;                  // raw query string without '?', may be empty
   std::vector<std::pair<std::string, std::string>> headers;  // names as received, any case
-  std::string body;
+  // Borrowed: the bytes belong to the caller and must outlive the view (an upload of hundreds of
+  // MiB is verified where the listener read it, never copied).
+  std::string_view body;
 };
 
 struct Credential {

@@ -106,10 +106,11 @@ StatusOr<std::string> Client::GetText(const std::string& path) {
 
 StatusOr<json> Client::Post(const std::string& service, const std::string& path, const json& body,
                             const std::string& target) {
+  const std::string payload = body.dump();
   api::HttpRequestView req;
   req.method = "POST";
   req.path = path;
-  req.body = body.dump();
+  req.body = payload;
   std::string content_type = target.empty() ? "application/json" : "application/x-amz-json-1.1";
   req.headers = {{"host", impl_->host_header}, {"content-type", content_type}};
   if (!target.empty()) req.headers.emplace_back("x-amz-target", target);
@@ -117,7 +118,7 @@ StatusOr<json> Client::Post(const std::string& service, const std::string& path,
   httplib::Headers headers;
   for (const auto& [k, v] : req.headers)
     if (ToLower(k) != "host" && ToLower(k) != "content-type") headers.emplace(k, v);
-  auto res = impl_->http->Post(path, headers, req.body, content_type);
+  auto res = impl_->http->Post(path, headers, payload, content_type);
   if (!res) return Unreachable(res.error());
   json out = json::parse(res->body.empty() ? "{}" : res->body, nullptr, false);
   if (res->status != 200) {

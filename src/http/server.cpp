@@ -220,6 +220,8 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
  private:
   using Parser = bhttp::request_parser<bhttp::string_body>;
+  // From this size up a body of known length bypasses the parser (ReadBodyDirect).
+  static constexpr std::uint64_t kDirectBodyBytes = 256 * 1024;
 
   static Stream Open(Server::Impl& server, tcp::socket socket) {
     if constexpr (kTls) {
@@ -321,17 +323,36 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   void ReadBody() {
     Tcp().expires_after(std::chrono::milliseconds(server_.limits.body_timeout_ms));
+    if (auto length = parser_->content_length(); length && *length >= kDirectBodyBytes && !parser_->is_done())
+      return ReadBodyDirect(static_cast<size_t>(*length));
     bhttp::async_read(stream_, buffer_, *parser_, [self = Self()](beast::error_code ec, size_t) {
       self->OnBody(ec);
     });
   }
 
-  void OnBody(beast::error_code ec) {
+  // A large body of known length (its limit already checked in OnHead) is read from the socket
+  // straight into the request's string, sized once, rather than through buffer_ and the parser
+  // 64 KiB at a time: an upload of hundreds of MiB is copied once from the kernel, and the body
+  // deadline covers the whole read as it does on the parser's path.
+  void ReadBodyDirect(size_t length) {
+    direct_body_.resize(length);
+    size_t have = net::buffer_copy(net::buffer(direct_body_), buffer_.data());
+    buffer_.consume(have);
+    net::async_read(stream_, net::buffer(direct_body_.data() + have, length - have),
+                    [self = Self()](beast::error_code ec, size_t) {
+                      if (ec) self->direct_body_ = std::string();
+                      self->OnBody(ec, true);
+                    });
+  }
+
+  // `direct`: the body was read by ReadBodyDirect into direct_body_ (the parser has the head only).
+  void OnBody(beast::error_code ec, bool direct = false) {
     if (ec == bhttp::error::body_limit) return RefuseBody();
     if (ec) return Close();
     Tcp().expires_never();
     auto message = parser_->release();
     parser_.reset();
+    if (direct) message.body() = std::move(direct_body_);
     // A large body may have grown the read buffer; an idle keep-alive connection keeps only a
     // little (10,000 of them should cost tens of MB, not GB).
     if (buffer_.capacity() > 16 * 1024 && buffer_.size() <= 1024) buffer_.shrink_to_fit();
@@ -549,6 +570,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   beast::flat_buffer buffer_;
   std::unique_ptr<char[]> drain_;  // Linger()'s scratch, only while a closing connection drains
   std::optional<Parser> parser_;
+  std::string direct_body_;  // the body under way, while ReadBodyDirect reads it
   std::string out_;  // the bytes being written; one write at a time
   bool keep_alive_ = false;
   std::string peer_;  // the client's address; constant after construction

@@ -47,7 +47,8 @@ std::string AwsBody() {
 
 // The caller as VerifySigV4 reports it for AWS's example request (checked by the first test).
 VerifiedCaller AwsCaller() {
-  HttpRequestView req{"PUT", "/examplebucket/chunkObject.txt", "", AwsHeaders(), AwsBody()};
+  const std::string body = AwsBody();  // the view borrows it
+  HttpRequestView req{"PUT", "/examplebucket/chunkObject.txt", "", AwsHeaders(), body};
   auto lookup = [](std::string_view key) -> std::optional<std::string> {
     if (key == "AKIAIOSFODNN7EXAMPLE") return std::string("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY");
     return std::nullopt;
@@ -315,6 +316,24 @@ TEST(PayloadChecksums, KnownValuesOfEveryAlgorithm) {
   EXPECT_EQ(ChecksumBase64("sha256", "hello world, hello world, hello world, "),
             "NWjnUn+I/i0ijbaWYd/NtPcXW15BTYz5X36MuBepn5Y=");
   EXPECT_EQ(ChecksumBase64("md4", "x"), "");
+}
+
+// CRC32 is computed a word at a time (zlib), so its known values are pinned where that matters: the
+// check value, the empty body, and a body of 1 MiB + 12 bytes starting off an 8-byte boundary
+// (a leading and a trailing partial word around the long middle); the last value is Python's
+// binascii.crc32 of the same bytes.
+TEST(PayloadChecksums, Crc32MatchesTheStandardOnEveryLengthAndAlignment) {
+  EXPECT_EQ(ChecksumBase64("crc32", "123456789"), "y/Q5Jg==");  // the CRC-32 check value cbf43926
+  EXPECT_EQ(ChecksumBase64("crc32", ""), "AAAAAA==");
+  std::string bytes((1 << 20) + 13, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 7 + 3) & 0xff);
+  const std::string_view body = std::string_view(bytes).substr(1);
+  EXPECT_EQ(ChecksumBase64("crc32", body), "2sEtmA==");
+  EXPECT_TRUE(CheckPayloadChecksums(body, {{"x-amz-checksum-crc32", "2sEtmA=="}}).ok());
+  std::string flipped(body);
+  flipped[flipped.size() / 2] ^= 0x01;
+  EXPECT_THAT(CheckPayloadChecksums(flipped, {{"x-amz-checksum-crc32", "2sEtmA=="}}).message(),
+              StartsWith("BadDigest: "));
 }
 
 TEST(PayloadChecksums, MatchingHeadersPass) {

@@ -121,6 +121,29 @@ TEST_F(BucketStoreTest, AttributesRoundTrip) {
   EXPECT_EQ(part, "b\n");
 }
 
+// Without a Content-MD5 the ETag's MD5 is computed piece by piece as the body is written: over a
+// body of several pieces (1 MiB each) and a partial one, it must still be the MD5 of the whole.
+TEST_F(BucketStoreTest, EtagOfABodyLargerThanAWritePieceIsTheMd5OfTheWhole) {
+  std::string body((3 << 20) + 5, '\0');
+  for (size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>((i * 131 + i / 4096) & 0xff);
+  EXPECT_EQ(Put("big", body).etag, Md5Hex(body));
+  auto r = store_->OpenObject("data", "big");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)->meta().etag, Md5Hex(body));
+  EXPECT_TRUE(ReadAll(**r) == body);
+  auto checked = store_->PutObject("data", "big2", body, {}, Base64(Md5Raw(body)));
+  ASSERT_TRUE(checked.ok()) << checked.status().message();
+  EXPECT_EQ(checked->etag, Md5Hex(body));
+}
+
+// A Content-MD5 is checked before anything is written: a mismatch on a key in new folders leaves
+// no folder behind either.
+TEST_F(BucketStoreTest, ContentMd5MismatchCreatesNoFolder) {
+  auto bad = store_->PutObject("data", "new/folders/k", "hello", {}, Base64(Md5Raw("other")));
+  EXPECT_EQ(S3Code(bad.status()), "BadDigest");
+  EXPECT_FALSE(fs::exists(root_ / "data" / "new"));
+}
+
 TEST_F(BucketStoreTest, ContentMd5MismatchWritesNothing) {
   auto bad = store_->PutObject("data", "k", "hello", {}, Base64(Md5Raw("other")));
   ASSERT_FALSE(bad.ok());

@@ -326,6 +326,47 @@ std::string Post(const std::string& path, const std::string& body) {
   return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
+// A body of known length from 256 KiB up is read past the parser, straight into the request: it
+// must arrive whole and in order whether its first bytes came with the head or not, and the
+// request pipelined after it must still be read from where the body ends.
+TEST(Server, ALargeKnownLengthBodyArrivesWholeAndThePipelinedRequestAfterItIsServed) {
+  Limits l;
+  l.max_buffered_body_bytes = 8 << 20;
+  Running s(l, [](const Request& req) {
+    Response r;
+    r.body = "<" + req.path + ":" + std::to_string(req.body.size()) + ":" +
+             std::to_string(std::hash<std::string>{}(req.body)) + ">";
+    return r;
+  }, [](const Request&) -> int64_t { return 4 << 20; });
+  std::string body((1 << 20) + 3, '\0');
+  for (size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>((i * 31 + i / 977) & 0xff);
+  const std::string want = "</big:" + std::to_string(body.size()) + ":" + std::to_string(std::hash<std::string>{}(body)) + ">";
+  const std::string request = Post("/big", body);
+  int fd = Connect(s.port());
+  Send(fd, request.substr(0, request.find("\r\n\r\n") + 4 + 1000));  // the head and a little of the body
+  Send(fd, request.substr(request.find("\r\n\r\n") + 4 + 1000) + Get("/next"));
+  std::string got = ReadUntil(fd, "</next:0:");
+  EXPECT_THAT(got, HasSubstr(want));
+  EXPECT_THAT(got, HasSubstr("</next:0:"));
+  EXPECT_LT(got.find(want), got.find("</next:0:"));
+  close(fd);
+}
+
+TEST(Server, ALargeBodyCutShortIsNeverServed) {
+  Limits l;
+  std::atomic<int> served{0};
+  Running s(l, [&](const Request&) {
+    ++served;
+    return Response{};
+  }, [](const Request&) -> int64_t { return 4 << 20; });
+  int fd = Connect(s.port());
+  Send(fd, "POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n" + std::string(600 * 1024, 'a'));
+  shutdown(fd, SHUT_WR);
+  EXPECT_EQ(ReadUntil(fd, "never"), "");  // reads until the server closes, answering nothing
+  close(fd);
+  EXPECT_EQ(served.load(), 0);
+}
+
 TEST(Server, TheBodyLimitIsChosenFromTheHead) {
   Limits l;
   l.max_body_bytes = 1000;

@@ -56,7 +56,7 @@ Response Refusal(int status, const std::string& message, const Request*) {
 
 class Running {
  public:
-  explicit Running(const TlsFiles* tls) : server_(Limits{}, SecureEcho, Refusal) {
+  explicit Running(const TlsFiles* tls, Handler handler = SecureEcho) : server_(Limits{}, std::move(handler), Refusal) {
     if (tls) {
       Status st = server_.UseTls(*tls);
       EXPECT_TRUE(st.ok()) << st.message();
@@ -90,8 +90,10 @@ int Connect(int port) {
   return fd;
 }
 
-// One GET over TLS that trusts only `ca_file`; the whole answer, or "handshake failed".
-std::string TlsGet(int port, const std::string& ca_file, int max_version = 0) {
+// One request (a GET of /x unless given) over TLS that trusts only `ca_file`; the whole answer, or
+// "handshake failed".
+std::string TlsGet(int port, const std::string& ca_file, int max_version = 0,
+                   const std::string& req = "GET /x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n") {
   SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
   SSL_CTX_load_verify_locations(ctx, ca_file.c_str(), nullptr);
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
@@ -108,7 +110,6 @@ std::string TlsGet(int port, const std::string& ca_file, int max_version = 0) {
   if (SSL_connect(ssl) != 1) {
     got = "handshake failed";
   } else {
-    std::string req = "GET /x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     SSL_write(ssl, req.data(), static_cast<int>(req.size()));
     char buf[4096];
     int n;
@@ -167,6 +168,25 @@ TEST(Tls, RequestsOverTlsAreMarkedSecureAndPlainOnesAreNot) {
   while ((n = recv(fd, buf, sizeof buf, 0)) > 0) got.append(buf, static_cast<size_t>(n));
   close(fd);
   EXPECT_THAT(got, HasSubstr("<plain>"));
+}
+
+// A body of known length from 256 KiB up is read past the parser straight into the request; over
+// TLS it must still arrive whole, decrypted and in order.
+TEST(Tls, ALargeBodyArrivesWhole) {
+  TempDir tmp;
+  auto files = EnsureSelfSignedCertificate(tmp.path(), {"localhost", "127.0.0.1"}, kNow);
+  ASSERT_TRUE(files.ok());
+  Running s(&*files, [](const Request& req) {
+    Response r;
+    r.body = "<" + std::to_string(req.body.size()) + ":" + std::to_string(std::hash<std::string>{}(req.body)) + ">";
+    return r;
+  });
+  std::string body((1 << 20) + 7, '\0');
+  for (size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>((i * 17 + i / 1009) & 0xff);
+  std::string req = "POST /x HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: " +
+                    std::to_string(body.size()) + "\r\n\r\n" + body;
+  EXPECT_THAT(TlsGet(s.port(), files->certificate_file, 0, req),
+              HasSubstr("<" + std::to_string(body.size()) + ":" + std::to_string(std::hash<std::string>{}(body)) + ">"));
 }
 
 TEST(Tls, VersionsBelow12AreRefused) {

@@ -100,7 +100,7 @@ constexpr char kBatchAuth[] =
     "Signature=f961533102e27d6ba1687253f575f17ea858fc7996cad71c6e4c8a1fd199338e";
 
 HttpRequestView BotocoreBatchRequest() {
-  std::string body = kBatchBody;
+  std::string_view body = kBatchBody;
   return HttpRequestView{"POST", "/v1/submitservicejob", "",
                          {{"Host", "127.0.0.1:8080"},
                           {"Accept-Encoding", "identity"},
@@ -488,7 +488,9 @@ void ExpectMismatch(const HttpRequestView& req) {
 
 TEST(SigV4Failure, TamperedBody) {
   HttpRequestView req = BotocoreBatchRequest();
-  req.body.replace(req.body.find("train-1"), 7, "train-2");
+  std::string tampered(req.body);
+  tampered.replace(tampered.find("train-1"), 7, "train-2");
+  req.body = tampered;
   ExpectMismatch(req);
 }
 
@@ -553,10 +555,10 @@ constexpr char kS3Time[] = "20260102T030405Z";
 constexpr char kEmptySha[] = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 HttpRequestView S3Request(std::string method, std::string path, std::string query,
-                          std::vector<std::pair<std::string, std::string>> extra, std::string body = "") {
+                          std::vector<std::pair<std::string, std::string>> extra, std::string_view body = "") {
   HttpRequestView req{std::move(method), std::move(path), std::move(query),
                       {{"Host", "127.0.0.1:9000"}, {"User-Agent", "Boto3/1.43.11"}, {"amz-sdk-request", "attempt=1"}},
-                      std::move(body)};
+                      body};
   for (auto& h : extra) req.headers.push_back(std::move(h));
   return req;
 }
