@@ -1,0 +1,1 @@
+// Gaussian process (filled in with the Bayesian strategy).
