@@ -147,31 +147,27 @@ std::optional<uint64_t> ParseChunkSize(std::string_view hex, uint64_t bound) {
   return value;
 }
 
-std::string ChunkStringToSign(const VerifiedCaller& caller, std::string_view previous, std::string_view data) {
-  std::string s = "AWS4-HMAC-SHA256-PAYLOAD\n";
-  s += caller.amz_date;
-  s += '\n';
-  s += caller.scope;
-  s += '\n';
-  s += previous;
-  s += '\n';
-  s += kEmptySha256;
-  s += '\n';
-  s += Sha256Hex(data);
+// The string a chunk or trailer signature signs: `algorithm` ("AWS4-HMAC-SHA256-PAYLOAD" or
+// "-TRAILER"), the request's time and scope, the previous signature, then `hashes` (the lines that
+// differ: a chunk's empty-hash line and data hash, a trailer's hash).
+std::string StreamingStringToSign(std::string_view algorithm, const VerifiedCaller& caller, std::string_view previous,
+                                  std::string_view hashes) {
+  std::string s(algorithm);
+  for (std::string_view line : {std::string_view(caller.amz_date), std::string_view(caller.scope), previous, hashes}) {
+    s += '\n';
+    s += line;
+  }
   return s;
+}
+
+std::string ChunkStringToSign(const VerifiedCaller& caller, std::string_view previous, std::string_view data) {
+  return StreamingStringToSign("AWS4-HMAC-SHA256-PAYLOAD", caller, previous,
+                               std::string(kEmptySha256) + "\n" + Sha256Hex(data));
 }
 
 std::string TrailerStringToSign(const VerifiedCaller& caller, std::string_view previous,
                                 std::string_view canonical_trailers) {
-  std::string s = "AWS4-HMAC-SHA256-TRAILER\n";
-  s += caller.amz_date;
-  s += '\n';
-  s += caller.scope;
-  s += '\n';
-  s += previous;
-  s += '\n';
-  s += Sha256Hex(canonical_trailers);
-  return s;
+  return StreamingStringToSign("AWS4-HMAC-SHA256-TRAILER", caller, previous, Sha256Hex(canonical_trailers));
 }
 
 // The algorithm of a checksum header name ("x-amz-checksum-crc32" -> "crc32"), or "".

@@ -884,18 +884,40 @@ StatusOr<http::Response> AbortMultipartUpload(Call& c) {
 }
 
 StatusOr<http::Response> ListMultipartUploads(Call& c) {
+  objstore::UploadQuery q;
+  q.prefix = ParamOr(c.req, "prefix");
+  q.delimiter = ParamOr(c.req, "delimiter");
+  q.key_marker = ParamOr(c.req, "key-marker");
+  q.upload_id_marker = ParamOr(c.req, "upload-id-marker");
+  if (q.key_marker.empty()) q.upload_id_marker.clear();  // S3 ignores it without a key-marker
+  // 1 to 1000; a larger number gets 1000, as S3 answers.
+  const std::string max_uploads = ParamOr(c.req, "max-uploads", "1000");
+  auto n = ParseInt(max_uploads);
+  if (!n || *n < 1)
+    return S3Error("InvalidArgument", "max-uploads must be an integer between 1 and 1000, not '" + max_uploads + "'");
+  q.max_uploads = static_cast<int>(std::min<int64_t>(*n, kMaxListKeys));
+  const std::string encoding = ParamOr(c.req, "encoding-type");
+  if (!encoding.empty() && encoding != "url")
+    return S3Error("InvalidArgument", "encoding-type must be 'url', not '" + encoding + "'");
+  const bool url = encoding == "url";
+  auto enc = [&](const std::string& s) { return url ? UrlEncode(s) : s; };
   TY_RETURN_IF_ERROR(c.Allow("s3:ListBucketMultipartUploads", BucketArn(c.bucket())));
-  const std::string prefix = ParamOr(c.req, "prefix");
-  auto uploads = c.store.ListMultipartUploads(c.bucket());
-  if (!uploads.ok()) return uploads.status();
+  auto page = c.store.ListMultipartUploads(c.bucket(), q);
+  if (!page.ok()) return page.status();
   Xml x("ListMultipartUploadsResult");
-  x.Leaf("Bucket", c.bucket()).Leaf("KeyMarker", "").Leaf("UploadIdMarker", "").Leaf("Prefix", prefix);
-  x.Leaf("MaxUploads", kMaxListKeys).Bool("IsTruncated", false);
-  for (const auto& u : *uploads) {
-    if (!StartsWith(u.key, prefix)) continue;
-    x.Open("Upload").Leaf("Key", u.key).Leaf("UploadId", u.upload_id).Leaf("Initiated", FormatIso8601(u.initiated_ms));
+  x.Leaf("Bucket", c.bucket()).Leaf("KeyMarker", enc(q.key_marker)).Leaf("UploadIdMarker", q.upload_id_marker);
+  if (page->truncated)
+    x.Leaf("NextKeyMarker", enc(page->next_key_marker)).Leaf("NextUploadIdMarker", page->next_upload_id_marker);
+  x.Leaf("Prefix", enc(q.prefix));
+  if (!q.delimiter.empty()) x.Leaf("Delimiter", enc(q.delimiter));
+  x.Leaf("MaxUploads", q.max_uploads).Bool("IsTruncated", page->truncated);
+  if (url) x.Leaf("EncodingType", "url");
+  for (const auto& u : page->uploads) {
+    x.Open("Upload").Leaf("Key", enc(u.key)).Leaf("UploadId", u.upload_id).Leaf("Initiated", FormatIso8601(u.initiated_ms));
     x.Leaf("StorageClass", "STANDARD").Close("Upload");
   }
+  for (const std::string& p : page->common_prefixes)
+    x.Open("CommonPrefixes").Leaf("Prefix", enc(p)).Close("CommonPrefixes");
   return c.Xml(x.Done());
 }
 

@@ -70,6 +70,9 @@ class S3Endpoint {
   // be up to [s3] max_upload_bytes rather than the server's default limit.
   bool IsUpload(const http::Request& head) const;
 
+  // The buckets it answers for (their housekeeping, objstore/bucket_sweeper.h, runs beside it).
+  objstore::BucketStore& store() const { return *store_; }
+
  private:
   control::Controller& controller_;
   const Authorizer& authz_;

@@ -24,6 +24,7 @@
 #include "http/guards.h"
 #include "http/server.h"
 #include "objstore/bucket_store.h"
+#include "objstore/bucket_sweeper.h"
 #include "obs/webhooks.h"
 #include "store/event_log.h"
 
@@ -72,6 +73,7 @@ struct ApiServer::Impl {
   std::atomic<int64_t> throttled{0};  // requests refused by `throttle`, since start
   std::unique_ptr<obs::WebhookDispatcher> webhooks;
   std::unique_ptr<S3Endpoint> s3;      // the embedded buckets' S3 API (api/s3_api.h)
+  std::unique_ptr<objstore::BucketSweeper> sweeper;  // their housekeeping thread; stopped before s3 goes
   std::unique_ptr<http::Server> http;  // after everything its handlers use: destroyed first
 
   Impl(control::Controller& c, RootCredential r)
@@ -583,6 +585,7 @@ ApiServer::ApiServer(control::Controller& controller, RootCredential root)
 
 ApiServer::~ApiServer() {
   if (impl_->webhooks) impl_->webhooks->Stop();
+  if (impl_->sweeper) impl_->sweeper->Stop();
 }
 
 StatusOr<int> ApiServer::Bind(const std::string& host, int port) {
@@ -592,6 +595,23 @@ StatusOr<int> ApiServer::Bind(const std::string& host, int port) {
     Status st = d->Start();
     if (!st.ok()) return st;
     impl_->webhooks = std::move(d);
+  }
+  if (config.s3.enabled && !impl_->sweeper) {
+    // What interrupted writes leave (a day old) and uploads nobody finished: at start, then hourly,
+    // on the wall clock that stamps the files.
+    objstore::SweepPolicy policy;
+    policy.upload_age_ms = config.s3.abort_incomplete_uploads_after_days * 24 * 3600 * 1000;
+    impl_->sweeper = std::make_unique<objstore::BucketSweeper>(
+        impl_->s3->store(), SystemClock::instance(), policy, [](const objstore::SweepResult& r) {
+          if (r.temp_files > 0 || r.uploads > 0)
+            spdlog::info("buckets swept: removed {} temporary file(s) of interrupted writes, aborted {} multipart "
+                         "upload(s) past [s3] abort_incomplete_uploads_after_days",
+                         r.temp_files, r.uploads);
+          else
+            spdlog::debug("buckets swept: nothing to remove");
+          if (!r.first_error.ok()) spdlog::warn("buckets swept, not all of it: {}", r.first_error.message());
+        });
+    impl_->sweeper->Start();
   }
   return impl_->http->Bind(host, port);
 }
@@ -604,6 +624,7 @@ void ApiServer::Run() { impl_->http->Run(); }
 
 void ApiServer::Stop() {
   if (impl_->webhooks) impl_->webhooks->Stop();
+  if (impl_->sweeper) impl_->sweeper->Stop();
   if (store::EventLog* log = impl_->controller.events()) log->Close();  // ends the streams
   impl_->http->Stop();
 }

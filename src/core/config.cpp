@@ -249,10 +249,15 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
                                      "events", "audit", "webhooks", "alarms", "scheduler", "s3"},
                                "the top level"));
   if (auto* s3 = root["s3"].as_table()) {
-    TY_RETURN_IF_ERROR(CheckKeys(*s3, {"enabled", "max_upload_bytes", "virtual_host_domains"}, "[s3]"));
+    TY_RETURN_IF_ERROR(CheckKeys(*s3, {"enabled", "max_upload_bytes", "virtual_host_domains", "abort_incomplete_uploads_after_days"},
+                                 "[s3]"));
     TY_RETURN_IF_ERROR(Read(*s3, "enabled", &c.s3.enabled, "s3."));
     TY_RETURN_IF_ERROR(Read(*s3, "max_upload_bytes", &c.s3.max_upload_bytes, "s3."));
     TY_RETURN_IF_ERROR(ReadStrings(*s3, "virtual_host_domains", &c.s3.virtual_host_domains, "s3."));
+    TY_RETURN_IF_ERROR(
+        Read(*s3, "abort_incomplete_uploads_after_days", &c.s3.abort_incomplete_uploads_after_days, "s3."));
+    if (c.s3.abort_incomplete_uploads_after_days < 0 || c.s3.abort_incomplete_uploads_after_days > 36500)
+      return InvalidArgument("config: s3.abort_incomplete_uploads_after_days must be between 0 (never) and 36500");
     // S3's own ceiling for one PUT is 5 GiB; the body is held in memory while it is written.
     if (c.s3.max_upload_bytes < 1 || c.s3.max_upload_bytes > 5LL * 1024 * 1024 * 1024)
       return InvalidArgument("config: s3.max_upload_bytes must be between 1 and 5368709120 (5 GiB)");

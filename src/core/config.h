@@ -109,6 +109,9 @@ struct S3Config {
   int64_t max_upload_bytes = 256LL * 1024 * 1024;  // the body limit of a PutObject / UploadPart request
   // Host: BUCKET.DOMAIN[:port] addresses BUCKET (virtual-host style); any other Host is path style.
   std::vector<std::string> virtual_host_domains = {"localhost"};
+  // Multipart uploads initiated longer ago than this are aborted (S3's lifecycle rule
+  // AbortIncompleteMultipartUpload, for every bucket); 0 = never.
+  int64_t abort_incomplete_uploads_after_days = 7;
 };
 
 // A webhook that receives events (docs/events.md): every stored event that passes all the given

@@ -393,6 +393,17 @@ int PartNumberOf(std::string_view name) {
   return n >= 1 && n <= kMaxPartNumber ? n : 0;
 }
 
+// 16 hex digits of the wall clock's nanoseconds, then 16 random ones: ids sort in the order the
+// uploads were started (S3 lists one key's uploads by initiation time and pages by upload id).
+std::string NewUploadId() {
+  struct timespec now {};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  char time_hex[17];
+  std::snprintf(time_hex, sizeof time_hex, "%016llx",
+                static_cast<unsigned long long>(now.tv_sec) * 1000000000ULL + static_cast<unsigned long long>(now.tv_nsec));
+  return time_hex + RandomHex((kUploadIdHexDigits - 16) / 2);
+}
+
 bool IsUploadId(std::string_view id) {
   return id.size() == kUploadIdHexDigits &&
          std::all_of(id.begin(), id.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
@@ -480,7 +491,7 @@ class DirBucketStore : public BucketStore {
     TY_RETURN_IF_ERROR(CheckBucket(bucket));
     auto b = Bucket(bucket);
     if (!b.ok()) return b.status();
-    auto uploads = ListMultipartUploads(bucket);
+    auto uploads = AllUploads(bucket);
     if (!uploads.ok()) return uploads.status();
     if (!uploads->empty())
       return S3Error(Code::kFailedPrecondition, "BucketNotEmpty",
@@ -675,7 +686,7 @@ class DirBucketStore : public BucketStore {
     if (::mkdirat(root.get(), kUploadsDir, 0700) != 0 && errno != EEXIST)
       return S3Error(Code::kInternal, "InternalError", "cannot make " + root_ + "/" + kUploadsDir + ": " + std::strerror(errno));
     Fd uploads(::openat(root.get(), kUploadsDir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    std::string id = RandomHex(kUploadIdHexDigits / 2);
+    std::string id = NewUploadId();
     if (!uploads.ok() || ::mkdirat(uploads.get(), id.c_str(), 0700) != 0)
       return S3Error(Code::kInternal, "InternalError", "cannot start an upload to " + Where(bucket, key) + ": " + std::strerror(errno));
     Fd dir(::openat(uploads.get(), id.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -733,7 +744,8 @@ class DirBucketStore : public BucketStore {
     return out;
   }
 
-  StatusOr<std::vector<UploadInfo>> ListMultipartUploads(const std::string& bucket) override {
+  // Every upload to `bucket`, in (key, upload id) order.
+  StatusOr<std::vector<UploadInfo>> AllUploads(const std::string& bucket) const {
     TY_RETURN_IF_ERROR(CheckBucket(bucket));
     auto b = Bucket(bucket);
     if (!b.ok()) return b.status();
@@ -754,9 +766,55 @@ class DirBucketStore : public BucketStore {
     }
     ::closedir(d);
     std::sort(out.begin(), out.end(), [](const UploadInfo& a, const UploadInfo& b) {
-      return std::tie(a.key, a.initiated_ms, a.upload_id) < std::tie(b.key, b.initiated_ms, b.upload_id);
+      return std::tie(a.key, a.upload_id) < std::tie(b.key, b.upload_id);
     });
     return out;
+  }
+
+  StatusOr<UploadPage> ListMultipartUploads(const std::string& bucket, const UploadQuery& q) override {
+    TY_RETURN_IF_ERROR(CheckBucket(bucket));
+    if (q.max_uploads < 1 || q.max_uploads > kMaxListKeys)
+      return S3Error(Code::kInvalidArgument, "InvalidArgument",
+                     "max-uploads must be between 1 and 1000 (got " + std::to_string(q.max_uploads) + ")");
+    auto all = AllUploads(bucket);
+    if (!all.ok()) return all.status();
+    // Past the markers: a key after key_marker, or key_marker's own uploads after upload_id_marker.
+    auto past = [&](const UploadInfo& u) {
+      if (q.key_marker.empty()) return true;
+      if (q.upload_id_marker.empty()) return u.key > q.key_marker;
+      return std::tie(u.key, u.upload_id) > std::tie(q.key_marker, q.upload_id_marker);
+    };
+    UploadPage page;
+    int shown = 0;
+    for (const UploadInfo& u : *all) {
+      if (!StartsWith(u.key, q.prefix) || !past(u)) continue;
+      // Keys with the delimiter after the prefix roll up into one common prefix, listed once and
+      // never again on a later page (whose key_marker is that prefix or beyond).
+      size_t at = q.delimiter.empty() ? std::string::npos : u.key.find(q.delimiter, q.prefix.size());
+      std::string common = at == std::string::npos ? "" : u.key.substr(0, at + q.delimiter.size());
+      if (!common.empty() && (common <= q.key_marker ||
+                              (!page.common_prefixes.empty() && page.common_prefixes.back() == common)))
+        continue;
+      if (shown == q.max_uploads) {
+        page.truncated = true;
+        break;
+      }
+      ++shown;
+      if (common.empty()) {
+        page.uploads.push_back(u);
+        page.next_key_marker = u.key;
+        page.next_upload_id_marker = u.upload_id;
+      } else {
+        page.common_prefixes.push_back(common);
+        page.next_key_marker = common;
+        page.next_upload_id_marker.clear();
+      }
+    }
+    if (!page.truncated) {
+      page.next_key_marker.clear();
+      page.next_upload_id_marker.clear();
+    }
+    return page;
   }
 
   StatusOr<ObjectMeta> CompleteMultipartUpload(const std::string& bucket, const std::string& key,
@@ -811,6 +869,61 @@ class DirBucketStore : public BucketStore {
     if (!RemoveUpload(upload_id))
       return S3Error(Code::kInternal, "InternalError", "cannot remove the upload " + upload_id + ": " + std::strerror(errno));
     return Status::Ok();
+  }
+
+  SweepResult Sweep(int64_t temp_before_ms, std::optional<int64_t> uploads_before_ms) override {
+    SweepResult out;
+    auto failed = [&](const std::string& what) {
+      if (out.first_error.ok()) out.first_error = S3Error(Code::kInternal, "InternalError", what);
+    };
+    auto remove_old = [&](int parent, const char* name, const struct stat& st) {
+      if (MtimeMs(st) >= temp_before_ms) return;
+      if (::unlinkat(parent, name, 0) == 0) ++out.temp_files;
+      else if (errno != ENOENT) failed(std::string("cannot remove the temporary file ") + name + ": " + std::strerror(errno));
+    };
+    auto buckets = ListBuckets();
+    if (!buckets.ok()) failed(buckets.status().message());
+    for (const BucketInfo& b : buckets.ok() ? *buckets : std::vector<BucketInfo>{}) {
+      Status walked = WalkTempFiles(OpenBucketDir(root_, b.name), remove_old);
+      if (!walked.ok()) failed("the bucket " + b.name + ": " + walked.message());
+    }
+
+    Fd root = Root();
+    int readable = root.ok() ? ::openat(root.get(), kUploadsDir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    DIR* d = readable >= 0 ? ::fdopendir(readable) : nullptr;
+    if (!d) {
+      if (readable >= 0) ::close(readable);
+      if (errno != ENOENT) failed("cannot read " + root_ + "/" + kUploadsDir + ": " + std::strerror(errno));
+      return out;
+    }
+    std::vector<std::string> remove_uploads, remove_unrecorded;
+    while (dirent* e = ::readdir(d)) {
+      if (!IsUploadId(e->d_name)) continue;
+      Fd dir(::openat(::dirfd(d), e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      struct stat st;
+      if (!dir.ok() || ::fstat(dir.get(), &st) != 0) continue;
+      auto record = ReadRecord(dir.get());
+      if (!record.ok()) {
+        // A start that never wrote its record (the server stopped in CreateMultipartUpload): no
+        // client holds its id, so it goes as a temporary file would.
+        if (MtimeMs(st) < temp_before_ms) remove_unrecorded.push_back(e->d_name);
+      } else if (uploads_before_ms && (*record)["initiated_ms"].get<int64_t>() < *uploads_before_ms) {
+        remove_uploads.push_back(e->d_name);
+      } else {
+        Status walked = WalkTempFiles(std::move(dir), remove_old);  // parts whose write was interrupted
+        if (!walked.ok()) failed("the upload " + std::string(e->d_name) + ": " + walked.message());
+      }
+    }
+    ::closedir(d);
+    for (const std::string& id : remove_uploads) {
+      if (RemoveUpload(id)) ++out.uploads;
+      else failed("cannot remove the upload " + id + ": " + std::strerror(errno));
+    }
+    for (const std::string& id : remove_unrecorded) {
+      if (RemoveUpload(id)) ++out.temp_files;
+      else failed("cannot remove the unrecorded upload folder " + id + ": " + std::strerror(errno));
+    }
+    return out;
   }
 
  private:

@@ -87,6 +87,32 @@ struct UploadInfo {
   int64_t initiated_ms = 0;
 };
 
+// ListMultipartUploads' inputs. Uploads are listed in (key, upload id) order; an upload id begins
+// with its initiation time, so the uploads of one key come in the order they were started.
+struct UploadQuery {
+  std::string prefix;
+  std::string delimiter;         // "" = none
+  std::string key_marker;        // with no upload_id_marker: keys <= this are skipped
+  std::string upload_id_marker;  // with key_marker: (key, id) <= (key_marker, this) are skipped; ignored alone
+  int max_uploads = 1000;        // uploads and common prefixes together, 1..1000
+};
+
+struct UploadPage {
+  std::vector<UploadInfo> uploads;
+  std::vector<std::string> common_prefixes;
+  bool truncated = false;
+  // When truncated: the next page's key_marker and upload_id_marker (the id is "" when the page
+  // ends with a common prefix).
+  std::string next_key_marker, next_upload_id_marker;
+};
+
+// What a sweep (BucketStore::Sweep) removed.
+struct SweepResult {
+  int64_t temp_files = 0;  // temporary files of interrupted writes (and upload folders never recorded)
+  int64_t uploads = 0;     // multipart uploads aborted for their age
+  Status first_error;      // the first thing that could not be read or removed (the sweep goes on)
+};
+
 // An open object: reads whole or by range from a file that stays open (a concurrent overwrite
 // renames a new file over the key; this reader keeps reading the version it opened).
 class ObjectReader {
@@ -131,7 +157,7 @@ class BucketStore {
                                            const std::optional<std::string>& content_md5 = std::nullopt) = 0;
   virtual StatusOr<std::vector<PartInfo>> ListParts(const std::string& bucket, const std::string& key,
                                                     const std::string& upload_id) = 0;
-  virtual StatusOr<std::vector<UploadInfo>> ListMultipartUploads(const std::string& bucket) = 0;
+  virtual StatusOr<UploadPage> ListMultipartUploads(const std::string& bucket, const UploadQuery& query) = 0;
   // `parts`: (part number, ETag as the client sent it, quotes allowed) in ascending part order
   // (InvalidPartOrder otherwise); each must be an uploaded part with that ETag (InvalidPart); every
   // part but the last at least 5 MiB (EntityTooSmall). The object appears whole, with the
@@ -141,6 +167,13 @@ class BucketStore {
                                                        const std::vector<std::pair<int, std::string>>& parts) = 0;
   virtual Status AbortMultipartUpload(const std::string& bucket, const std::string& key,
                                       const std::string& upload_id) = 0;
+
+  // Removes what interrupted writes and forgotten uploads leave behind: in every bucket (and every
+  // upload's folder) the temporary files (dir_walk.h's kTempPrefix) last modified before
+  // `temp_before_ms`, and every multipart upload initiated before `uploads_before_ms` (nullopt:
+  // none), as AbortMultipartUpload would. Folders are walked as listings walk them: symlinks and
+  // special files are never followed or removed. Epoch milliseconds.
+  virtual SweepResult Sweep(int64_t temp_before_ms, std::optional<int64_t> uploads_before_ms) = 0;
 };
 
 // The store for `root` (<data_dir>/buckets), made if missing.

@@ -109,9 +109,16 @@ Status CheckNotTempName(std::string_view key) {
   return Status::Ok();
 }
 
-Status WalkObjects(Fd dir, const std::string& base,
-                   const std::function<bool(int parent_fd, const char* name, const std::string& key_prefix)>& descend,
-                   const std::function<bool(const std::string& key, const struct stat& st)>& object) {
+namespace {
+
+// The walk both share: folders whose names are not temporary ones, depth first; `file(parent_fd,
+// name, key, stat)` for every regular file, temporary or not, until it returns false. With
+// `keep_going`, a folder that cannot be read is skipped (its error returned at the end).
+Status WalkFiles(Fd dir, const std::string& base, bool keep_going,
+                 const std::function<bool(int parent_fd, const char* name, const std::string& key_prefix)>& descend,
+                 const std::function<bool(int parent_fd, const char* name, const std::string& key,
+                                          const struct stat& st)>& file) {
+  Status first;
   std::vector<std::pair<Fd, std::string>> todo;  // a directory and its key prefix ("" or "a/")
   todo.emplace_back(std::move(dir), base);
   while (!todo.empty()) {
@@ -121,27 +128,51 @@ Status WalkObjects(Fd dir, const std::string& base,
     DIR* d = readable >= 0 ? ::fdopendir(readable) : nullptr;
     if (!d) {
       if (readable >= 0) ::close(readable);
-      return Internal("cannot read the folder '" + prefix + "': " + std::strerror(errno));
+      Status st = Internal("cannot read the folder '" + prefix + "': " + std::strerror(errno));
+      if (!keep_going) return st;
+      if (first.ok()) first = st;
+      continue;
     }
     while (dirent* e = ::readdir(d)) {
       const char* name = e->d_name;
-      if (std::strcmp(name, ".") == 0 || std::strcmp(name, "..") == 0 || IsTempName(name)) continue;
+      if (std::strcmp(name, ".") == 0 || std::strcmp(name, "..") == 0) continue;
       struct stat st;
       if (::fstatat(::dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
       std::string key = prefix + name;
       if (S_ISDIR(st.st_mode)) {
+        if (IsTempName(name)) continue;
         std::string sub = key + "/";
         if (!descend(::dirfd(d), name, sub)) continue;
         Fd child(::openat(::dirfd(d), name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (child.ok()) todo.emplace_back(std::move(child), std::move(sub));
-      } else if (S_ISREG(st.st_mode) && CheckObjectKey(key, KeyUse::kObject).ok() && !object(key, st)) {
+      } else if (S_ISREG(st.st_mode) && !file(::dirfd(d), name, key, st)) {
         ::closedir(d);
-        return Status::Ok();
+        return first;
       }
     }
     ::closedir(d);
   }
-  return Status::Ok();
+  return first;
+}
+
+}  // namespace
+
+Status WalkObjects(Fd dir, const std::string& base,
+                   const std::function<bool(int parent_fd, const char* name, const std::string& key_prefix)>& descend,
+                   const std::function<bool(const std::string& key, const struct stat& st)>& object) {
+  return WalkFiles(std::move(dir), base, /*keep_going=*/false, descend,
+                   [&](int, const char* name, const std::string& key, const struct stat& st) {
+                     return IsTempName(name) || !CheckObjectKey(key, KeyUse::kObject).ok() || object(key, st);
+                   });
+}
+
+Status WalkTempFiles(Fd dir, const std::function<void(int parent_fd, const char* name, const struct stat& st)>& temp) {
+  return WalkFiles(
+      std::move(dir), "", /*keep_going=*/true, [](int, const char*, const std::string&) { return true; },
+      [&](int parent, const char* name, const std::string&, const struct stat& st) {
+        if (IsTempName(name)) temp(parent, name, st);
+        return true;
+      });
 }
 
 }  // namespace ty::objstore

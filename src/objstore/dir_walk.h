@@ -74,4 +74,9 @@ Status WalkObjects(Fd dir, const std::string& base,
                    const std::function<bool(int parent_fd, const char* name, const std::string& key_prefix)>& descend,
                    const std::function<bool(const std::string& key, const struct stat& st)>& object);
 
+// Walks every folder beneath `dir` (O_PATH) by WalkObjects' rules and hands each regular file whose
+// name is a temporary one (IsTempName) to `temp(parent_fd, name, stat)`, which may remove it.
+// Errors: the first folder that cannot be read (the walk goes on with the others).
+Status WalkTempFiles(Fd dir, const std::function<void(int parent_fd, const char* name, const struct stat& st)>& temp);
+
 }  // namespace ty::objstore

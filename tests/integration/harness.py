@@ -477,6 +477,21 @@ class MotoServer:
                             config=botocore.config.Config(retries={"max_attempts": 1}))
 
 
+class MotoPerClass:
+    """Mixed into a test class (before its ServerTest): one moto_server for all its tests, as
+    `cls.moto`, started before the first and stopped after the last. A class that sets
+    `start_moto = False` (a run against another endpoint) gets `cls.moto = None`."""
+    moto = None
+    start_moto = True
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        if cls.start_moto:
+            cls.moto = MotoServer().start()
+            cls.addClassCleanup(cls.moto.stop)
+
+
 class Receiver:
     """A webhook receiver on a fixed port: records every POST; can answer 500 on purpose, and be
     stopped and started again on the same port."""

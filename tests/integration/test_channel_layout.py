@@ -6,7 +6,7 @@ import os
 import tarfile
 import unittest
 
-from harness import MotoServer, ServerTest
+from harness import MotoPerClass, ServerTest
 
 KEYS = {"data/train/a.csv": b"1,2\n", "data/train/sub/b.csv": b"3,4\n", "data/trainer.csv": b"5\n"}
 
@@ -75,18 +75,8 @@ class EmbeddedStoreLayoutTest(ChannelLayoutCases, ServerTest):
             return f.read()
 
 
-class EndpointLayoutTest(ChannelLayoutCases, ServerTest):
+class EndpointLayoutTest(MotoPerClass, ChannelLayoutCases, ServerTest):
     bucket = "layout-remote"
-    moto = None
-
-    @classmethod
-    def setUpClass(cls):
-        cls.moto = MotoServer().start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.moto.stop()
-
     def setUp(self):
         self.server_config = self.moto.object_store_toml(["*"])
         super().setUp()

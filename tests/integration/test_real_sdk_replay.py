@@ -21,7 +21,7 @@ import boto3
 import botocore.config
 import botocore.exceptions
 
-from harness import REGION, MotoServer, ServerTest
+from harness import REGION, MotoPerClass, ServerTest
 
 ON_MOTO = os.environ.get("TRAINYARD_REPLAY_S3_ON_MOTO") == "1"
 
@@ -56,19 +56,8 @@ open("/opt/ml/model/model.txt", "w").write(f"trained on {len(rows)} rows\\n")
 """
 
 
-class RealSdkReplayTest(ServerTest):
-    moto = None
-
-    @classmethod
-    def setUpClass(cls):
-        if ON_MOTO:
-            cls.moto = MotoServer().start()
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.moto:
-            cls.moto.stop()
-
+class RealSdkReplayTest(MotoPerClass, ServerTest):
+    start_moto = ON_MOTO
     def setUp(self):
         if ON_MOTO:
             self.server_config = self.moto.object_store_toml(["*"])

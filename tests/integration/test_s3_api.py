@@ -217,6 +217,39 @@ class S3Test(ServerTest):
         self.s3.abort_multipart_upload(Bucket="mpu", Key="obj", UploadId=up)
         self.assertEqual(self.error_code(lambda: self.s3.list_parts(Bucket="mpu", Key="obj", UploadId=up)), "NoSuchUpload")
 
+    def test_list_multipart_uploads_pages_with_markers(self):
+        self.s3.create_bucket(Bucket="pages")
+        want = []  # (key, upload id) in S3's order: by key, then by start
+        for i in range(30):
+            key = f"run/{i % 10:02d}" if i % 5 else f"top-{i:02d}"
+            want.append((key, self.s3.create_multipart_upload(Bucket="pages", Key=key)["UploadId"]))
+        want.sort(key=lambda u: u[0])  # stable: one key's uploads stay in the order they were started
+        pages = list(self.s3.get_paginator("list_multipart_uploads").paginate(
+            Bucket="pages", PaginationConfig={"PageSize": 7}))
+        self.assertEqual([len(p.get("Uploads", [])) for p in pages], [7, 7, 7, 7, 2])
+        self.assertEqual([p["IsTruncated"] for p in pages], [True] * 4 + [False])
+        self.assertEqual([p["MaxUploads"] for p in pages], [7] * 5)
+        self.assertEqual([(u["Key"], u["UploadId"]) for p in pages for u in p["Uploads"]], want)
+        # A page's next markers are the last upload it holds.
+        self.assertEqual((pages[0]["NextKeyMarker"], pages[0]["NextUploadIdMarker"]),
+                         (pages[0]["Uploads"][-1]["Key"], pages[0]["Uploads"][-1]["UploadId"]))
+        # With a delimiter, run/ is one common prefix; with a prefix, only its keys.
+        rolled = self.s3.list_multipart_uploads(Bucket="pages", Delimiter="/")
+        self.assertEqual([c["Prefix"] for c in rolled["CommonPrefixes"]], ["run/"])
+        self.assertEqual(len(rolled["Uploads"]), 6)
+        under = self.s3.list_multipart_uploads(Bucket="pages", Prefix="run/0")
+        self.assertEqual(len(under["Uploads"]), 24)
+        self.assertEqual(under["Prefix"], "run/0")
+        # A key-marker alone skips that key's uploads; with an upload-id-marker, those up to it.
+        after = self.s3.list_multipart_uploads(Bucket="pages", KeyMarker="run/01")
+        self.assertEqual(after["Uploads"][0]["Key"], "run/02")
+        first = [u for u in want if u[0] == "run/01"]
+        after = self.s3.list_multipart_uploads(Bucket="pages", KeyMarker="run/01", UploadIdMarker=first[0][1])
+        self.assertEqual([u["UploadId"] for u in after["Uploads"][:2]], [first[1][1], first[2][1]])
+        for bad in (0, -1):
+            self.assertEqual(self.error_code(lambda: self.s3.list_multipart_uploads(Bucket="pages", MaxUploads=bad)),
+                             "InvalidArgument")
+
     # ---- presigned URLs ----
 
     def test_presigned_get_and_put(self):

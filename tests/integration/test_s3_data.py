@@ -12,20 +12,10 @@ import unittest
 
 import botocore.exceptions
 
-from harness import MotoServer, ServerTest
+from harness import MotoPerClass, MotoServer, ServerTest
 
 
-class S3DataTest(ServerTest):
-    moto = None
-
-    @classmethod
-    def setUpClass(cls):
-        cls.moto = MotoServer().start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.moto.stop()
-
+class S3DataTest(MotoPerClass, ServerTest):
     def setUp(self):
         self.fs_dir = tempfile.mkdtemp(prefix="trainyard-fs-")
         self.server_config = self.moto.object_store_toml(

@@ -1,6 +1,7 @@
 // The embedded buckets as S3 sees them (objstore/bucket_store.h), on a real directory.
 #include "objstore/bucket_store.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
 #include <sys/stat.h>
@@ -15,7 +16,10 @@
 #include <set>
 #include <thread>
 #include <atomic>
+#include <future>
 
+#include "core/clock.h"
+#include "objstore/bucket_sweeper.h"
 #include "objstore/objstore.h"
 
 namespace ty::objstore {
@@ -417,11 +421,11 @@ TEST_F(MultipartTest, CompleteConcatenatesWithTheMultipartEtag) {
   EXPECT_EQ((*parts)[0].part_number, 1);
   EXPECT_EQ((*parts)[0].size, static_cast<int64_t>(p1.size()));
   EXPECT_EQ((*parts)[2].etag, Md5Hex(p3));
-  auto uploads = store_->ListMultipartUploads("data");
+  auto uploads = store_->ListMultipartUploads("data", {});
   ASSERT_TRUE(uploads.ok());
-  ASSERT_EQ(uploads->size(), 1u);
-  EXPECT_EQ((*uploads)[0].key, "big/object");
-  EXPECT_EQ((*uploads)[0].upload_id, id);
+  ASSERT_EQ(uploads->uploads.size(), 1u);
+  EXPECT_EQ(uploads->uploads[0].key, "big/object");
+  EXPECT_EQ(uploads->uploads[0].upload_id, id);
   ExpectNothingVisible();
 
   auto done = store_->CompleteMultipartUpload("data", "big/object", id,
@@ -440,7 +444,7 @@ TEST_F(MultipartTest, CompleteConcatenatesWithTheMultipartEtag) {
   EXPECT_TRUE(content == p1 + p2 + p3);
   // The upload is gone.
   EXPECT_EQ(S3Code(store_->ListParts("data", "big/object", id).status()), "NoSuchUpload");
-  EXPECT_TRUE(store_->ListMultipartUploads("data")->empty());
+  EXPECT_TRUE(store_->ListMultipartUploads("data", {})->uploads.empty());
   EXPECT_TRUE(fs::is_empty(root_ / ".uploads"));
 }
 
@@ -578,6 +582,246 @@ TEST_F(BucketStoreTest, MetadataLivesInOneXattr) {
   if (n < 0 && errno == ENOTSUP) GTEST_SKIP() << "no user xattrs on " << root_;
   ASSERT_GT(n, 0);
   EXPECT_NE(std::string(buf, static_cast<size_t>(n)).find(Md5Hex("v")), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ty::objstore
+
+namespace ty::objstore {
+namespace {
+
+// Every page of ListMultipartUploads with `q` (markers followed as a client follows them), as
+// "key id" for uploads and "prefix/" for common prefixes.
+std::vector<std::string> AllPages(BucketStore& store, UploadQuery q, int* pages) {
+  std::vector<std::string> out;
+  *pages = 0;
+  while (true) {
+    auto page = store.ListMultipartUploads("data", q);
+    EXPECT_TRUE(page.ok()) << page.status().message();
+    if (!page.ok() || ++*pages > 100) return out;
+    EXPECT_LE(static_cast<int>(page->uploads.size() + page->common_prefixes.size()), q.max_uploads);
+    std::vector<std::string> items;
+    for (const auto& u : page->uploads) items.push_back(u.key + " " + u.upload_id);
+    for (const auto& p : page->common_prefixes) items.push_back(p);
+    std::sort(items.begin(), items.end());
+    out.insert(out.end(), items.begin(), items.end());
+    if (!page->truncated) {
+      EXPECT_TRUE(page->next_key_marker.empty());
+      return out;
+    }
+    q.key_marker = page->next_key_marker;
+    q.upload_id_marker = page->next_upload_id_marker;
+  }
+}
+
+TEST_F(BucketStoreTest, ListMultipartUploadsPagesInKeyThenStartOrder) {
+  // Three uploads of one key, started in order, and others around it.
+  std::vector<std::pair<std::string, std::string>> made;  // (key, id) in the order S3 lists them
+  for (const char* key : {"a/1", "b", "a/1", "c/d/e", "a/1", "a/2", "c/x", "d"}) {
+    auto id = store_->CreateMultipartUpload("data", key, {});
+    ASSERT_TRUE(id.ok()) << id.status().message();
+    made.emplace_back(key, *id);
+  }
+  std::stable_sort(made.begin(), made.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<std::string> want;
+  for (const auto& [key, id] : made) want.push_back(key + " " + id);
+  // One key's uploads come in the order they were started, and their ids sort the same way.
+  EXPECT_LT(made[0].second, made[1].second);
+  EXPECT_LT(made[1].second, made[2].second);
+
+  for (int max : {1, 2, 3, 7, 8, 1000}) {
+    int pages = 0;
+    UploadQuery q;
+    q.max_uploads = max;
+    EXPECT_EQ(AllPages(*store_, q, &pages), want) << "max " << max;
+    EXPECT_EQ(pages, (static_cast<int>(want.size()) + max - 1) / max) << "max " << max;
+  }
+  // With a delimiter, a/ and c/ are one entry each, on whichever page they fall.
+  for (int max : {1, 2, 4}) {
+    int pages = 0;
+    UploadQuery q;
+    q.delimiter = "/";
+    q.max_uploads = max;
+    std::vector<std::string> got = AllPages(*store_, q, &pages);
+    std::vector<std::string> rolled = {"a/", "b " + made[4].second, "c/", "d " + made[7].second};
+    EXPECT_EQ(got, rolled) << "max " << max;
+  }
+  {
+    int pages = 0;
+    UploadQuery q;
+    q.prefix = "c/";
+    q.delimiter = "/";
+    EXPECT_EQ(AllPages(*store_, q, &pages), (std::vector<std::string>{"c/d/", "c/x " + made[6].second}));
+  }
+  // A key-marker alone skips all of that key's uploads; with an upload-id-marker, only those up to it.
+  UploadQuery q;
+  q.key_marker = "a/1";
+  auto page = store_->ListMultipartUploads("data", q);
+  ASSERT_TRUE(page.ok());
+  ASSERT_FALSE(page->uploads.empty());
+  EXPECT_EQ(page->uploads[0].key, "a/2");
+  q.upload_id_marker = made[0].second;
+  page = store_->ListMultipartUploads("data", q);
+  ASSERT_TRUE(page.ok());
+  ASSERT_GE(page->uploads.size(), 2u);
+  EXPECT_EQ(page->uploads[0].upload_id, made[1].second);
+  EXPECT_EQ(page->uploads[1].upload_id, made[2].second);
+
+  for (int bad : {0, -1, 1001}) {
+    UploadQuery b;
+    b.max_uploads = bad;
+    EXPECT_EQ(S3Code(store_->ListMultipartUploads("data", b).status()), "InvalidArgument") << bad;
+  }
+  EXPECT_EQ(S3Code(store_->ListMultipartUploads("nope", {}).status()), "NoSuchBucket");
+}
+
+int64_t NowMs() { return SystemClock::instance().now_ms(); }
+
+// Sets the modification time of `p` (not following a symlink) to `ms`.
+void SetMtime(const fs::path& p, int64_t ms) {
+  struct timespec times[2];
+  times[0].tv_sec = times[1].tv_sec = ms / 1000;
+  times[0].tv_nsec = times[1].tv_nsec = (ms % 1000) * 1000000;
+  ASSERT_EQ(::utimensat(AT_FDCWD, p.c_str(), times, AT_SYMLINK_NOFOLLOW), 0) << p;
+}
+
+constexpr int64_t kHourMs = 3600 * 1000;
+
+TEST_F(BucketStoreTest, SweepRemovesOnlyOldTemporaryFilesAndNeverFollowsSymlinks) {
+  const int64_t now = NowMs();
+  Put("keep/object", "data");
+  SetMtime(root_ / "data/keep/object", now - 100 * kHourMs);  // old, but an object
+  WriteFile(root_ / "data/.ty-tmp-0123", "interrupted");
+  SetMtime(root_ / "data/.ty-tmp-0123", now - 25 * kHourMs);
+  WriteFile(root_ / "data/deep/er/.ty-tmp-4567", "interrupted");
+  SetMtime(root_ / "data/deep/er/.ty-tmp-4567", now - 25 * kHourMs);
+  WriteFile(root_ / "data/.ty-tmp-fresh", "in progress");
+  SetMtime(root_ / "data/.ty-tmp-fresh", now - 23 * kHourMs);
+  ASSERT_TRUE(store_->CreateBucket("other").ok());
+  WriteFile(root_ / "other/.ty-tmp-89ab", "interrupted");
+  SetMtime(root_ / "other/.ty-tmp-89ab", now - 25 * kHourMs);
+  // Outside the buckets, reached only through symlinks: a folder and a file.
+  fs::path outside = root_.string() + "-outside";
+  fs::remove_all(outside);
+  WriteFile(outside / ".ty-tmp-outside", "not ours");
+  SetMtime(outside / ".ty-tmp-outside", now - 25 * kHourMs);
+  fs::create_directory_symlink(outside, root_ / "data/linked");
+  fs::create_symlink(outside / ".ty-tmp-outside", root_ / "data/.ty-tmp-link");
+  SetMtime(root_ / "data/.ty-tmp-link", now - 25 * kHourMs);
+
+  SweepResult r = store_->Sweep(now - 24 * kHourMs, std::nullopt);
+  EXPECT_TRUE(r.first_error.ok()) << r.first_error.message();
+  EXPECT_EQ(r.temp_files, 3);
+  EXPECT_EQ(r.uploads, 0);
+  EXPECT_FALSE(fs::exists(root_ / "data/.ty-tmp-0123"));
+  EXPECT_FALSE(fs::exists(root_ / "data/deep/er/.ty-tmp-4567"));
+  EXPECT_FALSE(fs::exists(root_ / "other/.ty-tmp-89ab"));
+  EXPECT_TRUE(fs::exists(root_ / "data/.ty-tmp-fresh"));
+  EXPECT_TRUE(fs::exists(root_ / "data/keep/object"));
+  EXPECT_TRUE(fs::is_symlink(root_ / "data/.ty-tmp-link"));
+  EXPECT_TRUE(fs::exists(outside / ".ty-tmp-outside"));
+  fs::remove_all(outside);
+}
+
+TEST_F(BucketStoreTest, SweepAbortsUploadsStartedBeforeTheCutoff) {
+  auto old_id = store_->CreateMultipartUpload("data", "old", {});
+  auto new_id = store_->CreateMultipartUpload("data", "new", {});
+  ASSERT_TRUE(old_id.ok() && new_id.ok());
+  ASSERT_TRUE(store_->UploadPart("data", "new", *new_id, 1, "part").ok());
+  auto listed = store_->ListMultipartUploads("data", {});
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->uploads.size(), 2u);
+  const int64_t old_started = listed->uploads[1].key == "old" ? listed->uploads[1].initiated_ms : -1;
+  ASSERT_GT(old_started, 0);
+  const int64_t new_started = listed->uploads[0].initiated_ms;
+  // An interrupted part in the live upload; a folder whose start never wrote its record.
+  fs::path live = root_ / ".uploads" / *new_id;
+  WriteFile(live / ".ty-tmp-part", "half a part");
+  SetMtime(live / ".ty-tmp-part", NowMs() - 25 * kHourMs);
+  fs::path unrecorded = root_ / ".uploads" / std::string(32, 'a');
+  fs::create_directory(unrecorded);
+  SetMtime(unrecorded, NowMs() - 25 * kHourMs);
+
+  // Uploads are never aborted without a cutoff, nor at one equal to their start.
+  SweepResult r = store_->Sweep(NowMs() - 24 * kHourMs, std::nullopt);
+  EXPECT_EQ(r.uploads, 0);
+  EXPECT_EQ(r.temp_files, 2);
+  EXPECT_FALSE(fs::exists(live / ".ty-tmp-part"));
+  EXPECT_FALSE(fs::exists(unrecorded));
+  r = store_->Sweep(0, std::min(old_started, new_started));
+  EXPECT_EQ(r.uploads, 0);
+  EXPECT_EQ(store_->ListMultipartUploads("data", {})->uploads.size(), 2u);
+
+  r = store_->Sweep(0, std::max(old_started, new_started) + 1);
+  EXPECT_TRUE(r.first_error.ok()) << r.first_error.message();
+  EXPECT_EQ(r.uploads, 2);
+  EXPECT_TRUE(store_->ListMultipartUploads("data", {})->uploads.empty());
+  EXPECT_EQ(S3Code(store_->UploadPart("data", "new", *new_id, 2, "x").status()), "NoSuchUpload");
+  EXPECT_TRUE(fs::is_empty(root_ / ".uploads"));
+  EXPECT_TRUE(store_->DeleteBucket("data").ok());  // nothing in progress holds it any more
+}
+
+TEST_F(BucketStoreTest, SweeperRunsAtOnceThenHourlyByItsClock) {
+  ManualClock clock(NowMs());
+  std::vector<SweepResult> reports;
+  SweepPolicy policy;  // 24 h for temporary files, 7 days for uploads, hourly
+  BucketSweeper sweeper(*store_, clock, policy, [&](const SweepResult& r) { reports.push_back(r); });
+  WriteFile(root_ / "data/.ty-tmp-a", "x");
+  SetMtime(root_ / "data/.ty-tmp-a", clock.now_ms() - 25 * kHourMs);
+  WriteFile(root_ / "data/.ty-tmp-b", "x");
+  SetMtime(root_ / "data/.ty-tmp-b", clock.now_ms() - 23 * kHourMs);
+  auto id = store_->CreateMultipartUpload("data", "k", {});
+  ASSERT_TRUE(id.ok());
+
+  ASSERT_TRUE(sweeper.SweepIfDue());  // the first call sweeps
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].temp_files, 1);
+  EXPECT_FALSE(fs::exists(root_ / "data/.ty-tmp-a"));
+  EXPECT_TRUE(fs::exists(root_ / "data/.ty-tmp-b"));
+  clock.advance_ms(kHourMs - 1);
+  EXPECT_FALSE(sweeper.SweepIfDue());
+  clock.advance_ms(1);  // an hour on: b is 24 h old, not older
+  ASSERT_TRUE(sweeper.SweepIfDue());
+  EXPECT_EQ(reports.back().temp_files, 0);
+  EXPECT_TRUE(fs::exists(root_ / "data/.ty-tmp-b"));
+  clock.advance_ms(kHourMs);
+  ASSERT_TRUE(sweeper.SweepIfDue());
+  EXPECT_EQ(reports.back().temp_files, 1);
+  EXPECT_FALSE(fs::exists(root_ / "data/.ty-tmp-b"));
+  EXPECT_EQ(reports.back().uploads, 0);
+  clock.advance_ms(7 * 24 * kHourMs);  // the upload is now more than 7 days old
+  ASSERT_TRUE(sweeper.SweepIfDue());
+  EXPECT_EQ(reports.back().uploads, 1);
+  EXPECT_TRUE(store_->ListMultipartUploads("data", {})->uploads.empty());
+}
+
+TEST_F(BucketStoreTest, SweeperWithUploadAgeZeroNeverAborts) {
+  ManualClock clock(NowMs());
+  SweepPolicy policy;
+  policy.upload_age_ms = 0;
+  SweepResult last;
+  BucketSweeper sweeper(*store_, clock, policy, [&](const SweepResult& r) { last = r; });
+  ASSERT_TRUE(store_->CreateMultipartUpload("data", "k", {}).ok());
+  clock.advance_ms(365 * 24 * kHourMs);
+  ASSERT_TRUE(sweeper.SweepIfDue());
+  EXPECT_EQ(last.uploads, 0);
+  EXPECT_EQ(store_->ListMultipartUploads("data", {})->uploads.size(), 1u);
+}
+
+TEST_F(BucketStoreTest, SweeperThreadSweepsAtStartAndStopsWithoutWaitingForTheHour) {
+  ManualClock clock(NowMs());
+  WriteFile(root_ / "data/.ty-tmp-a", "x");
+  SetMtime(root_ / "data/.ty-tmp-a", clock.now_ms() - 25 * kHourMs);
+  std::promise<SweepResult> first;
+  std::atomic<int> sweeps{0};
+  BucketSweeper sweeper(*store_, clock, SweepPolicy{}, [&](const SweepResult& r) {
+    if (sweeps.fetch_add(1) == 0) first.set_value(r);
+  });
+  sweeper.Start();
+  EXPECT_EQ(first.get_future().get().temp_files, 1);  // waits for the start's sweep, not for a timer
+  sweeper.Stop();  // the thread is waiting for the next hour; Stop ends the wait
+  EXPECT_EQ(sweeps.load(), 1);
+  EXPECT_FALSE(fs::exists(root_ / "data/.ty-tmp-a"));
 }
 
 }  // namespace
