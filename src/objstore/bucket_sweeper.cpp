@@ -15,7 +15,7 @@ BucketSweeper::~BucketSweeper() { Stop(); }
 bool BucketSweeper::SweepIfDue() {
   const int64_t now = clock_.now_ms();
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (now < next_ms_) return false;
     next_ms_ = now + policy_.interval_ms;
   }
@@ -33,7 +33,7 @@ void BucketSweeper::Start() {
 
 void BucketSweeper::Stop() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     stopping_ = true;
   }
   wake_.notify_all();
@@ -43,11 +43,12 @@ void BucketSweeper::Stop() {
 void BucketSweeper::Loop() {
   while (true) {
     SweepIfDue();
-    std::unique_lock<std::mutex> l(mu_);
+    MutexLock l(mu_);
     // The clock says how long until the next sweep; the wait itself is the system's (a clock that
     // does not move, in a test, simply never makes the next one due).
     const int64_t wait_ms = std::max<int64_t>(next_ms_ - clock_.now_ms(), 1);
-    if (wake_.wait_for(l, std::chrono::milliseconds(wait_ms), [this] { return stopping_; })) return;
+    if (!stopping_) wake_.wait_for(mu_, std::chrono::milliseconds(wait_ms));
+    if (stopping_) return;
   }
 }
 

@@ -7,7 +7,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 
 #include "core/clock.h"
@@ -42,14 +41,14 @@ class BucketSweeper {
   void Stop();
 
  private:
-  void Loop();
+  void Loop() EXCLUDES(mu_);
 
   BucketStore& store_;
   const Clock& clock_;
   const SweepPolicy policy_;
   const Report report_;
-  std::mutex mu_;
-  std::condition_variable wake_;
+  Mutex mu_;
+  std::condition_variable_any wake_;  // waits with mu_ held
   bool stopping_ GUARDED_BY(mu_) = false;
   int64_t next_ms_ GUARDED_BY(mu_) = INT64_MIN;  // when the next sweep is due
   std::thread thread_;
