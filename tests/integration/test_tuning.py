@@ -148,8 +148,14 @@ class TuningTest(harness.ServerTest):
         self.assertEqual(len(self.trials("tune-stop")), 2)  # nothing new started after the stop
         with self.assertRaises(botocore.exceptions.ClientError):
             self.sm.stop_hyper_parameter_tuning_job(HyperParameterTuningJobName="tune-stop")
-        # Events: the tuning job's own state changes, in order.
-        events = self.server.raw_call("trainyard", "Events", {}) if False else None
+        # Events: the tuning job's own state changes, in order, shaped as SageMaker's.
+        stored = self.server.raw_call("events", "Events", {"After": 0, "Limit": 1000}, path="/trainyard/v1/events")["Events"]
+        mine = [e["Event"] for e in stored
+                if e["Event"]["detail-type"] == "SageMaker HyperParameter Tuning Job State Change"]
+        self.assertEqual([e["detail"]["HyperParameterTuningJobStatus"] for e in mine], ["InProgress", "Stopping", "Stopped"])
+        self.assertEqual(mine[-1]["source"], "aws.sagemaker")
+        self.assertEqual(mine[-1]["resources"], [d["HyperParameterTuningJobArn"]])
+        self.assertEqual(mine[-1]["detail"]["TrainingJobStatusCounters"]["Stopped"], 2)
 
     def test_refusals_store_nothing(self):
         self.stage()
@@ -171,6 +177,33 @@ class TuningTest(harness.ServerTest):
         self.assertIn("StaticHyperParameters", e.exception.response["Error"]["Message"])
         self.assertEqual(self.sm.list_hyper_parameter_tuning_jobs()["HyperParameterTuningJobSummaries"], [])
         self.assertEqual(self.sm.list_training_jobs()["TrainingJobSummaries"], [])
+
+    def test_kill9_mid_search_loses_and_duplicates_no_trial(self):
+        # MaxParallelTrainingJobs 1, RandomSeed 7: the trials after the restart are the ones an
+        # uncrashed run with the same seed suggests, each started once.
+        self.stage()
+        config = self.config("Random", max_jobs=5, parallel=1)
+        self.create("tune-crash", config, self.definition(epoch_ms="150"))
+        deadline = time.time() + 60
+        while len(self.trials("tune-crash")) < 2:
+            self.assertLess(time.time(), deadline)
+            time.sleep(0.05)
+        self.server.kill9()
+        self.server = self.new_server()
+        self.sm = self.server.client("sagemaker")
+        d = self.wait_tuning("tune-crash")
+        self.assertEqual(d["HyperParameterTuningJobStatus"], "Completed")
+        crashed = sorted(self.trials("tune-crash"), key=lambda t: t["TrainingJobName"])
+        self.assertEqual(len(crashed), 5)
+        self.assertEqual([t["TrainingJobName"][:len("tune-crash-000")] for t in crashed],
+                         [f"tune-crash-{n:03d}" for n in range(1, 6)])
+        self.assertEqual(d["TrainingJobStatusCounters"]["Completed"], 5)
+        self.assertEqual(len(self.sm.list_training_jobs(MaxResults=100)["TrainingJobSummaries"]), 5)
+
+        self.create("tune-calm", config)
+        self.wait_tuning("tune-calm")
+        calm = sorted(self.trials("tune-calm"), key=lambda t: t["TrainingJobName"])
+        self.assertEqual([t["TunedHyperParameters"] for t in crashed], [t["TunedHyperParameters"] for t in calm])
 
     def test_name_taken_is_resource_in_use(self):
         self.stage()
