@@ -8,6 +8,7 @@ import subprocess
 import tempfile
 import time
 import unittest
+import urllib.request
 
 import botocore.exceptions
 
@@ -196,6 +197,10 @@ class TuningTest(harness.ServerTest):
         self.assertEqual(mine[-1]["source"], "aws.sagemaker")
         self.assertEqual(mine[-1]["resources"], [d["HyperParameterTuningJobArn"]])
         self.assertEqual(mine[-1]["detail"]["TrainingJobStatusCounters"]["Stopped"], 2)
+        with urllib.request.urlopen(self.server.url + "/metrics", timeout=10) as r:
+            metrics = r.read().decode()
+        self.assertIn('trainyard_tuning_jobs{status="Stopped"} 1\n', metrics)
+        self.assertIn('trainyard_tuning_jobs{status="InProgress"} 0\n', metrics)
 
     def test_refusals_store_nothing(self):
         self.stage()
