@@ -161,6 +161,20 @@ class TuningTest(harness.ServerTest):
             self.assertEqual(t["ObjectiveStatus"], "Succeeded")
         self.assertEqual(d["ObjectiveStatusCounters"]["Succeeded"], 8)
 
+    def test_cli_tune_shows_the_trials_best_first(self):
+        d, trials = self.run_strategy("Random", 3)
+        cli = [harness.BIN, "--endpoint-url", self.server.url, "--data-dir", self.data_dir]
+        out = subprocess.run([cli[0], "tune", "tune-random"] + cli[1:], capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        lines = out.stdout.splitlines()
+        self.assertIn("status:     Completed", lines)
+        header = next(i for i, line in enumerate(lines) if line.startswith("TRIAL"))
+        self.assertEqual(len(lines) - header - 1, 3)
+        self.assertTrue(lines[header + 1].startswith(d["BestTrainingJob"]["TrainingJobName"]))
+        listed = subprocess.run([cli[0], "tune"] + cli[1:], capture_output=True, text=True, timeout=30)
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        self.assertIn("tune-random", listed.stdout)
+
     def test_grid_walks_every_categorical_combination(self):
         self.stage()
         config = self.config("Grid", parallel=2)
