@@ -107,7 +107,8 @@ class Search {
 // The objective a finished trial counts with (its final value, else its last intermediate), or nullopt.
 std::optional<double> ObjectiveOf(const Trial& trial);
 
-// Checks ranges as SageMaker does (names unique and at most 20 ranges in all... see docs/tuning.md):
+// Checks ranges as SageMaker does (names unique, at most 30 ranges in all as the service model's
+// ParameterRanges limits, see docs/tuning.md):
 // min < max for numeric ranges, whole numbers for integers, Logarithmic only with min > 0,
 // ReverseLogarithmic only for continuous ranges with 0 <= min < max < 1, categorical values
 // non-empty and unique. InvalidArgument names the range and the rule.

@@ -266,6 +266,295 @@ TEST(Random, RespectsMaxParallelAndMaxTrials) {
   EXPECT_EQ(s->Complete(trials), Completion::kExhausted);
 }
 
+// --- Bayesian ---------------------------------------------------------------------------------
+
+double Quadratic(const Assignment& a) {
+  const double x = Value(a, "x"), y = Value(a, "y");
+  return (x - 0.3) * (x - 0.3) + (y + 0.5) * (y + 0.5);
+}
+
+SearchConfig QuadraticConfig(Strategy strategy, uint64_t seed) {
+  SearchConfig c;
+  c.strategy = strategy;
+  c.goal = Goal::kMinimize;
+  c.seed = seed;
+  c.max_trials = 25;
+  c.ranges = {Continuous("x", -2, 2), Continuous("y", -2, 2)};
+  return c;
+}
+
+double BestOf(const std::vector<Trial>& trials) {
+  double best = INFINITY;
+  for (const Trial& t : trials) best = std::min(best, *ObjectiveOf(t));
+  return best;
+}
+
+TEST(Bayesian, BeatsRandomOnAQuadraticAtEqualBudget) {
+  int wins = 0;
+  std::vector<double> bayes, random;
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    const double b = BestOf(RunSequentially(*Make(QuadraticConfig(Strategy::kBayesian, seed)), Quadratic));
+    const double r = BestOf(RunSequentially(*Make(QuadraticConfig(Strategy::kRandom, seed)), Quadratic));
+    wins += b < r;
+    bayes.push_back(b);
+    random.push_back(r);
+  }
+  std::sort(bayes.begin(), bayes.end());
+  std::sort(random.begin(), random.end());
+  EXPECT_GE(wins, 4);
+  EXPECT_LT(bayes[2], 1e-3);              // median regret after 25 trials
+  EXPECT_LT(bayes[2] * 10, random[2]);    // an order of magnitude better than random
+}
+
+TEST(Bayesian, DeterministicAcrossFreshSearches) {
+  SearchConfig c = QuadraticConfig(Strategy::kBayesian, 9);
+  std::vector<Trial> trials = RunSequentially(*Make(c), Quadratic, 12);
+  ASSERT_EQ(trials.size(), 12u);
+  EXPECT_EQ(RunSequentially(*Make(c), Quadratic, 12)[11].assignment, trials[11].assignment);
+  auto a = Make(c);
+  std::optional<Suggestion> first = a->Next(trials);
+  auto b = Make(c);
+  EXPECT_EQ(b->Next(trials)->assignment, first->assignment);
+  EXPECT_EQ(a->Next(trials)->assignment, first->assignment);
+}
+
+TEST(Bayesian, RunningTrialsPushParallelSuggestionsApart) {
+  SearchConfig c = QuadraticConfig(Strategy::kBayesian, 3);
+  c.max_parallel = 3;
+  auto s = Make(c);
+  std::vector<Trial> trials = RunSequentially(*s, Quadratic, 10);
+  std::optional<Suggestion> first = s->Next(trials);
+  Trial running;
+  running.index = 10;
+  running.assignment = first->assignment;
+  trials.push_back(running);
+  std::optional<Suggestion> second = s->Next(trials);
+  ASSERT_TRUE(second.has_value());
+  const double dx = Value(first->assignment, "x") - Value(second->assignment, "x");
+  const double dy = Value(first->assignment, "y") - Value(second->assignment, "y");
+  EXPECT_GT(std::hypot(dx, dy), 1e-3);
+}
+
+TEST(Bayesian, WarmStartChangesTheFirstSuggestionsAndIsNotRepeated) {
+  SearchConfig c = QuadraticConfig(Strategy::kBayesian, 4);
+  std::vector<Trial> cold = RunSequentially(*Make(c), Quadratic, 6);
+  // Warm start: a parent job's 8 trials, around the optimum.
+  std::vector<Trial> warm;
+  for (int i = 0; i < 8; ++i) {
+    Assignment a = {{"x", std::to_string(-1.5 + 0.4 * i)}, {"y", std::to_string(1.5 - 0.45 * i)}};
+    warm.push_back(Finished(i, a, Quadratic(a)));
+  }
+  auto s = Make(c, warm);
+  std::vector<Trial> hot = RunSequentially(*s, Quadratic, 6);
+  EXPECT_NE(hot[0].assignment, cold[0].assignment);  // no initial design: the model is already fed
+  EXPECT_LT(BestOf(hot), 1e-2);
+  EXPECT_LT(BestOf(hot), BestOf(cold));
+  for (const Trial& t : hot) {
+    for (const Trial& w : warm) EXPECT_NE(t.assignment, w.assignment);
+  }
+}
+
+TEST(Bayesian, HandlesCategoricalAndIntegerRanges) {
+  SearchConfig c;
+  c.strategy = Strategy::kBayesian;
+  c.goal = Goal::kMaximize;
+  c.max_trials = 20;
+  c.ranges = {Categorical("opt", {"sgd", "adam", "rmsprop"}), Integer("layers", 1, 6),
+              Continuous("lr", 1e-4, 1e-1, Scaling::kLogarithmic)};
+  auto f = [](const Assignment& a) {
+    const double opt = a[0].second == "adam" ? 1.0 : 0.0;
+    return opt - std::fabs(Value(a, "layers") - 4) - std::fabs(std::log10(Value(a, "lr")) + 3);
+  };
+  std::vector<Trial> trials = RunSequentially(*Make(c), f);
+  ASSERT_EQ(trials.size(), 20u);
+  double best = -INFINITY;
+  for (const Trial& t : trials) best = std::max(best, *ObjectiveOf(t));
+  EXPECT_GT(best, 0.5);  // found adam, 4 layers and lr near 1e-3
+}
+
+TEST(Completion, BayesianConvergesWhenNothingIsLeftToGain) {
+  SearchConfig c = QuadraticConfig(Strategy::kBayesian, 5);
+  c.max_trials = 40;
+  c.complete_on_convergence = true;
+  auto s = Make(c);
+  // A flat objective: the model expects no improvement anywhere.
+  std::vector<Trial> flat = RunSequentially(*s, [](const Assignment&) { return 2.0; });
+  EXPECT_LT(flat.size(), 40u);
+  EXPECT_EQ(s->Complete(flat), Completion::kConverged);
+  // The quadratic after 10 trials still has something to gain.
+  std::vector<Trial> early = RunSequentially(*Make(QuadraticConfig(Strategy::kBayesian, 5)), Quadratic, 10);
+  EXPECT_EQ(s->Complete(early), Completion::kNone);
+}
+
+// --- median stopping rule ---------------------------------------------------------------------
+
+Trial Curve(int index, std::vector<double> values, Trial::State state = Trial::State::kCompleted) {
+  Trial t;
+  t.index = index;
+  t.assignment = {{"x", std::to_string(index)}};
+  t.state = state;
+  for (size_t e = 0; e < values.size(); ++e) t.intermediate.emplace_back(static_cast<int>(e) + 1, values[e]);
+  return t;
+}
+
+TEST(MedianRule, StopsATrialWorseThanTheMedianOfEarlierRunningAverages) {
+  SearchConfig c;
+  c.strategy = Strategy::kRandom;
+  c.goal = Goal::kMinimize;
+  c.max_trials = 10;
+  c.ranges = {Continuous("x", 0, 100)};
+  c.early_stopping = true;
+  auto s = Make(c);
+  // Running averages up to epoch 2: 1.5, 2.5, 3.5 -> median 2.5.
+  std::vector<Trial> trials = {Curve(0, {2, 1, 0.5}), Curve(1, {3, 2, 1}), Curve(2, {4, 3})};
+  Trial t = Curve(3, {2.0, 2.4}, Trial::State::kRunning);
+  trials.push_back(t);
+  EXPECT_FALSE(s->ShouldStop(t, trials));  // 2.4 < 2.5
+  t.intermediate[1].second = 2.6;
+  trials[3] = t;
+  EXPECT_TRUE(s->ShouldStop(t, trials));
+  // At epoch 3 only two earlier trials got that far: too few for a median.
+  t.intermediate.emplace_back(3, 100.0);
+  trials[3] = t;
+  EXPECT_FALSE(s->ShouldStop(t, trials));
+  // Off unless asked for; maximizing flips what worse means.
+  c.early_stopping = false;
+  t.intermediate.pop_back();
+  EXPECT_FALSE(Make(c)->ShouldStop(t, trials));
+  c.early_stopping = true;
+  c.goal = Goal::kMaximize;
+  EXPECT_FALSE(Make(c)->ShouldStop(t, trials));
+  t.intermediate[1].second = 2.4;
+  EXPECT_TRUE(Make(c)->ShouldStop(t, trials));
+}
+
+TEST(MedianRule, WarmStartCurvesCount) {
+  SearchConfig c;
+  c.strategy = Strategy::kBayesian;
+  c.goal = Goal::kMinimize;
+  c.max_trials = 10;
+  c.ranges = {Continuous("x", 0, 100)};
+  c.early_stopping = true;
+  Trial t = Curve(0, {5.0}, Trial::State::kRunning);
+  EXPECT_FALSE(Make(c)->ShouldStop(t, {t}));
+  auto s = Make(c, {Curve(0, {1}), Curve(1, {2}), Curve(2, {3})});
+  EXPECT_TRUE(s->ShouldStop(t, {t}));
+}
+
+// --- Hyperband --------------------------------------------------------------------------------
+
+SearchConfig HyperbandConfig() {
+  SearchConfig c;
+  c.strategy = Strategy::kHyperband;
+  c.goal = Goal::kMinimize;
+  c.max_trials = 100;
+  c.max_parallel = 100;
+  c.min_resource = 1;
+  c.max_resource = 9;  // rungs 1, 3, 9
+  c.ranges = {Continuous("x", 0, 1)};
+  return c;
+}
+
+TEST(Hyperband, FreshTrialsGetMaxResourceAndStopAtARungOutsideTheTopThird) {
+  auto s = Make(HyperbandConfig());
+  std::vector<Trial> trials;
+  // Trials land in brackets by a fixed schedule; look at those of bracket 0 (first rung 1),
+  // recognisable as the ones stopped at epoch 1 when they are the worst there.
+  for (int i = 0; i < 40; ++i) {
+    std::optional<Suggestion> g = s->Next(trials);
+    ASSERT_TRUE(g.has_value());
+    EXPECT_EQ(g->resource, 9);
+    EXPECT_EQ(g->parent, -1);
+    Trial t;
+    t.index = i;
+    t.assignment = g->assignment;
+    t.resource = g->resource;
+    trials.push_back(t);
+  }
+  // Everyone reports epoch 1 with loss = index: the early ones are best.
+  for (Trial& t : trials) t.intermediate = {{1, static_cast<double>(t.index)}};
+  int stopped = 0, continued = 0;
+  for (const Trial& t : trials) {
+    if (s->ShouldStop(t, trials)) {
+      ++stopped;
+      EXPECT_GT(t.index, 3);  // the best few of a rung continue
+    } else {
+      ++continued;
+    }
+  }
+  EXPECT_GT(stopped, 10);
+  EXPECT_GT(continued, 5);
+}
+
+TEST(Hyperband, AStoppedTrialThatEntersTheTopThirdIsPromotedFromItsCheckpoint) {
+  SearchConfig c = HyperbandConfig();
+  c.max_parallel = 1;
+  auto s = Make(c);
+  std::vector<Trial> trials;
+  // Run trials one at a time; each reports epoch 1, is stopped if ShouldStop says so, else runs to 9.
+  // Losses at epoch 1 decrease then one late trial is bad, so early stopped trials climb the ranks.
+  const std::vector<double> loss1 = {5, 6, 7, 8, 9, 10, 11, 12, 13, 1, 0.5, 0.7, 0.8, 0.9, 0.6};
+  int promotions = 0;
+  for (size_t i = 0; i < 40 && promotions == 0; ++i) {
+    std::optional<Suggestion> g = s->Next(trials);
+    ASSERT_TRUE(g.has_value());
+    Trial t;
+    t.index = static_cast<int>(trials.size());
+    t.assignment = g->assignment;
+    t.resource = g->resource;
+    t.parent = g->parent;
+    if (g->parent >= 0) {
+      ++promotions;
+      const Trial& p = trials[static_cast<size_t>(g->parent)];
+      EXPECT_TRUE(p.stopped_early);
+      EXPECT_EQ(t.assignment, p.assignment);
+      EXPECT_EQ(g->resource, 3);  // the rung after the one it stopped at
+      break;
+    }
+    const double l = loss1[std::min(i, loss1.size() - 1)] + (i >= loss1.size() ? 100.0 + i : 0.0);
+    t.intermediate = {{1, l}};
+    trials.push_back(t);
+    if (s->ShouldStop(trials.back(), trials)) {
+      trials.back().state = Trial::State::kStopped;
+      trials.back().stopped_early = true;
+    } else {
+      trials.back().intermediate.emplace_back(3, l);
+      trials.back().intermediate.emplace_back(9, l);
+      trials.back().state = Trial::State::kCompleted;
+    }
+  }
+  EXPECT_EQ(promotions, 1);
+}
+
+TEST(Hyperband, PromotedTrialsAreNotStoppedBeforeTheirRungAndCountOnlyAboveIt) {
+  auto s = Make(HyperbandConfig());
+  // A lineage: trial 0 stopped at 1, trial 1 promoted from it to rung 3.
+  Trial parent = Curve(0, {0.5});
+  parent.state = Trial::State::kStopped;
+  parent.stopped_early = true;
+  parent.resource = 9;
+  Trial child;
+  child.index = 1;
+  child.assignment = parent.assignment;
+  child.parent = 0;
+  child.resource = 3;
+  child.intermediate = {{2, 0.4}};
+  std::vector<Trial> trials = {parent, child};
+  EXPECT_FALSE(s->ShouldStop(child, trials));  // below its own rung
+  trials[1].intermediate.emplace_back(3, 0.3);
+  EXPECT_FALSE(s->ShouldStop(trials[1], trials));  // rung 3 is its resource: it simply completes
+}
+
+TEST(Hyperband, RejectsEarlyStoppingAndCountsWarmStartAtEveryRung) {
+  SearchConfig c = HyperbandConfig();
+  Trial t = Curve(0, {5.0}, Trial::State::kRunning);
+  t.resource = 9;
+  // Alone, a trial passes its rung; with warm-start curves that were all better at epoch 1, the
+  // schedule's bracket-0 trial 0 stops there.
+  EXPECT_FALSE(Make(c)->ShouldStop(t, {t}));
+  EXPECT_TRUE(Make(c, {Curve(0, {1, 1, 1}), Curve(1, {2, 2, 2})})->ShouldStop(t, {t}));
+}
+
 // --- completion -------------------------------------------------------------------------------
 
 TEST(Completion, TargetReachedFollowsTheGoal) {
