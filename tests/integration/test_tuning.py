@@ -61,15 +61,9 @@ class TuningTest(harness.ServerTest):
         return c
 
     def create(self, name, config, definition=None, **extra):
-        try:
-            return self.sm.create_hyper_parameter_tuning_job(
-                HyperParameterTuningJobName=name, HyperParameterTuningJobConfig=config,
-                TrainingJobDefinition=definition or self.definition(), **extra)
-        except botocore.exceptions.ClientError as e:
-            # A strategy the search library does not offer yet is refused clearly; its test waits for it.
-            if "is not supported yet" in e.response["Error"]["Message"]:
-                self.skipTest(e.response["Error"]["Message"])
-            raise
+        return self.sm.create_hyper_parameter_tuning_job(
+            HyperParameterTuningJobName=name, HyperParameterTuningJobConfig=config,
+            TrainingJobDefinition=definition or self.definition(), **extra)
 
     def wait_tuning(self, name, statuses=("Completed", "Stopped", "Failed"), timeout=120):
         deadline = time.time() + timeout
