@@ -25,6 +25,8 @@ def score(hps):
 
 
 class TuningTest(harness.ServerTest):
+    server_args = ["--clock=offset"]  # MaxRuntimeInSeconds is at least 120 s: the test moves the clock
+
     def stage(self):
         src = tempfile.mkdtemp(prefix="trainyard-tune-")
         try:
@@ -209,6 +211,52 @@ class TuningTest(harness.ServerTest):
             metrics = r.read().decode()
         self.assertIn('trainyard_tuning_jobs{status="Stopped"} 1\n', metrics)
         self.assertIn('trainyard_tuning_jobs{status="InProgress"} 0\n', metrics)
+
+    def test_max_runtime_stops_the_trials_and_ends_stopped(self):
+        self.stage()
+        config = self.config("Random", max_jobs=4, parallel=2)
+        config["ResourceLimits"]["MaxRuntimeInSeconds"] = 120
+        self.create("tune-runtime", config, self.definition(epoch_ms="60000", epochs="2"))
+        deadline = time.time() + 30
+        while self.sm.describe_hyper_parameter_tuning_job(
+                HyperParameterTuningJobName="tune-runtime")["TrainingJobStatusCounters"]["InProgress"] < 2:
+            self.assertLess(time.time(), deadline)
+            time.sleep(0.05)
+        self.advance(100)  # its turn steps the tuning job at the moved clock: still within the limit
+        d = self.sm.describe_hyper_parameter_tuning_job(HyperParameterTuningJobName="tune-runtime")
+        self.assertEqual(d["HyperParameterTuningJobStatus"], "InProgress")
+        self.advance(25)
+        d = self.wait_tuning("tune-runtime", statuses=("Stopped",))
+        self.assertEqual(d["TrainingJobStatusCounters"], {"Completed": 0, "InProgress": 0, "RetryableError": 0,
+                                                          "NonRetryableError": 0, "Stopped": 2})
+        self.assertGreaterEqual(d["ConsumedResources"]["RuntimeInSeconds"], 120)
+
+    def test_warm_start_seeds_the_child_and_reports_the_overall_best(self):
+        self.stage()
+        self.create("tune-parent", self.config("Random", max_jobs=3, parallel=3))
+        self.wait_tuning("tune-parent")
+        parent = self.trials("tune-parent")
+        with self.assertRaises(botocore.exceptions.ClientError) as e:
+            self.create("tune-child", self.config("Random", max_jobs=2, parallel=1),
+                        WarmStartConfig={"ParentHyperParameterTuningJobs": [{"HyperParameterTuningJobName": "nope"}],
+                                         "WarmStartType": "IdenticalDataAndAlgorithm"})
+        self.assertEqual(e.exception.response["Error"]["Code"], "ResourceNotFound")
+        self.create("tune-child", self.config("Bayesian", max_jobs=2, parallel=1),
+                    WarmStartConfig={"ParentHyperParameterTuningJobs": [{"HyperParameterTuningJobName": "tune-parent"}],
+                                     "WarmStartType": "IdenticalDataAndAlgorithm"})
+        d = self.wait_tuning("tune-child")
+        child = self.trials("tune-child")
+        self.assertEqual(len(child), 2)
+        everyone = parent + child
+        best = max(everyone, key=lambda t: t["FinalHyperParameterTuningJobObjectiveMetric"]["Value"])
+        self.assertEqual(d["OverallBestTrainingJob"]["TrainingJobName"], best["TrainingJobName"])
+        mine = max(child, key=lambda t: t["FinalHyperParameterTuningJobObjectiveMetric"]["Value"])
+        self.assertEqual(d["BestTrainingJob"]["TrainingJobName"], mine["TrainingJobName"])
+        # A parent that a live job warm-starts from, or that is running, cannot be deleted; an ended one can.
+        self.sm.delete_hyper_parameter_tuning_job(HyperParameterTuningJobName="tune-child")
+        self.sm.delete_hyper_parameter_tuning_job(HyperParameterTuningJobName="tune-parent")
+        self.assertEqual(self.sm.list_hyper_parameter_tuning_jobs()["HyperParameterTuningJobSummaries"], [])
+        self.assertEqual(len(self.sm.list_training_jobs(MaxResults=100)["TrainingJobSummaries"]), 5)
 
     def test_refusals_store_nothing(self):
         self.stage()
