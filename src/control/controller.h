@@ -124,7 +124,7 @@ class Controller {
   StatusOr<ServiceJob> UpdateServiceJob(const UpdateServiceJobCommand& cmd);
 
   // ---- Tags (tags.cpp) of what has an ARN: service environments, job queues, scheduling
-  // policies, quota shares and service jobs (Batch); training jobs (SageMaker). InvalidArgument
+  // policies, quota shares and service jobs (Batch); training and tuning jobs (SageMaker). InvalidArgument
   // for an ARN of another service, region or account, or of a kind trainyard does not tag;
   // NotFound when no such resource exists; LimitExceeded past 50 tags on the resource. ----
   Status TagResource(const TagResourceCommand& cmd);

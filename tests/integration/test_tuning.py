@@ -312,7 +312,15 @@ class TuningTest(harness.ServerTest):
         with self.assertRaises(botocore.exceptions.ClientError) as e:
             self.create("TUNE-dup", self.config(max_jobs=1, parallel=1))
         self.assertEqual(e.exception.response["Error"]["Code"], "ResourceInUse")
-        self.wait_tuning("tune-dup")
+        d = self.wait_tuning("tune-dup")
+        arn = d["HyperParameterTuningJobArn"]
+        self.sm.add_tags(ResourceArn=arn, Tags=[{"Key": "team", "Value": "search"}])
+        self.assertEqual(self.sm.list_tags(ResourceArn=arn)["Tags"], [{"Key": "team", "Value": "search"}])
+        self.sm.delete_tags(ResourceArn=arn, TagKeys=["team"])
+        self.assertEqual(self.sm.list_tags(ResourceArn=arn)["Tags"], [])
+        with self.assertRaises(botocore.exceptions.ClientError) as e:
+            self.sm.list_tags(ResourceArn=arn.replace("tune-dup", "tune-none"))
+        self.assertEqual(e.exception.response["Error"]["Code"], "ResourceNotFound")
         listed = self.sm.list_hyper_parameter_tuning_jobs(NameContains="dup")["HyperParameterTuningJobSummaries"]
         self.assertEqual([j["HyperParameterTuningJobName"] for j in listed], ["tune-dup"])
 
