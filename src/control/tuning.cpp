@@ -501,7 +501,17 @@ void Controller::StepTuningJob(Turn& t, TuningJob& tuning) {
     if (!running()) SetTuningStatus(t, tuning, TuningJobStatus::kCompleted);
     return;
   }
-  while (auto suggestion = search->Next(trials)) {
+  // Next is asked only when a trial could start: with every slot taken it has nothing to say, and
+  // a Bayesian search would fit its model for nothing on every turn.
+  auto free_slot = [&] {
+    const auto live = std::count_if(trials.begin(), trials.end(),
+                                    [](const tune::Trial& x) { return x.state == tune::Trial::State::kRunning; });
+    const bool under_max = tuning.search.max_trials <= 0 || static_cast<int>(trials.size()) < tuning.search.max_trials;
+    return live < tuning.search.max_parallel && under_max;
+  };
+  while (free_slot()) {
+    auto suggestion = search->Next(trials);
+    if (!suggestion) break;
     StartTrial(t, tuning, *suggestion);
     tune::Trial trial;
     trial.index = tuning.trials.back().index;
