@@ -58,6 +58,13 @@ constexpr OperationAccess kAccess[] = {
     {Api::kSageMaker, "UpdateTrainingJob", ResourceKind::kTrainingJob, "TrainingJobName"},
     {Api::kSageMaker, "ListTrainingJobs", ResourceKind::kNone, "", "TrainingJobSummaries",
      "sagemaker:DescribeTrainingJob"},
+    // Tuning jobs: not yet scoped to their ARN (docs/tuning.md, "Limits").
+    {Api::kSageMaker, "CreateHyperParameterTuningJob", ResourceKind::kNone},
+    {Api::kSageMaker, "DescribeHyperParameterTuningJob", ResourceKind::kNone},
+    {Api::kSageMaker, "ListHyperParameterTuningJobs", ResourceKind::kNone},
+    {Api::kSageMaker, "ListTrainingJobsForHyperParameterTuningJob", ResourceKind::kNone},
+    {Api::kSageMaker, "StopHyperParameterTuningJob", ResourceKind::kNone},
+    {Api::kSageMaker, "DeleteHyperParameterTuningJob", ResourceKind::kNone},
     {Api::kSageMaker, "AddTags", ResourceKind::kTaggedResource, "ResourceArn"},
     {Api::kSageMaker, "DeleteTags", ResourceKind::kTaggedResource, "ResourceArn"},
     {Api::kSageMaker, "ListTags", ResourceKind::kTaggedResource, "ResourceArn"},

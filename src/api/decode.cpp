@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "api/service_model.h"
@@ -612,6 +613,238 @@ StatusOr<UpdateTrainingJobCommand> DecodeUpdateTrainingJob(const json& req) {
   if (c.keep_alive_seconds < 0 || c.keep_alive_seconds > kMaxKeepAliveSeconds)
     return InvalidArgument("ResourceConfig.KeepAlivePeriodInSeconds must be between 0 and " +
                            std::to_string(kMaxKeepAliveSeconds) + ", not " + std::to_string(c.keep_alive_seconds));
+  return c;
+}
+
+
+// ---- CreateHyperParameterTuningJob (docs/tuning.md, "Validation") ----
+
+namespace {
+
+// A range bound: the model types MinValue / MaxValue as strings; they must read as numbers.
+StatusOr<double> RangeBound(const json& range, const char* key, const std::string& where) {
+  const std::string text = Get<std::string>(range, key, "");
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size() || !std::isfinite(v))
+    return InvalidArgument(where + "." + key + " must be a number, not '" + text.substr(0, 64) + "'");
+  return v;
+}
+
+StatusOr<std::vector<tune::Range>> DecodeRanges(const json& ranges, const std::string& where) {
+  std::vector<tune::Range> out;
+  if (!ranges.is_object()) return out;
+  if (Present(ranges, "AutoParameters") && !ranges["AutoParameters"].empty())
+    return InvalidArgument(where + ".AutoParameters: Autotune's automatic ranges are not supported here; give the ranges");
+  auto scaling = [](const json& r) {
+    const std::string s = Get<std::string>(r, "ScalingType", "Auto");
+    return s == "Linear" ? tune::Scaling::kLinear
+           : s == "Logarithmic" ? tune::Scaling::kLogarithmic
+           : s == "ReverseLogarithmic" ? tune::Scaling::kReverseLogarithmic
+                                       : tune::Scaling::kAuto;
+  };
+  const std::pair<const char*, tune::Range::Kind> kinds[] = {{"IntegerParameterRanges", tune::Range::Kind::kInteger},
+                                                             {"ContinuousParameterRanges", tune::Range::Kind::kContinuous}};
+  for (const auto& [member, kind] : kinds) {
+    const json list = Get<json>(ranges, member, json::array());
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string at = where + "." + member + "[" + std::to_string(i) + "]";
+      tune::Range r;
+      r.name = Get<std::string>(list[i], "Name", "");
+      r.kind = kind;
+      auto lo = RangeBound(list[i], "MinValue", at);
+      if (!lo.ok()) return lo.status();
+      auto hi = RangeBound(list[i], "MaxValue", at);
+      if (!hi.ok()) return hi.status();
+      r.min = *lo;
+      r.max = *hi;
+      r.scaling = scaling(list[i]);
+      out.push_back(std::move(r));
+    }
+  }
+  const json cats = Get<json>(ranges, "CategoricalParameterRanges", json::array());
+  for (size_t i = 0; i < cats.size(); ++i) {
+    tune::Range r;
+    r.name = Get<std::string>(cats[i], "Name", "");
+    r.kind = tune::Range::Kind::kCategorical;
+    for (const auto& v : Get<json>(cats[i], "Values", json::array())) r.values.push_back(v.is_string() ? v.get<std::string>() : v.dump());
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// The epochs-like static hyperparameters Hyperband reads its MaxResource from (AWS's list).
+constexpr const char* kEpochHyperparameters[] = {"epochs", "numepochs", "n-epochs", "n_epochs", "num_epochs"};
+
+}  // namespace
+
+StatusOr<CreateTuningJobCommand> DecodeCreateHyperParameterTuningJob(const json& req, const HostFacts& host,
+                                                                    uint64_t drawn_seed) {
+  CreateTuningJobCommand c;
+  c.name = Get<std::string>(req, "HyperParameterTuningJobName", "");
+  c.request_json = req.dump();
+  if (Present(req, "Autotune")) return InvalidArgument("Autotune is not supported here; give the tuning job's configuration");
+  if (Present(req, "TrainingJobDefinitions"))
+    return InvalidArgument("TrainingJobDefinitions: tuning over several training definitions is not supported here; "
+                           "give one TrainingJobDefinition");
+  if (!Present(req, "TrainingJobDefinition")) return InvalidArgument("TrainingJobDefinition is required");
+  const json config = Get<json>(req, "HyperParameterTuningJobConfig", json::object());
+  const json def = Get<json>(req, "TrainingJobDefinition", json::object());
+
+  // Strategy, and what goes with it.
+  const std::string strategy = Get<std::string>(config, "Strategy", "");
+  tune::SearchConfig& s = c.search;
+  s.strategy = strategy == "Grid" ? tune::Strategy::kGrid
+               : strategy == "Random" ? tune::Strategy::kRandom
+               : strategy == "Hyperband" ? tune::Strategy::kHyperband
+                                         : tune::Strategy::kBayesian;
+  const std::string early = Get<std::string>(config, "TrainingJobEarlyStoppingType", "Off");
+  s.early_stopping = early == "Auto";
+  if (s.strategy == tune::Strategy::kHyperband && s.early_stopping)
+    return InvalidArgument("HyperParameterTuningJobConfig.TrainingJobEarlyStoppingType must be Off with the Hyperband "
+                           "strategy, which stops trials itself");
+  const json strategy_config = Get<json>(config, "StrategyConfig", json());
+  if (!strategy_config.is_null() && s.strategy != tune::Strategy::kHyperband)
+    return InvalidArgument("HyperParameterTuningJobConfig.StrategyConfig applies only to the Hyperband strategy, not " + strategy);
+
+  // Objective.
+  if (!Present(config, "HyperParameterTuningJobObjective"))
+    return InvalidArgument("HyperParameterTuningJobConfig.HyperParameterTuningJobObjective is required");
+  const json objective = config["HyperParameterTuningJobObjective"];
+  s.goal = Get<std::string>(objective, "Type", "") == "Minimize" ? tune::Goal::kMinimize : tune::Goal::kMaximize;
+  c.objective_metric = Get<std::string>(objective, "MetricName", "");
+  const json spec = Get<json>(def, "AlgorithmSpecification", json::object());
+  {
+    bool defined = false;
+    for (const auto& m : Get<json>(spec, "MetricDefinitions", json::array()))
+      if (Get<std::string>(m, "Name", "") == c.objective_metric) defined = true;
+    if (!defined)
+      return InvalidArgument("HyperParameterTuningJobConfig.HyperParameterTuningJobObjective.MetricName '" + c.objective_metric +
+                             "' must be one of TrainingJobDefinition.AlgorithmSpecification.MetricDefinitions' names");
+  }
+  if (Present(def, "TuningObjective") || Present(def, "HyperParameterRanges") || Present(def, "DefinitionName"))
+    return InvalidArgument("TrainingJobDefinition: TuningObjective, HyperParameterRanges and DefinitionName belong to "
+                           "TrainingJobDefinitions, which is not supported here");
+  if (Present(def, "HyperParameterTuningResourceConfig"))
+    return InvalidArgument("TrainingJobDefinition.HyperParameterTuningResourceConfig is not supported here; give ResourceConfig");
+
+  // Ranges.
+  auto ranges = DecodeRanges(Get<json>(config, "ParameterRanges", json::object()), "HyperParameterTuningJobConfig.ParameterRanges");
+  if (!ranges.ok()) return ranges.status();
+  s.ranges = *std::move(ranges);
+  if (s.ranges.empty()) return InvalidArgument("HyperParameterTuningJobConfig.ParameterRanges must name at least one hyperparameter to tune");
+  constexpr size_t kMaxRanges = 30;
+  if (s.ranges.size() > kMaxRanges)
+    return InvalidArgument("HyperParameterTuningJobConfig.ParameterRanges: at most " + std::to_string(kMaxRanges) +
+                           " hyperparameters can be tuned, not " + std::to_string(s.ranges.size()));
+  if (Status st = tune::ValidateRanges(s.ranges); !st.ok())
+    return InvalidArgument("HyperParameterTuningJobConfig.ParameterRanges: " + st.message());
+  const json statics = Get<json>(def, "StaticHyperParameters", json::object());
+  for (const auto& r : s.ranges)
+    if (statics.is_object() && statics.contains(r.name))
+      return InvalidArgument("TrainingJobDefinition.StaticHyperParameters: '" + r.name +
+                             "' is also a tuned hyperparameter; a hyperparameter is either static or tuned");
+
+  // Resource limits.
+  const json limits = Get<json>(config, "ResourceLimits", json::object());
+  s.max_parallel = static_cast<int>(Get<int64_t>(limits, "MaxParallelTrainingJobs", 1));
+  const bool has_max = Present(limits, "MaxNumberOfTrainingJobs");
+  s.max_trials = has_max ? static_cast<int>(std::min<int64_t>(Get<int64_t>(limits, "MaxNumberOfTrainingJobs", 1), 1 << 20)) : 0;
+  c.max_runtime_seconds = Get<int64_t>(limits, "MaxRuntimeInSeconds", 0);
+  if (s.strategy == tune::Strategy::kGrid) {
+    for (const auto& r : s.ranges)
+      if (r.kind != tune::Range::Kind::kCategorical)
+        return InvalidArgument("HyperParameterTuningJobConfig.ParameterRanges: the Grid strategy takes categorical ranges only; '" +
+                               r.name + "' is not one");
+    auto size = tune::GridSize(s.ranges);
+    if (!size.ok()) return InvalidArgument("HyperParameterTuningJobConfig.ParameterRanges: " + size.status().message());
+    if (has_max && s.max_trials > *size)
+      return InvalidArgument("ResourceLimits.MaxNumberOfTrainingJobs (" + std::to_string(s.max_trials) +
+                             ") must not exceed the grid's " + std::to_string(*size) + " combinations");
+    if (!has_max) s.max_trials = static_cast<int>(std::min<int64_t>(*size, 1 << 20));
+  } else if (!has_max) {
+    return InvalidArgument("ResourceLimits.MaxNumberOfTrainingJobs is required with the " + strategy + " strategy");
+  }
+  if (s.max_parallel > s.max_trials)
+    return InvalidArgument("ResourceLimits.MaxParallelTrainingJobs (" + std::to_string(s.max_parallel) +
+                           ") must not exceed MaxNumberOfTrainingJobs (" + std::to_string(s.max_trials) + ")");
+
+  // Hyperband's resource: MaxResource, else the epochs-like static hyperparameter.
+  if (s.strategy == tune::Strategy::kHyperband) {
+    const json hb = strategy_config.is_object() ? Get<json>(strategy_config, "HyperbandStrategyConfig", json::object()) : json::object();
+    for (const char* name : kEpochHyperparameters)
+      if (statics.is_object() && statics.contains(name) && c.resource_hyperparameter.empty()) c.resource_hyperparameter = name;
+    s.min_resource = static_cast<int>(Get<int64_t>(hb, "MinResource", 1));
+    if (Present(hb, "MaxResource")) {
+      s.max_resource = static_cast<int>(std::min<int64_t>(Get<int64_t>(hb, "MaxResource", 1), 1 << 20));
+    } else if (!c.resource_hyperparameter.empty()) {
+      const std::string text = statics[c.resource_hyperparameter].is_string() ? statics[c.resource_hyperparameter].get<std::string>() : "";
+      if (text.empty() || text.size() > 7 || text.find_first_not_of("0123456789") != std::string::npos)
+        return InvalidArgument("TrainingJobDefinition.StaticHyperParameters." + c.resource_hyperparameter +
+                               " must be a whole number when Hyperband takes its MaxResource from it, not '" + text.substr(0, 32) + "'");
+      s.max_resource = std::stoi(text);
+    } else {
+      return InvalidArgument("HyperbandStrategyConfig.MaxResource is required unless a static hyperparameter epochs, "
+                             "numepochs, n-epochs, n_epochs or num_epochs gives it");
+    }
+    if (s.min_resource > s.max_resource)
+      return InvalidArgument("HyperbandStrategyConfig.MinResource (" + std::to_string(s.min_resource) +
+                             ") must not exceed MaxResource (" + std::to_string(s.max_resource) + ")");
+    if (c.resource_hyperparameter.empty()) c.resource_hyperparameter = "epochs";
+  }
+
+  // Completion criteria.
+  const json criteria = Get<json>(config, "TuningJobCompletionCriteria", json::object());
+  if (Present(criteria, "TargetObjectiveMetricValue")) s.target_objective = criteria["TargetObjectiveMetricValue"].get<double>();
+  if (Present(criteria, "BestObjectiveNotImproving"))
+    s.best_not_improving = static_cast<int>(Get<int64_t>(criteria["BestObjectiveNotImproving"], "MaxNumberOfTrainingJobsNotImproving", 0));
+  if (Present(criteria, "ConvergenceDetected"))
+    s.complete_on_convergence = Get<std::string>(criteria["ConvergenceDetected"], "CompleteOnConvergence", "") == "Enabled";
+  if (s.complete_on_convergence && s.strategy != tune::Strategy::kBayesian && s.strategy != tune::Strategy::kRandom)
+    return InvalidArgument("TuningJobCompletionCriteria.ConvergenceDetected applies to the Bayesian and Random strategies, not " + strategy);
+  s.seed = Present(config, "RandomSeed") ? static_cast<uint64_t>(Get<int64_t>(config, "RandomSeed", 0)) : drawn_seed;
+
+  // Warm start.
+  if (Present(req, "WarmStartConfig")) {
+    const json ws = req["WarmStartConfig"];
+    c.warm_start_type = Get<std::string>(ws, "WarmStartType", "");
+    std::set<std::string> seen;
+    for (const auto& p : Get<json>(ws, "ParentHyperParameterTuningJobs", json::array())) {
+      const std::string parent = Get<std::string>(p, "HyperParameterTuningJobName", "");
+      if (parent.empty()) return InvalidArgument("WarmStartConfig.ParentHyperParameterTuningJobs: each entry needs a HyperParameterTuningJobName");
+      if (!seen.insert(ToLower(parent)).second)
+        return InvalidArgument("WarmStartConfig.ParentHyperParameterTuningJobs names " + parent + " twice");
+      if (ToLower(parent) == ToLower(c.name)) return InvalidArgument("WarmStartConfig: a tuning job cannot be its own parent");
+      c.warm_start_parents.push_back(parent);
+    }
+  }
+
+  // The trials' CreateTrainingJob request: checked as CreateTrainingJob checks one, with a trial's
+  // longest name and each tuned hyperparameter at a value of its range.
+  json training = json::object();
+  for (const char* k : {"RoleArn", "InputDataConfig", "OutputDataConfig", "ResourceConfig", "VpcConfig", "StoppingCondition",
+                        "EnableNetworkIsolation", "EnableInterContainerTrafficEncryption", "EnableManagedSpotTraining",
+                        "CheckpointConfig", "RetryStrategy", "Environment"})
+    if (Present(def, k)) training[k] = def[k];
+  training["AlgorithmSpecification"] = spec;
+  training["HyperParameters"] = statics.is_object() ? statics : json::object();
+  if (!Present(def, "ResourceConfig")) return InvalidArgument("TrainingJobDefinition.ResourceConfig is required");
+  c.training_request_json = training.dump();
+  json probe = training;
+  probe["TrainingJobName"] = c.name + "-001-00000000";
+  for (const auto& r : s.ranges)
+    probe["HyperParameters"][r.name] = r.kind == tune::Range::Kind::kCategorical ? r.values.front() : std::to_string(r.min);
+  if (s.strategy == tune::Strategy::kHyperband) probe["HyperParameters"][c.resource_hyperparameter] = std::to_string(s.max_resource);
+  if (Status st = CheckTrainingRequest(probe, host.config, host.sandbox); !st.ok())
+    return InvalidArgument("TrainingJobDefinition: " + st.message());
+  auto tags = ReadTags(req);
+  if (!tags.ok()) return tags.status();
+  c.tags = *std::move(tags);
   return c;
 }
 

@@ -49,4 +49,9 @@ StatusOr<control::UntagResourceCommand> DecodeDeleteTags(const nlohmann::json& r
 StatusOr<control::CreateTrainingJobCommand> DecodeCreateTrainingJob(const nlohmann::json& req, const HostFacts& host);
 StatusOr<control::UpdateTrainingJobCommand> DecodeUpdateTrainingJob(const nlohmann::json& req);
 
+// CreateHyperParameterTuningJob (docs/tuning.md, "Validation"). `drawn_seed`: the search's seed
+// when the request gives no RandomSeed (the caller draws it, so that it is stored with the job).
+StatusOr<control::CreateTuningJobCommand> DecodeCreateHyperParameterTuningJob(const nlohmann::json& req, const HostFacts& host,
+                                                                             uint64_t drawn_seed);
+
 }  // namespace ty::api

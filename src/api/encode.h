@@ -18,6 +18,9 @@ nlohmann::json EncodeServiceJobEventDetail(const control::State& s, const contro
 // DescribeTrainingJob's response for one job (SageMaker, PascalCase, epoch seconds) as an event's
 // detail: with the job's Tags.
 nlohmann::json EncodeTrainingJobEventDetail(const TrainingJob& tj, EpochMs now);
+// DescribeHyperParameterTuningJob's reply with the job's Tags: the detail of its state-change
+// events. Call under Controller::Read (or on the controller thread).
+nlohmann::json EncodeTuningJobEventDetail(const control::State& s, const control::TuningJob& tuning, EpochMs now);
 
 // Renders an event trigger as its stored document (control::EventRenderer).
 std::string RenderEvent(const Config& config, const control::State& s, const control::EventTrigger& e, uint64_t seq);

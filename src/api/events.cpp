@@ -67,6 +67,20 @@ std::string RenderEvent(const Config& config, const State& s, const EventTrigger
       event["detail"] = std::move(detail);
       break;
     }
+    case EventTrigger::Kind::kTuningJobStateChange: {
+      // DescribeHyperParameterTuningJob's shape with the Tags, as SageMaker sends it.
+      const control::TuningJob* tuning = s.FindTuningJob(e.name);
+      json detail = tuning ? EncodeTuningJobEventDetail(s, *tuning, e.at) : json{{"HyperParameterTuningJobName", e.name}};
+      detail["HyperParameterTuningJobStatus"] = e.status;
+      event["source"] = "aws.sagemaker";
+      event["detail-type"] = "SageMaker HyperParameter Tuning Job State Change";
+      if (tuning) {
+        event["resources"].push_back(tuning->arn);
+        for (const auto& [k, v] : tuning->tags) stored["tags"][k] = v;
+      }
+      event["detail"] = std::move(detail);
+      break;
+    }
     case EventTrigger::Kind::kAlarmStateChange: {
       // CloudWatch's alarm state-change shape, so rules written for it apply.
       json data = json::parse(e.data, nullptr, false);

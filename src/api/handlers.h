@@ -19,6 +19,10 @@ using Response = StatusOr<nlohmann::json>;
 // that signed the request, recorded as the owner of the jobs it creates (trainyard:JobOwner).
 Response HandleBatch(control::Controller& c, const std::string& operation, const nlohmann::json& req,
                      const std::string& caller = {});
+// The hyperparameter tuning operations (tuning_api.cpp), routed through HandleSageMaker.
+bool TuningImplements(const std::string& operation);
+Response HandleTuning(control::Controller& c, const std::string& operation, const nlohmann::json& req,
+                      const std::string& caller);
 Response HandleSageMaker(control::Controller& c, const std::string& operation, const nlohmann::json& req,
                          const std::string& caller = {});
 

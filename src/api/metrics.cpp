@@ -247,6 +247,34 @@ std::string Render(const Config& config, const State& s) {
     for (const auto& [st, n] : by_status) w.Sample("trainyard_warm_pools", {{"status", st}}, static_cast<double>(n));
   }
 
+  // ---- gauges: hyperparameter tuning (docs/tuning.md) ----
+  w.Family("trainyard_tuning_jobs", "gauge", "Hyperparameter tuning jobs per HyperParameterTuningJobStatus.");
+  {
+    std::map<std::string, int64_t> by_status;
+    for (auto st : {control::TuningJobStatus::kInProgress, control::TuningJobStatus::kCompleted, control::TuningJobStatus::kFailed,
+                    control::TuningJobStatus::kStopping, control::TuningJobStatus::kStopped})
+      by_status[control::ToWire(st)] = 0;
+    for (const auto& [key, t] : s.tuning_jobs) ++by_status[control::ToWire(t.status)];
+    for (const auto& [st, n] : by_status) w.Sample("trainyard_tuning_jobs", {{"status", st}}, static_cast<double>(n));
+  }
+  w.Family("trainyard_tuning_trials", "gauge",
+           "Trials of live (InProgress or Stopping) tuning jobs per TrainingJobStatusCounters state.");
+  {
+    control::TuningCounters sum;
+    for (const auto& [key, t] : s.tuning_jobs) {
+      if (!control::IsLive(t.status)) continue;
+      const control::TuningCounters c = control::CountTrials(control::TrialsOf(t, s));
+      sum.completed += c.completed;
+      sum.in_progress += c.in_progress;
+      sum.non_retryable_error += c.non_retryable_error;
+      sum.stopped += c.stopped;
+    }
+    w.Sample("trainyard_tuning_trials", {{"state", "InProgress"}}, static_cast<double>(sum.in_progress));
+    w.Sample("trainyard_tuning_trials", {{"state", "Completed"}}, static_cast<double>(sum.completed));
+    w.Sample("trainyard_tuning_trials", {{"state", "NonRetryableError"}}, static_cast<double>(sum.non_retryable_error));
+    w.Sample("trainyard_tuning_trials", {{"state", "Stopped"}}, static_cast<double>(sum.stopped));
+  }
+
   // ---- gauges: service environments ----
   w.Family("trainyard_service_environment_max_instances", "gauge",
            "A service environment's capacity limit per capacity unit (NUM_INSTANCES or an instance type).");

@@ -72,6 +72,7 @@ json EncodeDescribe(const TrainingJob& tj, EpochMs now, bool for_event = false) 
   if (for_event && !tj.tags.empty()) j["Tags"] = EncodeTagList(tj.tags);
   j["TrainingJobName"] = tj.name;
   j["TrainingJobArn"] = tj.arn;
+  if (!tj.tuning_job_arn.empty()) j["TuningJobArn"] = tj.tuning_job_arn;
   for (const char* k : {"HyperParameters", "AlgorithmSpecification", "RoleArn", "InputDataConfig", "OutputDataConfig",
                         "ResourceConfig", "VpcConfig", "StoppingCondition", "EnableNetworkIsolation",
                         "EnableInterContainerTrafficEncryption", "EnableManagedSpotTraining", "CheckpointConfig",
@@ -201,10 +202,11 @@ bool SageMakerImplements(const std::string& op) {
   static const std::set<std::string> kOps = {"CreateTrainingJob", "DescribeTrainingJob", "ListTrainingJobs",
                                              "StopTrainingJob", "UpdateTrainingJob", "AddTags", "ListTags",
                                              "DeleteTags"};
-  return kOps.count(op) > 0;
+  return kOps.count(op) > 0 || TuningImplements(op);
 }
 
 Response HandleSageMaker(Controller& c, const std::string& op, const json& req, const std::string& caller) {
+  if (TuningImplements(op)) return HandleTuning(c, op, req, caller);
   if (op == "CreateTrainingJob") {
     auto cmd = DecodeCreateTrainingJob(req, {c.config(), c.sandbox()});
     if (!cmd.ok()) return cmd.status();

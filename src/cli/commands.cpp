@@ -555,6 +555,80 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
     });
   }
 
+  // ---- tune ---- (docs/tuning.md)
+  {
+    auto* cmd = app.add_subcommand("tune",
+                                   "Describe a hyperparameter tuning job and list its trials (best objective first), or "
+                                   "list the tuning jobs when no name is given.");
+    static std::string name;
+    cmd->add_option("name", name, "Hyperparameter tuning job name");
+    AddCommon(cmd, common);
+    cmd->callback([&run] {
+      run = WithClient(common, [](Client& c) {
+        if (name.empty()) {
+          auto out = c.Call("sagemaker", "ListHyperParameterTuningJobs", {{"MaxResults", 100}});
+          if (!out.ok()) return Fail(out.status());
+          if (common.as_json) {
+            std::printf("%s\n", out->dump(2).c_str());
+            return 0;
+          }
+          std::vector<std::vector<std::string>> rows;
+          for (const auto& t : (*out)["HyperParameterTuningJobSummaries"]) {
+            const json& counters = t["TrainingJobStatusCounters"];
+            rows.push_back({t.value("HyperParameterTuningJobName", ""), t.value("Strategy", ""),
+                            t.value("HyperParameterTuningJobStatus", ""),
+                            std::to_string(counters.value("Completed", 0)) + "/" + std::to_string(counters.value("InProgress", 0)) +
+                                "/" + std::to_string(counters.value("Stopped", 0)) + "/" +
+                                std::to_string(counters.value("NonRetryableError", 0))});
+          }
+          PrintTable({"TUNING JOB", "STRATEGY", "STATUS", "DONE/RUNNING/STOPPED/FAILED"}, rows);
+          return 0;
+        }
+        auto d = c.Call("sagemaker", "DescribeHyperParameterTuningJob", {{"HyperParameterTuningJobName", name}});
+        if (!d.ok()) return Fail(d.status());
+        json trials = json::array();
+        for (std::string token;;) {
+          json req = {{"HyperParameterTuningJobName", name}, {"MaxResults", 100}, {"SortBy", "FinalObjectiveMetricValue"},
+                      {"SortOrder", (*d)["HyperParameterTuningJobConfig"]["HyperParameterTuningJobObjective"].value("Type", "") == "Minimize"
+                                        ? "Ascending" : "Descending"}};
+          if (!token.empty()) req["NextToken"] = token;
+          auto page = c.Call("sagemaker", "ListTrainingJobsForHyperParameterTuningJob", req);
+          if (!page.ok()) return Fail(page.status());
+          for (auto& t : (*page)["TrainingJobSummaries"]) trials.push_back(t);
+          token = page->value("NextToken", "");
+          if (token.empty()) break;
+        }
+        if (common.as_json) {
+          std::printf("%s\n", json{{"TuningJob", *d}, {"Trials", trials}}.dump(2).c_str());
+          return 0;
+        }
+        const json& j = *d;
+        const json& config = j["HyperParameterTuningJobConfig"];
+        const json& objective = config.value("HyperParameterTuningJobObjective", json::object());
+        std::printf("tuning job: %s\nstatus:     %s\nstrategy:   %s (seed %lld), %s %s\n",
+                    j.value("HyperParameterTuningJobName", "").c_str(), j.value("HyperParameterTuningJobStatus", "").c_str(),
+                    config.value("Strategy", "").c_str(), static_cast<long long>(config.value("RandomSeed", int64_t{0})),
+                    objective.value("Type", "").c_str(), objective.value("MetricName", "").c_str());
+        if (j.contains("FailureReason")) std::printf("failure:    %s\n", j["FailureReason"].get<std::string>().c_str());
+        if (j.contains("BestTrainingJob"))
+          std::printf("best:       %s = %g\n", j["BestTrainingJob"].value("TrainingJobName", "").c_str(),
+                      j["BestTrainingJob"]["FinalHyperParameterTuningJobObjectiveMetric"].value("Value", 0.0));
+        std::vector<std::vector<std::string>> rows;
+        for (const auto& t : trials) {
+          std::string hps;
+          const json tuned = t.value("TunedHyperParameters", json::object());
+          for (const auto& [k, v] : tuned.items()) hps += (hps.empty() ? "" : " ") + k + "=" + v.get<std::string>();
+          const json metric = t.value("FinalHyperParameterTuningJobObjectiveMetric", json::object());
+          char value[32] = "-";
+          if (metric.contains("Value")) std::snprintf(value, sizeof value, "%g", metric["Value"].get<double>());
+          rows.push_back({t.value("TrainingJobName", ""), t.value("TrainingJobStatus", ""), t.value("ObjectiveStatus", ""), value, hps});
+        }
+        PrintTable({"TRIAL", "STATUS", "OBJECTIVE", "VALUE", "HYPERPARAMETERS"}, rows);
+        return 0;
+      });
+    });
+  }
+
   // ---- wait ----
   {
     auto* cmd = app.add_subcommand("wait", "Wait until service jobs finish, printing each status change.");

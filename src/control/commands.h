@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/model.h"
+#include "tune/search.h"
 
 namespace ty::control {
 
@@ -173,6 +174,23 @@ struct CreateTrainingJobCommand {
   int fallback_after_interruptions = 2;
   std::string owner;  // the creating principal's ARN (trainyard:JobOwner); "" unknown
 };
+// CreateHyperParameterTuningJob (docs/tuning.md), checked at the api/ edge: ranges, strategy
+// combinations, the objective among the definition's MetricDefinitions, the training definition
+// as CreateTrainingJob's request is checked. Parents of a warm start are resolved in the turn.
+struct CreateTuningJobCommand {
+  std::string name;
+  std::string request_json;           // the request as accepted, for Describe
+  std::string training_request_json;  // the trials' CreateTrainingJob request, without a name
+  std::string objective_metric;
+  std::string resource_hyperparameter;  // Hyperband only
+  tune::SearchConfig search;            // with its seed (RandomSeed, or drawn by api/)
+  int64_t max_runtime_seconds = 0;
+  std::vector<std::string> warm_start_parents;
+  std::string warm_start_type;
+  Tags tags;
+  std::string owner;
+};
+
 struct UpdateTrainingJobCommand {
   std::string name;
   int64_t keep_alive_seconds = 0;  // ResourceConfig.KeepAlivePeriodInSeconds, 0..21600

@@ -140,6 +140,14 @@ void Controller::LoadState() {
     if (DecodeMetricSeries(doc, &series)) s.metric_series.emplace(key, std::move(series));
   }));
   must(store_->LoadAll(store::Kind::kMeta, [&](const std::string& key, const std::string& doc) {
+    if (StartsWith(key, "tuning-job/")) {
+      TuningJob tuning;
+      if (DecodeTuningJob(doc, &tuning)) {
+        s.next_seq = std::max(s.next_seq, tuning.seq + 1);
+        s.tuning_jobs[key.substr(11)] = std::move(tuning);
+      }
+      return;
+    }
     if (!StartsWith(key, "alarm/")) return;
     auto j = json::parse(doc, nullptr, false);
     if (j.is_discarded()) return;
@@ -368,6 +376,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
         if (q.kind != QueueKind::kFifo && !state_.JobsIn(name, JobStatus::kRunnable).empty()) t.reschedule = true;
     }
     ExpireWarmPools(t);
+    RunTuningJobs(t);
     StartPendingTrainingJobs(t);
     SchedulePass(t);
     if (unsaved_) {
@@ -408,6 +417,10 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
       if (auto it = state_.warm_pools.find(n); it != state_.warm_pools.end())
         writes.push_back({store::Kind::kWarmPool, n, EncodeDoc(it->second)});
     for (const auto& n : t.deleted_warm_pools) writes.push_back({store::Kind::kWarmPool, n, ""});
+    for (const auto& n : t.tuning_jobs)
+      if (auto it = state_.tuning_jobs.find(n); it != state_.tuning_jobs.end())
+        writes.push_back({store::Kind::kMeta, "tuning-job/" + n, EncodeTuningJob(it->second)});
+    for (const auto& n : t.deleted_tuning_jobs) writes.push_back({store::Kind::kMeta, "tuning-job/" + n, ""});
     for (const auto& n : t.alarms) {
       auto found = state_.alarms.find(n);
       if (found == state_.alarms.end()) continue;

@@ -124,7 +124,7 @@ class Controller {
   StatusOr<ServiceJob> UpdateServiceJob(const UpdateServiceJobCommand& cmd);
 
   // ---- Tags (tags.cpp) of what has an ARN: service environments, job queues, scheduling
-  // policies, quota shares and service jobs (Batch); training jobs (SageMaker). InvalidArgument
+  // policies, quota shares and service jobs (Batch); training and tuning jobs (SageMaker). InvalidArgument
   // for an ARN of another service, region or account, or of a kind trainyard does not tag;
   // NotFound when no such resource exists; LimitExceeded past 50 tags on the resource. ----
   Status TagResource(const TagResourceCommand& cmd);
@@ -139,6 +139,17 @@ class Controller {
   Status InterruptTrainingJob(const std::string& name);
   // ResourceConfig.KeepAlivePeriodInSeconds of a job whose warm pool is Available; 0 releases it.
   StatusOr<TrainingJob> UpdateTrainingJob(const UpdateTrainingJobCommand& cmd);
+
+  // ---- SageMaker: hyperparameter tuning jobs (tuning.cpp; docs/tuning.md) ----
+  // AlreadyExists for a taken name; NotFound for a warm-start parent that does not exist;
+  // InvalidArgument for a live parent or a configuration the search refuses. Nothing is stored
+  // on refusal. The first trials are created in the same turn.
+  StatusOr<TuningJob> CreateTuningJob(const CreateTuningJobCommand& cmd);
+  // Stops its running trials; the tuning job is Stopping until they have ended, then Stopped.
+  Status StopTuningJob(const std::string& name);
+  // Only an ended tuning job that no live tuning job warm-starts from (AlreadyExists otherwise:
+  // ResourceInUse). Its training jobs stay.
+  Status DeleteTuningJob(const std::string& name);
 
   // ---- Principals (principals.cpp; docs/security.md, "Users and keys") ----
   StatusOr<IamUser> CreateUser(const CreateUserCommand& cmd);
@@ -254,6 +265,20 @@ class Controller {
   void SetQuotaWait(Turn& t, ServiceJobState& js, const std::string& reason) REQUIRES(turn_mu_, state_mu_);
   void StartServiceJob(Turn& t, ServiceJobState& js, const std::string& environment) REQUIRES(turn_mu_, state_mu_);
   void StartPendingTrainingJobs(Turn& t) REQUIRES(turn_mu_, state_mu_);
+  // Tuning jobs (tuning.cpp): each live one's step, once per turn, after the executor's events
+  // and the metric tails and before pending training jobs are launched.
+  void RunTuningJobs(Turn& t) REQUIRES(turn_mu_, state_mu_);
+  // MaxRuntimeInSeconds, StopHyperParameterTuningJob, early stopping, completion, then new
+  // trials up to MaxParallelTrainingJobs.
+  void StepTuningJob(Turn& t, TuningJob& tuning) REQUIRES(turn_mu_, state_mu_);
+  // The one place a trial starts: its training job, created in this turn and stored in its
+  // commit with the trial's record. (Routing trials through a Batch queue goes here.)
+  void StartTrial(Turn& t, TuningJob& tuning, const tune::Suggestion& suggestion) REQUIRES(turn_mu_, state_mu_);
+  // The tuning job's search, made on first use after a start (a failure fails the tuning job: null).
+  tune::Search* SearchOf(Turn& t, TuningJob& tuning) REQUIRES(turn_mu_, state_mu_);
+  std::vector<tune::Trial> WarmStartTrials(const TuningJob& tuning) const REQUIRES(turn_mu_, state_mu_);
+  void SetTuningStatus(Turn& t, TuningJob& tuning, TuningJobStatus status) REQUIRES(turn_mu_, state_mu_);
+  void TuningJobEvent(Turn& t, const TuningJob& tuning, const std::string& reason) REQUIRES(turn_mu_, state_mu_);
   void TailMetrics(Turn& t) REQUIRES(turn_mu_, state_mu_);
   // Reads at most max_bytes more of each instance's log of tj (whole lines) into its
   // MetricDefinitions series; kMetricTailBytesPerTurn keeps one chatty job from holding a turn.
@@ -371,7 +396,9 @@ class Controller {
   bool disk_low_ GUARDED_BY(turn_mu_) = false;
   int64_t disk_free_bytes_ GUARDED_BY(turn_mu_) = -1;  // at the last check; -1: not known
   std::set<std::string> scratch_reclaimed_ GUARDED_BY(turn_mu_);  // final training jobs whose workspace is gone
-  std::map<std::string, std::unique_ptr<Tail>> tails_ GUARDED_BY(turn_mu_);  // training job name -> metric tail state
+  std::map<std::string, std::unique_ptr<Tail>> tails_ GUARDED_BY(turn_mu_);
+  // Each live tuning job's search (made from its stored config and parents; holds no state of its own).
+  std::map<std::string, std::unique_ptr<tune::Search>> searches_ GUARDED_BY(turn_mu_);  // training job name -> metric tail state
   std::vector<std::pair<std::string, int>> tailing_ GUARDED_BY(turn_mu_);     // the jobs the last tick tailed: name, instances
   EpochMs last_tick_ GUARDED_BY(turn_mu_) = 0;  // the last turn that ran the timers (at most one per 500 ms)
   EpochMs last_log_sweep_ GUARDED_BY(turn_mu_) = 0;

@@ -18,12 +18,13 @@ struct EventTrigger {
     kServiceJobStateChange,   // aws.batch "Batch Service Job State Change"
     kJobQueueBlocked,         // aws.batch "Batch Job Queue Blocked"
     kTrainingJobStateChange,  // aws.sagemaker "SageMaker Training Job State Change"
+    kTuningJobStateChange,    // aws.sagemaker "SageMaker HyperParameter Tuning Job State Change"
     kAlarmStateChange,        // aws.cloudwatch "CloudWatch Alarm State Change" (docs/alarms.md)
     kApiCall,                 // "AWS API Call via CloudTrail": an audit record (docs/security.md, "Audit")
   };
   Kind kind = Kind::kServiceJobStateChange;
   uint64_t job_seq = 0;   // service job
-  std::string name;       // training job or alarm
+  std::string name;       // training job, tuning job or alarm
   std::string status;     // the new status: Batch status, TrainingJobStatus, or OK | ALARM
   std::string secondary;  // training job: SecondaryStatus
   std::string reason;     // status reason, transition message, or why the alarm changed

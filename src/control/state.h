@@ -13,6 +13,7 @@
 #include "control/metric_series.h"
 #include "control/principals.h"
 #include "control/telemetry.h"
+#include "control/tuning.h"
 #include "core/config.h"
 #include "core/model.h"
 #include "exec/executor.h"
@@ -173,6 +174,10 @@ struct State {
   // Fair-share queue -> when its latest arrival batch closes ([scheduler] batch_ms; in memory).
   std::map<std::string, EpochMs> batch_closes;
   std::map<std::string, AlarmState> alarms;  // by rule name ([[alarms]])
+  // Hyperparameter tuning jobs (control/tuning.h), by lower-cased name (names are unique
+  // regardless of case); stored as kMeta documents "tuning-job/<lower-cased name>".
+  std::map<std::string, TuningJob> tuning_jobs;
+  const TuningJob* FindTuningJob(const std::string& name) const;
   // Counters and histograms for GET /metrics (in memory: zero after a restart).
   Telemetry telemetry;
 

@@ -9,7 +9,7 @@ namespace ty::control {
 
 namespace {
 
-enum class Tagged { kEnvironment, kQueue, kPolicy, kQuotaShare, kServiceJob, kTrainingJob };
+enum class Tagged { kEnvironment, kQueue, kPolicy, kQuotaShare, kServiceJob, kTrainingJob, kTuningJob };
 
 // A resource an ARN names: its kind and its key in State (a name, "<queue>/<share>", a job's seq).
 struct TaggedRef {
@@ -36,8 +36,15 @@ static StatusOr<TaggedRef> ResolveTagged(const State& s, const Config& config, c
     return InvalidArgument("resourceArn: '" + arn + "' belongs to region '" + parts[3] + "' and account '" + parts[4] +
                            "'; this server is region '" + config.region + "', account '" + config.account_id + "'");
   if (service == "sagemaker") {
+    if (StartsWith(parts[5], "hyper-parameter-tuning-job/")) {
+      const std::string key = ToLower(parts[5].substr(27));
+      auto it = s.tuning_jobs.find(key);
+      if (it == s.tuning_jobs.end() || it->second.arn != arn)
+        return NotFound("resourceArn: hyperparameter tuning job " + arn + " does not exist");
+      return TaggedRef{Tagged::kTuningJob, key};
+    }
     if (!StartsWith(parts[5], "training-job/"))
-      return InvalidArgument("resourceArn: '" + arn + "': only training jobs can be tagged here");
+      return InvalidArgument("resourceArn: '" + arn + "': only training jobs and hyperparameter tuning jobs can be tagged here");
     for (const auto& [name, tj] : s.training_jobs)
       if (tj.arn == arn) return TaggedRef{Tagged::kTrainingJob, name};
     return NotFound("resourceArn: training job " + arn + " does not exist");
@@ -79,6 +86,9 @@ static Tags& MutableTags(State& s, Turn& t, const TaggedRef& ref) {
     case Tagged::kTrainingJob:
       t.training_jobs.insert(ref.key);
       return s.training_jobs.at(ref.key).tags;
+    case Tagged::kTuningJob:
+      t.tuning_jobs.insert(ref.key);
+      return s.tuning_jobs.at(ref.key).tags;
   }
   std::abort();  // every kind is handled above
 }
@@ -91,6 +101,7 @@ static const Tags& TagsOfRef(const State& s, const TaggedRef& ref) {
     case Tagged::kQuotaShare: return s.quota_shares.at(ref.key).tags;
     case Tagged::kServiceJob: return s.jobs.at(ref.seq).job.tags;
     case Tagged::kTrainingJob: return s.training_jobs.at(ref.key).tags;
+    case Tagged::kTuningJob: return s.tuning_jobs.at(ref.key).tags;
   }
   std::abort();  // every kind is handled above
 }

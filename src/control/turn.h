@@ -41,6 +41,7 @@ class Controller::Turn {
   std::set<std::string> metric_series;
   std::set<std::string> system_series;
   std::set<std::string> warm_pools, deleted_warm_pools;
+  std::set<std::string> tuning_jobs, deleted_tuning_jobs;  // by State::tuning_jobs key
   bool meta = false;
   std::set<std::string> alarms;  // alarm states to persist
   std::set<std::string> principals;  // store keys "iam/..." to write (deleted when gone from State)
@@ -75,6 +76,7 @@ inline void Controller::Turn::CarryOver(Turn& older) {
   merge(policies, deleted_policies, older.policies, older.deleted_policies);
   merge(quota_shares, deleted_quota_shares, older.quota_shares, older.deleted_quota_shares);
   merge(warm_pools, deleted_warm_pools, older.warm_pools, older.deleted_warm_pools);
+  merge(tuning_jobs, deleted_tuning_jobs, older.tuning_jobs, older.deleted_tuning_jobs);
   jobs.insert(older.jobs.begin(), older.jobs.end());
   training_jobs.insert(older.training_jobs.begin(), older.training_jobs.end());
   metric_series.insert(older.metric_series.begin(), older.metric_series.end());

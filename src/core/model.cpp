@@ -171,7 +171,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     warm_pool_end_reason, last_checkpoint_time, managed_spot, max_wait_seconds, capacity_ladder,
     fallback_after_interruptions, rung, on_spot, interruptions, run_launched_at, interruption_lost_instance_ms, billed_seconds, cost_usd,
     on_demand_cost_usd, billed_until, run_price_per_hour, run_on_demand_per_hour, owner,
-    credentials_token)
+    credentials_token, tuning_job_arn)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WarmPool, id, seq, status, owner_job, instance_type,
                                                 instance_count, match_key, created_at, available_since,
                                                 expires_at, queue, quota_share, environment)

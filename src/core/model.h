@@ -350,6 +350,7 @@ struct TrainingJob {
   int64_t instance_count = 1;
   std::string service_job_id;  // "" for jobs created directly through CreateTrainingJob
   std::string owner;           // the creating principal's ARN (its service job's submitter); "" unknown
+  std::string tuning_job_arn;  // the hyperparameter tuning job it is a trial of ("" none): DescribeTrainingJob's TuningJobArn
   int attempt_number = 0;      // 1-based for service-job attempts
   uint64_t seq = 0;
   bool launched = false;       // handed to the executor

@@ -1,0 +1,575 @@
+// Hyperparameter tuning jobs: creation, the step of each turn that starts, stops and completes
+// trials, StopHyperParameterTuningJob, and the pure reads in tuning.h (docs/tuning.md).
+#include "control/tuning.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "control/controller.h"
+#include "control/turn.h"
+#include "core/strings.h"
+
+namespace ty::control {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kTuningStatusNames[] = {"InProgress", "Completed", "Failed", "Stopping", "Stopped"};
+
+const char* StrategyName(tune::Strategy s) {
+  switch (s) {
+    case tune::Strategy::kGrid: return "Grid";
+    case tune::Strategy::kRandom: return "Random";
+    case tune::Strategy::kBayesian: return "Bayesian";
+    case tune::Strategy::kHyperband: return "Hyperband";
+  }
+  return "Bayesian";
+}
+
+const char* ScalingName(tune::Scaling s) {
+  switch (s) {
+    case tune::Scaling::kAuto: return "Auto";
+    case tune::Scaling::kLinear: return "Linear";
+    case tune::Scaling::kLogarithmic: return "Logarithmic";
+    case tune::Scaling::kReverseLogarithmic: return "ReverseLogarithmic";
+  }
+  return "Auto";
+}
+
+const char* KindName(tune::Range::Kind k) {
+  switch (k) {
+    case tune::Range::Kind::kInteger: return "Integer";
+    case tune::Range::Kind::kContinuous: return "Continuous";
+    case tune::Range::Kind::kCategorical: return "Categorical";
+  }
+  return "Continuous";
+}
+
+template <typename E, size_t N>
+E EnumOf(const std::string& name, const E (&values)[N], const char* (*spell)(E), E fallback) {
+  for (E v : values)
+    if (name == spell(v)) return v;
+  return fallback;
+}
+
+const char* CompletionName(tune::Completion c) {
+  switch (c) {
+    case tune::Completion::kNone: return "";
+    case tune::Completion::kExhausted: return "exhausted";
+    case tune::Completion::kTargetReached: return "target";
+    case tune::Completion::kBestNotImproving: return "not-improving";
+    case tune::Completion::kConverged: return "converged";
+  }
+  return "";
+}
+
+json EncodeConfig(const tune::SearchConfig& c) {
+  json ranges = json::array();
+  for (const auto& r : c.ranges)
+    ranges.push_back({{"name", r.name}, {"kind", KindName(r.kind)}, {"min", r.min}, {"max", r.max},
+                      {"scaling", ScalingName(r.scaling)}, {"values", r.values}});
+  json j = {{"strategy", StrategyName(c.strategy)},
+            {"goal", c.goal == tune::Goal::kMinimize ? "Minimize" : "Maximize"},
+            {"ranges", ranges},
+            {"seed", c.seed},
+            {"max_trials", c.max_trials},
+            {"max_parallel", c.max_parallel},
+            {"min_resource", c.min_resource},
+            {"max_resource", c.max_resource},
+            {"early_stopping", c.early_stopping},
+            {"best_not_improving", c.best_not_improving},
+            {"complete_on_convergence", c.complete_on_convergence}};
+  if (c.target_objective) j["target_objective"] = *c.target_objective;
+  return j;
+}
+
+tune::SearchConfig DecodeConfig(const json& j) {
+  static constexpr tune::Strategy kStrategies[] = {tune::Strategy::kGrid, tune::Strategy::kRandom,
+                                                   tune::Strategy::kBayesian, tune::Strategy::kHyperband};
+  static constexpr tune::Scaling kScalings[] = {tune::Scaling::kAuto, tune::Scaling::kLinear, tune::Scaling::kLogarithmic,
+                                                tune::Scaling::kReverseLogarithmic};
+  static constexpr tune::Range::Kind kKinds[] = {tune::Range::Kind::kInteger, tune::Range::Kind::kContinuous,
+                                                 tune::Range::Kind::kCategorical};
+  tune::SearchConfig c;
+  c.strategy = EnumOf(j.value("strategy", ""), kStrategies, StrategyName, tune::Strategy::kBayesian);
+  c.goal = j.value("goal", "") == "Minimize" ? tune::Goal::kMinimize : tune::Goal::kMaximize;
+  for (const auto& r : j.value("ranges", json::array())) {
+    tune::Range range;
+    range.name = r.value("name", "");
+    range.kind = EnumOf(r.value("kind", ""), kKinds, KindName, tune::Range::Kind::kContinuous);
+    range.min = r.value("min", 0.0);
+    range.max = r.value("max", 0.0);
+    range.scaling = EnumOf(r.value("scaling", ""), kScalings, ScalingName, tune::Scaling::kAuto);
+    range.values = r.value("values", std::vector<std::string>{});
+    c.ranges.push_back(std::move(range));
+  }
+  c.seed = j.value("seed", uint64_t{0});
+  c.max_trials = j.value("max_trials", 0);
+  c.max_parallel = j.value("max_parallel", 1);
+  c.min_resource = j.value("min_resource", 1);
+  c.max_resource = j.value("max_resource", 0);
+  c.early_stopping = j.value("early_stopping", false);
+  c.best_not_improving = j.value("best_not_improving", 0);
+  c.complete_on_convergence = j.value("complete_on_convergence", false);
+  if (j.contains("target_objective") && j["target_objective"].is_number()) c.target_objective = j["target_objective"].get<double>();
+  return c;
+}
+
+// FNV-1a, 32 bits: the trial name's hex part (a name, not a secret).
+uint32_t Fnv1a(const std::string& s) {
+  uint32_t h = 2166136261u;
+  for (unsigned char ch : s) {
+    h ^= ch;
+    h *= 16777619u;
+  }
+  return h;
+}
+
+}  // namespace
+
+const char* ToWire(TuningJobStatus s) { return kTuningStatusNames[static_cast<int>(s)]; }
+
+std::optional<TuningJobStatus> ParseTuningJobStatus(const std::string& s) {
+  for (int i = 0; i < 5; ++i)
+    if (s == kTuningStatusNames[i]) return static_cast<TuningJobStatus>(i);
+  return std::nullopt;
+}
+
+std::string TrialName(const TuningJob& tuning, int index) {
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", Fnv1a(tuning.arn + "/" + std::to_string(index)));
+  char number[16];
+  std::snprintf(number, sizeof number, "%03d", index + 1);
+  return tuning.name + "-" + number + "-" + hex;
+}
+
+std::vector<tune::Trial> TrialsOf(const TuningJob& tuning, const State& s) {
+  std::vector<tune::Trial> out;
+  out.reserve(tuning.trials.size());
+  for (const TuningTrial& rec : tuning.trials) {
+    tune::Trial trial;
+    trial.index = rec.index;
+    trial.assignment = rec.assignment;
+    trial.resource = rec.resource;
+    trial.parent = rec.parent;
+    trial.stopped_early = rec.stopped_early;
+    const TrainingJob* tj = s.FindTrainingJob(rec.training_job);
+    if (!tj) {
+      trial.state = tune::Trial::State::kFailed;  // its training job is gone: it can tell nothing
+      out.push_back(std::move(trial));
+      continue;
+    }
+    switch (tj->status) {
+      case TrainingJobStatus::kCompleted: trial.state = tune::Trial::State::kCompleted; break;
+      case TrainingJobStatus::kFailed: trial.state = tune::Trial::State::kFailed; break;
+      case TrainingJobStatus::kStopped: trial.state = tune::Trial::State::kStopped; break;
+      default: trial.state = tune::Trial::State::kRunning; break;
+    }
+    if (auto series = s.metric_series.find(tj->name); series != s.metric_series.end())
+      if (const MetricTrack* track = series->second.Find(tuning.objective_metric))
+        for (const MetricPoint& p : track->points) trial.intermediate.emplace_back(static_cast<int>(p.index) + 1, p.value);
+    if (trial.state != tune::Trial::State::kRunning)
+      for (const MetricValue& m : tj->final_metrics)
+        if (m.name == tuning.objective_metric) trial.final_objective = m.value;
+    out.push_back(std::move(trial));
+  }
+  return out;
+}
+
+const char* ObjectiveStatusOf(const tune::Trial& trial) {
+  if (trial.state == tune::Trial::State::kRunning) return "Pending";
+  const bool counts = trial.state == tune::Trial::State::kCompleted || trial.stopped_early;
+  return counts && tune::ObjectiveOf(trial) ? "Succeeded" : "Failed";
+}
+
+TuningCounters CountTrials(const std::vector<tune::Trial>& trials) {
+  TuningCounters c;
+  for (const tune::Trial& trial : trials) {
+    switch (trial.state) {
+      case tune::Trial::State::kRunning: ++c.in_progress; break;
+      case tune::Trial::State::kCompleted: ++c.completed; break;
+      case tune::Trial::State::kFailed: ++c.non_retryable_error; break;
+      case tune::Trial::State::kStopped: ++c.stopped; break;
+    }
+    const std::string objective = ObjectiveStatusOf(trial);
+    if (objective == "Pending") ++c.objective_pending;
+    else if (objective == "Succeeded") ++c.objective_succeeded;
+    else ++c.objective_failed;
+  }
+  return c;
+}
+
+std::optional<int> BestTrialOf(const std::vector<tune::Trial>& trials, tune::Goal goal) {
+  std::optional<int> best;
+  double best_value = 0;
+  for (const tune::Trial& trial : trials) {
+    if (std::string(ObjectiveStatusOf(trial)) != "Succeeded") continue;
+    const double v = *tune::ObjectiveOf(trial);
+    const bool better = goal == tune::Goal::kMaximize ? v > best_value : v < best_value;
+    if (!best || better) {
+      best = trial.index;
+      best_value = v;
+    }
+  }
+  return best;
+}
+
+std::string EncodeTuningJob(const TuningJob& t) {
+  json trials = json::array();
+  for (const TuningTrial& r : t.trials) {
+    json assignment = json::array();
+    for (const auto& [k, v] : r.assignment) assignment.push_back({k, v});
+    trials.push_back({{"index", r.index},
+                      {"training_job", r.training_job},
+                      {"assignment", assignment},
+                      {"resource", r.resource},
+                      {"parent", r.parent},
+                      {"stopped_early", r.stopped_early}});
+  }
+  json j = {{"name", t.name},
+            {"arn", t.arn},
+            {"seq", t.seq},
+            {"request_json", t.request_json},
+            {"training_request_json", t.training_request_json},
+            {"objective_metric", t.objective_metric},
+            {"resource_hyperparameter", t.resource_hyperparameter},
+            {"search", EncodeConfig(t.search)},
+            {"max_runtime_seconds", t.max_runtime_seconds},
+            {"warm_start_parents", t.warm_start_parents},
+            {"warm_start_type", t.warm_start_type},
+            {"tags", t.tags},
+            {"owner", t.owner},
+            {"status", ToWire(t.status)},
+            {"failure_reason", t.failure_reason},
+            {"completion", CompletionName(t.completion)},
+            {"stop_requested", t.stop_requested},
+            {"runtime_exceeded", t.runtime_exceeded},
+            {"creation_time", t.creation_time},
+            {"last_modified_time", t.last_modified_time},
+            {"end_time", t.end_time},
+            {"converged_time", t.converged_time},
+            {"trials", trials}};
+  return j.dump();
+}
+
+bool DecodeTuningJob(const std::string& doc, TuningJob* out) {
+  json j = json::parse(doc, nullptr, false);
+  if (!j.is_object()) return false;
+  try {
+    TuningJob t;
+    t.name = j.at("name").get<std::string>();
+    t.arn = j.value("arn", "");
+    t.seq = j.value("seq", uint64_t{0});
+    t.request_json = j.value("request_json", "{}");
+    t.training_request_json = j.value("training_request_json", "{}");
+    t.objective_metric = j.value("objective_metric", "");
+    t.resource_hyperparameter = j.value("resource_hyperparameter", "");
+    t.search = DecodeConfig(j.value("search", json::object()));
+    t.max_runtime_seconds = j.value("max_runtime_seconds", int64_t{0});
+    t.warm_start_parents = j.value("warm_start_parents", std::vector<std::string>{});
+    t.warm_start_type = j.value("warm_start_type", "");
+    t.tags = j.value("tags", Tags{});
+    t.owner = j.value("owner", "");
+    t.status = ParseTuningJobStatus(j.value("status", "")).value_or(TuningJobStatus::kFailed);
+    t.failure_reason = j.value("failure_reason", "");
+    const std::string completion = j.value("completion", "");
+    for (auto c : {tune::Completion::kExhausted, tune::Completion::kTargetReached, tune::Completion::kBestNotImproving,
+                   tune::Completion::kConverged})
+      if (completion == CompletionName(c)) t.completion = c;
+    t.stop_requested = j.value("stop_requested", false);
+    t.runtime_exceeded = j.value("runtime_exceeded", false);
+    t.creation_time = j.value("creation_time", EpochMs{0});
+    t.last_modified_time = j.value("last_modified_time", EpochMs{0});
+    t.end_time = j.value("end_time", EpochMs{0});
+    t.converged_time = j.value("converged_time", EpochMs{0});
+    for (const auto& r : j.value("trials", json::array())) {
+      TuningTrial trial;
+      trial.index = r.value("index", 0);
+      trial.training_job = r.value("training_job", "");
+      for (const auto& kv : r.value("assignment", json::array()))
+        trial.assignment.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<std::string>());
+      trial.resource = r.value("resource", 0);
+      trial.parent = r.value("parent", -1);
+      trial.stopped_early = r.value("stopped_early", false);
+      t.trials.push_back(std::move(trial));
+    }
+    *out = std::move(t);
+    return true;
+  } catch (const json::exception&) {
+    return false;
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// The controller's side.
+
+const TuningJob* State::FindTuningJob(const std::string& name) const {
+  auto it = tuning_jobs.find(ToLower(name));
+  return it == tuning_jobs.end() ? nullptr : &it->second;
+}
+
+StatusOr<TuningJob> Controller::CreateTuningJob(const CreateTuningJobCommand& cmd) {
+  TuningJob tuning;
+  tuning.name = cmd.name;
+  tuning.arn = Arn("sagemaker", "hyper-parameter-tuning-job/" + ToLower(cmd.name));
+  tuning.request_json = cmd.request_json;
+  tuning.training_request_json = cmd.training_request_json;
+  tuning.objective_metric = cmd.objective_metric;
+  tuning.resource_hyperparameter = cmd.resource_hyperparameter;
+  tuning.search = cmd.search;
+  tuning.max_runtime_seconds = cmd.max_runtime_seconds;
+  tuning.warm_start_parents = cmd.warm_start_parents;
+  tuning.warm_start_type = cmd.warm_start_type;
+  tuning.tags = cmd.tags;
+  tuning.owner = cmd.owner;
+  return Execute<TuningJob>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<TuningJob> {
+    if (state_.FindTuningJob(tuning.name))
+      return AlreadyExists("A hyperparameter tuning job with this name already exists (" + tuning.arn + ")");
+    for (const std::string& parent : tuning.warm_start_parents) {
+      const TuningJob* p = state_.FindTuningJob(parent);
+      if (!p) return NotFound("WarmStartConfig.ParentHyperParameterTuningJobs: hyperparameter tuning job " + parent + " not found");
+      if (IsLive(p->status))
+        return InvalidArgument("WarmStartConfig.ParentHyperParameterTuningJobs: " + parent + " is " + ToWire(p->status) +
+                               "; a parent must have ended (Completed, Stopped or Failed)");
+    }
+    // The search refuses what it cannot run (a grid too large, Hyperband's resources...): nothing is stored then.
+    auto search = tune::Search::Create(tuning.search, WarmStartTrials(tuning));
+    if (!search.ok()) return InvalidArgument(search.status().message());
+    tuning.seq = state_.next_seq++;
+    tuning.creation_time = tuning.last_modified_time = t.now;
+    searches_[ToLower(tuning.name)] = std::move(*search);
+    const std::string key = ToLower(tuning.name);
+    state_.tuning_jobs[key] = tuning;
+    t.tuning_jobs.insert(key);
+    TuningJobEvent(t, state_.tuning_jobs[key], "");
+    StepTuningJob(t, state_.tuning_jobs[key]);  // the first trials start in the creating turn
+    return state_.tuning_jobs[key];
+  });
+}
+
+Status Controller::StopTuningJob(const std::string& name) {
+  return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status {
+    auto it = state_.tuning_jobs.find(ToLower(name));
+    if (it == state_.tuning_jobs.end()) return NotFound("Requested resource not found: hyperparameter tuning job " + name);
+    TuningJob& tuning = it->second;
+    if (tuning.status != TuningJobStatus::kInProgress)
+      return FailedPrecondition("The hyperparameter tuning job " + tuning.name + " is " + ToWire(tuning.status) +
+                                " and cannot be stopped");
+    tuning.stop_requested = true;
+    StepTuningJob(t, tuning);
+    return Status::Ok();
+  });
+}
+
+Status Controller::DeleteTuningJob(const std::string& name) {
+  return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status {
+    auto it = state_.tuning_jobs.find(ToLower(name));
+    if (it == state_.tuning_jobs.end()) return NotFound("Requested resource not found: hyperparameter tuning job " + name);
+    if (IsLive(it->second.status))
+      return AlreadyExists("The hyperparameter tuning job " + it->second.name + " is " + ToWire(it->second.status) +
+                           "; stop it and wait for it to end before deleting it");
+    for (const auto& [key, other] : state_.tuning_jobs)
+      if (IsLive(other.status))
+        for (const std::string& parent : other.warm_start_parents)
+          if (ToLower(parent) == it->first)
+            return AlreadyExists("The hyperparameter tuning job " + it->second.name + " is a warm-start parent of " +
+                                 other.name + ", which is " + ToWire(other.status));
+    // Its training jobs stay (SageMaker deletes the tuning job only).
+    t.deleted_tuning_jobs.insert(it->first);
+    t.tuning_jobs.erase(it->first);
+    searches_.erase(it->first);
+    state_.tuning_jobs.erase(it);
+    return Status::Ok();
+  });
+}
+
+std::vector<tune::Trial> Controller::WarmStartTrials(const TuningJob& tuning) const {
+  std::vector<tune::Trial> out;
+  for (const std::string& parent : tuning.warm_start_parents) {
+    const TuningJob* p = state_.FindTuningJob(parent);
+    if (!p) continue;
+    for (tune::Trial trial : TrialsOf(*p, state_)) {
+      if (trial.state == tune::Trial::State::kRunning) continue;
+      trial.index = static_cast<int>(out.size());
+      trial.parent = -1;
+      out.push_back(std::move(trial));
+    }
+  }
+  return out;
+}
+
+tune::Search* Controller::SearchOf(Turn& t, TuningJob& tuning) {
+  const std::string key = ToLower(tuning.name);
+  if (auto it = searches_.find(key); it != searches_.end()) return it->second.get();
+  auto search = tune::Search::Create(tuning.search, WarmStartTrials(tuning));
+  if (!search.ok()) {
+    // Accepted once, refused now (a stored configuration this build's search cannot run).
+    tuning.failure_reason = "The search cannot be resumed: " + search.status().message();
+    SetTuningStatus(t, tuning, TuningJobStatus::kFailed);
+    return nullptr;
+  }
+  return (searches_[key] = std::move(*search)).get();
+}
+
+void Controller::SetTuningStatus(Turn& t, TuningJob& tuning, TuningJobStatus status) {
+  if (tuning.status == status) return;
+  tuning.status = status;
+  tuning.last_modified_time = t.now;
+  if (!IsLive(status)) {
+    tuning.end_time = t.now;
+    searches_.erase(ToLower(tuning.name));
+  }
+  t.tuning_jobs.insert(ToLower(tuning.name));
+  TuningJobEvent(t, tuning, tuning.failure_reason);
+}
+
+void Controller::TuningJobEvent(Turn& t, const TuningJob& tuning, const std::string& reason) {
+  EventTrigger e;
+  e.kind = EventTrigger::Kind::kTuningJobStateChange;
+  e.name = tuning.name;
+  e.status = ToWire(tuning.status);
+  e.reason = reason;
+  e.at = t.now;
+  t.events.push_back(std::move(e));
+}
+
+void Controller::RunTuningJobs(Turn& t) {
+  for (auto& [key, tuning] : state_.tuning_jobs)
+    if (IsLive(tuning.status)) StepTuningJob(t, tuning);
+}
+
+void Controller::StepTuningJob(Turn& t, TuningJob& tuning) {
+  tune::Search* search = SearchOf(t, tuning);
+  if (!search) return;
+  std::vector<tune::Trial> trials = TrialsOf(tuning, state_);
+  auto stop_running = [&](const std::string& message) REQUIRES(turn_mu_, state_mu_) {
+    for (const TuningTrial& rec : tuning.trials) {
+      TrainingJob* tj = state_.FindTrainingJob(rec.training_job);
+      if (tj && tj->status == TrainingJobStatus::kInProgress) RequestStop(t, *tj, StopCause::kUser, message);
+    }
+  };
+  auto running = [&]() REQUIRES(turn_mu_, state_mu_) {
+    for (const TuningTrial& rec : tuning.trials)
+      if (const TrainingJob* tj = state_.FindTrainingJob(rec.training_job); tj && IsLive(tj->status)) return true;
+    return false;
+  };
+
+  if (tuning.status == TuningJobStatus::kInProgress && !tuning.stop_requested && tuning.max_runtime_seconds > 0 &&
+      t.now - tuning.creation_time >= tuning.max_runtime_seconds * 1000) {
+    tuning.stop_requested = true;
+    tuning.runtime_exceeded = true;
+  }
+  if (tuning.stop_requested) {
+    if (tuning.status == TuningJobStatus::kInProgress) {
+      stop_running(tuning.runtime_exceeded ? "Stopping: the hyperparameter tuning job reached its MaxRuntimeInSeconds."
+                                           : "Stopping: its hyperparameter tuning job is being stopped.");
+      SetTuningStatus(t, tuning, TuningJobStatus::kStopping);
+    }
+    if (!running()) SetTuningStatus(t, tuning, TuningJobStatus::kStopped);
+    return;
+  }
+
+  // Early stopping (the median rule, or the end of a Hyperband rung): the trial ends Stopped and
+  // counts with the objective it reached.
+  const bool stops_trials = tuning.search.early_stopping || tuning.search.strategy == tune::Strategy::kHyperband;
+  if (stops_trials)
+    for (TuningTrial& rec : tuning.trials) {
+      tune::Trial& trial = trials[static_cast<size_t>(rec.index)];
+      if (trial.state != tune::Trial::State::kRunning || rec.stopped_early) continue;
+      TrainingJob* tj = state_.FindTrainingJob(rec.training_job);
+      if (!tj || tj->status != TrainingJobStatus::kInProgress) continue;
+      if (!search->ShouldStop(trial, trials)) continue;
+      rec.stopped_early = trial.stopped_early = true;
+      t.tuning_jobs.insert(ToLower(tuning.name));
+      RequestStop(t, *tj, StopCause::kUser, "Stopping: the tuning job's early stopping stopped this trial.");
+    }
+
+  if (tuning.completion == tune::Completion::kNone) {
+    const tune::Completion done = search->Complete(trials);
+    if (done != tune::Completion::kNone) {
+      tuning.completion = done;
+      if (done == tune::Completion::kConverged) tuning.converged_time = t.now;
+      t.tuning_jobs.insert(ToLower(tuning.name));
+      if (done != tune::Completion::kExhausted) stop_running("Stopping: the tuning job's completion criteria are met.");
+    }
+  }
+  if (tuning.completion != tune::Completion::kNone) {
+    if (!running()) SetTuningStatus(t, tuning, TuningJobStatus::kCompleted);
+    return;
+  }
+  // Next is asked only when a trial could start: with every slot taken it has nothing to say, and
+  // a Bayesian search would fit its model for nothing on every turn.
+  auto free_slot = [&] {
+    const auto live = std::count_if(trials.begin(), trials.end(),
+                                    [](const tune::Trial& x) { return x.state == tune::Trial::State::kRunning; });
+    const bool under_max = tuning.search.max_trials <= 0 || static_cast<int>(trials.size()) < tuning.search.max_trials;
+    return live < tuning.search.max_parallel && under_max;
+  };
+  while (free_slot()) {
+    auto suggestion = search->Next(trials);
+    if (!suggestion) break;
+    StartTrial(t, tuning, *suggestion);
+    tune::Trial trial;
+    trial.index = tuning.trials.back().index;
+    trial.assignment = suggestion->assignment;
+    trial.resource = suggestion->resource;
+    trial.parent = suggestion->parent;
+    trials.push_back(std::move(trial));
+  }
+}
+
+void Controller::StartTrial(Turn& t, TuningJob& tuning, const tune::Suggestion& suggestion) {
+  const int index = static_cast<int>(tuning.trials.size());
+  TuningTrial rec;
+  rec.index = index;
+  rec.training_job = TrialName(tuning, index);
+  rec.assignment = suggestion.assignment;
+  rec.resource = suggestion.resource;
+  rec.parent = suggestion.parent;
+
+  json req = json::parse(tuning.training_request_json);
+  req["TrainingJobName"] = rec.training_job;
+  json& hps = req["HyperParameters"];
+  if (!hps.is_object()) hps = json::object();
+  for (const auto& [k, v] : suggestion.assignment) hps[k] = v;
+  if (suggestion.resource > 0 && !tuning.resource_hyperparameter.empty())
+    hps[tuning.resource_hyperparameter] = std::to_string(suggestion.resource);
+
+  TrainingJob tj;
+  tj.name = rec.training_job;
+  tj.arn = Arn("sagemaker", "training-job/" + ToLower(tj.name));
+  tj.owner = tuning.owner;
+  tj.request_json = req.dump();
+  tj.tags = tuning.tags;
+  tj.tuning_job_arn = tuning.arn;
+  ParseTrainingTerms(tj.request_json, &tj.terms);
+  const json rc = req.value("ResourceConfig", json::object());
+  tj.instance_type = rc.value("InstanceType", "");
+  tj.instance_count = rc.value("InstanceCount", int64_t{1});
+  tj.keep_alive_seconds = rc.value("KeepAlivePeriodInSeconds", int64_t{0});
+  tj.managed_spot = req.value("EnableManagedSpotTraining", false);
+  tj.max_wait_seconds = req.value("StoppingCondition", json::object()).value("MaxWaitTimeInSeconds", int64_t{0});
+  tj.seq = state_.next_seq++;
+  tj.creation_time = tj.last_modified_time = t.now;
+  tj.transitions.push_back({SecondaryStatus::kStarting, t.now, 0, "Starting the training job."});
+  if (state_.FindTrainingJob(tj.name)) {
+    // A training job of that name was made by hand: the trial cannot take it. The name is the
+    // tuning job's own namespace, so this is a user's doing; the trial fails rather than the job.
+    spdlog::warn("tuning job {}: trial name {} is taken by another training job", tuning.name, tj.name);
+    tj.name += "-" + std::to_string(tj.seq);
+  }
+  rec.training_job = tj.name;
+  state_.AddTrainingJob(tj);
+  t.training_jobs.insert(tj.name);
+  TrainingJobEvent(t, tj.name, SecondaryStatus::kStarting, "Starting the training job.", t.now);
+  tuning.trials.push_back(std::move(rec));
+  tuning.last_modified_time = t.now;
+  t.tuning_jobs.insert(ToLower(tuning.name));
+  t.reschedule = true;
+}
+
+}  // namespace ty::control
