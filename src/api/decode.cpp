@@ -845,6 +845,9 @@ StatusOr<CreateTuningJobCommand> DecodeCreateHyperParameterTuningJob(const json&
   auto tags = ReadTags(req);
   if (!tags.ok()) return tags.status();
   c.tags = *std::move(tags);
+  auto queue = ParseTrialQueue(c.tags);  // trials through a job queue (docs/tuning.md)
+  if (!queue.ok()) return queue.status();
+  c.queue = *std::move(queue);
   return c;
 }
 
