@@ -11,13 +11,40 @@ import botocore.exceptions
 
 import harness
 
-# A trial: counts epochs in its checkpoint directory (resuming from the one saved there), prints
-# `epoch=N score=N` per epoch, waits for the gate file GATE after epoch HOLD, saves on SIGTERM.
-TRIAL = ("M=$TRAINYARD_CHECKPOINT_MARKER; D=${{M%/*}}; s=$(cat $D/epoch 2>/dev/null || echo 0); "
-         "echo start $s >> $D/log; trap 'echo saved $s >> $D/log; exit 0' TERM; "
-         "while [ $s -lt {epochs} ]; do "
-         "if [ $s -eq {hold} ] && [ ! -e {gate} ]; then sleep 0.05; continue; fi; "
-         "s=$((s+1)); echo $s > $D/epoch; touch $M; echo epoch=$s score=$s; done; echo done $s >> $D/log")
+# A trial (script mode): counts epochs in its checkpoint directory, resuming from the one saved
+# there, prints `epoch=N score=N` per epoch, holds after epoch `hold` until the file `gate`
+# exists, and saves and exits on SIGTERM; it logs where each attempt started and what it saved.
+TRIAL = """import argparse, os, signal, sys, time
+p = argparse.ArgumentParser()
+p.add_argument("--epochs", type=int, default=2)
+p.add_argument("--hold", type=int, default=-1)
+p.add_argument("--gate", default="")
+a, _ = p.parse_known_args()
+marker = os.environ["TRAINYARD_CHECKPOINT_MARKER"]
+d = os.path.dirname(marker)
+def put(name, text, mode="w"):
+    with open(os.path.join(d, name), mode) as f:
+        f.write(text)
+try:
+    s = int(open(os.path.join(d, "epoch")).read())
+except OSError:
+    s = 0
+put("log", f"start {s}\\n", "a")
+def term(*_):
+    put("log", f"saved {s}\\n", "a")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, term)
+while s < a.epochs:
+    if s == a.hold and not os.path.exists(a.gate):
+        time.sleep(0.05)
+        continue
+    s += 1
+    put("epoch", str(s))
+    open(marker, "a").close()
+    os.utime(marker)
+    print(f"epoch={s} score={s}", flush=True)
+put("log", f"done {s}\\n", "a")
+"""
 
 
 class TuningQueueTest(harness.ServerTest):
@@ -29,11 +56,13 @@ class TuningQueueTest(harness.ServerTest):
     def open_gate(self, name):
         open(self.gate(name), "w").close()
 
-    def definition(self, command, **extra):
+    def definition(self, epochs=2, hold=-1, gate="", **extra):
+        self.code_job("trial", {"trial.py": TRIAL})
         d = {
-            "StaticHyperParameters": {"unused": "1"},
-            "AlgorithmSpecification": {"TrainingImage": "local/shell", "TrainingInputMode": "File",
-                                       "ContainerEntrypoint": ["/bin/sh", "-c"], "ContainerArguments": [command],
+            "StaticHyperParameters": {"sagemaker_program": "trial.py",
+                                      "sagemaker_submit_directory": "s3://trainyard-test/code/trial.tar.gz",
+                                      "epochs": str(epochs), "hold": str(hold), "gate": gate or "none"},
+            "AlgorithmSpecification": {"TrainingImage": "local/python3", "TrainingInputMode": "File",
                                        "MetricDefinitions": [{"Name": "score", "Regex": "score=([-0-9.]+)"}]},
             "RoleArn": "arn:aws:iam::000000000000:role/SageMakerRole",
             "OutputDataConfig": {"S3OutputPath": "s3://trainyard-test/output"},
@@ -102,8 +131,7 @@ class TuningQueueTest(harness.ServerTest):
         prod1 = self.submit("fs", self.command_payload("prod-1", hold("p1")), shareIdentifier="production")
         self.wait_jobs([prod1], statuses=("RUNNING",))
         self.open_gate("trials")
-        command = TRIAL.format(epochs=2, hold=0, gate=self.gate("trials"))
-        self.create("sweep", self.definition(command), {"trainyard:job-queue": "fs", "trainyard:share-identifier": "sweep"})
+        self.create("sweep", self.definition(epochs=2, hold=0, gate=self.gate("trials")), {"trainyard:job-queue": "fs", "trainyard:share-identifier": "sweep"})
         prod2 = self.submit("fs", self.command_payload("prod-2", hold("p2")), shareIdentifier="production")
         trials = self.wait_trials("fs", "sweep", 2, ("RUNNABLE",))
         d = self.sm.describe_hyper_parameter_tuning_job(HyperParameterTuningJobName="sweep")
@@ -133,15 +161,20 @@ class TuningQueueTest(harness.ServerTest):
     def test_preempted_trial_resumes_from_its_checkpoint(self):
         os.makedirs(self.bucket_path("trainyard-test"), exist_ok=True)
         q = self.create_quota_queue("qs", 1, [("S", 1, "RESERVE", True)])
-        command = TRIAL.format(epochs=4, hold=2, gate=self.gate("resume"))
-        definition = self.definition(command, CheckpointConfig={"S3Uri": "s3://trainyard-test/ckpt/"})
+        definition = self.definition(epochs=4, hold=2, gate=self.gate("resume"), CheckpointConfig={"S3Uri": "s3://trainyard-test/ckpt/"})
         self.create("hold", definition, {"trainyard:job-queue": q, "trainyard:quota-share-name": "S",
                                          "trainyard:scheduling-priority": "10"}, max_jobs=1, parallel=1)
         trial = next(iter(self.wait_trials(q, "hold", 1, ("RUNNING",))))
         ckpt = self.bucket_path("trainyard-test", f"ckpt/{trial}")
         # wait until it saved epoch 2 (it holds there for the gate)
+        def saved():
+            try:
+                with open(os.path.join(ckpt, "epoch")) as f:
+                    return f.read().strip()
+            except OSError:
+                return ""
         deadline = time.time() + 30
-        while not (os.path.exists(os.path.join(ckpt, "epoch")) and open(os.path.join(ckpt, "epoch")).read().strip() == "2"):
+        while saved() != "2":
             self.assertLess(time.time(), deadline, "the trial never checkpointed epoch 2")
             time.sleep(0.05)
         urgent = self.submit(q, self.command_payload("urgent", "true"), quotaShareName="S", schedulingPriority=90)
@@ -170,7 +203,7 @@ class TuningQueueTest(harness.ServerTest):
     def test_second_trial_takes_the_first_trials_warm_pool(self):
         q = self.create_queue("wq", capacity=1)
         rc = {"InstanceType": "ml.m5.large", "InstanceCount": 1, "VolumeSizeInGB": 1, "KeepAlivePeriodInSeconds": 600}
-        self.create("warm", self.definition("echo score=1", ResourceConfig=rc), {"trainyard:job-queue": q},
+        self.create("warm", self.definition(epochs=1, ResourceConfig=rc), {"trainyard:job-queue": q},
                     max_jobs=2, parallel=1)
         d = self.wait_tuning("warm")
         self.assertEqual(d["HyperParameterTuningJobStatus"], "Completed", d)
@@ -196,7 +229,7 @@ class TuningQueueTest(harness.ServerTest):
         for i, (tags, message) in enumerate(cases):
             with self.subTest(tags=tags):
                 with self.assertRaises(botocore.exceptions.ClientError) as e:
-                    self.create(f"bad-{i}", self.definition("echo score=1"), tags)
+                    self.create(f"bad-{i}", self.definition(epochs=1), tags)
                 self.assertEqual(e.exception.response["Error"]["Code"], "ValidationException")
                 self.assertIn(message, e.exception.response["Error"]["Message"])
         self.assertEqual(self.sm.list_hyper_parameter_tuning_jobs()["HyperParameterTuningJobSummaries"], [])
