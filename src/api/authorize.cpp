@@ -58,13 +58,14 @@ constexpr OperationAccess kAccess[] = {
     {Api::kSageMaker, "UpdateTrainingJob", ResourceKind::kTrainingJob, "TrainingJobName"},
     {Api::kSageMaker, "ListTrainingJobs", ResourceKind::kNone, "", "TrainingJobSummaries",
      "sagemaker:DescribeTrainingJob"},
-    // Tuning jobs: not yet scoped to their ARN (docs/tuning.md, "Limits").
-    {Api::kSageMaker, "CreateHyperParameterTuningJob", ResourceKind::kNone},
-    {Api::kSageMaker, "DescribeHyperParameterTuningJob", ResourceKind::kNone},
-    {Api::kSageMaker, "ListHyperParameterTuningJobs", ResourceKind::kNone},
-    {Api::kSageMaker, "ListTrainingJobsForHyperParameterTuningJob", ResourceKind::kNone},
-    {Api::kSageMaker, "StopHyperParameterTuningJob", ResourceKind::kNone},
-    {Api::kSageMaker, "DeleteHyperParameterTuningJob", ResourceKind::kNone},
+    {Api::kSageMaker, "CreateHyperParameterTuningJob", ResourceKind::kTuningJob, "HyperParameterTuningJobName"},
+    {Api::kSageMaker, "DescribeHyperParameterTuningJob", ResourceKind::kTuningJob, "HyperParameterTuningJobName"},
+    {Api::kSageMaker, "ListHyperParameterTuningJobs", ResourceKind::kNone, "", "HyperParameterTuningJobSummaries",
+     "sagemaker:DescribeHyperParameterTuningJob"},
+    {Api::kSageMaker, "ListTrainingJobsForHyperParameterTuningJob", ResourceKind::kTuningJob,
+     "HyperParameterTuningJobName"},
+    {Api::kSageMaker, "StopHyperParameterTuningJob", ResourceKind::kTuningJob, "HyperParameterTuningJobName"},
+    {Api::kSageMaker, "DeleteHyperParameterTuningJob", ResourceKind::kTuningJob, "HyperParameterTuningJobName"},
     {Api::kSageMaker, "AddTags", ResourceKind::kTaggedResource, "ResourceArn"},
     {Api::kSageMaker, "DeleteTags", ResourceKind::kTaggedResource, "ResourceArn"},
     {Api::kSageMaker, "ListTags", ResourceKind::kTaggedResource, "ResourceArn"},
@@ -286,6 +287,12 @@ Target ItemTarget(const State& s, const std::string& operation, const json& item
     } else {
       t.arn = item.value("TrainingJobArn", "");
     }
+  } else if (operation == "ListHyperParameterTuningJobs") {
+    t.arn = item.value("HyperParameterTuningJobArn", "");
+    if (const control::TuningJob* tuning = s.FindTuningJob(item.value("HyperParameterTuningJobName", ""))) {
+      t.tags = &tuning->tags;
+      t.owner = tuning->owner;
+    }
   } else if (operation == "DescribeLogStreams" || operation == "FilterLogEvents") {
     std::string stream = item.value("logStreamName", "");
     if (const TrainingJob* tj = s.FindTrainingJob(stream.substr(0, stream.find('/')))) SetTrainingJob(&t, s, *tj);
@@ -469,6 +476,20 @@ Status Authorizer::CheckOperation(const Principal& caller, const CallContext& ct
           SetTrainingJob(&t, s, *tj);
         } else {
           t.arn = controller_.Arn("sagemaker", "training-job/" + ToLower(name));
+        }
+        return t;
+      });
+      return check_one(t);
+    }
+    case ResourceKind::kTuningJob: {
+      Target t = controller_.Read([&](const State& s) {
+        Target t;
+        if (const control::TuningJob* tuning = s.FindTuningJob(name)) {
+          t.arn = tuning->arn;
+          t.tags = &tuning->tags;
+          t.owner = tuning->owner;
+        } else {
+          t.arn = controller_.Arn("sagemaker", "hyper-parameter-tuning-job/" + ToLower(name));
         }
         return t;
       });

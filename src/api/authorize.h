@@ -64,6 +64,7 @@ enum class ResourceKind {
   kServiceJob,          // a job id or ARN
   kServiceJobs,         // an array of job ids or ARNs (each is checked)
   kTrainingJob,         // a training job name
+  kTuningJob,           // a hyperparameter tuning job name
   kTaggedResource,      // any ARN (TagResource and friends)
   kLogGroup,            // logGroupName / logGroupIdentifier
   kLogStream,           // logGroupName + logStreamName

@@ -324,6 +324,44 @@ class TuningTest(harness.ServerTest):
         listed = self.sm.list_hyper_parameter_tuning_jobs(NameContains="dup")["HyperParameterTuningJobSummaries"]
         self.assertEqual([j["HyperParameterTuningJobName"] for j in listed], ["tune-dup"])
 
+    def test_permissions_are_scoped_to_the_tuning_job(self):
+        # A user allowed the tuning actions on team-a-* tuning jobs only: its own are served, another
+        # team's are refused with the ARN named, and listing shows only its own.
+        self.stage()
+        admin = lambda op, body: self.server.admin("admin/iam/" + op, body)  # noqa: E731
+        arn = "arn:aws:sagemaker:us-east-1:000000000000:hyper-parameter-tuning-job/team-a-*"
+        admin("CreatePolicy", {"PolicyName": "team-a-tuning", "PolicyDocument": json.dumps({
+            "Version": "2012-10-17", "Statement": [
+                {"Effect": "Allow", "Action": ["sagemaker:*HyperParameterTuningJob*"], "Resource": arn},
+                {"Effect": "Allow", "Action": ["sagemaker:ListHyperParameterTuningJobs", "sagemaker:CreateTrainingJob",
+                                               "iam:PassRole"], "Resource": "*"}]})})
+        admin("CreateUser", {"UserName": "tuner"})
+        admin("AttachUserPolicy", {"UserName": "tuner", "PolicyName": "team-a-tuning"})
+        key = admin("CreateAccessKey", {"UserName": "tuner"})["AccessKey"]
+        tuner = self.server.client("sagemaker", key=key["AccessKeyId"], secret=key["SecretAccessKey"])
+        self.create("team-b-sweep", self.config(max_jobs=1, parallel=1))
+        tuner.create_hyper_parameter_tuning_job(
+            HyperParameterTuningJobName="team-a-sweep", HyperParameterTuningJobConfig=self.config(max_jobs=1, parallel=1),
+            TrainingJobDefinition=self.definition())
+        self.assertEqual(tuner.describe_hyper_parameter_tuning_job(
+            HyperParameterTuningJobName="team-a-sweep")["HyperParameterTuningJobName"], "team-a-sweep")
+        for call in (lambda: tuner.describe_hyper_parameter_tuning_job(HyperParameterTuningJobName="team-b-sweep"),
+                     lambda: tuner.stop_hyper_parameter_tuning_job(HyperParameterTuningJobName="team-b-sweep"),
+                     lambda: tuner.list_training_jobs_for_hyper_parameter_tuning_job(
+                         HyperParameterTuningJobName="team-b-sweep"),
+                     lambda: tuner.create_hyper_parameter_tuning_job(
+                         HyperParameterTuningJobName="team-b-other",
+                         HyperParameterTuningJobConfig=self.config(max_jobs=1, parallel=1),
+                         TrainingJobDefinition=self.definition())):
+            with self.assertRaises(botocore.exceptions.ClientError) as e:
+                call()
+            self.assertEqual(e.exception.response["Error"]["Code"], "AccessDeniedException")
+            self.assertIn("hyper-parameter-tuning-job/team-b-", e.exception.response["Error"]["Message"])
+        listed = [j["HyperParameterTuningJobName"] for j in
+                  tuner.list_hyper_parameter_tuning_jobs()["HyperParameterTuningJobSummaries"]]
+        self.assertEqual(listed, ["team-a-sweep"])
+        tuner.close()
+
 
 if __name__ == "__main__":
     unittest.main()
