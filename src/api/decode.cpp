@@ -842,9 +842,17 @@ StatusOr<CreateTuningJobCommand> DecodeCreateHyperParameterTuningJob(const json&
   if (s.strategy == tune::Strategy::kHyperband) probe["HyperParameters"][c.resource_hyperparameter] = std::to_string(s.max_resource);
   if (Status st = CheckTrainingRequest(probe, host.config, host.sandbox); !st.ok())
     return InvalidArgument("TrainingJobDefinition: " + st.message());
-  auto tags = ReadTags(req);
-  if (!tags.ok()) return tags.status();
-  c.tags = *std::move(tags);
+  // SageMaker's Tags: a list of {Key, Value} (Batch's map-shaped `tags` is not this API's).
+  const json tag_list = Get<json>(req, "Tags", json::array());
+  for (size_t i = 0; i < tag_list.size(); ++i) {
+    const std::string key = Get<std::string>(tag_list[i], "Key", "");
+    if (!c.tags.emplace(key, Get<std::string>(tag_list[i], "Value", "")).second)
+      return InvalidArgument("Tags[" + std::to_string(i) + "]: tag key '" + key + "' is given more than once");
+  }
+  TY_RETURN_IF_ERROR(CheckTags(c.tags, "Tags"));
+  auto queue = ParseTrialQueue(c.tags);  // trials through a job queue (docs/tuning.md)
+  if (!queue.ok()) return queue.status();
+  c.queue = *std::move(queue);
   return c;
 }
 

@@ -41,17 +41,20 @@ json EncodeTrial(const State& s, const TuningJob& tuning, const control::TuningT
   json hps = json::object();
   for (const auto& [k, v] : rec.assignment) hps[k] = v;
   if (rec.resource > 0 && !tuning.resource_hyperparameter.empty()) hps[tuning.resource_hyperparameter] = std::to_string(rec.resource);
-  json j = {{"TrainingJobName", rec.training_job},
+  const std::string current = control::CurrentTrainingJob(rec, s);  // a queued trial's latest attempt
+  json j = {{"TrainingJobName", current},
             {"TuningJobName", tuning.name},
             {"TunedHyperParameters", hps},
             {"ObjectiveStatus", control::ObjectiveStatusOf(trial)}};
-  if (const TrainingJob* tj = s.FindTrainingJob(rec.training_job)) {
+  if (const TrainingJob* tj = s.FindTrainingJob(current)) {
     j["TrainingJobArn"] = tj->arn;
     j["CreationTime"] = Seconds(tj->creation_time);
     j["TrainingJobStatus"] = ToWire(tj->status);
     if (tj->training_start_time) j["TrainingStartTime"] = Seconds(tj->training_start_time);
     if (tj->training_end_time) j["TrainingEndTime"] = Seconds(tj->training_end_time);
     if (!tj->failure_reason.empty()) j["FailureReason"] = tj->failure_reason;
+  } else if (trial.state == tune::Trial::State::kRunning) {
+    j["TrainingJobStatus"] = "InProgress";  // a queued trial waiting for its first attempt
   }
   if (std::string(control::ObjectiveStatusOf(trial)) == "Succeeded")
     j["FinalHyperParameterTuningJobObjectiveMetric"] = {

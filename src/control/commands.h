@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "control/tuning.h"
 #include "core/model.h"
 #include "tune/search.h"
 
@@ -188,6 +189,7 @@ struct CreateTuningJobCommand {
   std::vector<std::string> warm_start_parents;
   std::string warm_start_type;
   Tags tags;
+  TrialQueue queue;  // from the tags (ParseTrialQueue); checked against the queues in the turn
   std::string owner;
 };
 

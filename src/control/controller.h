@@ -263,6 +263,27 @@ class Controller {
   void ScheduleQuotaQueue(Turn& t, const JobQueue& q) REQUIRES(turn_mu_, state_mu_);
   // A quota-share job waits for `reason` (its code and, for a job that can never run, its status reason).
   void SetQuotaWait(Turn& t, ServiceJobState& js, const std::string& reason) REQUIRES(turn_mu_, state_mu_);
+  // How the fields of a placement are spelled in refusals: SubmitServiceJob's members, or the
+  // tags of a tuning job whose trials go through a queue.
+  struct PlacementFields {
+    const char* queue;
+    const char* share_identifier;
+    const char* quota_share_name;
+    const char* managed_spot;
+  };
+  static constexpr PlacementFields kSubmitFields{"jobQueue", "shareIdentifier", "quotaShareName",
+                                                 "serviceRequestPayload.EnableManagedSpotTraining"};
+  static constexpr PlacementFields kTrialQueueFields{
+      "Tags: trainyard:job-queue", "Tags: trainyard:share-identifier", "Tags: trainyard:quota-share-name",
+      "TrainingJobDefinition.EnableManagedSpotTraining"};
+  // SubmitServiceJob's rules for where a job may go: the queue exists, is a SAGEMAKER_TRAINING
+  // queue and ENABLED; a share identifier exactly on fair-share queues, an ENABLED quota share
+  // exactly on quota-share queues (and no managed spot there). Changes nothing.
+  StatusOr<const JobQueue*> CheckPlacement(const std::string& queue_ref, const std::string& share_identifier,
+                                           const std::string& quota_share_name, bool managed_spot,
+                                           const PlacementFields& fields) const REQUIRES(turn_mu_, state_mu_);
+  // Adds a checked job to `q` as SUBMITTED (its id, ARN and seq drawn here).
+  ServiceJob AddServiceJob(Turn& t, ServiceJob job, const JobQueue& q) REQUIRES(turn_mu_, state_mu_);
   void StartServiceJob(Turn& t, ServiceJobState& js, const std::string& environment) REQUIRES(turn_mu_, state_mu_);
   void StartPendingTrainingJobs(Turn& t) REQUIRES(turn_mu_, state_mu_);
   // Tuning jobs (tuning.cpp): each live one's step, once per turn, after the executor's events
@@ -273,7 +294,14 @@ class Controller {
   void StepTuningJob(Turn& t, TuningJob& tuning) REQUIRES(turn_mu_, state_mu_);
   // The one place a trial starts: its training job, created in this turn and stored in its
   // commit with the trial's record. (Routing trials through a Batch queue goes here.)
-  void StartTrial(Turn& t, TuningJob& tuning, const tune::Suggestion& suggestion) REQUIRES(turn_mu_, state_mu_);
+  // With a job queue (TuningJob::queue, docs/tuning.md "Trials in a job queue") the trial is a
+  // service job in that queue, and its training jobs are that job's attempts. Refused (the queue
+  // or share went away): nothing changes, and the caller fails the tuning job.
+  Status StartTrial(Turn& t, TuningJob& tuning, const tune::Suggestion& suggestion) REQUIRES(turn_mu_, state_mu_);
+  // Stops a running trial (its training job; in a job queue, terminates its service job).
+  void StopTrial(Turn& t, const TuningTrial& rec, const std::string& message) REQUIRES(turn_mu_, state_mu_);
+  // A trial's records brought up to date with its service job: the current attempt's training job.
+  void FollowQueuedTrials(Turn& t, TuningJob& tuning) REQUIRES(turn_mu_, state_mu_);
   // The tuning job's search, made on first use after a start (a failure fails the tuning job: null).
   tune::Search* SearchOf(Turn& t, TuningJob& tuning) REQUIRES(turn_mu_, state_mu_);
   std::vector<tune::Trial> WarmStartTrials(const TuningJob& tuning) const REQUIRES(turn_mu_, state_mu_);

@@ -149,65 +149,81 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const SubmitServiceJobCommand&
                                " was already used with different request parameters");
       }
     }
-    const JobQueue* q = FindQueue(state_, queue_ref);
-    if (!q) return InvalidArgument("jobQueue: job queue " + queue_ref + " does not exist");
-    if (q->job_queue_type != "SAGEMAKER_TRAINING")
-      return InvalidArgument("jobQueue: job queue " + q->name + " is not a SAGEMAKER_TRAINING queue");
-    if (q->state != ResourceState::kEnabled) return InvalidArgument("jobQueue: job queue " + q->name + " is DISABLED and accepts no new jobs");
-    const bool fair = q->kind == QueueKind::kFairShare;
-    const bool quota = q->kind == QueueKind::kQuotaShare;
-    if (!job.share_identifier.empty() && !fair)
-      return InvalidArgument("shareIdentifier: job queue " + q->name +
-                             " has no fair-share scheduling policy, so shareIdentifier is not allowed");
-    if (job.share_identifier.empty() && fair)
-      return InvalidArgument("shareIdentifier is required: job queue " + q->name + " has a fair-share scheduling policy");
-    if (!job.quota_share_name.empty() && !quota)
-      return InvalidArgument("quotaShareName: job queue " + q->name +
-                             " has no quota-share scheduling policy, so quotaShareName is not allowed");
-    if (quota && !job.capacity_ladder.empty())
-      return InvalidArgument(std::string("tags: ") + kLadderTag + ": job queue " + q->name +
+    auto q = CheckPlacement(queue_ref, job.share_identifier, job.quota_share_name, job.managed_spot, kSubmitFields);
+    if (!q.ok()) return q.status();
+    if ((*q)->kind == QueueKind::kQuotaShare && !job.capacity_ladder.empty())
+      return InvalidArgument(std::string("tags: ") + kLadderTag + ": job queue " + (*q)->name +
                              " shares capacity by quota shares of fixed instance types; a capacity ladder needs a FIFO "
                              "or fair-share queue (docs/spot.md)");
-    if (quota && job.managed_spot)
-      return InvalidArgument("serviceRequestPayload.EnableManagedSpotTraining: job queue " + q->name +
-                             " shares capacity by quota shares, which count on-demand instances; submit managed "
-                             "spot jobs to a FIFO or fair-share queue (docs/spot.md)");
-    if (quota) {
-      if (job.quota_share_name.empty())
-        return InvalidArgument("quotaShareName is required: job queue " + q->name + " has a quota-share scheduling policy");
-      auto share = state_.quota_shares.find(q->name + "/" + job.quota_share_name);
-      if (share == state_.quota_shares.end())
-        return InvalidArgument("quotaShareName: quota share " + job.quota_share_name + " does not exist in job queue " + q->name);
-      if (share->second.state != ResourceState::kEnabled)
-        return InvalidArgument("quotaShareName: quota share " + job.quota_share_name + " is DISABLED");
-    }
-    if (!job.share_identifier.empty()) {
-      if (job.share_identifier.size() > 255 || job.share_identifier.find('*') != std::string::npos)
-        return InvalidArgument("shareIdentifier must be at most 255 characters and hold no '*'");
-      // At most 500 active shares per queue (a share is active while it has unfinished jobs).
-      const auto& active = state_.unfinished_by_share[q->name];
-      if (!active.count(job.share_identifier) && active.size() >= 500)
-        return LimitExceeded("shareIdentifier: job queue " + q->name + " already has 500 active shares");
-    }
-    job.queue = q->name;
-    job.seq = state_.next_seq++;
-    job.id = NewUuid();
-    job.arn = Arn("batch", "service-job/" + job.id);
-    job.created_at = t.now;
-    job.status = JobStatus::kSubmitted;
-    ServiceJobState js;
-    js.job = job;
-    js.history.emplace_back("SUBMITTED", t.now);
-    state_.job_seq_by_id[job.id] = job.seq;
-    if (!job.client_token.empty()) state_.job_seq_by_token[job.client_token] = job.seq;
-    state_.by_queue_status[job.queue][JobStatus::kSubmitted].insert(job.seq);
-    ++state_.telemetry.submitted[job.queue];
-    if (!ShareOf(job).empty()) ++state_.unfinished_by_share[job.queue][ShareOf(job)];
-    state_.jobs.emplace(job.seq, std::move(js));
-    t.jobs.insert(job.seq);
-    t.submitted_now.insert(job.seq);
-    return job;
+    return AddServiceJob(t, std::move(job), **q);
   });
+}
+
+
+StatusOr<const JobQueue*> Controller::CheckPlacement(const std::string& queue_ref, const std::string& share_identifier,
+                                                     const std::string& quota_share_name, bool managed_spot,
+                                                     const PlacementFields& f) const {
+  const JobQueue* q = FindQueue(state_, queue_ref);
+  const std::string queue_field = f.queue;
+  if (!q) return InvalidArgument(queue_field + ": job queue " + queue_ref + " does not exist");
+  if (q->job_queue_type != "SAGEMAKER_TRAINING")
+    return InvalidArgument(queue_field + ": job queue " + q->name + " is not a SAGEMAKER_TRAINING queue");
+  if (q->state != ResourceState::kEnabled)
+    return InvalidArgument(queue_field + ": job queue " + q->name + " is DISABLED and accepts no new jobs");
+  const std::string share_field = f.share_identifier, quota_field = f.quota_share_name;
+  const bool fair = q->kind == QueueKind::kFairShare;
+  const bool quota = q->kind == QueueKind::kQuotaShare;
+  if (!share_identifier.empty() && !fair)
+    return InvalidArgument(share_field + ": job queue " + q->name + " has no fair-share scheduling policy, so " +
+                           share_field + " is not allowed");
+  if (share_identifier.empty() && fair)
+    return InvalidArgument(share_field + " is required: job queue " + q->name + " has a fair-share scheduling policy");
+  if (!quota_share_name.empty() && !quota)
+    return InvalidArgument(quota_field + ": job queue " + q->name + " has no quota-share scheduling policy, so " +
+                           quota_field + " is not allowed");
+  if (quota && managed_spot)
+    return InvalidArgument(std::string(f.managed_spot) + ": job queue " + q->name +
+                           " shares capacity by quota shares, which count on-demand instances; submit managed "
+                           "spot jobs to a FIFO or fair-share queue (docs/spot.md)");
+  if (quota) {
+    if (quota_share_name.empty())
+      return InvalidArgument(quota_field + " is required: job queue " + q->name + " has a quota-share scheduling policy");
+    auto share = state_.quota_shares.find(q->name + "/" + quota_share_name);
+    if (share == state_.quota_shares.end())
+      return InvalidArgument(quota_field + ": quota share " + quota_share_name + " does not exist in job queue " + q->name);
+    if (share->second.state != ResourceState::kEnabled)
+      return InvalidArgument(quota_field + ": quota share " + quota_share_name + " is DISABLED");
+  }
+  if (!share_identifier.empty()) {
+    if (share_identifier.size() > 255 || share_identifier.find('*') != std::string::npos)
+      return InvalidArgument(share_field + " must be at most 255 characters and hold no '*'");
+    // At most 500 active shares per queue (a share is active while it has unfinished jobs).
+    if (auto active = state_.unfinished_by_share.find(q->name);
+        active != state_.unfinished_by_share.end() && !active->second.count(share_identifier) && active->second.size() >= 500)
+      return LimitExceeded(share_field + ": job queue " + q->name + " already has 500 active shares");
+  }
+  return q;
+}
+
+ServiceJob Controller::AddServiceJob(Turn& t, ServiceJob job, const JobQueue& q) {
+  job.queue = q.name;
+  job.seq = state_.next_seq++;
+  job.id = NewUuid();
+  job.arn = Arn("batch", "service-job/" + job.id);
+  job.created_at = t.now;
+  job.status = JobStatus::kSubmitted;
+  ServiceJobState js;
+  js.job = job;
+  js.history.emplace_back("SUBMITTED", t.now);
+  state_.job_seq_by_id[job.id] = job.seq;
+  if (!job.client_token.empty()) state_.job_seq_by_token[job.client_token] = job.seq;
+  state_.by_queue_status[job.queue][JobStatus::kSubmitted].insert(job.seq);
+  ++state_.telemetry.submitted[job.queue];
+  if (!ShareOf(job).empty()) ++state_.unfinished_by_share[job.queue][ShareOf(job)];
+  state_.jobs.emplace(job.seq, std::move(js));
+  t.jobs.insert(job.seq);
+  t.submitted_now.insert(job.seq);
+  return job;
 }
 
 Status Controller::TerminateServiceJob(const TerminateServiceJobCommand& cmd) {
@@ -622,6 +638,7 @@ void Controller::StartServiceJob(Turn& t, ServiceJobState& js, const std::string
   tj.fallback_after_interruptions = job.fallback_after_interruptions;
   if (!job.capacity_ladder.empty()) tj.rung = std::max(js.placement_rung, 0);
   tj.service_job_id = job.id;
+  tj.tuning_job_arn = job.tuning_job_arn;
   tj.attempt_number = attempt;
   tj.seq = state_.next_seq++;
   tj.transitions.push_back({SecondaryStatus::kStarting, t.now, 0, "Starting the training job."});

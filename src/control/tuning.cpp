@@ -131,6 +131,53 @@ uint32_t Fnv1a(const std::string& s) {
 
 }  // namespace
 
+namespace {
+// The training jobs a trial ran as, in order: its service job's attempts (its records' copy when
+// the service job is gone), or its one training job.
+std::vector<std::string> TrialAttempts(const TuningTrial& rec, const State& s) {
+  if (rec.service_job_id.empty()) return {rec.training_job};
+  if (const ServiceJobState* js = s.FindJob(rec.service_job_id)) {
+    std::vector<std::string> out;
+    for (const ServiceJobAttempt& a : js->job.attempts) out.push_back(a.training_job_name);
+    return out;
+  }
+  return rec.attempts;
+}
+
+// A trial that is a service job follows it: pending (Running to the search) until the job ends,
+// however often it waits RUNNABLE or is preempted; then as its last attempt ended (Stopped when
+// it was terminated before any attempt). Its objective's values run on across the attempts, so
+// an attempt that resumed from a checkpoint continues the epochs; the final one is the last
+// attempt's.
+tune::Trial QueuedTrial(const TuningJob& tuning, const TuningTrial& rec, const State& s, tune::Trial trial) {
+  const std::vector<std::string> attempts = TrialAttempts(rec, s);
+  const ServiceJobState* js = s.FindJob(rec.service_job_id);
+  for (const std::string& name : attempts)
+    if (auto series = s.metric_series.find(name); series != s.metric_series.end())
+      if (const MetricTrack* track = series->second.Find(tuning.objective_metric))
+        for (const MetricPoint& p : track->points)
+          trial.intermediate.emplace_back(static_cast<int>(trial.intermediate.size()) + 1, p.value);
+  const TrainingJob* last = attempts.empty() ? nullptr : s.FindTrainingJob(attempts.back());
+  if (js && !IsTerminal(js->job.status)) {
+    trial.state = tune::Trial::State::kRunning;
+    return trial;
+  }
+  if (!last) {
+    trial.state = js && js->job.is_terminated ? tune::Trial::State::kStopped : tune::Trial::State::kFailed;
+    return trial;
+  }
+  switch (last->status) {
+    case TrainingJobStatus::kCompleted: trial.state = tune::Trial::State::kCompleted; break;
+    case TrainingJobStatus::kStopped: trial.state = tune::Trial::State::kStopped; break;
+    case TrainingJobStatus::kFailed: trial.state = tune::Trial::State::kFailed; break;
+    default: trial.state = tune::Trial::State::kRunning; return trial;  // the job is gone, its attempt not yet
+  }
+  for (const MetricValue& m : last->final_metrics)
+    if (m.name == tuning.objective_metric) trial.final_objective = m.value;
+  return trial;
+}
+}  // namespace
+
 const char* ToWire(TuningJobStatus s) { return kTuningStatusNames[static_cast<int>(s)]; }
 
 std::optional<TuningJobStatus> ParseTuningJobStatus(const std::string& s) {
@@ -147,6 +194,53 @@ std::string TrialName(const TuningJob& tuning, int index) {
   return tuning.name + "-" + number + "-" + hex;
 }
 
+StatusOr<TrialQueue> ParseTrialQueue(const Tags& tags) {
+  TrialQueue q;
+  auto tag = [&](const char* key) {
+    auto it = tags.find(key);
+    return it == tags.end() ? std::string() : it->second;
+  };
+  q.queue = tag(kJobQueueTag);
+  q.share_identifier = tag(kShareIdentifierTag);
+  q.quota_share_name = tag(kQuotaShareNameTag);
+  const bool has_priority = tags.count(kSchedulingPriorityTag) > 0;
+  if (q.queue.empty()) {
+    for (const char* key : {kShareIdentifierTag, kQuotaShareNameTag, kSchedulingPriorityTag})
+      if (tags.count(key))
+        return InvalidArgument(std::string("Tags: ") + key + " needs the tag " + kJobQueueTag +
+                               " (the job queue the trials go through)");
+    if (tags.count(kJobQueueTag)) return InvalidArgument(std::string("Tags: ") + kJobQueueTag + " must name a job queue");
+    return q;
+  }
+  if (has_priority) {
+    const std::string text = tag(kSchedulingPriorityTag);
+    if (text.empty() || text.size() > 4 || text.find_first_not_of("0123456789") != std::string::npos)
+      return InvalidArgument(std::string("Tags: ") + kSchedulingPriorityTag +
+                             " must be an integer between 0 and 9999, not '" + text.substr(0, 32) + "'");
+    q.scheduling_priority = std::stoi(text);
+  }
+  return q;
+}
+
+std::string TrialCheckpointUri(const TuningJob& tuning, int index) {
+  const json req = json::parse(tuning.training_request_json, nullptr, false);
+  if (!req.is_object() || !req.contains("CheckpointConfig") || !req["CheckpointConfig"].is_object()) return "";
+  std::string uri = req["CheckpointConfig"].value("S3Uri", "");
+  if (uri.empty()) return "";
+  // A promotion continues its parent's lineage: the first trial of the chain names the prefix.
+  while (index >= 0 && static_cast<size_t>(index) < tuning.trials.size() && tuning.trials[static_cast<size_t>(index)].parent >= 0 &&
+         tuning.trials[static_cast<size_t>(index)].parent < index)
+    index = tuning.trials[static_cast<size_t>(index)].parent;
+  while (EndsWith(uri, "/")) uri.pop_back();
+  return uri + "/" + TrialName(tuning, index);
+}
+
+
+std::string CurrentTrainingJob(const TuningTrial& rec, const State& s) {
+  std::vector<std::string> attempts = TrialAttempts(rec, s);
+  return attempts.empty() ? rec.training_job : attempts.back();
+}
+
 std::vector<tune::Trial> TrialsOf(const TuningJob& tuning, const State& s) {
   std::vector<tune::Trial> out;
   out.reserve(tuning.trials.size());
@@ -157,6 +251,10 @@ std::vector<tune::Trial> TrialsOf(const TuningJob& tuning, const State& s) {
     trial.resource = rec.resource;
     trial.parent = rec.parent;
     trial.stopped_early = rec.stopped_early;
+    if (!rec.service_job_id.empty()) {
+      out.push_back(QueuedTrial(tuning, rec, s, std::move(trial)));
+      continue;
+    }
     const TrainingJob* tj = s.FindTrainingJob(rec.training_job);
     if (!tj) {
       trial.state = tune::Trial::State::kFailed;  // its training job is gone: it can tell nothing
@@ -228,7 +326,9 @@ std::string EncodeTuningJob(const TuningJob& t) {
                       {"assignment", assignment},
                       {"resource", r.resource},
                       {"parent", r.parent},
-                      {"stopped_early", r.stopped_early}});
+                      {"stopped_early", r.stopped_early},
+                      {"service_job_id", r.service_job_id},
+                      {"attempts", r.attempts}});
   }
   json j = {{"name", t.name},
             {"arn", t.arn},
@@ -243,6 +343,10 @@ std::string EncodeTuningJob(const TuningJob& t) {
             {"warm_start_type", t.warm_start_type},
             {"tags", t.tags},
             {"owner", t.owner},
+            {"trial_queue", {{"queue", t.queue.queue},
+                             {"share_identifier", t.queue.share_identifier},
+                             {"quota_share_name", t.queue.quota_share_name},
+                             {"scheduling_priority", t.queue.scheduling_priority ? *t.queue.scheduling_priority : -1}}},
             {"status", ToWire(t.status)},
             {"failure_reason", t.failure_reason},
             {"completion", CompletionName(t.completion)},
@@ -274,6 +378,11 @@ bool DecodeTuningJob(const std::string& doc, TuningJob* out) {
     t.warm_start_type = j.value("warm_start_type", "");
     t.tags = j.value("tags", Tags{});
     t.owner = j.value("owner", "");
+    const json tq = j.value("trial_queue", json::object());
+    t.queue.queue = tq.value("queue", "");
+    t.queue.share_identifier = tq.value("share_identifier", "");
+    t.queue.quota_share_name = tq.value("quota_share_name", "");
+    if (const int p = tq.value("scheduling_priority", -1); p >= 0) t.queue.scheduling_priority = p;
     t.status = ParseTuningJobStatus(j.value("status", "")).value_or(TuningJobStatus::kFailed);
     t.failure_reason = j.value("failure_reason", "");
     const std::string completion = j.value("completion", "");
@@ -295,6 +404,8 @@ bool DecodeTuningJob(const std::string& doc, TuningJob* out) {
       trial.resource = r.value("resource", 0);
       trial.parent = r.value("parent", -1);
       trial.stopped_early = r.value("stopped_early", false);
+      trial.service_job_id = r.value("service_job_id", "");
+      trial.attempts = r.value("attempts", std::vector<std::string>{});
       t.trials.push_back(std::move(trial));
     }
     *out = std::move(t);
@@ -326,6 +437,7 @@ StatusOr<TuningJob> Controller::CreateTuningJob(const CreateTuningJobCommand& cm
   tuning.warm_start_type = cmd.warm_start_type;
   tuning.tags = cmd.tags;
   tuning.owner = cmd.owner;
+  tuning.queue = cmd.queue;
   return Execute<TuningJob>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<TuningJob> {
     if (state_.FindTuningJob(tuning.name))
       return AlreadyExists("A hyperparameter tuning job with this name already exists (" + tuning.arn + ")");
@@ -335,6 +447,13 @@ StatusOr<TuningJob> Controller::CreateTuningJob(const CreateTuningJobCommand& cm
       if (IsLive(p->status))
         return InvalidArgument("WarmStartConfig.ParentHyperParameterTuningJobs: " + parent + " is " + ToWire(p->status) +
                                "; a parent must have ended (Completed, Stopped or Failed)");
+    }
+    if (!tuning.queue.queue.empty()) {
+      // The queue and its shares, as SubmitServiceJob checks them, in the tags' words.
+      const bool spot = json::parse(tuning.training_request_json, nullptr, false).value("EnableManagedSpotTraining", false);
+      auto q = CheckPlacement(tuning.queue.queue, tuning.queue.share_identifier, tuning.queue.quota_share_name, spot,
+                              kTrialQueueFields);
+      if (!q.ok()) return q.status();
     }
     // The search refuses what it cannot run (a grid too large, Hyperband's resources...): nothing is stored then.
     auto search = tune::Search::Create(tuning.search, WarmStartTrials(tuning));
@@ -446,15 +565,17 @@ void Controller::StepTuningJob(Turn& t, TuningJob& tuning) {
   tune::Search* search = SearchOf(t, tuning);
   if (!search) return;
   std::vector<tune::Trial> trials = TrialsOf(tuning, state_);
+  FollowQueuedTrials(t, tuning);
   auto stop_running = [&](const std::string& message) REQUIRES(turn_mu_, state_mu_) {
-    for (const TuningTrial& rec : tuning.trials) {
-      TrainingJob* tj = state_.FindTrainingJob(rec.training_job);
-      if (tj && tj->status == TrainingJobStatus::kInProgress) RequestStop(t, *tj, StopCause::kUser, message);
-    }
+    for (const TuningTrial& rec : tuning.trials) StopTrial(t, rec, message);
   };
   auto running = [&]() REQUIRES(turn_mu_, state_mu_) {
-    for (const TuningTrial& rec : tuning.trials)
+    for (const TuningTrial& rec : tuning.trials) {
+      if (const ServiceJobState* js = rec.service_job_id.empty() ? nullptr : state_.FindJob(rec.service_job_id);
+          js && !IsTerminal(js->job.status))
+        return true;
       if (const TrainingJob* tj = state_.FindTrainingJob(rec.training_job); tj && IsLive(tj->status)) return true;
+    }
     return false;
   };
 
@@ -480,12 +601,12 @@ void Controller::StepTuningJob(Turn& t, TuningJob& tuning) {
     for (TuningTrial& rec : tuning.trials) {
       tune::Trial& trial = trials[static_cast<size_t>(rec.index)];
       if (trial.state != tune::Trial::State::kRunning || rec.stopped_early) continue;
-      TrainingJob* tj = state_.FindTrainingJob(rec.training_job);
+      const TrainingJob* tj = state_.FindTrainingJob(rec.training_job);
       if (!tj || tj->status != TrainingJobStatus::kInProgress) continue;
       if (!search->ShouldStop(trial, trials)) continue;
       rec.stopped_early = trial.stopped_early = true;
       t.tuning_jobs.insert(ToLower(tuning.name));
-      RequestStop(t, *tj, StopCause::kUser, "Stopping: the tuning job's early stopping stopped this trial.");
+      StopTrial(t, rec, "Stopping: the tuning job's early stopping stopped this trial.");
     }
 
   if (tuning.completion == tune::Completion::kNone) {
@@ -512,7 +633,13 @@ void Controller::StepTuningJob(Turn& t, TuningJob& tuning) {
   while (free_slot()) {
     auto suggestion = search->Next(trials);
     if (!suggestion) break;
-    StartTrial(t, tuning, *suggestion);
+    if (Status st = StartTrial(t, tuning, *suggestion); !st.ok()) {
+      // The queue or its share went away since the tuning job was created: no trial can start.
+      tuning.failure_reason = "A trial could not be submitted: " + st.message();
+      stop_running("Stopping: its hyperparameter tuning job failed.");
+      SetTuningStatus(t, tuning, TuningJobStatus::kFailed);
+      return;
+    }
     tune::Trial trial;
     trial.index = tuning.trials.back().index;
     trial.assignment = suggestion->assignment;
@@ -522,7 +649,30 @@ void Controller::StepTuningJob(Turn& t, TuningJob& tuning) {
   }
 }
 
-void Controller::StartTrial(Turn& t, TuningJob& tuning, const tune::Suggestion& suggestion) {
+void Controller::StopTrial(Turn& t, const TuningTrial& rec, const std::string& message) {
+  if (!rec.service_job_id.empty()) {
+    // Terminating its service job stops the attempt that runs, or ends a job still waiting.
+    if (const ServiceJobState* js = state_.FindJob(rec.service_job_id); js && !IsTerminal(js->job.status))
+      (void)Terminate(t, TerminateServiceJobCommand{rec.service_job_id, message});
+    return;
+  }
+  TrainingJob* tj = state_.FindTrainingJob(rec.training_job);
+  if (tj && tj->status == TrainingJobStatus::kInProgress) RequestStop(t, *tj, StopCause::kUser, message);
+}
+
+void Controller::FollowQueuedTrials(Turn& t, TuningJob& tuning) {
+  for (TuningTrial& rec : tuning.trials) {
+    if (rec.service_job_id.empty()) continue;
+    const ServiceJobState* js = state_.FindJob(rec.service_job_id);
+    if (!js || js->job.attempts.size() == rec.attempts.size()) continue;
+    rec.attempts.clear();
+    for (const ServiceJobAttempt& a : js->job.attempts) rec.attempts.push_back(a.training_job_name);
+    rec.training_job = rec.attempts.back();
+    t.tuning_jobs.insert(ToLower(tuning.name));
+  }
+}
+
+Status Controller::StartTrial(Turn& t, TuningJob& tuning, const tune::Suggestion& suggestion) {
   const int index = static_cast<int>(tuning.trials.size());
   TuningTrial rec;
   rec.index = index;
@@ -538,6 +688,44 @@ void Controller::StartTrial(Turn& t, TuningJob& tuning, const tune::Suggestion& 
   for (const auto& [k, v] : suggestion.assignment) hps[k] = v;
   if (suggestion.resource > 0 && !tuning.resource_hyperparameter.empty())
     hps[tuning.resource_hyperparameter] = std::to_string(suggestion.resource);
+  {
+    // Its own checkpoint prefix (a promotion: its parent's), read before the record is added.
+    tuning.trials.push_back(rec);
+    const std::string checkpoint = TrialCheckpointUri(tuning, index);
+    tuning.trials.pop_back();
+    if (!checkpoint.empty()) req["CheckpointConfig"]["S3Uri"] = checkpoint;
+  }
+  if (!tuning.queue.queue.empty()) {
+    auto q = CheckPlacement(tuning.queue.queue, tuning.queue.share_identifier, tuning.queue.quota_share_name,
+                            req.value("EnableManagedSpotTraining", false), kTrialQueueFields);
+    if (!q.ok()) return q.status();
+    json tags = json::array();
+    for (const auto& [k, v] : tuning.tags) tags.push_back({{"Key", k}, {"Value", v}});
+    if (!tags.empty()) req["Tags"] = tags;
+    ServiceJob job;
+    job.name = rec.training_job;
+    job.owner = tuning.owner;
+    job.payload = req.dump();
+    const json rc = req.value("ResourceConfig", json::object());
+    job.instance_type = rc.value("InstanceType", "");
+    job.instance_count = std::max<int64_t>(1, rc.value("InstanceCount", int64_t{1}));
+    job.managed_spot = req.value("EnableManagedSpotTraining", false);
+    job.max_runtime_ms = req.value("StoppingCondition", json::object()).value("MaxRuntimeInSeconds", int64_t{0}) * 1000;
+    if (tuning.queue.scheduling_priority) {
+      job.scheduling_priority = *tuning.queue.scheduling_priority;
+      job.has_scheduling_priority = true;
+    }
+    job.share_identifier = tuning.queue.share_identifier;
+    job.quota_share_name = tuning.queue.quota_share_name;
+    job.tags = tuning.tags;
+    job.tuning_job_arn = tuning.arn;
+    rec.service_job_id = AddServiceJob(t, std::move(job), **q).id;
+    tuning.trials.push_back(std::move(rec));
+    tuning.last_modified_time = t.now;
+    t.tuning_jobs.insert(ToLower(tuning.name));
+    t.reschedule = true;
+    return Status::Ok();
+  }
 
   TrainingJob tj;
   tj.name = rec.training_job;
@@ -570,6 +758,7 @@ void Controller::StartTrial(Turn& t, TuningJob& tuning, const tune::Suggestion& 
   tuning.last_modified_time = t.now;
   t.tuning_jobs.insert(ToLower(tuning.name));
   t.reschedule = true;
+  return Status::Ok();
 }
 
 }  // namespace ty::control

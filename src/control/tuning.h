@@ -15,11 +15,28 @@
 #include <vector>
 
 #include "core/model.h"
+#include "core/status.h"
 #include "tune/search.h"
 
 namespace ty::control {
 
 struct State;
+
+// Trials through a Batch job queue (docs/tuning.md, "Trials in a job queue"): a trainyard
+// extension carried in the tuning job's tags, so boto3 sends it unchanged.
+inline constexpr const char* kJobQueueTag = "trainyard:job-queue";
+inline constexpr const char* kShareIdentifierTag = "trainyard:share-identifier";
+inline constexpr const char* kQuotaShareNameTag = "trainyard:quota-share-name";
+inline constexpr const char* kSchedulingPriorityTag = "trainyard:scheduling-priority";
+struct TrialQueue {
+  std::string queue;  // name or ARN as given; "": the trials are plain training jobs
+  std::string share_identifier;
+  std::string quota_share_name;
+  std::optional<int> scheduling_priority;  // 0..9999
+};
+// The extension's tags, their form only (the queue and its shares are checked in the creating
+// turn): the share tags and the priority need the queue tag; the priority is 0..9999.
+StatusOr<TrialQueue> ParseTrialQueue(const Tags& tags);
 
 enum class TuningJobStatus { kInProgress, kCompleted, kFailed, kStopping, kStopped };
 const char* ToWire(TuningJobStatus s);
@@ -35,6 +52,10 @@ struct TuningTrial {
   int resource = 0;  // Hyperband: the epochs it was given
   int parent = -1;
   bool stopped_early = false;  // stopped because Search::ShouldStop said so
+  // Through a job queue: its service job, whose latest attempt `training_job` names (the
+  // trial's name until the first attempt starts); each attempt's training job, in order.
+  std::string service_job_id;
+  std::vector<std::string> attempts;
 };
 
 struct TuningJob {
@@ -54,6 +75,7 @@ struct TuningJob {
   std::string warm_start_type;                  // IdenticalDataAndAlgorithm | TransferLearning | ""
   Tags tags;
   std::string owner;
+  TrialQueue queue;  // from the tags
 
   TuningJobStatus status = TuningJobStatus::kInProgress;
   std::string failure_reason;
@@ -72,6 +94,9 @@ struct TuningJob {
 // k-th value is epoch k), its final objective from FinalMetricDataList.
 std::vector<tune::Trial> TrialsOf(const TuningJob& tuning, const State& s);
 
+// The trial's training job now: its service job's latest attempt for a trial in a job queue.
+std::string CurrentTrainingJob(const TuningTrial& rec, const State& s);
+
 // TrainingJobStatusCounters and ObjectiveStatusCounters (SageMaker's), from `trials`.
 struct TuningCounters {
   int completed = 0, in_progress = 0, retryable_error = 0, non_retryable_error = 0, stopped = 0;
@@ -89,6 +114,11 @@ std::optional<int> BestTrialOf(const std::vector<tune::Trial>& trials, tune::Goa
 // The stored document of a tuning job, and back (false: not one).
 std::string EncodeTuningJob(const TuningJob& tuning);
 bool DecodeTuningJob(const std::string& doc, TuningJob* out);
+
+// A trial's CheckpointConfig.S3Uri: <definition's S3Uri>/<trial name>, so that trials do not
+// restore each other's state; a Hyperband promotion (parent >= 0) continues in its parent's.
+// "" when the definition has no CheckpointConfig.
+std::string TrialCheckpointUri(const TuningJob& tuning, int index);
 
 // <tuning-job>-<NNN>-<8 hex>: SageMaker's trial names. The hex part is derived from the tuning
 // job's ARN and the index, so the name is the same in any process.

@@ -159,7 +159,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     payload, client_token, request_hash, is_terminated, terminate_reason, attempts, preempted_attempt_count,
     preempted_for, instance_type, instance_count, max_runtime_ms, preemption_lost_instance_ms,
     preemption_lost_gpu_ms, capacity_failed_attempt_count, managed_spot, capacity_ladder,
-    fallback_after_interruptions, attempt_capacity_key, owner)
+    fallback_after_interruptions, attempt_capacity_key, owner, tuning_job_arn)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StatusTransition, status, start, end, message)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(MetricValue, name, value, timestamp)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(

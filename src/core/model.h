@@ -219,6 +219,8 @@ struct ServiceJob {
   std::string capacity_ladder;
   int fallback_after_interruptions = 2;
   std::string attempt_capacity_key;
+  // The hyperparameter tuning job it is a trial of ("" none): its attempts' TuningJobArn.
+  std::string tuning_job_arn;
 };
 
 // SageMaker's TrainingJobStatus. InProgress and Stopping are live: the job may still run.
