@@ -75,7 +75,10 @@ Completion SearchBase::Complete(const std::vector<Trial>& trials) const {
 // parents included); stop the trial when its value at e is worse than the median of those averages.
 bool SearchBase::ShouldStop(const Trial& trial, const std::vector<Trial>& trials) const {
   if (!config_.early_stopping || trial.state != Trial::State::kRunning || trial.intermediate.empty()) return false;
-  const auto [epoch, value] = trial.intermediate.back();
+  // Plain locals, not a structured binding: the lambda below captures them (clang before 16 refuses
+  // to capture a binding).
+  const int epoch = trial.intermediate.back().first;
+  const double value = trial.intermediate.back().second;
   std::vector<double> averages;
   auto consider = [&](const Trial& other) {
     if (other.intermediate.empty() || other.intermediate.back().first < epoch) return;
