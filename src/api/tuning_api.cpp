@@ -129,18 +129,41 @@ StatusOr<size_t> Offset(const json& req) {
   return static_cast<size_t>(std::stoull(token));
 }
 
+// What both List calls take: StatusEquals, SortBy, SortOrder, MaxResults and NextToken (an offset).
+struct ListArgs {
+  std::string status;
+  std::string sort_by;
+  bool ascending = false;
+  size_t max = 10;
+  size_t offset = 0;
+};
+
+StatusOr<ListArgs> ListArgsOf(const json& req) {
+  ListArgs a;
+  a.status = req.value("StatusEquals", "");
+  a.sort_by = req.value("SortBy", "CreationTime");
+  a.ascending = req.value("SortOrder", "Descending") == "Ascending";
+  a.max = req.value("MaxResults", 10);
+  auto offset = Offset(req);
+  if (!offset.ok()) return offset.status();
+  a.offset = *offset;
+  return a;
+}
+
 Response ListTuningJobs(Controller& c, const json& req) {
   const EpochMs created_after = TimeArg(req, "CreationTimeAfter", INT64_MIN);
   const EpochMs created_before = TimeArg(req, "CreationTimeBefore", INT64_MAX);
   const EpochMs modified_after = TimeArg(req, "LastModifiedTimeAfter", INT64_MIN);
   const EpochMs modified_before = TimeArg(req, "LastModifiedTimeBefore", INT64_MAX);
   const std::string contains = ToLower(req.value("NameContains", ""));
-  const std::string status = req.value("StatusEquals", "");
-  const std::string sort_by = req.value("SortBy", "CreationTime");
-  const bool ascending = req.value("SortOrder", "Descending") == "Ascending";
-  const size_t max = req.value("MaxResults", 10);
-  auto offset = Offset(req);
-  if (!offset.ok()) return offset.status();
+  auto args = ListArgsOf(req);
+  if (!args.ok()) return args.status();
+  // Plain references, not a structured binding: the lambdas below capture them.
+  const std::string& status = args->status;
+  const std::string& sort_by = args->sort_by;
+  const bool ascending = args->ascending;
+  const size_t max = args->max;
+  const size_t* offset = &args->offset;
   return c.Read([&](const State& s) -> Response {
     std::vector<const TuningJob*> jobs;
     for (const auto& [key, t] : s.tuning_jobs) {
@@ -181,12 +204,14 @@ Response ListTuningJobs(Controller& c, const json& req) {
 
 Response ListTrials(Controller& c, const json& req) {
   const std::string name = req.value("HyperParameterTuningJobName", "");
-  const std::string status = req.value("StatusEquals", "");
-  const std::string sort_by = req.value("SortBy", "CreationTime");
-  const bool ascending = req.value("SortOrder", "Descending") == "Ascending";
-  const size_t max = req.value("MaxResults", 10);
-  auto offset = Offset(req);
-  if (!offset.ok()) return offset.status();
+  auto args = ListArgsOf(req);
+  if (!args.ok()) return args.status();
+  // Plain references, not a structured binding: the lambdas below capture them.
+  const std::string& status = args->status;
+  const std::string& sort_by = args->sort_by;
+  const bool ascending = args->ascending;
+  const size_t max = args->max;
+  const size_t* offset = &args->offset;
   return c.Read([&](const State& s) -> Response {
     const TuningJob* tuning = s.FindTuningJob(name);
     if (!tuning) return NotFound("Requested resource not found: hyperparameter tuning job " + name);
