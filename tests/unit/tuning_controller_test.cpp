@@ -210,7 +210,9 @@ TEST_F(TuningControllerTest, HyperbandPromotesAStoppedTrialFromItsCheckpointOnce
       Exit(rec.training_job);
       continue;
     }
-    Report(rec.training_job, {first_epoch[static_cast<size_t>(i / 2)]});
+    const double loss = first_epoch[static_cast<size_t>(i / 2)];
+    // Trial 2 prints epoch 2 before the stop reaches it (its checkpoint holds epoch 1).
+    Report(rec.training_job, i == 2 ? std::vector<double>{loss, loss} : std::vector<double>{loss});
     if (i == 0) {
       EXPECT_FALSE(StopAsked(rec.training_job));  // alone at rung 1
       Report(rec.training_job, std::vector<double>(8, 1));
@@ -252,10 +254,14 @@ TEST_F(TuningControllerTest, HyperbandPromotesAStoppedTrialFromItsCheckpointOnce
   EXPECT_TRUE(exec_->started().empty());
   EXPECT_EQ(exec_->adopted(), std::vector<std::string>{child.training_job});
 
-  // It resumes after epoch 1 (its parent's last) and trains epochs 2 and 3: at rung 3 it is
-  // compared with trial 0 only, is not in the top third of two, and the lineage ends there. The
-  // next trial is a fresh one, not a second promotion of trial 2 or of the child.
-  Report(child.training_job, {1.5, 1.2});
+  // It restores epoch 1 and trains epochs 2 and 3. While it runs, its values are counted after its
+  // parent's last report (epoch 2, which it repeats); once it has completed its 3 epochs they are
+  // numbered back from 3. At rung 3 it is compared with trial 0 only, is not in the top third of
+  // two, and the lineage ends there: the next trial is a fresh one, not a second promotion.
+  Report(child.training_job, {1.5});
+  EXPECT_EQ(c_->Read([&](const State& s) { return TrialsOf(Tuning("hb"), s)[11].intermediate; }),
+            (std::vector<std::pair<int, double>>{{3, 1.5}}));
+  Report(child.training_job, {1.2});
   EXPECT_FALSE(StopAsked(child.training_job));
   Exit(child.training_job);
   t = Tuning("hb");
