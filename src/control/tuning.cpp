@@ -144,20 +144,46 @@ std::vector<std::string> TrialAttempts(const TuningTrial& rec, const State& s) {
   return rec.attempts;
 }
 
+// A trial's objective values numbered by epoch across the training jobs it ran as (docs/tuning.md,
+// "Epochs across attempts"). The k-th value an attempt prints is the epoch k after the one the
+// attempt started from: the first attempt of a fresh trial starts from nothing, that of a
+// promotion after its parent's last epoch (`start_after`), a later attempt after the last epoch
+// before it. An attempt that restored a checkpoint may repeat epochs its predecessor reported after
+// saving it, and nothing says how many while it runs; once it has completed a trial with a
+// resource (Hyperband's epoch count, which the script trains up to), its values are known to end
+// at that epoch: they are numbered back from it and replace what earlier attempts reported there.
+std::vector<std::pair<int, double>> EpochValues(const TuningJob& tuning, const State& s, const std::vector<std::string>& attempts,
+                                                int start_after, bool last_completed, int resource, bool promoted) {
+  std::vector<std::pair<int, double>> out;
+  int before = start_after;  // the epoch the next attempt starts after
+  for (size_t i = 0; i < attempts.size(); ++i) {
+    const MetricTrack* track = nullptr;
+    if (auto series = s.metric_series.find(attempts[i]); series != s.metric_series.end())
+      track = series->second.Find(tuning.objective_metric);
+    if (!track || track->points.empty()) continue;
+    const int reported = static_cast<int>(track->points.back().index) + 1;
+    const bool resumed = i > 0 || promoted;
+    if (resumed && i + 1 == attempts.size() && last_completed && resource > 0 && reported <= resource) {
+      before = resource - reported;
+      while (!out.empty() && out.back().first > before) out.pop_back();
+    }
+    for (const MetricPoint& p : track->points) out.emplace_back(before + static_cast<int>(p.index) + 1, p.value);
+    before += reported;
+  }
+  return out;
+}
+
 // A trial that is a service job follows it: pending (Running to the search) until the job ends,
 // however often it waits RUNNABLE or is preempted; then as its last attempt ended (Stopped when
 // it was terminated before any attempt). Its objective's values run on across the attempts, so
 // an attempt that resumed from a checkpoint continues the epochs; the final one is the last
 // attempt's.
-tune::Trial QueuedTrial(const TuningJob& tuning, const TuningTrial& rec, const State& s, tune::Trial trial) {
+tune::Trial QueuedTrial(const TuningJob& tuning, const TuningTrial& rec, const State& s, int start_after, tune::Trial trial) {
   const std::vector<std::string> attempts = TrialAttempts(rec, s);
   const ServiceJobState* js = s.FindJob(rec.service_job_id);
-  for (const std::string& name : attempts)
-    if (auto series = s.metric_series.find(name); series != s.metric_series.end())
-      if (const MetricTrack* track = series->second.Find(tuning.objective_metric))
-        for (const MetricPoint& p : track->points)
-          trial.intermediate.emplace_back(static_cast<int>(trial.intermediate.size()) + 1, p.value);
   const TrainingJob* last = attempts.empty() ? nullptr : s.FindTrainingJob(attempts.back());
+  trial.intermediate = EpochValues(tuning, s, attempts, start_after, last && last->status == TrainingJobStatus::kCompleted,
+                                   rec.resource, rec.parent >= 0);
   if (js && !IsTerminal(js->job.status)) {
     trial.state = tune::Trial::State::kRunning;
     return trial;
@@ -251,8 +277,12 @@ std::vector<tune::Trial> TrialsOf(const TuningJob& tuning, const State& s) {
     trial.resource = rec.resource;
     trial.parent = rec.parent;
     trial.stopped_early = rec.stopped_early;
+    // A promotion continues its parent's epochs (the parent comes first: parent < index).
+    int start_after = 0;
+    if (rec.parent >= 0 && static_cast<size_t>(rec.parent) < out.size() && !out[static_cast<size_t>(rec.parent)].intermediate.empty())
+      start_after = out[static_cast<size_t>(rec.parent)].intermediate.back().first;
     if (!rec.service_job_id.empty()) {
-      out.push_back(QueuedTrial(tuning, rec, s, std::move(trial)));
+      out.push_back(QueuedTrial(tuning, rec, s, start_after, std::move(trial)));
       continue;
     }
     const TrainingJob* tj = s.FindTrainingJob(rec.training_job);
@@ -267,9 +297,8 @@ std::vector<tune::Trial> TrialsOf(const TuningJob& tuning, const State& s) {
       case TrainingJobStatus::kStopped: trial.state = tune::Trial::State::kStopped; break;
       default: trial.state = tune::Trial::State::kRunning; break;
     }
-    if (auto series = s.metric_series.find(tj->name); series != s.metric_series.end())
-      if (const MetricTrack* track = series->second.Find(tuning.objective_metric))
-        for (const MetricPoint& p : track->points) trial.intermediate.emplace_back(static_cast<int>(p.index) + 1, p.value);
+    trial.intermediate = EpochValues(tuning, s, {tj->name}, start_after, tj->status == TrainingJobStatus::kCompleted,
+                                     rec.resource, rec.parent >= 0);
     if (trial.state != tune::Trial::State::kRunning)
       for (const MetricValue& m : tj->final_metrics)
         if (m.name == tuning.objective_metric) trial.final_objective = m.value;

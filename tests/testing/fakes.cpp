@@ -193,6 +193,16 @@ void FakeExecutor::Push(const std::string& attempt_id, exec::Phase phase, EpochM
   Push(std::move(e));
 }
 
+std::string FakeExecutor::LogPath(const std::string& attempt_id, int instance) const {
+  std::lock_guard lock(mu_);
+  return log_dir_.empty() ? "" : log_dir_ + "/" + attempt_id + "-" + std::to_string(instance) + ".log";
+}
+
+void FakeExecutor::SetLogDir(std::string dir) {
+  std::lock_guard lock(mu_);
+  log_dir_ = std::move(dir);
+}
+
 void FakeExecutor::FailStarts(Status st) {
   std::lock_guard lock(mu_);
   fail_start_ = std::move(st);

@@ -86,7 +86,9 @@ class FakeExecutor final : public exec::Executor {
   Status Interrupt(const std::string& attempt_id, int grace_seconds) override;
   Status Adopt(const std::string& attempt_id) override;
   std::vector<exec::AttemptEvent> Poll() override;
-  std::string LogPath(const std::string& attempt_id, int instance) const override { return ""; }
+  // `<log dir>/<attempt>-<instance>.log` once SetLogDir was called (a test writes the lines the
+  // controller's metric regexes read), else "" (no log).
+  std::string LogPath(const std::string& attempt_id, int instance) const override;
   std::string SystemMetricsPath(const std::string& attempt_id, int instance) const override { return ""; }
   void Cleanup(const std::string& attempt_id) override {}
   std::shared_ptr<const exec::CapacityReport> Capacity() const override;
@@ -95,6 +97,8 @@ class FakeExecutor final : public exec::Executor {
   void Push(exec::AttemptEvent e);
   // A phase change of an attempt at `at`; kExited with exit_code 0 unless changed by the caller.
   void Push(const std::string& attempt_id, exec::Phase phase, EpochMs at);
+  // Where LogPath points from now on ("" = no logs).
+  void SetLogDir(std::string dir);
   // While set, Start() fails with this status (and starts nothing).
   void FailStarts(Status st);
   // While set, Adopt() fails with this status (the attempt is not running here).
@@ -114,6 +118,7 @@ class FakeExecutor final : public exec::Executor {
   mutable std::mutex mu_;
   std::deque<exec::AttemptEvent> pending_;
   Status fail_start_, fail_adopt_;
+  std::string log_dir_;
   std::vector<std::string> started_, stopped_, interrupted_, adopted_;
   std::map<std::string, exec::AttemptSpec> specs_;
   std::shared_ptr<const exec::CapacityReport> capacity_;

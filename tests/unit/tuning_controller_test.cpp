@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "api/decode.h"
@@ -59,6 +61,7 @@ class TuningControllerTest : public ::testing::Test {
     c_.reset();
     auto executor = std::make_unique<FakeExecutor>();
     exec_ = executor.get();
+    exec_->SetLogDir(dir_.string());
     Ports ports{std::make_unique<testing::MemStore>(data_), std::make_unique<testing::MemEventLog>(data_), std::move(executor)};
     auto c = Controller::Open(config_, clock_, std::move(ports));
     ASSERT_TRUE(c.ok()) << c.status().message();
@@ -80,6 +83,23 @@ class TuningControllerTest : public ::testing::Test {
     e.stopped = stopped;
     exec_->Push(e);
     c_->Step();
+  }
+
+  // The script prints `values` (one objective value an epoch) and the controller's next metric
+  // read (every half second of its clock) takes them.
+  void Report(const std::string& job, const std::vector<double>& values) {
+    std::ofstream log(exec_->LogPath(job, 1), std::ios::app);
+    for (double v : values) log << clock_.now_ms() << " loss=" << v << "\n";  // the supervisor's log: time, then text
+    log.close();
+    clock_.advance_ms(500);
+    c_->Step();
+  }
+  bool StopAsked(const std::string& job) const {
+    const std::vector<std::string> stopped = exec_->stopped();
+    return std::find(stopped.begin(), stopped.end(), job) != stopped.end();
+  }
+  json TrainingRequest(const std::string& job) {
+    return json::parse(c_->Read([&](const State& s) { return s.FindTrainingJob(job)->request_json; }));
   }
 
   fs::path dir_;
@@ -158,6 +178,102 @@ TEST_F(TuningControllerTest, RefusalsChangeNothing) {
   EXPECT_EQ(c_->Read([](const State& s) { return s.tuning_jobs.size(); }), 1u);
   EXPECT_EQ(c_->Read([](const State& s) { return s.training_jobs.size(); }), 1u);
   EXPECT_EQ(c_->DeleteTuningJob("t").code(), Code::kAlreadyExists);  // live: ResourceInUse
+}
+
+// Hyperband, MinResource 1, MaxResource 9: rungs 1, 3, 9; fresh trials take brackets 0 1 0 2 0 1 0
+// 2 0 1 0 ... (bracket 0 starts at rung 1, bracket 1 at 3, bracket 2 at 9). One trial at a time.
+json HyperbandRequest(const std::string& name) {
+  json req = TuningRequest(name, 14, 1);
+  req["HyperParameterTuningJobConfig"]["Strategy"] = "Hyperband";
+  req["HyperParameterTuningJobConfig"]["StrategyConfig"] = {{"HyperbandStrategyConfig", {{"MinResource", 1}, {"MaxResource", 9}}}};
+  req["TrainingJobDefinition"]["StaticHyperParameters"]["epochs"] = "9";
+  req["TrainingJobDefinition"]["CheckpointConfig"] = {{"S3Uri", "s3://bucket/ckpt/"}};
+  return req;
+}
+
+TEST_F(TuningControllerTest, HyperbandPromotesAStoppedTrialFromItsCheckpointOnceAcrossARestart) {
+  ASSERT_TRUE(Create(HyperbandRequest("hb")).ok());
+  // Bracket 0's trials report these losses at epoch 1: trial 0 is alone there and runs on; each
+  // later one is worse than the best third and is stopped at rung 1. Once six are recorded, the
+  // best two are the top third: trial 2 (stopped, the second best) is promoted to rung 3.
+  const std::vector<double> first_epoch = {1, 2, 3, 4, 5, 6};
+  for (int i = 0; i <= 10; ++i) {
+    TuningJob t = Tuning("hb");
+    ASSERT_EQ(t.trials.size(), static_cast<size_t>(i + 1)) << "trial " << i;
+    const TuningTrial& rec = t.trials.back();
+    EXPECT_EQ(rec.parent, -1) << "trial " << i;
+    EXPECT_EQ(rec.resource, 9);
+    EXPECT_EQ(TrainingRequest(rec.training_job)["CheckpointConfig"]["S3Uri"], "s3://bucket/ckpt/" + rec.training_job);
+    if (i % 2 == 1) {  // brackets 1 and 2: runs its 9 epochs
+      Report(rec.training_job, std::vector<double>(9, 0.5));
+      EXPECT_FALSE(StopAsked(rec.training_job));
+      Exit(rec.training_job);
+      continue;
+    }
+    const double loss = first_epoch[static_cast<size_t>(i / 2)];
+    // Trial 2 prints epoch 2 before the stop reaches it (its checkpoint holds epoch 1).
+    Report(rec.training_job, i == 2 ? std::vector<double>{loss, loss} : std::vector<double>{loss});
+    if (i == 0) {
+      EXPECT_FALSE(StopAsked(rec.training_job));  // alone at rung 1
+      Report(rec.training_job, std::vector<double>(8, 1));
+      Exit(rec.training_job);
+      continue;
+    }
+    ASSERT_TRUE(StopAsked(rec.training_job)) << "trial " << i;
+    Exit(rec.training_job, true);
+  }
+
+  TuningJob t = Tuning("hb");
+  ASSERT_EQ(t.trials.size(), 12u);
+  const TuningTrial& parent = t.trials[2];
+  const TuningTrial& child = t.trials[11];
+  EXPECT_TRUE(parent.stopped_early);
+  EXPECT_EQ(child.parent, 2);
+  EXPECT_EQ(child.resource, 3);  // the rung after the one its parent stopped at
+  EXPECT_EQ(child.assignment, parent.assignment);
+  EXPECT_NE(child.training_job, parent.training_job);
+  const json req = TrainingRequest(child.training_job);
+  EXPECT_EQ(req["CheckpointConfig"]["S3Uri"], "s3://bucket/ckpt/" + parent.training_job);  // restores the parent's state
+  EXPECT_EQ(req["HyperParameters"]["epochs"], "3");
+  for (const auto& [k, v] : parent.assignment) EXPECT_EQ(req["HyperParameters"][k], v) << k;
+  const exec::AttemptSpec spec = exec_->spec(child.training_job);
+  ASSERT_TRUE(spec.checkpoint.has_value());
+  EXPECT_EQ(spec.checkpoint->uri, "s3://bucket/ckpt/" + parent.training_job);
+  TuningCounters n = c_->Read([&](const State& s) { return CountTrials(TrialsOf(t, s)); });
+  EXPECT_EQ(n.completed, 6);
+  EXPECT_EQ(n.stopped, 5);
+  EXPECT_EQ(n.in_progress, 1);
+  EXPECT_EQ(n.objective_succeeded, 11);  // a trial stopped early counts with the objective it reached
+  EXPECT_EQ(n.objective_pending, 1);
+
+  // kill -9 while the promotion runs: the restarted controller adopts it and starts nothing new.
+  Open();
+  c_->Step();
+  t = Tuning("hb");
+  ASSERT_EQ(t.trials.size(), 12u);
+  EXPECT_TRUE(exec_->started().empty());
+  EXPECT_EQ(exec_->adopted(), std::vector<std::string>{child.training_job});
+
+  // It restores epoch 1 and trains epochs 2 and 3. While it runs, its values are counted after its
+  // parent's last report (epoch 2, which it repeats); once it has completed its 3 epochs they are
+  // numbered back from 3. At rung 3 it is compared with trial 0 only, is not in the top third of
+  // two, and the lineage ends there: the next trial is a fresh one, not a second promotion.
+  Report(child.training_job, {1.5});
+  EXPECT_EQ(c_->Read([&](const State& s) { return TrialsOf(Tuning("hb"), s)[11].intermediate; }),
+            (std::vector<std::pair<int, double>>{{3, 1.5}}));
+  Report(child.training_job, {1.2});
+  EXPECT_FALSE(StopAsked(child.training_job));
+  Exit(child.training_job);
+  t = Tuning("hb");
+  ASSERT_EQ(t.trials.size(), 13u);
+  EXPECT_EQ(t.trials[12].parent, -1);
+  EXPECT_EQ(t.trials[12].resource, 9);
+  const std::vector<tune::Trial> trials = c_->Read([&](const State& s) { return TrialsOf(t, s); });
+  EXPECT_EQ(trials[11].intermediate, (std::vector<std::pair<int, double>>{{2, 1.5}, {3, 1.2}}));
+  EXPECT_EQ(trials[11].state, tune::Trial::State::kCompleted);
+  n = c_->Read([&](const State& s) { return CountTrials(TrialsOf(t, s)); });
+  EXPECT_EQ(n.completed, 7);
+  EXPECT_EQ(n.in_progress, 1);
 }
 
 }  // namespace
