@@ -13,6 +13,7 @@
 #include "api/service_model.h"
 #include "control/controller.h"
 #include "core/strings.h"
+#include "testing/controller_fixture.h"
 #include "testing/fakes.h"
 
 namespace ty::api {
@@ -93,16 +94,11 @@ constexpr const char* kOwnerOnly = R"({"Version": "2012-10-17", "Statement": [
   {"Effect": "Allow", "Action": "batch:DescribeServiceJob", "Resource": "*",
    "Condition": {"StringEquals": {"trainyard:JobOwner": "${aws:PrincipalArn}"}}}]})";
 
-class AuthorizerTest : public ::testing::Test {
+class AuthorizerTest : public testing::ControllerFixture {
  protected:
+  AuthorizerTest() : ControllerFixture("authorize") {}
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("ty-authorize-" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    config_ = DefaultConfig();
-    config_.data_dir = dir_.string();
-    config_.sandbox = "none";
-    Open();
+    ControllerFixture::SetUp();
     ASSERT_TRUE(c_->CreatePolicy({"team", kTeamPolicy, ""}).ok());
     ASSERT_TRUE(c_->CreatePolicy({"guard-rail", kGuardRail, ""}).ok());
     ASSERT_TRUE(c_->CreatePolicy({"owner-only", kOwnerOnly, ""}).ok());
@@ -113,18 +109,6 @@ class AuthorizerTest : public ::testing::Test {
       ASSERT_TRUE(c_->AttachPolicy({user, "guard-rail"}).ok());
       ASSERT_TRUE(c_->CreateAccessKey({user, std::string("AKIATEAM00000000000") + team, std::string(40, team[0])}).ok());
     }
-  }
-  void TearDown() override {
-    c_.reset();
-    fs::remove_all(dir_);
-  }
-  void Open() {
-    c_.reset();
-    control::Ports ports{std::make_unique<testing::MemStore>(data_), std::make_unique<testing::MemEventLog>(data_),
-                         std::make_unique<testing::FakeExecutor>()};
-    auto c = control::Controller::Open(config_, clock_, std::move(ports));
-    ASSERT_TRUE(c.ok()) << c.status().message();
-    c_ = std::move(c).value();
   }
   Principal As(const std::string& user) {
     auto dir = c_->directory();
@@ -169,11 +153,6 @@ class AuthorizerTest : public ::testing::Test {
   Authorizer authz() { return Authorizer(*c_); }
   CallContext ctx() { return {"127.0.0.1", false, clock_.now_ms()}; }
 
-  fs::path dir_;
-  Config config_;
-  ManualClock clock_{1'800'000'000'000};
-  std::shared_ptr<testing::MemData> data_ = std::make_shared<testing::MemData>();
-  std::unique_ptr<control::Controller> c_;
   int jobs_ = 0;
 };
 

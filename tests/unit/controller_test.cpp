@@ -13,6 +13,7 @@
 #include "control/controller.h"
 #include "control/system_metrics.h"
 #include "control/warm_pool_rules.h"
+#include "testing/controller_fixture.h"
 #include "testing/fakes.h"
 
 namespace ty::control {
@@ -54,33 +55,9 @@ json SubmitRequest(const std::string& name, const std::string& queue, json extra
   return r;
 }
 
-class ControllerTest : public ::testing::Test {
+class ControllerTest : public testing::ControllerFixture {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("ty-controller-" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    config_ = DefaultConfig();
-    config_.data_dir = dir_.string();
-    config_.sandbox = "none";
-    Open();
-  }
-  void TearDown() override {
-    c_.reset();
-    fs::remove_all(dir_);
-  }
-  // A controller over data_ (a restart when one was open: the old one is dropped as a killed
-  // server would be, without a last turn).
-  void Open() {
-    c_.reset();
-    auto executor = std::make_unique<FakeExecutor>();
-    exec_ = executor.get();
-    Ports ports{std::make_unique<testing::MemStore>(data_), std::make_unique<testing::MemEventLog>(data_),
-                std::move(executor)};
-    auto c = Controller::Open(config_, clock_, std::move(ports));
-    ASSERT_TRUE(c.ok()) << c.status().message();
-    c_ = std::move(c).value();
-  }
+  ControllerTest() : ControllerFixture("controller") {}
 
   // The controller's calls with requests decoded as the API decodes them.
   StatusOr<ServiceEnvironment> CreateEnvironment(const json& req) {
@@ -139,12 +116,6 @@ class ControllerTest : public ::testing::Test {
     c_->Step();
   }
 
-  fs::path dir_;
-  Config config_;
-  ManualClock clock_{1'800'000'000'000};
-  std::shared_ptr<MemData> data_ = std::make_shared<MemData>();
-  FakeExecutor* exec_ = nullptr;  // owned by c_
-  std::unique_ptr<Controller> c_;
 };
 
 TEST_F(ControllerTest, AServiceJobRunsFromSubmitToSucceeded) {

@@ -11,6 +11,7 @@
 
 #include "api/decode.h"
 #include "control/controller.h"
+#include "testing/controller_fixture.h"
 #include "testing/fakes.h"
 
 namespace ty::control {
@@ -41,32 +42,9 @@ json TuningRequest(const std::string& name, int max_jobs, int parallel) {
             {"StoppingCondition", {{"MaxRuntimeInSeconds", 3600}}}}}};
 }
 
-class TuningControllerTest : public ::testing::Test {
+class TuningControllerTest : public testing::ControllerFixture {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("ty-tuning-" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    config_ = DefaultConfig();
-    config_.data_dir = dir_.string();
-    config_.sandbox = "none";
-    Open();
-  }
-  void TearDown() override {
-    c_.reset();
-    fs::remove_all(dir_);
-  }
-  // A controller over data_; a restart drops the old one as a killed server would be.
-  void Open() {
-    c_.reset();
-    auto executor = std::make_unique<FakeExecutor>();
-    exec_ = executor.get();
-    exec_->SetLogDir(dir_.string());
-    Ports ports{std::make_unique<testing::MemStore>(data_), std::make_unique<testing::MemEventLog>(data_), std::move(executor)};
-    auto c = Controller::Open(config_, clock_, std::move(ports));
-    ASSERT_TRUE(c.ok()) << c.status().message();
-    c_ = std::move(c).value();
-  }
+  TuningControllerTest() : ControllerFixture("tuning", 1'700'000'000'000) { logs_in_data_dir_ = true; }
   StatusOr<TuningJob> Create(const json& req) {
     auto cmd = api::DecodeCreateHyperParameterTuningJob(req, {c_->config(), c_->sandbox()}, 0);
     if (!cmd.ok()) return cmd.status();
@@ -102,12 +80,6 @@ class TuningControllerTest : public ::testing::Test {
     return json::parse(c_->Read([&](const State& s) { return s.FindTrainingJob(job)->request_json; }));
   }
 
-  fs::path dir_;
-  Config config_;
-  ManualClock clock_{1'700'000'000'000};
-  std::shared_ptr<MemData> data_ = std::make_shared<MemData>();
-  FakeExecutor* exec_ = nullptr;
-  std::unique_ptr<Controller> c_;
 };
 
 TEST_F(TuningControllerTest, TrialsStartUpToMaxParallelAndTheNextWhenOneEnds) {
@@ -225,8 +197,9 @@ TEST_F(TuningControllerTest, HyperbandPromotesAStoppedTrialFromItsCheckpointOnce
 
   TuningJob t = Tuning("hb");
   ASSERT_EQ(t.trials.size(), 12u);
-  const TuningTrial& parent = t.trials[2];
-  const TuningTrial& child = t.trials[11];
+  // Copies: `t` is read again below, which frees the trials it held.
+  const TuningTrial parent = t.trials[2];
+  const TuningTrial child = t.trials[11];
   EXPECT_TRUE(parent.stopped_early);
   EXPECT_EQ(child.parent, 2);
   EXPECT_EQ(child.resource, 3);  // the rung after the one its parent stopped at
