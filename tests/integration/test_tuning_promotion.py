@@ -17,15 +17,17 @@ LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 MIN_RESOURCE, MAX_RESOURCE = 1, 9
 RUNGS = (1, 3, 9)  # MinResource * 3^k below MaxResource, then MaxResource
 
+
 # score(x, epoch): a known function of the hyperparameter and the epoch, the same in the script.
 def score(x, epoch):
     return round(x * (1 - 0.5 ** epoch), 6)
 
 
-# Reads its epoch from /opt/ml/checkpoints/epoch, prints "start <epoch>", then for each epoch up to
-# --epochs prints the objective and saves the epoch (and a line in the checkpoint folder's log). After
-# an epoch in --hold_at (and below --epochs) it writes <gate_dir>/<job>.held (how many values it
-# printed) and waits for <gate_dir>/<job>.<epoch>; SIGTERM saves nothing new and exits.
+# Reads its epoch from /opt/ml/checkpoints/epoch (the job's own /opt/ml without a sandbox), prints
+# "start <epoch>", then for each epoch up to --epochs prints the objective and saves the epoch (and a
+# line in the checkpoint folder's log). After an epoch in --hold_at (and below --epochs) it writes
+# <gate_dir>/<job>.held (the epoch, how many values it printed) and waits for <gate_dir>/<job>.<epoch>;
+# on SIGTERM it notes where it stopped and exits.
 TRIAL = """import argparse, os, signal, sys, time
 p = argparse.ArgumentParser()
 p.add_argument("--x", type=int, required=True)
@@ -33,7 +35,7 @@ p.add_argument("--epochs", type=int, required=True)
 p.add_argument("--hold_at", default="")
 p.add_argument("--gate_dir", required=True)
 a, _ = p.parse_known_args()
-CKPT = "/opt/ml/checkpoints"
+CKPT = os.path.dirname(os.environ["TRAINYARD_CHECKPOINT_MARKER"])  # /opt/ml/checkpoints in the sandbox
 job = os.environ["TRAINING_JOB_NAME"]
 hold_at = {int(e) for e in a.hold_at.split(",") if e}
 def note(line):
@@ -163,7 +165,7 @@ class HyperbandPromotionTest(harness.ServerTest):
 
         # Every trial ends at a rung: stopped there (with the objective it reached), or after its epochs.
         for t in trials:
-            name, x, epochs = t["TrainingJobName"], int(t["TunedHyperParameters"]["x"]), int(t["TunedHyperParameters"]["epochs"])
+            name = t["TrainingJobName"]
             values = reported[name]
             self.assertIn(t["TrainingJobStatus"], ("Completed", "Stopped"), t)
             if t["TrainingJobStatus"] == "Stopped":
