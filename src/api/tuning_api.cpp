@@ -158,31 +158,25 @@ Response ListTuningJobs(Controller& c, const json& req) {
   const std::string contains = ToLower(req.value("NameContains", ""));
   auto args = ListArgsOf(req);
   if (!args.ok()) return args.status();
-  // Plain references, not a structured binding: the lambdas below capture them.
-  const std::string& status = args->status;
-  const std::string& sort_by = args->sort_by;
-  const bool ascending = args->ascending;
-  const size_t max = args->max;
-  const size_t* offset = &args->offset;
   return c.Read([&](const State& s) -> Response {
     std::vector<const TuningJob*> jobs;
     for (const auto& [key, t] : s.tuning_jobs) {
       if (t.creation_time <= created_after || t.creation_time >= created_before) continue;
       if (t.last_modified_time <= modified_after || t.last_modified_time >= modified_before) continue;
       if (!contains.empty() && key.find(contains) == std::string::npos) continue;
-      if (!status.empty() && control::ToWire(t.status) != status) continue;
+      if (!args->status.empty() && control::ToWire(t.status) != args->status) continue;
       jobs.push_back(&t);
     }
     std::sort(jobs.begin(), jobs.end(), [&](const TuningJob* a, const TuningJob* b) {
       auto key = [&](const TuningJob* t) {
-        if (sort_by == "Name") return std::make_tuple(t->name, int64_t{0}, t->seq);
-        if (sort_by == "Status") return std::make_tuple(std::string(control::ToWire(t->status)), int64_t{0}, t->seq);
+        if (args->sort_by == "Name") return std::make_tuple(t->name, int64_t{0}, t->seq);
+        if (args->sort_by == "Status") return std::make_tuple(std::string(control::ToWire(t->status)), int64_t{0}, t->seq);
         return std::make_tuple(std::string(), t->creation_time, t->seq);
       };
-      return ascending ? key(a) < key(b) : key(b) < key(a);
+      return args->ascending ? key(a) < key(b) : key(b) < key(a);
     });
     json list = json::array();
-    for (size_t i = *offset; i < jobs.size() && list.size() < max; ++i) {
+    for (size_t i = args->offset; i < jobs.size() && list.size() < args->max; ++i) {
       const TuningJob& t = *jobs[i];
       const json req_config = json::parse(t.request_json, nullptr, false).value("HyperParameterTuningJobConfig", json::object());
       json row = {{"HyperParameterTuningJobName", t.name},
@@ -197,7 +191,7 @@ Response ListTuningJobs(Controller& c, const json& req) {
       list.push_back(std::move(row));
     }
     json out = {{"HyperParameterTuningJobSummaries", list}};
-    if (*offset + max < jobs.size()) out["NextToken"] = std::to_string(*offset + max);
+    if (args->offset + args->max < jobs.size()) out["NextToken"] = std::to_string(args->offset + args->max);
     return out;
   });
 }
@@ -206,12 +200,6 @@ Response ListTrials(Controller& c, const json& req) {
   const std::string name = req.value("HyperParameterTuningJobName", "");
   auto args = ListArgsOf(req);
   if (!args.ok()) return args.status();
-  // Plain references, not a structured binding: the lambdas below capture them.
-  const std::string& status = args->status;
-  const std::string& sort_by = args->sort_by;
-  const bool ascending = args->ascending;
-  const size_t max = args->max;
-  const size_t* offset = &args->offset;
   return c.Read([&](const State& s) -> Response {
     const TuningJob* tuning = s.FindTuningJob(name);
     if (!tuning) return NotFound("Requested resource not found: hyperparameter tuning job " + name);
@@ -219,37 +207,37 @@ Response ListTrials(Controller& c, const json& req) {
     std::vector<json> rows;
     for (size_t i = 0; i < trials.size(); ++i) {
       json row = EncodeTrial(s, *tuning, tuning->trials[i], trials[i]);
-      if (!status.empty() && row.value("TrainingJobStatus", "") != status) continue;
+      if (!args->status.empty() && row.value("TrainingJobStatus", "") != args->status) continue;
       row["_index"] = i;
       rows.push_back(std::move(row));
     }
     // Total orders; trials without an objective sort after those with one (SageMaker lists them last).
     std::stable_sort(rows.begin(), rows.end(), [&](const json& a, const json& b) {
       const size_t ia = a["_index"], ib = b["_index"];
-      if (sort_by == "FinalObjectiveMetricValue") {
+      if (args->sort_by == "FinalObjectiveMetricValue") {
         const bool ha = a.contains("FinalHyperParameterTuningJobObjectiveMetric");
         const bool hb = b.contains("FinalHyperParameterTuningJobObjectiveMetric");
         if (ha != hb) return ha;
         if (!ha) return ia < ib;
         const double va = a["FinalHyperParameterTuningJobObjectiveMetric"]["Value"];
         const double vb = b["FinalHyperParameterTuningJobObjectiveMetric"]["Value"];
-        if (va != vb) return ascending ? va < vb : va > vb;
+        if (va != vb) return args->ascending ? va < vb : va > vb;
         return ia < ib;
       }
       auto key = [&](const json& r, size_t i) {
-        if (sort_by == "Name") return std::make_pair(r.value("TrainingJobName", ""), i);
-        if (sort_by == "Status") return std::make_pair(r.value("TrainingJobStatus", ""), i);
+        if (args->sort_by == "Name") return std::make_pair(r.value("TrainingJobName", ""), i);
+        if (args->sort_by == "Status") return std::make_pair(r.value("TrainingJobStatus", ""), i);
         return std::make_pair(std::string(), i);  // creation order is suggestion order
       };
-      return ascending ? key(a, ia) < key(b, ib) : key(b, ib) < key(a, ia);
+      return args->ascending ? key(a, ia) < key(b, ib) : key(b, ib) < key(a, ia);
     });
     json list = json::array();
-    for (size_t i = *offset; i < rows.size() && list.size() < max; ++i) {
+    for (size_t i = args->offset; i < rows.size() && list.size() < args->max; ++i) {
       rows[i].erase("_index");
       list.push_back(std::move(rows[i]));
     }
     json out = {{"TrainingJobSummaries", list}};
-    if (*offset + max < rows.size()) out["NextToken"] = std::to_string(*offset + max);
+    if (args->offset + args->max < rows.size()) out["NextToken"] = std::to_string(args->offset + args->max);
     return out;
   });
 }
