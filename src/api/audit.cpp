@@ -44,6 +44,8 @@ constexpr ResourceMember kResourceMembers[] = {
     {"batch", "quotaShareName", "AWS::Batch::QuotaShare"},
     {"batch", "arn", "AWS::Batch::SchedulingPolicy"},
     {"batch", "name", "AWS::Batch::SchedulingPolicy"},
+    {"batch", "jobDefinitionName", "AWS::Batch::JobDefinition"},
+    {"batch", "jobDefinition", "AWS::Batch::JobDefinition"},
     {"batch", "resourceArn", "ARN"},
     {"sagemaker", "TrainingJobName", "AWS::SageMaker::TrainingJob"},
     {"sagemaker", "ResourceArn", "ARN"},

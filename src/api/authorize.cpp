@@ -37,6 +37,9 @@ constexpr OperationAccess kAccess[] = {
     {Api::kBatch, "DescribeSchedulingPolicies", ResourceKind::kSchedulingPolicies, "arns"},
     {Api::kBatch, "ListSchedulingPolicies", ResourceKind::kNone, "", "schedulingPolicies",
      "batch:DescribeSchedulingPolicies"},
+    {Api::kBatch, "RegisterJobDefinition", ResourceKind::kJobDefinition, "jobDefinitionName"},
+    {Api::kBatch, "DeregisterJobDefinition", ResourceKind::kJobDefinition, "jobDefinition"},
+    {Api::kBatch, "DescribeJobDefinitions", ResourceKind::kNone},
     {Api::kBatch, "CreateQuotaShare", ResourceKind::kNewQuotaShare, "jobQueue"},
     {Api::kBatch, "UpdateQuotaShare", ResourceKind::kQuotaShare, "quotaShareArn"},
     {Api::kBatch, "DeleteQuotaShare", ResourceKind::kQuotaShare, "quotaShareArn"},
@@ -462,6 +465,21 @@ Status Authorizer::CheckOperation(const Principal& caller, const CallContext& ct
     }
     case ResourceKind::kServiceJob:
       return check_one(read_job(name));
+    case ResourceKind::kJobDefinition: {
+      // A new registration is checked on job-definition/<name> (its revision is not drawn yet); a
+      // revision, on its own ARN with its tags.
+      Target t = controller_.Read([&](const State& s) {
+        Target t;
+        if (const ty::JobDefinition* d = Controller::FindJobDefinition(s, name)) {
+          t.arn = d->arn;
+          t.own_tags = d->tags;
+        } else {
+          t.arn = StartsWith(name, "arn:") ? name : controller_.Arn("batch", "job-definition/" + name);
+        }
+        return t;
+      });
+      return check_one(t);
+    }
     case ResourceKind::kServiceJobs: {  // each job named is checked; a refusal for one refuses all
       auto it = request.find(access->field);
       if (it == request.end() || !it->is_array()) return check_one(AnyResource());
@@ -560,6 +578,8 @@ Status Authorizer::CheckOperation(const Principal& caller, const CallContext& ct
             t.own_tags = q->tags;
           } else if (const ty::ServiceEnvironment* e = Controller::FindEnvironment(s, name)) {
             t.own_tags = e->tags;
+          } else if (name.find(":job-definition/") != std::string::npos) {
+            if (const ty::JobDefinition* d = Controller::FindJobDefinition(s, name)) t.own_tags = d->tags;
           } else if (const ty::SchedulingPolicy* p = Controller::FindPolicy(s, name)) {
             t.own_tags = p->tags;
           }

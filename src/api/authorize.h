@@ -59,6 +59,7 @@ enum class ResourceKind {
   kJobQueue,            // a name or ARN
   kSchedulingPolicy,    // an ARN
   kSchedulingPolicies,  // an array of ARNs (each is checked)
+  kJobDefinition,       // RegisterJobDefinition: a name (job-definition/<name>); else name:revision or ARN
   kQuotaShare,          // an ARN
   kNewQuotaShare,       // CreateQuotaShare: the queue in `field`, the name in quotaShareName
   kServiceJob,          // a job id or ARN

@@ -1,5 +1,6 @@
 // AWS Batch (rest-json) operations for service environments, job queues and service jobs.
 #include <algorithm>
+#include <charconv>
 #include <set>
 
 #include "api/decode.h"
@@ -74,6 +75,81 @@ json EncodeQuotaShare(const State& s, const QuotaShare& q) {
             {"state", ToWire(q.state)}, {"status", "VALID"}};
   if (!q.tags.empty()) j["tags"] = EncodeTags(q.tags);
   return j;
+}
+
+json EncodeJobDefinition(const JobDefinition& d) {
+  json j = json::parse(d.spec_json, nullptr, false);
+  if (!j.is_object()) j = json::object();
+  j["jobDefinitionName"] = d.name;
+  j["jobDefinitionArn"] = d.arn;
+  j["revision"] = d.revision;
+  j["status"] = d.active ? "ACTIVE" : "INACTIVE";
+  j["type"] = d.type;
+  j["containerOrchestrationType"] = "ECS";
+  if (!j.contains("platformCapabilities")) j["platformCapabilities"] = json::array({"EC2"});
+  if (!j.contains("parameters")) j["parameters"] = json::object();
+  j["tags"] = EncodeTags(d.tags);
+  return j;
+}
+
+// DescribeJobDefinitions: the revisions named (name, name:revision or ARN) in jobDefinitions, or
+// those of jobDefinitionName, or every one; held to `status` when given; paged in name, then
+// revision order (the token is the next page's first "name:revision").
+Response DescribeJobDefinitions(Controller& c, const json& req) {
+  std::vector<std::string> wanted = req.value("jobDefinitions", std::vector<std::string>{});
+  const std::string by_name = req.value("jobDefinitionName", "");
+  const std::string status = req.value("status", "");
+  if (!status.empty() && status != "ACTIVE" && status != "INACTIVE")
+    return InvalidArgument("status: must be ACTIVE or INACTIVE, not '" + status + "'");
+  if (!wanted.empty() && !by_name.empty())
+    return InvalidArgument("jobDefinitions and jobDefinitionName can't both be given");
+  if (wanted.size() > 100) return InvalidArgument("jobDefinitions: at most 100 are allowed");
+  const int64_t max = req.value("maxResults", int64_t{100});
+  if (max < 1 || max > 1000) return InvalidArgument("maxResults: must be from 1 to 1000");
+  const std::string token = req.value("nextToken", "");
+  std::string token_name;
+  int token_rev = 0;
+  if (!token.empty()) {
+    auto colon = token.rfind(':');
+    if (colon == std::string::npos || colon == 0) return InvalidArgument("nextToken: '" + token + "' is not a token this server gave");
+    token_name = token.substr(0, colon);
+    auto [end, ec] = std::from_chars(token.data() + colon + 1, token.data() + token.size(), token_rev);
+    if (ec != std::errc() || end != token.data() + token.size() || token_rev < 1)
+      return InvalidArgument("nextToken: '" + token + "' is not a token this server gave");
+  }
+  return c.Read([&](const State& s) -> Response {
+    std::vector<const JobDefinition*> found;
+    auto take = [&](const JobDefinition& d) {
+      if (status.empty() || (status == "ACTIVE") == d.active) found.push_back(&d);
+    };
+    auto take_name = [&](const std::string& name) {
+      if (auto it = s.job_definitions.find(name); it != s.job_definitions.end())
+        for (const auto& [rev, d] : it->second) take(d);
+    };
+    if (!wanted.empty()) {
+      for (const auto& w : wanted) {
+        if (const JobDefinition* d = Controller::FindJobDefinition(s, w)) take(*d);
+        else if (!StartsWith(w, "arn:") && w.find(':') == std::string::npos) take_name(w);
+      }
+    } else if (!by_name.empty()) {
+      take_name(by_name);
+    } else {
+      for (const auto& [name, revisions] : s.job_definitions)
+        for (const auto& [rev, d] : revisions) take(d);
+    }
+    json list = json::array();
+    json out = json::object();
+    for (const JobDefinition* d : found) {
+      if (!token.empty() && std::make_pair(d->name, d->revision) < std::make_pair(token_name, token_rev)) continue;
+      if (static_cast<int64_t>(list.size()) == max) {
+        out["nextToken"] = d->name + ":" + std::to_string(d->revision);
+        break;
+      }
+      list.push_back(EncodeJobDefinition(*d));
+    }
+    out["jobDefinitions"] = std::move(list);
+    return out;
+  });
 }
 
 json EncodeResourceId(const std::string& arn) { return {{"name", "TrainingJobArn"}, {"value", arn}}; }
@@ -443,7 +519,8 @@ bool BatchImplements(const std::string& op) {
       "GetJobQueueSnapshot", "CreateSchedulingPolicy", "UpdateSchedulingPolicy", "DeleteSchedulingPolicy",
       "DescribeSchedulingPolicies", "ListSchedulingPolicies", "CreateQuotaShare", "UpdateQuotaShare",
       "DeleteQuotaShare", "DescribeQuotaShare", "ListQuotaShares", "TagResource", "UntagResource",
-      "ListTagsForResource", "TerminateServiceJobs"};
+      "ListTagsForResource", "TerminateServiceJobs", "RegisterJobDefinition", "DescribeJobDefinitions",
+      "DeregisterJobDefinition"};
   return kOps.count(op) > 0;
 }
 
@@ -460,6 +537,10 @@ Response Reply(const StatusOr<JobQueue>& q) {
 Response Reply(const StatusOr<SchedulingPolicy>& p) {
   if (!p.ok()) return p.status();
   return json{{"name", p->name}, {"arn", p->arn}};
+}
+Response Reply(const StatusOr<JobDefinition>& d) {
+  if (!d.ok()) return d.status();
+  return json{{"jobDefinitionName", d->name}, {"jobDefinitionArn", d->arn}, {"revision", d->revision}};
 }
 Response Reply(const StatusOr<QuotaShare>& q) {
   if (!q.ok()) return q.status();
@@ -507,6 +588,11 @@ Response HandleBatch(Controller& c, const std::string& op, const json& req, cons
     return Decoded(DecodeDeleteSchedulingPolicy(req), [&](const auto& cmd) { return c.DeleteSchedulingPolicy(cmd); });
   if (op == "DescribeSchedulingPolicies") return DescribePolicies(c, req);
   if (op == "ListSchedulingPolicies") return ListPolicies(c, req);
+  if (op == "RegisterJobDefinition")
+    return Decoded(DecodeRegisterJobDefinition(req), [&](const auto& cmd) { return c.RegisterJobDefinition(cmd); });
+  if (op == "DeregisterJobDefinition")
+    return Decoded(DecodeDeregisterJobDefinition(req), [&](const auto& cmd) { return c.DeregisterJobDefinition(cmd); });
+  if (op == "DescribeJobDefinitions") return DescribeJobDefinitions(c, req);
   if (op == "CreateQuotaShare") return Decoded(DecodeCreateQuotaShare(req), [&](const auto& cmd) { return c.CreateQuotaShare(cmd); });
   if (op == "UpdateQuotaShare") return Decoded(DecodeUpdateQuotaShare(req), [&](const auto& cmd) { return c.UpdateQuotaShare(cmd); });
   if (op == "DeleteQuotaShare") return Decoded(DecodeDeleteQuotaShare(req), [&](const auto& cmd) { return c.DeleteQuotaShare(cmd); });

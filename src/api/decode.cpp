@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <set>
 
@@ -853,6 +854,192 @@ StatusOr<CreateTuningJobCommand> DecodeCreateHyperParameterTuningJob(const json&
   auto queue = ParseTrialQueue(c.tags);  // trials through a job queue (docs/tuning.md)
   if (!queue.ok()) return queue.status();
   c.queue = *std::move(queue);
+  return c;
+}
+
+}  // namespace ty::api
+
+// ---- Job definitions (docs/user-guide.md, "Job definitions") ----
+
+namespace ty::api {
+namespace {
+
+bool IsDefinitionName(const std::string& s) { return IsBatchJobName(s); }
+
+// A resourceRequirements value: a whole number of at least `min` (EC2 resources take no fractions).
+StatusOr<int64_t> ResourceValue(const std::string& type, const std::string& value, int64_t min, const std::string& where) {
+  int64_t n = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (ec != std::errc() || end != value.data() + value.size() || value.empty() || n < min)
+    return InvalidArgument(where + ": " + type + " must be a whole number of at least " + std::to_string(min) +
+                           " for EC2 resources, not '" + value + "'");
+  return n;
+}
+
+// The retry conditions' patterns: up to 512 characters, letters, digits, spaces, periods and
+// colons (onExitCode: digits only), optionally ending in '*'.
+Status CheckRetryPattern(const std::string& p, bool exit_code, const std::string& where) {
+  if (p.size() > 512) return InvalidArgument(where + ": at most 512 characters are allowed");
+  for (size_t i = 0; i < p.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(p[i]);
+    if (c == '*' && i + 1 == p.size()) continue;
+    bool ok = exit_code ? std::isdigit(c) != 0 : (std::isalnum(c) || c == ' ' || c == '.' || c == ':');
+    if (!ok)
+      return InvalidArgument(where + ": '" + p + "' may hold only " +
+                             (exit_code ? std::string("digits") : std::string("letters, digits, spaces, periods and colons")) +
+                             ", optionally ending in '*'");
+  }
+  return Status::Ok();
+}
+
+Status CheckContainerProperties(const json& c) {
+  // Members of other platforms or job types, refused rather than ignored.
+  static constexpr const char* kFargateOnly[] = {"networkConfiguration", "fargatePlatformConfiguration", "ephemeralStorage",
+                                                 "runtimePlatform"};
+  for (const char* m : kFargateOnly)
+    if (c.contains(m))
+      return InvalidArgument(std::string("containerProperties.") + m + ": applies to Fargate resources only; platformCapabilities is EC2");
+  if (c.contains("instanceType"))
+    return InvalidArgument("containerProperties.instanceType: applies to multi-node parallel jobs only");
+  if (c.contains("repositoryCredentials") || c.contains("secrets") || c.contains("logConfiguration") ||
+      c.contains("executionRoleArn") || c.contains("enableExecuteCommand"))
+    return InvalidArgument("containerProperties: repositoryCredentials, secrets, logConfiguration, executionRoleArn and "
+                           "enableExecuteCommand are not supported by this server");
+  const std::string image = c.value("image", "");
+  if (image.empty()) return InvalidArgument("containerProperties.image: an image is required for a container job definition");
+  if (image.size() > 255) return InvalidArgument("containerProperties.image: at most 255 characters are allowed");
+  for (unsigned char ch : image)
+    if (!(std::isalnum(ch) || std::string_view("-_.:/@").find(static_cast<char>(ch)) != std::string_view::npos))
+      return InvalidArgument("containerProperties.image: '" + image +
+                             "' may hold only letters, digits, hyphens, underscores, colons, periods, forward slashes and @");
+  if (c.contains("vcpus") && c["vcpus"].get<int64_t>() < 1)
+    return InvalidArgument("containerProperties.vcpus: at least 1 vCPU must be given");
+  if (c.contains("memory") && c["memory"].get<int64_t>() < 4)
+    return InvalidArgument("containerProperties.memory: at least 4 MiB of memory must be given");
+  std::set<std::string> seen;
+  const json reqs = c.value("resourceRequirements", json::array());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const std::string where = "containerProperties.resourceRequirements[" + std::to_string(i) + "]";
+    const std::string type = reqs[i].value("type", "");
+    const std::string value = reqs[i].value("value", "");
+    if (!seen.insert(type).second) return InvalidArgument(where + ": " + type + " is given more than once");
+    if (type == "VCPU") {
+      if (c.contains("vcpus")) return InvalidArgument(where + ": VCPU and containerProperties.vcpus can't both be given");
+      TY_RETURN_IF_ERROR(ResourceValue(type, value, 1, where).status());
+    } else if (type == "MEMORY") {
+      if (c.contains("memory")) return InvalidArgument(where + ": MEMORY and containerProperties.memory can't both be given");
+      TY_RETURN_IF_ERROR(ResourceValue(type, value, 4, where).status());
+    } else if (type == "GPU") {
+      TY_RETURN_IF_ERROR(ResourceValue(type, value, 1, where).status());
+    } else {
+      return InvalidArgument(where + ": type " + type + " is not supported (VCPU, MEMORY or GPU)");
+    }
+  }
+  const json env = c.value("environment", json::array());
+  std::set<std::string> env_names;
+  for (size_t i = 0; i < env.size(); ++i) {
+    const std::string name = env[i].value("name", "");
+    const std::string where = "containerProperties.environment[" + std::to_string(i) + "]";
+    if (name.empty()) return InvalidArgument(where + ".name: a name is required");
+    if (StartsWith(name, "AWS_BATCH"))
+      return InvalidArgument(where + ".name: " + name + ": names starting with AWS_BATCH are reserved for variables Batch sets");
+    if (!env_names.insert(name).second) return InvalidArgument(where + ".name: " + name + " is given more than once");
+  }
+  const std::string role = c.value("jobRoleArn", "");
+  if (c.contains("jobRoleArn") && !(StartsWith(role, "arn:aws:iam::") && role.find(":role/") != std::string::npos))
+    return InvalidArgument("containerProperties.jobRoleArn: '" + role + "' is not an IAM role ARN (arn:aws:iam::ACCOUNT:role/NAME)");
+  std::set<std::string> volumes;
+  const json vols = c.value("volumes", json::array());
+  for (size_t i = 0; i < vols.size(); ++i) {
+    const std::string where = "containerProperties.volumes[" + std::to_string(i) + "]";
+    const std::string name = vols[i].value("name", "");
+    if (name.empty() || name.size() > 255 ||
+        !std::all_of(name.begin(), name.end(), [](unsigned char ch) { return std::isalnum(ch) || ch == '-' || ch == '_'; }))
+      return InvalidArgument(where + ".name: '" + name + "' must be 1 to 255 letters, digits, hyphens and underscores");
+    if (!volumes.insert(name).second) return InvalidArgument(where + ".name: " + name + " is given more than once");
+    if (vols[i].contains("efsVolumeConfiguration") || vols[i].contains("s3filesVolumeConfiguration"))
+      return InvalidArgument(where + ": only host volumes are supported by this server");
+    const std::string source = vols[i].contains("host") ? vols[i]["host"].value("sourcePath", "") : "";
+    if (!source.empty() && source[0] != '/')
+      return InvalidArgument(where + ".host.sourcePath: '" + source + "' must be an absolute path");
+  }
+  const json mounts = c.value("mountPoints", json::array());
+  for (size_t i = 0; i < mounts.size(); ++i) {
+    const std::string where = "containerProperties.mountPoints[" + std::to_string(i) + "]";
+    const std::string source = mounts[i].value("sourceVolume", "");
+    const std::string path = mounts[i].value("containerPath", "");
+    if (!volumes.count(source))
+      return InvalidArgument(where + ".sourceVolume: '" + source + "' names no volume of containerProperties.volumes");
+    if (path.empty() || path[0] != '/')
+      return InvalidArgument(where + ".containerPath: '" + path + "' must be an absolute path");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<control::RegisterJobDefinitionCommand> DecodeRegisterJobDefinition(const json& req) {
+  control::RegisterJobDefinitionCommand c;
+  c.name = req.value("jobDefinitionName", "");
+  if (!IsDefinitionName(c.name))
+    return InvalidArgument("jobDefinitionName: '" + c.name +
+                           "' must be up to 128 letters (upper and lower case), digits, hyphens and underscores, "
+                           "starting with a letter or digit");
+  c.type = req.value("type", "");
+  if (c.type != "container")
+    return InvalidArgument("type: only 'container' job definitions are supported by this server, not '" + c.type + "'");
+  static constexpr const char* kOtherTypes[] = {"nodeProperties", "eksProperties", "ecsProperties", "consumableResourceProperties"};
+  for (const char* m : kOtherTypes)
+    if (req.contains(m)) return InvalidArgument(std::string(m) + ": not allowed in a job definition of type container");
+  if (!req.contains("containerProperties"))
+    return InvalidArgument("containerProperties: required in a job definition of type container");
+  for (const auto& p : req.value("platformCapabilities", json::array()))
+    if (p != "EC2")
+      return InvalidArgument("platformCapabilities: only EC2 is supported by this server, not " + p.dump());
+  TY_RETURN_IF_ERROR(CheckContainerProperties(req["containerProperties"]));
+  if (req.contains("schedulingPriority")) {
+    int64_t p = req["schedulingPriority"].get<int64_t>();
+    if (p < 0 || p > 9999) return InvalidArgument("schedulingPriority: must be from 0 to 9999, not " + std::to_string(p));
+  }
+  if (req.contains("retryStrategy")) {
+    const json& r = req["retryStrategy"];
+    if (r.contains("attempts")) {
+      int64_t a = r["attempts"].get<int64_t>();
+      if (a < 1 || a > 10) return InvalidArgument("retryStrategy.attempts: must be from 1 to 10, not " + std::to_string(a));
+    }
+    const json conds = r.value("evaluateOnExit", json::array());
+    if (conds.size() > 5)
+      return InvalidArgument("retryStrategy.evaluateOnExit: at most 5 conditions are allowed, " + std::to_string(conds.size()) + " given");
+    for (size_t i = 0; i < conds.size(); ++i) {
+      const std::string where = "retryStrategy.evaluateOnExit[" + std::to_string(i) + "]";
+      const std::string action = ToUpper(conds[i].value("action", ""));
+      if (action != "RETRY" && action != "EXIT") return InvalidArgument(where + ".action: must be RETRY or EXIT");
+      if (conds[i].contains("onExitCode"))
+        TY_RETURN_IF_ERROR(CheckRetryPattern(conds[i].value("onExitCode", ""), true, where + ".onExitCode"));
+      for (const char* m : {"onReason", "onStatusReason"})
+        if (conds[i].contains(m))
+          TY_RETURN_IF_ERROR(CheckRetryPattern(conds[i].value(m, ""), false, where + "." + m));
+    }
+  }
+  if (req.contains("timeout") && req["timeout"].contains("attemptDurationSeconds")) {
+    int64_t s = req["timeout"]["attemptDurationSeconds"].get<int64_t>();
+    if (s < 60) return InvalidArgument("timeout.attemptDurationSeconds: must be at least 60 seconds, not " + std::to_string(s));
+  }
+  auto tags = ReadTags(req);
+  if (!tags.ok()) return tags.status();
+  c.tags = std::move(*tags);
+  json spec = json::object();
+  for (const char* m : {"parameters", "containerProperties", "retryStrategy", "timeout", "propagateTags",
+                        "platformCapabilities", "schedulingPriority"})
+    if (req.contains(m)) spec[m] = req[m];
+  c.spec_json = spec.dump();
+  return c;
+}
+
+StatusOr<control::DeregisterJobDefinitionCommand> DecodeDeregisterJobDefinition(const json& req) {
+  control::DeregisterJobDefinitionCommand c;
+  c.job_definition = req.value("jobDefinition", "");
+  if (c.job_definition.empty()) return InvalidArgument("jobDefinition: a name:revision or an ARN is required");
   return c;
 }
 

@@ -34,6 +34,10 @@ StatusOr<control::DeleteJobQueueCommand> DecodeDeleteJobQueue(const nlohmann::js
 StatusOr<control::CreateSchedulingPolicyCommand> DecodeCreateSchedulingPolicy(const nlohmann::json& req);
 StatusOr<control::UpdateSchedulingPolicyCommand> DecodeUpdateSchedulingPolicy(const nlohmann::json& req);
 StatusOr<control::DeleteSchedulingPolicyCommand> DecodeDeleteSchedulingPolicy(const nlohmann::json& req);
+// RegisterJobDefinition: type container only, containerProperties for EC2 resources, held to the
+// rules of docs/user-guide.md, "Job definitions".
+StatusOr<control::RegisterJobDefinitionCommand> DecodeRegisterJobDefinition(const nlohmann::json& req);
+StatusOr<control::DeregisterJobDefinitionCommand> DecodeDeregisterJobDefinition(const nlohmann::json& req);
 StatusOr<control::CreateQuotaShareCommand> DecodeCreateQuotaShare(const nlohmann::json& req);
 StatusOr<control::UpdateQuotaShareCommand> DecodeUpdateQuotaShare(const nlohmann::json& req);
 StatusOr<control::DeleteQuotaShareCommand> DecodeDeleteQuotaShare(const nlohmann::json& req);

@@ -96,6 +96,17 @@ struct DeleteSchedulingPolicyCommand {
   std::string arn;
 };
 
+// ---- Batch: job definitions ----
+struct RegisterJobDefinitionCommand {
+  std::string name;
+  std::string type;       // "container"
+  std::string spec_json;  // JobDefinition::spec_json
+  Tags tags;
+};
+struct DeregisterJobDefinitionCommand {
+  std::string job_definition;  // name:revision or ARN
+};
+
 // ---- Batch: quota shares ----
 // The members a quota share takes from CreateQuotaShare and UpdateQuotaShare; absent ones keep
 // their value (their defaults on create).

@@ -24,6 +24,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A job definition revision's kMeta key; the revision is zero-padded so keys sort by name, then
+// revision.
+std::string JobDefinitionKey(const std::string& name, int revision) {
+  char rev[16];
+  std::snprintf(rev, sizeof rev, "%010d", revision);
+  return "job-definition/" + name + ":" + rev;
+}
+
 std::string NameFromArnOrName(const std::string& s) {
   auto slash = s.rfind('/');
   return StartsWith(s, "arn:") && slash != std::string::npos ? s.substr(slash + 1) : s;
@@ -145,6 +153,14 @@ void Controller::LoadState() {
       if (DecodeTuningJob(doc, &tuning)) {
         s.next_seq = std::max(s.next_seq, tuning.seq + 1);
         s.tuning_jobs[key.substr(11)] = std::move(tuning);
+      }
+      return;
+    }
+    if (StartsWith(key, "job-definition/")) {
+      JobDefinition d;
+      if (DecodeDoc(doc, &d)) {
+        s.next_seq = std::max(s.next_seq, d.seq + 1);
+        s.job_definitions[d.name][d.revision] = std::move(d);
       }
       return;
     }
@@ -421,6 +437,10 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
       if (auto it = state_.tuning_jobs.find(n); it != state_.tuning_jobs.end())
         writes.push_back({store::Kind::kMeta, "tuning-job/" + n, EncodeTuningJob(it->second)});
     for (const auto& n : t.deleted_tuning_jobs) writes.push_back({store::Kind::kMeta, "tuning-job/" + n, ""});
+    for (const auto& [name, revision] : t.job_definitions)
+      if (auto it = state_.job_definitions.find(name); it != state_.job_definitions.end())
+        if (auto rev = it->second.find(revision); rev != it->second.end())
+          writes.push_back({store::Kind::kMeta, JobDefinitionKey(name, revision), EncodeDoc(rev->second)});
     for (const auto& n : t.alarms) {
       auto found = state_.alarms.find(n);
       if (found == state_.alarms.end()) continue;

@@ -110,6 +110,13 @@ class Controller {
   static double ShareWeight(const std::vector<ShareAttributes>& share_distribution, const std::string& share);
 
   // ---- Batch: quota shares ----
+  // Job definitions (job_definitions.cpp). Register adds the name's next revision, ACTIVE;
+  // Deregister makes one revision INACTIVE (kept, and described with that status).
+  StatusOr<JobDefinition> RegisterJobDefinition(const RegisterJobDefinitionCommand& cmd);
+  Status DeregisterJobDefinition(const DeregisterJobDefinitionCommand& cmd);
+  // The revision `ref` names: "name:revision" or its ARN (a ref of another region or account, or
+  // a bare name, names none). REQUIRES: the state lock is held (shared at least).
+  static const JobDefinition* FindJobDefinition(const State& s, const std::string& ref);
   StatusOr<QuotaShare> CreateQuotaShare(const CreateQuotaShareCommand& cmd);
   StatusOr<QuotaShare> UpdateQuotaShare(const UpdateQuotaShareCommand& cmd);
   Status DeleteQuotaShare(const DeleteQuotaShareCommand& cmd);

@@ -89,6 +89,8 @@ struct State {
   std::map<std::string, JobQueue> queues;                  // by name
   std::map<std::string, SchedulingPolicy> policies;        // by name
   std::map<std::string, QuotaShare> quota_shares;          // by "<queue>/<share>"
+  // Job definitions: name -> revision -> that revision (every one registered, INACTIVE ones too).
+  std::map<std::string, std::map<int, JobDefinition>> job_definitions;
   std::map<uint64_t, ServiceJobState> jobs;                // by submit sequence
   std::unordered_map<std::string, uint64_t> job_seq_by_id;
   std::unordered_map<std::string, uint64_t> job_seq_by_token;  // clientToken -> job

@@ -9,9 +9,10 @@ namespace ty::control {
 
 namespace {
 
-enum class Tagged { kEnvironment, kQueue, kPolicy, kQuotaShare, kServiceJob, kTrainingJob, kTuningJob };
+enum class Tagged { kEnvironment, kQueue, kPolicy, kQuotaShare, kServiceJob, kTrainingJob, kTuningJob, kJobDefinition };
 
-// A resource an ARN names: its kind and its key in State (a name, "<queue>/<share>", a job's seq).
+// A resource an ARN names: its kind and its key in State (a name, "<queue>/<share>", a job's seq;
+// a job definition's name, with its revision in `seq`).
 struct TaggedRef {
   Tagged kind;
   std::string key;
@@ -55,13 +56,18 @@ static StatusOr<TaggedRef> ResolveTagged(const State& s, const Config& config, c
   if (const QuotaShare* q = Controller::FindQuotaShareByArn(s, arn))
     return TaggedRef{Tagged::kQuotaShare, q->queue + "/" + q->name};
   if (const ServiceJobState* js = s.FindJob(arn)) return TaggedRef{Tagged::kServiceJob, js->job.id, js->job.seq};
+  if (StartsWith(parts[5], "job-definition/")) {
+    const JobDefinition* d = Controller::FindJobDefinition(s, arn);
+    if (!d) return NotFound("resourceArn: " + arn + " does not exist");
+    return TaggedRef{Tagged::kJobDefinition, d->name, static_cast<uint64_t>(d->revision)};
+  }
   static constexpr const char* kKinds[] = {"service-environment/", "job-queue/", "scheduling-policy/", "quota-share/",
                                            "service-job/"};
   for (const char* kind : kKinds)
     if (StartsWith(parts[5], kind)) return NotFound("resourceArn: " + arn + " does not exist");
   return InvalidArgument("resourceArn: '" + arn +
-                         "': only service environments, job queues, scheduling policies, quota shares and service "
-                         "jobs can be tagged here");
+                         "': only service environments, job queues, scheduling policies, quota shares, service "
+                         "jobs and job definitions can be tagged here");
 }
 
 // The tags of `ref`, marking the resource changed in `t` (a Controller::Turn).
@@ -89,6 +95,9 @@ static Tags& MutableTags(State& s, Turn& t, const TaggedRef& ref) {
     case Tagged::kTuningJob:
       t.tuning_jobs.insert(ref.key);
       return s.tuning_jobs.at(ref.key).tags;
+    case Tagged::kJobDefinition:
+      t.job_definitions.insert({ref.key, static_cast<int>(ref.seq)});
+      return s.job_definitions.at(ref.key).at(static_cast<int>(ref.seq)).tags;
   }
   std::abort();  // every kind is handled above
 }
@@ -102,6 +111,7 @@ static const Tags& TagsOfRef(const State& s, const TaggedRef& ref) {
     case Tagged::kServiceJob: return s.jobs.at(ref.seq).job.tags;
     case Tagged::kTrainingJob: return s.training_jobs.at(ref.key).tags;
     case Tagged::kTuningJob: return s.tuning_jobs.at(ref.key).tags;
+    case Tagged::kJobDefinition: return s.job_definitions.at(ref.key).at(static_cast<int>(ref.seq)).tags;
   }
   std::abort();  // every kind is handled above
 }

@@ -36,6 +36,7 @@ class Controller::Turn {
   std::set<std::string> queues, deleted_queues;
   std::set<std::string> policies, deleted_policies;
   std::set<std::string> quota_shares, deleted_quota_shares;
+  std::set<std::pair<std::string, int>> job_definitions;  // name, revision (never deleted)
   std::set<uint64_t> jobs;
   std::set<std::string> training_jobs;
   std::set<std::string> metric_series;
@@ -78,6 +79,7 @@ inline void Controller::Turn::CarryOver(Turn& older) {
   merge(warm_pools, deleted_warm_pools, older.warm_pools, older.deleted_warm_pools);
   merge(tuning_jobs, deleted_tuning_jobs, older.tuning_jobs, older.deleted_tuning_jobs);
   jobs.insert(older.jobs.begin(), older.jobs.end());
+  job_definitions.insert(older.job_definitions.begin(), older.job_definitions.end());
   training_jobs.insert(older.training_jobs.begin(), older.training_jobs.end());
   metric_series.insert(older.metric_series.begin(), older.metric_series.end());
   system_series.insert(older.system_series.begin(), older.system_series.end());

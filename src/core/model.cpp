@@ -144,6 +144,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ServiceEnvironment, name, arn, t
                                                 capacity_limits, tags, seq)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SchedulingPolicy, name, arn, fairshare_policy_json,
                                                 quotashare_policy_json, tags, seq)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobDefinition, name, revision, arn, active, type, spec_json, tags,
+                                                seq)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ServiceEnvironmentOrder, order, service_environment)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobQueue, name, arn, state, status, status_reason,
                                                 priority, job_queue_type, scheduling_policy_arn,
@@ -339,6 +341,8 @@ std::string EncodeDoc(const ServiceEnvironment& v) { return Encode(v); }
 std::string EncodeDoc(const SchedulingPolicy& v) { return Encode(v); }
 std::string EncodeDoc(const QuotaShare& v) { return Encode(v); }
 bool DecodeDoc(const std::string& doc, QuotaShare* v) { return Decode(doc, v); }
+std::string EncodeDoc(const JobDefinition& v) { return Encode(v); }
+bool DecodeDoc(const std::string& doc, JobDefinition* v) { return Decode(doc, v) && !v->name.empty() && v->revision > 0; }
 bool DecodeDoc(const std::string& doc, SchedulingPolicy* v) {
   if (!Decode(doc, v)) return false;
   v->fairshare.reset();

@@ -106,6 +106,23 @@ struct SchedulingPolicy {
   uint64_t seq = 0;
 };
 
+// One revision of a Batch job definition (RegisterJobDefinition; docs/user-guide.md, "Job
+// definitions"). Registering a name again adds the next revision; DeregisterJobDefinition makes
+// one INACTIVE and it is kept, as AWS keeps it. Only type "container" is accepted.
+struct JobDefinition {
+  std::string name;
+  int revision = 0;  // 1, 2, ... per name
+  std::string arn;   // arn:aws:batch:<region>:<account>:job-definition/<name>:<revision>
+  bool active = true;  // status ACTIVE, else INACTIVE
+  std::string type;    // "container"
+  // The accepted request's members that describe the job (parameters, containerProperties,
+  // retryStrategy, timeout, propagateTags, platformCapabilities, schedulingPriority), as given,
+  // a JSON object. Nothing acts on them until container jobs are submitted.
+  std::string spec_json;
+  Tags tags;
+  uint64_t seq = 0;
+};
+
 // A quota share of a quota-management job queue.
 struct QuotaShare {
   std::string name;
@@ -448,6 +465,8 @@ bool DecodeDoc(const std::string& doc, ServiceEnvironment* v);
 bool DecodeDoc(const std::string& doc, JobQueue* v);
 bool DecodeDoc(const std::string& doc, ServiceJob* v);
 bool DecodeDoc(const std::string& doc, TrainingJob* v);
+std::string EncodeDoc(const JobDefinition& v);
+bool DecodeDoc(const std::string& doc, JobDefinition* v);
 std::string EncodeDoc(const WarmPool& v);
 bool DecodeDoc(const std::string& doc, WarmPool* v);
 

@@ -599,5 +599,130 @@ TEST(StoredText, TextThatIsNotTheRightShapeIsRefused) {
   EXPECT_TRUE(actions.empty());
 }
 
+// ---- RegisterJobDefinition ----
+
+json JobDefinition() {
+  return {{"jobDefinitionName", "seed"},
+          {"type", "container"},
+          {"parameters", {{"greeting", "hi"}}},
+          {"containerProperties",
+           {{"image", "registry.local/seed:1"},
+            {"command", {"echo", "Ref::greeting"}},
+            {"resourceRequirements", {{{"type", "VCPU"}, {"value", "2"}}, {{"type", "MEMORY"}, {"value", "2048"}}}},
+            {"volumes", {{{"name", "data"}, {"host", {{"sourcePath", "/srv/data"}}}}}},
+            {"mountPoints", {{{"sourceVolume", "data"}, {"containerPath", "/data"}}}}}},
+          {"tags", {{"team", "seed"}}}};
+}
+
+TEST_F(DecodeTest, JobDefinitionKeepsItsSpecAndTagsApart) {
+  auto cmd = DecodeRegisterJobDefinition(JobDefinition());
+  ASSERT_TRUE(cmd.ok()) << cmd.status().message();
+  EXPECT_EQ(cmd->name, "seed");
+  EXPECT_EQ(cmd->type, "container");
+  EXPECT_EQ(cmd->tags, (Tags{{"team", "seed"}}));
+  json spec = json::parse(cmd->spec_json);
+  EXPECT_EQ(spec["parameters"], (json{{"greeting", "hi"}}));
+  EXPECT_EQ(spec["containerProperties"]["image"], "registry.local/seed:1");
+  EXPECT_FALSE(spec.contains("tags"));
+  EXPECT_FALSE(spec.contains("jobDefinitionName"));
+}
+
+TEST_F(DecodeTest, JobDefinitionOfAnotherTypeIsRefused) {
+  json req = JobDefinition();
+  req["type"] = "multinode";
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(req)).find("only 'container'"), std::string::npos);
+  req = JobDefinition();
+  req["eksProperties"] = json::object();
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(req)).find("eksProperties"), std::string::npos);
+  req = JobDefinition();
+  req.erase("containerProperties");
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(req)).find("containerProperties: required"), std::string::npos);
+  req = JobDefinition();
+  req["platformCapabilities"] = {"FARGATE"};
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(req)).find("only EC2"), std::string::npos);
+}
+
+TEST_F(DecodeTest, JobDefinitionResourcesAreWholeAndNotGivenTwice) {
+  auto with = [](json requirements, json extra = json::object()) {
+    json req = JobDefinition();
+    req["containerProperties"]["resourceRequirements"] = std::move(requirements);
+    req["containerProperties"].update(extra);
+    return req;
+  };
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(with({{{"type", "VCPU"}, {"value", "0.25"}}}))).find("whole number of at least 1"),
+            std::string::npos);
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(with({{{"type", "MEMORY"}, {"value", "3"}}}))).find("at least 4"), std::string::npos);
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(with({{{"type", "GPU"}, {"value", "0"}}}))).find("GPU"), std::string::npos);
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(with({{{"type", "GPU"}, {"value", "1"}}, {{"type", "GPU"}, {"value", "2"}}})))
+                .find("more than once"),
+            std::string::npos);
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(with({{{"type", "VCPU"}, {"value", "1"}}}, {{"vcpus", 1}}))).find("can't both"),
+            std::string::npos);
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(with(json::array(), {{"memory", 2}}))).find("4 MiB"), std::string::npos);
+  EXPECT_TRUE(DecodeRegisterJobDefinition(with({{{"type", "GPU"}, {"value", "4"}}}, {{"vcpus", 4}, {"memory", 4}})).ok());
+}
+
+TEST_F(DecodeTest, JobDefinitionContainerRules) {
+  auto with = [](json extra) {
+    json req = JobDefinition();
+    req["containerProperties"].update(extra);
+    return req;
+  };
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(with({{"image", ""}}))).find("image"), std::string::npos);
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(with({{"image", "a b"}}))).find("may hold only"), std::string::npos);
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(with({{"environment", {{{"name", "AWS_BATCH_X"}, {"value", "1"}}}}})))
+                .find("reserved"),
+            std::string::npos);
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(
+                with({{"environment", {{{"name", "A"}, {"value", "1"}}, {{"name", "A"}, {"value", "2"}}}}})))
+                .find("more than once"),
+            std::string::npos);
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(with({{"jobRoleArn", "arn:aws:iam::1:user/u"}}))).find("IAM role ARN"),
+            std::string::npos);
+  EXPECT_TRUE(DecodeRegisterJobDefinition(with({{"jobRoleArn", "arn:aws:iam::000000000000:role/seed"}})).ok());
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(with({{"volumes", {{{"name", "d"}, {"host", {{"sourcePath", "srv"}}}}}}})))
+                .find("absolute"),
+            std::string::npos);
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(with({{"volumes", {{{"name", "d"}, {"efsVolumeConfiguration", {{"fileSystemId", "fs"}}}}}}})))
+                .find("host volumes"),
+            std::string::npos);
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(with({{"mountPoints", {{{"sourceVolume", "nope"}, {"containerPath", "/d"}}}}})))
+                .find("names no volume"),
+            std::string::npos);
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(with({{"mountPoints", {{{"sourceVolume", "data"}, {"containerPath", "d"}}}}})))
+                .find("containerPath"),
+            std::string::npos);
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(with({{"networkConfiguration", {{"assignPublicIp", "ENABLED"}}}})))
+                .find("Fargate"),
+            std::string::npos);
+}
+
+TEST_F(DecodeTest, JobDefinitionRetryTimeoutAndPriorityRanges) {
+  auto with = [](const char* member, json value) {
+    json req = JobDefinition();
+    req[member] = std::move(value);
+    return req;
+  };
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(with("retryStrategy", {{"attempts", 0}}))).find("1 to 10"), std::string::npos);
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(with("retryStrategy", {{"attempts", 11}}))).find("1 to 10"), std::string::npos);
+  EXPECT_TRUE(DecodeRegisterJobDefinition(with("retryStrategy", {{"attempts", 10}})).ok());
+  json six = json::array();
+  for (int i = 0; i < 6; ++i) six.push_back({{"action", "RETRY"}});
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(with("retryStrategy", {{"evaluateOnExit", six}}))).find("at most 5"),
+            std::string::npos);
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(with("retryStrategy", {{"evaluateOnExit", {{{"action", "RETRY"}, {"onExitCode", "1*2"}}}}})))
+                .find("digits"),
+            std::string::npos);
+  EXPECT_TRUE(DecodeRegisterJobDefinition(
+                  with("retryStrategy", {{"evaluateOnExit", {{{"action", "exit"}, {"onExitCode", "13*"}, {"onReason", "Out of memory: *"}}}}}))
+                  .ok());
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(with("timeout", {{"attemptDurationSeconds", 59}}))).find("at least 60"),
+            std::string::npos);
+  EXPECT_TRUE(DecodeRegisterJobDefinition(with("timeout", {{"attemptDurationSeconds", 60}})).ok());
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(with("schedulingPriority", -1))).find("0 to 9999"), std::string::npos);
+  EXPECT_NE(Error(DecodeRegisterJobDefinition(with("jobDefinitionName", std::string(129, 'a')))).find("jobDefinitionName"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace ty::api
