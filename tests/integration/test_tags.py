@@ -92,7 +92,8 @@ class TagsTest(ServerTest):
             (arn.replace(REGION, "eu-west-3"), "region 'eu-west-3'"),
             (arn.replace(account, "999999999999"), "account '999999999999'"),
             (arn.replace(":batch:", ":sagemaker:"), "not a batch resource"),
-            (f"arn:aws:batch:{REGION}:{account}:job-definition/d:1", "only service environments"),
+            (f"arn:aws:batch:{REGION}:{account}:job-definition/d:1", "does not exist"),
+            (f"arn:aws:batch:{REGION}:{account}:compute-environment/ce", "only service environments"),
             ("not-an-arn", "is not an ARN"),
         ]
         for bad, said in cases:
