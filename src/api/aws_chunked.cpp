@@ -83,27 +83,6 @@ std::optional<std::string> ChecksumBytes(std::string_view algorithm, std::string
   return std::nullopt;
 }
 
-std::string Base64(std::string_view bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
-
-// Strict base64: only a canonical encoding (what Base64 would write) decodes.
-std::optional<std::string> FromBase64(std::string_view text) {
-  if (text.empty() || text.size() % 4 != 0 || text.size() > 1024) return std::nullopt;
-  std::string out(text.size() / 4 * 3, '\0');
-  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
-  if (n < 0) return std::nullopt;
-  size_t pad = text.back() == '=' ? (text[text.size() - 2] == '=' ? 2 : 1) : 0;
-  out.resize(static_cast<size_t>(n) - pad);
-  if (Base64(out) != text) return std::nullopt;
-  return out;
-}
-
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
@@ -181,7 +160,7 @@ std::string_view ChecksumAlgorithmOf(std::string_view lower_name) {
 
 Status CheckOneChecksum(std::string_view header_name, std::string_view algorithm, std::string_view value,
                         std::string_view body) {
-  std::optional<std::string> given = FromBase64(Trim(value));
+  std::optional<std::string> given = Base64Decode(Trim(value), 1024);
   std::string want = *ChecksumBytes(algorithm, body);
   if (!given || given->size() != want.size())
     return InvalidRequest("Value for " + std::string(header_name) + " header is invalid: it must be the base64 of the " +
@@ -189,7 +168,7 @@ Status CheckOneChecksum(std::string_view header_name, std::string_view algorithm
   if (!ConstantTimeEquals(*given, want))
     return S3Error(Code::kInvalidArgument, "BadDigest",
                    "The " + ToUpper(algorithm) + " you specified did not match the calculated checksum (" +
-                       std::string(header_name) + ": " + std::string(Trim(value)) + ", calculated " + Base64(want) + ")");
+                       std::string(header_name) + ": " + std::string(Trim(value)) + ", calculated " + Base64Encode(want) + ")");
   return Status::Ok();
 }
 
@@ -197,7 +176,7 @@ Status CheckOneChecksum(std::string_view header_name, std::string_view algorithm
 
 std::string ChecksumBase64(std::string_view algorithm, std::string_view body) {
   std::optional<std::string> bytes = ChecksumBytes(algorithm, body);
-  return bytes ? Base64(*bytes) : std::string();
+  return bytes ? Base64Encode(*bytes) : std::string();
 }
 
 StatusOr<std::string> DecodeAwsChunked(std::string_view body, const HeaderList& headers,
@@ -338,7 +317,7 @@ StatusOr<std::string> DecodeAwsChunked(std::string_view body, const HeaderList& 
 
 Status CheckPayloadChecksums(std::string_view body, const HeaderList& headers) {
   if (const std::string* md5 = FindHeader(headers, "content-md5")) {
-    std::optional<std::string> given = FromBase64(Trim(*md5));
+    std::optional<std::string> given = Base64Decode(Trim(*md5), 1024);
     if (!given || given->size() != 16)
       return S3Error(Code::kInvalidArgument, "InvalidDigest",
                      "The Content-MD5 you specified is not valid: it must be the base64 of the body's 16-byte MD5");

@@ -101,34 +101,6 @@ bool PercentDecode(std::string_view in, std::string* out) {
   return true;
 }
 
-std::string Base64(std::string_view bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), reinterpret_cast<const unsigned char*>(bytes.data()),
-                          static_cast<int>(bytes.size()));
-  out.resize(n < 0 ? 0 : static_cast<size_t>(n));
-  return out;
-}
-
-std::optional<std::string> Unbase64(std::string_view text) {
-  if (text.empty() || text.size() % 4 != 0 || text.size() > 8192) return std::nullopt;
-  std::string out(text.size() / 4 * 3, '\0');
-  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()), reinterpret_cast<const unsigned char*>(text.data()),
-                          static_cast<int>(text.size()));
-  if (n < 0) return std::nullopt;
-  size_t len = static_cast<size_t>(n);
-  if (text.back() == '=') --len;  // EVP_DecodeBlock counts the padding as zero bytes
-  if (text.size() >= 2 && text[text.size() - 2] == '=') --len;
-  out.resize(len);
-  return out;
-}
-
-std::string Md5Base64(std::string_view data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), md, &len, EVP_md5(), nullptr);
-  return Base64(std::string_view(reinterpret_cast<const char*>(md), len));
-}
-
 // RFC 1123 (what HTTP and S3 send in If-Modified-Since); nullopt when it does not parse.
 std::optional<int64_t> ParseHttpDate(const std::string& s) {
   std::tm tm{};
@@ -586,7 +558,7 @@ StatusOr<http::Response> ListObjects(Call& c, bool v2) {
   const std::string start_after = ParamOr(c.req, "start-after");
   const std::string marker = ParamOr(c.req, "marker");
   if (v2 && HasParam(c.req, "continuation-token")) {
-    auto last = Unbase64(token);
+    auto last = Base64Decode(token, 8192);
     if (!last) return S3Error("InvalidArgument", "The continuation token provided is incorrect");
     q.start_after = *last;
   } else {
@@ -610,7 +582,7 @@ StatusOr<http::Response> ListObjects(Call& c, bool v2) {
   x.Bool("IsTruncated", page->truncated);
   if (v2) {
     x.Leaf("KeyCount", static_cast<int64_t>(page->objects.size() + page->common_prefixes.size()));
-    if (page->truncated) x.Leaf("NextContinuationToken", Base64(page->last));
+    if (page->truncated) x.Leaf("NextContinuationToken", Base64Encode(page->last));
   } else if (page->truncated) {
     x.Leaf("NextMarker", enc(page->last));
   }
@@ -642,18 +614,13 @@ StatusOr<std::string_view> PayloadOf(Call& c, std::string* storage) {
   return body;
 }
 
-std::optional<std::string> ContentMd5Of(const http::Request& req) {
-  const std::string* h = req.Header("Content-MD5");
-  if (!h) return std::nullopt;
-  return *h;
-}
-
 StatusOr<http::Response> PutObject(Call& c) {
   TY_RETURN_IF_ERROR(c.Allow("s3:PutObject", ObjectArn(c.bucket(), c.key())));
   std::string decoded;
   auto body = PayloadOf(c, &decoded);
   if (!body.ok()) return body.status();
-  auto meta = c.store.PutObject(c.bucket(), c.key(), *body, AttributesOf(c.req), ContentMd5Of(c.req));
+  // PayloadOf checked Content-MD5: the store computes the ETag's MD5 as it writes, not twice.
+  auto meta = c.store.PutObject(c.bucket(), c.key(), *body, AttributesOf(c.req));
   if (!meta.ok()) return meta.status();
   http::Response res = c.Empty();
   res.headers.emplace_back("ETag", Quoted(meta->etag));
@@ -725,8 +692,7 @@ StatusOr<http::Response> DeleteObject(Call& c) {
 }
 
 StatusOr<http::Response> DeleteObjects(Call& c) {
-  if (auto md5 = ContentMd5Of(c.req); md5 && *md5 != Md5Base64(c.req.body))
-    return S3Error("BadDigest", "The Content-MD5 you specified did not match what we received");
+  TY_RETURN_IF_ERROR(CheckPayloadChecksums(c.req.body, c.req.headers));
   auto doc = ParseXml(c.req.body, "Delete");
   if (!doc.ok()) return doc.status();
   bool quiet = false;
@@ -811,8 +777,7 @@ StatusOr<http::Response> UploadPart(Call& c) {
   std::string decoded;
   auto body = PayloadOf(c, &decoded);
   if (!body.ok()) return body.status();
-  auto etag = c.store.UploadPart(c.bucket(), c.key(), ParamOr(c.req, "uploadId"), static_cast<int>(*n), *body,
-                                 ContentMd5Of(c.req));
+  auto etag = c.store.UploadPart(c.bucket(), c.key(), ParamOr(c.req, "uploadId"), static_cast<int>(*n), *body);
   if (!etag.ok()) return etag.status();
   http::Response res = c.Empty();
   res.headers.emplace_back("ETag", Quoted(*etag));

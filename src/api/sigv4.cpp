@@ -609,14 +609,6 @@ constexpr std::array<std::string_view, 38> kSigV2SubResources = {
     "uploadId", "uploads", "versionId", "versioning", "versions", "website", "attributes", "retention",
     "legal-hold"};
 
-std::string Base64(std::string_view bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
-  out.resize(n < 0 ? 0 : static_cast<size_t>(n));
-  return out;
-}
-
 std::string HmacSha1(std::string_view key, std::string_view data) {
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int n = 0;
@@ -706,7 +698,7 @@ StatusOr<VerifiedCaller> VerifySigV2(const HttpRequestView& req, const SecretLoo
     resource += (i ? "&" : "?") + sub[i].first + (sub[i].second.empty() ? "" : "=" + sub[i].second);
   to_sign += resource;
 
-  const std::string expected = Base64(HmacSha1(*secret, to_sign));
+  const std::string expected = Base64Encode(HmacSha1(*secret, to_sign));
   if (expected.size() != signature.size() || CRYPTO_memcmp(expected.data(), signature.data(), expected.size()) != 0)
     return BadSignature(std::string(kSignatureMismatch));
   VerifiedCaller caller;

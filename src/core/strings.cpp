@@ -127,6 +127,26 @@ std::string XmlEscape(std::string_view s) {
   return out;
 }
 
+std::string Base64Encode(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
+  out.resize(n < 0 ? 0 : static_cast<size_t>(n));
+  return out;
+}
+
+std::optional<std::string> Base64Decode(std::string_view text, size_t max_text) {
+  if (text.empty() || text.size() % 4 != 0 || text.size() > max_text) return std::nullopt;
+  std::string out(text.size() / 4 * 3, '\0');
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
+  if (n < 0) return std::nullopt;
+  const size_t pad = text.back() == '=' ? (text[text.size() - 2] == '=' ? 2 : 1) : 0;  // decoded as zero bytes
+  out.resize(static_cast<size_t>(n) - pad);
+  if (Base64Encode(out) != text) return std::nullopt;
+  return out;
+}
+
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,12 @@ std::string RandomAlnum(size_t n, bool upper_only);
 
 std::string ToHex(std::string_view bytes);
 std::string Sha256Hex(std::string_view data);
+
+// Base64 (RFC 4648, with padding), as S3 writes Content-MD5, checksums and SigV2 signatures.
+std::string Base64Encode(std::string_view bytes);
+// Strict: only the canonical encoding of some bytes (what Base64Encode writes) decodes, and only up
+// to `max_text` characters; nullopt otherwise.
+std::optional<std::string> Base64Decode(std::string_view text, size_t max_text);
 std::string HmacSha256(std::string_view key, std::string_view data);
 
 // The value of one hexadecimal digit (either case), or -1.
