@@ -23,8 +23,14 @@ a, _ = p.parse_known_args()
 marker = os.environ["TRAINYARD_CHECKPOINT_MARKER"]
 d = os.path.dirname(marker)
 def put(name, text, mode="w"):
-    with open(os.path.join(d, name), mode) as f:
+    path = os.path.join(d, name)
+    if mode == "a":
+        with open(path, "a") as f:
+            f.write(text)
+        return
+    with open(path + ".tmp", "w") as f:  # replaced whole: a stop mid-write leaves the old value
         f.write(text)
+    os.replace(path + ".tmp", path)
 try:
     s = int(open(os.path.join(d, "epoch")).read())
 except OSError:
@@ -178,6 +184,18 @@ class TuningQueueTest(harness.ServerTest):
             self.assertLess(time.time(), deadline, "the trial never checkpointed epoch 2")
             time.sleep(0.05)
         urgent = self.submit(q, self.command_payload("urgent", "true"), quotaShareName="S", schedulingPriority=90)
+        # The gate opens only once the preempted attempt has saved and exited: opened earlier, the
+        # attempt could run on and be stopped mid-write of its epoch file.
+        def logged():
+            try:
+                with open(os.path.join(ckpt, "log")) as f:
+                    return f.read().split("\n")
+            except OSError:
+                return []
+        deadline = time.time() + 30
+        while "saved 2" not in logged():
+            self.assertLess(time.time(), deadline, "the trial was never preempted")
+            time.sleep(0.05)
         self.open_gate("resume")  # the resumed attempt runs on past epoch 2
         self.assertEqual(self.wait_jobs([urgent], timeout=60)[0]["status"], "SUCCEEDED")
         d = self.wait_tuning("hold")
