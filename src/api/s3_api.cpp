@@ -101,16 +101,6 @@ bool PercentDecode(std::string_view in, std::string* out) {
   return true;
 }
 
-// RFC 1123 (what HTTP and S3 send in If-Modified-Since); nullopt when it does not parse.
-std::optional<int64_t> ParseHttpDate(const std::string& s) {
-  std::tm tm{};
-  std::istringstream in(s);
-  in.imbue(std::locale::classic());
-  in >> std::get_time(&tm, "%a, %d %b %Y %H:%M:%S");
-  if (in.fail()) return std::nullopt;
-  return static_cast<int64_t>(timegm(&tm)) * 1000;
-}
-
 std::optional<int64_t> ParseInt(std::string_view s) {
   int64_t v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -387,12 +377,12 @@ std::optional<int> Precondition(const http::Request& req, const ObjectMeta& meta
   if (if_match && !EtagListMatches(*if_match, meta.etag)) return 412;
   if (!if_match)
     if (const std::string* h = req.Header("If-Unmodified-Since"))
-      if (auto t = ParseHttpDate(*h); t && modified_s > *t / 1000) return 412;
+      if (int64_t t = 0; ParseHttpDate(*h, &t) && modified_s > t / 1000) return 412;
   const std::string* if_none = req.Header("If-None-Match");
   if (if_none && EtagListMatches(*if_none, meta.etag)) return 304;
   if (!if_none)
     if (const std::string* h = req.Header("If-Modified-Since"))
-      if (auto t = ParseHttpDate(*h); t && modified_s <= *t / 1000) return 304;
+      if (int64_t t = 0; ParseHttpDate(*h, &t) && modified_s <= t / 1000) return 304;
   return std::nullopt;
 }
 

@@ -368,32 +368,6 @@ Status ParseScope(std::string_view credential, Scope* out) {
   return Status::Ok();
 }
 
-// Parses an HTTP Date header: IMF-fixdate / RFC 1123 ("Fri, 02 Jan 2026 03:04:05 GMT", also with a
-// "+0000"/"-0000" zone as Python's formatdate writes it), or ISO-8601 basic as in X-Amz-Date.
-bool ParseHttpDate(std::string_view s, EpochMs* out) {
-  s = Trim(s);
-  if (ParseAmzDate(s, out)) return true;
-  if (size_t comma = s.find(','); comma != std::string_view::npos) s = Trim(s.substr(comma + 1));
-  std::vector<std::string> f;
-  for (auto& tok : Split(s, ' '))
-    if (!tok.empty()) f.push_back(std::move(tok));
-  if (f.size() != 5) return false;
-  static constexpr std::array<std::string_view, 12> kMonths = {
-      "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
-  auto month = std::find(kMonths.begin(), kMonths.end(), f[1]);
-  if (month == kMonths.end()) return false;
-  if (f[4] != "GMT" && f[4] != "UTC" && f[4] != "+0000" && f[4] != "-0000" && f[4] != "Z")
-    return false;
-  std::string day = f[0].size() == 1 ? "0" + f[0] : f[0];
-  const std::string& t = f[3];
-  if (day.size() != 2 || f[2].size() != 4 || t.size() != 8 || t[2] != ':' || t[5] != ':')
-    return false;
-  int m = static_cast<int>(month - kMonths.begin()) + 1;
-  std::string amz = f[2] + (m < 10 ? "0" : "") + std::to_string(m) + day + "T" + t.substr(0, 2) +
-                    t.substr(3, 2) + t.substr(6, 2) + "Z";
-  return ParseAmzDate(amz, out);
-}
-
 std::string SkewText(EpochMs skew_ms) {
   if (skew_ms % 60000 == 0) return std::to_string(skew_ms / 60000) + " min.";
   return std::to_string(skew_ms / 1000) + " sec.";

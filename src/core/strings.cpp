@@ -6,6 +6,7 @@
 #include <openssl/sha.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstdio>
 #include <ctime>
@@ -262,6 +263,28 @@ std::string FormatHttpDate(int64_t epoch_ms) {
   std::snprintf(out, sizeof out, "%s, %02d %s %04d %02d:%02d:%02d GMT", kDays[tm.tm_wday], tm.tm_mday,
                 kMonths[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
   return out;
+}
+
+bool ParseHttpDate(std::string_view s, int64_t* epoch_ms) {
+  s = Trim(s);
+  if (ParseAmzDate(s, epoch_ms)) return true;
+  if (size_t comma = s.find(','); comma != std::string_view::npos) s = Trim(s.substr(comma + 1));
+  std::vector<std::string> f;
+  for (auto& tok : Split(s, ' '))
+    if (!tok.empty()) f.push_back(std::move(tok));
+  if (f.size() != 5) return false;
+  static constexpr std::array<std::string_view, 12> kMonths = {
+      "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  auto month = std::find(kMonths.begin(), kMonths.end(), f[1]);
+  if (month == kMonths.end()) return false;
+  if (f[4] != "GMT" && f[4] != "UTC" && f[4] != "+0000" && f[4] != "-0000" && f[4] != "Z") return false;
+  std::string day = f[0].size() == 1 ? "0" + f[0] : f[0];
+  const std::string& t = f[3];
+  if (day.size() != 2 || f[2].size() != 4 || t.size() != 8 || t[2] != ':' || t[5] != ':') return false;
+  int m = static_cast<int>(month - kMonths.begin()) + 1;
+  std::string amz = f[2] + (m < 10 ? "0" : "") + std::to_string(m) + day + "T" + t.substr(0, 2) +
+                    t.substr(3, 2) + t.substr(6, 2) + "Z";
+  return ParseAmzDate(amz, epoch_ms);
 }
 
 std::string FormatIso8601(int64_t epoch_ms) {

@@ -62,6 +62,10 @@ bool ParseAmzDate(std::string_view s, int64_t* epoch_ms);
 // HTTP's Date format, IMF-fixdate (RFC 9110 section 5.6.7): "Sun, 06 Nov 1994 08:49:37 GMT".
 // Independent of the process locale.
 std::string FormatHttpDate(int64_t epoch_ms);
+// An HTTP date: IMF-fixdate / RFC 1123 ("Fri, 02 Jan 2026 03:04:05 GMT", also with a "+0000" or
+// "-0000" zone as Python's formatdate writes it), or ISO-8601 basic as in X-Amz-Date. False when
+// it does not parse.
+bool ParseHttpDate(std::string_view s, int64_t* epoch_ms);
 // RFC 3339 UTC with milliseconds ("2026-01-02T03:04:05.123Z").
 std::string FormatIso8601(int64_t epoch_ms);
 

@@ -41,6 +41,19 @@ TEST(HttpDate, IsImfFixdateInGmt) {
   EXPECT_EQ(FormatHttpDate(951782400000), "Tue, 29 Feb 2000 00:00:00 GMT");
 }
 
+TEST(HttpDate, ParsesWhatItFormatsAndTheOtherSpellings) {
+  int64_t t = 0;
+  ASSERT_TRUE(ParseHttpDate(FormatHttpDate(784111777000), &t));
+  EXPECT_EQ(t, 784111777000);
+  ASSERT_TRUE(ParseHttpDate("Sun, 6 Nov 1994 08:49:37 +0000", &t));  // Python's formatdate
+  EXPECT_EQ(t, 784111777000);
+  ASSERT_TRUE(ParseHttpDate("19941106T084937Z", &t));
+  EXPECT_EQ(t, 784111777000);
+  for (const char* bad : {"", "Sun, 06 Nov 1994 08:49:37 PST", "Sun, 06 Foo 1994 08:49:37 GMT",
+                          "Sun, 06 Nov 94 08:49:37 GMT", "Sun, 06 Nov 1994 8:49:37 GMT", "yesterday"})
+    EXPECT_FALSE(ParseHttpDate(bad, &t)) << bad;
+}
+
 TEST(Strings, RandomAlnumHasTheLengthAndAlphabetAsked) {
   for (size_t n : {0u, 1u, 16u, 40u, 200u}) {
     std::string upper = RandomAlnum(n, true), all = RandomAlnum(n, false);
