@@ -137,6 +137,12 @@ int main(int argc, char** argv) {
   for (const std::string& p : {d.scratch + "/tmp", d.scratch + "/home", d.opt_ml + "/code", d.workspace + "/code"})
     fs::create_directories(p);
   std::ofstream(d.hosts) << "127.0.0.1 localhost algo-1\n";
+  // As the supervisor does: what the job (and bwrap, making mount points) writes is the job user's.
+  for (const std::string& p : {d.scratch, d.opt_ml, d.workspace})
+    if (Status st = local::GiveToJobUser(p, *user); !st.ok()) {
+      std::fprintf(stderr, "%s\n", st.message().c_str());
+      return 1;
+    }
   fs::create_directories("/opt/ml");
   AttemptSpec spec;
   spec.attempt_id = "bench";

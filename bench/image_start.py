@@ -25,6 +25,7 @@ def main():
     ap.add_argument("--bin", default=os.path.join(HERE, "..", "build", "bench", "image_start_bench"))
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="trainyard-image-bench-")
+    os.chmod(work, 0o755)  # the job user makes its mount points below it, as under an attempt directory
     try:
         layout = os.path.join(work, "layout")
         tiny_image.build(layout, "bench", files={"usr/local/bin/train": ("#!/bin/sh\ntrue\n", 0o755)})

@@ -128,7 +128,8 @@ class ImageTest(ServerTest):
         self.assertEqual(tj["TrainingJobStatus"], "Failed")
         self.assertIn("CannotPullContainerError", tj["FailureReason"])
         self.assertIn(missing, tj["FailureReason"])
-        self.assertFalse(os.path.exists(self.bucket_path("trainyard-test", "output/img-missing")))
+        out = self.bucket_path("trainyard-test", "output/img-missing")
+        self.assertFalse(os.path.exists(out))
         self.assertEqual(os.listdir(self.cache("rootfs")), [])
         self.assertFalse(os.path.exists(self.cache("index.json")))
         # A reference no transport accepts fails the same way, naming the rule.

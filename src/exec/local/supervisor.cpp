@@ -411,8 +411,12 @@ class Supervisor {
       RecordOutcome();
       return;
     }
-    Enter("Uploading", "Uploading generated training model.");
-    Upload();
+    // An image that could not be had: nothing was prepared or ran, so there is nothing to upload
+    // (as with AWS, a job that could not pull its image has no artifacts).
+    if (!image_unavailable_) {
+      Enter("Uploading", "Uploading generated training model.");
+      Upload();
+    }
     ReleaseInstances();
     RecordOutcome();
   }
@@ -635,7 +639,10 @@ class Supervisor {
   }
 
   bool Prepare(std::string* error) {
-    if (!PrepareImage(error)) return false;
+    if (!PrepareImage(error)) {
+      image_unavailable_ = true;
+      return false;
+    }
     const std::string etc_hosts = slurm_ ? local::EtcHosts(node_addrs_) : local::EtcHosts(count_);
     if (!(std::ofstream(dir_ + "/hosts-file") << etc_hosts)) {
       *error = "cannot write " + dir_ + "/hosts-file";
@@ -1798,6 +1805,7 @@ class Supervisor {
   std::string failure_;
   FailureKind failure_kind_ = FailureKind::kNone;
   std::optional<image::CachedImage> image_;  // none: the host's software
+  bool image_unavailable_ = false;            // PrepareImage failed: nothing ran
   bool model_uploaded_ = false;
   std::unique_ptr<local::DataMover> mover_;
   local::TransferStats stats_;
