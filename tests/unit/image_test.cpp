@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "exec/attempt_spec.h"
 #include "exec/image/cache.h"
@@ -151,6 +152,39 @@ TEST_F(ImageIndex, AToolPastItsDeadlineIsKilled) {
   Status st = RunTool({"/bin/sh", "-c", "echo started >&2; sleep 30"}, 1, &err);
   EXPECT_FALSE(st.ok());
   EXPECT_THAT(st.message(), HasSubstr("did not finish within 1 s"));
+}
+
+// With the real skopeo and umoci, on an empty image made by `umoci new`: concurrent starts of
+// one reference copy and unpack it once, and what a killed unpack left in tmp/ never shows as a
+// root and is cleared by the next fetch.
+using RealTools = TempDir;
+
+TEST_F(RealTools, ConcurrentStartsUnpackOnceAndALeftoverIsSweptNotUsed) {
+  std::string err;
+  ASSERT_TRUE(RunTool({"umoci", "init", "--layout", dir_ + "/src"}, 60, &err).ok()) << err;
+  ASSERT_TRUE(RunTool({"umoci", "new", "--image", dir_ + "/src:v1"}, 60, &err).ok()) << err;
+  const std::string cache_dir = dir_ + "/cache";
+  // A kill -9 mid-unpack: a half tree in tmp/, nothing in rootfs/ or the index.
+  fs::create_directories(cache_dir + "/tmp/deadbeef.123/rootfs/bin");
+  ImageReference ref = Parsed("oci:" + dir_ + "/src:v1");
+  std::vector<StatusOr<CachedImage>> results(4, Status(Code::kInternal, "not run"));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < results.size(); ++i)
+    threads.emplace_back([&, i] { results[i] = ImageCache(cache_dir).Get(ref); });
+  for (auto& t : threads) t.join();
+  int copied = 0, unpacked = 0;
+  for (const auto& r : results) {
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    copied += r->copied;
+    unpacked += r->unpacked;
+    EXPECT_EQ(r->digest, results[0]->digest);
+  }
+  EXPECT_EQ(copied, 1);
+  EXPECT_EQ(unpacked, 1);
+  EXPECT_TRUE(fs::is_empty(cache_dir + "/tmp"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(cache_dir + "/rootfs"), fs::directory_iterator()), 1);
+  EXPECT_TRUE(fs::is_directory(results[0]->rootfs + "/opt/ml"));
+  EXPECT_EQ(*ReadIndex(cache_dir + "/index.json"), (std::map<std::string, std::string>{{ref.Skopeo(), results[0]->digest}}));
 }
 
 using MountPoints = TempDir;
