@@ -194,6 +194,11 @@ TEST_F(MountPoints, AreMadeInsideTheRoot) {
   for (const char* d : {"proc", "dev", "tmp", "var/tmp", "home", "opt/ml", "opt/trainyard"})
     EXPECT_TRUE(fs::is_directory(dir_ + "/" + d)) << d;
   EXPECT_TRUE(fs::is_regular_file(dir_ + "/etc/hosts"));
+  // The image's WorkingDir, made as Docker makes it; never above the root.
+  ASSERT_TRUE(MakeMountPoints(dir_, "/srv/./app/").ok());
+  EXPECT_TRUE(fs::is_directory(dir_ + "/srv/app"));
+  EXPECT_EQ(MakeMountPoints(dir_, "/srv/../../escape").code(), Code::kFailedPrecondition);
+  EXPECT_FALSE(fs::exists(fs::path(dir_).parent_path() / "escape"));
 }
 
 TEST_F(MountPoints, ALinkOnTheWayIsRefusedAndNotFollowed) {

@@ -176,7 +176,7 @@ Status WriteIndex(const std::string& path, const std::map<std::string, std::stri
   return WriteDurably(path, o.dump(1) + "\n");
 }
 
-Status MakeMountPoints(const std::string& rootfs) {
+Status MakeMountPoints(const std::string& rootfs, const std::string& working_dir) {
   static const char* kDirs[] = {"proc", "dev", "tmp", "var/tmp", "home", "opt/ml", "opt/trainyard", "etc"};
   int root = ::open(rootfs.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (root < 0) return Internal("cannot open " + rootfs + ": " + std::strerror(errno));
@@ -214,6 +214,17 @@ Status MakeMountPoints(const std::string& rootfs) {
   for (const char* d : kDirs)
     if (st.ok()) st = make(d, false);
   if (st.ok()) st = make("etc/hosts", true);
+  // The WorkingDir, which Docker makes when the image lacks it.
+  std::string wd;
+  for (size_t i = 0; st.ok() && i < working_dir.size();) {
+    size_t j = working_dir.find('/', i);
+    if (j == std::string::npos) j = working_dir.size();
+    const std::string part = working_dir.substr(i, j - i);
+    if (part == "..") st = FailedPrecondition("the image's WorkingDir " + working_dir + " contains '..'");
+    else if (!part.empty() && part != ".") wd += (wd.empty() ? "" : "/") + part;
+    i = j + 1;
+  }
+  if (st.ok() && !wd.empty()) st = make(wd, false);
   ::close(root);
   return st;
 }
@@ -356,7 +367,7 @@ StatusOr<CachedImage> ImageCache::Get(const ImageReference& ref) {
       fs::remove_all(bundle, ec);
       return FailedPrecondition("cannot unpack the image: " + st.message());
     }
-    if (Status mp = MakeMountPoints(bundle + "/rootfs"); !mp.ok()) {
+    if (Status mp = MakeMountPoints(bundle + "/rootfs", img.config.working_dir); !mp.ok()) {
       fs::remove_all(bundle, ec);
       return mp;
     }

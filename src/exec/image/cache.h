@@ -60,9 +60,10 @@ StatusOr<std::map<std::string, std::string>> ReadIndex(const std::string& path);
 Status WriteIndex(const std::string& path, const std::map<std::string, std::string>& index);
 
 // Makes the directories (and the file /etc/hosts) the sandbox mounts over inside an unpacked root
-// file system, never following a link: a component that is a symbolic link or not a directory is
+// file system, and the image's WorkingDir when given (as Docker does), never following a link: a
+// component that is a symbolic link or not a directory, or a WorkingDir with "..", is
 // FailedPrecondition naming it. Exposed for the tests.
-Status MakeMountPoints(const std::string& rootfs);
+Status MakeMountPoints(const std::string& rootfs, const std::string& working_dir = "");
 
 class ImageCache {
  public:
