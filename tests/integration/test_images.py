@@ -169,5 +169,27 @@ class ImageTest(ServerTest):
             self.assertNotIn("escape-dotdot", files, root)
 
 
+class ImageFallbackTest(ImageTest):
+    """executor.image_fallback_to_host: an image that cannot be copied runs with the host's software."""
+    server_config = '[executor]\nsandbox = "bwrap"\nimage_fallback_to_host = true\n'
+
+    def test_an_image_that_cannot_be_copied_runs_on_the_host(self):
+        spec = self.payload("img-fallback", f"oci:{self.images}/nowhere:v1")
+        spec["AlgorithmSpecification"]["ContainerEntrypoint"] = [
+            "/bin/sh", "-c", "test -e /usr/bin/python3 && echo host > /opt/ml/model/where.txt"]
+        self.sm.create_training_job(**spec)
+        tj = self.wait_training("img-fallback", timeout=90)
+        self.assertEqual(tj["TrainingJobStatus"], "Completed", tj.get("FailureReason"))
+        self.assertEqual(self.model_files("img-fallback")["where.txt"], "host\n")
+        self.assertNotIn("image", self.attempt_status("img-fallback"))
+
+    # The base class's tests run once, under the default settings.
+    test_a_training_image_runs_its_train_and_a_cached_one_is_not_unpacked_again = None
+    test_entrypoint_runs_with_train_or_with_the_container_arguments = None
+    test_a_missing_image_fails_with_cannot_pull_and_nothing_else = None
+    test_a_host_software_image_without_an_entry_point_is_refused_at_the_edge = None
+    test_a_hostile_layer_writes_nothing_outside_the_root = None
+
+
 if __name__ == "__main__":
     unittest.main()
