@@ -1,4 +1,5 @@
 // Training jobs: creation, launch, executor events, stopping, timeouts and metrics.
+#include <fnmatch.h>
 #include <re2/re2.h>
 #include <spdlog/spdlog.h>
 
@@ -165,10 +166,17 @@ Status CheckTrainingRequest(const json& req, const Config& config, const std::st
   auto hps = req.value("HyperParameters", json::object());
   bool has_entry = spec.contains("ContainerEntrypoint") && !spec["ContainerEntrypoint"].empty();
   bool script = hps.contains("sagemaker_program");
-  if (!has_entry && !script)
+  // An image runs its own entry point (`train`); an image this host maps to its own software has none.
+  const std::string image = spec.contains("TrainingImage") && spec["TrainingImage"].is_string()
+                                ? spec["TrainingImage"].get<std::string>() : "";
+  bool host_software = image.empty();
+  for (const std::string& pattern : config.host_images)
+    if (::fnmatch(pattern.c_str(), image.c_str(), 0) == 0) host_software = true;
+  if (!has_entry && !script && host_software)
     return InvalidArgument(
         "AlgorithmSpecification.ContainerEntrypoint: required unless HyperParameters.sagemaker_program selects "
-        "script mode (this server runs commands on its own hosts; TrainingImage alone names nothing it can run)");
+        "script mode (TrainingImage '" + image + "' runs with this host's software (executor.host_images), "
+        "which has no entry point of its own)");
   if (spec.contains("AlgorithmName") && !spec["AlgorithmName"].is_null())
     return InvalidArgument("AlgorithmSpecification.AlgorithmName: built-in and marketplace algorithms are not available here");
   if (script && hps.contains("sagemaker_submit_directory"))
@@ -578,9 +586,15 @@ exec::AttemptSpec Controller::BuildAttemptSpec(const TrainingJob& tj) const {
   spec.network_isolation = req.value("EnableNetworkIsolation", false);
   for (auto& a : alg.value("ContainerEntrypoint", json::array())) spec.command.push_back(as_string(a));
   for (auto& a : alg.value("ContainerArguments", json::array())) spec.command.push_back(as_string(a));
+  // The image runs `train`, ContainerEntrypoint in place of its Entrypoint, or its Entrypoint with
+  // ContainerArguments in place of `train` (docs/images.md); the executor decides which images
+  // run with the host's software.
+  if (alg.contains("TrainingImage") && alg["TrainingImage"].is_string()) spec.image = alg["TrainingImage"].get<std::string>();
+  if (alg.value("ContainerEntrypoint", json::array()).empty() && !spec.command.empty())
+    spec.image_command = exec::ImageCommand::kCmd;
   const json hps = req.value("HyperParameters", json::object());
   for (auto& [k, v] : hps.items()) spec.hyperparameters[k] = as_string(v);
-  if (spec.command.empty()) {
+  if (spec.command.empty() && (spec.image.empty() || spec.hyperparameters.count("sagemaker_program"))) {
     auto hp = [&](const char* k) { auto f = spec.hyperparameters.find(k); return f == spec.hyperparameters.end() ? "" : Unquote(f->second); };
     spec.script_mode = exec::ScriptMode{hp("sagemaker_program"), hp("sagemaker_submit_directory")};
   }

@@ -342,7 +342,8 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     TY_RETURN_IF_ERROR(CheckKeys(*e, {"sandbox", "stop_grace_seconds", "pip_find_links", "pip_no_index",
                                       "sandbox_binds", "spot_notice_seconds", "chaos_seed",
                                       "system_metrics_interval_seconds", "nvidia_smi", "job_user",
-                                      "max_pids_per_instance", "cgroup_parent", "kind", "slurm"},
+                                      "max_pids_per_instance", "cgroup_parent", "kind", "slurm", "host_images",
+                                      "image_fallback_to_host", "image_pull_timeout_seconds"},
                                  "[executor]"));
     TY_RETURN_IF_ERROR(Read(*e, "kind", &c.executor_kind, "executor."));
     if (c.executor_kind != "local" && c.executor_kind != "slurm")
@@ -385,6 +386,11 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
         c.sandbox_binds.push_back(d.as_string()->get());
       }
     }
+    TY_RETURN_IF_ERROR(ReadStrings(*e, "host_images", &c.host_images, "executor."));
+    TY_RETURN_IF_ERROR(Read(*e, "image_fallback_to_host", &c.image_fallback_to_host, "executor."));
+    TY_RETURN_IF_ERROR(Read(*e, "image_pull_timeout_seconds", &c.image_pull_timeout_seconds, "executor."));
+    if (c.image_pull_timeout_seconds < 1 || c.image_pull_timeout_seconds > 86400)
+      return InvalidArgument("config: executor.image_pull_timeout_seconds must be from 1 to 86400");
     TY_RETURN_IF_ERROR(Read(*e, "pip_find_links", &c.pip_find_links, "executor."));
     TY_RETURN_IF_ERROR(Read(*e, "pip_no_index", &c.pip_no_index, "executor."));
     TY_RETURN_IF_ERROR(Read(*e, "sandbox", &c.sandbox, "executor."));

@@ -205,6 +205,13 @@ struct Config {
   // cgroup allows this many tasks (executor.max_pids_per_instance) and is made under this
   // cgroup (executor.cgroup_parent, a path inside the hierarchy; "": the server's own).
   std::string job_user = "nobody";
+  // OCI images (docs/images.md): references matching one of host_images (glob patterns) run with
+  // the host's software, as before images were run; with image_fallback_to_host, so does an image
+  // that cannot be copied (otherwise the job fails with CannotPullContainerError). Each skopeo or
+  // umoci run may take image_pull_timeout_seconds.
+  std::vector<std::string> host_images = {"local/*", "*.amazonaws.com/*"};
+  bool image_fallback_to_host = false;
+  int image_pull_timeout_seconds = 900;
   // executor.kind: where attempts run: "local" (this host) or "slurm" (a Slurm cluster,
   // docs/slurm.md; the [executor.slurm] table below).
   std::string executor_kind = "local";

@@ -120,6 +120,10 @@ std::string Encode(const AttemptSpec& s) {
   o["volume_size_gb"] = s.volume_size_gb;
   o["setup_command"] = s.setup_command;
   o["command"] = s.command;
+  if (!s.image.empty()) {
+    o["image"] = s.image;
+    o["image_command"] = s.image_command == ImageCommand::kCmd ? "cmd" : "train";
+  }
   if (s.script_mode) o["script_mode"] = {{"program", s.script_mode->program}, {"submit_uri", s.script_mode->submit_uri}};
   o["hyperparameters"] = StringMap(s.hyperparameters);
   o["environment"] = StringMap(s.environment);
@@ -169,6 +173,10 @@ StatusOr<AttemptSpec> DecodeAttemptSpec(std::string_view text) {
       Object(*sm, "script_mode");
       s.script_mode = ScriptMode{Str(*sm, "program"), Str(*sm, "submit_uri")};
     }
+    s.image = Str(o, "image");
+    const std::string image_command = Str(o, "image_command", "train");
+    if (image_command != "train" && image_command != "cmd") throw BadSpec("image_command must be \"train\" or \"cmd\"");
+    s.image_command = image_command == "cmd" ? ImageCommand::kCmd : ImageCommand::kTrain;
     s.hyperparameters = StrMap(o, "hyperparameters");
     s.environment = StrMap(o, "environment");
     s.extra_env = StrMap(o, "extra_env");
@@ -197,6 +205,13 @@ StatusOr<AttemptSpec> DecodeAttemptSpec(std::string_view text) {
   } catch (const BadSpec& e) {
     return InvalidArgument(std::string("attempt spec: ") + e.what());
   }
+}
+
+void UseContainerImage(AttemptSpec* spec, std::string image, std::vector<std::string> command) {
+  spec->image = std::move(image);
+  spec->command = std::move(command);
+  spec->script_mode.reset();
+  spec->image_command = ImageCommand::kCmd;
 }
 
 }  // namespace ty::exec

@@ -67,6 +67,16 @@ struct WarmPoolSpec {
   bool operator==(const WarmPoolSpec&) const = default;
 };
 
+// How `command` combines with an image's own Entrypoint and Cmd (docs/images.md, "How an image runs").
+enum class ImageCommand {
+  // SageMaker (`docker run IMAGE train`): a non-empty `command` (ContainerEntrypoint +
+  // ContainerArguments, or script mode's) is the whole argv; empty: Entrypoint + ["train"].
+  kTrain,
+  // Batch containers (and ContainerArguments alone): the image's Entrypoint stays and a non-empty
+  // `command` replaces its Cmd; empty: Entrypoint + Cmd, the image's own command.
+  kCmd,
+};
+
 struct AttemptSpec {
   std::string attempt_id;                   // unique; the local executor's directory name
   std::string training_job_name;
@@ -85,6 +95,10 @@ struct AttemptSpec {
   // What runs: `command` (ContainerEntrypoint + ContainerArguments), or script mode when empty.
   std::vector<std::string> command;
   std::optional<ScriptMode> script_mode;
+  // The OCI image the instances run in (TrainingImage, a container's `image`); "" = the host's
+  // software. Which references the host runs with its own software is the executor's setting.
+  std::string image;
+  ImageCommand image_command = ImageCommand::kTrain;
   std::map<std::string, std::string> hyperparameters;  // as given; sagemaker_* keys included
   std::map<std::string, std::string> environment;      // the job's Environment
   std::map<std::string, std::string> extra_env;        // set by the server (AWS_BATCH_JOB_ID, ...)
@@ -110,5 +124,9 @@ std::string Encode(const AttemptSpec& spec);
 // A spec from its JSON form. Absent members take their defaults; a member of the wrong type, a
 // missing attempt_id or instance_type, or an instance_count below 1 is InvalidArgument.
 StatusOr<AttemptSpec> DecodeAttemptSpec(std::string_view json);
+
+// A Batch container job's terms: `image` runs with `command` in place of its Cmd, or with its
+// own Cmd when `command` is empty (image_command kCmd).
+void UseContainerImage(AttemptSpec* spec, std::string image, std::vector<std::string> command);
 
 }  // namespace ty::exec

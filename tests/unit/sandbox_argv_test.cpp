@@ -51,6 +51,33 @@ TEST(SandboxArgv, PlainJobMountsInOrder) {
   EXPECT_EQ(BwrapArgv(SandboxSteps(spec, host, Layout({"/tmp", "/var/tmp", "/home"}))), want);
 }
 
+// With an image its root file system is `/` (read-only, the first mount), and nothing of the
+// host's is bound but the instance's own paths: no hidden directories to cover (the host is not
+// there), no sandbox_binds, pip wheels, workspace or launcher; the image's WorkingDir is the cwd.
+TEST(SandboxArgv, ImageRootReplacesTheHostsAndBindsOnlyTheInstancesPaths) {
+  AttemptSpec spec;
+  spec.image = "oci:/srv/images/train:v1";
+  spec.hyperparameters["sagemaker_distributed_dataparallel_enabled"] = "false";
+  HostSettings host;
+  host.sandbox_binds = {"/shared"};
+  host.pip_find_links = "/wheels";
+  SandboxLayout layout = Layout({"/tmp", "/var/tmp", "/shared", "/wheels"});  // no /home on the host
+  layout.image_rootfs = "/data/images/rootfs/sha256:abc";
+  layout.working_dir = "/work";
+  layout.launcher = "/usr/bin/trainyard-supervisor";
+  const Argv want = {
+      "--ro-bind", "/data/images/rootfs/sha256:abc", "/", "--proc", "/proc", "--dev", "/dev",
+      "--bind", "/data/attempts/a1/scratch/algo-2/tmp", "/tmp",
+      "--bind", "/data/attempts/a1/scratch/algo-2/tmp", "/var/tmp",
+      "--tmpfs", "/home",
+      "--bind", "/data/attempts/a1/scratch/algo-2/home", "/home/job",
+      "--bind", "/data/attempts/a1/hosts/algo-2", "/opt/ml",
+      "--ro-bind", "/data/attempts/a1/hosts-file", "/etc/hosts",
+      "--bind", "/data/attempts/a1/workspace/algo-2/code", "/opt/ml/code",
+      "--hostname", "algo-2", "--chdir", "/work"};
+  EXPECT_EQ(BwrapArgv(SandboxSteps(spec, host, layout)), want);
+}
+
 // Everything that adds a mount at once: GPUs, several hidden directories, host binds (one of
 // them missing), the pip wheel directory, network isolation, no /opt/ml mount point, a warm
 // pool and file-system channels.

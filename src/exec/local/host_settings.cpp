@@ -1,5 +1,7 @@
 #include "exec/local/host_settings.h"
 
+#include <fnmatch.h>
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -32,6 +34,8 @@ std::string Encode(const HostSettings& h) {
               {"checkpoint_sync_seconds", os.checkpoint_sync_seconds},
               {"dir_root", h.object_dir_root},
               {"cache_dir", h.object_cache_dir}}},
+            {"images", {{"cache_dir", h.image_cache_dir}, {"host_images", h.host_images},
+                        {"fallback_to_host", h.image_fallback_to_host}, {"timeout_seconds", h.image_pull_timeout_seconds}}},
             {"notify_socket", h.notify_socket},
             {"launcher", {{"kind", h.launcher}, {"agent_binary", h.agent_binary},
                           {"slurm_bin_dir", h.slurm_bin_dir}, {"slurm_conf", h.slurm_conf}}}};
@@ -70,6 +74,11 @@ StatusOr<HostSettings> DecodeHostSettings(std::string_view text) {
     os.checkpoint_sync_seconds = s.value("checkpoint_sync_seconds", os.checkpoint_sync_seconds);
     h.object_dir_root = s.value("dir_root", "");
     h.object_cache_dir = s.value("cache_dir", "");
+    const json im = o.value("images", json::object());
+    h.image_cache_dir = im.value("cache_dir", "");
+    h.host_images = im.value("host_images", std::vector<std::string>{});
+    h.image_fallback_to_host = im.value("fallback_to_host", false);
+    h.image_pull_timeout_seconds = im.value("timeout_seconds", h.image_pull_timeout_seconds);
     h.notify_socket = o.value("notify_socket", "");
     const json l = o.value("launcher", json::object());
     h.launcher = l.value("kind", "local");
@@ -101,7 +110,18 @@ HostSettings HostSettingsFor(const Config& config, const std::string& data_dir, 
   h.object_dir_root = data_dir + "/buckets";
   h.object_cache_dir = data_dir + "/cache/objects";
   h.notify_socket = data_dir + "/run/executor.sock";
+  h.image_cache_dir = data_dir + "/images";
+  h.host_images = config.host_images;
+  h.image_fallback_to_host = config.image_fallback_to_host;
+  h.image_pull_timeout_seconds = config.image_pull_timeout_seconds;
   return h;
+}
+
+bool IsHostSoftware(const HostSettings& host, const std::string& image) {
+  if (image.empty()) return true;
+  for (const std::string& pattern : host.host_images)
+    if (::fnmatch(pattern.c_str(), image.c_str(), 0) == 0) return true;
+  return false;
 }
 
 std::string FileSystemHostPath(const HostSettings& host, const std::string& id, const std::string& directory_path) {

@@ -30,6 +30,13 @@ struct HostSettings {
   std::string nvidia_smi;                          // "" = no GPU metrics
   std::string pip_find_links;                      // for requirements.txt installs
   bool pip_no_index = false;
+  // OCI images (docs/images.md): the cache (<data_dir>/images), the references run with the
+  // host's software (glob patterns), whether an image that cannot be copied falls back to it, and
+  // how long each skopeo or umoci run may take.
+  std::string image_cache_dir;
+  std::vector<std::string> host_images;
+  bool image_fallback_to_host = false;
+  int image_pull_timeout_seconds = 900;
   // Where s3:// URIs lead: the endpoint (with its keys), else the embedded directory store.
   ObjectStoreConfig object_store;                  // region resolved (never empty)
   std::string object_dir_root;                     // the embedded directory store
@@ -54,6 +61,9 @@ StatusOr<HostSettings> DecodeHostSettings(std::string_view json);
 // (buckets/), the object cache (cache/objects) and the notify socket (run/executor.sock);
 // `sandbox` is the resolved mode (LocalExecutor::ResolveSandbox).
 HostSettings HostSettingsFor(const Config& config, const std::string& data_dir, const std::string& sandbox);
+
+// Whether `image` runs with the host's software: "" or a reference matching host.host_images.
+bool IsHostSoftware(const HostSettings& host, const std::string& image);
 
 // The host directory of a FileSystemDataSource (`directory_path` inside file system `id`), or ""
 // when the host has no such file system.

@@ -18,23 +18,32 @@ SandboxStep Bind(std::string source, std::string dest, bool read_only) {
 
 std::vector<SandboxStep> SandboxSteps(const AttemptSpec& spec, const HostSettings& host, const SandboxLayout& layout) {
   auto is_dir = [&layout](const std::string& p) { return layout.is_directory && layout.is_directory(p); };
+  // The image's root was given its mount points when it was unpacked (image::MakeMountPoints).
+  const bool image = !layout.image_rootfs.empty();
   std::vector<SandboxStep> steps;
-  for (const char* a : {"--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"}) steps.push_back(Arg(a));
+  if (image) {
+    steps.push_back(Bind(layout.image_rootfs, "/", true));
+    for (const char* a : {"--proc", "/proc", "--dev", "/dev"}) steps.push_back(Arg(a));
+  } else {
+    for (const char* a : {"--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"}) steps.push_back(Arg(a));
+  }
   for (const std::string& node : layout.gpu_nodes) steps.push_back({SandboxStep::Kind::kDevBind, node, "", false});
   for (const char* t : {"/tmp", "/var/tmp"})
-    if (is_dir(t)) steps.push_back(Bind(layout.scratch + "/tmp", t, false));
-  for (const std::string& hidden : layout.hidden_dirs) steps.push_back(Tmpfs(hidden));
-  for (const std::string& b : host.sandbox_binds)
-    if (is_dir(b)) steps.push_back(Bind(b, b, false));
-  // executor.pip_find_links, when a directory: read-only at the same path, for pip in the sandbox.
-  const std::string& find_links = host.pip_find_links;
-  if (!find_links.empty() && find_links[0] == '/' && is_dir(find_links)) steps.push_back(Bind(find_links, find_links, true));
-  steps.push_back(Tmpfs(is_dir("/home") ? "/home" : "/tmp/.home"));
+    if (image || is_dir(t)) steps.push_back(Bind(layout.scratch + "/tmp", t, false));
+  if (!image) {
+    for (const std::string& hidden : layout.hidden_dirs) steps.push_back(Tmpfs(hidden));
+    for (const std::string& b : host.sandbox_binds)
+      if (is_dir(b)) steps.push_back(Bind(b, b, false));
+    // executor.pip_find_links, when a directory: read-only at the same path, for pip in the sandbox.
+    const std::string& find_links = host.pip_find_links;
+    if (!find_links.empty() && find_links[0] == '/' && is_dir(find_links)) steps.push_back(Bind(find_links, find_links, true));
+  }
+  steps.push_back(Tmpfs(image || is_dir("/home") ? "/home" : "/tmp/.home"));
   steps.push_back(Bind(layout.scratch + "/home", layout.job_home, false));
   if (spec.network_isolation) steps.push_back(Arg("--unshare-net"));  // loopback only
-  if (!layout.opt_ml_mount_point) steps.push_back(Tmpfs("/opt"));
+  if (!image && !layout.opt_ml_mount_point) steps.push_back(Tmpfs("/opt"));
   const std::string& ws = layout.workspace;
-  steps.push_back(Bind(ws, ws, false));
+  if (!image) steps.push_back(Bind(ws, ws, false));
   steps.push_back(Bind(layout.opt_ml, "/opt/ml", false));
   steps.push_back(Bind(layout.hosts_file, "/etc/hosts", true));
   steps.push_back(Bind(ws + "/code", "/opt/ml/code", false));
@@ -45,13 +54,14 @@ std::vector<SandboxStep> SandboxSteps(const AttemptSpec& spec, const HostSetting
                          "/opt/ml/input/data/" + ch.name, ch.file_system->read_only));
   }
   auto dist = ParseDistribution(spec.hyperparameters);
-  if (!layout.launcher.empty() && dist.ok() && dist->kind != Distribution::Kind::kNone) {
+  if (!image && !layout.launcher.empty() && dist.ok() && dist->kind != Distribution::Kind::kNone) {
     if (layout.opt_ml_mount_point) steps.push_back(Tmpfs(kLauncherDir));  // else /opt is a tmpfs already
     steps.push_back(Bind(layout.launcher, kLauncherPath, true));
   }
   steps.push_back(Arg("--hostname"));
   steps.push_back(Arg("algo-" + std::to_string(layout.n)));
-  for (const char* a : {"--chdir", "/opt/ml/code"}) steps.push_back(Arg(a));
+  steps.push_back(Arg("--chdir"));
+  steps.push_back(Arg(image ? layout.working_dir : "/opt/ml/code"));
   return steps;
 }
 

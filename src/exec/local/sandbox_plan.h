@@ -49,6 +49,10 @@ struct SandboxLayout {
   // kLauncherPath over a tmpfs at kLauncherDir (made on the host beside /opt/ml).
   std::string launcher;
   std::function<bool(const std::string&)> is_directory;  // the host's directories
+  // With an image (docs/images.md): its unpacked root file system, which becomes the sandbox's
+  // `/` read-only in place of the host's, and the working directory it names.
+  std::string image_rootfs;
+  std::string working_dir = "/opt/ml/code";
 };
 
 // The sandbox of instance n, in the order bubblewrap applies it:
@@ -60,6 +64,9 @@ struct SandboxLayout {
 //     /etc/hosts read-only, /opt/ml/code and the warm pool cache from the workspace, its
 //     file-system channels, the launcher read-only when its hyperparameters ask for a
 //     distributed launch; then its host name and working directory.
+// With an image the root is the image's root file system instead (read-only), nothing of the
+// host's is in it but what steps 1 and 4 bind (no hidden directories to cover, no sandbox_binds,
+// pip_find_links, workspace or launcher), and the working directory is the image's.
 std::vector<SandboxStep> SandboxSteps(const AttemptSpec& spec, const HostSettings& host, const SandboxLayout& layout);
 
 // The bubblewrap arguments the steps stand for, binds by path (`--bind SRC DEST`,

@@ -59,6 +59,9 @@
 #include "exec/local/volume.h"
 #include "exec/local/supervisor.h"
 #include "exec/attempt_spec.h"
+#include "exec/image/cache.h"
+#include "exec/image/command.h"
+#include "exec/image/reference.h"
 #include "exec/distribution.h"
 #include "exec/executor.h"
 
@@ -178,7 +181,10 @@ class Supervisor {
         if (!user.ok()) throw std::runtime_error(user.status().message());
         job_user_ = *user;
       }
-      std::vector<std::string> argv = local::JobCommand(spec_, Launcher());
+      if (!LoadImage()) throw std::runtime_error("cannot read the attempt's image (image.json)");
+      auto command = InstanceCommand();
+      if (!command.ok()) throw std::runtime_error(command.status().message());
+      std::vector<std::string> argv = std::move(command).value();
       local::Sandbox sb(job_user_.switch_user);
       if (sandbox_) {
         Status st = BuildSandbox(n, &sb);
@@ -405,8 +411,12 @@ class Supervisor {
       RecordOutcome();
       return;
     }
-    Enter("Uploading", "Uploading generated training model.");
-    Upload();
+    // An image that could not be had: nothing was prepared or ran, so there is nothing to upload
+    // (as with AWS, a job that could not pull its image has no artifacts).
+    if (!image_unavailable_) {
+      Enter("Uploading", "Uploading generated training model.");
+      Upload();
+    }
     ReleaseInstances();
     RecordOutcome();
   }
@@ -549,7 +559,90 @@ class Supervisor {
     return ok;
   }
 
+  // ---- The image (docs/images.md) ----
+  // Resolves spec.image before anything else is prepared: the host's software (no image), or the
+  // image from the host's cache, copied and unpacked first when it is not there yet. Its root file
+  // system and config are recorded in image.json for the node agents.
+  bool PrepareImage(std::string* error) {
+    if (local::IsHostSoftware(host_, spec_.image)) return true;
+    const std::string& name = spec_.image;
+    auto dist = ParseDistribution(spec_.hyperparameters);
+    if (dist.ok() && dist->kind != Distribution::Kind::kNone) {
+      *error = "CannotStartContainerError: image " + name + ": the distributed launch the hyperparameters ask for runs "
+               "trainyard's launcher from the host, which is not available in an image; start torchrun or mpirun from the "
+               "image's own entry point instead";
+      return false;
+    }
+    if (!sandbox_) {
+      *error = "CannotStartContainerError: image " + name + ": this host runs jobs without the sandbox (executor.sandbox = "
+               "\"none\" or bubblewrap unavailable), and an image runs only inside it";
+      return false;
+    }
+    auto ref = image::ParseImageReference(name);
+    if (!ref.ok()) {
+      *error = "CannotPullContainerError: " + ref.status().message();
+      return false;
+    }
+    image::CacheOptions options;
+    options.timeout_seconds = host_.image_pull_timeout_seconds;
+    image::ImageCache cache(host_.image_cache_dir, options);
+    const int64_t start = NowMs();
+    auto got = cache.Get(*ref);
+    if (!got.ok()) {
+      if (host_.image_fallback_to_host) {
+        Log("image " + name + ": cannot be copied (" + got.status().message() + "); running with the host's software");
+        JobLog(1, "[trainyard] image " + name + " could not be copied; this host runs the job with its own software instead");
+        return true;
+      }
+      if (got.status().code() == Code::kInternal) infrastructure_error_ = true;
+      *error = "CannotPullContainerError: " + name + ": " + got.status().message();
+      return false;
+    }
+    image_ = *std::move(got);
+    if (auto command = InstanceCommand(); !command.ok()) {
+      *error = "CannotStartContainerError: image " + name + ": " + command.status().message();
+      return false;
+    }
+    Log("image " + name + ": " + image_->digest + (image_->copied ? " copied" : " cached") +
+        (image_->unpacked ? ", unpacked" : "") + " in " + std::to_string(NowMs() - start) + " ms");
+    status_["image"] = {{"reference", ref->Skopeo()}, {"digest", image_->digest},
+                        {"copied", image_->copied}, {"unpacked", image_->unpacked}};
+    json doc = {{"digest", image_->digest}, {"rootfs", image_->rootfs},
+                {"config", json::parse(image::EncodeImageConfig(image_->config))}};
+    if (!local::WriteFileAtomic(dir_ + "/image.json", doc.dump(), true)) {
+      infrastructure_error_ = true;
+      *error = "cannot write " + dir_ + "/image.json";
+      return false;
+    }
+    return true;
+  }
+
+  // A node agent's view of the image its supervisor resolved (image.json); true without one.
+  bool LoadImage() {
+    if (local::IsHostSoftware(host_, spec_.image)) return true;
+    std::string text;
+    if (!local::ReadFile(dir_ + "/image.json", &text)) return host_.image_fallback_to_host;
+    json doc = json::parse(text, nullptr, false);
+    if (!doc.is_object() || !doc.contains("config")) return false;
+    auto config = image::ParseImageConfig(doc["config"].dump());
+    if (!config.ok()) return false;
+    image_ = image::CachedImage{doc.value("digest", ""), doc.value("rootfs", ""), *config};
+    return !image_->rootfs.empty();
+  }
+
+  // What an instance runs: the job's command on the host's software, or in the image.
+  StatusOr<std::vector<std::string>> InstanceCommand() const {
+    if (!image_) return local::JobCommand(spec_, Launcher());
+    if (spec_.command.empty() && spec_.script_mode && !spec_.script_mode->program.empty())
+      return local::JobCommand(spec_, Launcher());  // python3 <program> ..., from the image's PATH
+    return image::ImageArgv(image_->config, spec_.image_command, spec_.command);
+  }
+
   bool Prepare(std::string* error) {
+    if (!PrepareImage(error)) {
+      image_unavailable_ = true;
+      return false;
+    }
     const std::string etc_hosts = slurm_ ? local::EtcHosts(node_addrs_) : local::EtcHosts(count_);
     if (!(std::ofstream(dir_ + "/hosts-file") << etc_hosts)) {
       *error = "cannot write " + dir_ + "/hosts-file";
@@ -992,12 +1085,15 @@ class Supervisor {
     layout.sandbox = sandbox_;
     layout.job_home = JobHome();
     layout.workspace = Workspace(n);
-    layout.has_venv = fs::exists(layout.workspace + "/venv/bin");
-    layout.has_pylib = fs::exists(layout.workspace + "/pylib");
+    // In an image the workspace is not mounted: what a host setup command made there is not used.
+    layout.has_venv = !image_ && fs::exists(layout.workspace + "/venv/bin");
+    layout.has_pylib = !image_ && fs::exists(layout.workspace + "/pylib");
     layout.config_written = configured_[static_cast<size_t>(n - 1)];
     layout.network_interface = kNetworkInterface;
     if (!sandbox_) layout.hosts_file = fs::absolute(dir_ + "/hosts-file").string();
-    auto env = local::InstanceEnvironment(spec_, layout, local::InheritedEnvironment());
+    // In an image its own Env is the base (PATH, ...), not the host's; the job's variables win.
+    auto env = local::InstanceEnvironment(spec_, layout, image_ ? image::ImageEnvironment(image_->config)
+                                                                : local::InheritedEnvironment());
     // Without the sandbox's /etc/hosts, algo-1 is reached at its node's address.
     if (slurm_ && !sandbox_ && !node_addrs_.empty()) env["MASTER_ADDR"] = node_addrs_.front();
     return env;
@@ -1026,6 +1122,10 @@ class Supervisor {
       layout.opt_ml_mount_point = !ec;
     }
     layout.launcher = SelfExe();
+    if (image_) {
+      layout.image_rootfs = image_->rootfs;
+      layout.working_dir = image::ImageWorkingDir(image_->config);
+    }
     if (layout.opt_ml_mount_point && !fs::exists(local::kLauncherDir)) fs::create_directories(local::kLauncherDir, ec);
     fs::create_directories(local::HostDir(dir_, n) + "/code", ec);
     if (HasWarmPool()) {
@@ -1036,9 +1136,9 @@ class Supervisor {
   }
 
   // $HOME in the sandbox (writable, so `pip install --user` works as in SageMaker's containers).
-  static std::string JobHome() {
+  std::string JobHome() const {
     std::error_code ec;
-    return fs::is_directory("/home", ec) ? "/home/job" : "/tmp/.home/job";
+    return image_ || fs::is_directory("/home", ec) ? "/home/job" : "/tmp/.home/job";
   }
 
   // The device nodes of the GPUs this host gives the job: /dev/nvidiaN for each index in the
@@ -1285,9 +1385,14 @@ class Supervisor {
     std::vector<std::vector<std::string>> argvs;
     std::vector<local::Sandbox> sandboxes;
     for (int n = 1; n <= count_; ++n) sandboxes.emplace_back(job_user_.switch_user);
+    auto command = InstanceCommand();
+    if (!command.ok()) {
+      *error = "CannotStartContainerError: " + command.status().message();
+      return false;
+    }
     for (int n = 1; n <= count_; ++n) {
       envs.push_back(Environment(n));
-      argvs.push_back(local::JobCommand(spec_, Launcher()));
+      argvs.push_back(*command);
       if (Remote(n)) {
         // Its node agent builds the sandbox there; srun runs as the supervisor, with its environment.
         argvs.back() = SrunCommand(n);
@@ -1699,6 +1804,8 @@ class Supervisor {
   bool infrastructure_error_ = false;  // Prepare failed for a reason of the host, not the job's
   std::string failure_;
   FailureKind failure_kind_ = FailureKind::kNone;
+  std::optional<image::CachedImage> image_;  // none: the host's software
+  bool image_unavailable_ = false;            // PrepareImage failed: nothing ran
   bool model_uploaded_ = false;
   std::unique_ptr<local::DataMover> mover_;
   local::TransferStats stats_;
