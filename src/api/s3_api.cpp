@@ -935,6 +935,10 @@ http::Response ErrorResponse(const http::Request& req, const Status& st, const s
 
 }  // namespace
 
+http::Response S3ErrorResponse(const http::Request& req, const Status& st, const std::string& request_id) {
+  return ErrorResponse(req, st, request_id);
+}
+
 http::Response S3Endpoint::Handle(const http::Request& req) {
   const S3Config& config = controller_.config().s3;
   if (!config.enabled)

@@ -12,6 +12,8 @@
 #include "api/audit.h"
 #include "api/errors.h"
 #include "api/events.h"
+#include "api/forward.h"
+#include "api/aws_chunked.h"
 #include "api/handlers.h"
 #include "api/http_binding.h"
 #include "api/metrics.h"
@@ -23,6 +25,7 @@
 #include "core/strings.h"
 #include "http/guards.h"
 #include "http/server.h"
+#include "iam/policy.h"
 #include "objstore/bucket_store.h"
 #include "objstore/bucket_sweeper.h"
 #include "obs/webhooks.h"
@@ -71,6 +74,7 @@ struct ApiServer::Impl {
   Authorizer authz{controller};
   http::RateLimiter throttle;
   std::atomic<int64_t> throttled{0};  // requests refused by `throttle`, since start
+  ReplayGuard replays;                 // forwarded requests already taken (api/forward.h)
   std::unique_ptr<obs::WebhookDispatcher> webhooks;
   std::unique_ptr<S3Endpoint> s3;      // the embedded buckets' S3 API (api/s3_api.h)
   std::unique_ptr<objstore::BucketSweeper> sweeper;  // their housekeeping thread; stopped before s3 goes
@@ -155,8 +159,12 @@ struct ApiServer::Impl {
   // Verifies the signature (the root key or a user's, api/authorize.h), then takes a token from
   // the caller's bucket. Names the caller in `who`; `verified` (when given) gets what the signature
   // says of the body (the S3 endpoint decodes aws-chunked bodies with it).
+  // `region`: the region the signature must be scoped to ("" : this server's; a peer's when the
+  // request is authenticated here to be forwarded there). A request forwarded by a peer region
+  // carries its caller instead of a signature (PeerPrincipal).
   StatusOr<Principal> Authenticate(const http::Request& req, const std::string& service, AuditRecord* who,
-                                   VerifiedCaller* verified = nullptr) {
+                                   VerifiedCaller* verified = nullptr, const std::string& region = "") {
+    if (IsPeerRequest(req)) return PeerPrincipal(req, service, who, verified);
     HttpRequestView view;
     view.method = req.method;
     view.path = req.path;
@@ -177,7 +185,7 @@ struct ApiServer::Impl {
     // S3 also takes Signature Version 2 (boto3's default for presigned S3 URLs).
     auto caller = service == "s3" && IsSigV2(view)
                       ? VerifySigV2(view, lookup, VirtualHostBucket(req, controller.config().s3), now)
-                      : VerifySigV4(view, lookup, controller.config().region, {service}, now);
+                      : VerifySigV4(view, lookup, region.empty() ? controller.config().region : region, {service}, now);
     if (!caller.ok()) return caller.status();
     if (verified) *verified = *caller;
     Principal principal = Principal::Root(controller.config().account_id, caller->access_key_id);
@@ -213,6 +221,100 @@ struct ApiServer::Impl {
     }
     return principal;
   }
+
+  // The caller of a request a peer region forwarded (api/forward.h): its signature, time and
+  // freshness checked, then the caller as the entry region resolved it. Root there is root here only
+  // when it signed with this server's own root key; a user or a role session is authorized here
+  // with the policies it carries.
+  StatusOr<Principal> PeerPrincipal(const http::Request& req, const std::string& service, AuditRecord* who,
+                                    VerifiedCaller* verified) {
+    const Config& config = controller.config();
+    const EpochMs now = SystemClock::instance().now_ms();
+    auto sent = VerifyPeerRequest(req, config.regions.peer_secret, now,
+                                  int64_t{config.regions.replay_window_seconds} * 1000, replays);
+    if (!sent.ok()) {
+      spdlog::warn("forwarded request {} {} from {} refused: {}", req.method, req.path, req.peer, sent.status().message());
+      return sent.status();
+    }
+    if (std::string scoped = ScopeRegion(req); !scoped.empty() && scoped != config.region)
+      return Status(Code::kBadSignature, "The forwarded request is signed for region '" + scoped + "', not this one ('" +
+                                             config.region + "'); it is never forwarded again");
+    who->access_key_id = sent->access_key_id;
+    if (verified) {
+      verified->access_key_id = sent->access_key_id;
+      verified->service = service;
+      verified->region = config.region;
+      // The entry region checked the body against the signature (and decoded an aws-chunked one);
+      // the peer signature covers the body as it arrived here.
+      const std::string* sha = req.Header("x-amz-content-sha256");
+      verified->payload_mode = sha && *sha == kUnsignedPayload ? PayloadMode::kUnsigned : PayloadMode::kSignedBody;
+    }
+    if (sent->type == "root") {
+      if (sent->access_key_id != root.access_key_id)
+        return Status(Code::kAccessDenied, "The root credential of region " + sent->entry_region +
+                                               " is not this region's (" + config.region + ") root: only the same "
+                                               "root key is root in every region");
+      who->principal = "root";
+      return Principal::Root(config.account_id, sent->access_key_id);
+    }
+    if (sent->type == "role-session" && sent->session_expires <= controller.Now())
+      return Status(Code::kExpiredToken, "The security token included in the request is expired");
+    auto entry = std::make_shared<control::PrincipalEntry>();
+    entry->user.arn = sent->type == "user" ? sent->arn : sent->role_arn;
+    entry->user.name = sent->name;
+    entry->user.user_id = sent->user_id;
+    entry->user.tags = Tags(sent->tags.begin(), sent->tags.end());
+    for (size_t i = 0; i < sent->policy_documents.size(); ++i) {
+      auto policy = iam::ParsePolicy(sent->policy_documents[i], sent->policy_names[i]);
+      if (!policy.ok())
+        return Status(Code::kAccessDenied, "The caller's policy " + sent->policy_names[i] +
+                                               " from region " + sent->entry_region + " does not parse here: " +
+                                               policy.status().message());
+      entry->owned.push_back(std::make_shared<const iam::Policy>(std::move(*policy)));
+      entry->policies.push_back(entry->owned.back().get());
+      entry->documents.push_back(sent->policy_documents[i]);
+    }
+    Principal principal;
+    principal.access_key_id = sent->access_key_id;
+    principal.arn = sent->arn;
+    if (sent->type == "user") {
+      principal.type = Principal::Type::kUser;
+      principal.name = sent->name;
+    } else {
+      principal.type = Principal::Type::kRoleSession;
+    }
+    principal.entry = std::move(entry);
+    who->principal = principal.arn;
+    return principal;
+  }
+
+  // The caller as it crosses to a peer region (api/forward.h).
+  PeerCaller ToPeerCaller(const Principal& p) const {
+    PeerCaller c;
+    c.type = p.is_root() ? "root" : p.type == Principal::Type::kUser ? "user" : "role-session";
+    c.access_key_id = p.access_key_id;
+    c.entry_region = controller.config().region;
+    if (p.is_root()) return c;
+    c.arn = p.arn;
+    if (p.type == Principal::Type::kUser) c.name = p.name;
+    if (p.entry) {
+      if (p.type == Principal::Type::kRoleSession) {
+        c.role_arn = p.entry->user.arn;
+        c.name = p.entry->user.name;
+      }
+      c.user_id = p.entry->user.user_id;
+      c.tags.assign(p.entry->user.tags.begin(), p.entry->user.tags.end());
+      for (size_t i = 0; i < p.entry->policies.size() && i < p.entry->documents.size(); ++i) {
+        c.policy_names.push_back(p.entry->policies[i]->name);
+        c.policy_documents.push_back(p.entry->documents[i]);
+      }
+    }
+    if (p.type == Principal::Type::kRoleSession)
+      if (auto session = controller.role_sessions().Find(p.access_key_id)) c.session_expires = session->expires;
+    return c;
+  }
+
+  http::Response Forward(const http::Request& req, const std::string& region, const std::string& url);
 
   CallContext ContextOf(const http::Request& req) const {
     return {req.peer, req.secure_transport, controller.Now()};
@@ -440,7 +542,76 @@ http::Response ApiServer::Impl::Stream(const http::Request& req) {
   return res;
 }
 
+// A request signed for a peer region: authenticated here, then sent there for the peer to
+// authorize and answer (api/forward.h, docs/regions.md). The peer's answer goes back unchanged; a
+// peer that gives none is a 503 naming the region and the cause, never a local answer.
+http::Response ApiServer::Impl::Forward(const http::Request& req, const std::string& region, const std::string& url) {
+  const Config& config = controller.config();
+  const std::string service = ScopeService(req);
+  const bool s3_request = service == "s3";
+  auto fail = [&](const Status& st) {
+    return s3_request ? S3ErrorResponse(req, st, NewRequestId()) : Reply(ProtocolOf(req), st);
+  };
+  AuditRecord who;
+  VerifiedCaller verified;
+  auto caller = Authenticate(req, service, &who, &verified, region);
+  if (!caller.ok()) return fail(caller.status());
+  http::Fields headers;
+  for (const auto& [name, value] : req.headers)
+    if (!StartsWith(ToLower(name), "x-trainyard-peer-")) headers.emplace_back(name, value);
+  const std::string* body = &req.body;
+  std::string decoded;
+  if (verified.payload_mode != PayloadMode::kSignedBody && verified.payload_mode != PayloadMode::kUnsigned) {
+    // An aws-chunked upload: its chunk signatures are checked here, where its key is known, and the
+    // plain bytes go on, described as a plain body.
+    auto plain = DecodeAwsChunked(req.body, req.headers, verified);
+    if (!plain.ok()) return fail(plain.status());
+    decoded = std::move(*plain);
+    body = &decoded;
+    http::Fields plain_headers;
+    for (auto& [name, value] : headers) {
+      const std::string lower = ToLower(name);
+      if (lower == "x-amz-decoded-content-length" || lower == "x-amz-trailer" || lower == "x-amz-content-sha256") continue;
+      if (lower == "content-encoding") {
+        std::string rest;  // aws-chunked is the transfer's; any other coding is the object's
+        for (const std::string& coding : Split(value, ','))
+          if (std::string c(Trim(coding)); !c.empty() && !EqualsIgnoreCase(c, "aws-chunked")) rest += (rest.empty() ? "" : ",") + c;
+        if (rest.empty()) continue;
+        value = rest;
+      }
+      plain_headers.emplace_back(std::move(name), std::move(value));
+    }
+    plain_headers.emplace_back("x-amz-content-sha256", Sha256Hex(decoded));
+    headers = std::move(plain_headers);
+  }
+  const std::string time = std::to_string(SystemClock::instance().now_ms());
+  const std::string blob = EncodePeerCaller(ToPeerCaller(*caller));
+  headers.emplace_back(std::string(kPeerCallerHeader), blob);
+  headers.emplace_back(std::string(kPeerTimeHeader), time);
+  headers.emplace_back(std::string(kPeerSignatureHeader),
+                       PeerSignature(config.regions.peer_secret,
+                                     PeerStringToSign(req.method, req.path, req.query, *body, time, blob)));
+  PeerTarget target{region, url, config.regions.connect_timeout_seconds, config.regions.timeout_seconds,
+                    config.max_buffered_request_bytes};
+  auto answer = SendToPeer(target, req.method, req.path, req.query, headers, *body);
+  if (!answer.ok()) {
+    spdlog::warn("{} {} for {} by {}: {}", req.method, req.path, region, who.principal, answer.status().message());
+    return fail(answer.status());
+  }
+  spdlog::debug("{} {} forwarded to {} by {}: {}", req.method, req.path, region, who.principal, answer->status);
+  return std::move(*answer);
+}
+
 http::Response ApiServer::Impl::Route(const http::Request& req) {
+  // A request signed for a peer region is that region's (docs/regions.md); one a peer forwarded
+  // here is never forwarded again. One signed for a region that is neither is refused by SigV4
+  // below, as AWS refuses it (InvalidSignatureException naming the region).
+  if (!IsPeerRequest(req)) {
+    const Config& config = controller.config();
+    if (std::string region = ScopeRegion(req); !region.empty() && region != config.region)
+      if (auto peer = config.regions.peers.find(region); peer != config.regions.peers.end())
+        return Forward(req, region, peer->second);
+  }
   // A request signed for S3 is the S3 endpoint's, whatever its path (api/s3_api.h).
   if (ScopeService(req) == "s3") return s3->Handle(req);
   // A request signed for STS is answered by STS's Query protocol (api/sts_api.h).
