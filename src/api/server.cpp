@@ -25,6 +25,7 @@
 #include "core/strings.h"
 #include "http/guards.h"
 #include "http/server.h"
+#include "control/placement.h"
 #include "iam/policy.h"
 #include "objstore/bucket_store.h"
 #include "objstore/bucket_sweeper.h"
@@ -315,6 +316,18 @@ struct ApiServer::Impl {
   }
 
   http::Response Forward(const http::Request& req, const std::string& region, const std::string& url);
+  // Sends a request on to a peer region for `caller` (api/forward.h): `headers` and `body` as they
+  // go (the peer headers are added here).
+  http::Response Relay(const http::Request& req, const std::string& region, const std::string& url,
+                       const Principal& caller, http::Fields headers, const std::string& body,
+                       const std::string& who);
+  // Placement across regions (docs/regions.md, "Placement"): a SubmitServiceJob tagged
+  // trainyard:candidate-regions goes to the best of them; nullopt when it names none.
+  std::optional<http::Response> Place(const http::Request& req);
+  control::PeerSummary LocalSummary(const std::string& queue, const std::string& instance_type);
+  control::PeerSummary AskPeer(const std::string& region, const std::string& url, const Principal& caller,
+                               const std::string& queue, const std::string& instance_type);
+  http::Response PeerSummaryReply(const http::Request& req);
 
   CallContext ContextOf(const http::Request& req) const {
     return {req.peer, req.secure_transport, controller.Now()};
@@ -359,8 +372,10 @@ struct ApiServer::Impl {
     return Reply(protocol, Status(Code::kUnknownOperation, what));
   }
 
+  // `authenticated`: the caller, when the request was authenticated before it was changed here
+  // (placement adds a tag to a submit after checking its signature).
   http::Response Handle(const http::Request& req, Protocol protocol, const std::string& service, const ServiceModel* model,
-                        const std::string& operation) {
+                        const std::string& operation, const Principal* authenticated = nullptr) {
     auto t0 = std::chrono::steady_clock::now();
     const ServiceModel::Operation* op = model ? model->FindOperation(operation) : nullptr;
     if (model || protocol == Protocol::kLogsJson) {
@@ -372,7 +387,11 @@ struct ApiServer::Impl {
     }
     AuditedCall call(controller, req, protocol, model || protocol == Protocol::kLogsJson ? service : "trainyard",
                      operation);
-    auto caller = Authenticate(req, service, &call.record());
+    StatusOr<Principal> caller = authenticated ? StatusOr<Principal>(*authenticated) : Authenticate(req, service, &call.record());
+    if (authenticated) {
+      call.record().access_key_id = authenticated->access_key_id;
+      call.record().principal = authenticated->is_root() ? "root" : authenticated->arn;
+    }
     if (!caller.ok()) return Refused(call, protocol, caller.status());
     auto body = ParseBody(req);
     if (!body.ok()) return Refused(call, protocol, body.status());
@@ -584,22 +603,248 @@ http::Response ApiServer::Impl::Forward(const http::Request& req, const std::str
     plain_headers.emplace_back("x-amz-content-sha256", Sha256Hex(decoded));
     headers = std::move(plain_headers);
   }
+  return Relay(req, region, url, *caller, std::move(headers), *body, who.principal);
+}
+
+http::Response ApiServer::Impl::Relay(const http::Request& req, const std::string& region, const std::string& url,
+                                      const Principal& caller, http::Fields headers, const std::string& body,
+                                      const std::string& who) {
+  const Config& config = controller.config();
   const std::string time = std::to_string(SystemClock::instance().now_ms());
-  const std::string blob = EncodePeerCaller(ToPeerCaller(*caller));
+  const std::string blob = EncodePeerCaller(ToPeerCaller(caller));
   headers.emplace_back(std::string(kPeerCallerHeader), blob);
   headers.emplace_back(std::string(kPeerTimeHeader), time);
   headers.emplace_back(std::string(kPeerSignatureHeader),
                        PeerSignature(config.regions.peer_secret,
-                                     PeerStringToSign(req.method, req.path, req.query, *body, time, blob)));
+                                     PeerStringToSign(req.method, req.path, req.query, body, time, blob)));
   PeerTarget target{region, url, config.regions.connect_timeout_seconds, config.regions.timeout_seconds,
                     config.max_buffered_request_bytes};
-  auto answer = SendToPeer(target, req.method, req.path, req.query, headers, *body);
+  auto answer = SendToPeer(target, req.method, req.path, req.query, headers, body);
   if (!answer.ok()) {
-    spdlog::warn("{} {} for {} by {}: {}", req.method, req.path, region, who.principal, answer.status().message());
-    return fail(answer.status());
+    spdlog::warn("{} {} for {} by {}: {}", req.method, req.path, region, who, answer.status().message());
+    return ScopeService(req) == "s3" ? S3ErrorResponse(req, answer.status(), NewRequestId())
+                                     : Reply(ProtocolOf(req), answer.status());
   }
-  spdlog::debug("{} {} forwarded to {} by {}: {}", req.method, req.path, region, who.principal, answer->status);
+  spdlog::debug("{} {} forwarded to {} by {}: {}", req.method, req.path, region, who, answer->status);
   return std::move(*answer);
+}
+
+namespace {
+
+// The buckets a training request reads: its input channels' S3 URIs and any s3:// hyperparameter
+// (a script's source directory), in order, each once.
+std::vector<std::string> InputBuckets(const json& payload) {
+  std::vector<std::string> out;
+  auto add = [&](const std::string& uri) {
+    if (!StartsWith(uri, "s3://")) return;
+    std::string bucket = uri.substr(5, uri.find('/', 5) == std::string::npos ? std::string::npos : uri.find('/', 5) - 5);
+    if (!bucket.empty() && std::find(out.begin(), out.end(), bucket) == out.end()) out.push_back(bucket);
+  };
+  if (auto channels = payload.find("InputDataConfig"); channels != payload.end() && channels->is_array())
+    for (const json& c : *channels) {
+      const json* uri = &c;
+      for (const char* key : {"DataSource", "S3DataSource", "S3Uri"}) {
+        if (!uri->is_object() || !uri->contains(key)) { uri = nullptr; break; }
+        uri = &(*uri)[key];
+      }
+      if (uri && uri->is_string()) add(uri->get<std::string>());
+    }
+  if (auto hp = payload.find("HyperParameters"); hp != payload.end() && hp->is_object())
+    for (const auto& [k, v] : hp->items())
+      if (v.is_string()) add(v.get<std::string>());
+  return out;
+}
+
+std::string QueryEncode(std::string_view s) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') out += static_cast<char>(c);
+    else out += {'%', kHex[c >> 4], kHex[c & 15]};
+  }
+  return out;
+}
+
+// A queue named by name or ARN (.../job-queue/NAME): its name.
+std::string QueueName(const std::string& queue) {
+  const size_t slash = queue.rfind("job-queue/");
+  return slash == std::string::npos ? queue : queue.substr(slash + 10);
+}
+
+// A placement reason as an AWS tag value: at most 256 characters of letters, digits, spaces and
+// _ . : / = + - @ (a quoted transport error may hold others: they become spaces).
+std::string TagValue(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    const bool allowed = std::isalnum(c) || std::string_view(" _.:/=+-@").find(static_cast<char>(c)) != std::string_view::npos;
+    const char k = allowed ? static_cast<char>(c) : ' ';
+    if (k == ' ' && (out.empty() || out.back() == ' ')) continue;
+    out += k;
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out.size() <= 256 ? out : out.substr(0, 253) + "...";
+}
+
+}  // namespace
+
+control::PeerSummary ApiServer::Impl::LocalSummary(const std::string& queue, const std::string& instance_type) {
+  const Config& config = controller.config();
+  control::PeerSummary out;
+  out.region = config.region;
+  if (auto buckets = s3->store().ListBuckets(); buckets.ok())
+    for (const auto& b : *buckets) out.buckets.insert(b.name);
+  const InstanceTypeSpec* type = config.FindInstanceType(instance_type);
+  out.offers_instance_type = type != nullptr && type->count > 0;
+  out.price_per_hour = type ? type->price_per_hour : 0;
+  auto capacity = HandleDescribeCapacity(controller, json::object());
+  if (capacity.ok())
+    for (const json& row : (*capacity)["Capacity"])
+      if (row["InstanceType"] == instance_type && !row["ManagedSpot"].get<bool>()) out.free_instances = row["Free"];
+  const std::string name = QueueName(queue);
+  controller.Read([&](const control::State& s) {
+    out.has_queue = s.queues.count(name) > 0;
+    for (const auto& [seq, j] : s.jobs)
+      if (j.job.queue == name && (j.job.status == JobStatus::kSubmitted || j.job.status == JobStatus::kPending ||
+                                  j.job.status == JobStatus::kRunnable))
+        ++out.waiting_jobs;
+    return 0;
+  });
+  return out;
+}
+
+// GET /trainyard/v1/peer/summary?queue=Q&instanceType=T: what placement weighs, for peer regions
+// only (a forwarded request: the peer signature is the credential).
+http::Response ApiServer::Impl::PeerSummaryReply(const http::Request& req) {
+  if (!IsPeerRequest(req))
+    return Reply(Protocol::kSageMakerJson, Status(Code::kAccessDenied, "Only a peer region may ask for its summary"));
+  AuditRecord unrecorded;  // a peer's read: not in the audit trail
+  auto caller = Authenticate(req, "sagemaker", &unrecorded);
+  if (!caller.ok()) return Reply(Protocol::kSageMakerJson, caller.status());
+  auto queue = req.Params("queue");
+  auto type = req.Params("instanceType");
+  if (queue.empty() || type.empty())
+    return Reply(Protocol::kSageMakerJson, InvalidArgument("queue and instanceType are required"));
+  const control::PeerSummary s = LocalSummary(queue.front(), type.front());
+  http::Response res;
+  res.headers = {{"Content-Type", "application/json"}};
+  res.body = json{{"region", s.region}, {"buckets", s.buckets}, {"hasQueue", s.has_queue},
+                  {"offersInstanceType", s.offers_instance_type}, {"freeInstances", s.free_instances},
+                  {"waitingJobs", s.waiting_jobs}, {"pricePerHour", s.price_per_hour}}.dump();
+  return res;
+}
+
+control::PeerSummary ApiServer::Impl::AskPeer(const std::string& region, const std::string& url, const Principal& caller,
+                                              const std::string& queue, const std::string& instance_type) {
+  const Config& config = controller.config();
+  control::PeerSummary out;
+  out.region = region;
+  const std::string path = "/trainyard/v1/peer/summary";
+  const std::string query = "queue=" + QueryEncode(queue) + "&instanceType=" + QueryEncode(instance_type);
+  const std::string time = std::to_string(SystemClock::instance().now_ms());
+  const std::string blob = EncodePeerCaller(ToPeerCaller(caller));
+  http::Fields headers = {{std::string(kPeerCallerHeader), blob}, {std::string(kPeerTimeHeader), time},
+                          {std::string(kPeerSignatureHeader),
+                           PeerSignature(config.regions.peer_secret, PeerStringToSign("GET", path, query, "", time, blob))}};
+  // A summary is small and placement waits for it: the connect timeout bounds the whole exchange.
+  PeerTarget target{region, url, config.regions.connect_timeout_seconds, config.regions.connect_timeout_seconds * 2,
+                    64 * 1024};
+  auto answer = SendToPeer(target, "GET", path, query, headers, "");
+  json j = answer.ok() && answer->status == 200 ? json::parse(answer->body, nullptr, false) : json();
+  if (!answer.ok() || answer->status != 200 || !j.is_object()) {
+    out.reachable = false;
+    out.unreachable_reason = !answer.ok() ? answer.status().message()
+                                          : "its summary answered " + std::to_string(answer->status) + ": " +
+                                                answer->body.substr(0, 200);
+    return out;
+  }
+  try {
+    for (const auto& b : j.at("buckets")) out.buckets.insert(b.get<std::string>());
+    out.has_queue = j.at("hasQueue").get<bool>();
+    out.offers_instance_type = j.at("offersInstanceType").get<bool>();
+    out.free_instances = j.at("freeInstances").get<int64_t>();
+    out.waiting_jobs = j.at("waitingJobs").get<int64_t>();
+    out.price_per_hour = j.at("pricePerHour").get<double>();
+  } catch (const json::exception& e) {
+    out.reachable = false;
+    out.unreachable_reason = std::string("its summary is malformed: ") + e.what();
+  }
+  return out;
+}
+
+std::optional<http::Response> ApiServer::Impl::Place(const http::Request& req) {
+  static const std::string kCandidates = "trainyard:candidate-regions";
+  const Config& config = controller.config();
+  json body = json::parse(req.body, nullptr, false);
+  if (!body.is_object() || !body.contains("tags") || !body["tags"].is_object() || !body["tags"].contains(kCandidates) ||
+      !body["tags"][kCandidates].is_string())
+    return std::nullopt;
+  AuditRecord who;
+  auto caller = Authenticate(req, "batch", &who);
+  if (!caller.ok()) return std::nullopt;  // the local path refuses it, audited
+  std::vector<std::string> regions;
+  // Separated by spaces: an AWS tag value may not hold a comma.
+  for (const std::string& r : Split(body["tags"][kCandidates].get<std::string>(), ' '))
+    if (std::string t(Trim(r)); !t.empty() && std::find(regions.begin(), regions.end(), t) == regions.end())
+      regions.push_back(t);
+  json payload = body.contains("serviceRequestPayload") && body["serviceRequestPayload"].is_string()
+                     ? json::parse(body["serviceRequestPayload"].get<std::string>(), nullptr, false)
+                     : json();
+  if (regions.empty() || !payload.is_object() || !body.contains("jobQueue") || !body["jobQueue"].is_string())
+    return std::nullopt;  // the local path says what is wrong with it
+  control::PlacementRequest request;
+  request.input_buckets = InputBuckets(payload);
+  const json* resources = payload.contains("ResourceConfig") ? &payload["ResourceConfig"] : nullptr;
+  request.instance_type = resources && resources->value("InstanceType", json()).is_string()
+                              ? (*resources)["InstanceType"].get<std::string>() : "";
+  request.instance_count = resources && (*resources).value("InstanceCount", json()).is_number_integer()
+                               ? (*resources)["InstanceCount"].get<int64_t>() : 1;
+  const std::string queue = body["jobQueue"].get<std::string>();
+  std::vector<control::PeerSummary> summaries;
+  std::vector<std::string> not_peers;
+  for (const std::string& r : regions) {
+    if (r == config.region) {
+      summaries.push_back(LocalSummary(queue, request.instance_type));
+    } else if (auto peer = config.regions.peers.find(r); peer != config.regions.peers.end()) {
+      summaries.push_back(AskPeer(r, peer->second, *caller, queue, request.instance_type));
+    } else {
+      not_peers.push_back(r + ": not this region nor one of its peers");
+    }
+  }
+  control::Placement placement = control::RankRegions(request, summaries);
+  placement.skipped.insert(placement.skipped.end(), not_peers.begin(), not_peers.end());
+  if (placement.order.empty())
+    return Reply(Protocol::kBatchRestJson,
+                 Unavailable("No candidate region can take the job: " + control::PlacementReason(placement, "none", {})));
+  std::vector<std::string> failed;
+  http::Response last;
+  for (const control::RankedRegion& choice : placement.order) {
+    const std::string reason = control::PlacementReason(placement, choice.region, failed);
+    json placed = body;
+    placed["tags"]["trainyard:placement"] = TagValue(reason);
+    const std::string placed_body = placed.dump();
+    if (choice.region == config.region) {
+      spdlog::info("job {} {}", body.value("jobName", ""), reason);
+      http::Request local = req;
+      local.body = placed_body;
+      // The signature covered the body as sent; the placement tag was added here, after it was
+      // checked, so the local call is made for the caller already authenticated.
+      return Handle(local, Protocol::kBatchRestJson, "batch", &ServiceModel::Batch(), "SubmitServiceJob", &*caller);
+    }
+    http::Fields headers;
+    for (const auto& [name, value] : req.headers)
+      // The SigV4 headers are this region's: the peer takes the caller from the peer headers.
+      if (!StartsWith(ToLower(name), "x-trainyard-peer-") && !EqualsIgnoreCase(name, "authorization") &&
+          !EqualsIgnoreCase(name, "x-amz-content-sha256"))
+        headers.emplace_back(name, value);
+    last = Relay(req, choice.region, config.regions.peers.at(choice.region), *caller, headers, placed_body, who.principal);
+    if (last.status != 503) {
+      if (last.status == 200) spdlog::info("job {} {}", body.value("jobName", ""), reason);
+      return last;
+    }
+    json err = json::parse(last.body, nullptr, false);
+    failed.push_back(choice.region + ": " + (err.is_object() ? err.value("message", "unavailable") : "unavailable"));
+  }
+  return last;
 }
 
 http::Response ApiServer::Impl::Route(const http::Request& req) {
@@ -631,6 +876,8 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
       const ServiceModel& m = ServiceModel::Batch();
       const ServiceModel::Operation* op = m.FindByHttp("POST", path);
       if (!op) return UnknownOperation(Protocol::kBatchRestJson, "No operation at POST " + path);
+      if (op->name == "SubmitServiceJob" && !IsPeerRequest(req) && !controller.config().regions.peers.empty())
+        if (auto placed = Place(req)) return std::move(*placed);
       return Handle(req, Protocol::kBatchRestJson, "batch", &m, op->name);
     }
     // SageMaker: POST / with X-Amz-Target: SageMaker.<Operation>.
@@ -669,6 +916,7 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
   } else if (req.method == "GET") {
     if (path == "/trainyard/v1/events/stream") return Stream(req);
     if (path == "/trainyard/v1/credentials") return JobCredentials(req);
+    if (path == "/trainyard/v1/peer/summary") return PeerSummaryReply(req);
     // Prometheus scrape endpoint, read-only (docs/metrics.md): open unless server.metrics_token is set.
     if (path == "/metrics") {
       if (Status allowed = CheckScrape(req); !allowed.ok()) return Reply(Protocol::kSageMakerJson, allowed);

@@ -10,7 +10,7 @@ namespace {
 
 std::string Money(double usd) {
   char b[32];
-  std::snprintf(b, sizeof b, "$%.2f/h", usd);
+  std::snprintf(b, sizeof b, "%.2f USD/h", usd);
   return b;
 }
 
@@ -22,7 +22,11 @@ Placement RankRegions(const PlacementRequest& request, const std::vector<PeerSum
   for (size_t i = 0; i < candidates.size(); ++i) {
     const PeerSummary& c = candidates[i];
     if (!c.reachable) {
-      out.skipped.push_back(c.region + ": unreachable (" + c.unreachable_reason + ")");
+      out.skipped.push_back(c.region + ": unreachable: " + c.unreachable_reason);
+      continue;
+    }
+    if (!c.has_queue) {
+      out.skipped.push_back(c.region + ": has no such job queue");
       continue;
     }
     if (!c.offers_instance_type) {
@@ -42,14 +46,14 @@ Placement RankRegions(const PlacementRequest& request, const std::vector<PeerSum
     std::string why;
     auto join = [](const std::vector<std::string>& v) {
       std::string s;
-      for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+      for (const auto& x : v) s += (s.empty() ? "" : " + ") + x;
       return s;
     };
-    if (!held.empty()) why += "holds the input bucket" + std::string(held.size() > 1 ? "s " : " ") + join(held);
-    if (!missing.empty()) why += std::string(why.empty() ? "" : ", ") + "data elsewhere (" + join(missing) + ")";
+    if (!held.empty()) why += "holds input " + join(held);
+    if (!missing.empty()) why += std::string(why.empty() ? "" : " / ") + "input elsewhere: " + join(missing);
     if (request.input_buckets.empty()) why += "no input data";
-    why += "; " + std::to_string(c.free_instances) + " of " + request.instance_type + " free" +
-           (r.full ? " (full)" : "") + "; " + std::to_string(c.waiting_jobs) + " waiting; " +
+    why += " / " + std::to_string(c.free_instances) + " free of " + request.instance_type + (r.full ? " = full" : "") +
+           " / " + std::to_string(c.waiting_jobs) + " waiting / " +
            Money(c.price_per_hour * static_cast<double>(request.instance_count));
     r.why = std::move(why);
     ranked.emplace_back(i, std::move(r));
@@ -68,12 +72,13 @@ std::string PlacementReason(const Placement& placement, const std::string& chose
   std::string s = "placed in " + chosen;
   std::string others;
   for (const RankedRegion& r : placement.order) {
-    std::string line = r.region + " (score " + std::to_string(r.score) + "): " + r.why;
-    if (r.region == chosen) s += " (score " + std::to_string(r.score) + "): " + r.why;
-    else others += "; " + line;
+    const std::string line = " score=" + std::to_string(r.score) + ": " + r.why;
+    if (r.region == chosen) s += line;
+    else if (std::none_of(failed.begin(), failed.end(), [&](const std::string& f) { return f.rfind(r.region + ":", 0) == 0; }))
+      others += " -- " + r.region + line;
   }
-  for (const std::string& f : failed) others += "; " + f;
-  for (const std::string& k : placement.skipped) others += "; " + k;
+  for (const std::string& f : failed) others += " -- " + f;
+  for (const std::string& k : placement.skipped) others += " -- " + k;
   return s + others;
 }
 

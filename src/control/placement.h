@@ -8,7 +8,8 @@
 //   capacity  +100 when the region has the job's instance count free for its instance type
 //   wait       -10 for each job already waiting (SUBMITTED..RUNNABLE) in the job's queue there
 //   price       -1 per cent per hour of the job's instances (instance price x instance count)
-// A region that cannot run the instance type at all, or is unreachable, is not a candidate; a
+// A region that cannot run the instance type at all, has no queue of the job's name, or is
+// unreachable, is not a candidate; a
 // full region (no free capacity) is tried after every region with capacity. Ties keep the order
 // the candidates were listed in.
 #pragma once
@@ -26,6 +27,7 @@ struct PeerSummary {
   bool reachable = true;
   std::string unreachable_reason;  // the transport's words ("connection refused", "timed out")
   std::set<std::string> buckets;   // the buckets its object store holds
+  bool has_queue = true;             // the job's queue exists there
   bool offers_instance_type = true;  // the job's instance type is in its catalogue
   int64_t free_instances = 0;        // of the job's instance type, now
   int64_t waiting_jobs = 0;          // jobs waiting in the job's queue there
@@ -42,19 +44,21 @@ struct RankedRegion {
   std::string region;
   int64_t score = 0;
   bool full = false;
-  std::string why;  // "holds the input bucket data-b; 2 of ml.m5.large free; 0 waiting; $0.12/h"
+  std::string why;  // "holds input data-b / 2 free of ml.m5.large / 0 waiting / 0.12 USD/h"
 };
 
 struct Placement {
   std::vector<RankedRegion> order;   // the regions to try, best first
-  std::vector<std::string> skipped;  // "B: unreachable (connection refused)", "C: no ml.p4d.24xlarge"
+  std::vector<std::string> skipped;  // "b: unreachable: <cause>", "c: offers no ml.p4d.24xlarge"
 };
 
 Placement RankRegions(const PlacementRequest& request, const std::vector<PeerSummary>& candidates);
 
-// The reason a job records when it went to `chosen`: "placed in eu-west-1 (score 1090): holds the
-// input bucket data-b, ...; us-east-1 (score 90): ...; ap-south-1: unreachable (...)". `failed`
-// names better-ranked regions that were tried and did not take the job, with why.
+// The reason a job records when it went to `chosen`: "placed in eu-west-1 score=1090: holds input
+// data-b / ... -- us-east-1 score=90: input elsewhere: data-b / ... -- ap-south-1: unreachable: ...".
+// `failed` ("region: why") names better-ranked regions that were tried and did not take the job.
+// Written with the characters an AWS tag value may hold (the job keeps it as a tag), except
+// where a cause from elsewhere is quoted.
 std::string PlacementReason(const Placement& placement, const std::string& chosen,
                             const std::vector<std::string>& failed);
 

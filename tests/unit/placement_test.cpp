@@ -34,8 +34,8 @@ TEST(Placement, RegionHoldingTheInputDataWinsOverAnIdleOne) {
   EXPECT_EQ(Order(p), (std::vector<std::string>{"b", "a"}));
   EXPECT_EQ(p.order[0].score, 1060);
   EXPECT_EQ(p.order[1].score, 90);
-  EXPECT_NE(p.order[0].why.find("holds the input bucket data-b"), std::string::npos);
-  EXPECT_NE(p.order[1].why.find("data elsewhere (data-b)"), std::string::npos);
+  EXPECT_NE(p.order[0].why.find("holds input data-b"), std::string::npos);
+  EXPECT_NE(p.order[1].why.find("input elsewhere: data-b"), std::string::npos);
 }
 
 TEST(Placement, UnreachableRegionIsSkippedWithItsCause) {
@@ -45,8 +45,10 @@ TEST(Placement, UnreachableRegionIsSkippedWithItsCause) {
   auto p = RankRegions(Job({"data-b"}), {Region("a", {}, 1), down});
   EXPECT_EQ(Order(p), (std::vector<std::string>{"a"}));
   ASSERT_EQ(p.skipped.size(), 1u);
-  EXPECT_EQ(p.skipped[0], "b: unreachable (Connection refused)");
-  EXPECT_NE(PlacementReason(p, "a", {}).find("b: unreachable (Connection refused)"), std::string::npos);
+  EXPECT_EQ(p.skipped[0], "b: unreachable: Connection refused");
+  EXPECT_EQ(PlacementReason(p, "a", {}),
+            "placed in a score=90: input elsewhere: data-b / 1 free of ml.m5.large / 0 waiting / 0.10 USD/h -- "
+            "b: unreachable: Connection refused");
 }
 
 TEST(Placement, FullRegionIsTriedAfterEveryRegionWithCapacity) {
