@@ -149,14 +149,59 @@ class RegionsTest(unittest.TestCase):
         s3.create_bucket(Bucket="data-b", CreateBucketConfiguration={"LocationConstraint": B})
         body = os.urandom(300_000)
         s3.put_object(Bucket="data-b", Key="train/part-0", Body=body)
+        # A signed aws-chunked upload: its chunk signatures are checked at A, the bytes go on to B
+        # decoded; a chunk changed after signing is refused at A.
+        status, reply = self.chunked_put(self.a, B, "/data-b/train/part-1", body)
+        self.assertEqual(status, 200, reply)
+        flip = lambda i, c: bytes([c[0] ^ 1]) + c[1:] if i == 2 else c
+        status, reply = self.chunked_put(self.a, B, "/data-b/train/tampered", body, tamper=flip)
+        self.assertEqual(status, 403, reply)
+        self.assertIn(b"SignatureDoesNotMatch", reply)
         self.assertEqual(s3.get_object(Bucket="data-b", Key="train/part-0")["Body"].read(), body)
-        self.assertEqual([o["Key"] for o in s3.list_objects_v2(Bucket="data-b")["Contents"]], ["train/part-0"])
+        self.assertEqual(s3.get_object(Bucket="data-b", Key="train/part-1")["Body"].read(), body)
+        self.assertEqual([o["Key"] for o in s3.list_objects_v2(Bucket="data-b")["Contents"]],
+                         ["train/part-0", "train/part-1"])
         self.assertTrue(os.path.isdir(os.path.join(self.b.data_dir, "buckets", "data-b")))
         self.assertFalse(os.path.exists(os.path.join(self.a.data_dir, "buckets", "data-b")))
         self.assertEqual(s3.head_object(Bucket="data-b", Key="train/part-0")["ContentLength"], len(body))
         with self.assertRaises(ClientError) as e:  # S3's own error, in S3's shape, from B
             s3.get_object(Bucket="data-b", Key="missing")
         self.assertEqual(e.exception.response["Error"]["Code"], "NoSuchKey")
+
+    def chunked_put(self, server, region, path, data, chunk=64 * 1024, tamper=None):
+        """PUTs `data` as signed aws-chunked chunks (STREAMING-AWS4-HMAC-SHA256-PAYLOAD)."""
+        import botocore.auth
+        import botocore.awsrequest
+        import botocore.credentials
+
+        class Streaming(botocore.auth.S3SigV4Auth):
+            def payload(self, request):
+                return "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
+
+        def mac(key, msg):
+            return hmac.new(key, msg.encode(), hashlib.sha256).digest()
+        chunks = [data[i:i + chunk] for i in range(0, len(data), chunk)] + [b""]
+        request = botocore.awsrequest.AWSRequest(method="PUT", url=server.url + path, headers={
+            "Content-Encoding": "aws-chunked", "x-amz-decoded-content-length": str(len(data))})
+        Streaming(botocore.credentials.Credentials(KEY, SECRET), "s3", region).add_auth(request)
+        previous = request.headers["Authorization"].rsplit("Signature=", 1)[1]
+        amz_date = request.headers["X-Amz-Date"]
+        scope = f"{amz_date[:8]}/{region}/s3/aws4_request"
+        key = mac(mac(mac(mac(("AWS4" + SECRET).encode(), amz_date[:8]), region), "s3"), "aws4_request")
+        body = b""
+        for i, c in enumerate(chunks):
+            to_sign = "\n".join(["AWS4-HMAC-SHA256-PAYLOAD", amz_date, scope, previous, hashlib.sha256(b"").hexdigest(),
+                                 hashlib.sha256(c).hexdigest()])
+            previous = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+            c = tamper(i, c) if tamper else c
+            body += f"{len(c):x};chunk-signature={previous}\r\n".encode() + c + b"\r\n"
+        u = urllib.parse.urlparse(server.url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        conn.request("PUT", path, body=body, headers=dict(request.headers.items()))
+        resp = conn.getresponse()
+        reply = resp.read()
+        conn.close()
+        return resp.status, reply
 
     def test_unknown_region_is_refused_naming_it(self):
         with self.assertRaises(ClientError) as e:
@@ -230,6 +275,31 @@ class RegionsTest(unittest.TestCase):
         # The key is A's: B itself does not know it.
         with self.assertRaises(ClientError) as e:
             client(self.b, "batch", B, key=key["AccessKeyId"], secret=key["SecretAccessKey"]).describe_job_queues()
+        self.assertEqual(e.exception.response["Error"]["Code"], "UnrecognizedClientException")
+
+
+    def test_a_role_session_from_a_is_authorized_in_b_with_the_roles_policies(self):
+        describe_only = {"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": "batch:DescribeJobQueues", "Resource": "*"}]}
+        self.a.admin("admin/iam/CreatePolicy", {"PolicyName": "role-reads", "PolicyDocument": json.dumps(describe_only)})
+        role = self.a.admin("admin/iam/CreateRole", {"RoleName": "trainer"})["Role"]
+        self.a.admin("admin/iam/AttachRolePolicy", {"RoleName": "trainer", "PolicyName": "role-reads"})
+        creds = client(self.a, "sts", A).assume_role(RoleArn=role["Arn"], RoleSessionName="seed")["Credentials"]
+        import boto3
+        batch = boto3.client("batch", endpoint_url=self.a.url, region_name=B, aws_access_key_id=creds["AccessKeyId"],
+                             aws_secret_access_key=creds["SecretAccessKey"], aws_session_token=creds["SessionToken"],
+                             config=botocore.config.Config(retries={"max_attempts": 1}))
+        self.assertIn("jobQueues", batch.describe_job_queues())
+        with self.assertRaises(ClientError) as e:
+            self.create_queue(batch, "session-made")
+        self.assertEqual(e.exception.response["Error"]["Code"], "AccessDeniedException")
+        self.assertIn("assumed-role/trainer/seed", e.exception.response["Error"]["Message"])
+        # A wrong session token is refused where the request enters.
+        bad = boto3.client("batch", endpoint_url=self.a.url, region_name=B, aws_access_key_id=creds["AccessKeyId"],
+                           aws_secret_access_key=creds["SecretAccessKey"], aws_session_token="not-the-token",
+                           config=botocore.config.Config(retries={"max_attempts": 1}))
+        with self.assertRaises(ClientError) as e:
+            bad.describe_job_queues()
         self.assertEqual(e.exception.response["Error"]["Code"], "UnrecognizedClientException")
 
 
