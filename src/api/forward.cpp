@@ -88,8 +88,14 @@ bool ReplayGuard::FirstUse(const std::string& signature, EpochMs now, EpochMs wi
   MutexLock lock(mu_);
   // A signature is kept for twice the window: a request is accepted up to `window` either side of
   // this clock, so one seen now could still be fresh that much later.
-  for (auto it = seen_.begin(); it != seen_.end();) it = now - it->second > 2 * window_ms ? seen_.erase(it) : std::next(it);
-  return seen_.emplace(signature, now).second;
+  // Arrival order is clock order unless the clock steps back; then old entries stay a while longer.
+  while (!arrivals_.empty() && now - arrivals_.front().first > 2 * window_ms) {
+    seen_.erase(arrivals_.front().second);
+    arrivals_.pop_front();
+  }
+  if (!seen_.insert(signature).second) return false;
+  arrivals_.emplace_back(now, signature);
+  return true;
 }
 
 bool IsPeerRequest(const http::Request& req) {

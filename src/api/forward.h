@@ -15,7 +15,8 @@
 // Nothing here reads the controller; the only I/O is SendToPeer's HTTP exchange.
 #pragma once
 
-#include <map>
+#include <deque>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -59,7 +60,8 @@ std::string PeerStringToSign(std::string_view method, std::string_view path, std
 std::string PeerSignature(std::string_view secret, std::string_view string_to_sign);
 
 // Signatures seen within the replay window: a second request with one is a replay. Bounded by the
-// window: entries older than it are dropped as new ones arrive. Thread-safe.
+// window: entries older than twice it are dropped, oldest first, as new ones arrive (amortized
+// O(log n) a request). Thread-safe.
 class ReplayGuard {
  public:
   // False when `signature` was already seen (and not yet forgotten); records it otherwise.
@@ -67,7 +69,8 @@ class ReplayGuard {
 
  private:
   Mutex mu_;
-  std::map<std::string, EpochMs> seen_ GUARDED_BY(mu_);  // signature -> when it was seen
+  std::set<std::string> seen_ GUARDED_BY(mu_);
+  std::deque<std::pair<EpochMs, std::string>> arrivals_ GUARDED_BY(mu_);  // the same, in arrival order
 };
 
 // Checks a request that carries the peer headers: kUnauthenticated when the secret is not set
