@@ -318,9 +318,10 @@ struct ApiServer::Impl {
   http::Response Forward(const http::Request& req, const std::string& region, const std::string& url);
   // Sends a request on to a peer region for `caller` (api/forward.h): `headers` and `body` as they
   // go (the peer headers are added here).
-  http::Response Relay(const http::Request& req, const std::string& region, const std::string& url,
-                       const Principal& caller, http::Fields headers, const std::string& body,
-                       const std::string& who);
+  // kUnavailable when the peer gives no answer.
+  StatusOr<http::Response> Relay(const http::Request& req, const std::string& region, const std::string& url,
+                                 const Principal& caller, http::Fields headers, const std::string& body,
+                                 const std::string& who);
   // Placement across regions (docs/regions.md, "Placement"): a SubmitServiceJob tagged
   // trainyard:candidate-regions goes to the best of them; nullopt when it names none.
   std::optional<http::Response> Place(const http::Request& req);
@@ -565,15 +566,18 @@ http::Response ApiServer::Impl::Stream(const http::Request& req) {
 // authorize and answer (api/forward.h, docs/regions.md). The peer's answer goes back unchanged; a
 // peer that gives none is a 503 naming the region and the cause, never a local answer.
 http::Response ApiServer::Impl::Forward(const http::Request& req, const std::string& region, const std::string& url) {
-  const Config& config = controller.config();
   const std::string service = ScopeService(req);
   const bool s3_request = service == "s3";
+  // The peer records the call it answers; here only what never reached it is recorded: a refusal
+  // of the caller's credentials, a bad upload, a peer with no answer.
+  AuditedCall call(controller, req, s3_request ? Protocol::kS3RestXml : ProtocolOf(req),
+                   service.empty() ? "trainyard" : service, "ForwardToRegion");
   auto fail = [&](const Status& st) {
-    return s3_request ? S3ErrorResponse(req, st, NewRequestId()) : Reply(ProtocolOf(req), st);
+    call.Finish(st);
+    return s3_request ? S3ErrorResponse(req, st, call.request_id()) : Reply(ProtocolOf(req), st, call.request_id());
   };
-  AuditRecord who;
   VerifiedCaller verified;
-  auto caller = Authenticate(req, service, &who, &verified, region);
+  auto caller = Authenticate(req, service, &call.record(), &verified, region);
   if (!caller.ok()) return fail(caller.status());
   http::Fields headers;
   for (const auto& [name, value] : req.headers)
@@ -603,10 +607,12 @@ http::Response ApiServer::Impl::Forward(const http::Request& req, const std::str
     plain_headers.emplace_back("x-amz-content-sha256", Sha256Hex(decoded));
     headers = std::move(plain_headers);
   }
-  return Relay(req, region, url, *caller, std::move(headers), *body, who.principal);
+  auto answer = Relay(req, region, url, *caller, std::move(headers), *body, call.record().principal);
+  if (!answer.ok()) return fail(answer.status());
+  return std::move(*answer);
 }
 
-http::Response ApiServer::Impl::Relay(const http::Request& req, const std::string& region, const std::string& url,
+StatusOr<http::Response> ApiServer::Impl::Relay(const http::Request& req, const std::string& region, const std::string& url,
                                       const Principal& caller, http::Fields headers, const std::string& body,
                                       const std::string& who) {
   const Config& config = controller.config();
@@ -622,11 +628,10 @@ http::Response ApiServer::Impl::Relay(const http::Request& req, const std::strin
   auto answer = SendToPeer(target, req.method, req.path, req.query, headers, body);
   if (!answer.ok()) {
     spdlog::warn("{} {} for {} by {}: {}", req.method, req.path, region, who, answer.status().message());
-    return ScopeService(req) == "s3" ? S3ErrorResponse(req, answer.status(), NewRequestId())
-                                     : Reply(ProtocolOf(req), answer.status());
+    return answer.status();
   }
   spdlog::debug("{} {} forwarded to {} by {}: {}", req.method, req.path, region, who, answer->status);
-  return std::move(*answer);
+  return answer;
 }
 
 namespace {
@@ -816,7 +821,7 @@ std::optional<http::Response> ApiServer::Impl::Place(const http::Request& req) {
     return Reply(Protocol::kBatchRestJson,
                  Unavailable("No candidate region can take the job: " + control::PlacementReason(placement, "none", {})));
   std::vector<std::string> failed;
-  http::Response last;
+  Status last = Status::Ok();
   for (const control::RankedRegion& choice : placement.order) {
     const std::string reason = control::PlacementReason(placement, choice.region, failed);
     json placed = body;
@@ -836,15 +841,18 @@ std::optional<http::Response> ApiServer::Impl::Place(const http::Request& req) {
       if (!StartsWith(ToLower(name), "x-trainyard-peer-") && !EqualsIgnoreCase(name, "authorization") &&
           !EqualsIgnoreCase(name, "x-amz-content-sha256"))
         headers.emplace_back(name, value);
-    last = Relay(req, choice.region, config.regions.peers.at(choice.region), *caller, headers, placed_body, who.principal);
-    if (last.status != 503) {
-      if (last.status == 200) spdlog::info("job {} {}", body.value("jobName", ""), reason);
-      return last;
+    auto answer = Relay(req, choice.region, config.regions.peers.at(choice.region), *caller, headers, placed_body,
+                        who.principal);
+    if (answer.ok() && answer->status != 503) {
+      if (answer->status == 200) spdlog::info("job {} {}", body.value("jobName", ""), reason);
+      return std::move(*answer);
     }
-    json err = json::parse(last.body, nullptr, false);
-    failed.push_back(choice.region + ": " + (err.is_object() ? err.value("message", "unavailable") : "unavailable"));
+    json err = answer.ok() ? json::parse(answer->body, nullptr, false) : json();
+    last = answer.ok() ? Unavailable(choice.region + " is unavailable") : answer.status();
+    failed.push_back(choice.region + ": " + (err.is_object() ? err.value("message", "unavailable") : last.message()));
   }
-  return last;
+  return Reply(Protocol::kBatchRestJson,
+               Unavailable("No candidate region took the job: " + control::PlacementReason(placement, "none", failed)));
 }
 
 http::Response ApiServer::Impl::Route(const http::Request& req) {

@@ -220,6 +220,12 @@ class RegionsTest(unittest.TestCase):
         self.assertIn(DOWN, err["Error"]["Message"])
         self.assertIn("failed to connect", err["Error"]["Message"].lower())
         self.assertEqual(self.queues(self.a, A), before)
+        # A records the call that never reached its region.
+        found = self.a.admin("admin/audit", {"LookupAttributes": [
+            {"AttributeKey": "EventId", "AttributeValue": err["ResponseMetadata"]["RequestId"]}]})["Events"]
+        self.assertEqual(len(found), 1)
+        record = json.loads(found[0]["CloudTrailEvent"])
+        self.assertEqual((record["eventName"], record["httpStatus"], record["principal"]), ("ForwardToRegion", 503, "root"))
 
     def raw(self, server, method, path, body=b"", headers=None):
         u = urllib.parse.urlparse(server.url)
