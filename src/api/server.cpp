@@ -779,6 +779,10 @@ control::PeerSummary ApiServer::Impl::AskPeer(const std::string& region, const s
 std::optional<http::Response> ApiServer::Impl::Place(const http::Request& req) {
   static const std::string kCandidates = "trainyard:candidate-regions";
   const Config& config = controller.config();
+  // Most submits name no candidates: they go the usual way unparsed, as does anything the usual
+  // way refuses (too deep to parse safely, not JSON).
+  if (req.body.find(kCandidates) == std::string::npos || !CheckDepth(req.body, "The request body").ok())
+    return std::nullopt;
   json body = json::parse(req.body, nullptr, false);
   if (!body.is_object() || !body.contains("tags") || !body["tags"].is_object() || !body["tags"].contains(kCandidates) ||
       !body["tags"][kCandidates].is_string())
