@@ -27,6 +27,8 @@ std::string EncodePeerCaller(const PeerCaller& c) {
             {"policyDocuments", c.policy_documents},
             {"sessionExpires", c.session_expires},
             {"entryRegion", c.entry_region},
+            {"sourceIp", c.source_ip},
+            {"secureTransport", c.secure_transport},
             // Two forwards of the same request in the same millisecond still differ (ReplayGuard).
             {"nonce", RandomHex(12)}};
   return Base64Encode(j.dump());
@@ -66,6 +68,8 @@ StatusOr<PeerCaller> DecodePeerCaller(std::string_view header, size_t max_bytes)
     if (!t.is_array() || t.size() != 2 || !t[0].is_string() || !t[1].is_string()) return bad;
     c.tags.emplace_back(t[0].get<std::string>(), t[1].get<std::string>());
   }
+  str("sourceIp", &c.source_ip);  // optional: "" leaves the connection's address
+  if (auto secure = j.find("secureTransport"); secure != j.end() && secure->is_boolean()) c.secure_transport = *secure;
   auto expires = j.find("sessionExpires");
   if (expires == j.end() || !expires->is_number_integer()) return bad;
   c.session_expires = expires->get<EpochMs>();
@@ -96,6 +100,15 @@ bool ReplayGuard::FirstUse(const std::string& signature, EpochMs now, EpochMs wi
   if (!seen_.insert(signature).second) return false;
   arrivals_.emplace_back(now, signature);
   return true;
+}
+
+void ApplyPeerOrigin(const http::Request& req, std::string* source_ip, bool* secure_transport) {
+  const std::string* header = req.Header(kPeerCallerHeader);
+  if (!header) return;
+  auto caller = DecodePeerCaller(*header);
+  if (!caller.ok() || caller->source_ip.empty()) return;
+  *source_ip = caller->source_ip;
+  *secure_transport = caller->secure_transport;
 }
 
 bool IsPeerRequest(const http::Request& req) {

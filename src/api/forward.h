@@ -46,6 +46,10 @@ struct PeerCaller {
   std::vector<std::string> policy_documents;  // as accepted by the entry region, same order
   EpochMs session_expires = 0;  // role sessions: refused at the peer once past
   std::string entry_region;     // where the request was signed and verified
+  // Where the request came from at the entry region: what aws:SourceIp and aws:SecureTransport
+  // mean at the peer (the connection there is the entry server's own).
+  std::string source_ip;
+  bool secure_transport = false;
 };
 
 // The header value (base64 of compact JSON) and back. DecodePeerCaller refuses (kUnauthenticated)
@@ -79,6 +83,11 @@ class ReplayGuard {
 // says which, never the expected signature.
 StatusOr<PeerCaller> VerifyPeerRequest(const http::Request& req, std::string_view secret, EpochMs now,
                                        EpochMs window_ms, ReplayGuard& replays);
+
+// For a forwarded request, the client's address and transport as the entry region saw them (from
+// the caller header, which authentication has verified before any decision uses them); otherwise
+// the connection's own, left as given.
+void ApplyPeerOrigin(const http::Request& req, std::string* source_ip, bool* secure_transport);
 
 // Whether the request carries any of the peer headers (then it is a forwarded request, and is
 // either verified as one or refused: never treated as a client's).

@@ -19,6 +19,7 @@
 #include "api/audit.h"
 #include "api/aws_chunked.h"
 #include "api/errors.h"
+#include "api/forward.h"
 #include "control/controller.h"
 #include "core/config.h"
 #include "core/strings.h"
@@ -959,6 +960,7 @@ http::Response S3Endpoint::Handle(const http::Request& req) {
   call.address = std::move(*address);
   call.caller = std::move(*caller);
   call.context = {req.peer, req.secure_transport, controller_.Now()};
+  ApplyPeerOrigin(req, &call.context.source_ip, &call.context.secure_transport);  // forwarded: the client's
   if (!call.bucket().empty()) {
     call.audit.record().resources.push_back({"AWS::S3::Bucket", call.bucket()});
     if (call.address.has_key) call.audit.record().resources.push_back({"AWS::S3::Object", call.bucket() + "/" + call.key()});

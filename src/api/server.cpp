@@ -290,8 +290,11 @@ struct ApiServer::Impl {
   }
 
   // The caller as it crosses to a peer region (api/forward.h).
-  PeerCaller ToPeerCaller(const Principal& p) const {
+  PeerCaller ToPeerCaller(const Principal& p, const http::Request& req) const {
     PeerCaller c;
+    const CallContext origin = ContextOf(req);  // a forwarded request is never forwarded again: the connection's
+    c.source_ip = origin.source_ip;
+    c.secure_transport = origin.secure_transport;
     c.type = p.is_root() ? "root" : p.type == Principal::Type::kUser ? "user" : "role-session";
     c.access_key_id = p.access_key_id;
     c.entry_region = controller.config().region;
@@ -326,12 +329,16 @@ struct ApiServer::Impl {
   // trainyard:candidate-regions goes to the best of them; nullopt when it names none.
   std::optional<http::Response> Place(const http::Request& req);
   control::PeerSummary LocalSummary(const std::string& queue, const std::string& instance_type);
-  control::PeerSummary AskPeer(const std::string& region, const std::string& url, const Principal& caller,
-                               const std::string& queue, const std::string& instance_type);
+  control::PeerSummary AskPeer(const http::Request& req, const std::string& region, const std::string& url,
+                               const Principal& caller, const std::string& queue, const std::string& instance_type);
   http::Response PeerSummaryReply(const http::Request& req);
 
+  // aws:SourceIp and aws:SecureTransport: the connection's, or for a forwarded request the
+  // client's as the entry region saw them.
   CallContext ContextOf(const http::Request& req) const {
-    return {req.peer, req.secure_transport, controller.Now()};
+    CallContext c{req.peer, req.secure_transport, controller.Now()};
+    ApplyPeerOrigin(req, &c.source_ip, &c.secure_transport);
+    return c;
   }
 
   static std::string FormatRate(double r) {
@@ -617,7 +624,7 @@ StatusOr<http::Response> ApiServer::Impl::Relay(const http::Request& req, const 
                                       const std::string& who) {
   const Config& config = controller.config();
   const std::string time = std::to_string(SystemClock::instance().now_ms());
-  const std::string blob = EncodePeerCaller(ToPeerCaller(caller));
+  const std::string blob = EncodePeerCaller(ToPeerCaller(caller, req));
   headers.emplace_back(std::string(kPeerCallerHeader), blob);
   headers.emplace_back(std::string(kPeerTimeHeader), time);
   headers.emplace_back(std::string(kPeerSignatureHeader),
@@ -738,15 +745,16 @@ http::Response ApiServer::Impl::PeerSummaryReply(const http::Request& req) {
   return res;
 }
 
-control::PeerSummary ApiServer::Impl::AskPeer(const std::string& region, const std::string& url, const Principal& caller,
-                                              const std::string& queue, const std::string& instance_type) {
+control::PeerSummary ApiServer::Impl::AskPeer(const http::Request& req, const std::string& region, const std::string& url,
+                                              const Principal& caller, const std::string& queue,
+                                              const std::string& instance_type) {
   const Config& config = controller.config();
   control::PeerSummary out;
   out.region = region;
   const std::string path = "/trainyard/v1/peer/summary";
   const std::string query = "queue=" + QueryEncode(queue) + "&instanceType=" + QueryEncode(instance_type);
   const std::string time = std::to_string(SystemClock::instance().now_ms());
-  const std::string blob = EncodePeerCaller(ToPeerCaller(caller));
+  const std::string blob = EncodePeerCaller(ToPeerCaller(caller, req));
   http::Fields headers = {{std::string(kPeerCallerHeader), blob}, {std::string(kPeerTimeHeader), time},
                           {std::string(kPeerSignatureHeader),
                            PeerSignature(config.regions.peer_secret, PeerStringToSign("GET", path, query, "", time, blob))}};
@@ -814,7 +822,7 @@ std::optional<http::Response> ApiServer::Impl::Place(const http::Request& req) {
     if (r == config.region) {
       summaries.push_back(LocalSummary(queue, request.instance_type));
     } else if (auto peer = config.regions.peers.find(r); peer != config.regions.peers.end()) {
-      summaries.push_back(AskPeer(r, peer->second, *caller, queue, request.instance_type));
+      summaries.push_back(AskPeer(req, r, peer->second, *caller, queue, request.instance_type));
     } else {
       not_peers.push_back(r + ": not this region nor one of its peers");
     }

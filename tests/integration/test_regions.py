@@ -264,6 +264,22 @@ class RegionsTest(unittest.TestCase):
                                dict(base, **peer_headers("POST", path, "", body, now, other_root)))
         self.assertEqual((status, err["__type"]), (403, "AccessDeniedException"))
 
+    def test_the_peer_decides_with_the_carried_policies_and_the_clients_address(self):
+        only_from = {"Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow", "Action": "batch:DescribeJobQueues", "Resource": "*",
+            "Condition": {"IpAddress": {"aws:SourceIp": "10.1.2.0/24"}}}]}
+        user = dict(ROOT_CALLER, type="user", arn="arn:aws:iam::000000000000:user/far", name="far", userId="AIDAFAR",
+                    accessKeyId="AKIAFARAWAY000000001", policyNames=["only-from"],
+                    policyDocuments=[json.dumps(only_from)])
+        path, body, base = "/v1/describejobqueues", b"{}", {"Content-Type": "application/json"}
+        for source, expected in (("10.1.2.3", 200), ("10.9.9.9", 403)):
+            caller = dict(user, sourceIp=source)
+            status, reply = self.raw(self.b, "POST", path, body,
+                                     dict(base, **peer_headers("POST", path, "", body, int(time.time() * 1000), caller)))
+            self.assertEqual(status, expected, (source, reply))
+        self.assertEqual(reply["__type"], "AccessDeniedException")
+        self.assertIn("user/far", reply["message"])
+
     def test_a_user_is_authorized_in_b_with_the_policies_it_has_in_a(self):
         describe_only = {"Version": "2012-10-17", "Statement": [
             {"Sid": "ReadQueues", "Effect": "Allow", "Action": "batch:DescribeJobQueues", "Resource": "*"}]}
