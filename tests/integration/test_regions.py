@@ -203,6 +203,11 @@ class RegionsTest(unittest.TestCase):
         conn.close()
         return resp.status, reply
 
+    def test_sts_in_b_through_a(self):
+        identity = client(self.a, "sts", B).get_caller_identity()
+        self.assertEqual(identity["Account"], "000000000000")
+        self.assertTrue(identity["Arn"].endswith(":root"), identity)
+
     def test_unknown_region_is_refused_naming_it(self):
         with self.assertRaises(ClientError) as e:
             client(self.a, "batch", "xx-nowhere-1").describe_job_queues()
@@ -258,10 +263,17 @@ class RegionsTest(unittest.TestCase):
         status, err = self.raw(self.b, "POST", path, body, dict(base, **good))
         self.assertEqual((status, err["__type"]), (403, "InvalidSignatureException"))
         self.assertIn("replay", err["message"])
+        # A forwarded request signed for another region is not this region's, and is never sent on.
+        scoped_a = dict(base, Authorization=f"AWS4-HMAC-SHA256 Credential={KEY}/20260101/{A}/batch/aws4_request, "
+                                            "SignedHeaders=host, Signature=" + "0" * 64)
+        status, err = self.raw(self.b, "POST", path, body,
+                               dict(scoped_a, **peer_headers("POST", path, "", body, now + 1, ROOT_CALLER)))
+        self.assertEqual((status, err["__type"]), (403, "InvalidSignatureException"))
+        self.assertIn("never forwarded again", err["message"])
         # Another region's root is root here only with this region's own root key.
         other_root = dict(ROOT_CALLER, accessKeyId="AKIASOMEONEELSE00001")
         status, err = self.raw(self.b, "POST", path, body,
-                               dict(base, **peer_headers("POST", path, "", body, now, other_root)))
+                               dict(base, **peer_headers("POST", path, "", body, now + 2, other_root)))
         self.assertEqual((status, err["__type"]), (403, "AccessDeniedException"))
 
     def test_the_peer_decides_with_the_carried_policies_and_the_clients_address(self):
@@ -337,6 +349,7 @@ class SecretFileTest(unittest.TestCase):
             with self.assertRaises(RuntimeError):
                 server.start()
             server.log.close()
+            server.proc.stdout.close()
             self.assertIn("make it 0600", server.read_log())
         finally:
             shutil.rmtree(root, ignore_errors=True)
