@@ -8,12 +8,12 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
-#include "api/authorize.h"
 #include "api/audit.h"
+#include "api/authorize.h"
+#include "api/aws_chunked.h"
 #include "api/errors.h"
 #include "api/events.h"
 #include "api/forward.h"
-#include "api/aws_chunked.h"
 #include "api/handlers.h"
 #include "api/http_binding.h"
 #include "api/metrics.h"
@@ -22,10 +22,10 @@
 #include "api/sigv4.h"
 #include "api/sts_api.h"
 #include "control/controller.h"
+#include "control/placement.h"
 #include "core/strings.h"
 #include "http/guards.h"
 #include "http/server.h"
-#include "control/placement.h"
 #include "iam/policy.h"
 #include "objstore/bucket_store.h"
 #include "objstore/bucket_sweeper.h"
