@@ -19,6 +19,7 @@
 #include "api/audit.h"
 #include "api/aws_chunked.h"
 #include "api/errors.h"
+#include "api/forward.h"
 #include "control/controller.h"
 #include "core/config.h"
 #include "core/strings.h"
@@ -925,6 +926,10 @@ http::Response ErrorResponse(const http::Request& req, const Status& st, const s
 
 }  // namespace
 
+http::Response S3ErrorResponse(const http::Request& req, const Status& st, const std::string& request_id) {
+  return ErrorResponse(req, st, request_id);
+}
+
 http::Response S3Endpoint::Handle(const http::Request& req) {
   const S3Config& config = controller_.config().s3;
   if (!config.enabled)
@@ -945,6 +950,7 @@ http::Response S3Endpoint::Handle(const http::Request& req) {
   call.address = std::move(*address);
   call.caller = std::move(*caller);
   call.context = {req.peer, req.secure_transport, controller_.Now()};
+  ApplyPeerOrigin(req, &call.context.source_ip, &call.context.secure_transport);  // forwarded: the client's
   if (!call.bucket().empty()) {
     call.audit.record().resources.push_back({"AWS::S3::Bucket", call.bucket()});
     if (call.address.has_key) call.audit.record().resources.push_back({"AWS::S3::Object", call.bucket() + "/" + call.key()});

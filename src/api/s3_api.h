@@ -53,6 +53,9 @@ std::string ScopeService(const http::Request& req);
 // [s3] virtual_host_domains), lower-cased; "" for a path-style request.
 std::string VirtualHostBucket(const http::Request& req, const S3Config& config);
 
+// An S3 error reply (XML; none for HEAD) for `st`, as the endpoint writes its own.
+http::Response S3ErrorResponse(const http::Request& req, const Status& st, const std::string& request_id);
+
 class S3Endpoint {
  public:
   // Verifies a request's signature (server.cpp's Authenticate with service "s3"), names the caller

@@ -8,10 +8,12 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
-#include "api/authorize.h"
 #include "api/audit.h"
+#include "api/authorize.h"
+#include "api/aws_chunked.h"
 #include "api/errors.h"
 #include "api/events.h"
+#include "api/forward.h"
 #include "api/handlers.h"
 #include "api/http_binding.h"
 #include "api/metrics.h"
@@ -20,9 +22,11 @@
 #include "api/sigv4.h"
 #include "api/sts_api.h"
 #include "control/controller.h"
+#include "control/placement.h"
 #include "core/strings.h"
 #include "http/guards.h"
 #include "http/server.h"
+#include "iam/policy.h"
 #include "objstore/bucket_store.h"
 #include "objstore/bucket_sweeper.h"
 #include "obs/webhooks.h"
@@ -71,6 +75,7 @@ struct ApiServer::Impl {
   Authorizer authz{controller};
   http::RateLimiter throttle;
   std::atomic<int64_t> throttled{0};  // requests refused by `throttle`, since start
+  ReplayGuard replays;                 // forwarded requests already taken (api/forward.h)
   std::unique_ptr<obs::WebhookDispatcher> webhooks;
   std::unique_ptr<S3Endpoint> s3;      // the embedded buckets' S3 API (api/s3_api.h)
   std::unique_ptr<objstore::BucketSweeper> sweeper;  // their housekeeping thread; stopped before s3 goes
@@ -155,8 +160,12 @@ struct ApiServer::Impl {
   // Verifies the signature (the root key or a user's, api/authorize.h), then takes a token from
   // the caller's bucket. Names the caller in `who`; `verified` (when given) gets what the signature
   // says of the body (the S3 endpoint decodes aws-chunked bodies with it).
+  // `region`: the region the signature must be scoped to ("" : this server's; a peer's when the
+  // request is authenticated here to be forwarded there). A request forwarded by a peer region
+  // carries its caller instead of a signature (PeerPrincipal).
   StatusOr<Principal> Authenticate(const http::Request& req, const std::string& service, AuditRecord* who,
-                                   VerifiedCaller* verified = nullptr) {
+                                   VerifiedCaller* verified = nullptr, const std::string& region = "") {
+    if (IsPeerRequest(req)) return PeerPrincipal(req, service, who, verified);
     HttpRequestView view;
     view.method = req.method;
     view.path = req.path;
@@ -177,7 +186,7 @@ struct ApiServer::Impl {
     // S3 also takes Signature Version 2 (boto3's default for presigned S3 URLs).
     auto caller = service == "s3" && IsSigV2(view)
                       ? VerifySigV2(view, lookup, VirtualHostBucket(req, controller.config().s3), now)
-                      : VerifySigV4(view, lookup, controller.config().region, {service}, now);
+                      : VerifySigV4(view, lookup, region.empty() ? controller.config().region : region, {service}, now);
     if (!caller.ok()) return caller.status();
     if (verified) *verified = *caller;
     Principal principal = Principal::Root(controller.config().account_id, caller->access_key_id);
@@ -214,8 +223,122 @@ struct ApiServer::Impl {
     return principal;
   }
 
+  // The caller of a request a peer region forwarded (api/forward.h): its signature, time and
+  // freshness checked, then the caller as the entry region resolved it. Root there is root here only
+  // when it signed with this server's own root key; a user or a role session is authorized here
+  // with the policies it carries.
+  StatusOr<Principal> PeerPrincipal(const http::Request& req, const std::string& service, AuditRecord* who,
+                                    VerifiedCaller* verified) {
+    const Config& config = controller.config();
+    const EpochMs now = SystemClock::instance().now_ms();
+    auto sent = VerifyPeerRequest(req, config.regions.peer_secret, now,
+                                  int64_t{config.regions.replay_window_seconds} * 1000, replays);
+    if (!sent.ok()) {
+      spdlog::warn("forwarded request {} {} from {} refused: {}", req.method, req.path, req.peer, sent.status().message());
+      return sent.status();
+    }
+    if (std::string scoped = ScopeRegion(req); !scoped.empty() && scoped != config.region)
+      return Status(Code::kBadSignature, "The forwarded request is signed for region '" + scoped + "', not this one ('" +
+                                             config.region + "'); it is never forwarded again");
+    who->access_key_id = sent->access_key_id;
+    if (verified) {
+      verified->access_key_id = sent->access_key_id;
+      verified->service = service;
+      verified->region = config.region;
+      // The entry region checked the body against the signature (and decoded an aws-chunked one);
+      // the peer signature covers the body as it arrived here.
+      const std::string* sha = req.Header("x-amz-content-sha256");
+      verified->payload_mode = sha && *sha == kUnsignedPayload ? PayloadMode::kUnsigned : PayloadMode::kSignedBody;
+    }
+    if (sent->type == "root") {
+      if (sent->access_key_id != root.access_key_id)
+        return Status(Code::kAccessDenied, "The root credential of region " + sent->entry_region +
+                                               " is not this region's (" + config.region + ") root: only the same "
+                                               "root key is root in every region");
+      who->principal = "root";
+      return Principal::Root(config.account_id, sent->access_key_id);
+    }
+    if (sent->type == "role-session" && sent->session_expires <= controller.Now())
+      return Status(Code::kExpiredToken, "The security token included in the request is expired");
+    auto entry = std::make_shared<control::PrincipalEntry>();
+    entry->user.arn = sent->type == "user" ? sent->arn : sent->role_arn;
+    entry->user.name = sent->name;
+    entry->user.user_id = sent->user_id;
+    entry->user.tags = Tags(sent->tags.begin(), sent->tags.end());
+    for (size_t i = 0; i < sent->policy_documents.size(); ++i) {
+      auto policy = iam::ParsePolicy(sent->policy_documents[i], sent->policy_names[i]);
+      if (!policy.ok())
+        return Status(Code::kAccessDenied, "The caller's policy " + sent->policy_names[i] +
+                                               " from region " + sent->entry_region + " does not parse here: " +
+                                               policy.status().message());
+      entry->owned.push_back(std::make_shared<const iam::Policy>(std::move(*policy)));
+      entry->policies.push_back(entry->owned.back().get());
+      entry->documents.push_back(sent->policy_documents[i]);
+    }
+    Principal principal;
+    principal.access_key_id = sent->access_key_id;
+    principal.arn = sent->arn;
+    if (sent->type == "user") {
+      principal.type = Principal::Type::kUser;
+      principal.name = sent->name;
+    } else {
+      principal.type = Principal::Type::kRoleSession;
+    }
+    principal.entry = std::move(entry);
+    who->principal = principal.arn;
+    return principal;
+  }
+
+  // The caller as it crosses to a peer region (api/forward.h).
+  PeerCaller ToPeerCaller(const Principal& p, const http::Request& req) const {
+    PeerCaller c;
+    const CallContext origin = ContextOf(req);  // a forwarded request is never forwarded again: the connection's
+    c.source_ip = origin.source_ip;
+    c.secure_transport = origin.secure_transport;
+    c.type = p.is_root() ? "root" : p.type == Principal::Type::kUser ? "user" : "role-session";
+    c.access_key_id = p.access_key_id;
+    c.entry_region = controller.config().region;
+    if (p.is_root()) return c;
+    c.arn = p.arn;
+    if (p.type == Principal::Type::kUser) c.name = p.name;
+    if (p.entry) {
+      if (p.type == Principal::Type::kRoleSession) {
+        c.role_arn = p.entry->user.arn;
+        c.name = p.entry->user.name;
+      }
+      c.user_id = p.entry->user.user_id;
+      c.tags.assign(p.entry->user.tags.begin(), p.entry->user.tags.end());
+      for (size_t i = 0; i < p.entry->policies.size() && i < p.entry->documents.size(); ++i) {
+        c.policy_names.push_back(p.entry->policies[i]->name);
+        c.policy_documents.push_back(p.entry->documents[i]);
+      }
+    }
+    if (p.type == Principal::Type::kRoleSession)
+      if (auto session = controller.role_sessions().Find(p.access_key_id)) c.session_expires = session->expires;
+    return c;
+  }
+
+  http::Response Forward(const http::Request& req, const std::string& region, const std::string& url);
+  // Sends a request on to a peer region for `caller` (api/forward.h): `headers` and `body` as they
+  // go (the peer headers are added here).
+  // kUnavailable when the peer gives no answer.
+  StatusOr<http::Response> Relay(const http::Request& req, const std::string& region, const std::string& url,
+                                 const Principal& caller, http::Fields headers, const std::string& body,
+                                 const std::string& who);
+  // Placement across regions (docs/regions.md, "Placement"): a SubmitServiceJob tagged
+  // trainyard:candidate-regions goes to the best of them; nullopt when it names none.
+  std::optional<http::Response> Place(const http::Request& req);
+  control::PeerSummary LocalSummary(const std::string& queue, const std::string& instance_type);
+  control::PeerSummary AskPeer(const http::Request& req, const std::string& region, const std::string& url,
+                               const Principal& caller, const std::string& queue, const std::string& instance_type);
+  http::Response PeerSummaryReply(const http::Request& req);
+
+  // aws:SourceIp and aws:SecureTransport: the connection's, or for a forwarded request the
+  // client's as the entry region saw them.
   CallContext ContextOf(const http::Request& req) const {
-    return {req.peer, req.secure_transport, controller.Now()};
+    CallContext c{req.peer, req.secure_transport, controller.Now()};
+    ApplyPeerOrigin(req, &c.source_ip, &c.secure_transport);
+    return c;
   }
 
   static std::string FormatRate(double r) {
@@ -257,8 +380,10 @@ struct ApiServer::Impl {
     return Reply(protocol, Status(Code::kUnknownOperation, what));
   }
 
+  // `authenticated`: the caller, when the request was authenticated before it was changed here
+  // (placement adds a tag to a submit after checking its signature).
   http::Response Handle(const http::Request& req, Protocol protocol, const std::string& service, const ServiceModel* model,
-                        const std::string& operation) {
+                        const std::string& operation, const Principal* authenticated = nullptr) {
     auto t0 = std::chrono::steady_clock::now();
     const ServiceModel::Operation* op = model ? model->FindOperation(operation) : nullptr;
     if (model || protocol == Protocol::kLogsJson) {
@@ -270,7 +395,11 @@ struct ApiServer::Impl {
     }
     AuditedCall call(controller, req, protocol, model || protocol == Protocol::kLogsJson ? service : "trainyard",
                      operation);
-    auto caller = Authenticate(req, service, &call.record());
+    StatusOr<Principal> caller = authenticated ? StatusOr<Principal>(*authenticated) : Authenticate(req, service, &call.record());
+    if (authenticated) {
+      call.record().access_key_id = authenticated->access_key_id;
+      call.record().principal = authenticated->is_root() ? "root" : authenticated->arn;
+    }
     if (!caller.ok()) return Refused(call, protocol, caller.status());
     auto body = ParseBody(req);
     if (!body.ok()) return Refused(call, protocol, body.status());
@@ -440,7 +569,314 @@ http::Response ApiServer::Impl::Stream(const http::Request& req) {
   return res;
 }
 
+// A request signed for a peer region: authenticated here, then sent there for the peer to
+// authorize and answer (api/forward.h, docs/regions.md). The peer's answer goes back unchanged; a
+// peer that gives none is a 503 naming the region and the cause, never a local answer.
+http::Response ApiServer::Impl::Forward(const http::Request& req, const std::string& region, const std::string& url) {
+  const std::string service = ScopeService(req);
+  const bool s3_request = service == "s3";
+  // The peer records the call it answers; here only what never reached it is recorded: a refusal
+  // of the caller's credentials, a bad upload, a peer with no answer.
+  AuditedCall call(controller, req, s3_request ? Protocol::kS3RestXml : ProtocolOf(req),
+                   service.empty() ? "trainyard" : service, "ForwardToRegion");
+  auto fail = [&](const Status& st) {
+    call.Finish(st);
+    return s3_request ? S3ErrorResponse(req, st, call.request_id()) : Reply(ProtocolOf(req), st, call.request_id());
+  };
+  VerifiedCaller verified;
+  auto caller = Authenticate(req, service, &call.record(), &verified, region);
+  if (!caller.ok()) return fail(caller.status());
+  http::Fields headers;
+  for (const auto& [name, value] : req.headers)
+    if (!StartsWith(ToLower(name), "x-trainyard-peer-")) headers.emplace_back(name, value);
+  const std::string* body = &req.body;
+  std::string decoded;
+  if (verified.payload_mode != PayloadMode::kSignedBody && verified.payload_mode != PayloadMode::kUnsigned) {
+    // An aws-chunked upload: its chunk signatures are checked here, where its key is known, and the
+    // plain bytes go on, described as a plain body.
+    auto plain = DecodeAwsChunked(req.body, req.headers, verified);
+    if (!plain.ok()) return fail(plain.status());
+    decoded = std::move(*plain);
+    body = &decoded;
+    http::Fields plain_headers;
+    for (auto& [name, value] : headers) {
+      const std::string lower = ToLower(name);
+      if (lower == "x-amz-decoded-content-length" || lower == "x-amz-trailer" || lower == "x-amz-content-sha256") continue;
+      if (lower == "content-encoding") {
+        std::string rest;  // aws-chunked is the transfer's; any other coding is the object's
+        for (const std::string& coding : Split(value, ','))
+          if (std::string c(Trim(coding)); !c.empty() && !EqualsIgnoreCase(c, "aws-chunked")) rest += (rest.empty() ? "" : ",") + c;
+        if (rest.empty()) continue;
+        value = rest;
+      }
+      plain_headers.emplace_back(std::move(name), std::move(value));
+    }
+    plain_headers.emplace_back("x-amz-content-sha256", Sha256Hex(decoded));
+    headers = std::move(plain_headers);
+  }
+  auto answer = Relay(req, region, url, *caller, std::move(headers), *body, call.record().principal);
+  if (!answer.ok()) return fail(answer.status());
+  return std::move(*answer);
+}
+
+StatusOr<http::Response> ApiServer::Impl::Relay(const http::Request& req, const std::string& region, const std::string& url,
+                                      const Principal& caller, http::Fields headers, const std::string& body,
+                                      const std::string& who) {
+  const Config& config = controller.config();
+  const std::string time = std::to_string(SystemClock::instance().now_ms());
+  const std::string blob = EncodePeerCaller(ToPeerCaller(caller, req));
+  headers.emplace_back(std::string(kPeerCallerHeader), blob);
+  headers.emplace_back(std::string(kPeerTimeHeader), time);
+  headers.emplace_back(std::string(kPeerSignatureHeader),
+                       PeerSignature(config.regions.peer_secret,
+                                     PeerStringToSign(req.method, req.path, req.query, body, time, blob)));
+  PeerTarget target{region, url, config.regions.connect_timeout_seconds, config.regions.timeout_seconds,
+                    config.max_buffered_request_bytes};
+  auto answer = SendToPeer(target, req.method, req.path, req.query, headers, body);
+  if (!answer.ok()) {
+    spdlog::warn("{} {} for {} by {}: {}", req.method, req.path, region, who, answer.status().message());
+    return answer.status();
+  }
+  spdlog::debug("{} {} forwarded to {} by {}: {}", req.method, req.path, region, who, answer->status);
+  return answer;
+}
+
+namespace {
+
+// The buckets a training request reads: its input channels' S3 URIs and any s3:// hyperparameter
+// (a script's source directory), in order, each once.
+std::vector<std::string> InputBuckets(const json& payload) {
+  std::vector<std::string> out;
+  auto add = [&](const std::string& uri) {
+    if (!StartsWith(uri, "s3://")) return;
+    std::string bucket = uri.substr(5, uri.find('/', 5) == std::string::npos ? std::string::npos : uri.find('/', 5) - 5);
+    if (!bucket.empty() && std::find(out.begin(), out.end(), bucket) == out.end()) out.push_back(bucket);
+  };
+  if (auto channels = payload.find("InputDataConfig"); channels != payload.end() && channels->is_array())
+    for (const json& c : *channels) {
+      const json* uri = &c;
+      for (const char* key : {"DataSource", "S3DataSource", "S3Uri"}) {
+        if (!uri->is_object() || !uri->contains(key)) { uri = nullptr; break; }
+        uri = &(*uri)[key];
+      }
+      if (uri && uri->is_string()) add(uri->get<std::string>());
+    }
+  if (auto hp = payload.find("HyperParameters"); hp != payload.end() && hp->is_object())
+    for (const auto& [k, v] : hp->items())
+      if (v.is_string()) add(v.get<std::string>());
+  return out;
+}
+
+std::string QueryEncode(std::string_view s) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') out += static_cast<char>(c);
+    else out += {'%', kHex[c >> 4], kHex[c & 15]};
+  }
+  return out;
+}
+
+// A queue named by name or ARN (.../job-queue/NAME): its name.
+std::string QueueName(const std::string& queue) {
+  const size_t slash = queue.rfind("job-queue/");
+  return slash == std::string::npos ? queue : queue.substr(slash + 10);
+}
+
+// A placement reason as an AWS tag value: at most 256 characters of letters, digits, spaces and
+// _ . : / = + - @ (a quoted transport error may hold others: they become spaces).
+std::string TagValue(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    const bool allowed = std::isalnum(c) || std::string_view(" _.:/=+-@").find(static_cast<char>(c)) != std::string_view::npos;
+    const char k = allowed ? static_cast<char>(c) : ' ';
+    if (k == ' ' && (out.empty() || out.back() == ' ')) continue;
+    out += k;
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out.size() <= 256 ? out : out.substr(0, 253) + "...";
+}
+
+}  // namespace
+
+control::PeerSummary ApiServer::Impl::LocalSummary(const std::string& queue, const std::string& instance_type) {
+  const Config& config = controller.config();
+  control::PeerSummary out;
+  out.region = config.region;
+  if (auto buckets = s3->store().ListBuckets(); buckets.ok())
+    for (const auto& b : *buckets) out.buckets.insert(b.name);
+  const InstanceTypeSpec* type = config.FindInstanceType(instance_type);
+  out.offers_instance_type = type != nullptr && type->count > 0;
+  out.price_per_hour = type ? type->price_per_hour : 0;
+  auto capacity = HandleDescribeCapacity(controller, json::object());
+  if (capacity.ok())
+    for (const json& row : (*capacity)["Capacity"])
+      if (row["InstanceType"] == instance_type && !row["ManagedSpot"].get<bool>()) out.free_instances = row["Free"];
+  const std::string name = QueueName(queue);
+  controller.Read([&](const control::State& s) {
+    out.has_queue = s.queues.count(name) > 0;
+    for (const auto& [seq, j] : s.jobs)
+      if (j.job.queue == name && (j.job.status == JobStatus::kSubmitted || j.job.status == JobStatus::kPending ||
+                                  j.job.status == JobStatus::kRunnable))
+        ++out.waiting_jobs;
+    return 0;
+  });
+  return out;
+}
+
+// GET /trainyard/v1/peer/summary?queue=Q&instanceType=T: what placement weighs, for peer regions
+// only (a forwarded request: the peer signature is the credential).
+http::Response ApiServer::Impl::PeerSummaryReply(const http::Request& req) {
+  if (!IsPeerRequest(req))
+    return Reply(Protocol::kSageMakerJson, Status(Code::kAccessDenied, "Only a peer region may ask for its summary"));
+  AuditRecord unrecorded;  // a peer's read: not in the audit trail
+  auto caller = Authenticate(req, "sagemaker", &unrecorded);
+  if (!caller.ok()) return Reply(Protocol::kSageMakerJson, caller.status());
+  auto queue = req.Params("queue");
+  auto type = req.Params("instanceType");
+  if (queue.empty() || type.empty())
+    return Reply(Protocol::kSageMakerJson, InvalidArgument("queue and instanceType are required"));
+  const control::PeerSummary s = LocalSummary(queue.front(), type.front());
+  http::Response res;
+  res.headers = {{"Content-Type", "application/json"}};
+  res.body = json{{"region", s.region}, {"buckets", s.buckets}, {"hasQueue", s.has_queue},
+                  {"offersInstanceType", s.offers_instance_type}, {"freeInstances", s.free_instances},
+                  {"waitingJobs", s.waiting_jobs}, {"pricePerHour", s.price_per_hour}}.dump();
+  return res;
+}
+
+control::PeerSummary ApiServer::Impl::AskPeer(const http::Request& req, const std::string& region, const std::string& url,
+                                              const Principal& caller, const std::string& queue,
+                                              const std::string& instance_type) {
+  const Config& config = controller.config();
+  control::PeerSummary out;
+  out.region = region;
+  const std::string path = "/trainyard/v1/peer/summary";
+  const std::string query = "queue=" + QueryEncode(queue) + "&instanceType=" + QueryEncode(instance_type);
+  const std::string time = std::to_string(SystemClock::instance().now_ms());
+  const std::string blob = EncodePeerCaller(ToPeerCaller(caller, req));
+  http::Fields headers = {{std::string(kPeerCallerHeader), blob}, {std::string(kPeerTimeHeader), time},
+                          {std::string(kPeerSignatureHeader),
+                           PeerSignature(config.regions.peer_secret, PeerStringToSign("GET", path, query, "", time, blob))}};
+  // A summary is small and placement waits for it: the connect timeout bounds the whole exchange.
+  PeerTarget target{region, url, config.regions.connect_timeout_seconds, config.regions.connect_timeout_seconds * 2,
+                    64 * 1024};
+  auto answer = SendToPeer(target, "GET", path, query, headers, "");
+  json j = answer.ok() && answer->status == 200 ? json::parse(answer->body, nullptr, false) : json();
+  if (!answer.ok() || answer->status != 200 || !j.is_object()) {
+    out.reachable = false;
+    out.unreachable_reason = !answer.ok() ? answer.status().message()
+                                          : "its summary answered " + std::to_string(answer->status) + ": " +
+                                                answer->body.substr(0, 200);
+    return out;
+  }
+  try {
+    for (const auto& b : j.at("buckets")) out.buckets.insert(b.get<std::string>());
+    out.has_queue = j.at("hasQueue").get<bool>();
+    out.offers_instance_type = j.at("offersInstanceType").get<bool>();
+    out.free_instances = j.at("freeInstances").get<int64_t>();
+    out.waiting_jobs = j.at("waitingJobs").get<int64_t>();
+    out.price_per_hour = j.at("pricePerHour").get<double>();
+  } catch (const json::exception& e) {
+    out.reachable = false;
+    out.unreachable_reason = std::string("its summary is malformed: ") + e.what();
+  }
+  return out;
+}
+
+std::optional<http::Response> ApiServer::Impl::Place(const http::Request& req) {
+  static const std::string kCandidates = "trainyard:candidate-regions";
+  const Config& config = controller.config();
+  // Most submits name no candidates: they go the usual way unparsed, as does anything the usual
+  // way refuses (too deep to parse safely, not JSON).
+  if (req.body.find(kCandidates) == std::string::npos || !CheckDepth(req.body, "The request body").ok())
+    return std::nullopt;
+  json body = json::parse(req.body, nullptr, false);
+  if (!body.is_object() || !body.contains("tags") || !body["tags"].is_object() || !body["tags"].contains(kCandidates) ||
+      !body["tags"][kCandidates].is_string())
+    return std::nullopt;
+  AuditRecord who;
+  auto caller = Authenticate(req, "batch", &who);
+  if (!caller.ok()) return std::nullopt;  // the local path refuses it, audited
+  std::vector<std::string> regions;
+  // Separated by spaces: an AWS tag value may not hold a comma.
+  for (const std::string& r : Split(body["tags"][kCandidates].get<std::string>(), ' '))
+    if (std::string t(Trim(r)); !t.empty() && std::find(regions.begin(), regions.end(), t) == regions.end())
+      regions.push_back(t);
+  json payload = body.contains("serviceRequestPayload") && body["serviceRequestPayload"].is_string()
+                     ? json::parse(body["serviceRequestPayload"].get<std::string>(), nullptr, false)
+                     : json();
+  if (regions.empty() || !payload.is_object() || !body.contains("jobQueue") || !body["jobQueue"].is_string())
+    return std::nullopt;  // the local path says what is wrong with it
+  control::PlacementRequest request;
+  request.input_buckets = InputBuckets(payload);
+  const json* resources = payload.contains("ResourceConfig") ? &payload["ResourceConfig"] : nullptr;
+  request.instance_type = resources && resources->value("InstanceType", json()).is_string()
+                              ? (*resources)["InstanceType"].get<std::string>() : "";
+  request.instance_count = resources && (*resources).value("InstanceCount", json()).is_number_integer()
+                               ? (*resources)["InstanceCount"].get<int64_t>() : 1;
+  const std::string queue = body["jobQueue"].get<std::string>();
+  std::vector<control::PeerSummary> summaries;
+  std::vector<std::string> not_peers;
+  for (const std::string& r : regions) {
+    if (r == config.region) {
+      summaries.push_back(LocalSummary(queue, request.instance_type));
+    } else if (auto peer = config.regions.peers.find(r); peer != config.regions.peers.end()) {
+      summaries.push_back(AskPeer(req, r, peer->second, *caller, queue, request.instance_type));
+    } else {
+      not_peers.push_back(r + ": not this region nor one of its peers");
+    }
+  }
+  control::Placement placement = control::RankRegions(request, summaries);
+  placement.skipped.insert(placement.skipped.end(), not_peers.begin(), not_peers.end());
+  if (placement.order.empty())
+    return Reply(Protocol::kBatchRestJson,
+                 Unavailable("No candidate region can take the job: " + control::PlacementReason(placement, "none", {})));
+  std::vector<std::string> failed;
+  Status last = Status::Ok();
+  for (const control::RankedRegion& choice : placement.order) {
+    const std::string reason = control::PlacementReason(placement, choice.region, failed);
+    json placed = body;
+    placed["tags"]["trainyard:placement"] = TagValue(reason);
+    const std::string placed_body = placed.dump();
+    if (choice.region == config.region) {
+      spdlog::info("job {} {}", body.value("jobName", ""), reason);
+      http::Request local = req;
+      local.body = placed_body;
+      // The signature covered the body as sent; the placement tag was added here, after it was
+      // checked, so the local call is made for the caller already authenticated.
+      return Handle(local, Protocol::kBatchRestJson, "batch", &ServiceModel::Batch(), "SubmitServiceJob", &*caller);
+    }
+    http::Fields headers;
+    for (const auto& [name, value] : req.headers)
+      // The SigV4 headers are this region's: the peer takes the caller from the peer headers.
+      if (!StartsWith(ToLower(name), "x-trainyard-peer-") && !EqualsIgnoreCase(name, "authorization") &&
+          !EqualsIgnoreCase(name, "x-amz-content-sha256"))
+        headers.emplace_back(name, value);
+    auto answer = Relay(req, choice.region, config.regions.peers.at(choice.region), *caller, headers, placed_body,
+                        who.principal);
+    if (answer.ok() && answer->status != 503) {
+      if (answer->status == 200) spdlog::info("job {} {}", body.value("jobName", ""), reason);
+      return std::move(*answer);
+    }
+    json err = answer.ok() ? json::parse(answer->body, nullptr, false) : json();
+    last = answer.ok() ? Unavailable(choice.region + " is unavailable") : answer.status();
+    failed.push_back(choice.region + ": " + (err.is_object() ? err.value("message", "unavailable") : last.message()));
+  }
+  return Reply(Protocol::kBatchRestJson,
+               Unavailable("No candidate region took the job: " + control::PlacementReason(placement, "none", failed)));
+}
+
 http::Response ApiServer::Impl::Route(const http::Request& req) {
+  // A request signed for a peer region is that region's (docs/regions.md); one a peer forwarded
+  // here is never forwarded again. One signed for a region that is neither is refused by SigV4
+  // below, as AWS refuses it (InvalidSignatureException naming the region).
+  if (!IsPeerRequest(req)) {
+    const Config& config = controller.config();
+    if (std::string region = ScopeRegion(req); !region.empty() && region != config.region)
+      if (auto peer = config.regions.peers.find(region); peer != config.regions.peers.end())
+        return Forward(req, region, peer->second);
+  }
   // A request signed for S3 is the S3 endpoint's, whatever its path (api/s3_api.h).
   if (ScopeService(req) == "s3") return s3->Handle(req);
   // A request signed for STS is answered by STS's Query protocol (api/sts_api.h).
@@ -460,6 +896,8 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
       const ServiceModel& m = ServiceModel::Batch();
       const ServiceModel::Operation* op = m.FindByHttp("POST", path);
       if (!op) return UnknownOperation(Protocol::kBatchRestJson, "No operation at POST " + path);
+      if (op->name == "SubmitServiceJob" && !IsPeerRequest(req) && !controller.config().regions.peers.empty())
+        if (auto placed = Place(req)) return std::move(*placed);
       return Handle(req, Protocol::kBatchRestJson, "batch", &m, op->name);
     }
     // SageMaker: POST / with X-Amz-Target: SageMaker.<Operation>.
@@ -498,6 +936,7 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
   } else if (req.method == "GET") {
     if (path == "/trainyard/v1/events/stream") return Stream(req);
     if (path == "/trainyard/v1/credentials") return JobCredentials(req);
+    if (path == "/trainyard/v1/peer/summary") return PeerSummaryReply(req);
     // Prometheus scrape endpoint, read-only (docs/metrics.md): open unless server.metrics_token is set.
     if (path == "/metrics") {
       if (Status allowed = CheckScrape(req); !allowed.ok()) return Reply(Protocol::kSageMakerJson, allowed);

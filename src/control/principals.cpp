@@ -72,6 +72,7 @@ std::shared_ptr<const PrincipalDirectory> BuildDirectory(const Principals& p) {
       if (auto it = parsed.find(policy); it != parsed.end()) {
         entry->owned.push_back(it->second);
         entry->policies.push_back(it->second.get());
+        entry->documents.push_back(p.policies.at(policy).document);
       }
     dir->users[name] = std::move(entry);
   }
@@ -91,6 +92,8 @@ std::shared_ptr<const PrincipalDirectory> BuildDirectory(const Principals& p) {
     caller->user.user_id = role.role_id;
     caller->owned = entry->owned;
     caller->policies = entry->policies;
+    for (const auto& policy : role.policies)
+      if (parsed.count(policy)) caller->documents.push_back(p.policies.at(policy).document);
     entry->as_caller = std::move(caller);
     dir->roles[name] = std::move(entry);
   }

@@ -65,6 +65,9 @@ struct PrincipalEntry {
   IamUser user;
   std::vector<std::shared_ptr<const iam::Policy>> owned;  // keeps `policies` alive
   std::vector<const iam::Policy*> policies;               // what iam::Evaluate takes
+  // The documents of `policies`, in the same order, as accepted: what a request forwarded to a
+  // peer region carries, for the peer to authorize it (docs/regions.md).
+  std::vector<std::string> documents;
 };
 
 // A role as the request path sees it: its parsed policies.

@@ -2,7 +2,14 @@
 
 #include <toml++/toml.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <cctype>
 #include <cstdlib>
 #include <set>
@@ -134,6 +141,72 @@ Status ReadStrings(const toml::table& t, const char* key, std::vector<std::strin
   return Status::Ok();
 }
 
+// [regions] (docs/regions.md). The secret file is read here, once: a federation secret that other
+// users can read is refused, as ssh refuses a private key that is.
+Status ReadRegions(toml::table& root, const std::string& config_path, Config* c) {
+  auto* r = root["regions"].as_table();
+  if (!r) return Status::Ok();
+  TY_RETURN_IF_ERROR(CheckKeys(*r, {"peers", "peer_secret_file", "connect_timeout_seconds", "timeout_seconds",
+                                    "replay_window_seconds"},
+                               "[regions]"));
+  RegionsConfig& g = c->regions;
+  if (const toml::node* n = r->get("peers")) {
+    const toml::table* peers = n->as_table();
+    if (!peers) return InvalidArgument("config: regions.peers must be a table of region name = \"http://host:port\"");
+    for (const auto& [name, url] : *peers) {
+      const std::string region(name.str());
+      if (!url.is_string()) return InvalidArgument("config: regions.peers." + region + " must be a string (the peer's URL)");
+      std::string u = url.as_string()->get();
+      if (region.empty() || region.size() > 64 ||
+          region.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos)
+        return InvalidArgument("config: regions.peers: '" + region +
+                               "' is not a region name (lower-case letters, digits and '-', at most 64)");
+      if (u.rfind("http://", 0) != 0 && u.rfind("https://", 0) != 0)
+        return InvalidArgument("config: regions.peers." + region + " must be an http:// or https:// URL, not '" + u + "'");
+      while (!u.empty() && u.back() == '/') u.pop_back();
+      g.peers[region] = u;
+    }
+  }
+  TY_RETURN_IF_ERROR(Read(*r, "peer_secret_file", &g.peer_secret_file, "regions."));
+  TY_RETURN_IF_ERROR(Read(*r, "connect_timeout_seconds", &g.connect_timeout_seconds, "regions."));
+  TY_RETURN_IF_ERROR(Read(*r, "timeout_seconds", &g.timeout_seconds, "regions."));
+  TY_RETURN_IF_ERROR(Read(*r, "replay_window_seconds", &g.replay_window_seconds, "regions."));
+  if (g.connect_timeout_seconds < 1 || g.connect_timeout_seconds > 600)
+    return InvalidArgument("config: regions.connect_timeout_seconds must be between 1 and 600");
+  if (g.timeout_seconds < 1 || g.timeout_seconds > 3600)
+    return InvalidArgument("config: regions.timeout_seconds must be between 1 and 3600");
+  if (g.replay_window_seconds < 1 || g.replay_window_seconds > 3600)
+    return InvalidArgument("config: regions.replay_window_seconds must be between 1 and 3600");
+  // A region with no peers of its own may still take forwarded requests: the secret is what it needs.
+  if (g.peer_secret_file.empty()) {
+    if (g.peers.empty()) return Status::Ok();
+    return InvalidArgument("config: regions.peers needs regions.peer_secret_file (the federation's shared secret)");
+  }
+  std::string file = g.peer_secret_file;
+  if (file.front() != '/') {  // relative to the config file, as a person reading it expects
+    const size_t slash = config_path.rfind('/');
+    if (slash != std::string::npos) file = config_path.substr(0, slash + 1) + file;
+  }
+  struct stat st {};
+  if (stat(file.c_str(), &st) != 0)
+    return InvalidArgument("config: regions.peer_secret_file: cannot read " + file + ": " + std::strerror(errno));
+  if ((st.st_mode & 077) != 0)
+    return InvalidArgument("config: regions.peer_secret_file: " + file +
+                           " may be read by other users (mode " + [&] {
+                             char m[8];
+                             std::snprintf(m, sizeof m, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+                             return std::string(m);
+                           }() + "); make it 0600");
+  std::ifstream in(file, std::ios::binary);
+  std::string secret((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!secret.empty() && std::isspace(static_cast<unsigned char>(secret.back()))) secret.pop_back();
+  if (secret.size() < 32)
+    return InvalidArgument("config: regions.peer_secret_file: " + file +
+                           " holds fewer than 32 characters; use a long random secret (openssl rand -hex 32)");
+  g.peer_secret = std::move(secret);
+  return Status::Ok();
+}
+
 // [events], [audit], [[webhooks]] and [[alarms]].
 Status ReadEvents(toml::table& root, Config* c) {
   if (auto* e = root["events"].as_table()) {
@@ -246,7 +319,7 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     return InvalidArgument("config: " + path + ": " + std::string(e.description()));
   }
   TY_RETURN_IF_ERROR(CheckKeys(root, {"server", "executor", "instance_types", "object_store", "file_systems", "logs",
-                                     "events", "audit", "webhooks", "alarms", "scheduler", "s3"},
+                                     "events", "audit", "webhooks", "alarms", "scheduler", "s3", "regions"},
                                "the top level"));
   if (auto* s3 = root["s3"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*s3, {"enabled", "max_upload_bytes", "virtual_host_domains", "abort_incomplete_uploads_after_days"},
@@ -265,6 +338,7 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
       if (d.empty() || d.front() == '.' || d.find_first_of(":/ ") != std::string::npos)
         return InvalidArgument("config: s3.virtual_host_domains: '" + d + "' is not a host name (no port, no scheme)");
   }
+  TY_RETURN_IF_ERROR(ReadRegions(root, path, &c));
   if (auto* s = root["scheduler"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*s, {"batch_ms"}, "[scheduler]"));
     TY_RETURN_IF_ERROR(Read(*s, "batch_ms", &c.scheduler_batch_ms, "scheduler."));

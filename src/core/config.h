@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -146,6 +147,18 @@ struct AlarmConfig {
   int64_t min_jobs = 1;           // failure_ratio: jobs that ended in the window, at least
 };
 
+// [regions] (docs/regions.md): the other regions this server forwards to. A request signed for a
+// peer's region is authenticated here and forwarded there; each region keeps its own state.
+struct RegionsConfig {
+  std::map<std::string, std::string> peers;  // region name -> base URL (http://host:port or https://)
+  std::string peer_secret_file;  // the federation's shared secret; refused unless mode 0600 (or stricter)
+  std::string peer_secret;       // read from peer_secret_file when the config is loaded; never logged
+  int connect_timeout_seconds = 5;
+  int timeout_seconds = 120;       // a whole forwarded request, connect to last byte of the answer
+  int replay_window_seconds = 300; // a forwarded request older or newer than this is refused
+  bool enabled() const { return !peers.empty(); }
+};
+
 struct Config {
   std::string listen = "127.0.0.1:8080";
   std::string data_dir = "trainyard-data";
@@ -192,6 +205,7 @@ struct Config {
   std::vector<InstanceTypeSpec> instance_types;
   ObjectStoreConfig object_store;
   S3Config s3;
+  RegionsConfig regions;
   // FileSystemDataSource: FileSystemId -> host directory ([file_systems] in the config file).
   std::vector<std::pair<std::string, std::string>> file_systems;
   // pip options for installing a submit directory's requirements.txt (offline installs).

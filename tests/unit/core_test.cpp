@@ -1,3 +1,5 @@
+#include <sys/stat.h>
+
 #include <cctype>
 
 #include <gtest/gtest.h>
@@ -213,6 +215,36 @@ TEST(Config, InstanceTypesMapToSlurmPartitionsAndFeatures) {
     auto r = LoadConfigFile(WriteTemp(std::string("[[instance_types]]\nname = \"x\"\n") + bad + "\n"), DefaultConfig());
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.status().message().find("instance_types[0].slurm_"), std::string::npos) << r.status().message();
+  }
+}
+
+// [regions]: peers need a secret only their owner can read; names and URLs are checked.
+TEST(Config, RegionsReadPeersAndAPrivateSecret) {
+  const std::string secret = ::testing::TempDir() + "/ty-peer-secret-" + std::to_string(std::rand());
+  std::ofstream(secret) << std::string(64, 'k') << "\n";
+  ASSERT_EQ(chmod(secret.c_str(), 0600), 0);
+  auto c = LoadConfigFile(WriteTemp("[regions]\npeers = { \"eu-west-1\" = \"http://127.0.0.1:8101/\" }\n"
+                                    "peer_secret_file = \"" + secret + "\"\n"),
+                          DefaultConfig());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->regions.peers.at("eu-west-1"), "http://127.0.0.1:8101");  // the trailing '/' dropped
+  EXPECT_EQ(c->regions.peer_secret, std::string(64, 'k'));              // the newline dropped
+  EXPECT_EQ(c->regions.replay_window_seconds, 300);
+
+  ASSERT_EQ(chmod(secret.c_str(), 0640), 0);
+  c = LoadConfigFile(WriteTemp("[regions]\npeer_secret_file = \"" + secret + "\"\n"), DefaultConfig());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("mode 0640"), std::string::npos) << c.status().message();
+}
+
+TEST(Config, RegionsRefuseBadPeersAndPeersWithoutASecret) {
+  for (const char* bad : {"peers = { \"eu-west-1\" = \"http://h:1\" }",         // no secret
+                          "peers = { \"EU west\" = \"http://h:1\" }",           // not a region name
+                          "peers = { \"eu-west-1\" = \"ftp://h:1\" }",          // not http(s)
+                          "peers = [\"http://h:1\"]",                           // not a table
+                          "timeout_seconds = 0", "replay_window_seconds = 7200", "unknown = 1"}) {
+    auto c = LoadConfigFile(WriteTemp(std::string("[regions]\n") + bad + "\n"), DefaultConfig());
+    EXPECT_FALSE(c.ok()) << bad;
   }
 }
 
