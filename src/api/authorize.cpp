@@ -614,6 +614,10 @@ Status Authorizer::CheckOperation(const Principal& caller, const CallContext& ct
             t.own_tags = q->tags;
           } else if (const ty::ServiceEnvironment* e = Controller::FindEnvironment(s, name)) {
             t.own_tags = e->tags;
+          } else if (const ty::ComputeEnvironment* ce = Controller::FindComputeEnvironment(s, name)) {
+            t.own_tags = ce->tags;
+          } else if (const ty::ContainerJob* cj = name.find(":job/") != std::string::npos ? s.FindContainerJob(name) : nullptr) {
+            t.own_tags = cj->tags;
           } else if (name.find(":job-definition/") != std::string::npos) {
             if (const ty::JobDefinition* d = Controller::FindJobDefinition(s, name)) t.own_tags = d->tags;
           } else if (const ty::SchedulingPolicy* p = Controller::FindPolicy(s, name)) {

@@ -77,6 +77,18 @@ class ContainerJobTest(ServerTest):
         self.assertEqual(code, "ClientException")
         self.assertIn("DISABLED", msg)
 
+    def test_compute_environments_and_jobs_are_tagged(self):
+        self.define(self.sh("true"))
+        job_id = self.submit(tags={"team": "a"})
+        job_arn = self.describe(job_id)["jobArn"]
+        ce_arn = self.batch.describe_compute_environments()["computeEnvironments"][0]["computeEnvironmentArn"]
+        for arn in (job_arn, ce_arn):
+            self.batch.tag_resource(resourceArn=arn, tags={"cost": "x"})
+        self.assertEqual(self.batch.list_tags_for_resource(resourceArn=job_arn)["tags"], {"team": "a", "cost": "x"})
+        self.assertEqual(self.batch.list_tags_for_resource(resourceArn=ce_arn)["tags"],
+                         {"trainyard:memoryMiB": "8192", "cost": "x"})
+        self.assertEqual(self.describe(job_id)["tags"], {"team": "a", "cost": "x"})
+
     def test_a_job_runs_with_the_aws_batch_environment(self):
         self.define(self.sh("env > " + self.path("env-$AWS_BATCH_JOB_ATTEMPT")))
         job_id = self.submit()
