@@ -369,7 +369,7 @@ StatusOr<UpdateJobQueueCommand> DecodeUpdateJobQueue(const json& req) {
   UpdateJobQueueCommand c;
   c.queue = Get<std::string>(req, "jobQueue", "");
   if (req.contains("computeEnvironmentOrder") && !req["computeEnvironmentOrder"].empty())
-    return InvalidArgument("computeEnvironmentOrder is not supported for SAGEMAKER_TRAINING job queues");
+    c.compute_environment_order = DecodeComputeOrder(req["computeEnvironmentOrder"]);
   if (Present(req, "jobStateTimeLimitActions")) {
     auto typed = DecodeTimeLimitActions(req["jobStateTimeLimitActions"]);
     if (!typed.ok()) return typed.status();

@@ -91,6 +91,7 @@ struct UpdateJobQueueCommand {
   std::optional<int> priority;
   std::optional<std::string> scheduling_policy_arn;
   std::optional<std::vector<EnvironmentRef>> service_environment_order;
+  std::optional<std::vector<EnvironmentRef>> compute_environment_order;  // ECS queues only
   std::optional<std::vector<TimeLimitAction>> time_limit_actions;
   std::string time_limit_actions_json;  // with time_limit_actions
 };

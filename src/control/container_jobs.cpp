@@ -650,7 +650,8 @@ Status Controller::StopJob(const StopJobCommand& cmd) {
     int64_t ended = 0;
     for (const auto& [st, n] : counts)
       if (IsTerminal(st)) ended += n;
-    if (ended == j.array_size || j.status == JobStatus::kSubmitted) {
+    // The last child to end may already have ended the parent (ContainerJobEnded).
+    if (!IsTerminal(j.status) && (ended == j.array_size || j.status == JobStatus::kSubmitted)) {
       container_pending_admit_.erase(j.seq);
       SetContainerStatus(t, j, JobStatus::kFailed, cmd.reason);
     }

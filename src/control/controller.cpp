@@ -763,6 +763,16 @@ StatusOr<JobQueue> Controller::UpdateJobQueue(const UpdateJobQueueCommand& cmd) 
         return InvalidArgument("schedulingPolicyArn: the policy type of a queue can't be switched");
       updated.scheduling_policy_arn = p->arn;
     }
+    const bool container_queue = updated.job_queue_type == "ECS";
+    if (cmd.compute_environment_order) {
+      if (!container_queue)
+        return InvalidArgument("computeEnvironmentOrder is not supported for SAGEMAKER_TRAINING job queues");
+      auto resolved = ResolveComputeOrder(state_, *cmd.compute_environment_order);
+      if (!resolved.ok()) return resolved.status();
+      updated.compute_environment_order = *resolved;
+    }
+    if (container_queue && (cmd.service_environment_order || cmd.time_limit_actions))
+      return InvalidArgument("an ECS job queue takes computeEnvironmentOrder, not serviceEnvironmentOrder or jobStateTimeLimitActions");
     if (cmd.service_environment_order) {
       auto resolved = ResolveOrder(state_, *cmd.service_environment_order);
       if (!resolved.ok()) return resolved.status();

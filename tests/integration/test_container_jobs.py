@@ -89,6 +89,35 @@ class ContainerJobTest(ServerTest):
                          {"trainyard:memoryMiB": "8192", "cost": "x"})
         self.assertEqual(self.describe(job_id)["tags"], {"team": "a", "cost": "x"})
 
+    def test_a_fair_share_queue_serves_the_share_with_less_running_first(self):
+        policy = self.batch.create_scheduling_policy(name="fair", fairsharePolicy={"shareDecaySeconds": 0})["arn"]
+        self.batch.create_compute_environment(computeEnvironmentName="two", type="UNMANAGED", unmanagedvCpus=2,
+                                              state="DISABLED")
+        self.batch.create_job_queue(jobQueueName="fq", priority=1, schedulingPolicyArn=policy,
+                                    computeEnvironmentOrder=[{"order": 1, "computeEnvironment": "two"}])
+        gate = self.path("gate")
+        self.define(self.sh(f"while [ ! -e {gate} ]; do sleep 0.05; done"))
+        code, msg = self.error(self.batch.submit_job, jobName="x", jobQueue="fq", jobDefinition="def")
+        self.assertIn("shareIdentifier", msg)
+        ids = {name: self.batch.submit_job(jobName=name, jobQueue="fq", jobDefinition="def",
+                                           shareIdentifier=name[0])["jobId"] for name in ("a1", "a2", "a3", "b1")}
+        for job_id in ids.values():
+            self.wait(job_id, ("RUNNABLE",))
+        self.batch.update_compute_environment(computeEnvironment="two", state="ENABLED")
+        self.wait(ids["a1"], ("RUNNING",))
+        self.wait(ids["b1"], ("RUNNING",))
+        self.assertEqual([self.describe(ids[n])["status"] for n in ("a2", "a3")], ["RUNNABLE", "RUNNABLE"])
+        open(gate, "w").close()
+        for job_id in ids.values():
+            self.assertEqual(self.wait(job_id)["status"], "SUCCEEDED")
+        # The queue moves to another compute environment.
+        self.batch.update_job_queue(jobQueue="fq", computeEnvironmentOrder=[{"order": 1, "computeEnvironment": "ce"}])
+        [q] = self.batch.describe_job_queues(jobQueues=["fq"])["jobQueues"]
+        self.assertEqual([o["computeEnvironment"].split("/")[-1] for o in q["computeEnvironmentOrder"]], ["ce"])
+        code, msg = self.error(self.batch.update_job_queue, jobQueue="fq",
+                               computeEnvironmentOrder=[{"order": 1, "computeEnvironment": "nope"}])
+        self.assertIn("does not exist", msg)
+
     def test_a_job_runs_with_the_aws_batch_environment(self):
         self.define(self.sh("env > " + self.path("env-$AWS_BATCH_JOB_ATTEMPT")))
         job_id = self.submit()
