@@ -88,8 +88,7 @@ Status Controller::DeleteComputeEnvironment(const DeleteComputeEnvironmentComman
     const ComputeEnvironment* e = FindComputeEnvironment(state_, cmd.compute_environment);
     if (!e) return InvalidArgument("computeEnvironment: compute environment " + cmd.compute_environment + " does not exist");
     if (e->state != ResourceState::kDisabled)
-      return InvalidArgument("Cannot delete, found existing JobQueue relationship or the compute environment " + e->name +
-                             " is not DISABLED; disable it first");
+      return InvalidArgument("compute environment " + e->name + " must be DISABLED before it is deleted");
     for (const auto& [qn, q] : state_.queues)
       for (const auto& o : q.compute_environment_order)
         if (o.compute_environment == e->name)
