@@ -40,6 +40,8 @@ constexpr ResourceMember kResourceMembers[] = {
     {"batch", "jobName", "AWS::Batch::ServiceJob"},
     {"batch", "serviceEnvironment", "AWS::Batch::ServiceEnvironment"},
     {"batch", "serviceEnvironmentName", "AWS::Batch::ServiceEnvironment"},
+    {"batch", "computeEnvironment", "AWS::Batch::ComputeEnvironment"},
+    {"batch", "computeEnvironmentName", "AWS::Batch::ComputeEnvironment"},
     {"batch", "quotaShareArn", "AWS::Batch::QuotaShare"},
     {"batch", "quotaShareName", "AWS::Batch::QuotaShare"},
     {"batch", "arn", "AWS::Batch::SchedulingPolicy"},

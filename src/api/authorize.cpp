@@ -45,6 +45,16 @@ constexpr OperationAccess kAccess[] = {
     {Api::kBatch, "DeleteQuotaShare", ResourceKind::kQuotaShare, "quotaShareArn"},
     {Api::kBatch, "DescribeQuotaShare", ResourceKind::kQuotaShare, "quotaShareArn"},
     {Api::kBatch, "ListQuotaShares", ResourceKind::kJobQueue, "jobQueue", "quotaShares", "batch:DescribeQuotaShare"},
+    {Api::kBatch, "CreateComputeEnvironment", ResourceKind::kComputeEnvironment, "computeEnvironmentName"},
+    {Api::kBatch, "UpdateComputeEnvironment", ResourceKind::kComputeEnvironment, "computeEnvironment"},
+    {Api::kBatch, "DeleteComputeEnvironment", ResourceKind::kComputeEnvironment, "computeEnvironment"},
+    {Api::kBatch, "DescribeComputeEnvironments", ResourceKind::kNone, "", "computeEnvironments",
+     "batch:DescribeComputeEnvironments"},
+    {Api::kBatch, "SubmitJob", ResourceKind::kJobQueue, "jobQueue"},
+    {Api::kBatch, "DescribeJobs", ResourceKind::kNone, "", "jobs", "batch:DescribeJobs"},
+    {Api::kBatch, "ListJobs", ResourceKind::kNone, "", "jobSummaryList", "batch:ListJobs"},
+    {Api::kBatch, "CancelJob", ResourceKind::kContainerJob, "jobId"},
+    {Api::kBatch, "TerminateJob", ResourceKind::kContainerJob, "jobId"},
     {Api::kBatch, "SubmitServiceJob", ResourceKind::kJobQueue, "jobQueue"},
     {Api::kBatch, "DescribeServiceJob", ResourceKind::kServiceJob, "jobId"},
     {Api::kBatch, "ListServiceJobs", ResourceKind::kNone, "", "jobSummaryList", "batch:DescribeServiceJob"},
@@ -309,6 +319,15 @@ Target ItemTarget(const State& s, const std::string& operation, const json& item
   } else if (operation == "ListSchedulingPolicies") {
     t.arn = item.value("arn", "");
     if (const ty::SchedulingPolicy* p = Controller::FindPolicy(s, t.arn)) t.tags = &p->tags;
+  } else if (operation == "DescribeComputeEnvironments") {
+    t.arn = item.value("computeEnvironmentArn", "");
+    if (const ty::ComputeEnvironment* e = Controller::FindComputeEnvironment(s, t.arn)) t.tags = &e->tags;
+  } else if (operation == "DescribeJobs" || operation == "ListJobs") {
+    t.arn = item.value("jobArn", "");
+    if (const ty::ContainerJob* j = s.FindContainerJob(item.value("jobId", ""))) {
+      t.tags = &j->tags;
+      t.owner = j->owner;
+    }
   } else if (operation == "ListQuotaShares") {
     t.arn = item.value("quotaShareArn", "");
     if (const ty::QuotaShare* q = Controller::FindQuotaShareByArn(s, t.arn)) t.tags = &q->tags;
@@ -465,6 +484,23 @@ Status Authorizer::CheckOperation(const Principal& caller, const CallContext& ct
     }
     case ResourceKind::kServiceJob:
       return check_one(read_job(name));
+    case ResourceKind::kComputeEnvironment:
+    case ResourceKind::kContainerJob: {
+      Target t = controller_.Read([&](const State& s) {
+        Target t;
+        if (access->resource == ResourceKind::kComputeEnvironment) {
+          const ty::ComputeEnvironment* e = Controller::FindComputeEnvironment(s, name);
+          t.arn = e ? e->arn : StartsWith(name, "arn:") ? name : controller_.Arn("batch", "compute-environment/" + name);
+          if (e) t.own_tags = e->tags;
+        } else {
+          const ty::ContainerJob* j = s.FindContainerJob(name);
+          t.arn = j ? j->arn : StartsWith(name, "arn:") ? name : controller_.Arn("batch", "job/" + name);
+          if (j) t.own_tags = j->tags;
+        }
+        return t;
+      });
+      return check_one(t);
+    }
     case ResourceKind::kJobDefinition: {
       // A new registration is checked on job-definition/<name> (its revision is not drawn yet); a
       // revision, on its own ARN with its tags.
@@ -578,6 +614,10 @@ Status Authorizer::CheckOperation(const Principal& caller, const CallContext& ct
             t.own_tags = q->tags;
           } else if (const ty::ServiceEnvironment* e = Controller::FindEnvironment(s, name)) {
             t.own_tags = e->tags;
+          } else if (const ty::ComputeEnvironment* ce = Controller::FindComputeEnvironment(s, name)) {
+            t.own_tags = ce->tags;
+          } else if (const ty::ContainerJob* cj = name.find(":job/") != std::string::npos ? s.FindContainerJob(name) : nullptr) {
+            t.own_tags = cj->tags;
           } else if (name.find(":job-definition/") != std::string::npos) {
             if (const ty::JobDefinition* d = Controller::FindJobDefinition(s, name)) t.own_tags = d->tags;
           } else if (const ty::SchedulingPolicy* p = Controller::FindPolicy(s, name)) {

@@ -62,6 +62,8 @@ enum class ResourceKind {
   kJobDefinition,       // RegisterJobDefinition: a name (job-definition/<name>); else name:revision or ARN
   kQuotaShare,          // an ARN
   kNewQuotaShare,       // CreateQuotaShare: the queue in `field`, the name in quotaShareName
+  kComputeEnvironment,  // a name or ARN
+  kContainerJob,        // a container job id ("<parent>:<index>" for an array child) or ARN
   kServiceJob,          // a job id or ARN
   kServiceJobs,         // an array of job ids or ARNs (each is checked)
   kTrainingJob,         // a training job name

@@ -43,10 +43,16 @@ json EncodeQueue(const State& s, const JobQueue& q) {
     order.push_back({{"order", o.order},
                      {"serviceEnvironment", it == s.environments.end() ? o.service_environment : it->second.arn}});
   }
+  json compute = json::array();
+  for (const auto& o : q.compute_environment_order) {
+    auto it = s.compute_environments.find(o.compute_environment);
+    compute.push_back({{"order", o.order},
+                       {"computeEnvironment", it == s.compute_environments.end() ? o.compute_environment : it->second.arn}});
+  }
   json j = {{"jobQueueName", q.name},        {"jobQueueArn", q.arn},
             {"state", ToWire(q.state)},      {"status", q.status},
             {"statusReason", q.status_reason}, {"priority", q.priority},
-            {"computeEnvironmentOrder", json::array()}, {"serviceEnvironmentOrder", order},
+            {"computeEnvironmentOrder", compute}, {"serviceEnvironmentOrder", order},
             {"jobQueueType", q.job_queue_type},
             {"jobStateTimeLimitActions", json::parse(q.job_state_time_limit_actions_json.empty() ? "[]" : q.job_state_time_limit_actions_json)}};
   if (!q.scheduling_policy_arn.empty()) j["schedulingPolicyArn"] = q.scheduling_policy_arn;
@@ -148,6 +154,225 @@ Response DescribeJobDefinitions(Controller& c, const json& req) {
       list.push_back(EncodeJobDefinition(*d));
     }
     out["jobDefinitions"] = std::move(list);
+    return out;
+  });
+}
+
+// ---- Compute environments and container jobs (docs/batch-jobs.md) ----
+
+json EncodeComputeEnvironment(const State&, const ComputeEnvironment& e) {
+  json j = {{"computeEnvironmentName", e.name}, {"computeEnvironmentArn", e.arn}, {"type", e.type},
+            {"state", ToWire(e.state)},        {"status", e.status},           {"statusReason", "ComputeEnvironment Healthy"},
+            {"containerOrchestrationType", "ECS"}, {"tags", EncodeTags(e.tags)}};
+  if (!e.compute_resources_json.empty()) j["computeResources"] = json::parse(e.compute_resources_json, nullptr, false);
+  if (e.type == "UNMANAGED") j["unmanagedvCpus"] = e.unmanaged_vcpus;
+  return j;
+}
+
+
+json EncodeContainerAttempt(const ContainerAttempt& a) {
+  json container = {{"logStreamName", a.log_stream_name}};
+  if (a.has_exit_code) container["exitCode"] = a.exit_code;
+  if (!a.reason.empty()) container["reason"] = a.reason;
+  json j = {{"container", container}, {"startedAt", a.started_at}, {"statusReason", a.status_reason}};
+  if (a.stopped_at) j["stoppedAt"] = a.stopped_at;
+  return j;
+}
+
+json EncodeArrayProperties(const State& s, const ContainerJob& j) {
+  if (j.array_size > 0) {
+    json summary = json::object();
+    for (const auto& [st, n] : Controller::ArrayStatusSummary(s, j)) summary[JobStatusName(st)] = n;
+    return {{"size", j.array_size}, {"statusSummary", summary}};
+  }
+  if (j.array_index >= 0) return {{"index", j.array_index}};
+  return json();
+}
+
+std::string QueueArn(const State& s, const std::string& queue) {
+  auto q = s.queues.find(queue);
+  return q == s.queues.end() ? queue : q->second.arn;
+}
+
+json EncodeContainerJob(const State& s, const ContainerJob& j) {
+  json env = json::array();
+  for (const auto& [k, v] : j.environment) env.push_back({{"name", k}, {"value", v}});
+  json resources = json::array({{{"type", "VCPU"}, {"value", std::to_string(j.vcpus)}},
+                                {{"type", "MEMORY"}, {"value", std::to_string(j.memory_mib)}}});
+  if (j.gpus > 0) resources.push_back({{"type", "GPU"}, {"value", std::to_string(j.gpus)}});
+  json container = {{"image", j.image}, {"command", j.command}, {"environment", env}, {"resourceRequirements", resources}};
+  if (!j.job_role_arn.empty()) container["jobRoleArn"] = j.job_role_arn;
+  json attempts = json::array();
+  for (const auto& a : j.attempts) attempts.push_back(EncodeContainerAttempt(a));
+  if (!j.attempts.empty()) {
+    const json last = EncodeContainerAttempt(j.attempts.back())["container"];
+    for (auto& [k, v] : last.items()) container[k] = v;
+  }
+  json rules = json::array();
+  for (const auto& r : j.evaluate_on_exit) {
+    json rule = {{"action", r.retry ? "RETRY" : "EXIT"}};
+    if (!r.on_exit_code.empty()) rule["onExitCode"] = r.on_exit_code;
+    if (!r.on_reason.empty()) rule["onReason"] = r.on_reason;
+    if (!r.on_status_reason.empty()) rule["onStatusReason"] = r.on_status_reason;
+    rules.push_back(rule);
+  }
+  json deps = json::array();
+  for (const auto& d : j.depends_on) {
+    json dep = json::object();
+    if (!d.job_id.empty()) dep["jobId"] = d.job_id;
+    if (!d.type.empty()) dep["type"] = d.type;
+    deps.push_back(dep);
+  }
+  json out = {{"jobArn", j.arn},       {"jobName", j.name},
+              {"jobId", j.id},         {"jobQueue", QueueArn(s, j.queue)},
+              {"status", JobStatusName(j.status)},
+              {"createdAt", j.created_at},
+              {"jobDefinition", j.job_definition},
+              {"dependsOn", deps},     {"container", container},
+              {"attempts", attempts},  {"retryStrategy", {{"attempts", j.retry_attempts}, {"evaluateOnExit", rules}}},
+              {"tags", EncodeTags(j.tags)}, {"propagateTags", j.propagate_tags},
+              {"platformCapabilities", json::array({"EC2"})}};
+  if (!j.status_reason.empty()) out["statusReason"] = j.status_reason;
+  if (j.started_at) out["startedAt"] = j.started_at;
+  if (j.stopped_at) out["stoppedAt"] = j.stopped_at;
+  if (j.attempt_duration_seconds > 0) out["timeout"] = {{"attemptDurationSeconds", j.attempt_duration_seconds}};
+  if (!j.share_identifier.empty()) {
+    out["shareIdentifier"] = j.share_identifier;
+    out["schedulingPriority"] = j.scheduling_priority;
+  }
+  if (json a = EncodeArrayProperties(s, j); !a.is_null()) out["arrayProperties"] = a;
+  return out;
+}
+
+json EncodeContainerSummary(const State& s, const ContainerJob& j) {
+  json out = {{"jobArn", j.arn}, {"jobId", j.id}, {"jobName", j.name}, {"createdAt", j.created_at},
+              {"status", JobStatusName(j.status)}, {"jobDefinition", j.job_definition}};
+  if (!j.status_reason.empty()) out["statusReason"] = j.status_reason;
+  if (j.started_at) out["startedAt"] = j.started_at;
+  if (j.stopped_at) out["stoppedAt"] = j.stopped_at;
+  if (!j.attempts.empty()) {
+    const ContainerAttempt& a = j.attempts.back();
+    json c = json::object();
+    if (a.has_exit_code) c["exitCode"] = a.exit_code;
+    if (!a.reason.empty()) c["reason"] = a.reason;
+    out["container"] = c;
+  }
+  if (json a = EncodeArrayProperties(s, j); !a.is_null()) out["arrayProperties"] = a;
+  return out;
+}
+
+Response DescribeJobs(Controller& c, const json& req) {
+  const std::vector<std::string> ids = req.value("jobs", std::vector<std::string>{});
+  if (ids.size() > 100) return InvalidArgument("jobs: at most 100 job ids may be given");
+  return c.Read([&](const State& s) -> Response {
+    json list = json::array();
+    for (const auto& id : ids)
+      if (const ContainerJob* j = s.FindContainerJob(id)) list.push_back(EncodeContainerJob(s, *j));
+    return json{{"jobs", list}};
+  });
+}
+
+// ListJobs: a queue's jobs and array parents (children through arrayJobId), by status, or with one
+// filter (JOB_NAME, BEFORE_CREATED_AT, AFTER_CREATED_AT: every status). Paged by submit order (an
+// array's children by index); the token is the next item's seq or index.
+Response ListJobs(Controller& c, const json& req) {
+  const std::string queue_ref = req.value("jobQueue", "");
+  const std::string array_id = req.value("arrayJobId", "");
+  const std::string status_name = req.value("jobStatus", "");
+  if (!req.value("multiNodeJobId", "").empty())
+    return InvalidArgument("multiNodeJobId: multi-node parallel jobs are not supported by this server");
+  if (queue_ref.empty() == array_id.empty())
+    return InvalidArgument("ListJobs takes exactly one of jobQueue and arrayJobId");
+  const int64_t max = req.value("maxResults", int64_t{100});
+  if (max < 1 || max > 1000) return InvalidArgument("maxResults must be from 1 to 1000");
+  const std::string token = req.value("nextToken", "");
+  if (!token.empty() && (token.size() > 19 || token.find_first_not_of("0123456789") != std::string::npos))
+    return InvalidArgument("nextToken: '" + token + "' is not a token this server gave");
+  const uint64_t from = token.empty() ? 0 : std::stoull(token);
+  std::optional<JobStatus> wanted;
+  if (!status_name.empty()) wanted = ParseJobStatus(status_name);
+  const json filters = req.value("filters", json::array());
+  if (filters.size() > 1) return InvalidArgument("filters: only one filter may be given");
+  std::string fname, fvalue;
+  if (!filters.empty()) {
+    fname = filters[0].value("name", "");
+    const auto values = filters[0].value("values", std::vector<std::string>{});
+    if (fname != "JOB_NAME" && fname != "BEFORE_CREATED_AT" && fname != "AFTER_CREATED_AT" && fname != "JOB_DEFINITION")
+      return InvalidArgument("filters[0].name must be JOB_NAME, JOB_DEFINITION, BEFORE_CREATED_AT or AFTER_CREATED_AT");
+    if (values.size() != 1) return InvalidArgument("filters[0].values must hold exactly one value");
+    fvalue = values[0];
+    if ((fname == "BEFORE_CREATED_AT" || fname == "AFTER_CREATED_AT") &&
+        (fvalue.empty() || fvalue.size() > 15 || fvalue.find_first_not_of("0123456789") != std::string::npos))
+      return InvalidArgument("filters[0].values: " + fname + " takes epoch milliseconds");
+  }
+  // With a filter every status is listed; else jobStatus, RUNNING when absent (as AWS).
+  if (!fname.empty()) wanted.reset();
+  else if (!wanted) wanted = JobStatus::kRunning;
+  auto matches = [&](const ContainerJob& j) {
+    if (wanted && j.status != *wanted) return false;
+    if (fname == "JOB_NAME") {
+      return EndsWith(fvalue, "*") ? StartsWith(j.name, fvalue.substr(0, fvalue.size() - 1)) : j.name == fvalue;
+    }
+    if (fname == "JOB_DEFINITION") return j.job_definition == fvalue || StartsWith(j.job_definition, "arn:") &&
+                                                                            j.job_definition.substr(j.job_definition.rfind('/') + 1).rfind(fvalue, 0) == 0;
+    if (fname == "BEFORE_CREATED_AT") return j.created_at < std::stoll(fvalue);
+    if (fname == "AFTER_CREATED_AT") return j.created_at > std::stoll(fvalue);
+    return true;
+  };
+  return c.Read([&](const State& s) -> Response {
+    json list = json::array();
+    std::string next;
+    if (!array_id.empty()) {
+      const ContainerJob* parent = s.FindContainerJob(array_id);
+      if (!parent || parent->array_size == 0) return InvalidArgument("arrayJobId: " + array_id + " is not an array job");
+      // Children not made yet are listed as what they are: PENDING or RUNNABLE with the parent.
+      auto made = s.array_children.find(parent->seq);
+      for (int64_t i = static_cast<int64_t>(from); i < parent->array_size; ++i) {
+        const ContainerJob* child = nullptr;
+        if (made != s.array_children.end())
+          if (auto it = made->second.find(i); it != made->second.end()) child = &s.container_jobs.at(it->second);
+        ContainerJob unmade;
+        if (!child) {
+          unmade.id = parent->id + ":" + std::to_string(i);
+          unmade.arn = parent->arn + ":" + std::to_string(i);
+          unmade.name = parent->name;
+          unmade.created_at = parent->created_at;
+          unmade.job_definition = parent->job_definition;
+          unmade.array_index = i;
+          unmade.status = IsTerminal(parent->status) ? JobStatus::kFailed
+                          : parent->released         ? JobStatus::kRunnable
+                                                     : JobStatus::kPending;
+          child = &unmade;
+        }
+        if (!matches(*child)) continue;
+        if (static_cast<int64_t>(list.size()) == max) {
+          next = std::to_string(i);
+          break;
+        }
+        list.push_back(EncodeContainerSummary(s, *child));
+      }
+    } else {
+      const JobQueue* q = Controller::FindQueue(s, queue_ref);
+      if (!q) return InvalidArgument("jobQueue: job queue " + queue_ref + " does not exist");
+      std::vector<uint64_t> seqs;
+      if (auto by = s.container_by_queue_status.find(q->name); by != s.container_by_queue_status.end())
+        for (const auto& [st, set] : by->second)
+          if (!wanted || st == *wanted)
+            for (uint64_t seq : set)
+              if (seq >= from) seqs.push_back(seq);
+      std::sort(seqs.begin(), seqs.end());
+      for (uint64_t seq : seqs) {
+        const ContainerJob& j = s.container_jobs.at(seq);
+        if (!matches(j)) continue;
+        if (static_cast<int64_t>(list.size()) == max) {
+          next = std::to_string(seq);
+          break;
+        }
+        list.push_back(EncodeContainerSummary(s, j));
+      }
+    }
+    json out = {{"jobSummaryList", list}};
+    if (!next.empty()) out["nextToken"] = next;
     return out;
   });
 }
@@ -302,6 +527,11 @@ Response DescribeEnvironments(Controller& c, const json& req) {
 
 Response DescribeQueues(Controller& c, const json& req) {
   return DescribeNamed(c, req, "jobQueues", "jobQueues", &State::queues, Controller::FindQueue, EncodeQueue);
+}
+
+Response DescribeComputeEnvironments(Controller& c, const json& req) {
+  return DescribeNamed(c, req, "computeEnvironments", "computeEnvironments", &State::compute_environments,
+                       Controller::FindComputeEnvironment, EncodeComputeEnvironment);
 }
 
 Response ListServiceJobs(Controller& c, const json& req) {
@@ -520,7 +750,8 @@ bool BatchImplements(const std::string& op) {
       "DescribeSchedulingPolicies", "ListSchedulingPolicies", "CreateQuotaShare", "UpdateQuotaShare",
       "DeleteQuotaShare", "DescribeQuotaShare", "ListQuotaShares", "TagResource", "UntagResource",
       "ListTagsForResource", "TerminateServiceJobs", "RegisterJobDefinition", "DescribeJobDefinitions",
-      "DeregisterJobDefinition"};
+      "DeregisterJobDefinition", "CreateComputeEnvironment", "UpdateComputeEnvironment", "DeleteComputeEnvironment",
+      "DescribeComputeEnvironments", "SubmitJob", "DescribeJobs", "ListJobs", "CancelJob", "TerminateJob"};
   return kOps.count(op) > 0;
 }
 
@@ -547,6 +778,14 @@ Response Reply(const StatusOr<QuotaShare>& q) {
   return json{{"quotaShareName", q->name}, {"quotaShareArn", q->arn}};
 }
 Response Reply(const StatusOr<ServiceJob>& j) {
+  if (!j.ok()) return j.status();
+  return json{{"jobArn", j->arn}, {"jobName", j->name}, {"jobId", j->id}};
+}
+Response Reply(const StatusOr<ComputeEnvironment>& e) {
+  if (!e.ok()) return e.status();
+  return json{{"computeEnvironmentName", e->name}, {"computeEnvironmentArn", e->arn}};
+}
+Response Reply(const StatusOr<ContainerJob>& j) {
   if (!j.ok()) return j.status();
   return json{{"jobArn", j->arn}, {"jobName", j->name}, {"jobId", j->id}};
 }
@@ -593,6 +832,22 @@ Response HandleBatch(Controller& c, const std::string& op, const json& req, cons
   if (op == "DeregisterJobDefinition")
     return Decoded(DecodeDeregisterJobDefinition(req), [&](const auto& cmd) { return c.DeregisterJobDefinition(cmd); });
   if (op == "DescribeJobDefinitions") return DescribeJobDefinitions(c, req);
+  if (op == "CreateComputeEnvironment")
+    return Decoded(DecodeCreateComputeEnvironment(req), [&](const auto& cmd) { return c.CreateComputeEnvironment(cmd); });
+  if (op == "UpdateComputeEnvironment")
+    return Decoded(DecodeUpdateComputeEnvironment(req), [&](const auto& cmd) { return c.UpdateComputeEnvironment(cmd); });
+  if (op == "DeleteComputeEnvironment")
+    return Decoded(DecodeDeleteComputeEnvironment(req), [&](const auto& cmd) { return c.DeleteComputeEnvironment(cmd); });
+  if (op == "DescribeComputeEnvironments") return DescribeComputeEnvironments(c, req);
+  if (op == "SubmitJob")
+    return Decoded(DecodeSubmitJob(req), [&](auto cmd) {
+      cmd.owner = caller;
+      return c.SubmitJob(cmd);
+    });
+  if (op == "DescribeJobs") return DescribeJobs(c, req);
+  if (op == "ListJobs") return ListJobs(c, req);
+  if (op == "CancelJob") return Decoded(DecodeStopJob(req, false), [&](const auto& cmd) { return c.StopJob(cmd); });
+  if (op == "TerminateJob") return Decoded(DecodeStopJob(req, true), [&](const auto& cmd) { return c.StopJob(cmd); });
   if (op == "CreateQuotaShare") return Decoded(DecodeCreateQuotaShare(req), [&](const auto& cmd) { return c.CreateQuotaShare(cmd); });
   if (op == "UpdateQuotaShare") return Decoded(DecodeUpdateQuotaShare(req), [&](const auto& cmd) { return c.UpdateQuotaShare(cmd); });
   if (op == "DeleteQuotaShare") return Decoded(DecodeDeleteQuotaShare(req), [&](const auto& cmd) { return c.DeleteQuotaShare(cmd); });

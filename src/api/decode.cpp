@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <set>
+#include <thread>
 
 #include "api/service_model.h"
 #include "control/ladder.h"
@@ -339,9 +340,19 @@ StatusOr<CreateJobQueueCommand> DecodeCreateJobQueue(const json& req) {
   if (!tags.ok()) return tags.status();
   c.tags = *std::move(tags);
   const json actions = Get<json>(req, "jobStateTimeLimitActions", json::array());
+  const bool has_compute = req.contains("computeEnvironmentOrder") && !req["computeEnvironmentOrder"].empty();
+  if (type == "ECS" || (type.empty() && has_compute)) {
+    // A queue of compute environments for container jobs (SubmitJob).
+    if (Present(req, "serviceEnvironmentOrder") && !req["serviceEnvironmentOrder"].empty())
+      return InvalidArgument("serviceEnvironmentOrder is for SAGEMAKER_TRAINING job queues; an ECS queue takes computeEnvironmentOrder");
+    if (!actions.empty()) return InvalidArgument("jobStateTimeLimitActions are not supported on ECS job queues by this server");
+    c.job_queue_type = "ECS";
+    c.compute_environment_order = DecodeComputeOrder(req["computeEnvironmentOrder"]);
+    return c;
+  }
   if (type != "SAGEMAKER_TRAINING")
-    return InvalidArgument("jobQueueType must be SAGEMAKER_TRAINING: this server runs service jobs only");
-  if (req.contains("computeEnvironmentOrder") && !req["computeEnvironmentOrder"].empty())
+    return InvalidArgument("jobQueueType must be SAGEMAKER_TRAINING or ECS (EKS and ECS_FARGATE are not supported)");
+  if (has_compute)
     return InvalidArgument("computeEnvironmentOrder is not supported for SAGEMAKER_TRAINING job queues; use serviceEnvironmentOrder");
   auto typed = DecodeTimeLimitActions(actions);
   if (!typed.ok()) return typed.status();
@@ -358,7 +369,7 @@ StatusOr<UpdateJobQueueCommand> DecodeUpdateJobQueue(const json& req) {
   UpdateJobQueueCommand c;
   c.queue = Get<std::string>(req, "jobQueue", "");
   if (req.contains("computeEnvironmentOrder") && !req["computeEnvironmentOrder"].empty())
-    return InvalidArgument("computeEnvironmentOrder is not supported for SAGEMAKER_TRAINING job queues");
+    c.compute_environment_order = DecodeComputeOrder(req["computeEnvironmentOrder"]);
   if (Present(req, "jobStateTimeLimitActions")) {
     auto typed = DecodeTimeLimitActions(req["jobStateTimeLimitActions"]);
     if (!typed.ok()) return typed.status();
@@ -1040,6 +1051,239 @@ StatusOr<control::DeregisterJobDefinitionCommand> DecodeDeregisterJobDefinition(
   control::DeregisterJobDefinitionCommand c;
   c.job_definition = req.value("jobDefinition", "");
   if (c.job_definition.empty()) return InvalidArgument("jobDefinition: a name:revision or an ARN is required");
+  return c;
+}
+
+}  // namespace ty::api
+
+// ---- Compute environments and container jobs (docs/batch-jobs.md) ----
+
+namespace ty::api {
+
+namespace {
+
+// A whole number in a tag (trainyard:memoryMiB, trainyard:gpus); -1 when absent.
+StatusOr<int64_t> WholeTag(const Tags& tags, const char* key) {
+  auto it = tags.find(key);
+  if (it == tags.end()) return int64_t{-1};
+  if (it->second.empty() || it->second.size() > 12 || it->second.find_first_not_of("0123456789") != std::string::npos)
+    return InvalidArgument(std::string("tags.") + key + " must be a whole number, not '" + it->second + "'");
+  return std::stoll(it->second);
+}
+
+}  // namespace
+
+StatusOr<CreateComputeEnvironmentCommand> DecodeCreateComputeEnvironment(const json& req) {
+  CreateComputeEnvironmentCommand c;
+  c.name = Get<std::string>(req, "computeEnvironmentName", "");
+  if (!IsBatchName(c.name))
+    return InvalidArgument("computeEnvironmentName must be 1 to 128 letters, digits, hyphens or underscores");
+  c.type = Get<std::string>(req, "type", "");
+  if (c.type != "MANAGED" && c.type != "UNMANAGED") return InvalidArgument("type must be MANAGED or UNMANAGED");
+  auto state = StateOf(req);
+  if (!state.ok()) return state.status();
+  c.state = *state;
+  if (Present(req, "eksConfiguration"))
+    return InvalidArgument("eksConfiguration: Amazon EKS compute environments are not supported by this server");
+  auto tags = ReadTags(req);
+  if (!tags.ok()) return tags.status();
+  c.tags = *std::move(tags);
+  const json resources = Get<json>(req, "computeResources", json());
+  if (c.type == "MANAGED") {
+    if (!resources.is_object()) return InvalidArgument("computeResources is required for a MANAGED compute environment");
+    const int64_t max = Get<int64_t>(resources, "maxvCpus", -1);
+    if (max < 1 || max > 100000) return InvalidArgument("computeResources.maxvCpus must be from 1 to 100000");
+    c.vcpus = max;
+    c.compute_resources_json = resources.dump();
+  } else {
+    if (resources.is_object()) return InvalidArgument("computeResources: an UNMANAGED compute environment takes none");
+    c.unmanaged_vcpus = Get<int64_t>(req, "unmanagedvCpus", 0);
+    if (c.unmanaged_vcpus < 0 || c.unmanaged_vcpus > 100000) return InvalidArgument("unmanagedvCpus must be from 0 to 100000");
+    // What this host has, unless the environment says less.
+    const int64_t host = std::max<int64_t>(1, std::thread::hardware_concurrency());
+    c.vcpus = c.unmanaged_vcpus > 0 ? c.unmanaged_vcpus : host;
+  }
+  auto memory = WholeTag(c.tags, "trainyard:memoryMiB");
+  if (!memory.ok()) return memory.status();
+  auto gpus = WholeTag(c.tags, "trainyard:gpus");
+  if (!gpus.ok()) return gpus.status();
+  c.memory_mib = *memory >= 0 ? *memory : c.vcpus * 4096;
+  c.gpus = *gpus >= 0 ? *gpus : 0;
+  return c;
+}
+
+StatusOr<UpdateComputeEnvironmentCommand> DecodeUpdateComputeEnvironment(const json& req) {
+  UpdateComputeEnvironmentCommand c;
+  c.compute_environment = Get<std::string>(req, "computeEnvironment", "");
+  if (Present(req, "state")) {
+    auto state = StateOf(req);
+    if (!state.ok()) return state.status();
+    c.state = *state;
+  }
+  const json resources = Get<json>(req, "computeResources", json());
+  if (resources.is_object() && Present(resources, "maxvCpus")) {
+    const int64_t max = Get<int64_t>(resources, "maxvCpus", -1);
+    if (max < 1 || max > 100000) return InvalidArgument("computeResources.maxvCpus must be from 1 to 100000");
+    c.vcpus = max;
+  }
+  if (Present(req, "unmanagedvCpus")) {
+    const int64_t n = Get<int64_t>(req, "unmanagedvCpus", -1);
+    if (n < 1 || n > 100000) return InvalidArgument("unmanagedvCpus must be from 1 to 100000");
+    c.vcpus = n;
+  }
+  return c;
+}
+
+StatusOr<DeleteComputeEnvironmentCommand> DecodeDeleteComputeEnvironment(const json& req) {
+  return DeleteComputeEnvironmentCommand{Get<std::string>(req, "computeEnvironment", "")};
+}
+
+std::vector<EnvironmentRef> DecodeComputeOrder(const json& order) {
+  std::vector<EnvironmentRef> out;
+  if (!order.is_array()) return out;
+  for (const auto& o : order)
+    if (o.is_object()) out.push_back({Get<int>(o, "order", 0), Get<std::string>(o, "computeEnvironment", "")});
+  return out;
+}
+
+namespace {
+
+// containerOverrides.resourceRequirements / a definition's: VCPU, MEMORY (MiB) and GPU as whole numbers.
+Status DecodeResources(const json& list, const std::string& where, SubmitJobCommand& c) {
+  if (!list.is_array()) return Status::Ok();
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    const std::string type = Get<std::string>(list[i], "type", "");
+    const std::string value = Get<std::string>(list[i], "value", "");
+    if (value.empty() || value.size() > 9 || value.find_first_not_of("0123456789") != std::string::npos)
+      return InvalidArgument(at + ".value must be a whole number, not '" + value + "'");
+    const int64_t n = std::stoll(value);
+    if (type == "VCPU") {
+      if (n < 1) return InvalidArgument(at + ": VCPU must be at least 1");
+      c.vcpus = n;
+    } else if (type == "MEMORY") {
+      if (n < 4) return InvalidArgument(at + ": MEMORY must be at least 4 MiB");
+      c.memory_mib = n;
+    } else if (type == "GPU") {
+      c.gpus = n;
+    } else {
+      return InvalidArgument(at + ".type must be VCPU, MEMORY or GPU");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<SubmitJobCommand> DecodeSubmitJob(const json& req) {
+  SubmitJobCommand c;
+  c.name = Get<std::string>(req, "jobName", "");
+  if (!IsBatchJobName(c.name))
+    return InvalidArgument("jobName must be 1 to 128 letters, digits, hyphens or underscores, starting with a letter or digit");
+  c.queue = Get<std::string>(req, "jobQueue", "");
+  c.job_definition = Get<std::string>(req, "jobDefinition", "");
+  if (c.queue.empty()) return InvalidArgument("jobQueue is required");
+  if (c.job_definition.empty()) return InvalidArgument("jobDefinition is required");
+  for (const char* unsupported : {"nodeOverrides", "eksPropertiesOverride", "ecsPropertiesOverride", "consumableResourcePropertiesOverride"})
+    if (Present(req, unsupported))
+      return InvalidArgument(std::string(unsupported) + " is not supported by this server (container jobs on compute environments only)");
+  if (Present(req, "arrayProperties")) {
+    const int64_t size = Get<int64_t>(req["arrayProperties"], "size", 0);
+    if (size < 2 || size > 10000) return InvalidArgument("arrayProperties.size must be from 2 to 10000");
+    c.array_size = size;
+  }
+  const json deps = Get<json>(req, "dependsOn", json::array());
+  if (deps.size() > 20) return InvalidArgument("dependsOn: at most 20 dependencies are allowed");
+  for (size_t i = 0; i < deps.size(); ++i) {
+    JobDependency d{Get<std::string>(deps[i], "jobId", ""), Get<std::string>(deps[i], "type", "")};
+    const std::string where = "dependsOn[" + std::to_string(i) + "]";
+    if (!d.type.empty() && d.type != "N_TO_N" && d.type != "SEQUENTIAL")
+      return InvalidArgument(where + ".type must be N_TO_N or SEQUENTIAL");
+    if (d.type == "SEQUENTIAL" && !d.job_id.empty())
+      return InvalidArgument(where + ": a SEQUENTIAL dependency names no jobId (it orders the array's own children)");
+    if (d.type != "SEQUENTIAL" && d.job_id.empty()) return InvalidArgument(where + ".jobId is required");
+    c.depends_on.push_back(d);
+  }
+  const json parameters = Get<json>(req, "parameters", json::object());
+  for (auto& [k, v] : parameters.items())
+    if (v.is_string()) c.parameters[k] = v.get<std::string>();
+  const json over = Get<json>(req, "containerOverrides", json::object());
+  if (over.is_object()) {
+    if (Present(over, "command")) c.command = Get<std::vector<std::string>>(over, "command", {});
+    const json env = Get<json>(over, "environment", json::array());
+    for (size_t i = 0; i < env.size(); ++i) {
+      const std::string name = Get<std::string>(env[i], "name", "");
+      const std::string where = "containerOverrides.environment[" + std::to_string(i) + "]";
+      if (name.empty()) return InvalidArgument(where + ".name is required");
+      if (StartsWith(name, "AWS_BATCH"))
+        return InvalidArgument(where + ".name: variables starting with AWS_BATCH are reserved for the service");
+      c.environment[name] = Get<std::string>(env[i], "value", "");
+    }
+    if (Present(over, "vcpus")) {
+      const int64_t n = Get<int64_t>(over, "vcpus", 0);
+      if (n < 1) return InvalidArgument("containerOverrides.vcpus must be at least 1");
+      c.vcpus = n;
+    }
+    if (Present(over, "memory")) {
+      const int64_t n = Get<int64_t>(over, "memory", 0);
+      if (n < 4) return InvalidArgument("containerOverrides.memory must be at least 4 MiB");
+      c.memory_mib = n;
+    }
+    TY_RETURN_IF_ERROR(DecodeResources(Get<json>(over, "resourceRequirements", json()),
+                                       "containerOverrides.resourceRequirements", c));
+  }
+  if (Present(req, "retryStrategy")) {
+    const json& r = req["retryStrategy"];
+    if (Present(r, "attempts")) {
+      const int64_t n = Get<int64_t>(r, "attempts", 0);
+      if (n < 1 || n > 10) return InvalidArgument("retryStrategy.attempts must be from 1 to 10");
+      c.retry_attempts = static_cast<int>(n);
+    }
+    if (Present(r, "evaluateOnExit")) {
+      const json rules = r["evaluateOnExit"];
+      if (rules.size() > 5) return InvalidArgument("retryStrategy.evaluateOnExit: at most 5 conditions are allowed");
+      std::vector<ContainerExitRule> out;
+      for (size_t i = 0; i < rules.size(); ++i) {
+        const std::string where = "retryStrategy.evaluateOnExit[" + std::to_string(i) + "]";
+        ContainerExitRule rule;
+        const std::string action = ToUpper(Get<std::string>(rules[i], "action", ""));
+        if (action != "RETRY" && action != "EXIT") return InvalidArgument(where + ".action must be RETRY or EXIT");
+        rule.retry = action == "RETRY";
+        rule.on_exit_code = Get<std::string>(rules[i], "onExitCode", "");
+        rule.on_reason = Get<std::string>(rules[i], "onReason", "");
+        rule.on_status_reason = Get<std::string>(rules[i], "onStatusReason", "");
+        if (rule.on_exit_code.size() > 512 || rule.on_exit_code.find_first_not_of("0123456789*") != std::string::npos)
+          return InvalidArgument(where + ".onExitCode may hold only digits and a trailing '*'");
+        out.push_back(rule);
+      }
+      c.evaluate_on_exit = std::move(out);
+    }
+  }
+  if (Present(req, "timeout")) {
+    const int64_t s = Get<int64_t>(req["timeout"], "attemptDurationSeconds", 0);
+    if (s < 60) return InvalidArgument("timeout.attemptDurationSeconds must be at least 60");
+    c.attempt_duration_seconds = s;
+  }
+  c.share_identifier = Get<std::string>(req, "shareIdentifier", "");
+  if (Present(req, "schedulingPriorityOverride")) {
+    const int64_t p = Get<int64_t>(req, "schedulingPriorityOverride", -1);
+    if (p < 0 || p > 9999) return InvalidArgument("schedulingPriorityOverride must be from 0 to 9999");
+    c.scheduling_priority = static_cast<int>(p);
+  }
+  if (Present(req, "propagateTags")) c.propagate_tags = Get<bool>(req, "propagateTags", false);
+  auto tags = ReadTags(req);
+  if (!tags.ok()) return tags.status();
+  c.tags = *std::move(tags);
+  return c;
+}
+
+StatusOr<StopJobCommand> DecodeStopJob(const json& req, bool terminate) {
+  StopJobCommand c;
+  c.job_id = Get<std::string>(req, "jobId", "");
+  c.reason = Get<std::string>(req, "reason", "");
+  c.terminate = terminate;
+  if (c.job_id.empty()) return InvalidArgument("jobId is required");
+  if (c.reason.empty()) return InvalidArgument("reason is required");
   return c;
 }
 

@@ -38,6 +38,14 @@ StatusOr<control::DeleteSchedulingPolicyCommand> DecodeDeleteSchedulingPolicy(co
 // rules of docs/user-guide.md, "Job definitions".
 StatusOr<control::RegisterJobDefinitionCommand> DecodeRegisterJobDefinition(const nlohmann::json& req);
 StatusOr<control::DeregisterJobDefinitionCommand> DecodeDeregisterJobDefinition(const nlohmann::json& req);
+// Compute environments and container jobs (docs/batch-jobs.md).
+StatusOr<control::CreateComputeEnvironmentCommand> DecodeCreateComputeEnvironment(const nlohmann::json& req);
+StatusOr<control::UpdateComputeEnvironmentCommand> DecodeUpdateComputeEnvironment(const nlohmann::json& req);
+StatusOr<control::DeleteComputeEnvironmentCommand> DecodeDeleteComputeEnvironment(const nlohmann::json& req);
+std::vector<control::EnvironmentRef> DecodeComputeOrder(const nlohmann::json& order);
+StatusOr<control::SubmitJobCommand> DecodeSubmitJob(const nlohmann::json& req);
+// CancelJob (terminate false) and TerminateJob.
+StatusOr<control::StopJobCommand> DecodeStopJob(const nlohmann::json& req, bool terminate);
 StatusOr<control::CreateQuotaShareCommand> DecodeCreateQuotaShare(const nlohmann::json& req);
 StatusOr<control::UpdateQuotaShareCommand> DecodeUpdateQuotaShare(const nlohmann::json& req);
 StatusOr<control::DeleteQuotaShareCommand> DecodeDeleteQuotaShare(const nlohmann::json& req);

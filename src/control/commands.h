@@ -54,12 +54,33 @@ struct EnvironmentRef {
   int order = 0;
   std::string environment;  // name or ARN, resolved in the command's turn
 };
+
+// ---- Batch: compute environments (container jobs) ----
+struct CreateComputeEnvironmentCommand {
+  std::string name;
+  std::string type;  // MANAGED | UNMANAGED
+  ResourceState state = ResourceState::kEnabled;
+  int64_t vcpus = 0, memory_mib = 0, gpus = 0;  // what it offers (ComputeEnvironment)
+  int64_t unmanaged_vcpus = 0;
+  std::string compute_resources_json;  // as given ("" absent)
+  Tags tags;
+};
+struct UpdateComputeEnvironmentCommand {
+  std::string compute_environment;  // name or ARN
+  std::optional<ResourceState> state;
+  std::optional<int64_t> vcpus;  // computeResources.maxvCpus or unmanagedvCpus
+};
+struct DeleteComputeEnvironmentCommand {
+  std::string compute_environment;  // name or ARN
+};
 struct CreateJobQueueCommand {
   std::string name;
   ResourceState state = ResourceState::kEnabled;
   int priority = 0;
   std::string scheduling_policy_arn;  // "" FIFO
   std::vector<EnvironmentRef> service_environment_order;
+  std::string job_queue_type = "SAGEMAKER_TRAINING";  // or "ECS": a container queue
+  std::vector<EnvironmentRef> compute_environment_order;  // ECS queues
   std::vector<TimeLimitAction> time_limit_actions;
   std::string time_limit_actions_json = "[]";  // as given, for DescribeJobQueues
   Tags tags;
@@ -70,6 +91,7 @@ struct UpdateJobQueueCommand {
   std::optional<int> priority;
   std::optional<std::string> scheduling_policy_arn;
   std::optional<std::vector<EnvironmentRef>> service_environment_order;
+  std::optional<std::vector<EnvironmentRef>> compute_environment_order;  // ECS queues only
   std::optional<std::vector<TimeLimitAction>> time_limit_actions;
   std::string time_limit_actions_json;  // with time_limit_actions
 };
@@ -132,6 +154,33 @@ struct UpdateQuotaShareCommand {
 };
 struct DeleteQuotaShareCommand {
   std::string arn;
+};
+
+// ---- Batch: container jobs (SubmitJob). What the job definition gives is resolved in the turn;
+// absent members here leave the definition's. ----
+struct SubmitJobCommand {
+  std::string name;
+  std::string queue;           // name or ARN
+  std::string job_definition;  // name (latest ACTIVE revision), name:revision or ARN
+  std::optional<std::vector<std::string>> command;     // containerOverrides.command
+  std::map<std::string, std::string> environment;      // containerOverrides.environment
+  std::optional<int64_t> vcpus, memory_mib, gpus;      // containerOverrides resources
+  std::map<std::string, std::string> parameters;       // overlaid on the definition's
+  std::optional<int> retry_attempts;
+  std::optional<std::vector<ContainerExitRule>> evaluate_on_exit;
+  std::optional<int64_t> attempt_duration_seconds;
+  std::string share_identifier;
+  std::optional<int> scheduling_priority;
+  Tags tags;
+  std::optional<bool> propagate_tags;
+  std::vector<JobDependency> depends_on;
+  int64_t array_size = 0;  // 0: not an array job
+  std::string owner;
+};
+struct StopJobCommand {
+  std::string job_id;
+  std::string reason;
+  bool terminate = false;  // TerminateJob: a STARTING or RUNNING job is stopped too
 };
 
 // ---- Batch: service jobs ----

@@ -79,6 +79,7 @@ StatusOr<std::unique_ptr<Controller>> Controller::Open(const Config& config, con
       fs::remove_all(entry.path(), rm);
     }
     c->ReadoptAttempts();
+    c->ReadoptContainerAttempts();
   }
   return c;
 }
@@ -154,6 +155,19 @@ void Controller::LoadState() {
         s.next_seq = std::max(s.next_seq, tuning.seq + 1);
         s.tuning_jobs[key.substr(11)] = std::move(tuning);
       }
+      return;
+    }
+    if (StartsWith(key, "compute-environment/")) {
+      ComputeEnvironment e;
+      if (DecodeDoc(doc, &e)) {
+        s.next_seq = std::max(s.next_seq, e.seq + 1);
+        s.compute_environments[e.name] = std::move(e);
+      }
+      return;
+    }
+    if (StartsWith(key, "container-job/")) {
+      ContainerJob j;
+      if (DecodeDoc(doc, &j)) LoadContainerJob(s, std::move(j));
       return;
     }
     if (StartsWith(key, "job-definition/")) {
@@ -369,6 +383,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
     WriterLock lock(state_mu_);
     for (auto& [cmd, ack] : batch) cmd(t);
     AdmitSubmitted(t);
+    AdmitContainerJobs(t);
     ApplyExecutorEvents(t, polled);
     TakeClusterCapacity(t, std::move(cluster));
     // A capacity-failure backoff ended: its job may be placed again (on the turn Loop woke for it).
@@ -382,6 +397,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
       last_tick_ = t.now;
       CheckDiskReserve(t, disk_free);
       EnforceTimeouts(t);
+      EnforceContainerTimeouts(t);
       EvaluateAlarms(t);
       TailMetrics(t);
       SweepLogs(t.now, &swept_logs);
@@ -395,6 +411,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
     RunTuningJobs(t);
     StartPendingTrainingJobs(t);
     SchedulePass(t);
+    ScheduleContainerJobs(t);
     if (unsaved_) {
       t.CarryOver(*unsaved_);
       unsaved_.reset();
@@ -437,6 +454,16 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
       if (auto it = state_.tuning_jobs.find(n); it != state_.tuning_jobs.end())
         writes.push_back({store::Kind::kMeta, "tuning-job/" + n, EncodeTuningJob(it->second)});
     for (const auto& n : t.deleted_tuning_jobs) writes.push_back({store::Kind::kMeta, "tuning-job/" + n, ""});
+    for (const auto& n : t.compute_environments)
+      if (auto it = state_.compute_environments.find(n); it != state_.compute_environments.end())
+        writes.push_back({store::Kind::kMeta, "compute-environment/" + n, EncodeDoc(it->second)});
+    for (const auto& n : t.deleted_compute_environments) writes.push_back({store::Kind::kMeta, "compute-environment/" + n, ""});
+    for (uint64_t seq : t.container_jobs)
+      if (auto it = state_.container_jobs.find(seq); it != state_.container_jobs.end()) {
+        char key[48];
+        std::snprintf(key, sizeof key, "container-job/%020llu", static_cast<unsigned long long>(seq));
+        writes.push_back({store::Kind::kMeta, key, EncodeDoc(it->second)});
+      }
     for (const auto& [name, revision] : t.job_definitions)
       if (auto it = state_.job_definitions.find(name); it != state_.job_definitions.end())
         if (auto rev = it->second.find(revision); rev != it->second.end())
@@ -677,9 +704,28 @@ StatusOr<JobQueue> Controller::CreateJobQueue(const CreateJobQueueCommand& cmd) 
   q.time_limit_actions = cmd.time_limit_actions;
   q.arn = Arn("batch", "job-queue/" + q.name);
   const std::vector<EnvironmentRef>& order = cmd.service_environment_order;
+  q.job_queue_type = cmd.job_queue_type;
   return Execute<JobQueue>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<JobQueue> {
     if (state_.queues.count(q.name)) return AlreadyExists("Job queue " + q.name + " already exists");
     if (state_.queues.size() >= 50) return LimitExceeded("at most 50 job queues may exist");
+    if (q.job_queue_type == "ECS") {  // a container queue (compute_environments.cpp)
+      auto ces = ResolveComputeOrder(state_, cmd.compute_environment_order);
+      if (!ces.ok()) return ces.status();
+      q.compute_environment_order = *ces;
+      if (!q.scheduling_policy_arn.empty()) {
+        const SchedulingPolicy* p = FindPolicy(state_, q.scheduling_policy_arn);
+        if (!p || p->fairshare_policy_json.empty())
+          return InvalidArgument("schedulingPolicyArn: " + q.scheduling_policy_arn +
+                                 " is not a fair-share scheduling policy of this server");
+        q.scheduling_policy_arn = p->arn;
+      }
+      q.kind = KindOfPolicy(state_, q.scheduling_policy_arn);
+      q.seq = state_.next_seq++;
+      state_.queues[q.name] = q;
+      t.queues.insert(q.name);
+      t.reschedule = true;
+      return q;
+    }
     auto resolved = ResolveOrder(state_, order);
     if (!resolved.ok()) return resolved.status();
     q.service_environment_order = *resolved;
@@ -717,6 +763,16 @@ StatusOr<JobQueue> Controller::UpdateJobQueue(const UpdateJobQueueCommand& cmd) 
         return InvalidArgument("schedulingPolicyArn: the policy type of a queue can't be switched");
       updated.scheduling_policy_arn = p->arn;
     }
+    const bool container_queue = updated.job_queue_type == "ECS";
+    if (cmd.compute_environment_order) {
+      if (!container_queue)
+        return InvalidArgument("computeEnvironmentOrder is not supported for SAGEMAKER_TRAINING job queues");
+      auto resolved = ResolveComputeOrder(state_, *cmd.compute_environment_order);
+      if (!resolved.ok()) return resolved.status();
+      updated.compute_environment_order = *resolved;
+    }
+    if (container_queue && (cmd.service_environment_order || cmd.time_limit_actions))
+      return InvalidArgument("an ECS job queue takes computeEnvironmentOrder, not serviceEnvironmentOrder or jobStateTimeLimitActions");
     if (cmd.service_environment_order) {
       auto resolved = ResolveOrder(state_, *cmd.service_environment_order);
       if (!resolved.ok()) return resolved.status();
@@ -740,6 +796,11 @@ Status Controller::DeleteJobQueue(const DeleteJobQueueCommand& cmd) {
     if (!q) return NotFound("Job queue " + id + " does not exist");
     if (q->state != ResourceState::kDisabled) return FailedPrecondition("Job queue " + q->name + " must be DISABLED before it is deleted");
     std::string name = q->name;
+    if (auto cq = state_.container_by_queue_status.find(name); cq != state_.container_by_queue_status.end())
+      for (const auto& [st, seqs] : cq->second)
+        if (!IsTerminal(st) && !seqs.empty())
+          return FailedPrecondition("Job queue " + name + " still has container jobs in " + JobStatusName(st) +
+                                    "; cancel or terminate them first");
     for (JobStatus st : {JobStatus::kScheduled, JobStatus::kStarting, JobStatus::kRunning})
       if (!state_.JobsIn(name, st).empty())
         return FailedPrecondition("Job queue " + name + " still has jobs in " + JobStatusName(st) +

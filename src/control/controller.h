@@ -122,6 +122,28 @@ class Controller {
   Status DeleteQuotaShare(const DeleteQuotaShareCommand& cmd);
   static const QuotaShare* FindQuotaShareByArn(const State& s, const std::string& arn);
 
+  // ---- Batch: compute environments and container jobs (compute_environments.cpp,
+  // container_jobs.cpp; docs/batch-jobs.md) ----
+  StatusOr<ComputeEnvironment> CreateComputeEnvironment(const CreateComputeEnvironmentCommand& cmd);
+  StatusOr<ComputeEnvironment> UpdateComputeEnvironment(const UpdateComputeEnvironmentCommand& cmd);
+  Status DeleteComputeEnvironment(const DeleteComputeEnvironmentCommand& cmd);
+  static const ComputeEnvironment* FindComputeEnvironment(const State& s, const std::string& name_or_arn);
+  // A container queue's computeEnvironmentOrder resolved to names, sorted by order (1 to 3, each
+  // existing and named once).
+  static StatusOr<std::vector<ComputeEnvironmentOrder>> ResolveComputeOrder(const State& s,
+                                                                            const std::vector<EnvironmentRef>& order);
+  // The revision a SubmitJob names: as FindJobDefinition, or a bare name's latest ACTIVE revision.
+  static const JobDefinition* FindSubmittableDefinition(const State& s, const std::string& ref);
+  // Queued SUBMITTED; dependencies, the definition and the queue are checked in the turn
+  // (ClientException: InvalidArgument). An array job is stored once, whatever its size.
+  StatusOr<ContainerJob> SubmitJob(const SubmitJobCommand& cmd);
+  // CancelJob: only a job that has not started (else nothing changes); TerminateJob: also a
+  // STARTING or RUNNING one, whose attempt is stopped. Either way FAILED with the reason; on an
+  // array parent, every child not ended yet.
+  Status StopJob(const StopJobCommand& cmd);
+  // An array parent's children per status, those not made yet included (DescribeJobs).
+  static std::map<JobStatus, int64_t> ArrayStatusSummary(const State& s, const ContainerJob& parent);
+
   // ---- Batch: service jobs ----
   StatusOr<ServiceJob> SubmitServiceJob(const SubmitServiceJobCommand& cmd);
   Status TerminateServiceJob(const TerminateServiceJobCommand& cmd);
@@ -263,6 +285,25 @@ class Controller {
   // Prices the run about to start: its market, on-demand price and price per instance-hour.
   void PriceRun(TrainingJob& tj, bool spot) const REQUIRES(turn_mu_, state_mu_);
   void SchedulePass(Turn& t) REQUIRES(turn_mu_, state_mu_);
+  // Container jobs (container_jobs.cpp).
+  void SetContainerStatus(Turn& t, ContainerJob& j, JobStatus to, const std::string& reason) REQUIRES(turn_mu_, state_mu_);
+  void IndexContainer(ContainerJob& j) REQUIRES(turn_mu_, state_mu_);
+  void UnindexContainer(const ContainerJob& j) REQUIRES(turn_mu_, state_mu_);
+  // Dependencies of `j` met (release), failed (fail, transitively) or still waiting.
+  void EvaluateDependencies(Turn& t, ContainerJob& j) REQUIRES(turn_mu_, state_mu_);
+  void ContainerJobEnded(Turn& t, const ContainerJob& j) REQUIRES(turn_mu_, state_mu_);
+  void AdmitContainerJobs(Turn& t) REQUIRES(turn_mu_, state_mu_);
+  void ScheduleContainerJobs(Turn& t) REQUIRES(turn_mu_, state_mu_);
+  // The next child of a released array parent that may start (made here), or null.
+  ContainerJob* NextChild(Turn& t, ContainerJob& parent) REQUIRES(turn_mu_, state_mu_);
+  void StartContainerAttempt(Turn& t, ContainerJob& j, const std::string& environment) REQUIRES(turn_mu_, state_mu_);
+  exec::AttemptSpec BuildContainerSpec(const ContainerJob& j) const REQUIRES(turn_mu_, state_mu_);
+  // True when `e` is a container attempt's (applied here).
+  bool ApplyContainerEvent(Turn& t, const exec::AttemptEvent& e) REQUIRES(turn_mu_, state_mu_);
+  void EnforceContainerTimeouts(Turn& t) REQUIRES(turn_mu_, state_mu_);
+  void ReadoptContainerAttempts() REQUIRES(turn_mu_, state_mu_);
+  void LoadContainerJob(State& s, ContainerJob j) REQUIRES(turn_mu_, state_mu_);
+  std::set<uint64_t> container_pending_admit_;  // SUBMITTED container jobs, admitted next turn
   // `offered` gains every job the pass is offered (seq, job), so that its decisions find them without a lookup in `jobs`.
   sched::FairShare FairShareOf(Turn& t, const JobQueue& q, size_t prefix,
                                std::vector<std::pair<uint64_t, ServiceJobState*>>& offered) REQUIRES(turn_mu_, state_mu_);

@@ -91,6 +91,38 @@ struct State {
   std::map<std::string, QuotaShare> quota_shares;          // by "<queue>/<share>"
   // Job definitions: name -> revision -> that revision (every one registered, INACTIVE ones too).
   std::map<std::string, std::map<int, JobDefinition>> job_definitions;
+  // Batch container jobs (compute_environments.cpp, container_jobs.cpp; docs/batch-jobs.md).
+  std::map<std::string, ComputeEnvironment> compute_environments;  // by name
+  struct ContainerUse {
+    int64_t vcpus = 0, memory_mib = 0, gpus = 0;
+  };
+  std::map<std::string, ContainerUse> compute_in_use;  // compute environment -> held by running attempts
+  std::map<uint64_t, ContainerJob> container_jobs;     // by seq: jobs, array parents and made children
+  std::unordered_map<std::string, uint64_t> container_seq_by_id;  // "<id>" and "<parent id>:<index>"
+  // queue -> status -> seqs of its jobs and array parents (children are listed through their parent).
+  std::map<std::string, std::map<JobStatus, std::set<uint64_t>>> container_by_queue_status;
+  // What a scheduling pass offers: queue -> share ("" FIFO) -> (-priority, seq) of each RUNNABLE job
+  // and each released array parent with children left to make. Invariant: kept by every status
+  // change (IndexContainer); a pass reads the front of each share only.
+  std::map<std::string, std::map<std::string, std::set<std::pair<int, uint64_t>>>> container_runnable;
+  // job id -> seqs of the jobs whose dependsOn names it and that still wait.
+  std::unordered_map<std::string, std::vector<uint64_t>> container_dependents;
+  std::unordered_map<std::string, uint64_t> container_attempts;  // running attempt id -> seq
+  std::map<std::string, std::map<std::string, int64_t>> container_active_by_share;  // queue -> share -> attempts
+  // Array parent seq -> its made children by index, and their count per status (the children not
+  // made yet are counted from the parent: ArrayStatusSummary).
+  std::unordered_map<uint64_t, std::map<int64_t, uint64_t>> array_children;
+  std::unordered_map<uint64_t, std::map<JobStatus, int64_t>> array_counts;
+  const ContainerJob* FindContainerJob(const std::string& id_or_arn) const {
+    auto it = container_seq_by_id.find(id_or_arn);
+    if (it == container_seq_by_id.end() && id_or_arn.rfind("arn:", 0) == 0) {
+      const size_t slash = id_or_arn.rfind('/');
+      if (slash != std::string::npos) it = container_seq_by_id.find(id_or_arn.substr(slash + 1));
+      if (it != container_seq_by_id.end() && container_jobs.at(it->second).arn != id_or_arn) return nullptr;
+    }
+    return it == container_seq_by_id.end() ? nullptr : &container_jobs.at(it->second);
+  }
+
   std::map<uint64_t, ServiceJobState> jobs;                // by submit sequence
   std::unordered_map<std::string, uint64_t> job_seq_by_id;
   std::unordered_map<std::string, uint64_t> job_seq_by_token;  // clientToken -> job

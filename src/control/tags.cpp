@@ -9,7 +9,7 @@ namespace ty::control {
 
 namespace {
 
-enum class Tagged { kEnvironment, kQueue, kPolicy, kQuotaShare, kServiceJob, kTrainingJob, kTuningJob, kJobDefinition };
+enum class Tagged { kEnvironment, kQueue, kPolicy, kQuotaShare, kServiceJob, kTrainingJob, kTuningJob, kJobDefinition, kComputeEnvironment, kContainerJob };
 
 // A resource an ARN names: its kind and its key in State (a name, "<queue>/<share>", a job's seq;
 // a job definition's name, with its revision in `seq`).
@@ -61,13 +61,17 @@ static StatusOr<TaggedRef> ResolveTagged(const State& s, const Config& config, c
     if (!d) return NotFound("resourceArn: " + arn + " does not exist");
     return TaggedRef{Tagged::kJobDefinition, d->name, static_cast<uint64_t>(d->revision)};
   }
+  if (const ComputeEnvironment* e = Controller::FindComputeEnvironment(s, arn))
+    return TaggedRef{Tagged::kComputeEnvironment, e->name};
+  if (StartsWith(parts[5], "job/"))
+    if (const ContainerJob* j = s.FindContainerJob(arn)) return TaggedRef{Tagged::kContainerJob, j->id, j->seq};
   static constexpr const char* kKinds[] = {"service-environment/", "job-queue/", "scheduling-policy/", "quota-share/",
-                                           "service-job/"};
+                                           "service-job/", "compute-environment/", "job/"};
   for (const char* kind : kKinds)
     if (StartsWith(parts[5], kind)) return NotFound("resourceArn: " + arn + " does not exist");
   return InvalidArgument("resourceArn: '" + arn +
-                         "': only service environments, job queues, scheduling policies, quota shares, service "
-                         "jobs and job definitions can be tagged here");
+                         "': only service environments, compute environments, job queues, scheduling policies, quota "
+                         "shares, service jobs, jobs and job definitions can be tagged here");
 }
 
 // The tags of `ref`, marking the resource changed in `t` (a Controller::Turn).
@@ -98,6 +102,12 @@ static Tags& MutableTags(State& s, Turn& t, const TaggedRef& ref) {
     case Tagged::kJobDefinition:
       t.job_definitions.insert({ref.key, static_cast<int>(ref.seq)});
       return s.job_definitions.at(ref.key).at(static_cast<int>(ref.seq)).tags;
+    case Tagged::kComputeEnvironment:
+      t.compute_environments.insert(ref.key);
+      return s.compute_environments.at(ref.key).tags;
+    case Tagged::kContainerJob:
+      t.container_jobs.insert(ref.seq);
+      return s.container_jobs.at(ref.seq).tags;
   }
   std::abort();  // every kind is handled above
 }
@@ -112,6 +122,8 @@ static const Tags& TagsOfRef(const State& s, const TaggedRef& ref) {
     case Tagged::kTrainingJob: return s.training_jobs.at(ref.key).tags;
     case Tagged::kTuningJob: return s.tuning_jobs.at(ref.key).tags;
     case Tagged::kJobDefinition: return s.job_definitions.at(ref.key).at(static_cast<int>(ref.seq)).tags;
+    case Tagged::kComputeEnvironment: return s.compute_environments.at(ref.key).tags;
+    case Tagged::kContainerJob: return s.container_jobs.at(ref.seq).tags;
   }
   std::abort();  // every kind is handled above
 }

@@ -708,6 +708,7 @@ void Controller::CountPreemptionLoss(ServiceJob& job, const TrainingJob& tj, Epo
 }
 
 void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
+  if (ApplyContainerEvent(t, e)) return;
   auto it = state_.training_jobs.find(e.attempt_id);
   if (it == state_.training_jobs.end()) return;
   TrainingJob& tj = it->second;

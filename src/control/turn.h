@@ -37,6 +37,8 @@ class Controller::Turn {
   std::set<std::string> policies, deleted_policies;
   std::set<std::string> quota_shares, deleted_quota_shares;
   std::set<std::pair<std::string, int>> job_definitions;  // name, revision (never deleted)
+  std::set<std::string> compute_environments, deleted_compute_environments;
+  std::set<uint64_t> container_jobs;  // by seq (never deleted)
   std::set<uint64_t> jobs;
   std::set<std::string> training_jobs;
   std::set<std::string> metric_series;
@@ -53,6 +55,7 @@ class Controller::Turn {
 
   // Jobs submitted during this turn stay SUBMITTED until the next one.
   std::set<uint64_t> submitted_now;
+  std::set<uint64_t> container_submitted_now;  // container jobs likewise
   // Something changed that may let a job start.
   bool reschedule = false;
 
@@ -78,6 +81,9 @@ inline void Controller::Turn::CarryOver(Turn& older) {
   merge(quota_shares, deleted_quota_shares, older.quota_shares, older.deleted_quota_shares);
   merge(warm_pools, deleted_warm_pools, older.warm_pools, older.deleted_warm_pools);
   merge(tuning_jobs, deleted_tuning_jobs, older.tuning_jobs, older.deleted_tuning_jobs);
+  merge(compute_environments, deleted_compute_environments, older.compute_environments,
+        older.deleted_compute_environments);
+  container_jobs.insert(older.container_jobs.begin(), older.container_jobs.end());
   jobs.insert(older.jobs.begin(), older.jobs.end());
   job_definitions.insert(older.job_definitions.begin(), older.job_definitions.end());
   training_jobs.insert(older.training_jobs.begin(), older.training_jobs.end());

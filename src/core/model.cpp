@@ -147,8 +147,22 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SchedulingPolicy, name, arn, fai
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobDefinition, name, revision, arn, active, type, spec_json, tags,
                                                 seq)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ServiceEnvironmentOrder, order, service_environment)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ComputeEnvironmentOrder, order, compute_environment)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ComputeEnvironment, name, arn, type, state, status, vcpus, memory_mib, gpus,
+                                                compute_resources_json, unmanaged_vcpus, tags, seq)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ContainerExitRule, retry, on_exit_code, on_reason, on_status_reason)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ContainerAttempt, has_exit_code, exit_code, reason, log_stream_name,
+                                                started_at, stopped_at, status_reason)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobDependency, job_id, type)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ContainerJob, id, arn, name, queue, seq, status, status_reason, created_at,
+                                                started_at, stopped_at, job_definition, image, command, environment, vcpus,
+                                                memory_mib, gpus, job_role_arn, retry_attempts, evaluate_on_exit,
+                                                attempt_duration_seconds, share_identifier, scheduling_priority, tags,
+                                                propagate_tags, depends_on, owner, array_size, next_index, parent_id,
+                                                array_index, attempts, compute_environment, credentials_token,
+                                                stop_reason, released)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobQueue, name, arn, state, status, status_reason,
-                                                priority, job_queue_type, scheduling_policy_arn,
+                                                priority, job_queue_type, scheduling_policy_arn, compute_environment_order,
                                                 service_environment_order,
                                                 job_state_time_limit_actions_json, tags, seq)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ServiceJobAttempt, training_job_arn,
@@ -342,6 +356,10 @@ std::string EncodeDoc(const SchedulingPolicy& v) { return Encode(v); }
 std::string EncodeDoc(const QuotaShare& v) { return Encode(v); }
 bool DecodeDoc(const std::string& doc, QuotaShare* v) { return Decode(doc, v); }
 std::string EncodeDoc(const JobDefinition& v) { return Encode(v); }
+std::string EncodeDoc(const ComputeEnvironment& v) { return Encode(v); }
+bool DecodeDoc(const std::string& doc, ComputeEnvironment* v) { return Decode(doc, v) && !v->name.empty(); }
+std::string EncodeDoc(const ContainerJob& v) { return Encode(v); }
+bool DecodeDoc(const std::string& doc, ContainerJob* v) { return Decode(doc, v) && !v->id.empty(); }
 bool DecodeDoc(const std::string& doc, JobDefinition* v) { return Decode(doc, v) && !v->name.empty() && v->revision > 0; }
 bool DecodeDoc(const std::string& doc, SchedulingPolicy* v) {
   if (!Decode(doc, v)) return false;

@@ -123,6 +123,29 @@ struct JobDefinition {
   uint64_t seq = 0;
 };
 
+// A compute environment for Batch container jobs (CreateComputeEnvironment; docs/batch-jobs.md).
+// What it offers on this host: vCPUs (computeResources.maxvCpus, or unmanagedvCpus), memory and
+// GPUs (tags trainyard:memoryMiB and trainyard:gpus; EC2's own members are echoed, not acted on).
+struct ComputeEnvironment {
+  std::string name;
+  std::string arn;
+  std::string type = "MANAGED";  // MANAGED | UNMANAGED
+  ResourceState state = ResourceState::kEnabled;
+  std::string status = "VALID";
+  int64_t vcpus = 0;
+  int64_t memory_mib = 0;
+  int64_t gpus = 0;
+  std::string compute_resources_json;  // computeResources as given ("" absent), echoed by Describe
+  int64_t unmanaged_vcpus = 0;
+  Tags tags;
+  uint64_t seq = 0;
+};
+
+struct ComputeEnvironmentOrder {
+  int order = 0;
+  std::string compute_environment;  // name
+};
+
 // A quota share of a quota-management job queue.
 struct QuotaShare {
   std::string name;
@@ -161,6 +184,7 @@ struct JobQueue {
   // Derived from the policy when the queue is created, and again when it is loaded (not stored).
   QueueKind kind = QueueKind::kFifo;
   std::vector<ServiceEnvironmentOrder> service_environment_order;
+  std::vector<ComputeEnvironmentOrder> compute_environment_order;  // container queues (type ECS)
   std::string job_state_time_limit_actions_json;  // stored as given ("[]" when absent)
   std::vector<TimeLimitAction> time_limit_actions;  // that, parsed (not stored: DecodeDoc parses it)
   Tags tags;
@@ -174,6 +198,70 @@ inline bool IsTerminal(JobStatus s) { return s == JobStatus::kSucceeded || s == 
 inline bool IsActive(JobStatus s) {  // holds capacity
   return s == JobStatus::kScheduled || s == JobStatus::kStarting || s == JobStatus::kRunning;
 }
+
+// One evaluateOnExit entry of a container job's retryStrategy: globs on the attempt's exit code,
+// container reason and status reason (absent: any matches).
+struct ContainerExitRule {
+  bool retry = true;  // action RETRY, else EXIT
+  std::string on_exit_code, on_reason, on_status_reason;  // "" absent
+};
+
+struct ContainerAttempt {
+  bool has_exit_code = false;  // the container ran and exited
+  int exit_code = 0;
+  std::string reason;  // container.reason
+  std::string log_stream_name;
+  EpochMs started_at = 0;
+  EpochMs stopped_at = 0;
+  std::string status_reason;
+};
+
+struct JobDependency {
+  std::string job_id;
+  std::string type;  // "" (the whole job), "N_TO_N" or "SEQUENTIAL"
+};
+
+// A Batch container job (SubmitJob; docs/batch-jobs.md). An array job's parent is one record;
+// its children are records of their own ("<parent id>:<index>"), made only as each is released.
+struct ContainerJob {
+  std::string id;
+  std::string arn;
+  std::string name;
+  std::string queue;  // queue name
+  uint64_t seq = 0;
+  JobStatus status = JobStatus::kSubmitted;
+  std::string status_reason;
+  EpochMs created_at = 0;
+  EpochMs started_at = 0;
+  EpochMs stopped_at = 0;
+  std::string job_definition;  // its ARN
+  std::string image;           // containerProperties.image (see ContainerImage in container_jobs.cpp)
+  std::vector<std::string> command;  // Ref:: already substituted
+  std::map<std::string, std::string> environment;
+  int64_t vcpus = 1;
+  int64_t memory_mib = 2048;
+  int64_t gpus = 0;
+  std::string job_role_arn;
+  int retry_attempts = 1;
+  std::vector<ContainerExitRule> evaluate_on_exit;
+  int64_t attempt_duration_seconds = 0;  // 0: none
+  std::string share_identifier;
+  int scheduling_priority = 0;
+  Tags tags;
+  bool propagate_tags = false;
+  std::vector<JobDependency> depends_on;
+  std::string owner;
+  // Arrays: a parent has array_size > 0; a child names its parent and index.
+  int64_t array_size = 0;
+  int64_t next_index = 0;  // a parent's children below this index have been made
+  std::string parent_id;
+  int64_t array_index = -1;
+  std::vector<ContainerAttempt> attempts;
+  std::string compute_environment;  // where the current attempt holds capacity
+  std::string credentials_token;    // "" without jobRoleArn
+  std::string stop_reason;          // CancelJob / TerminateJob / timeout of the running attempt
+  bool released = false;            // its dependencies are met (it or its children may run)
+};
 
 struct ServiceJobAttempt {
   std::string training_job_arn;
@@ -467,6 +555,10 @@ bool DecodeDoc(const std::string& doc, ServiceJob* v);
 bool DecodeDoc(const std::string& doc, TrainingJob* v);
 std::string EncodeDoc(const JobDefinition& v);
 bool DecodeDoc(const std::string& doc, JobDefinition* v);
+std::string EncodeDoc(const ComputeEnvironment& v);
+bool DecodeDoc(const std::string& doc, ComputeEnvironment* v);
+std::string EncodeDoc(const ContainerJob& v);
+bool DecodeDoc(const std::string& doc, ContainerJob* v);
 std::string EncodeDoc(const WarmPool& v);
 bool DecodeDoc(const std::string& doc, WarmPool* v);
 

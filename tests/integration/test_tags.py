@@ -93,7 +93,8 @@ class TagsTest(ServerTest):
             (arn.replace(account, "999999999999"), "account '999999999999'"),
             (arn.replace(":batch:", ":sagemaker:"), "not a batch resource"),
             (f"arn:aws:batch:{REGION}:{account}:job-definition/d:1", "does not exist"),
-            (f"arn:aws:batch:{REGION}:{account}:compute-environment/ce", "only service environments"),
+            (f"arn:aws:batch:{REGION}:{account}:compute-environment/ce", "does not exist"),
+            (f"arn:aws:batch:{REGION}:{account}:consumable-resource/cr", "only service environments"),
             ("not-an-arn", "is not an ARN"),
         ]
         for bad, said in cases:

@@ -212,7 +212,7 @@ class ValidationTest(ServerTest):
         answers = [
             self.raw("POST", "/v1/describejobqueues", {"Content-Type": "application/json"}),  # 200
             self.raw("POST", "/v1/createjobqueue", {"Content-Type": "application/json"}),  # 400
-            self.raw("POST", "/v1/listjobs", {"Content-Type": "application/json"}),  # 404
+            self.raw("POST", "/v1/listconsumableresources", {"Content-Type": "application/json"}),  # 404
             self.raw("POST", "/", {"X-Amz-Target": "SageMaker.ListTrainingJobs",
                                    "Content-Type": "application/x-amz-json-1.1"}, sign=False),  # 403
             self.raw("GET", "/metrics", {}, body=None, as_json=False),
@@ -231,7 +231,7 @@ class ValidationTest(ServerTest):
     # ---- operations this server does not serve: one answer per protocol ----
     def test_unknown_operation_batch_is_an_unknown_route(self):
         # rest-json routes by path: a Batch operation not served here and a path in no model alike.
-        code, _, status = self.error(self.batch.list_jobs, jobQueue="vq")
+        code, _, status = self.error(self.batch.list_consumable_resources)
         self.assertEqual((code, status), ("UnknownOperationException", 404))
         status, headers, body = self.raw("POST", "/v1/nosuchoperation", {"Content-Type": "application/json"})
         self.assertEqual((status, headers.get("x-amzn-ErrorType"), body["__type"]),
@@ -249,7 +249,7 @@ class ValidationTest(ServerTest):
 
     def test_unknown_operation_is_answered_before_authentication(self):
         # Unsigned: the route is resolved first, so the answer is the same as for a signed request.
-        status, _, body = self.raw("POST", "/v1/listjobs", {"Content-Type": "application/json"}, sign=False)
+        status, _, body = self.raw("POST", "/v1/listconsumableresources", {"Content-Type": "application/json"}, sign=False)
         self.assertEqual((status, body["__type"]), (404, "UnknownOperationException"))
         status, _, body = self.raw("POST", "/", {"Content-Type": "application/x-amz-json-1.1",
                                                  "X-Amz-Target": "SageMaker.ListEndpoints"}, sign=False)

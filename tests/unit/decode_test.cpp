@@ -269,7 +269,10 @@ TEST_F(DecodeTest, JobQueueTimeLimitActionsAndOrder) {
   EXPECT_EQ(Error(DecodeCreateJobQueue(bad)), "jobStateTimeLimitActions[0].maxTimeSeconds must be between 600 and 86400");
   bad = q;
   bad["jobQueueType"] = "ECS";
-  EXPECT_EQ(Error(DecodeCreateJobQueue(bad)), "jobQueueType must be SAGEMAKER_TRAINING: this server runs service jobs only");
+  EXPECT_EQ(Error(DecodeCreateJobQueue(bad)),
+            "serviceEnvironmentOrder is for SAGEMAKER_TRAINING job queues; an ECS queue takes computeEnvironmentOrder");
+  bad["jobQueueType"] = "EKS";
+  EXPECT_EQ(Error(DecodeCreateJobQueue(bad)), "jobQueueType must be SAGEMAKER_TRAINING or ECS (EKS and ECS_FARGATE are not supported)");
   bad = q;
   bad["tags"] = {{"trainyard:minRuntimeSeconds", "5m"}};
   EXPECT_EQ(Error(DecodeCreateJobQueue(bad)), "tags.trainyard:minRuntimeSeconds must be a whole number of seconds, not '5m'");
@@ -280,6 +283,53 @@ TEST_F(DecodeTest, JobQueueTimeLimitActionsAndOrder) {
   EXPECT_FALSE(update->state);
   EXPECT_FALSE(update->time_limit_actions);
   EXPECT_FALSE(update->service_environment_order);
+}
+
+TEST_F(DecodeTest, ContainerQueuesTakeComputeEnvironments) {
+  json q = {{"jobQueueName", "jq"}, {"priority", 1},
+            {"computeEnvironmentOrder", {{{"order", 1}, {"computeEnvironment", "ce"}}}}};
+  auto cmd = DecodeCreateJobQueue(q);
+  ASSERT_TRUE(cmd.ok()) << cmd.status().message();
+  EXPECT_EQ(cmd->job_queue_type, "ECS");
+  ASSERT_EQ(cmd->compute_environment_order.size(), 1u);
+  EXPECT_EQ(cmd->compute_environment_order[0].environment, "ce");
+}
+
+TEST_F(DecodeTest, SubmitJobRules) {
+  const json ok = {{"jobName", "j"}, {"jobQueue", "jq"}, {"jobDefinition", "d"}};
+  auto cmd = DecodeSubmitJob(ok);
+  ASSERT_TRUE(cmd.ok()) << cmd.status().message();
+  EXPECT_EQ(cmd->array_size, 0);
+  EXPECT_FALSE(cmd->command);
+  auto with = [&](const char* key, json value) {
+    json r = ok;
+    r[key] = std::move(value);
+    return Error(DecodeSubmitJob(r));
+  };
+  EXPECT_EQ(with("arrayProperties", {{"size", 1}}), "arrayProperties.size must be from 2 to 10000");
+  EXPECT_EQ(with("arrayProperties", {{"size", 10001}}), "arrayProperties.size must be from 2 to 10000");
+  EXPECT_EQ(with("retryStrategy", {{"attempts", 0}}), "retryStrategy.attempts must be from 1 to 10");
+  EXPECT_EQ(with("timeout", {{"attemptDurationSeconds", 59}}), "timeout.attemptDurationSeconds must be at least 60");
+  EXPECT_EQ(with("dependsOn", {{{"type", "SEQUENTIAL"}, {"jobId", "x"}}}),
+            "dependsOn[0]: a SEQUENTIAL dependency names no jobId (it orders the array's own children)");
+  EXPECT_EQ(with("containerOverrides", {{"environment", {{{"name", "AWS_BATCH_X"}, {"value", "1"}}}}}),
+            "containerOverrides.environment[0].name: variables starting with AWS_BATCH are reserved for the service");
+  EXPECT_EQ(with("containerOverrides", {{"resourceRequirements", {{{"type", "VCPU"}, {"value", "1.5"}}}}}),
+            "containerOverrides.resourceRequirements[0].value must be a whole number, not '1.5'");
+  EXPECT_EQ(with("nodeOverrides", json::object()),
+            "nodeOverrides is not supported by this server (container jobs on compute environments only)");
+  EXPECT_EQ(with("retryStrategy", {{"evaluateOnExit", {{{"action", "RETRY"}, {"onExitCode", "1x"}}}}}),
+            "retryStrategy.evaluateOnExit[0].onExitCode may hold only digits and a trailing '*'");
+  json over = ok;
+  over["containerOverrides"] = {{"command", {"echo", "Ref::x"}},
+                                {"resourceRequirements", {{{"type", "GPU"}, {"value", "2"}}, {{"type", "MEMORY"}, {"value", "64"}}}}};
+  over["parameters"] = {{"x", "1"}};
+  cmd = DecodeSubmitJob(over);
+  ASSERT_TRUE(cmd.ok()) << cmd.status().message();
+  EXPECT_EQ(*cmd->command, (std::vector<std::string>{"echo", "Ref::x"}));  // substituted in the turn
+  EXPECT_EQ(*cmd->gpus, 2);
+  EXPECT_EQ(*cmd->memory_mib, 64);
+  EXPECT_EQ(cmd->parameters.at("x"), "1");
 }
 
 TEST_F(DecodeTest, FairSharePolicies) {
