@@ -41,7 +41,7 @@ def main():
         batch.create_job_queue(jobQueueName="jq", priority=1,
                                computeEnvironmentOrder=[{"order": 1, "computeEnvironment": "ce"}])
         batch.register_job_definition(jobDefinitionName="noop", type="container",
-                                      containerProperties={"image": "busybox", "command": ["true"],
+                                      containerProperties={"image": "local/busybox", "command": ["true"],
                                                            "resourceRequirements": [{"type": "VCPU", "value": "1"},
                                                                                     {"type": "MEMORY", "value": "64"}]})
         pid = server.proc.pid

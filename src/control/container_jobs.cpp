@@ -34,11 +34,11 @@ std::string AttemptIdOf(const std::string& id, size_t n) {
   return "batch-" + safe + "-" + std::to_string(n);
 }
 
-// containerProperties.image, for the executor. The image is not acted on yet: the command runs with
-// the host's software. This is the one place that will pass it to exec::AttemptSpec.
+// containerProperties.image, for the executor: an OCI image runs with the job's command in place
+// of its Cmd (its own Cmd when there is none); an image executor.host_images maps to the host's
+// software runs the command with the host's binaries (docs/images.md).
 void ContainerImage(const ContainerJob& j, exec::AttemptSpec& spec) {
-  (void)j;
-  (void)spec;
+  exec::UseContainerImage(&spec, j.image, spec.command);
 }
 
 bool IsNameChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; }
@@ -152,9 +152,10 @@ StatusOr<ContainerJob> Controller::SubmitJob(const SubmitJobCommand& cmd) {
     if (!cmd.command)
       for (auto& a : props.value("command", json::array()))
         if (a.is_string()) command.push_back(a.get<std::string>());
-    if (command.empty())
+    if (command.empty() && IsHostImage(config_.host_images, j.image))
       return InvalidArgument("containerOverrides.command: neither the request nor job definition " + d->arn +
-                             " gives a command (this server runs the command with the host's software, not the image's own)");
+                             " gives a command, and image '" + j.image + "' runs with this host's software "
+                             "(executor.host_images), which has no Cmd of its own");
     for (auto& a : command) j.command.push_back(SubstituteRefs(a, params));
     for (auto& e : props.value("environment", json::array()))
       if (e.is_object() && e.value("name", json()).is_string()) j.environment[e["name"].get<std::string>()] = e.value("value", "");

@@ -1,5 +1,4 @@
 // Training jobs: creation, launch, executor events, stopping, timeouts and metrics.
-#include <fnmatch.h>
 #include <re2/re2.h>
 #include <spdlog/spdlog.h>
 
@@ -169,9 +168,7 @@ Status CheckTrainingRequest(const json& req, const Config& config, const std::st
   // An image runs its own entry point (`train`); an image this host maps to its own software has none.
   const std::string image = spec.contains("TrainingImage") && spec["TrainingImage"].is_string()
                                 ? spec["TrainingImage"].get<std::string>() : "";
-  bool host_software = image.empty();
-  for (const std::string& pattern : config.host_images)
-    if (::fnmatch(pattern.c_str(), image.c_str(), 0) == 0) host_software = true;
+  const bool host_software = IsHostImage(config.host_images, image);
   if (!has_entry && !script && host_software)
     return InvalidArgument(
         "AlgorithmSpecification.ContainerEntrypoint: required unless HyperParameters.sagemaker_program selects "

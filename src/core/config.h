@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/strings.h"
 #include "core/status.h"
 
 namespace ty {
@@ -275,5 +276,11 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config base);
 // Fills the object-store settings the config left empty from the AWS_* environment variables
 // (a bucket list is implied: an endpoint from the environment alone routes every bucket).
 void ApplyEnvironment(Config* config);
+
+// Whether an image reference runs with the host's software rather than as an OCI image: "" or a
+// reference matching one of `host_images` (glob patterns, executor.host_images; docs/images.md).
+inline bool IsHostImage(const std::vector<std::string>& host_images, const std::string& image) {
+  return image.empty() || MatchesAnyGlob(host_images, image);
+}
 
 }  // namespace ty

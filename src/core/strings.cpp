@@ -1,5 +1,6 @@
 #include "core/strings.h"
 
+#include <fnmatch.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
@@ -285,6 +286,12 @@ bool ParseHttpDate(std::string_view s, int64_t* epoch_ms) {
   std::string amz = f[2] + (m < 10 ? "0" : "") + std::to_string(m) + day + "T" + t.substr(0, 2) +
                     t.substr(3, 2) + t.substr(6, 2) + "Z";
   return ParseAmzDate(amz, epoch_ms);
+}
+
+bool MatchesAnyGlob(const std::vector<std::string>& patterns, const std::string& s) {
+  for (const std::string& pattern : patterns)
+    if (::fnmatch(pattern.c_str(), s.c_str(), 0) == 0) return true;
+  return false;
 }
 
 std::string FormatIso8601(int64_t epoch_ms) {

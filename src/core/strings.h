@@ -44,6 +44,8 @@ std::string ToLower(std::string_view s);
 bool EqualsIgnoreCase(std::string_view a, std::string_view b);
 std::string ToUpper(std::string_view s);
 std::vector<std::string> Split(std::string_view s, char sep);
+// Whether `s` matches one of the shell glob `patterns` (fnmatch(3), no flags).
+bool MatchesAnyGlob(const std::vector<std::string>& patterns, const std::string& s);
 std::string_view Trim(std::string_view s);
 bool StartsWith(std::string_view s, std::string_view p);
 bool EndsWith(std::string_view s, std::string_view p);

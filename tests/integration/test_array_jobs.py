@@ -20,7 +20,7 @@ class ArrayJobTest(ServerTest):
     def define(self, script, name="def"):
         self.batch.register_job_definition(
             jobDefinitionName=name, type="container",
-            containerProperties={"image": "busybox", "command": ["/bin/sh", "-c", script],
+            containerProperties={"image": "local/busybox", "command": ["/bin/sh", "-c", script],
                                  "resourceRequirements": [{"type": "VCPU", "value": "1"},
                                                           {"type": "MEMORY", "value": "256"}]})
 

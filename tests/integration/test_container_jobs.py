@@ -32,7 +32,7 @@ class ContainerJobTest(ServerTest):
         return e.exception.response["Error"]["Code"], e.exception.response["Error"]["Message"]
 
     def define(self, command, name="def", **kw):
-        props = {"image": "busybox", "command": command,
+        props = {"image": "local/busybox", "command": command,
                  "resourceRequirements": [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "512"}]}
         props.update(kw.pop("container", {}))
         return self.batch.register_job_definition(jobDefinitionName=name, type="container",

@@ -8,6 +8,7 @@ import json
 import os
 import tarfile
 import tempfile
+import time
 import unittest
 
 import tiny_image
@@ -167,6 +168,39 @@ class ImageTest(ServerTest):
             self.assertNotIn("escape-dotdot", [f for f in files if not root.startswith(self.cache("rootfs"))], root)
         for root, _dirs, files in os.walk(self.work_dir):
             self.assertNotIn("escape-dotdot", files, root)
+
+
+    def test_a_batch_container_job_runs_its_images_cmd_or_the_command_in_its_place(self):
+        # The Cmd checks the image's Env and WorkingDir and exits 7; a submitted command replaces
+        # the Cmd and keeps the Entrypoint. The exit code each attempt records tells which ran.
+        layout = os.path.join(self.images, "batch")
+        tiny_image.build(layout, "v1", entrypoint=["/bin/sh", "-c"],
+                         cmd=['test "$GREETING" = from-image && test "$(pwd)" = /work && exit 7'],
+                         env=["GREETING=from-image"], working_dir="/work")
+        self.batch.create_compute_environment(computeEnvironmentName="ce", type="UNMANAGED", unmanagedvCpus=2)
+        self.batch.create_job_queue(jobQueueName="jq", priority=1,
+                                    computeEnvironmentOrder=[{"order": 1, "computeEnvironment": "ce"}])
+        self.batch.register_job_definition(jobDefinitionName="img", type="container", containerProperties={
+            "image": f"oci:{layout}:v1",
+            "resourceRequirements": [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "256"}]})
+
+        def run(**kw):
+            job_id = self.batch.submit_job(jobName="j", jobQueue="jq", jobDefinition="img", **kw)["jobId"]
+            deadline = time.time() + 90
+            while True:
+                [j] = self.batch.describe_jobs(jobs=[job_id])["jobs"]
+                if j["status"] in ("SUCCEEDED", "FAILED"):
+                    return j
+                self.assertLess(time.time(), deadline, j["status"])
+                time.sleep(0.05)
+
+        own = run()
+        self.assertEqual(own["status"], "FAILED")
+        self.assertEqual(own["attempts"][-1]["container"]["exitCode"], 7, own)
+        replaced = run(containerOverrides={"command": ["exit 5"]})
+        self.assertEqual(replaced["attempts"][-1]["container"]["exitCode"], 5, replaced)
+        passed = run(containerOverrides={"command": ['test ! -e /etc/passwd']})
+        self.assertEqual(passed["status"], "SUCCEEDED", passed)  # the host's root is not visible
 
 
 class ImageFallbackTest(ImageTest):

@@ -50,7 +50,7 @@ class JobCredentialsTest(ServerTest):
         result = os.path.join(self.work_dir, "creds.json")
         self.batch.register_job_definition(
             jobDefinitionName="probe", type="container",
-            containerProperties={"image": "python:3", "command": [SYSTEM_PYTHON, probe, result],
+            containerProperties={"image": "local/python3", "command": [SYSTEM_PYTHON, probe, result],
                                  "jobRoleArn": role["Arn"],
                                  "environment": [{"name": "PYTHONPATH", "value": self.stage_boto3()}],
                                  "resourceRequirements": [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "512"}]})

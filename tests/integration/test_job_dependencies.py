@@ -19,7 +19,7 @@ class DependencyTest(ServerTest):
         self.log = os.path.join(self.work_dir, "order.log")
         self.batch.register_job_definition(
             jobDefinitionName="def", type="container", parameters={"tag": "x", "code": "0"},
-            containerProperties={"image": "busybox",
+            containerProperties={"image": "local/busybox",
                                  "command": ["/bin/sh", "-c",
                                              f'echo "Ref::tag ${{AWS_BATCH_JOB_ARRAY_INDEX:-}}" >> {self.log}; exit Ref::code'],
                                  "resourceRequirements": [{"type": "VCPU", "value": "1"},
@@ -51,7 +51,7 @@ class DependencyTest(ServerTest):
         gate = os.path.join(self.work_dir, "gate")
         self.batch.register_job_definition(
             jobDefinitionName="gated", type="container",
-            containerProperties={"image": "busybox", "command": ["/bin/sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done; echo first >> {self.log}"],
+            containerProperties={"image": "local/busybox", "command": ["/bin/sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done; echo first >> {self.log}"],
                                  "resourceRequirements": [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "256"}]})
         first = self.batch.submit_job(jobName="first", jobQueue="jq", jobDefinition="gated")["jobId"]
         second = self.submit("second", dependsOn=[{"jobId": first}])
@@ -72,7 +72,7 @@ class DependencyTest(ServerTest):
         # Child 1 of `a` fails: child 1 of `b` fails with it, the others run after their partner.
         self.batch.register_job_definition(
             jobDefinitionName="picky", type="container",
-            containerProperties={"image": "busybox", "command": ["/bin/sh", "-c", f'echo "a $AWS_BATCH_JOB_ARRAY_INDEX" >> {self.log}; [ "$AWS_BATCH_JOB_ARRAY_INDEX" != 1 ]'],
+            containerProperties={"image": "local/busybox", "command": ["/bin/sh", "-c", f'echo "a $AWS_BATCH_JOB_ARRAY_INDEX" >> {self.log}; [ "$AWS_BATCH_JOB_ARRAY_INDEX" != 1 ]'],
                                  "resourceRequirements": [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "256"}]})
         a = self.batch.submit_job(jobName="a", jobQueue="jq", jobDefinition="picky", arrayProperties={"size": 3})["jobId"]
         b = self.submit("b", arrayProperties={"size": 3}, dependsOn=[{"jobId": a, "type": "N_TO_N"}])

@@ -1,6 +1,5 @@
 #include "exec/local/host_settings.h"
 
-#include <fnmatch.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -118,10 +117,7 @@ HostSettings HostSettingsFor(const Config& config, const std::string& data_dir, 
 }
 
 bool IsHostSoftware(const HostSettings& host, const std::string& image) {
-  if (image.empty()) return true;
-  for (const std::string& pattern : host.host_images)
-    if (::fnmatch(pattern.c_str(), image.c_str(), 0) == 0) return true;
-  return false;
+  return IsHostImage(host.host_images, image);
 }
 
 std::string FileSystemHostPath(const HostSettings& host, const std::string& id, const std::string& directory_path) {
