@@ -512,6 +512,8 @@ exec::AttemptSpec Controller::BuildContainerSpec(const ContainerJob& j) const {
   spec.vcpus = static_cast<int>(j.vcpus);
   spec.gpus = static_cast<int>(j.gpus);
   spec.memory_mib = j.memory_mib;
+  // Allocated whole while it runs: the operator's size, not a training job's 30 GB default.
+  spec.volume_size_gb = config_.container_volume_gb;
   spec.command = j.command;
   spec.environment = j.environment;
   spec.extra_env["AWS_BATCH_JOB_ID"] = j.id;

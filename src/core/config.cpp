@@ -417,7 +417,7 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
                                       "sandbox_binds", "spot_notice_seconds", "chaos_seed",
                                       "system_metrics_interval_seconds", "nvidia_smi", "job_user",
                                       "max_pids_per_instance", "cgroup_parent", "kind", "slurm", "host_images",
-                                      "image_fallback_to_host", "image_pull_timeout_seconds"},
+                                      "image_fallback_to_host", "image_pull_timeout_seconds", "container_volume_gb"},
                                  "[executor]"));
     TY_RETURN_IF_ERROR(Read(*e, "kind", &c.executor_kind, "executor."));
     if (c.executor_kind != "local" && c.executor_kind != "slurm")
@@ -465,6 +465,9 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     TY_RETURN_IF_ERROR(Read(*e, "image_pull_timeout_seconds", &c.image_pull_timeout_seconds, "executor."));
     if (c.image_pull_timeout_seconds < 1 || c.image_pull_timeout_seconds > 86400)
       return InvalidArgument("config: executor.image_pull_timeout_seconds must be from 1 to 86400");
+    TY_RETURN_IF_ERROR(Read(*e, "container_volume_gb", &c.container_volume_gb, "executor."));
+    if (c.container_volume_gb < 1 || c.container_volume_gb > 16384)
+      return InvalidArgument("config: executor.container_volume_gb must be from 1 to 16384");
     TY_RETURN_IF_ERROR(Read(*e, "pip_find_links", &c.pip_find_links, "executor."));
     TY_RETURN_IF_ERROR(Read(*e, "pip_no_index", &c.pip_no_index, "executor."));
     TY_RETURN_IF_ERROR(Read(*e, "sandbox", &c.sandbox, "executor."));

@@ -227,6 +227,9 @@ struct Config {
   std::vector<std::string> host_images = {"local/*", "*.amazonaws.com/*"};
   bool image_fallback_to_host = false;
   int image_pull_timeout_seconds = 900;
+  // The storage volume (its /tmp and $HOME) each attempt of a Batch container job gets, in GiB,
+  // allocated whole on the host's disk while it runs (executor.container_volume_gb).
+  int64_t container_volume_gb = 1;
   // executor.kind: where attempts run: "local" (this host) or "slurm" (a Slurm cluster,
   // docs/slurm.md; the [executor.slurm] table below).
   std::string executor_kind = "local";
