@@ -6,6 +6,8 @@
 // interleaved. Run by bench/image_start.py, which builds the image offline.
 //
 //   image_start_bench --cache DIR --image oci:/path/layout:tag [--runs N]
+#include <CLI/CLI.hpp>
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -106,16 +108,13 @@ double Percentile(std::vector<double> v, double p) {
 int main(int argc, char** argv) {
   std::string cache_dir, image_ref;
   int runs = 50;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i];
-    if (a == "--cache") cache_dir = argv[i + 1];
-    else if (a == "--image") image_ref = argv[i + 1];
-    else if (a == "--runs") runs = std::max(3, std::atoi(argv[i + 1]));
-  }
-  if (cache_dir.empty() || image_ref.empty()) {
-    std::fprintf(stderr, "usage: image_start_bench --cache DIR --image REF [--runs N]\n");
-    return 2;
-  }
+  CLI::App app{"The start overhead of a cached OCI image against the host's software: the same `true` started in "
+               "an instance's sandbox as the supervisor builds it, median and p90 of each (bench/image_start.py "
+               "builds the image and runs this)."};
+  app.add_option("--cache", cache_dir, "the image cache directory (made when missing)")->required();
+  app.add_option("--image", image_ref, "the image reference, e.g. oci:/path/layout:tag")->required();
+  app.add_option("--runs", runs, "starts of each kind, interleaved")->check(CLI::Range(3, 100000));
+  CLI11_PARSE(app, argc, argv);
   auto ref = image::ParseImageReference(image_ref);
   if (!ref.ok()) {
     std::fprintf(stderr, "%s\n", ref.status().message().c_str());
