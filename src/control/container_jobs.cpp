@@ -448,11 +448,12 @@ void Controller::ScheduleContainerJobs(Turn& t) {
         ContainerJob& entry = state_.container_jobs.at(it->second);
         ++it;  // `entry` may leave the index below
         // Where it fits: the first ENABLED compute environment of the queue with room.
+        State* st = &state_;  // (a lambda does not carry the locks this function holds)
         auto room_for = [&](const ContainerJob& j) -> std::string {
           for (const auto& o : q->compute_environment_order) {
-            const ComputeEnvironment& ce = state_.compute_environments.at(o.compute_environment);
+            const ComputeEnvironment& ce = st->compute_environments.at(o.compute_environment);
             if (ce.state != ResourceState::kEnabled) continue;
-            const State::ContainerUse& use = state_.compute_in_use[ce.name];
+            const State::ContainerUse& use = st->compute_in_use[ce.name];
             if (use.vcpus + j.vcpus <= ce.vcpus && use.memory_mib + j.memory_mib <= ce.memory_mib && use.gpus + j.gpus <= ce.gpus)
               return ce.name;
           }

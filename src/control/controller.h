@@ -302,7 +302,7 @@ class Controller {
   bool ApplyContainerEvent(Turn& t, const exec::AttemptEvent& e) REQUIRES(turn_mu_, state_mu_);
   void EnforceContainerTimeouts(Turn& t) REQUIRES(turn_mu_, state_mu_);
   void ReadoptContainerAttempts() REQUIRES(turn_mu_, state_mu_);
-  void LoadContainerJob(State& s, ContainerJob j) REQUIRES(turn_mu_, state_mu_);
+  static void LoadContainerJob(State& s, ContainerJob j);
   std::set<uint64_t> container_pending_admit_;  // SUBMITTED container jobs, admitted next turn
   // `offered` gains every job the pass is offered (seq, job), so that its decisions find them without a lookup in `jobs`.
   sched::FairShare FairShareOf(Turn& t, const JobQueue& q, size_t prefix,
