@@ -146,21 +146,27 @@ StatusOr<PeerCaller> VerifyPeerRequest(const http::Request& req, std::string_vie
   return decoded;
 }
 
-std::string ScopeRegion(const http::Request& req) {
+std::vector<std::string> CredentialScope(const http::Request& req) {
   std::string scope;
   if (const std::string* auth = req.Header("Authorization")) {
-    if (!StartsWith(*auth, "AWS4-HMAC-SHA256")) return "";
+    if (!StartsWith(*auth, "AWS4-HMAC-SHA256")) return {};
     size_t at = auth->find("Credential=");
-    if (at == std::string::npos) return "";
+    if (at == std::string::npos) return {};
     scope = auth->substr(at + 11);
     scope = scope.substr(0, scope.find_first_of(", "));
   } else {
     auto credential = req.Params("X-Amz-Credential");
-    if (credential.empty()) return "";
+    if (credential.empty()) return {};
     scope = credential.front();
   }
   std::vector<std::string> parts = Split(scope, '/');  // key/date/region/service/aws4_request
-  return parts.size() == 5 ? parts[2] : "";
+  if (parts.size() != 5) return {};
+  return parts;
+}
+
+std::string ScopeRegion(const http::Request& req) {
+  std::vector<std::string> parts = CredentialScope(req);
+  return parts.empty() ? "" : parts[2];
 }
 
 namespace {

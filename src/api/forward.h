@@ -95,6 +95,9 @@ bool IsPeerRequest(const http::Request& req);
 
 // The region named by the request's SigV4 credential scope (header or presigned query); "" when
 // the request is not signed with SigV4 (unsigned, S3's Signature Version 2).
+// The SigV4 credential scope of a request (Authorization header or presigned X-Amz-Credential):
+// key id, date, region, service, "aws4_request"; empty when it has none (unsigned, SigV2).
+std::vector<std::string> CredentialScope(const http::Request& req);
 std::string ScopeRegion(const http::Request& req);
 
 struct PeerTarget {

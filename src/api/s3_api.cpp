@@ -393,21 +393,11 @@ std::string ObjectArn(const std::string& bucket, const std::string& key) { retur
 }  // namespace
 
 std::string ScopeService(const http::Request& req) {
-  std::string scope;
-  if (const std::string* auth = req.Header("Authorization")) {
-    if (StartsWith(*auth, "AWS ")) return "s3";  // Signature Version 2: S3 only
-    if (!StartsWith(*auth, "AWS4-HMAC-SHA256")) return "";
-    size_t at = auth->find("Credential=");
-    if (at == std::string::npos) return "";
-    scope = auth->substr(at + 11);
-    scope = scope.substr(0, scope.find_first_of(", "));
-  } else {
-    auto credential = req.Params("X-Amz-Credential");
-    if (credential.empty()) return !req.Params("AWSAccessKeyId").empty() && !req.Params("Signature").empty() ? "s3" : "";
-    scope = credential.front();
-  }
-  std::vector<std::string> parts = Split(scope, '/');  // key/date/region/service/aws4_request
-  return parts.size() == 5 ? parts[3] : "";
+  if (const std::string* auth = req.Header("Authorization"); auth && StartsWith(*auth, "AWS ")) return "s3";  // SigV2: S3 only
+  if (!req.Header("Authorization") && req.Params("X-Amz-Credential").empty())
+    return !req.Params("AWSAccessKeyId").empty() && !req.Params("Signature").empty() ? "s3" : "";  // presigned SigV2
+  std::vector<std::string> parts = CredentialScope(req);
+  return parts.empty() ? "" : parts[3];
 }
 
 bool S3Endpoint::IsUpload(const http::Request& head) const {

@@ -528,14 +528,7 @@ exec::AttemptSpec Controller::BuildContainerSpec(const ContainerJob& j) const {
   }
   // jobRoleArn: the role's credentials through the container credentials provider, as a training
   // job's (docs/security.md, "Roles for jobs").
-  if (!j.credentials_token.empty() && !job_endpoint_.empty()) {
-    spec.extra_env["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = job_endpoint_ + "/trainyard/v1/credentials";
-    spec.extra_env["AWS_CONTAINER_AUTHORIZATION_TOKEN"] = j.credentials_token;
-    spec.extra_env["AWS_ENDPOINT_URL"] = job_endpoint_;
-    spec.extra_env["AWS_REGION"] = config_.region;
-    spec.extra_env["AWS_DEFAULT_REGION"] = config_.region;
-    if (!job_ca_bundle_.empty()) spec.extra_env["AWS_CA_BUNDLE"] = job_ca_bundle_;
-  }
+  AddRoleEnvironment(spec, j.credentials_token);
   ContainerImage(j, spec);
   spec.stop_grace_seconds = config_.stop_grace_seconds;
   return spec;

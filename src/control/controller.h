@@ -298,6 +298,10 @@ class Controller {
   ContainerJob* NextChild(Turn& t, ContainerJob& parent) REQUIRES(turn_mu_, state_mu_);
   void StartContainerAttempt(Turn& t, ContainerJob& j, const std::string& environment) REQUIRES(turn_mu_, state_mu_);
   exec::AttemptSpec BuildContainerSpec(const ContainerJob& j) const REQUIRES(turn_mu_, state_mu_);
+  // A role job's environment: the container credentials provider's URI and bearer `token`, and
+  // AWS_ENDPOINT_URL and the region of this server (docs/security.md, "Roles for jobs"); nothing
+  // when `token` is "" (no role) or the server has no job endpoint.
+  void AddRoleEnvironment(exec::AttemptSpec& spec, const std::string& token) const;
   // True when `e` is a container attempt's (applied here).
   bool ApplyContainerEvent(Turn& t, const exec::AttemptEvent& e) REQUIRES(turn_mu_, state_mu_);
   void EnforceContainerTimeouts(Turn& t) REQUIRES(turn_mu_, state_mu_);

@@ -612,14 +612,7 @@ exec::AttemptSpec Controller::BuildAttemptSpec(const TrainingJob& tj) const {
   // A role job: the AWS SDKs' container credentials provider fetches the role's session from this
   // server with the attempt's bearer token, and calls go back to this server (docs/security.md,
   // "Roles for jobs"). The sandbox shares the host's network unless EnableNetworkIsolation.
-  if (!tj.credentials_token.empty() && !job_endpoint_.empty()) {
-    spec.extra_env["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = job_endpoint_ + "/trainyard/v1/credentials";
-    spec.extra_env["AWS_CONTAINER_AUTHORIZATION_TOKEN"] = tj.credentials_token;
-    spec.extra_env["AWS_ENDPOINT_URL"] = job_endpoint_;
-    spec.extra_env["AWS_REGION"] = config_.region;
-    spec.extra_env["AWS_DEFAULT_REGION"] = config_.region;
-    if (!job_ca_bundle_.empty()) spec.extra_env["AWS_CA_BUNDLE"] = job_ca_bundle_;
-  }
+  AddRoleEnvironment(spec, tj.credentials_token);
   for (auto& ch : req.value("InputDataConfig", json::array())) {
     exec::Channel c;
     c.name = ch["ChannelName"].get<std::string>();
@@ -1199,6 +1192,16 @@ void Controller::DropTail(Turn& t, const std::string& name) {
   if (it->second->system_dirty) t.system_series.insert(name);
   if (it->second->metrics_dirty) t.metric_series.insert(name);
   tails_.erase(it);
+}
+
+void Controller::AddRoleEnvironment(exec::AttemptSpec& spec, const std::string& token) const {
+  if (token.empty() || job_endpoint_.empty()) return;
+  spec.extra_env["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = job_endpoint_ + "/trainyard/v1/credentials";
+  spec.extra_env["AWS_CONTAINER_AUTHORIZATION_TOKEN"] = token;
+  spec.extra_env["AWS_ENDPOINT_URL"] = job_endpoint_;
+  spec.extra_env["AWS_REGION"] = config_.region;
+  spec.extra_env["AWS_DEFAULT_REGION"] = config_.region;
+  if (!job_ca_bundle_.empty()) spec.extra_env["AWS_CA_BUNDLE"] = job_ca_bundle_;
 }
 
 }  // namespace ty::control
