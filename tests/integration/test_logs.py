@@ -47,7 +47,9 @@ class LogsTest(ServerTest):
 
         groups = self.logs.describe_log_groups(logGroupNamePrefix="/aws/sagemaker")["logGroups"]
         self.assertEqual([g["logGroupName"] for g in groups], [GROUP])
-        self.assertEqual(self.logs.describe_log_groups(logGroupNamePrefix="/aws/batch")["logGroups"], [])
+        # Container jobs' group is listed too (test_batch_logs.py), even with no stream yet.
+        batch = self.logs.describe_log_groups(logGroupNamePrefix="/aws/batch")["logGroups"]
+        self.assertEqual([(g["logGroupName"], g["storedBytes"]) for g in batch], [("/aws/batch/job", 0)])
 
         listed = self.logs.describe_log_streams(logGroupName=GROUP, logStreamNamePrefix="logged/")["logStreams"]
         self.assertEqual([s["logStreamName"] for s in listed], streams)
