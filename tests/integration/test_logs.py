@@ -249,7 +249,7 @@ class LogsTest(ServerTest):
                                   "--log-stream-name-prefix", "cli-logged"))
         self.assertEqual([s["logStreamName"] for s in out["logStreams"]], streams)
         out = json.loads(self.aws("--output", "json", "logs", "describe-log-groups"))
-        self.assertEqual([g["logGroupName"] for g in out["logGroups"]], [GROUP])
+        self.assertEqual([g["logGroupName"] for g in out["logGroups"]], ["/aws/batch/job", GROUP])
         out = json.loads(self.aws("--output", "json", "logs", "filter-log-events", "--log-group-name", GROUP,
                                   "--filter-pattern", "needle"))
         self.assertEqual([e["logStreamName"] for e in out["events"]], streams)
