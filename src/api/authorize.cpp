@@ -16,6 +16,7 @@ using control::State;
 namespace {
 
 constexpr std::string_view kLogGroup = "/aws/sagemaker/TrainingJobs";
+constexpr std::string_view kBatchLogGroup = "/aws/batch/job";
 
 // Every operation the server routes. tests/unit/authorize_test.cpp walks the handler tables and
 // fails for an operation missing here.
@@ -285,6 +286,39 @@ AccessDecision Decide(const Principal& caller, const iam::Request& r, std::strin
   return d;
 }
 
+// The log group a Logs request names (logGroupName, or logGroupIdentifier as a name or ARN);
+// training jobs' when it names none.
+std::string RequestLogGroup(const json& request) {
+  std::string g = StringMember(request, "logGroupName");
+  if (g.empty()) g = StringMember(request, "logGroupIdentifier");
+  if (StartsWith(g, "arn:")) {
+    auto p = g.find(":log-group:");
+    if (p != std::string::npos) g = g.substr(p + 11);
+    if (EndsWith(g, ":*")) g.resize(g.size() - 2);
+  }
+  return g.empty() ? std::string(kLogGroup) : g;
+}
+
+// The container job whose attempt logs to `stream` (<definition>/default/<attempt id>, the attempt
+// id batch-<job id with ':' as '-'>-<n>); null when none does. Call under Read().
+const ty::ContainerJob* ContainerJobOfStream(const State& s, const std::string& stream) {
+  const size_t slash = stream.rfind('/');
+  if (slash == std::string::npos) return nullptr;
+  std::string id = stream.substr(slash + 1);
+  const size_t dash = id.rfind('-');
+  if (!StartsWith(id, "batch-") || dash == std::string::npos || dash < 6) return nullptr;
+  id = id.substr(6, dash - 6);
+  const ty::ContainerJob* j = s.FindContainerJob(id);
+  if (!j) {  // an array child, <parent id>:<index>
+    const size_t last = id.rfind('-');
+    if (last != std::string::npos) j = s.FindContainerJob(id.substr(0, last) + ":" + id.substr(last + 1));
+  }
+  if (!j) return nullptr;
+  for (const auto& a : j->attempts)
+    if (a.log_stream_name == stream) return j;
+  return nullptr;
+}
+
 // The resource an item of a List or Describe-many reply stands for. Call under Read().
 Target ItemTarget(const State& s, const std::string& operation, const json& item, const std::string& logs_prefix) {
   Target t;
@@ -307,9 +341,19 @@ Target ItemTarget(const State& s, const std::string& operation, const json& item
       t.owner = tuning->owner;
     }
   } else if (operation == "DescribeLogStreams" || operation == "FilterLogEvents") {
+    // A training job's stream is <job>/algo-<n>-<epoch>, a container attempt's
+    // <definition>/default/<attempt id>: each carries its job's tags and owner.
     std::string stream = item.value("logStreamName", "");
-    if (const TrainingJob* tj = s.FindTrainingJob(stream.substr(0, stream.find('/')))) SetTrainingJob(&t, s, *tj);
-    t.arn = logs_prefix + stream;
+    if (stream.find("/default/") != std::string::npos) {
+      if (const ty::ContainerJob* j = ContainerJobOfStream(s, stream)) {
+        t.tags = &j->tags;
+        t.owner = j->owner;
+      }
+      t.arn = logs_prefix + std::string(kBatchLogGroup) + ":log-stream:" + stream;
+    } else {
+      if (const TrainingJob* tj = s.FindTrainingJob(stream.substr(0, stream.find('/')))) SetTrainingJob(&t, s, *tj);
+      t.arn = logs_prefix + std::string(kLogGroup) + ":log-stream:" + stream;
+    }
   } else if (operation == "DescribeJobQueues") {
     t.arn = item.value("jobQueueArn", "");
     if (const ty::JobQueue* q = Controller::FindQueue(s, t.arn)) t.tags = &q->tags;
@@ -551,18 +595,27 @@ Status Authorizer::CheckOperation(const Principal& caller, const CallContext& ct
     }
     case ResourceKind::kLogGroup: {
       Target t;
-      t.arn = "arn:aws:logs:" + region + ":" + account + ":log-group:" + std::string(kLogGroup);
+      t.arn = "arn:aws:logs:" + region + ":" + account + ":log-group:" + RequestLogGroup(request);
       return check_one(t);
     }
     case ResourceKind::kLogStream: {
-      // A stream is named <training job>/algo-<n>-<epoch>: its tags are its training job's.
+      // A training job's stream is named <training job>/algo-<n>-<epoch>, a container attempt's
+      // <definition>/default/<attempt id>: its tags and owner are its job's.
+      const std::string group = RequestLogGroup(request);
       const std::string job = name.substr(0, name.find('/'));
       Target t = controller_.Read([&](const State& s) {
         Target t;
-        if (const TrainingJob* tj = s.FindTrainingJob(job)) SetTrainingJob(&t, s, *tj);
+        if (group == kBatchLogGroup) {
+          if (const ty::ContainerJob* j = ContainerJobOfStream(s, name)) {
+            t.own_tags = j->tags;  // copied: the lock ends with this read
+            t.owner = j->owner;
+          }
+        } else if (const TrainingJob* tj = s.FindTrainingJob(job)) {
+          SetTrainingJob(&t, s, *tj);
+        }
         return t;
       });
-      t.arn = "arn:aws:logs:" + region + ":" + account + ":log-group:" + std::string(kLogGroup) + ":log-stream:" + name;
+      t.arn = "arn:aws:logs:" + region + ":" + account + ":log-group:" + group + ":log-stream:" + name;
       return check_one(t);
     }
     case ResourceKind::kSchedulingPolicies: {
@@ -690,7 +743,7 @@ void Authorizer::FilterReply(const Principal& caller, const CallContext& ctx, Ap
   base.action = std::string(access->item_action);
   SetCallerKeys(&base, caller, ctx);
   const std::string logs_prefix = "arn:aws:logs:" + controller_.config().region + ":" + controller_.config().account_id +
-                                  ":log-group:" + std::string(kLogGroup) + ":log-stream:";
+                                  ":log-group:";
   auto filter = [&](json* items) {
     controller_.Read([&](const State& s) {
       json kept = json::array();

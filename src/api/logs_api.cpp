@@ -1,6 +1,7 @@
 // A subset of the CloudWatch Logs API (JSON 1.1, X-Amz-Target Logs_20140328.*) over the
-// executor's per-instance logs, read through the executor (Controller::OpenLog), never by path.
-// See docs/logs.md.
+// executor's per-instance logs, read through the executor (Controller::OpenLog for training jobs,
+// Controller::OpenContainerLog for Batch container attempts), never by path. Two groups: training
+// jobs' and container jobs'; every operation takes the group as a parameter. See docs/logs.md.
 //
 // The AWS Logs model is not embedded (it is large); the few fields used here are validated by hand.
 #include <algorithm>
@@ -27,15 +28,19 @@ using logs::LogLine;
 
 namespace {
 
-constexpr const char* kGroup = "/aws/sagemaker/TrainingJobs";
+constexpr const char* kTrainingGroup = "/aws/sagemaker/TrainingJobs";
+constexpr const char* kBatchGroup = "/aws/batch/job";  // AWS Batch's default group
+// Every group, by name (DescribeLogGroups lists them in this order).
+constexpr const char* kGroups[] = {kBatchGroup, kTrainingGroup};
 // FilterLogEvents reads at most this much log per call, then returns a nextToken to go on from
 // (AWS, too, answers a long search in several calls, some of them with no events).
 constexpr int64_t kFilterScanBytes = 64LL << 20;
 
 struct Stream {
-  std::string name;     // <job>/algo-<n>-<start seconds>
-  std::string job;
-  int instance = 1;
+  std::string name;     // <job>/algo-<n>-<start seconds>, or a container attempt's logStreamName
+  std::string job;      // the training job, or the container attempt's executor id
+  int instance = 1;     // a training job's instance
+  bool container = false;
   int64_t creation_ms = 0;
 };
 
@@ -43,14 +48,24 @@ std::string StreamName(const std::string& job, int instance, int64_t start_ms) {
   return job + "/algo-" + std::to_string(instance) + "-" + std::to_string(start_ms / 1000);
 }
 
-// Every stream of the group: one per instance of each training job that has started.
-std::vector<Stream> AllStreams(Controller& c) {
+// Every stream of `group`: one per instance of each training job that has started, or one per
+// container attempt that has started (its logStreamName, <definition>/default/<attempt id>).
+std::vector<Stream> AllStreams(Controller& c, const std::string& group) {
   std::vector<Stream> out;
   c.Read([&](const State& s) {
+    if (group == kBatchGroup) {
+      for (const auto& [seq, j] : s.container_jobs)
+        for (const auto& a : j.attempts) {
+          if (a.started_at <= 0 || a.log_stream_name.empty()) continue;
+          out.push_back({a.log_stream_name, a.log_stream_name.substr(a.log_stream_name.rfind('/') + 1), 1, true,
+                         a.started_at});
+        }
+      return 0;
+    }
     for (const auto& [name, tj] : s.training_jobs) {
       if (tj.training_start_time <= 0) continue;
       for (int i = 1; i <= tj.instance_count; ++i)
-        out.push_back({StreamName(name, i, tj.training_start_time), name, i, tj.training_start_time});
+        out.push_back({StreamName(name, i, tj.training_start_time), name, i, false, tj.training_start_time});
     }
     return 0;
   });
@@ -65,7 +80,9 @@ int64_t RetentionFloor(Controller& c) {
 }
 
 // A stream's log, opened now (null when it has none: it reads as empty).
-logs::LogHandle OpenStream(Controller& c, const Stream& s) { return c.OpenLog(s.job, s.instance); }
+logs::LogHandle OpenStream(Controller& c, const Stream& s) {
+  return s.container ? c.OpenContainerLog(s.job) : c.OpenLog(s.job, s.instance);
+}
 
 int64_t LogSize(const logs::LogHandle& log) { return log ? log->Size() : 0; }
 
@@ -124,8 +141,8 @@ StatusOr<int64_t> OptInt(const json& req, const char* field, int64_t dflt, int64
   return v;
 }
 
-// Group: logGroupName or logGroupIdentifier (name or ARN); only kGroup exists.
-Status CheckGroup(const json& req, bool required) {
+// The group a request names: logGroupName or logGroupIdentifier (name or ARN), one of kGroups.
+StatusOr<std::string> CheckGroup(const json& req) {
   auto name = OptString(req, "logGroupName");
   if (!name.ok()) return name.status();
   auto ident = OptString(req, "logGroupIdentifier");
@@ -133,17 +150,16 @@ Status CheckGroup(const json& req, bool required) {
   if (!name->empty() && !ident->empty())
     return Invalid("LogGroup name and LogGroup ARN are mutually exclusive parameters.");
   std::string g = !name->empty() ? *name : *ident;
-  if (g.empty()) {
-    if (required) return Invalid("1 validation error detected: Value null at 'logGroupName' failed to satisfy constraint: Member must not be null");
-    return Status();
-  }
+  if (g.empty())
+    return Invalid("1 validation error detected: Value null at 'logGroupName' failed to satisfy constraint: Member must not be null");
   if (StartsWith(g, "arn:")) {
     auto p = g.find(":log-group:");
     if (p != std::string::npos) g = g.substr(p + 11);
     if (EndsWith(g, ":*")) g.resize(g.size() - 2);
   }
-  if (g != kGroup) return NotFound("The specified log group does not exist.");
-  return Status();
+  for (const char* known : kGroups)
+    if (g == known) return g;
+  return NotFound("The specified log group does not exist.");
 }
 
 const Stream* FindStream(const std::vector<Stream>& all, const std::string& name) {
@@ -152,8 +168,8 @@ const Stream* FindStream(const std::vector<Stream>& all, const std::string& name
   return nullptr;
 }
 
-std::string GroupArn(Controller& c) {
-  return "arn:aws:logs:" + c.config().region + ":" + c.config().account_id + ":log-group:" + kGroup;
+std::string GroupArn(Controller& c, const std::string& group) {
+  return "arn:aws:logs:" + c.config().region + ":" + c.config().account_id + ":log-group:" + group;
 }
 
 // A filter pattern: space-separated terms, all of which must occur (case-sensitive); a term in
@@ -207,27 +223,37 @@ Response DescribeLogGroups(Controller& c, const json& req) {
     return Invalid("LogGroup name prefix and LogGroup name pattern are mutually exclusive parameters.");
   auto limit = OptInt(req, "limit", 50, 1, 50);
   if (!limit.ok()) return limit.status();
-  json groups = json::array();
-  bool match = StartsWith(kGroup, *prefix) && std::string(kGroup).find(*pattern) != std::string::npos;
   auto token = OptString(req, "nextToken");
   if (!token.ok()) return token.status();
-  if (match && token->empty()) {
+  // nextToken "g/<name>": the first group of the next page.
+  if (!token->empty() && !StartsWith(*token, "g/")) return Invalid("The specified nextToken is invalid.");
+  const std::string from = token->empty() ? "" : token->substr(2);
+  json groups = json::array();
+  json reply = json::object();
+  for (const std::string group : kGroups) {
+    if (group < from || !StartsWith(group, *prefix) || group.find(*pattern) == std::string::npos) continue;
+    if (static_cast<int64_t>(groups.size()) == *limit) {
+      reply["nextToken"] = "g/" + group;
+      break;
+    }
     int64_t bytes = 0, created = 0;
-    for (const auto& s : AllStreams(c)) {
+    for (const auto& s : AllStreams(c, group)) {
       bytes += LogSize(OpenStream(c, s));
       if (created == 0 || s.creation_ms < created) created = s.creation_ms;
     }
-    json g = {{"logGroupName", kGroup}, {"creationTime", created}, {"metricFilterCount", 0},
-              {"arn", GroupArn(c) + ":*"}, {"logGroupArn", GroupArn(c)}, {"storedBytes", bytes},
+    json g = {{"logGroupName", group}, {"creationTime", created}, {"metricFilterCount", 0},
+              {"arn", GroupArn(c, group) + ":*"}, {"logGroupArn", GroupArn(c, group)}, {"storedBytes", bytes},
               {"logGroupClass", "STANDARD"}};
     if (c.config().logs_retention_days > 0) g["retentionInDays"] = c.config().logs_retention_days;
     groups.push_back(g);
   }
-  return json{{"logGroups", groups}};
+  reply["logGroups"] = groups;
+  return reply;
 }
 
 Response DescribeLogStreams(Controller& c, const json& req) {
-  TY_RETURN_IF_ERROR(CheckGroup(req, true));
+  auto group = CheckGroup(req);
+  if (!group.ok()) return group.status();
   auto prefix = OptString(req, "logStreamNamePrefix");
   if (!prefix.ok()) return prefix.status();
   auto order = OptString(req, "orderBy");
@@ -253,8 +279,8 @@ Response DescribeLogStreams(Controller& c, const json& req) {
     int64_t last;
   };
   std::vector<Row> rows;
-  std::string arn_base = GroupArn(c) + ":log-stream:";
-  for (const auto& s : AllStreams(c)) {
+  std::string arn_base = GroupArn(c, *group) + ":log-stream:";
+  for (const auto& s : AllStreams(c, *group)) {
     if (!StartsWith(s.name, *prefix)) continue;
     const logs::LogHandle log = OpenStream(c, s);
     json j = {{"logStreamName", s.name}, {"creationTime", s.creation_ms}, {"arn", arn_base + s.name},
@@ -303,7 +329,8 @@ StatusOr<Window> ReadWindow(Controller& c, const json& req) {
 }
 
 Response GetLogEvents(Controller& c, const json& req) {
-  TY_RETURN_IF_ERROR(CheckGroup(req, true));
+  auto group = CheckGroup(req);
+  if (!group.ok()) return group.status();
   auto stream_name = OptString(req, "logStreamName");
   if (!stream_name.ok()) return stream_name.status();
   if (stream_name->empty())
@@ -314,7 +341,7 @@ Response GetLogEvents(Controller& c, const json& req) {
   auto token = OptString(req, "nextToken");
   if (!token.ok()) return token.status();
   bool from_head = req.contains("startFromHead") && req["startFromHead"].is_boolean() && req["startFromHead"].get<bool>();
-  auto streams = AllStreams(c);
+  auto streams = AllStreams(c, *group);
   const Stream* s = FindStream(streams, *stream_name);
   if (!s) return NotFound("The specified log stream does not exist.");
 
@@ -365,7 +392,8 @@ Response GetLogEvents(Controller& c, const json& req) {
 }
 
 Response FilterLogEvents(Controller& c, const json& req) {
-  TY_RETURN_IF_ERROR(CheckGroup(req, true));
+  auto group = CheckGroup(req);
+  if (!group.ok()) return group.status();
   std::set<std::string> names;
   bool by_name = req.contains("logStreamNames") && !req["logStreamNames"].is_null();
   if (by_name) {
@@ -394,7 +422,7 @@ Response FilterLogEvents(Controller& c, const json& req) {
   logs::ScanPositions from;
   if (!token->empty() && !logs::ParseScanToken(*token, &from)) return Invalid("The specified nextToken is invalid.");
   std::vector<logs::StreamFile> files;
-  for (auto& s : AllStreams(c)) {
+  for (auto& s : AllStreams(c, *group)) {
     if (by_name && !names.count(s.name)) continue;
     if (!StartsWith(s.name, *prefix)) continue;
     files.push_back({s.name, "", OpenStream(c, s)});

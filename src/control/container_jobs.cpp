@@ -502,6 +502,10 @@ void Controller::StartContainerAttempt(Turn& t, ContainerJob& j, const std::stri
   t.starts.emplace_back(attempt_id, BuildContainerSpec(j));
 }
 
+std::unique_ptr<exec::LogFile> Controller::OpenContainerLog(const std::string& attempt_id) const {
+  return executor_ ? executor_->OpenLog(attempt_id, 1) : nullptr;
+}
+
 exec::AttemptSpec Controller::BuildContainerSpec(const ContainerJob& j) const {
   exec::AttemptSpec spec;
   spec.attempt_id = AttemptIdOf(j.id, j.attempts.size());

@@ -234,6 +234,9 @@ class Controller {
   // Any thread; takes no lock.
   exec::Executor::LogChunk ReadLog(const std::string& training_job, int instance, int64_t offset,
                                    int64_t max_bytes) const;
+  // A Batch container attempt's log (its only instance's), by the executor's attempt id (the last
+  // segment of the attempt's container.logStreamName); null when there is none. Any thread; no lock.
+  std::unique_ptr<exec::LogFile> OpenContainerLog(const std::string& attempt_id) const;
 
   // The resolved sandbox mode, "bwrap" or "none" (what CheckTrainingRequest checks against).
   const std::string& sandbox() const { return sandbox_; }

@@ -47,7 +47,9 @@ class LogsTest(ServerTest):
 
         groups = self.logs.describe_log_groups(logGroupNamePrefix="/aws/sagemaker")["logGroups"]
         self.assertEqual([g["logGroupName"] for g in groups], [GROUP])
-        self.assertEqual(self.logs.describe_log_groups(logGroupNamePrefix="/aws/batch")["logGroups"], [])
+        # Container jobs' group is listed too (test_batch_logs.py), even with no stream yet.
+        batch = self.logs.describe_log_groups(logGroupNamePrefix="/aws/batch")["logGroups"]
+        self.assertEqual([(g["logGroupName"], g["storedBytes"]) for g in batch], [("/aws/batch/job", 0)])
 
         listed = self.logs.describe_log_streams(logGroupName=GROUP, logStreamNamePrefix="logged/")["logStreams"]
         self.assertEqual([s["logStreamName"] for s in listed], streams)
@@ -247,7 +249,7 @@ class LogsTest(ServerTest):
                                   "--log-stream-name-prefix", "cli-logged"))
         self.assertEqual([s["logStreamName"] for s in out["logStreams"]], streams)
         out = json.loads(self.aws("--output", "json", "logs", "describe-log-groups"))
-        self.assertEqual([g["logGroupName"] for g in out["logGroups"]], [GROUP])
+        self.assertEqual([g["logGroupName"] for g in out["logGroups"]], ["/aws/batch/job", GROUP])
         out = json.loads(self.aws("--output", "json", "logs", "filter-log-events", "--log-group-name", GROUP,
                                   "--filter-pattern", "needle"))
         self.assertEqual([e["logStreamName"] for e in out["events"]], streams)
