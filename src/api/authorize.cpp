@@ -539,7 +539,11 @@ Status Authorizer::CheckOperation(const Principal& caller, const CallContext& ct
         } else {
           const ty::ContainerJob* j = s.FindContainerJob(name);
           t.arn = j ? j->arn : StartsWith(name, "arn:") ? name : controller_.Arn("batch", "job/" + name);
-          if (j) t.own_tags = j->tags;
+          if (j) {
+            t.own_tags = j->tags;
+            t.owner = j->owner;  // trainyard:JobOwner and batch:ShareIdentifier hold as for a service job
+            t.share = j->share_identifier;
+          }
         }
         return t;
       });

@@ -313,8 +313,9 @@ Response ListJobs(Controller& c, const json& req) {
     if (fname == "JOB_NAME") {
       return EndsWith(fvalue, "*") ? StartsWith(j.name, fvalue.substr(0, fvalue.size() - 1)) : j.name == fvalue;
     }
-    if (fname == "JOB_DEFINITION") return j.job_definition == fvalue || StartsWith(j.job_definition, "arn:") &&
-                                                                            j.job_definition.substr(j.job_definition.rfind('/') + 1).rfind(fvalue, 0) == 0;
+    if (fname == "JOB_DEFINITION")
+      return j.job_definition == fvalue || (StartsWith(j.job_definition, "arn:") &&
+                                            j.job_definition.substr(j.job_definition.rfind('/') + 1).rfind(fvalue, 0) == 0);
     if (fname == "BEFORE_CREATED_AT") return j.created_at < std::stoll(fvalue);
     if (fname == "AFTER_CREATED_AT") return j.created_at > std::stoll(fvalue);
     return true;
