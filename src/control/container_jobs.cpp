@@ -2,8 +2,8 @@
 // array jobs whose children are made only as they are released, retries, timeouts, cancel and
 // terminate, and the pass that places RUNNABLE jobs on their queue's compute environments.
 //
-// Each attempt is an executor attempt (the job's command, run in the sandbox with the host's
-// binaries). Stored as kMeta documents "container-job/<seq>": one per job, array parent or child
+// Each attempt is an executor attempt (the job's command, run in the sandbox in its image or with
+// the host's binaries). Stored as kMeta documents "container-job/<seq>": one per job, array parent or child
 // that has been made.
 #include <algorithm>
 
@@ -32,13 +32,6 @@ std::string AttemptIdOf(const std::string& id, size_t n) {
   std::string safe = id;
   std::replace(safe.begin(), safe.end(), ':', '-');
   return "batch-" + safe + "-" + std::to_string(n);
-}
-
-// containerProperties.image, for the executor: an OCI image runs with the job's command in place
-// of its Cmd (its own Cmd when there is none); an image executor.host_images maps to the host's
-// software runs the command with the host's binaries (docs/images.md).
-void ContainerImage(const ContainerJob& j, exec::AttemptSpec& spec) {
-  exec::UseContainerImage(&spec, j.image, spec.command);
 }
 
 bool IsNameChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; }
@@ -519,7 +512,10 @@ exec::AttemptSpec Controller::BuildContainerSpec(const ContainerJob& j) const {
   spec.memory_mib = j.memory_mib;
   // Allocated whole while it runs: the operator's size, not a training job's 30 GB default.
   spec.volume_size_gb = config_.container_volume_gb;
-  spec.command = j.command;
+  // An OCI image runs with the job's command in place of its Cmd (its own Cmd when there is none);
+  // an image executor.host_images maps to the host's software runs the command with the host's
+  // binaries (docs/images.md).
+  exec::UseContainerImage(&spec, j.image, j.command);
   spec.environment = j.environment;
   spec.extra_env["AWS_BATCH_JOB_ID"] = j.id;
   spec.extra_env["AWS_BATCH_JOB_ATTEMPT"] = std::to_string(j.attempts.size());
@@ -533,7 +529,6 @@ exec::AttemptSpec Controller::BuildContainerSpec(const ContainerJob& j) const {
   // jobRoleArn: the role's credentials through the container credentials provider, as a training
   // job's (docs/security.md, "Roles for jobs").
   AddRoleEnvironment(spec, j.credentials_token);
-  ContainerImage(j, spec);
   spec.stop_grace_seconds = config_.stop_grace_seconds;
   return spec;
 }

@@ -235,7 +235,7 @@ struct ContainerJob {
   EpochMs started_at = 0;
   EpochMs stopped_at = 0;
   std::string job_definition;  // its ARN
-  std::string image;           // containerProperties.image (see ContainerImage in container_jobs.cpp)
+  std::string image;           // containerProperties.image (BuildContainerSpec hands it to exec::UseContainerImage)
   std::vector<std::string> command;  // Ref:: already substituted
   std::map<std::string, std::string> environment;
   int64_t vcpus = 1;
