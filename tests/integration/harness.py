@@ -413,6 +413,23 @@ class ServerTest(unittest.TestCase):
                           f"{self.server.read_log()}")
             time.sleep(0.1)
 
+    def describe_job(self, job_id):
+        """A Batch container job (or array parent or child) as DescribeJobs answers it."""
+        [j] = self.batch.describe_jobs(jobs=[job_id])["jobs"]
+        return j
+
+    def wait_job(self, job_id, statuses=("SUCCEEDED", "FAILED"), timeout=90):
+        """Polls DescribeJobs until the container job is in one of `statuses`."""
+        deadline = time.time() + timeout
+        while True:
+            j = self.describe_job(job_id)
+            if j["status"] in statuses:
+                return j
+            if time.time() > deadline:
+                self.fail(f"timed out waiting for {statuses}: {j['status']} {j.get('arrayProperties', '')}\n"
+                          f"{self.server.read_log()}")
+            time.sleep(0.05)
+
     def wait_training(self, name, statuses=("Completed", "Failed", "Stopped"), timeout=120):
         deadline = time.time() + timeout
         while True:

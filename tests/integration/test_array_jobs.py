@@ -24,20 +24,6 @@ class ArrayJobTest(ServerTest):
                                  "resourceRequirements": [{"type": "VCPU", "value": "1"},
                                                           {"type": "MEMORY", "value": "256"}]})
 
-    def describe(self, job_id):
-        [j] = self.batch.describe_jobs(jobs=[job_id])["jobs"]
-        return j
-
-    def wait(self, job_id, statuses=("SUCCEEDED", "FAILED"), timeout=90):
-        deadline = time.time() + timeout
-        while True:
-            j = self.describe(job_id)
-            if j["status"] in statuses:
-                return j
-            if time.time() > deadline:
-                self.fail(f"timed out waiting for {statuses}: {j['status']} {j.get('arrayProperties')}")
-            time.sleep(0.05)
-
     def path(self, name):
         return os.path.join(self.work_dir, name)
 
@@ -52,7 +38,7 @@ class ArrayJobTest(ServerTest):
         self.define("env > " + self.path("env-$AWS_BATCH_JOB_ARRAY_INDEX"))
         parent = self.batch.submit_job(jobName="arr", jobQueue="jq", jobDefinition="def",
                                        arrayProperties={"size": 5})["jobId"]
-        j = self.wait(parent)
+        j = self.wait_job(parent)
         self.assertEqual(j["status"], "SUCCEEDED")
         self.assertEqual(j["arrayProperties"], {"size": 5, "statusSummary": {"SUCCEEDED": 5}})
         for i in range(5):
@@ -61,7 +47,7 @@ class ArrayJobTest(ServerTest):
             self.assertEqual(env["AWS_BATCH_JOB_ARRAY_INDEX"], str(i))
             self.assertEqual(env["AWS_BATCH_JOB_ARRAY_SIZE"], "5")
             self.assertEqual(env["AWS_BATCH_JOB_ID"], f"{parent}:{i}")
-        child = self.describe(f"{parent}:3")
+        child = self.describe_job(f"{parent}:3")
         self.assertEqual((child["status"], child["arrayProperties"]), ("SUCCEEDED", {"index": 3}))
         # ListJobs by arrayJobId pages through the children in index order.
         ids, token = [], None
@@ -82,10 +68,10 @@ class ArrayJobTest(ServerTest):
         self.define('[ "$AWS_BATCH_JOB_ARRAY_INDEX" != 2 ]')
         parent = self.batch.submit_job(jobName="arr", jobQueue="jq", jobDefinition="def",
                                        arrayProperties={"size": 4})["jobId"]
-        j = self.wait(parent)
+        j = self.wait_job(parent)
         self.assertEqual(j["status"], "FAILED")
         self.assertEqual(j["arrayProperties"]["statusSummary"], {"SUCCEEDED": 3, "FAILED": 1})
-        self.assertEqual(self.describe(f"{parent}:2")["status"], "FAILED")
+        self.assertEqual(self.describe_job(f"{parent}:2")["status"], "FAILED")
 
     def test_ten_thousand_children_are_acknowledged_at_once_and_not_stored_one_by_one(self):
         gate = self.path("gate")
@@ -97,7 +83,7 @@ class ArrayJobTest(ServerTest):
         # Two vCPUs: two children run, the rest are counted without records of their own.
         deadline = time.time() + 30
         while True:
-            summary = self.describe(parent)["arrayProperties"]["statusSummary"]
+            summary = self.describe_job(parent)["arrayProperties"]["statusSummary"]
             if summary.get("RUNNING") == 2 or time.time() > deadline:
                 break
             time.sleep(0.05)
@@ -106,7 +92,7 @@ class ArrayJobTest(ServerTest):
         page = self.batch.list_jobs(arrayJobId=parent, jobStatus="RUNNABLE", maxResults=3)
         self.assertEqual([s["jobId"] for s in page["jobSummaryList"]], [f"{parent}:{i}" for i in (2, 3, 4)])
         self.batch.terminate_job(jobId=parent, reason="enough")
-        j = self.wait(parent)
+        j = self.wait_job(parent)
         self.assertEqual((j["status"], j["statusReason"]), ("FAILED", "enough"))
         self.assertEqual(j["arrayProperties"]["statusSummary"], {"FAILED": 10000})
 

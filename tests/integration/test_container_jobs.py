@@ -3,7 +3,6 @@ against a job definition, the AWS_BATCH_* environment, Ref:: substitution and ov
 with evaluateOnExit, attempt timeouts, CancelJob and TerminateJob, hostile input refused and
 storing nothing, and acknowledged jobs surviving kill -9."""
 import os
-import time
 import unittest
 
 from botocore.exceptions import ClientError
@@ -44,20 +43,6 @@ class ContainerJobTest(ServerTest):
     def submit(self, name="job", definition="def", **kw):
         return self.batch.submit_job(jobName=name, jobQueue="jq", jobDefinition=definition, **kw)["jobId"]
 
-    def describe(self, job_id):
-        [j] = self.batch.describe_jobs(jobs=[job_id])["jobs"]
-        return j
-
-    def wait(self, job_id, statuses=("SUCCEEDED", "FAILED"), timeout=60):
-        deadline = time.time() + timeout
-        while True:
-            j = self.describe(job_id)
-            if j["status"] in statuses:
-                return j
-            if time.time() > deadline:
-                self.fail(f"timed out waiting for {statuses}: {j['status']}\n{self.server.read_log()}")
-            time.sleep(0.05)
-
     def path(self, name):
         return os.path.join(self.work_dir, name)
 
@@ -80,14 +65,14 @@ class ContainerJobTest(ServerTest):
     def test_compute_environments_and_jobs_are_tagged(self):
         self.define(self.sh("true"))
         job_id = self.submit(tags={"team": "a"})
-        job_arn = self.describe(job_id)["jobArn"]
+        job_arn = self.describe_job(job_id)["jobArn"]
         ce_arn = self.batch.describe_compute_environments()["computeEnvironments"][0]["computeEnvironmentArn"]
         for arn in (job_arn, ce_arn):
             self.batch.tag_resource(resourceArn=arn, tags={"cost": "x"})
         self.assertEqual(self.batch.list_tags_for_resource(resourceArn=job_arn)["tags"], {"team": "a", "cost": "x"})
         self.assertEqual(self.batch.list_tags_for_resource(resourceArn=ce_arn)["tags"],
                          {"trainyard:memoryMiB": "8192", "cost": "x"})
-        self.assertEqual(self.describe(job_id)["tags"], {"team": "a", "cost": "x"})
+        self.assertEqual(self.describe_job(job_id)["tags"], {"team": "a", "cost": "x"})
 
     def test_a_fair_share_queue_serves_the_share_with_less_running_first(self):
         policy = self.batch.create_scheduling_policy(name="fair", fairsharePolicy={"shareDecaySeconds": 0})["arn"]
@@ -102,14 +87,14 @@ class ContainerJobTest(ServerTest):
         ids = {name: self.batch.submit_job(jobName=name, jobQueue="fq", jobDefinition="def",
                                            shareIdentifier=name[0])["jobId"] for name in ("a1", "a2", "a3", "b1")}
         for job_id in ids.values():
-            self.wait(job_id, ("RUNNABLE",))
+            self.wait_job(job_id, ("RUNNABLE",))
         self.batch.update_compute_environment(computeEnvironment="two", state="ENABLED")
-        self.wait(ids["a1"], ("RUNNING",))
-        self.wait(ids["b1"], ("RUNNING",))
-        self.assertEqual([self.describe(ids[n])["status"] for n in ("a2", "a3")], ["RUNNABLE", "RUNNABLE"])
+        self.wait_job(ids["a1"], ("RUNNING",))
+        self.wait_job(ids["b1"], ("RUNNING",))
+        self.assertEqual([self.describe_job(ids[n])["status"] for n in ("a2", "a3")], ["RUNNABLE", "RUNNABLE"])
         open(gate, "w").close()
         for job_id in ids.values():
-            self.assertEqual(self.wait(job_id)["status"], "SUCCEEDED")
+            self.assertEqual(self.wait_job(job_id)["status"], "SUCCEEDED")
         # The queue moves to another compute environment.
         self.batch.update_job_queue(jobQueue="fq", computeEnvironmentOrder=[{"order": 1, "computeEnvironment": "ce"}])
         [q] = self.batch.describe_job_queues(jobQueues=["fq"])["jobQueues"]
@@ -121,7 +106,7 @@ class ContainerJobTest(ServerTest):
     def test_a_job_runs_with_the_aws_batch_environment(self):
         self.define(self.sh("env > " + self.path("env-$AWS_BATCH_JOB_ATTEMPT")))
         job_id = self.submit()
-        j = self.wait(job_id)
+        j = self.wait_job(job_id)
         self.assertEqual(j["status"], "SUCCEEDED", j)
         self.assertEqual(j["statusReason"], "Essential container in task exited")
         self.assertEqual(len(j["attempts"]), 1)
@@ -143,14 +128,14 @@ class ContainerJobTest(ServerTest):
     def test_ref_parameters_and_overrides(self):
         self.define(self.sh('echo "$0|$1|$2|$STAGE|$EXTRA" > ' + self.path("args")) + ["Ref::greeting", "xRef::greeting", "Ref::missing"],
                     parameters={"greeting": "hello"}, container={"environment": [{"name": "STAGE", "value": "def"}]})
-        j = self.wait(self.submit(parameters={"greeting": "hi"},
+        j = self.wait_job(self.submit(parameters={"greeting": "hi"},
                                   containerOverrides={"environment": [{"name": "EXTRA", "value": "over"}]}))
         self.assertEqual(j["status"], "SUCCEEDED", j)
         with open(self.path("args")) as f:
             self.assertEqual(f.read().strip(), "hi|xRef::greeting|Ref::missing|def|over")
         # The command itself overridden; the latest ACTIVE revision by bare name.
         self.define(self.sh("exit 9"))
-        j = self.wait(self.submit(containerOverrides={"command": self.sh("echo over > " + self.path("over"))}))
+        j = self.wait_job(self.submit(containerOverrides={"command": self.sh("echo over > " + self.path("over"))}))
         self.assertEqual(j["status"], "SUCCEEDED", j)
         self.assertEqual(j["jobDefinition"], DEF_ARN + "def:2")
 
@@ -162,7 +147,7 @@ class ContainerJobTest(ServerTest):
             {"onExitCode": "3", "action": "EXIT"}]})
         other = self.submit(name="other", retryStrategy={"attempts": 2, "evaluateOnExit": [
             {"onExitCode": "4*", "action": "EXIT"}]})
-        r, e, o = self.wait(retried), self.wait(exited), self.wait(other)
+        r, e, o = self.wait_job(retried), self.wait_job(exited), self.wait_job(other)
         self.assertEqual([r["status"], len(r["attempts"])], ["FAILED", 3])
         self.assertEqual([e["status"], len(e["attempts"])], ["FAILED", 1])
         self.assertEqual([o["status"], len(o["attempts"])], ["FAILED", 2])  # no rule matched: retried
@@ -173,9 +158,9 @@ class ContainerJobTest(ServerTest):
     def test_an_attempt_past_its_timeout_fails(self):
         self.define(self.sh("touch " + self.path("started") + "; exec sleep 600"))
         job_id = self.submit(timeout={"attemptDurationSeconds": 60})
-        self.wait(job_id, ("RUNNING",))
+        self.wait_job(job_id, ("RUNNING",))
         self.advance(61)
-        j = self.wait(job_id)
+        j = self.wait_job(job_id)
         self.assertEqual(j["status"], "FAILED")
         self.assertEqual(j["statusReason"], "Job attempt duration exceeded timeout")
 
@@ -184,16 +169,16 @@ class ContainerJobTest(ServerTest):
         self.define(self.sh(f"touch {self.path('running')}; while [ ! -e {gate} ]; do sleep 0.05; done"))
         running = self.submit(name="running")
         waiting = self.submit(name="waiting", dependsOn=[{"jobId": running}])
-        self.wait(running, ("RUNNING",))
-        self.assertEqual(self.describe(waiting)["status"], "PENDING")
+        self.wait_job(running, ("RUNNING",))
+        self.assertEqual(self.describe_job(waiting)["status"], "PENDING")
         # CancelJob leaves a started job alone; it fails a job that has not started.
         self.batch.cancel_job(jobId=running, reason="not now")
         self.batch.cancel_job(jobId=waiting, reason="not needed")
-        self.assertEqual(self.describe(running)["status"], "RUNNING")
-        w = self.describe(waiting)
+        self.assertEqual(self.describe_job(running)["status"], "RUNNING")
+        w = self.describe_job(waiting)
         self.assertEqual((w["status"], w["statusReason"]), ("FAILED", "not needed"))
         self.batch.terminate_job(jobId=running, reason="stop it")
-        j = self.wait(running)
+        j = self.wait_job(running)
         self.assertEqual((j["status"], j["statusReason"]), ("FAILED", "stop it"))
         self.assertFalse(os.path.exists(gate))
 
@@ -231,15 +216,15 @@ class ContainerJobTest(ServerTest):
         self.define(self.sh(f"while [ ! -e {gate} ]; do sleep 0.05; done"))
         first = self.submit(name="first")
         second = self.submit(name="second", dependsOn=[{"jobId": first}])
-        self.wait(first, ("RUNNING",))
+        self.wait_job(first, ("RUNNING",))
         self.server.kill9()
         self.server = self.new_server()
         self.batch = self.server.client("batch")
-        self.assertEqual(self.describe(second)["status"], "PENDING")
-        self.assertEqual(self.describe(first)["status"], "RUNNING")
+        self.assertEqual(self.describe_job(second)["status"], "PENDING")
+        self.assertEqual(self.describe_job(first)["status"], "RUNNING")
         open(gate, "w").close()
-        self.assertEqual(self.wait(first)["status"], "SUCCEEDED")
-        self.assertEqual(self.wait(second)["status"], "SUCCEEDED")
+        self.assertEqual(self.wait_job(first)["status"], "SUCCEEDED")
+        self.assertEqual(self.wait_job(second)["status"], "SUCCEEDED")
 
 
 if __name__ == "__main__":

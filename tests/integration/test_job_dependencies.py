@@ -29,20 +29,6 @@ class DependencyTest(ServerTest):
         return self.batch.submit_job(jobName=tag, jobQueue="jq", jobDefinition="def",
                                      parameters={"tag": tag, "code": code}, **kw)["jobId"]
 
-    def describe(self, job_id):
-        [j] = self.batch.describe_jobs(jobs=[job_id])["jobs"]
-        return j
-
-    def wait(self, job_id, timeout=90):
-        deadline = time.time() + timeout
-        while True:
-            j = self.describe(job_id)
-            if j["status"] in ("SUCCEEDED", "FAILED"):
-                return j
-            if time.time() > deadline:
-                self.fail(f"timed out: {j['status']}")
-            time.sleep(0.05)
-
     def order(self):
         with open(self.log) as f:
             return [line.split() for line in f.read().splitlines()]
@@ -56,16 +42,16 @@ class DependencyTest(ServerTest):
         first = self.batch.submit_job(jobName="first", jobQueue="jq", jobDefinition="gated")["jobId"]
         second = self.submit("second", dependsOn=[{"jobId": first}])
         deadline = time.time() + 30
-        while self.describe(first)["status"] != "RUNNING" and time.time() < deadline:
+        while self.describe_job(first)["status"] != "RUNNING" and time.time() < deadline:
             time.sleep(0.05)
-        self.assertEqual(self.describe(second)["status"], "PENDING")
+        self.assertEqual(self.describe_job(second)["status"], "PENDING")
         open(gate, "w").close()
-        self.assertEqual(self.wait(second)["status"], "SUCCEEDED")
+        self.assertEqual(self.wait_job(second)["status"], "SUCCEEDED")
         self.assertEqual([o[0] for o in self.order()], ["first", "second"])
 
     def test_sequential_children_run_in_index_order(self):
         parent = self.submit("seq", arrayProperties={"size": 4}, dependsOn=[{"type": "SEQUENTIAL"}])
-        self.assertEqual(self.wait(parent)["status"], "SUCCEEDED")
+        self.assertEqual(self.wait_job(parent)["status"], "SUCCEEDED")
         self.assertEqual(self.order(), [["seq", str(i)] for i in range(4)])
 
     def test_n_to_n_children_wait_for_their_partner_and_a_failed_partner_fails_them(self):
@@ -76,11 +62,11 @@ class DependencyTest(ServerTest):
                                  "resourceRequirements": [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "256"}]})
         a = self.batch.submit_job(jobName="a", jobQueue="jq", jobDefinition="picky", arrayProperties={"size": 3})["jobId"]
         b = self.submit("b", arrayProperties={"size": 3}, dependsOn=[{"jobId": a, "type": "N_TO_N"}])
-        self.assertEqual(self.wait(a)["status"], "FAILED")
-        jb = self.wait(b)
+        self.assertEqual(self.wait_job(a)["status"], "FAILED")
+        jb = self.wait_job(b)
         self.assertEqual(jb["status"], "FAILED")
         self.assertEqual(jb["arrayProperties"]["statusSummary"], {"SUCCEEDED": 2, "FAILED": 1})
-        c1 = self.describe(f"{b}:1")
+        c1 = self.describe_job(f"{b}:1")
         self.assertEqual((c1["status"], c1["statusReason"]), ("FAILED", "Dependent Job failed"))
         order = self.order()
         for i in ("0", "2"):
@@ -90,7 +76,7 @@ class DependencyTest(ServerTest):
     def test_depending_on_an_array_waits_for_all_of_it(self):
         arr = self.submit("arr", arrayProperties={"size": 3})
         after = self.submit("after", dependsOn=[{"jobId": arr}])
-        self.assertEqual(self.wait(after)["status"], "SUCCEEDED")
+        self.assertEqual(self.wait_job(after)["status"], "SUCCEEDED")
         order = self.order()
         self.assertEqual(order[-1], ["after"])
         self.assertEqual(sorted(order[:-1]), [["arr", str(i)] for i in range(3)])
@@ -100,11 +86,11 @@ class DependencyTest(ServerTest):
         mid = self.submit("mid", dependsOn=[{"jobId": bad}])
         last = self.submit("last", dependsOn=[{"jobId": mid}])
         arr = self.submit("arr", arrayProperties={"size": 3}, dependsOn=[{"jobId": mid}])
-        self.assertEqual(self.wait(bad)["status"], "FAILED")
+        self.assertEqual(self.wait_job(bad)["status"], "FAILED")
         for job_id in (mid, last, arr):
-            j = self.wait(job_id)
+            j = self.wait_job(job_id)
             self.assertEqual((j["status"], j["statusReason"]), ("FAILED", "Dependent Job failed"))
-        self.assertEqual(self.describe(arr)["arrayProperties"]["statusSummary"], {"FAILED": 3})
+        self.assertEqual(self.describe_job(arr)["arrayProperties"]["statusSummary"], {"FAILED": 3})
         self.assertEqual(self.order(), [["bad"]])
 
 
