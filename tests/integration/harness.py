@@ -178,6 +178,30 @@ def project_models_session():
     return session
 
 
+# boto3 and what it imports: what a job needs to call trainyard from the system's python3.
+BOTO3_PACKAGES = ("boto3", "botocore", "jmespath", "dateutil", "six", "urllib3", "s3transfer")
+
+
+def stage_packages(lib, names):
+    """Copies this interpreter's packages `names` into the directory `lib` (made), readable by
+    everyone: jobs run as an unprivileged user that may not read this interpreter's own."""
+    import importlib
+    os.makedirs(lib)
+    for name in names:
+        src = importlib.import_module(name).__file__
+        if os.path.basename(src) == "__init__.py":
+            shutil.copytree(os.path.dirname(src), os.path.join(lib, name), ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(src, lib)
+    os.chmod(lib, 0o755)
+    for root, dirs, files in os.walk(lib):
+        for d in dirs:
+            os.chmod(os.path.join(root, d), 0o755)
+        for f in files:
+            os.chmod(os.path.join(root, f), 0o644)
+    return lib
+
+
 def kill_attempt_processes(data_dir):
     """Kills every supervisor (and with it every job process) started for data_dir."""
     attempts = os.path.join(data_dir, "attempts")

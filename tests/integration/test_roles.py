@@ -4,16 +4,15 @@ calls back into trainyard with them; what the role's policy does not allow is re
 audited under the role session); once the job has ended its credentials fail; a job naming an
 unknown role is refused at submit; a job submits through Batch with its role only where the role
 may pass itself on (iam:PassRole)."""
-import importlib
 import json
 import os
-import shutil
 import unittest
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+import harness
 from harness import ServerTest, REGION
 
 ACCOUNT = "000000000000"
@@ -39,10 +38,7 @@ with open(sys.argv[2], "w") as f:
     json.dump(out, f)
 """
 
-
-# The job runs as an unprivileged user that may not read this interpreter's packages: boto3 and
-# what it imports are copied where the job can read them, for the system's python3.
-PACKAGES = ("boto3", "botocore", "jmespath", "dateutil", "six", "urllib3", "s3transfer")
+# The job runs as an unprivileged user: boto3 is copied where it can read it (harness.stage_packages).
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 
@@ -67,23 +63,7 @@ with open(sys.argv[2], "w") as f:
 class RolesTest(ServerTest):
     def stage_boto3(self):
         lib = os.path.join(self.work_dir, "pylib")
-        if os.path.isdir(lib):
-            return lib
-        os.makedirs(lib)
-        for name in PACKAGES:
-            src = importlib.import_module(name).__file__
-            if os.path.basename(src) == "__init__.py":
-                shutil.copytree(os.path.dirname(src), os.path.join(lib, name),
-                                ignore=shutil.ignore_patterns("__pycache__"))
-            else:
-                shutil.copy(src, lib)
-        os.chmod(lib, 0o755)
-        for root, dirs, files in os.walk(lib):
-            for d in dirs:
-                os.chmod(os.path.join(root, d), 0o755)
-            for f in files:
-                os.chmod(os.path.join(root, f), 0o644)
-        return lib
+        return lib if os.path.isdir(lib) else harness.stage_packages(lib, harness.BOTO3_PACKAGES)
 
     def iam(self, op, body):
         return self.server.admin("admin/iam/" + op, body)

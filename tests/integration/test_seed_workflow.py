@@ -8,7 +8,6 @@ line's region (close to the data, which never leaves it) and waits for it. The c
 nothing but the credentials of their job role, which the entry region hands out and which reach
 the other regions through it. All four models land in their own region's bucket; the parent
 array job SUCCEEDS."""
-import importlib
 import json
 import os
 import shutil
@@ -66,31 +65,21 @@ with open(os.path.join(out_dir, f"child-{index}.json"), "w") as f:
 sys.exit(0 if tj["TrainingJobStatus"] == "Completed" else 1)
 """
 
-# Jobs run as an unprivileged user that cannot read this interpreter's packages: boto3, the aws CLI
-# and what they import are copied where the job can read them, for the system's python3.
-PACKAGES = ("awscli", "boto3", "botocore", "jmespath", "dateutil", "six", "urllib3", "s3transfer", "docutils",
-            "yaml", "colorama", "rsa", "pyasn1")
+# What a child needs beside boto3: the aws CLI and what it imports, for the system's python3.
+AWSCLI_PACKAGES = harness.BOTO3_PACKAGES + ("awscli", "docutils", "yaml", "colorama", "rsa", "pyasn1")
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 
 def stage_tools(work_dir):
     """The job's PYTHONPATH and a bin directory with an `aws` command, under work_dir."""
-    lib, bin_dir = os.path.join(work_dir, "pylib"), os.path.join(work_dir, "bin")
-    os.makedirs(lib)
+    lib = harness.stage_packages(os.path.join(work_dir, "pylib"), AWSCLI_PACKAGES)
+    bin_dir = os.path.join(work_dir, "bin")
     os.makedirs(bin_dir)
-    for name in PACKAGES:
-        src = importlib.import_module(name).__file__
-        if os.path.basename(src) == "__init__.py":
-            shutil.copytree(os.path.dirname(src), os.path.join(lib, name), ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy(src, lib)
-    with open(os.path.join(bin_dir, "aws"), "w") as f:
+    aws = os.path.join(bin_dir, "aws")
+    with open(aws, "w") as f:
         f.write(f'#!/bin/sh\nexec {SYSTEM_PYTHON} -m awscli "$@"\n')
-    for root, dirs, files in os.walk(work_dir):
-        for d in dirs:
-            os.chmod(os.path.join(root, d), 0o755)
-        for name in files:
-            os.chmod(os.path.join(root, name), 0o755 if root == bin_dir else 0o644)
+    os.chmod(bin_dir, 0o755)
+    os.chmod(aws, 0o755)
     return lib, bin_dir
 
 
