@@ -160,6 +160,17 @@ struct RegionsConfig {
   bool enabled() const { return !peers.empty(); }
 };
 
+// [console] (docs/console.md): the web console under /console/ on the API's port.
+struct ConsoleConfig {
+  bool enabled = true;
+  int session_hours = 8;        // a session ends this long after sign-in, whatever happens
+  int idle_minutes = 60;        // ... or after this long without a request
+  int max_sessions = 10000;     // the oldest session goes when one more signs in
+  // The console's files (app/ and node_modules/ below it); "": the directory the build recorded
+  // (the source tree's console/).
+  std::string assets_dir;
+};
+
 struct Config {
   std::string listen = "127.0.0.1:8080";
   std::string data_dir = "trainyard-data";
@@ -207,6 +218,7 @@ struct Config {
   ObjectStoreConfig object_store;
   S3Config s3;
   RegionsConfig regions;
+  ConsoleConfig console;
   // FileSystemDataSource: FileSystemId -> host directory ([file_systems] in the config file).
   std::vector<std::pair<std::string, std::string>> file_systems;
   // pip options for installing a submit directory's requirements.txt (offline installs).
