@@ -239,8 +239,12 @@ function logSection(name, isRunning, ctx) {
     replace(select, streams.map((s) => h('option', { value: s }, s)));
     if (streams.length) await open(streams[0]);
     // Only this job's log is polled, once a second, while it runs.
+    let finalRead = false;
     ctx.every(1000, async () => {
-      if (!isRunning()) return;
+      if (!isRunning()) {
+        if (!finalRead && stream) { finalRead = true; await poll(); }
+        return;
+      }
       if (!stream) {
         const again = await call('logs', 'DescribeLogStreams', { logGroupName: LOG_GROUP, logStreamNamePrefix: name + '/', limit: 50 }).catch(() => null);
         const found = ((again && again.logStreams) || []).map((s) => s.logStreamName);
@@ -459,7 +463,7 @@ export async function render(root, [name], query, ctx) {
     replace(costBox, row ? h('div', { testid: 'cost' }, fields([
       ['Cost', `$${num(row.CostUsd, 4)}`], ['On demand', `$${num(row.OnDemandCostUsd, 4)}`], ['Savings', `${num(row.SavingsPercent, 1)}%`],
       ['Billable', duration(row.BillableTimeInSeconds)], ['Spot interruptions', num(row.SpotInterruptions)],
-      ['Lost to interruptions', duration(row.InterruptionLossInstanceSeconds) + ' × instance'],
+      ['Instance time lost to interruptions', row.InterruptionLossInstanceSeconds ? duration(row.InterruptionLossInstanceSeconds) : null],
     ])) : h('p', { class: 'muted', testid: 'cost' }, 'Nothing to pay for until the job runs.'));
   }).catch((err) => replace(costBox, errorBox(err))));
 
