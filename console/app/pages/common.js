@@ -13,7 +13,8 @@ export async function newestEvents(filter = {}, count = 20, { window = 5000, pag
   let kept = [];
   for (let i = 0; i < pages; i++) {
     const r = await call('trainyard', 'Events', { ...filter, After: after, Limit: unfiltered ? Math.max(1, count) : 1000 });
-    kept = kept.concat(r.Events || []).slice(-count);
+    // Each entry is {Seq, Queue, Share, Event}: the event itself, as the stream carries it.
+    kept = kept.concat((r.Events || []).map((x) => x.Event || x)).slice(-count);
     const next = Number(r.NextCursor);
     if (!r.Events || !r.Events.length || !(next > after) || next >= latest) break;
     after = next;

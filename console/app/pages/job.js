@@ -127,10 +127,9 @@ function confirmAction(slot, result, question, run) {
     h('button', { type: 'button', testid: 'cancel-button', onclick: () => replace(slot) }, 'Cancel')));
 }
 
-function actionsSection(state, refresh) {
+function actionsSection(state, refresh, result) {
   const { training, service } = state;
   const slot = h('div', {});
-  const result = h('div', { testid: 'action-result', class: 'action-result' });
   const buttons = [];
   if (training && (training.TrainingJobStatus === 'InProgress')) {
     buttons.push(h('button', { type: 'button', class: 'danger', testid: 'stop-button', onclick: () => confirmAction(slot, result,
@@ -335,6 +334,8 @@ export async function render(root, [name], query, ctx) {
   const secondaryEl = h('span', { testid: 'secondary-status', class: 'muted' });
   const waitBox = h('div', {});
   const actionsBox = h('div', {});
+  // Outlives the actions box, which each refresh redraws: the answer to an action stays in view.
+  const actionResult = h('div', { testid: 'action-result', class: 'action-result' });
   const timelineBox = h('div', {});
   const attemptsBox = h('div', {});
   const summaryBox = h('div', {});
@@ -363,7 +364,7 @@ export async function render(root, [name], query, ctx) {
       return [String(i + 1), tn ? h('a', { href: hrefs.job(tn) }, tn) : '—', time(a.startedAt), time(a.stoppedAt), h('span', { class: 'wrap' }, a.statusReason || '')];
     }), { 'data-testid': 'attempts-table' }), s && s.preemptionSummary ? h('p', {}, 'Preempted ', num(s.preemptionSummary.preemptedAttemptCount), ' time(s).') : null,
     t && !s ? h('p', { class: 'muted small' }, 'Created directly (CreateTrainingJob): one attempt, this training job.') : null);
-    replace(actionsBox, actionsSection(state, refresh));
+    replace(actionsBox, actionsSection(state, refresh, actionResult));
   };
 
   const paintWait = async () => {
