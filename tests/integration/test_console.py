@@ -2,11 +2,12 @@
 submitted through boto3 seen live, a waiting job's reason and estimated start, a running job's log
 tail and loss curve, a stop from the console that the API reports (and the audit trail records),
 no page or data without a session, and cross-site requests refused. Screenshots of every page go
-to test-output/console/ under the directory ctest runs in (TRAINYARD_TEST_OUTPUT overrides)."""
+to $TRAINYARD_TEST_OUTPUT/console/ (ctest sets it to build/test-output)."""
 import http.client
 import http.server
 import json
 import os
+import tempfile
 import threading
 import time
 import unittest
@@ -16,7 +17,7 @@ import browser
 import harness
 
 SKIP = browser.missing()
-OUTPUT = os.path.join(os.environ.get("TRAINYARD_TEST_OUTPUT") or os.path.join(os.getcwd(), "test-output"), "console")
+OUTPUT = os.path.join(os.environ.get("TRAINYARD_TEST_OUTPUT") or os.path.join(tempfile.gettempdir(), "trainyard-test-output"), "console")
 
 
 @unittest.skipIf(SKIP, SKIP)
