@@ -23,7 +23,7 @@ for _ in $(seq 1 100); do
 done
 endpoint="$(sed -n 's/^listening on //p' "$data/server.out")"
 [ -n "$endpoint" ] || { echo "server did not start:"; cat "$data/server.log"; exit 1; }
-echo "   $endpoint"
+echo "   $endpoint (web console: $endpoint/console/, sign in with the key in $data/credentials)"
 export TRAINYARD_ENDPOINT_URL="$endpoint" TRAINYARD_DATA_DIR="$data"
 ty() { "$bin" "$@"; }
 

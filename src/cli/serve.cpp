@@ -289,6 +289,9 @@ void AddServeCommand(CLI::App& app, std::function<int()>& run) {
       });
       std::printf("listening on %s://%s:%d\n", tls ? "https" : "http", host.c_str(), *bound);
       std::fflush(stdout);
+      if (config.console.enabled)
+        spdlog::info("web console at {}://{}:{}/console/ (sign in with an access key of this server)", tls ? "https" : "http",
+                     host, *bound);
       int sig = 0;
       sigwait(&sigs, &sig);
       spdlog::info("received signal {}; shutting down", sig);
