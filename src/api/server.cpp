@@ -463,6 +463,8 @@ struct ApiServer::Impl {
       out = HandleCostReport(controller, *body);
     } else if (operation == "MetricSeries") {
       out = HandleMetricSeries(controller, *body);
+    } else if (operation == "WhatIf") {
+      out = HandleWhatIf(controller, *body);
     } else if (operation == "Events") {
       out = HandleEvents(controller, *body);
     } else if (operation == "SystemMetrics") {
@@ -922,6 +924,7 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
         {"/trainyard/v1/metric-series", "MetricSeries"},
         {"/trainyard/v1/system-metrics", "SystemMetrics"},
         {"/trainyard/v1/costs", "CostReport"},
+        {"/trainyard/v1/what-if", "WhatIf"},
         {"/trainyard/v1/admin/audit", "LookupAuditEvents"},
         {"/trainyard/v1/admin/capacity", "DescribeCapacity"},
     };

@@ -247,6 +247,8 @@ struct Config {
   int64_t events_retention_days = 7;
   int64_t events_max = 200000;
   int events_max_streams = 8;  // concurrent event streams and waiting event reads (each holds an HTTP thread)
+  // [console] what_if_max_jobs: the most service jobs one WhatIf replays (docs/simulate.md, "What if").
+  int64_t console_what_if_max_jobs = 100000;
   // [audit] (docs/security.md, "Audit"): records of mutating and refused API calls, stored with
   // the state; those older than retain_days go (0: keep forever), and the oldest once there are
   // more than max_records. record_reads records successful reads too. trusted_proxies: peer
