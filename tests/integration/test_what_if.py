@@ -3,10 +3,11 @@ history replayed through the simulator. Jobs hold their instance until the test 
 and the server's clock is moved on by hand, so every job runs 600 s of server time whatever the
 machine's speed."""
 import os
+import subprocess
 import time
 import unittest
 
-from harness import ServerTest
+from harness import BIN, ServerTest
 
 RUN_S = 600
 # Each job's real start-up and the test's own calls add well under a second per job to what the
@@ -166,6 +167,29 @@ class WhatIfTest(ServerTest):
         refused({"JobQueue": "wi", "Capacity": 1.5}, "Capacity must be an integer from 1")
         # A valid request still answers, with the job that runs.
         self.assertEqual(self.what_if(Capacity=2, ShareWeights={"A": 0.5})["Jobs"], 1)
+
+        # The CLI prints the three runs of each share and the totals.
+        env = dict(os.environ, TRAINYARD_ENDPOINT_URL=self.server.url, TRAINYARD_DATA_DIR=self.data_dir)
+        env.pop("AWS_ACCESS_KEY_ID", None)
+        env.pop("AWS_SECRET_ACCESS_KEY", None)
+
+        def cli(*args):
+            return subprocess.run([BIN, "what-if", *args], env=env, capture_output=True, text=True, timeout=30)
+
+        p = cli("--queue", "wi", "--weight", "A=0.5", "--hours", "2")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rows = [line.split() for line in p.stdout.splitlines()]
+        self.assertIn(["SHARE", "RUN", "JOBS"], [r[:3] for r in rows])
+        self.assertEqual([r[:3] for r in rows if r and r[0] in ("A", "total")],
+                         [["A", "Actual", "1"], ["A", "Baseline", "1"], ["A", "Simulated", "1"],
+                          ["total", "Actual", "1"], ["total", "Baseline", "1"], ["total", "Simulated", "1"]])
+        p = cli("--queue", "wi", "--weight", "A=heavy")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("--weight A=heavy", p.stderr)
+        p = cli("--queue", "wi", "--weight", "Z=2")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("ShareWeights.Z", p.stderr)
+        self.assertIn("--weight", cli("--help").stdout)
         with open(gate, "w"):
             pass
         self.wait_jobs([job])
