@@ -361,7 +361,7 @@ Response HandleWhatIf(control::Controller& c, const nlohmann::json& req) {
   what_if::Changes changes;
   TY_RETURN_IF_ERROR(ReadRequest(req, &queue, &hours, &changes));
   const EpochMs end = c.Now(), start = end - hours * 3'600'000;
-  const int64_t max_jobs = c.config().console_what_if_max_jobs;
+  const int64_t max_jobs = c.config().console.what_if_max_jobs;
   // Only the copy of the history holds the lock; the replays run outside it.
   StatusOr<what_if::QueueHistory> read = c.Read([&](const control::State& s) {
     return what_if::ReadQueueHistory(s, c.config(), queue, start, end, max_jobs);

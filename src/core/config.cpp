@@ -319,8 +319,7 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     return InvalidArgument("config: " + path + ": " + std::string(e.description()));
   }
   TY_RETURN_IF_ERROR(CheckKeys(root, {"server", "executor", "instance_types", "object_store", "file_systems", "logs",
-                                     "events", "audit", "webhooks", "alarms", "scheduler", "s3", "regions",
-                                     "console"},
+                                     "events", "audit", "webhooks", "alarms", "scheduler", "s3", "regions", "console"},
                                "the top level"));
   if (auto* s3 = root["s3"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*s3, {"enabled", "max_upload_bytes", "virtual_host_domains", "abort_incomplete_uploads_after_days"},
@@ -346,13 +345,25 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     if (c.scheduler_batch_ms < 0 || c.scheduler_batch_ms > 60'000)
       return InvalidArgument("config: scheduler.batch_ms must be between 0 and 60000");
   }
-  if (auto* s = root["console"].as_table()) {
-    TY_RETURN_IF_ERROR(CheckKeys(*s, {"what_if_max_jobs"}, "[console]"));
-    TY_RETURN_IF_ERROR(Read(*s, "what_if_max_jobs", &c.console_what_if_max_jobs, "console."));
-    if (c.console_what_if_max_jobs < 1 || c.console_what_if_max_jobs > 10'000'000)
+  TY_RETURN_IF_ERROR(ReadEvents(root, &c));
+  if (auto* t = root["console"].as_table()) {
+    TY_RETURN_IF_ERROR(CheckKeys(*t, {"enabled", "session_hours", "idle_minutes", "max_sessions", "assets_dir", "what_if_max_jobs"},
+                                 "[console]"));
+    ConsoleConfig& k = c.console;
+    TY_RETURN_IF_ERROR(Read(*t, "enabled", &k.enabled, "console."));
+    TY_RETURN_IF_ERROR(Read(*t, "session_hours", &k.session_hours, "console."));
+    TY_RETURN_IF_ERROR(Read(*t, "idle_minutes", &k.idle_minutes, "console."));
+    TY_RETURN_IF_ERROR(Read(*t, "max_sessions", &k.max_sessions, "console."));
+    TY_RETURN_IF_ERROR(Read(*t, "assets_dir", &k.assets_dir, "console."));
+    TY_RETURN_IF_ERROR(Read(*t, "what_if_max_jobs", &k.what_if_max_jobs, "console."));
+    if (k.session_hours < 1 || k.session_hours > 24 * 30)
+      return InvalidArgument("config: console.session_hours must be between 1 and 720");
+    if (k.idle_minutes < 1 || k.idle_minutes > 24 * 60)
+      return InvalidArgument("config: console.idle_minutes must be between 1 and 1440");
+    if (k.max_sessions < 1) return InvalidArgument("config: console.max_sessions must be >= 1");
+    if (k.what_if_max_jobs < 1 || k.what_if_max_jobs > 10'000'000)
       return InvalidArgument("config: console.what_if_max_jobs must be between 1 and 10000000");
   }
-  TY_RETURN_IF_ERROR(ReadEvents(root, &c));
   if (auto* l = root["logs"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*l, {"retention_days", "max_bytes_per_stream"}, "[logs]"));
     TY_RETURN_IF_ERROR(Read(*l, "retention_days", &c.logs_retention_days, "logs."));

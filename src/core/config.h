@@ -160,6 +160,19 @@ struct RegionsConfig {
   bool enabled() const { return !peers.empty(); }
 };
 
+// [console] (docs/console.md): the web console under /console/ on the API's port.
+struct ConsoleConfig {
+  bool enabled = true;
+  int session_hours = 8;        // a session ends this long after sign-in, whatever happens
+  int idle_minutes = 60;        // ... or after this long without a request
+  int max_sessions = 10000;     // the oldest session goes when one more signs in
+  // The console's files (app/ and node_modules/ below it); "": the directory the build recorded
+  // (the source tree's console/).
+  std::string assets_dir;
+  // The most service jobs one WhatIf replays (docs/simulate.md, "What if"); a longer window is refused.
+  int64_t what_if_max_jobs = 100000;
+};
+
 struct Config {
   std::string listen = "127.0.0.1:8080";
   std::string data_dir = "trainyard-data";
@@ -207,6 +220,7 @@ struct Config {
   ObjectStoreConfig object_store;
   S3Config s3;
   RegionsConfig regions;
+  ConsoleConfig console;
   // FileSystemDataSource: FileSystemId -> host directory ([file_systems] in the config file).
   std::vector<std::pair<std::string, std::string>> file_systems;
   // pip options for installing a submit directory's requirements.txt (offline installs).
@@ -247,8 +261,6 @@ struct Config {
   int64_t events_retention_days = 7;
   int64_t events_max = 200000;
   int events_max_streams = 8;  // concurrent event streams and waiting event reads (each holds an HTTP thread)
-  // [console] what_if_max_jobs: the most service jobs one WhatIf replays (docs/simulate.md, "What if").
-  int64_t console_what_if_max_jobs = 100000;
   // [audit] (docs/security.md, "Audit"): records of mutating and refused API calls, stored with
   // the state; those older than retain_days go (0: keep forever), and the oldest once there are
   // more than max_records. record_reads records successful reads too. trusted_proxies: peer
