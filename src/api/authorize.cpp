@@ -95,6 +95,7 @@ constexpr OperationAccess kAccess[] = {
     {Api::kTrainyard, "Interrupt", ResourceKind::kTrainingJob, "TrainingJobName"},
     {Api::kTrainyard, "AdvanceClock", ResourceKind::kNone},
     {Api::kTrainyard, "CostReport", ResourceKind::kNone},
+    {Api::kTrainyard, "WhatIf", ResourceKind::kNone},
     {Api::kTrainyard, "DescribeCapacity", ResourceKind::kNone},
     {Api::kTrainyard, "Events", ResourceKind::kNone},
     {Api::kTrainyard, "LookupAuditEvents", ResourceKind::kNone},

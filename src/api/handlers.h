@@ -53,6 +53,11 @@ Response HandleMetricSeries(control::Controller& c, const nlohmann::json& req);
 // "EndTime"?}; docs/metrics.md, "System metrics").
 Response HandleSystemMetrics(control::Controller& c, const nlohmann::json& req);
 
+// A job queue's recent history replayed through the simulator with its current settings and with
+// changed share weights, quotas or capacity, beside what happened (POST /trainyard/v1/what-if;
+// what_if.h, docs/simulate.md "What if").
+Response HandleWhatIf(control::Controller& c, const nlohmann::json& req);
+
 // CloudWatch Logs (X-Amz-Target Logs_20140328.*, signed as "logs"): a subset over the training
 // jobs' instance logs (docs/logs.md). Validates its own fields (the Logs model is not embedded).
 Response HandleLogs(control::Controller& c, const std::string& operation, const nlohmann::json& req);

@@ -70,6 +70,7 @@ constexpr std::pair<const char*, const char*> kOwnOperations[] = {
     {"/trainyard/v1/metric-series", "MetricSeries"},
     {"/trainyard/v1/system-metrics", "SystemMetrics"},
     {"/trainyard/v1/costs", "CostReport"},
+    {"/trainyard/v1/what-if", "WhatIf"},
     {"/trainyard/v1/admin/audit", "LookupAuditEvents"},
     {"/trainyard/v1/admin/capacity", "DescribeCapacity"},
 };
@@ -498,6 +499,8 @@ struct ApiServer::Impl {
       out = HandleCostReport(controller, *body);
     } else if (operation == "MetricSeries") {
       out = HandleMetricSeries(controller, *body);
+    } else if (operation == "WhatIf") {
+      out = HandleWhatIf(controller, *body);
     } else if (operation == "Events") {
       out = HandleEvents(controller, *body);
     } else if (operation == "SystemMetrics") {

@@ -1,4 +1,4 @@
-// Client subcommands: call, submit, jobs, describe, wait, logs, stop, snapshot, costs, admin.
+// Client subcommands: call, submit, jobs, describe, wait, logs, stop, snapshot, costs, what-if, admin.
 #include <CLI/CLI.hpp>
 #include <array>
 #include <cctype>
@@ -7,6 +7,7 @@
 #include <map>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -1054,6 +1055,86 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
         rows.push_back({"total", "", std::to_string(t["Jobs"].get<int64_t>()), money(t["InstanceHours"]), money(t["CostUsd"]),
                         money(t["OnDemandCostUsd"]), pct(t["SavingsPercent"])});
         PrintTable({"QUEUE", "SHARE", "JOBS", "INSTANCE HOURS", "COST USD", "ON-DEMAND USD", "SAVINGS"}, rows);
+        return 0;
+      });
+    });
+  }
+
+  // ---- what-if ----
+  {
+    auto* cmd = app.add_subcommand(
+        "what-if",
+        "Replay a job queue's recent service jobs through the simulator (docs/simulate.md, \"What if\"): with its "
+        "current settings (Baseline: how close the model comes to what happened) and with changed share weights, "
+        "quota limits or capacity (Simulated), and print waits and utilization per share beside what happened.");
+    static std::string queue;
+    static std::vector<std::string> weights, quotas;
+    static int64_t hours = 0, capacity = 0;
+    cmd->add_option("--queue", queue, "The job queue (name or ARN)")->required();
+    cmd->add_option("--weight", weights, "SHARE=WEIGHT (repeatable): a fair share's weightFactor, 0.0001..999.9999, lower gets more");
+    cmd->add_option("--quota", quotas, "SHARE=INSTANCES (repeatable): a quota share's limit, in instances");
+    cmd->add_option("--hours", hours, "How far back the history goes, 1..720 (default 24)");
+    cmd->add_option("--capacity", capacity, "The instances to replay on (default the queue's)");
+    AddCommon(cmd, common);
+    cmd->callback([&run] {
+      run = WithClient(common, [](Client& c) {
+        json req = {{"JobQueue", queue}};
+        if (hours) req["HistoryHours"] = hours;
+        if (capacity) req["Capacity"] = capacity;
+        // SHARE=VALUE pairs; the server checks the names and ranges.
+        auto pairs = [](const std::vector<std::string>& args, const char* flag, bool integer, json* out) -> Status {
+          for (const std::string& a : args) {
+            const size_t eq = a.rfind('=');
+            if (eq == std::string::npos || eq == 0 || eq + 1 == a.size())
+              return InvalidArgument(std::string(flag) + " takes SHARE=VALUE, not '" + a + "'");
+            const std::string v = a.substr(eq + 1);
+            char* end = nullptr;
+            if (integer) {
+              const long long n = std::strtoll(v.c_str(), &end, 10);
+              if (*end) return InvalidArgument(std::string(flag) + " " + a + ": '" + v + "' is not an integer");
+              (*out)[a.substr(0, eq)] = n;
+            } else {
+              const double d = std::strtod(v.c_str(), &end);
+              if (*end) return InvalidArgument(std::string(flag) + " " + a + ": '" + v + "' is not a number");
+              (*out)[a.substr(0, eq)] = d;
+            }
+          }
+          return Status::Ok();
+        };
+        json w = json::object(), q = json::object();
+        if (Status st = pairs(weights, "--weight", false, &w); !st.ok()) return Fail(st);
+        if (Status st = pairs(quotas, "--quota", true, &q); !st.ok()) return Fail(st);
+        if (!w.empty()) req["ShareWeights"] = w;
+        if (!q.empty()) req["QuotaLimits"] = q;
+        auto out = c.Post("sagemaker", "/trainyard/v1/what-if", req);
+        if (!out.ok()) return Fail(out.status());
+        if (common.as_json) {
+          std::printf("%s\n", out->dump(2).c_str());
+          return 0;
+        }
+        auto num = [](const json& v, const char* fmt) {
+          if (v.is_null()) return std::string("-");
+          char b[32];
+          std::snprintf(b, sizeof b, fmt, v.get<double>());
+          return std::string(b);
+        };
+        std::vector<std::vector<std::string>> rows;
+        auto add = [&](const std::string& share, const json& row) {
+          for (const char* run : {"Actual", "Baseline", "Simulated"}) {
+            const json& f = row[run];
+            rows.push_back({share, run, std::to_string(f["Jobs"].get<int64_t>()), num(f["MeanWaitSeconds"], "%.0f"),
+                            num(f["P50WaitSeconds"], "%.0f"), num(f["P90WaitSeconds"], "%.0f"),
+                            num(f["InstanceHours"], "%.2f"), num(f["UtilizationPercent"], "%.1f%%")});
+          }
+        };
+        for (const auto& sh : (*out)["Shares"]) add(sh["Share"].get<std::string>().empty() ? "-" : sh["Share"].get<std::string>(), sh);
+        add("total", (*out)["Totals"]);
+        std::printf("%s: %lld jobs in the last %lld hours, %lld instances (simulated: %lld)\n\n",
+                    (*out)["JobQueue"].get<std::string>().c_str(), static_cast<long long>((*out)["Jobs"].get<int64_t>()),
+                    static_cast<long long>(hours ? hours : 24), static_cast<long long>((*out)["Capacity"]["Current"].get<int64_t>()),
+                    static_cast<long long>((*out)["Capacity"]["Simulated"].get<int64_t>()));
+        PrintTable({"SHARE", "RUN", "JOBS", "MEAN WAIT S", "P50 WAIT S", "P90 WAIT S", "INSTANCE HOURS", "UTILIZATION"}, rows);
+        for (const auto& n : (*out)["Notes"]) std::printf("note: %s\n", n.get<std::string>().c_str());
         return 0;
       });
     });

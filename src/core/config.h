@@ -169,6 +169,8 @@ struct ConsoleConfig {
   // The console's files (app/ and node_modules/ below it); "": the directory the build recorded
   // (the source tree's console/).
   std::string assets_dir;
+  // The most service jobs one WhatIf replays (docs/simulate.md, "What if"); a longer window is refused.
+  int64_t what_if_max_jobs = 100000;
 };
 
 struct Config {

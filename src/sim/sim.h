@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -151,6 +152,10 @@ struct Result {
 };
 
 Result Simulate(const ClusterSpec& cluster, const std::vector<TraceJob>& trace);
+
+// The spans [start, end) of trace time during which each trace job held its GPUs (one per
+// attempt), per job in trace order, read from `result.decisions`.
+std::vector<std::vector<std::pair<int64_t, int64_t>>> HeldSpans(const Result& result);
 
 // Writes summary.json, jobs.csv, utilization.svg, shares.svg and waits.svg into `dir`.
 Status WriteOutputs(const ClusterSpec& cluster, const std::vector<TraceJob>& trace, const Result& result,

@@ -491,4 +491,19 @@ Result Simulate(const ClusterSpec& cluster, const std::vector<TraceJob>& trace) 
   return Engine(cluster, trace).Run();
 }
 
+std::vector<std::vector<std::pair<int64_t, int64_t>>> HeldSpans(const Result& result) {
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> spans(result.jobs.size());
+  for (const Decision& d : result.decisions) {
+    auto& job = spans[d.job];
+    if (d.kind == Decision::kStart) {
+      job.emplace_back(d.t_s, d.t_s);
+    } else {
+      // A preemption or an end closes the attempt its start opened.
+      assert(!job.empty());
+      job.back().second = d.t_s;
+    }
+  }
+  return spans;
+}
+
 }  // namespace ty::sim

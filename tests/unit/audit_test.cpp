@@ -24,7 +24,7 @@ using nlohmann::json;
 TEST(AuditRules, ReadsAreDescribeListGetSearchFilterAndTrainyardsOwnReads) {
   for (const char* op : {"DescribeServiceJob", "ListServiceJobs", "GetJobQueueSnapshot", "BatchGetThing", "SearchJobs",
                          "FilterLogEvents", "CostReport", "MetricSeries", "SystemMetrics", "Events", "StreamEvents",
-                         "LookupAuditEvents"})
+                         "LookupAuditEvents", "WhatIf"})
     EXPECT_TRUE(api::IsReadOnly(op)) << op;
   for (const char* op : {"SubmitServiceJob", "TerminateServiceJob", "CreateJobQueue", "UpdateTrainingJob", "TagResource",
                          "AdvanceClock", "Interrupt"})

@@ -219,6 +219,17 @@ TEST(Config, InstanceTypesMapToSlurmPartitionsAndFeatures) {
 }
 
 // [regions]: peers need a secret only their owner can read; names and URLs are checked.
+TEST(Config, ConsoleWhatIfMaxJobsIsReadAndBounded) {
+  EXPECT_EQ(DefaultConfig().console.what_if_max_jobs, 100000);
+  auto c = LoadConfigFile(WriteTemp("[console]\nwhat_if_max_jobs = 500\n"), DefaultConfig());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->console.what_if_max_jobs, 500);
+  for (const char* bad : {"what_if_max_jobs = 0", "what_if_max_jobs = 10000001", "what_if_max_job = 5"}) {
+    auto r = LoadConfigFile(WriteTemp(std::string("[console]\n") + bad + "\n"), DefaultConfig());
+    EXPECT_FALSE(r.ok()) << bad;
+  }
+}
+
 TEST(Config, RegionsReadPeersAndAPrivateSecret) {
   const std::string secret = ::testing::TempDir() + "/ty-peer-secret-" + std::to_string(std::rand());
   std::ofstream(secret) << std::string(64, 'k') << "\n";

@@ -126,6 +126,42 @@ ta = { share = "a" }
   ExpectConservation(c, trace, r);
 }
 
+// The spans each job held its GPUs: one per attempt, the first cut by the preemption.
+TEST(SimTest, HeldSpansFollowEachAttemptOfEveryJob) {
+  ClusterSpec c = Cluster(R"(
+gpus = 2
+policy = "quota"
+checkpoint_interval_s = 30
+restart_cost_s = 10
+[shares.a]
+gpus = 1
+[shares.b]
+gpus = 1
+[defaults]
+share = "b"
+[teams]
+ta = { share = "a" }
+)");
+  // b borrows a's GPU at 0; a's job at 100 reclaims it.
+  std::vector<TraceJob> trace = {J("b1", 0, 1000, 1, "tb"), J("b2", 0, 1000, 1, "tb"), J("a1", 100, 500, 1, "ta")};
+  Result r = Simulate(c, trace);
+  auto spans = HeldSpans(r);
+  ASSERT_EQ(spans.size(), 3u);
+  EXPECT_EQ(spans[2], (std::vector<std::pair<int64_t, int64_t>>{{100, 600}}));
+  // The borrower lost 10 s after its checkpoint at 90; its second attempt pays the 10 s restart
+  // cost and runs the 910 s left, once a1 ends (or b1 does) at 600 or 1000.
+  const size_t victim = r.jobs[0].preemptions ? 0 : 1, other = 1 - victim;
+  EXPECT_EQ(spans[other], (std::vector<std::pair<int64_t, int64_t>>{{0, 1000}}));
+  ASSERT_EQ(spans[victim].size(), 2u);
+  EXPECT_EQ(spans[victim][0], (std::pair<int64_t, int64_t>{0, 100}));
+  EXPECT_EQ(spans[victim][1], (std::pair<int64_t, int64_t>{600, 600 + 920}));
+  for (size_t i = 0; i < spans.size(); ++i) {
+    int64_t held = 0;
+    for (const auto& [a, b] : spans[i]) held += b - a;
+    EXPECT_EQ(held, r.jobs[i].held_s) << trace[i].id;
+  }
+}
+
 const char* kQuotaCluster = R"(
 gpus = 64
 policy = "quota"
