@@ -96,6 +96,8 @@ constexpr OperationAccess kAccess[] = {
     {Api::kTrainyard, "AdvanceClock", ResourceKind::kNone},
     {Api::kTrainyard, "CostReport", ResourceKind::kNone},
     {Api::kTrainyard, "DescribeCapacity", ResourceKind::kNone},
+    {Api::kTrainyard, "QueueStandings", ResourceKind::kNone},
+    {Api::kTrainyard, "ShareHistory", ResourceKind::kNone},
     {Api::kTrainyard, "Events", ResourceKind::kNone},
     {Api::kTrainyard, "LookupAuditEvents", ResourceKind::kNone},
     {Api::kTrainyard, "CreateUser", ResourceKind::kUser, "UserName"},

@@ -467,6 +467,10 @@ struct ApiServer::Impl {
       out = HandleEvents(controller, *body);
     } else if (operation == "SystemMetrics") {
       out = HandleSystemMetrics(controller, *body);
+    } else if (operation == "QueueStandings") {
+      out = HandleQueueStandings(controller, *body);
+    } else if (operation == "ShareHistory") {
+      out = HandleShareHistory(controller, *body);
     } else if (operation == "LookupAuditEvents") {
       out = HandleLookupAuditEvents(controller, *body);
     } else {
@@ -924,6 +928,8 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
         {"/trainyard/v1/costs", "CostReport"},
         {"/trainyard/v1/admin/audit", "LookupAuditEvents"},
         {"/trainyard/v1/admin/capacity", "DescribeCapacity"},
+        {"/trainyard/v1/queue-standings", "QueueStandings"},
+        {"/trainyard/v1/share-history", "ShareHistory"},
     };
     for (const auto& [p, op] : kOwn)
       if (path == p) return Handle(req, Protocol::kSageMakerJson, "sagemaker", nullptr, op);

@@ -319,7 +319,7 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     return InvalidArgument("config: " + path + ": " + std::string(e.description()));
   }
   TY_RETURN_IF_ERROR(CheckKeys(root, {"server", "executor", "instance_types", "object_store", "file_systems", "logs",
-                                     "events", "audit", "webhooks", "alarms", "scheduler", "s3", "regions"},
+                                     "events", "audit", "webhooks", "alarms", "scheduler", "s3", "regions", "console"},
                                "the top level"));
   if (auto* s3 = root["s3"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*s3, {"enabled", "max_upload_bytes", "virtual_host_domains", "abort_incomplete_uploads_after_days"},
@@ -344,6 +344,12 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     TY_RETURN_IF_ERROR(Read(*s, "batch_ms", &c.scheduler_batch_ms, "scheduler."));
     if (c.scheduler_batch_ms < 0 || c.scheduler_batch_ms > 60'000)
       return InvalidArgument("config: scheduler.batch_ms must be between 0 and 60000");
+  }
+  if (auto* k = root["console"].as_table()) {
+    TY_RETURN_IF_ERROR(CheckKeys(*k, {"share_history_interval_seconds"}, "[console]"));
+    TY_RETURN_IF_ERROR(Read(*k, "share_history_interval_seconds", &c.share_history_interval_seconds, "console."));
+    if (c.share_history_interval_seconds < 1 || c.share_history_interval_seconds > 86'400)
+      return InvalidArgument("config: console.share_history_interval_seconds must be between 1 and 86400");
   }
   TY_RETURN_IF_ERROR(ReadEvents(root, &c));
   if (auto* l = root["logs"].as_table()) {

@@ -172,6 +172,9 @@ struct Config {
   // milliseconds of the first are weighed together (share and schedulingPriority), not started
   // in admission order; 0: no batching (docs/scheduling.md, "Arrival batches").
   int64_t scheduler_batch_ms = 1000;
+  // [console] share_history_interval_seconds: how often the controller samples each queue's share
+  // standings into its in-memory history (control/share_history.h; 1 to 86400).
+  int64_t share_history_interval_seconds = 60;
   std::string sandbox = "auto";        // auto | bwrap | none
   int64_t max_request_bytes = 6 * 1024 * 1024;   // bodies above this are refused (413)
   int64_t max_submit_payload_bytes = 30 * 1024;  // serviceRequestPayload limit
