@@ -254,6 +254,41 @@ TEST_F(ConsoleDataTest, ShareHistoryKeepsTheNewestSamplesOnly) {
                        1000.0);
 }
 
+TEST_F(ConsoleDataTest, TheTagFilterKeepsExactlyTheJobsCarryingEveryTag) {
+  FairShareQueue();
+  const std::string both = Submit("both", {{"shareIdentifier", "A"}, {"tags", {{"team", "a"}, {"env", "prod"}}}});
+  const std::string team = Submit("team", {{"shareIdentifier", "A"}, {"tags", {{"team", "a"}}}});
+  Submit("other", {{"shareIdentifier", "B"}, {"tags", {{"team", "b"}, {"env", "prod"}}}});
+  Submit("none", {{"shareIdentifier", "B"}});
+  c_->Step();
+  auto ids = [&](json filters, json extra = json::object()) {
+    json req = {{"jobQueue", "q"}, {"filters", filters}};
+    req.update(extra);
+    std::set<std::string> out;
+    const json reply = Batch("ListServiceJobs", req);
+    for (const auto& j : reply["jobSummaryList"]) out.insert(j["jobId"].get<std::string>());
+    return out;
+  };
+  const json tag_a = {{{"name", "trainyard:tag"}, {"values", {"team=a"}}}};
+  EXPECT_EQ(ids(tag_a), (std::set<std::string>{both, team}));
+  EXPECT_EQ(ids({{{"name", "trainyard:tag"}, {"values", {"team=a", "env=prod"}}}}), (std::set<std::string>{both}));
+  EXPECT_EQ(ids({{{"name", "trainyard:tag"}, {"values", {"team=c"}}}}), std::set<std::string>{});
+  // Beside an AWS filter: both apply.
+  EXPECT_EQ(ids({{{"name", "JOB_NAME"}, {"values", {"te*"}}}, tag_a[0]}), (std::set<std::string>{team}));
+  // jobStatus applies, as with SHARE_IDENTIFIER.
+  EXPECT_EQ(ids(tag_a, {{"jobStatus", "SUCCEEDED"}}), std::set<std::string>{});
+
+  for (const char* bad : {"team", "=a", ""}) {
+    auto r = HandleBatch(*c_, "ListServiceJobs", {{"jobQueue", "q"}, {"filters", {{{"name", "trainyard:tag"}, {"values", {bad}}}}}});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("trainyard:tag"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("key=value"), std::string::npos) << r.status().message();
+  }
+  auto twice = HandleBatch(*c_, "ListServiceJobs", {{"jobQueue", "q"}, {"filters", {tag_a[0], tag_a[0]}}});
+  EXPECT_FALSE(twice.ok());
+}
+
 // Not run by default (a measurement, not a check): QueueStandings with 100,000 jobs queued.
 // ./console_data_test --gtest_also_run_disabled_tests --gtest_filter='*QueueStandingsAtDepth*'
 TEST_F(ConsoleDataTest, DISABLED_QueueStandingsAtDepth) {
