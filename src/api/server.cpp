@@ -34,6 +34,28 @@
 
 namespace ty::api {
 
+namespace {
+// trainyard's own operations: POST <path>, signed as "sagemaker" (authorize.cpp has their actions).
+constexpr std::pair<const char*, const char*> kOwnOperations[] = {
+    {"/trainyard/v1/logs", "GetLogs"},
+    {"/trainyard/v1/admin/advance-clock", "AdvanceClock"},
+    {"/trainyard/v1/admin/interrupt", "Interrupt"},
+    {"/trainyard/v1/metric-series", "MetricSeries"},
+    {"/trainyard/v1/system-metrics", "SystemMetrics"},
+    {"/trainyard/v1/costs", "CostReport"},
+    {"/trainyard/v1/admin/audit", "LookupAuditEvents"},
+    {"/trainyard/v1/admin/capacity", "DescribeCapacity"},
+    {"/trainyard/v1/queue-standings", "QueueStandings"},
+    {"/trainyard/v1/share-history", "ShareHistory"},
+};
+}  // namespace
+
+std::string OwnOperationPath(const std::string& operation) {
+  for (const auto& [path, op] : kOwnOperations)
+    if (operation == op) return path;
+  return "";
+}
+
 using nlohmann::json;
 
 namespace {
@@ -919,19 +941,7 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
                                 "X-Amz-Target must name a SageMaker operation, not '" + target + "'");
       return Handle(req, Protocol::kSageMakerJson, "sagemaker", &m, target.substr(prefix.size()));
     }
-    static const std::pair<const char*, const char*> kOwn[] = {
-        {"/trainyard/v1/logs", "GetLogs"},
-        {"/trainyard/v1/admin/advance-clock", "AdvanceClock"},
-        {"/trainyard/v1/admin/interrupt", "Interrupt"},
-        {"/trainyard/v1/metric-series", "MetricSeries"},
-        {"/trainyard/v1/system-metrics", "SystemMetrics"},
-        {"/trainyard/v1/costs", "CostReport"},
-        {"/trainyard/v1/admin/audit", "LookupAuditEvents"},
-        {"/trainyard/v1/admin/capacity", "DescribeCapacity"},
-        {"/trainyard/v1/queue-standings", "QueueStandings"},
-        {"/trainyard/v1/share-history", "ShareHistory"},
-    };
-    for (const auto& [p, op] : kOwn)
+    for (const auto& [p, op] : kOwnOperations)
       if (path == p) return Handle(req, Protocol::kSageMakerJson, "sagemaker", nullptr, op);
     // Users, keys and policies (api/iam_api.cpp): /trainyard/v1/admin/iam/<Operation>.
     static const std::string kIamPrefix = "/trainyard/v1/admin/iam/";
