@@ -5,8 +5,6 @@
 // clock over in-memory ports.
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -287,19 +285,6 @@ TEST_F(ConsoleDataTest, TheTagFilterKeepsExactlyTheJobsCarryingEveryTag) {
   }
   auto twice = HandleBatch(*c_, "ListServiceJobs", {{"jobQueue", "q"}, {"filters", {tag_a[0], tag_a[0]}}});
   EXPECT_FALSE(twice.ok());
-}
-
-// Not run by default (a measurement, not a check): QueueStandings with 100,000 jobs queued.
-// ./console_data_test --gtest_also_run_disabled_tests --gtest_filter='*QueueStandingsAtDepth*'
-TEST_F(ConsoleDataTest, DISABLED_QueueStandingsAtDepth) {
-  FairShareQueue();
-  for (int i = 0; i < 100'000; ++i) Submit("d" + std::to_string(i), {{"shareIdentifier", i % 2 ? "A" : "B"}});
-  Settle();
-  const auto t0 = std::chrono::steady_clock::now();
-  const json q = Standings({{"JobQueue", "q"}})["Queues"][0];
-  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("QueueStandings at %lld RUNNABLE: %lld us\n", static_cast<long long>(q["Counts"]["RUNNABLE"].get<int64_t>()),
-              static_cast<long long>(us));
 }
 
 }  // namespace
