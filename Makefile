@@ -13,6 +13,7 @@ all: build
 
 deps:
 	scripts/install-deps
+	scripts/install-console-deps
 
 configure: deps
 	@test -f $(BUILD)/build.ninja || cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo

@@ -129,7 +129,7 @@ Response HandleShareHistory(Controller& c, const json& req) {
   if (!to.ok()) return to.status();
   if (*from > *to) return InvalidArgument("StartTime must not be after EndTime");
   const std::string ref = req["JobQueue"].get<std::string>();
-  const int64_t interval = c.config().share_history_interval_seconds;
+  const int64_t interval = c.config().console.share_history_interval_seconds;
   return c.Read([&](const State& s) -> Response {
     auto name = QueueName(s, ref);
     if (!name.ok()) return name.status();

@@ -11,6 +11,7 @@
 #include "api/audit.h"
 #include "api/authorize.h"
 #include "api/aws_chunked.h"
+#include "api/console.h"
 #include "api/errors.h"
 #include "api/events.h"
 #include "api/forward.h"
@@ -33,28 +34,6 @@
 #include "store/event_log.h"
 
 namespace ty::api {
-
-namespace {
-// trainyard's own operations: POST <path>, signed as "sagemaker" (authorize.cpp has their actions).
-constexpr std::pair<const char*, const char*> kOwnOperations[] = {
-    {"/trainyard/v1/logs", "GetLogs"},
-    {"/trainyard/v1/admin/advance-clock", "AdvanceClock"},
-    {"/trainyard/v1/admin/interrupt", "Interrupt"},
-    {"/trainyard/v1/metric-series", "MetricSeries"},
-    {"/trainyard/v1/system-metrics", "SystemMetrics"},
-    {"/trainyard/v1/costs", "CostReport"},
-    {"/trainyard/v1/admin/audit", "LookupAuditEvents"},
-    {"/trainyard/v1/admin/capacity", "DescribeCapacity"},
-    {"/trainyard/v1/queue-standings", "QueueStandings"},
-    {"/trainyard/v1/share-history", "ShareHistory"},
-};
-}  // namespace
-
-std::string OwnOperationPath(const std::string& operation) {
-  for (const auto& [path, op] : kOwnOperations)
-    if (operation == op) return path;
-  return "";
-}
 
 using nlohmann::json;
 
@@ -82,6 +61,21 @@ int64_t MonotonicMs() {
       .count();
 }
 
+// trainyard's own operations: POST to the path, signed as "sagemaker" (docs/api-coverage.md). The
+// console calls them by name (ConsoleCall).
+constexpr std::pair<const char*, const char*> kOwnOperations[] = {
+    {"/trainyard/v1/logs", "GetLogs"},
+    {"/trainyard/v1/admin/advance-clock", "AdvanceClock"},
+    {"/trainyard/v1/admin/interrupt", "Interrupt"},
+    {"/trainyard/v1/metric-series", "MetricSeries"},
+    {"/trainyard/v1/system-metrics", "SystemMetrics"},
+    {"/trainyard/v1/costs", "CostReport"},
+    {"/trainyard/v1/admin/audit", "LookupAuditEvents"},
+    {"/trainyard/v1/admin/capacity", "DescribeCapacity"},
+    {"/trainyard/v1/queue-standings", "QueueStandings"},
+    {"/trainyard/v1/share-history", "ShareHistory"},
+};
+
 // Replies at least this large are followed by malloc_trim (see Route).
 constexpr size_t kTrimAfterReplyBytes = 256 * 1024;
 
@@ -90,6 +84,12 @@ constexpr size_t kTrimAfterReplyBytes = 256 * 1024;
 constexpr const char* kEmbeddedJsonMembers[] = {"serviceRequestPayload", "EventPattern"};
 
 }  // namespace
+
+std::string OwnOperationPath(const std::string& operation) {
+  for (const auto& [path, op] : kOwnOperations)
+    if (operation == op) return path;
+  return "";
+}
 
 struct ApiServer::Impl {
   control::Controller& controller;
@@ -101,12 +101,17 @@ struct ApiServer::Impl {
   std::unique_ptr<obs::WebhookDispatcher> webhooks;
   std::unique_ptr<S3Endpoint> s3;      // the embedded buckets' S3 API (api/s3_api.h)
   std::unique_ptr<objstore::BucketSweeper> sweeper;  // their housekeeping thread; stopped before s3 goes
+  ConsoleAssets console_assets;        // the web console's files (api/console.h), read at Bind
+  ConsoleSessions console_sessions;    // who is signed in to it
   std::unique_ptr<http::Server> http;  // after everything its handlers use: destroyed first
 
   Impl(control::Controller& c, RootCredential r)
       : controller(c),
         root(std::move(r)),
         throttle(c.config().throttle_rate, c.config().throttle_burst),
+        console_sessions(int64_t{c.config().console.session_hours} * 3600 * 1000,
+                         int64_t{c.config().console.idle_minutes} * 60 * 1000,
+                         static_cast<size_t>(c.config().console.max_sessions)),
         s3(std::make_unique<S3Endpoint>(c, authz, objstore::NewBucketStore(c.config().data_dir + "/buckets"),
                                         [this](const http::Request& req, AuditRecord* who, VerifiedCaller* verified) {
                                           return Authenticate(req, "s3", who, verified);
@@ -144,7 +149,13 @@ struct ApiServer::Impl {
 
   http::Response Route(const http::Request& req);
   std::string NetworkMetrics() const;
-  http::Response Stream(const http::Request& req);
+  // `authenticated`: the caller when a console session already named it (Console).
+  http::Response Stream(const http::Request& req, const Principal* authenticated = nullptr);
+  // The web console (api/console.h, docs/console.md): its pages, sign-in and the calls it makes.
+  http::Response Console(const http::Request& req);
+  http::Response ConsoleSignIn(const http::Request& req);
+  http::Response ConsoleCall(const http::Request& req, const Principal& caller);
+  StatusOr<std::pair<ConsoleSession, Principal>> ConsoleCaller(const http::Request& req);
   http::Response Refuse(int status, const std::string& message, const http::Request* head);
   Status CheckScrape(const http::Request& req);
 
@@ -229,11 +240,7 @@ struct ApiServer::Impl {
         principal.entry = std::move(none);
       }
     } else if (caller->access_key_id != root.access_key_id) {
-      const auto& key = users->keys.find(caller->access_key_id)->second;
-      principal.type = Principal::Type::kUser;
-      principal.arn = key.principal->user.arn;
-      principal.name = key.principal->user.name;
-      principal.entry = key.principal;
+      principal = *KeyPrincipal(*users, caller->access_key_id);
     }
     who->access_key_id = caller->access_key_id;
     who->principal = principal.is_root() ? "root" : principal.arn;
@@ -242,6 +249,20 @@ struct ApiServer::Impl {
       return Status(Code::kThrottled, "Rate exceeded (server.throttle_rate = " + FormatRate(controller.config().throttle_rate) +
                                           " requests per second per access key)");
     }
+    return principal;
+  }
+
+  // Whose key `key` is: root's or a user's; nullopt for any other (a role session's keys are
+  // looked up apart, beside their token).
+  std::optional<Principal> KeyPrincipal(const control::PrincipalDirectory& users, const std::string& key) const {
+    Principal principal = Principal::Root(controller.config().account_id, key);
+    if (key == root.access_key_id) return principal;
+    auto it = users.keys.find(key);
+    if (it == users.keys.end()) return std::nullopt;
+    principal.type = Principal::Type::kUser;
+    principal.arn = it->second.principal->user.arn;
+    principal.name = it->second.principal->user.name;
+    principal.entry = it->second.principal;
     return principal;
   }
 
@@ -525,9 +546,13 @@ struct ApiServer::Impl {
 // GET /trainyard/v1/events/stream: server-sent events (docs/events.md). Query parameters: after
 // (a sequence number; default: the newest, or the Last-Event-ID header), source, detail-type,
 // queue, share (each may repeat) and pattern (an EventBridge pattern).
-http::Response ApiServer::Impl::Stream(const http::Request& req) {
+http::Response ApiServer::Impl::Stream(const http::Request& req, const Principal* authenticated) {
   AuditedCall call(controller, req, Protocol::kSageMakerJson, "trainyard", "StreamEvents");
-  auto caller = Authenticate(req, "events", &call.record());
+  StatusOr<Principal> caller = authenticated ? StatusOr<Principal>(*authenticated) : Authenticate(req, "events", &call.record());
+  if (authenticated) {
+    call.record().access_key_id = authenticated->access_key_id;
+    call.record().principal = authenticated->is_root() ? "root" : authenticated->arn;
+  }
   if (!caller.ok()) return Refused(call, Protocol::kSageMakerJson, caller.status());
   if (Status allowed = authz.Check(*caller, ContextOf(req), Api::kTrainyard, "Events", json::object()); !allowed.ok())
     return Refused(call, Protocol::kSageMakerJson, allowed);
@@ -893,7 +918,248 @@ std::optional<http::Response> ApiServer::Impl::Place(const http::Request& req) {
                Unavailable("No candidate region took the job: " + control::PlacementReason(placement, "none", failed)));
 }
 
+namespace {
+
+// Headers on every console answer: its pages load only their own code, in no frame, and leak no
+// address to other sites.
+void ConsoleHeaders(http::Response* res) {
+  res->headers.emplace_back("Content-Security-Policy",
+                            "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+                            "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'");
+  res->headers.emplace_back("X-Content-Type-Options", "nosniff");
+  res->headers.emplace_back("X-Frame-Options", "DENY");
+  res->headers.emplace_back("Referrer-Policy", "no-referrer");
+  res->headers.emplace_back("Cache-Control", "no-store");
+}
+
+http::Response ConsoleJson(int status, const json& body) {
+  http::Response res;
+  res.status = status;
+  res.headers = {{"Content-Type", "application/json"}};
+  res.body = body.dump();
+  ConsoleHeaders(&res);
+  return res;
+}
+
+http::Response ConsoleError(int status, const std::string& type, const std::string& message) {
+  http::Response res = ConsoleJson(status, {{"__type", type}, {"message", message}});
+  res.headers.emplace_back("x-amzn-ErrorType", type);
+  return res;
+}
+
+std::string SessionCookie(const std::string& value, int64_t max_age_s, bool secure) {
+  return std::string(kConsoleCookie) + "=" + value + "; Path=/console; Max-Age=" + std::to_string(max_age_s) +
+         "; HttpOnly; SameSite=Strict" + (secure ? "; Secure" : "");
+}
+
+std::string PercentEncode(std::string_view s) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') out += static_cast<char>(c);
+    else out += {'%', kHex[c >> 4], kHex[c & 15]};
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<std::pair<ConsoleSession, Principal>> ApiServer::Impl::ConsoleCaller(const http::Request& req) {
+  const std::string cookie = CookieValue(req, kConsoleCookie);
+  if (cookie.empty()) return Status(Code::kUnauthenticated, "Sign in first: the request carries no console session");
+  auto session = console_sessions.Find(cookie, SystemClock::instance().now_ms());
+  if (!session) return Status(Code::kUnauthenticated, "The console session has ended or is not known here; sign in again");
+  auto principal = KeyPrincipal(*controller.directory(), session->access_key_id);
+  if (!principal) {
+    console_sessions.RemoveKey(session->access_key_id);
+    return Status(Code::kUnauthenticated, "The access key this session signed in with no longer exists; sign in again");
+  }
+  if (!throttle.Admit(session->access_key_id, MonotonicMs())) {
+    throttled.fetch_add(1);
+    return Status(Code::kThrottled, "Rate exceeded (server.throttle_rate = " + FormatRate(controller.config().throttle_rate) +
+                                        " requests per second per access key)");
+  }
+  return std::make_pair(std::move(*session), std::move(*principal));
+}
+
+// POST /console/api/signin {"accessKeyId", "secretAccessKey"}: root's key or a user's. Each
+// attempt is audited (ConsoleSignIn), and attempts are throttled per client address.
+http::Response ApiServer::Impl::ConsoleSignIn(const http::Request& req) {
+  AuditedCall call(controller, req, Protocol::kSageMakerJson, "trainyard", "ConsoleSignIn");
+  auto refuse = [&](int status, const Status& st, const std::string& type) {
+    call.Finish(st);
+    return ConsoleError(status, type, st.message());
+  };
+  if (std::string why = CrossSiteReason(req); !why.empty())
+    return refuse(403, Status(Code::kAccessDenied, "Sign-in refused: " + why), "AccessDeniedException");
+  if (!throttle.Admit("console-signin " + req.peer, MonotonicMs()))
+    return refuse(400, Status(Code::kThrottled, "Too many sign-in attempts from " + req.peer), "ThrottlingException");
+  auto body = ParseBody(req);
+  if (!body.ok()) return refuse(400, body.status(), "ValidationException");
+  const json& b = *body;
+  for (const char* member : {"accessKeyId", "secretAccessKey"})
+    if (!b.contains(member) || !b[member].is_string() || b[member].get_ref<const std::string&>().empty() ||
+        b[member].get_ref<const std::string&>().size() > 128)
+      return refuse(400, InvalidArgument(std::string(member) + " is required: a string of 1 to 128 characters"),
+                    "ValidationException");
+  const std::string key = b["accessKeyId"];
+  call.record().access_key_id = key;
+  auto users = controller.directory();
+  std::optional<Principal> principal = KeyPrincipal(*users, key);
+  std::string secret;
+  if (principal) secret = principal->is_root() ? root.secret_access_key : users->keys.find(key)->second.secret;
+  // One answer for an unknown key and a wrong secret: the form does not tell which keys exist.
+  if (!principal || !SecretEquals(secret, b["secretAccessKey"].get<std::string>()))
+    return refuse(403, Status(Code::kAccessDenied, "The access key ID or secret access key is not valid"),
+                  "AccessDeniedException");
+  call.record().principal = principal->is_root() ? "root" : principal->arn;
+  std::string cookie;
+  const ConsoleSession session = console_sessions.Create(key, SystemClock::instance().now_ms(), &cookie);
+  call.Finish(Status::Ok());
+  http::Response res = ConsoleJson(200, {{"principal", principal->is_root() ? "root" : principal->arn},
+                                         {"accessKeyId", key}, {"csrfToken", session.csrf_token},
+                                         {"expiresAt", session.expires_ms / 1000}});
+  res.headers.emplace_back("Set-Cookie", SessionCookie(cookie, int64_t{controller.config().console.session_hours} * 3600,
+                                                      req.secure_transport));
+  return res;
+}
+
+// POST /console/api/call {"api", "action", "input"}: one API operation, run by Handle as the
+// signed-in principal, exactly as the same call signed with its key would run (validation,
+// authorization, the audit record, events).
+http::Response ApiServer::Impl::ConsoleCall(const http::Request& req, const Principal& caller) {
+  auto body = ParseBody(req);
+  if (!body.ok()) return ConsoleError(400, "ValidationException", body.status().message());
+  const json& b = *body;
+  if (!b.contains("api") || !b["api"].is_string() || !b.contains("action") || !b["action"].is_string())
+    return ConsoleError(400, "ValidationException", "api and action are required strings");
+  if (b.contains("input") && !b["input"].is_object())
+    return ConsoleError(400, "ValidationException", "input must be a JSON object");
+  const std::string api = b["api"];
+  const std::string action = b["action"];
+  json input = b.value("input", json::object());
+  http::Request inner;
+  inner.method = "POST";
+  inner.path = "/";
+  inner.peer = req.peer;
+  inner.secure_transport = req.secure_transport;
+  inner.headers = {{"Content-Type", "application/json"}, {"User-Agent", "trainyard-console"}};
+  if (const std::string* host = req.Header("Host")) inner.headers.emplace_back("Host", *host);
+  auto run = [&](Protocol protocol, const std::string& service, const ServiceModel* model) {
+    inner.body = input.dump();
+    inner.target = inner.path;
+    http::Response res = Handle(inner, protocol, service, model, action, &caller);
+    ConsoleHeaders(&res);
+    return res;
+  };
+  if (api == "batch") {
+    const ServiceModel& m = ServiceModel::Batch();
+    const ServiceModel::Operation* op = m.FindOperation(action);
+    if (!op) return ConsoleError(400, "UnknownOperationException", "Batch has no operation " + action);
+    // Members bound to the path ({resourceArn} of the tag operations) move from the input there.
+    std::string path = op->request_uri;
+    for (size_t open = path.find('{'); open != std::string::npos; open = path.find('{', open)) {
+      const size_t close = path.find('}', open);
+      if (close == std::string::npos) break;
+      std::string member = path.substr(open + 1, close - open - 1);
+      if (!member.empty() && member.back() == '+') member.pop_back();
+      const std::string value = input.contains(member) && input[member].is_string() ? input[member].get<std::string>() : "";
+      input.erase(member);
+      const std::string encoded = PercentEncode(value);
+      path.replace(open, close - open + 1, encoded);
+      open += encoded.size();
+    }
+    inner.method = op->http_method;
+    inner.path = path.substr(0, path.find('?'));
+    return run(Protocol::kBatchRestJson, "batch", &m);
+  }
+  if (api == "sagemaker") return run(Protocol::kSageMakerJson, "sagemaker", &ServiceModel::SageMaker());
+  if (api == "logs") return run(Protocol::kLogsJson, "logs", nullptr);
+  if (api == "trainyard") {
+    if (action == "Events") {
+      inner.path = "/trainyard/v1/events";
+      return run(Protocol::kSageMakerJson, "events", nullptr);
+    }
+    for (const auto& [path, op] : kOwnOperations)
+      if (action == op) {
+        inner.path = path;
+        return run(Protocol::kSageMakerJson, "sagemaker", nullptr);
+      }
+    return ConsoleError(400, "UnknownOperationException", "trainyard has no operation " + action);
+  }
+  return ConsoleError(400, "ValidationException", "api must be one of batch, sagemaker, logs, trainyard; not " + api);
+}
+
+http::Response ApiServer::Impl::Console(const http::Request& req) {
+  const std::string& path = req.path;
+  auto file = [&](const std::string& name) {
+    const ConsoleFile* f = console_assets.Find(name);
+    if (!f) return ConsoleError(404, "NotFound", "No console file " + name);
+    http::Response res;
+    res.headers = {{"Content-Type", f->content_type}};
+    res.body = f->body;
+    ConsoleHeaders(&res);
+    return res;
+  };
+  const bool read = req.method == "GET" || req.method == "HEAD";
+  // Code and style: no data in them, so no session is needed to load the sign-in page's.
+  if (read && (StartsWith(path, "/console/static/") || StartsWith(path, "/console/vendor/")))
+    return file(path.substr(9));
+  if (read && path == "/console/signin") return file("static/signin.html");
+  if (path == "/console/api/signin") {
+    if (req.method != "POST") return ConsoleError(405, "ValidationException", "Sign in with POST");
+    return ConsoleSignIn(req);
+  }
+  auto caller = ConsoleCaller(req);
+  if (read && (path == "/console" || path == "/console/")) {
+    if (!caller.ok()) {
+      http::Response res;
+      res.status = 302;
+      res.headers = {{"Location", "/console/signin"}};
+      ConsoleHeaders(&res);
+      return res;
+    }
+    return file("static/index.html");
+  }
+  if (!StartsWith(path, "/console/api/")) return ConsoleError(404, "NotFound", "No console page at " + path);
+  if (!caller.ok()) {
+    const bool throttled_now = caller.status().code() == Code::kThrottled;
+    return ConsoleError(throttled_now ? 400 : 401, throttled_now ? "ThrottlingException" : "MissingAuthenticationTokenException",
+                        caller.status().message());
+  }
+  const auto& [session, principal] = *caller;
+  // Every call and the event stream must come from the console's own pages; a change must also
+  // carry the session's token, which only those pages can read.
+  if (std::string why = CrossSiteReason(req); !why.empty())
+    return ConsoleError(403, "AccessDeniedException", "Cross-site request refused: " + why);
+  if (read && path == "/console/api/session") {
+    const Config& config = controller.config();
+    return ConsoleJson(200, {{"principal", principal.is_root() ? "root" : principal.arn},
+                             {"accessKeyId", session.access_key_id}, {"csrfToken", session.csrf_token},
+                             {"expiresAt", session.expires_ms / 1000}, {"region", config.region},
+                             {"accountId", config.account_id}});
+  }
+  if (read && path == "/console/api/events") return Stream(req, &principal);
+  if (req.method != "POST") return ConsoleError(404, "NotFound", "No console call at " + req.method + " " + path);
+  const std::string* token = req.Header(kConsoleCsrfHeader);
+  if (!token || !SecretEquals(*token, session.csrf_token))
+    return ConsoleError(403, "AccessDeniedException",
+                        std::string("Cross-site request refused: the ") + kConsoleCsrfHeader +
+                            " header must carry this session's token (GET /console/api/session)");
+  if (path == "/console/api/signout") {
+    console_sessions.Remove(CookieValue(req, kConsoleCookie));
+    http::Response res = ConsoleJson(200, json::object());
+    res.headers.emplace_back("Set-Cookie", SessionCookie("", 0, req.secure_transport));
+    return res;
+  }
+  if (path == "/console/api/call") return ConsoleCall(req, principal);
+  return ConsoleError(404, "NotFound", "No console call at POST " + path);
+}
+
 http::Response ApiServer::Impl::Route(const http::Request& req) {
+  // The web console's pages and calls: a browser's, with a session cookie instead of a signature.
+  if (StartsWith(req.path, "/console") && (req.path.size() == 8 || req.path[8] == '/') && controller.config().console.enabled)
+    return Console(req);
   // A request signed for a peer region is that region's (docs/regions.md); one a peer forwarded
   // here is never forwarded again. One signed for a region that is neither is refused by SigV4
   // below, as AWS refuses it (InvalidSignatureException naming the region).
@@ -1045,6 +1311,8 @@ ApiServer::~ApiServer() {
 
 StatusOr<int> ApiServer::Bind(const std::string& host, int port) {
   const Config& config = impl_->controller.config();
+  if (config.console.enabled && impl_->console_assets.size() == 0)
+    impl_->console_assets.Load(config.console.assets_dir.empty() ? TRAINYARD_CONSOLE_DIR : config.console.assets_dir);
   if (!config.webhooks.empty() && impl_->controller.events() && config.events_enabled && !impl_->webhooks) {
     auto d = std::make_unique<obs::WebhookDispatcher>(*impl_->controller.events(), config.webhooks);
     Status st = d->Start();

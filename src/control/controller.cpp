@@ -286,7 +286,7 @@ void Controller::RenderEvents(Turn& t, std::vector<store::Write>* writes) {
 
 void Controller::SampleShareHistory(EpochMs now) {
   if (now < next_share_sample_) return;
-  const int64_t interval = config_.share_history_interval_seconds * 1000;
+  const int64_t interval = config_.console.share_history_interval_seconds * 1000;
   // The next sample falls on the same grid, however late this tick came (or however far the
   // clock jumped).
   next_share_sample_ = next_share_sample_ == 0 ? now + interval

@@ -345,13 +345,26 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     if (c.scheduler_batch_ms < 0 || c.scheduler_batch_ms > 60'000)
       return InvalidArgument("config: scheduler.batch_ms must be between 0 and 60000");
   }
-  if (auto* k = root["console"].as_table()) {
-    TY_RETURN_IF_ERROR(CheckKeys(*k, {"share_history_interval_seconds"}, "[console]"));
-    TY_RETURN_IF_ERROR(Read(*k, "share_history_interval_seconds", &c.share_history_interval_seconds, "console."));
-    if (c.share_history_interval_seconds < 1 || c.share_history_interval_seconds > 86'400)
+  TY_RETURN_IF_ERROR(ReadEvents(root, &c));
+  if (auto* t = root["console"].as_table()) {
+    TY_RETURN_IF_ERROR(CheckKeys(
+        *t, {"enabled", "session_hours", "idle_minutes", "max_sessions", "assets_dir", "share_history_interval_seconds"},
+        "[console]"));
+    ConsoleConfig& k = c.console;
+    TY_RETURN_IF_ERROR(Read(*t, "enabled", &k.enabled, "console."));
+    TY_RETURN_IF_ERROR(Read(*t, "session_hours", &k.session_hours, "console."));
+    TY_RETURN_IF_ERROR(Read(*t, "idle_minutes", &k.idle_minutes, "console."));
+    TY_RETURN_IF_ERROR(Read(*t, "max_sessions", &k.max_sessions, "console."));
+    TY_RETURN_IF_ERROR(Read(*t, "assets_dir", &k.assets_dir, "console."));
+    TY_RETURN_IF_ERROR(Read(*t, "share_history_interval_seconds", &k.share_history_interval_seconds, "console."));
+    if (k.session_hours < 1 || k.session_hours > 24 * 30)
+      return InvalidArgument("config: console.session_hours must be between 1 and 720");
+    if (k.idle_minutes < 1 || k.idle_minutes > 24 * 60)
+      return InvalidArgument("config: console.idle_minutes must be between 1 and 1440");
+    if (k.max_sessions < 1) return InvalidArgument("config: console.max_sessions must be >= 1");
+    if (k.share_history_interval_seconds < 1 || k.share_history_interval_seconds > 86'400)
       return InvalidArgument("config: console.share_history_interval_seconds must be between 1 and 86400");
   }
-  TY_RETURN_IF_ERROR(ReadEvents(root, &c));
   if (auto* l = root["logs"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*l, {"retention_days", "max_bytes_per_stream"}, "[logs]"));
     TY_RETURN_IF_ERROR(Read(*l, "retention_days", &c.logs_retention_days, "logs."));

@@ -160,6 +160,20 @@ struct RegionsConfig {
   bool enabled() const { return !peers.empty(); }
 };
 
+// [console] (docs/console.md): the web console under /console/ on the API's port.
+struct ConsoleConfig {
+  bool enabled = true;
+  int session_hours = 8;        // a session ends this long after sign-in, whatever happens
+  int idle_minutes = 60;        // ... or after this long without a request
+  int max_sessions = 10000;     // the oldest session goes when one more signs in
+  // The console's files (app/ and node_modules/ below it); "": the directory the build recorded
+  // (the source tree's console/).
+  std::string assets_dir;
+  // How often the controller samples each queue's share standings into its in-memory history
+  // (control/share_history.h; 1 to 86400 seconds).
+  int64_t share_history_interval_seconds = 60;
+};
+
 struct Config {
   std::string listen = "127.0.0.1:8080";
   std::string data_dir = "trainyard-data";
@@ -172,9 +186,6 @@ struct Config {
   // milliseconds of the first are weighed together (share and schedulingPriority), not started
   // in admission order; 0: no batching (docs/scheduling.md, "Arrival batches").
   int64_t scheduler_batch_ms = 1000;
-  // [console] share_history_interval_seconds: how often the controller samples each queue's share
-  // standings into its in-memory history (control/share_history.h; 1 to 86400).
-  int64_t share_history_interval_seconds = 60;
   std::string sandbox = "auto";        // auto | bwrap | none
   int64_t max_request_bytes = 6 * 1024 * 1024;   // bodies above this are refused (413)
   int64_t max_submit_payload_bytes = 30 * 1024;  // serviceRequestPayload limit
@@ -210,6 +221,7 @@ struct Config {
   ObjectStoreConfig object_store;
   S3Config s3;
   RegionsConfig regions;
+  ConsoleConfig console;
   // FileSystemDataSource: FileSystemId -> host directory ([file_systems] in the config file).
   std::vector<std::pair<std::string, std::string>> file_systems;
   // pip options for installing a submit directory's requirements.txt (offline installs).

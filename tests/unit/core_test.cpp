@@ -273,10 +273,11 @@ TEST(Config, LogsSection) {
 }
 
 TEST(Config, ConsoleSection) {
-  EXPECT_EQ(DefaultConfig().share_history_interval_seconds, 60);
-  auto c = LoadConfigFile(WriteTemp("[console]\nshare_history_interval_seconds = 300\n"), DefaultConfig());
+  EXPECT_EQ(DefaultConfig().console.share_history_interval_seconds, 60);
+  auto c = LoadConfigFile(WriteTemp("[console]\nsession_hours = 4\nshare_history_interval_seconds = 300\n"), DefaultConfig());
   ASSERT_TRUE(c.ok()) << c.status().message();
-  EXPECT_EQ(c->share_history_interval_seconds, 300);
+  EXPECT_EQ(c->console.share_history_interval_seconds, 300);
+  EXPECT_EQ(c->console.session_hours, 4);  // one [console] table for the console and its data
   for (const char* bad : {"share_history_interval_seconds = 0", "share_history_interval_seconds = 86401"}) {
     c = LoadConfigFile(WriteTemp(std::string("[console]\n") + bad + "\n"), DefaultConfig());
     ASSERT_FALSE(c.ok()) << bad;
