@@ -117,7 +117,7 @@ bool IsReadOnly(const std::string& operation) {
   for (const char* p : kReadPrefixes)
     if (StartsWith(operation, p)) return true;
   static const char* kOwnReads[] = {"CostReport", "MetricSeries", "SystemMetrics", "Events", "StreamEvents",
-                                    "LookupAuditEvents", "WhatIf"};
+                                    "LookupAuditEvents", "WhatIf", "QueueStandings", "ShareHistory"};
   return std::find(std::begin(kOwnReads), std::end(kOwnReads), operation) != std::end(kOwnReads);
 }
 

@@ -54,7 +54,7 @@ struct AuditRecord {
 std::string ActionOf(const AuditRecord& r);
 // Reads: operations named Describe*, List*, Get*, BatchGet*, Search*, Filter* (FilterLogEvents),
 // and trainyard's own reads (CostReport, MetricSeries, SystemMetrics, Events, StreamEvents,
-// LookupAuditEvents). Everything else mutates.
+// LookupAuditEvents, QueueStandings, ShareHistory). Everything else mutates.
 bool IsReadOnly(const std::string& operation);
 // Refusals for the caller's credentials, permissions or rate: AccessDenied*, the signature and
 // key errors, ThrottlingException.

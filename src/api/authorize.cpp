@@ -97,6 +97,8 @@ constexpr OperationAccess kAccess[] = {
     {Api::kTrainyard, "CostReport", ResourceKind::kNone},
     {Api::kTrainyard, "WhatIf", ResourceKind::kNone},
     {Api::kTrainyard, "DescribeCapacity", ResourceKind::kNone},
+    {Api::kTrainyard, "QueueStandings", ResourceKind::kNone},
+    {Api::kTrainyard, "ShareHistory", ResourceKind::kNone},
     {Api::kTrainyard, "Events", ResourceKind::kNone},
     {Api::kTrainyard, "LookupAuditEvents", ResourceKind::kNone},
     {Api::kTrainyard, "CreateUser", ResourceKind::kUser, "UserName"},

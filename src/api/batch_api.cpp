@@ -541,21 +541,47 @@ Response ListServiceJobs(Controller& c, const json& req) {
   size_t max = req.value("maxResults", 100);
   std::string token = req.value("nextToken", "");
   json filters = req.value("filters", json::array());
-  if (filters.size() > 1) return InvalidArgument("filters: only one filter may be given at a time");
+  // trainyard:tag (docs/api-coverage.md): keeps the jobs carrying every given tag, beside at most
+  // one of AWS's filters, whose rules (statuses, order) then apply.
+  static const std::string kTagFilter = "trainyard:tag";
+  std::vector<std::pair<std::string, std::string>> tags;
+  bool tag_filter = false;
+  json aws_filters = json::array();
+  for (const auto& f : filters) {
+    if (f.value("name", "") != kTagFilter) {
+      aws_filters.push_back(f);
+      continue;
+    }
+    if (tag_filter) return InvalidArgument("filters: " + kTagFilter + " may be given only once (list every tag in its values)");
+    tag_filter = true;
+    const auto values = f.value("values", std::vector<std::string>{});
+    if (values.empty()) return InvalidArgument("filters: " + kTagFilter + " needs at least one value key=value");
+    for (const std::string& v : values) {
+      const size_t eq = v.find('=');
+      if (eq == std::string::npos || eq == 0)
+        return InvalidArgument("filters: " + kTagFilter + " values must be key=value with a non-empty key, not '" +
+                               v.substr(0, 128) + "'");
+      tags.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+    }
+  }
+  if (aws_filters.size() > 1) return InvalidArgument("filters: only one filter may be given at a time");
   std::string fname;
   std::vector<std::string> fvalues;
-  if (!filters.empty()) {
-    fname = filters[0].value("name", "");
-    fvalues = filters[0].value("values", std::vector<std::string>{});
+  if (!aws_filters.empty()) {
+    fname = aws_filters[0].value("name", "");
+    fvalues = aws_filters[0].value("values", std::vector<std::string>{});
     static const std::set<std::string> kNames = {"JOB_NAME", "BEFORE_CREATED_AT", "AFTER_CREATED_AT",
                                                   "SHARE_IDENTIFIER", "QUOTA_SHARE_NAME"};
     if (!kNames.count(fname))
-      return InvalidArgument("filters[0].name must be one of JOB_NAME, BEFORE_CREATED_AT, AFTER_CREATED_AT, SHARE_IDENTIFIER, QUOTA_SHARE_NAME");
+      return InvalidArgument("filters[0].name must be one of JOB_NAME, BEFORE_CREATED_AT, AFTER_CREATED_AT, SHARE_IDENTIFIER, QUOTA_SHARE_NAME, " + kTagFilter);
     if (fvalues.size() != 1) return InvalidArgument("filters[0].values must hold exactly one value");
     if ((fname == "BEFORE_CREATED_AT" || fname == "AFTER_CREATED_AT") &&
         fvalues[0].find_first_not_of("0123456789") != std::string::npos)
       return InvalidArgument("filters[0].values: " + fname + " takes epoch milliseconds");
   }
+  // trainyard:tag alone is ruled as SHARE_IDENTIFIER is: jobStatus applies (without it, every
+  // status), newest first.
+  if (fname.empty() && tag_filter) fname = kTagFilter;
   if (queue_ref.empty()) return InvalidArgument("jobQueue is required");
   uint64_t after_seq = 0;
   if (!token.empty()) {
@@ -566,7 +592,7 @@ Response ListServiceJobs(Controller& c, const json& req) {
     const JobQueue* q = Controller::FindQueue(s, queue_ref);
     if (!q) return InvalidArgument("jobQueue: job queue " + queue_ref + " does not exist");
     // Which statuses: the filter rules of ListServiceJobs.
-    bool status_applies = fname.empty() || fname == "SHARE_IDENTIFIER" || fname == "QUOTA_SHARE_NAME";
+    bool status_applies = fname.empty() || fname == "SHARE_IDENTIFIER" || fname == "QUOTA_SHARE_NAME" || fname == kTagFilter;
     std::vector<JobStatus> statuses;
     if (status_applies && !status_name.empty()) {
       statuses.push_back(*ParseJobStatus(status_name));
@@ -576,7 +602,9 @@ Response ListServiceJobs(Controller& c, const json& req) {
       for (int i = 0; i < 8; ++i) statuses.push_back(static_cast<JobStatus>(i));
     }
     auto matches = [&](const ServiceJob& j) {
-      if (fname.empty()) return true;
+      for (const auto& [key, value] : tags)
+        if (auto t = j.tags.find(key); t == j.tags.end() || t->second != value) return false;
+      if (fname.empty() || fname == kTagFilter) return true;
       const std::string& v = fvalues[0];
       if (fname == "JOB_NAME") {
         std::string name = ToLower(j.name), pat = ToLower(v);

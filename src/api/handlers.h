@@ -57,6 +57,14 @@ Response HandleSystemMetrics(control::Controller& c, const nlohmann::json& req);
 // changed share weights, quotas or capacity, beside what happened (POST /trainyard/v1/what-if;
 // what_if.h, docs/simulate.md "What if").
 Response HandleWhatIf(control::Controller& c, const nlohmann::json& req);
+// The console's queue data (console_data.cpp; docs/api-coverage.md). Where each queue's shares
+// stand now: per queue its kind, state, unfinished jobs per status and per share what it holds,
+// is entitled to, borrows, lends and has waiting (POST /trainyard/v1/queue-standings,
+// {"JobQueue"?}); the same figures as GET /metrics' share gauges.
+Response HandleQueueStandings(control::Controller& c, const nlohmann::json& req);
+// A queue's sampled share standings, oldest first (POST /trainyard/v1/share-history,
+// {"JobQueue", "StartTime"?, "EndTime"?}; in memory, [console] share_history_interval_seconds).
+Response HandleShareHistory(control::Controller& c, const nlohmann::json& req);
 
 // CloudWatch Logs (X-Amz-Target Logs_20140328.*, signed as "logs"): a subset over the training
 // jobs' instance logs (docs/logs.md). Validates its own fields (the Logs model is not embedded).

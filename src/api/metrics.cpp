@@ -9,12 +9,9 @@
 #include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
-#include <optional>
-#include <set>
-#include <tuple>
 
 #include "control/controller.h"
-#include "sched/sched.h"
+#include "control/share_standings.h"
 
 namespace ty::api {
 
@@ -184,24 +181,11 @@ std::string Render(const Config& config, const State& s) {
     }
   }
 
-  // What active service jobs hold, walked once: they are bounded by the host's capacity.
-  std::map<std::pair<std::string, std::string>, int64_t> env_by_key;      // (environment, capacity key)
-  std::map<std::pair<std::string, std::string>, int64_t> share_held;      // (queue, share)
-  std::map<std::tuple<std::string, std::string, std::string>, int64_t> quota_held;  // (queue, share, type)
-  for (const auto& [queue, by_status] : s.by_queue_status)
-    for (JobStatus st : {JobStatus::kScheduled, JobStatus::kStarting, JobStatus::kRunning}) {
-      auto it = by_status.find(st);
-      if (it == by_status.end()) continue;
-      for (uint64_t seq : it->second) {
-        const control::ServiceJobState& js = s.jobs.at(seq);
-        const ServiceJob& j = js.job;
-        const std::string key =
-            j.attempt_capacity_key.empty() ? CapacityKey(j.instance_type, j.managed_spot) : j.attempt_capacity_key;
-        env_by_key[{js.service_environment, key}] += j.instance_count;
-        if (!control::ShareOf(j).empty()) share_held[{queue, control::ShareOf(j)}] += j.instance_count;
-        if (!j.quota_share_name.empty()) quota_held[{queue, j.quota_share_name, j.instance_type}] += j.instance_count;
-      }
-    }
+  // What active service jobs hold, walked once (bounded by the host's capacity), and where each
+  // queue's shares stand (control/share_standings.h: the same figures as QueueStandings).
+  const control::Holdings held = control::ActiveHoldings(s);
+  const auto& env_by_key = held.by_environment;
+  const std::vector<control::QueueStanding> standings = control::ShareStandings(s, held);
 
   // ---- gauges: host capacity ----
   w.Family("trainyard_host_instances", "gauge",
@@ -306,166 +290,73 @@ std::string Render(const Config& config, const State& s) {
     }
 
   // ---- gauges: shares ----
-  w.Family("trainyard_share_instances_in_use", "gauge",
-           "Instances held by a share's (fair-share identifier or quota share) SCHEDULED, STARTING and RUNNING jobs.");
-  for (const auto& [k, n] : share_held)
-    w.Sample("trainyard_share_instances_in_use", {{"queue", k.first}, {"share", k.second}}, static_cast<double>(n));
-  w.Family("trainyard_share_unfinished_jobs", "gauge", "A share's jobs that are not finished (the queue's active shares).");
-  for (const auto& [queue, shares] : s.unfinished_by_share)
-    for (const auto& [share, n] : shares)
-      w.Sample("trainyard_share_unfinished_jobs", {{"queue", queue}, {"share", share}}, static_cast<double>(n));
-  // Fair-share queues: every queue with a scheduling policy that is not a quota-share policy
-  // (as SchedulePass decides), with its policy's shareDistribution and shareDecaySeconds.
-  struct FairSharePolicy {
-    std::vector<ShareAttributes> distribution;
-    int64_t decay_seconds = 0;
-  };
-  auto fair_share_policy = [&](const std::string& queue) -> std::optional<FairSharePolicy> {
-    auto q = s.queues.find(queue);
-    if (q == s.queues.end() || q->second.kind != QueueKind::kFairShare) return std::nullopt;
-    const SchedulingPolicy* p = control::Controller::FindPolicy(s, q->second.scheduling_policy_arn);
-    FairSharePolicy out;
-    if (p && p->fairshare) {
-      out.distribution = p->fairshare->share_distribution;
-      out.decay_seconds = p->fairshare->share_decay_seconds;
-    }
-    return out;
-  };
   {
     // Each family's samples, each written under its own TYPE line.
-    Writer uw, ww, wu;
-    for (const auto& [queue, shares] : s.share_usage) {
-      const FairSharePolicy policy = fair_share_policy(queue).value_or(FairSharePolicy{});
-      for (const auto& [share, u] : shares) {
-        const Labels l = {{"queue", queue}, {"share", share}};
-        const double weight = control::Controller::ShareWeight(policy.distribution, share);
-        auto h = share_held.find({queue, share});
-        uw.Sample("trainyard_fairshare_usage_instance_seconds", l, u.usage);
-        ww.Sample("trainyard_fairshare_weight_factor", l, weight);
-        wu.Sample("trainyard_fairshare_weighted_usage_instances", l,
-                  sched::ShareOrderKey(u.usage, h == share_held.end() ? 0 : h->second, 0, weight, policy.decay_seconds));
+    Writer held_w, usage_w, weight_w, weighted_w, ratio_w, entitled_w, quota_used, quota_borrowed, quota_lent, unassigned;
+    for (const control::QueueStanding& q : standings) {
+      for (const control::ShareStanding& st : q.shares) {
+        const Labels l = {{"queue", q.queue}, {"share", st.share}};
+        if (st.in_use > 0) held_w.Sample("trainyard_share_instances_in_use", l, static_cast<double>(st.in_use));
+        if (const auto& f = st.fair) {
+          if (f->usage) {
+            usage_w.Sample("trainyard_fairshare_usage_instance_seconds", l, *f->usage);
+            weight_w.Sample("trainyard_fairshare_weight_factor", l, f->weight_factor);
+            weighted_w.Sample("trainyard_fairshare_weighted_usage_instances", l, *f->weighted_usage);
+          }
+          ratio_w.Sample("trainyard_fairshare_entitlement_ratio", l, f->entitlement_ratio);
+          entitled_w.Sample("trainyard_fairshare_entitlement_instances", l, f->entitlement_instances);
+        }
+        for (const auto& [type, e] : st.quota_types) {
+          const Labels lt = {{"queue", q.queue}, {"share", st.share}, {"instance_type", type}};
+          quota_used.Sample("trainyard_quota_share_instances_in_use", lt, static_cast<double>(e.in_use));
+          quota_borrowed.Sample("trainyard_quota_share_borrowed_instances", lt, static_cast<double>(e.borrowed));
+          quota_lent.Sample("trainyard_quota_share_lent_instances", lt, static_cast<double>(e.lent));
+        }
       }
+      for (const auto& [type, n] : q.unassigned_lent)
+        unassigned.Sample("trainyard_quota_unassigned_lent_instances", {{"queue", q.queue}, {"instance_type", type}},
+                          static_cast<double>(n));
     }
+    w.Family("trainyard_share_instances_in_use", "gauge",
+             "Instances held by a share's (fair-share identifier or quota share) SCHEDULED, STARTING and RUNNING jobs.",
+             held_w);
+    w.Family("trainyard_share_unfinished_jobs", "gauge", "A share's jobs that are not finished (the queue's active shares).");
+    for (const auto& [queue, shares] : s.unfinished_by_share)
+      for (const auto& [share, n] : shares)
+        w.Sample("trainyard_share_unfinished_jobs", {{"queue", queue}, {"share", share}}, static_cast<double>(n));
     w.Family("trainyard_fairshare_usage_instance_seconds", "gauge",
-             "A fair share's decayed usage (instance-seconds) as of the last scheduling pass of its queue.", uw);
+             "A fair share's decayed usage (instance-seconds) as of the last scheduling pass of its queue.", usage_w);
     w.Family("trainyard_fairshare_weight_factor", "gauge",
-             "A fair share's weightFactor from the queue's shareDistribution (lower: larger entitlement).", ww);
+             "A fair share's weightFactor from the queue's shareDistribution (lower: larger entitlement).", weight_w);
     w.Family("trainyard_fairshare_weighted_usage_instances", "gauge",
              "A fair share's standing in the scheduler's order, lowest first: (4 x decayed usage / shareDecaySeconds "
-             "+ instances held) x weightFactor.", wu);
-  }
-  {
-    // Entitlement: an active share's inverse weight over the sum of the inverse weights of the
-    // queue's active shares (those with unfinished jobs), times the NUM_INSTANCES limits of the
-    // queue's service environments. Known shares that are not active are entitled to 0.
-    Writer rw, iw;
-    for (const auto& [queue, q] : s.queues) {
-      const std::optional<FairSharePolicy> policy = fair_share_policy(queue);
-      if (!policy) continue;
-      std::map<std::string, double> inverse;  // share -> 1 / weightFactor; 0 when not active
-      if (auto u = s.share_usage.find(queue); u != s.share_usage.end())
-        for (const auto& [share, usage] : u->second) inverse[share] = 0;
-      double sum = 0;
-      if (auto a = s.unfinished_by_share.find(queue); a != s.unfinished_by_share.end())
-        for (const auto& [share, n] : a->second)
-          if (n > 0 && !share.empty()) {
-            // weightFactor is validated to 0.0001..999.9999, so the inverse is finite.
-            inverse[share] = 1.0 / control::Controller::ShareWeight(policy->distribution, share);
-            sum += inverse[share];
-          }
-      int64_t capacity = 0;
-      for (const auto& o : q.service_environment_order)
-        if (auto e = s.environments.find(o.service_environment); e != s.environments.end())
-          for (const auto& l : e->second.capacity_limits)
-            if (l.capacity_unit == "NUM_INSTANCES") capacity += l.max_capacity;
-      for (const auto& [share, inv] : inverse) {
-        const Labels l = {{"queue", queue}, {"share", share}};
-        const double ratio = sum > 0 ? inv / sum : 0;
-        rw.Sample("trainyard_fairshare_entitlement_ratio", l, ratio);
-        iw.Sample("trainyard_fairshare_entitlement_instances", l, ratio * static_cast<double>(capacity));
-      }
-    }
+             "+ instances held) x weightFactor.", weighted_w);
     w.Family("trainyard_fairshare_entitlement_ratio", "gauge",
              "The fraction of its queue's capacity a fair share is entitled to now: 1/weightFactor over the sum of "
-             "1/weightFactor of the queue's active shares (0 when not active).", rw);
+             "1/weightFactor of the queue's active shares (0 when not active).", ratio_w);
     w.Family("trainyard_fairshare_entitlement_instances", "gauge",
-             "A fair share's entitlement ratio times the NUM_INSTANCES limits of its queue's service environments.", iw);
-  }
+             "A fair share's entitlement ratio times the NUM_INSTANCES limits of its queue's service environments.",
+             entitled_w);
 
-  // ---- gauges: quota shares ----
-  w.Family("trainyard_quota_share_limit_instances", "gauge",
-           "A quota share's capacity limit per instance type (its entitlement).");
-  for (const auto& [key, qs] : s.quota_shares)
-    for (const auto& l : qs.capacity_limits)
-      w.Sample("trainyard_quota_share_limit_instances", {{"queue", qs.queue}, {"share", qs.name}, {"instance_type", l.capacity_unit}},
-               static_cast<double>(l.max_capacity));
-  {
-    // Per (queue, share, type): every share's limits, 0 included, and whatever active jobs hold
-    // (also of a deleted share or a type the share has no limit for).
-    struct Ledger {
-      int64_t limit = 0, used = 0, lent = 0;
-      bool lends = false;  // LEND or LEND_AND_BORROW (RESERVE keeps its idle limit)
-      int64_t Borrowed() const { return std::max<int64_t>(0, used - limit); }
-      int64_t Idle() const { return lends ? std::max<int64_t>(0, limit - used) : 0; }
-    };
-    using Key = std::tuple<std::string, std::string, std::string>;  // (queue, share, type)
-    std::map<Key, Ledger> ledger;
+    // ---- gauges: quota shares ----
+    w.Family("trainyard_quota_share_limit_instances", "gauge",
+             "A quota share's capacity limit per instance type (its entitlement).");
     for (const auto& [key, qs] : s.quota_shares)
-      for (const auto& l : qs.capacity_limits) {
-        Ledger& e = ledger[{qs.queue, qs.name, l.capacity_unit}];
-        e.limit = l.max_capacity;
-        e.lends = qs.strategy != ShareStrategy::kReserve;
-      }
-    for (const auto& [k, n] : quota_held) ledger[k].used = n;
-    // Lending: per (queue, type), what the shares borrow is attributed to the lending shares'
-    // idle limits in proportion to them (largest remainder, ties to the share first by name);
-    // what exceeds all idle limits came from the queue's capacity that no share's limit covers.
-    std::map<std::pair<std::string, std::string>, int64_t> unassigned;  // (queue, type)
-    {
-      std::map<std::pair<std::string, std::string>, std::vector<Ledger*>> by_type;
-      for (auto& [k, e] : ledger) by_type[{std::get<0>(k), std::get<2>(k)}].push_back(&e);  // share-name order
-      for (auto& [qt, shares] : by_type) {
-        int64_t borrowed = 0, idle = 0;
-        for (const Ledger* e : shares) {
-          borrowed += e->Borrowed();
-          idle += e->Idle();
-        }
-        const int64_t lent = std::min(borrowed, idle);
-        std::vector<std::pair<int64_t, size_t>> remainders;  // (remainder, position in name order)
-        int64_t given = 0;
-        for (size_t i = 0; i < shares.size(); ++i) {
-          if (shares[i]->Idle() == 0) continue;
-          shares[i]->lent = lent * shares[i]->Idle() / idle;
-          given += shares[i]->lent;
-          remainders.push_back({lent * shares[i]->Idle() % idle, i});
-        }
-        std::stable_sort(remainders.begin(), remainders.end(),
-                         [](const auto& a, const auto& b) { return a.first > b.first; });
-        for (size_t i = 0; given < lent; ++i, ++given) ++shares[remainders[i].second]->lent;
-        unassigned[qt] = borrowed - lent;
-      }
-    }
-    Writer used, borrowed, lent;
-    for (const auto& [k, e] : ledger) {
-      const auto& [queue, share, type] = k;
-      const Labels l = {{"queue", queue}, {"share", share}, {"instance_type", type}};
-      used.Sample("trainyard_quota_share_instances_in_use", l, static_cast<double>(e.used));
-      borrowed.Sample("trainyard_quota_share_borrowed_instances", l, static_cast<double>(e.Borrowed()));
-      lent.Sample("trainyard_quota_share_lent_instances", l, static_cast<double>(e.lent));
-    }
+      for (const auto& l : qs.capacity_limits)
+        w.Sample("trainyard_quota_share_limit_instances",
+                 {{"queue", qs.queue}, {"share", qs.name}, {"instance_type", l.capacity_unit}},
+                 static_cast<double>(l.max_capacity));
     w.Family("trainyard_quota_share_instances_in_use", "gauge",
-             "Instances a quota share's SCHEDULED, STARTING and RUNNING jobs hold, per instance type.", used);
+             "Instances a quota share's SCHEDULED, STARTING and RUNNING jobs hold, per instance type.", quota_used);
     w.Family("trainyard_quota_share_borrowed_instances", "gauge",
-             "Instances a quota share holds above its own limit (borrowed from other shares), per instance type.", borrowed);
+             "Instances a quota share holds above its own limit (borrowed from other shares), per instance type.",
+             quota_borrowed);
     w.Family("trainyard_quota_share_lent_instances", "gauge",
              "Instances of a lending quota share's idle limit that other shares borrow, per instance type "
-             "(borrowing attributed to lenders in proportion to their idle limits).", lent);
+             "(borrowing attributed to lenders in proportion to their idle limits).", quota_lent);
     w.Family("trainyard_quota_unassigned_lent_instances", "gauge",
              "Instances quota shares borrow beyond all lending shares' idle limits (the queue's capacity that no "
-             "share's limit covers), per queue and instance type.");
-    for (const auto& [qt, n] : unassigned)
-      w.Sample("trainyard_quota_unassigned_lent_instances", {{"queue", qt.first}, {"instance_type", qt.second}},
-               static_cast<double>(n));
+             "share's limit covers), per queue and instance type.", unassigned);
   }
   // ---- running instances: the newest system-metrics sample of each ----
   {

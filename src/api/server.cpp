@@ -73,6 +73,8 @@ constexpr std::pair<const char*, const char*> kOwnOperations[] = {
     {"/trainyard/v1/what-if", "WhatIf"},
     {"/trainyard/v1/admin/audit", "LookupAuditEvents"},
     {"/trainyard/v1/admin/capacity", "DescribeCapacity"},
+    {"/trainyard/v1/queue-standings", "QueueStandings"},
+    {"/trainyard/v1/share-history", "ShareHistory"},
 };
 
 // Replies at least this large are followed by malloc_trim (see Route).
@@ -83,6 +85,12 @@ constexpr size_t kTrimAfterReplyBytes = 256 * 1024;
 constexpr const char* kEmbeddedJsonMembers[] = {"serviceRequestPayload", "EventPattern"};
 
 }  // namespace
+
+std::string OwnOperationPath(const std::string& operation) {
+  for (const auto& [path, op] : kOwnOperations)
+    if (operation == op) return path;
+  return "";
+}
 
 struct ApiServer::Impl {
   control::Controller& controller;
@@ -505,6 +513,10 @@ struct ApiServer::Impl {
       out = HandleEvents(controller, *body);
     } else if (operation == "SystemMetrics") {
       out = HandleSystemMetrics(controller, *body);
+    } else if (operation == "QueueStandings") {
+      out = HandleQueueStandings(controller, *body);
+    } else if (operation == "ShareHistory") {
+      out = HandleShareHistory(controller, *body);
     } else if (operation == "LookupAuditEvents") {
       out = HandleLookupAuditEvents(controller, *body);
     } else {

@@ -13,6 +13,10 @@ class Controller;
 
 namespace ty::api {
 
+// The path of one of trainyard's own operations (POST /trainyard/v1/..., signed as "sagemaker"),
+// e.g. "/trainyard/v1/queue-standings" for QueueStandings; "" when `operation` is none of them.
+std::string OwnOperationPath(const std::string& operation);
+
 struct RootCredential {
   std::string access_key_id;
   std::string secret_access_key;

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "api/server.h"
 #include "api/sigv4.h"
 #include "cli/cli.h"
 #include "core/clock.h"
@@ -134,7 +135,12 @@ StatusOr<json> Client::Post(const std::string& service, const std::string& path,
 StatusOr<json> Client::Call(const std::string& service, const std::string& operation, const json& body) {
   if (service == "batch") return Post("batch", "/v1/" + ToLower(operation), body);
   if (service == "sagemaker") return Post("sagemaker", "/", body, "SageMaker." + operation);
-  return InvalidArgument("service must be batch or sagemaker, not '" + service + "'");
+  if (service == "trainyard") {
+    const std::string path = api::OwnOperationPath(operation);
+    if (path.empty()) return InvalidArgument("trainyard has no operation " + operation.substr(0, 64));
+    return Post("sagemaker", path, body);
+  }
+  return InvalidArgument("service must be batch, sagemaker or trainyard, not '" + service + "'");
 }
 
 }  // namespace ty::cli

@@ -413,9 +413,10 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
   // ---- call ----
   {
     auto* cmd = app.add_subcommand("call", "Call any supported API operation with a JSON body, e.g.\n"
-                                           "  trainyard call batch CreateJobQueue file://queue.json");
+                                           "  trainyard call batch CreateJobQueue file://queue.json\n"
+                                           "  trainyard call trainyard QueueStandings '{\"JobQueue\": \"q\"}'");
     static std::string service, operation, body = "{}";
-    cmd->add_option("service", service, "batch or sagemaker")->required();
+    cmd->add_option("service", service, "batch, sagemaker or trainyard (its own operations: docs/api-coverage.md)")->required();
     cmd->add_option("operation", operation, "Operation name, e.g. DescribeJobQueues")->required();
     cmd->add_option("body", body, "JSON text, file://PATH or @PATH (default {})");
     AddCommon(cmd, common);

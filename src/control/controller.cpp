@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "control/ladder.h"
+#include "control/share_standings.h"
 #include "control/system_metrics.h"
 #include "control/turn.h"
 #include "core/strings.h"
@@ -283,6 +284,22 @@ void Controller::RenderEvents(Turn& t, std::vector<store::Write>* writes) {
   }
 }
 
+void Controller::SampleShareHistory(EpochMs now) {
+  if (now < next_share_sample_) return;
+  const int64_t interval = config_.console.share_history_interval_seconds * 1000;
+  // The next sample falls on the same grid, however late this tick came (or however far the
+  // clock jumped).
+  next_share_sample_ = next_share_sample_ == 0 ? now + interval
+                                               : next_share_sample_ + interval * ((now - next_share_sample_) / interval + 1);
+  const Holdings held = ActiveHoldings(state_);
+  for (const QueueStanding& q : ShareStandings(state_, held))
+    if (q.kind != QueueKind::kFifo) state_.share_history.Add(q.queue, SampleOf(q, now));
+  std::vector<std::string> gone;
+  for (const auto& [queue, samples] : state_.share_history.queues())
+    if (!state_.queues.count(queue)) gone.push_back(queue);
+  for (const auto& queue : gone) state_.share_history.Forget(queue);
+}
+
 void Controller::PruneEvents(EpochMs now) {
   if (now - last_event_prune_ < 60000) return;
   last_event_prune_ = now;
@@ -412,6 +429,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
     StartPendingTrainingJobs(t);
     SchedulePass(t);
     ScheduleContainerJobs(t);
+    if (ticked) SampleShareHistory(t.now);
     if (unsaved_) {
       t.CarryOver(*unsaved_);
       unsaved_.reset();

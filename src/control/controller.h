@@ -388,6 +388,10 @@ class Controller {
   // Records js's wait code; a new blocked code ("CAPACITY:...", "MISCONFIGURATION:...") is a
   // "Batch Job Queue Blocked" event whose statusReason is `reason` (the code when empty).
   void SetWaitCode(Turn& t, ServiceJobState& js, const std::string& code, const std::string& reason) REQUIRES(turn_mu_, state_mu_);
+  // [console] share_history_interval_seconds: on a tick at or past the next sample time, one
+  // sample of every queue's share standings into State::share_history (a clock jump over several
+  // intervals takes one); queues deleted since are forgotten. Controller thread, after the pass.
+  void SampleShareHistory(EpochMs now) REQUIRES(turn_mu_, state_mu_);
   // Alarms (alarms.cpp): evaluates every [[alarms]] rule; a change of state is an event.
   void EvaluateAlarms(Turn& t) REQUIRES(turn_mu_, state_mu_);
   // A service job reached SUCCEEDED or FAILED (for failure_ratio).
@@ -499,6 +503,7 @@ class Controller {
   std::deque<Ending> endings_ GUARDED_BY(turn_mu_);  // jobs that ended within the longest failure_ratio window
   int64_t failure_window_ms_ = 0;  // that window (0: no failure_ratio rule); constant
   EpochMs last_alarm_check_ GUARDED_BY(turn_mu_) = 0;  // when EvaluateAlarms last ran
+  EpochMs next_share_sample_ GUARDED_BY(turn_mu_) = 0;  // when SampleShareHistory samples next (0: at the first tick)
   EpochMs last_event_prune_ GUARDED_BY(turn_mu_) = 0;  // when PruneEvents last ran (once a minute at most)
 
   RoleSessions role_sessions_;  // its own lock

@@ -12,6 +12,7 @@
 
 #include "control/metric_series.h"
 #include "control/principals.h"
+#include "control/share_history.h"
 #include "control/telemetry.h"
 #include "control/tuning.h"
 #include "core/config.h"
@@ -214,6 +215,9 @@ struct State {
   const TuningJob* FindTuningJob(const std::string& name) const;
   // Counters and histograms for GET /metrics (in memory: zero after a restart).
   Telemetry telemetry;
+  // Each queue's share standings, one sample per [console] share_history_interval_seconds
+  // (share_history.h; in memory: empty after a restart).
+  ShareHistory share_history;
 
   // The service job named by its id or its ARN (AWS takes either as jobId; the SageMaker Python
   // SDK's queue helpers send the ARN). An ARN must be the job's own, region and account included.

@@ -347,7 +347,8 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
   }
   TY_RETURN_IF_ERROR(ReadEvents(root, &c));
   if (auto* t = root["console"].as_table()) {
-    TY_RETURN_IF_ERROR(CheckKeys(*t, {"enabled", "session_hours", "idle_minutes", "max_sessions", "assets_dir", "what_if_max_jobs"},
+    TY_RETURN_IF_ERROR(CheckKeys(*t, {"enabled", "session_hours", "idle_minutes", "max_sessions", "assets_dir",
+                                      "what_if_max_jobs", "share_history_interval_seconds"},
                                  "[console]"));
     ConsoleConfig& k = c.console;
     TY_RETURN_IF_ERROR(Read(*t, "enabled", &k.enabled, "console."));
@@ -356,6 +357,7 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     TY_RETURN_IF_ERROR(Read(*t, "max_sessions", &k.max_sessions, "console."));
     TY_RETURN_IF_ERROR(Read(*t, "assets_dir", &k.assets_dir, "console."));
     TY_RETURN_IF_ERROR(Read(*t, "what_if_max_jobs", &k.what_if_max_jobs, "console."));
+    TY_RETURN_IF_ERROR(Read(*t, "share_history_interval_seconds", &k.share_history_interval_seconds, "console."));
     if (k.session_hours < 1 || k.session_hours > 24 * 30)
       return InvalidArgument("config: console.session_hours must be between 1 and 720");
     if (k.idle_minutes < 1 || k.idle_minutes > 24 * 60)
@@ -363,6 +365,8 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     if (k.max_sessions < 1) return InvalidArgument("config: console.max_sessions must be >= 1");
     if (k.what_if_max_jobs < 1 || k.what_if_max_jobs > 10'000'000)
       return InvalidArgument("config: console.what_if_max_jobs must be between 1 and 10000000");
+    if (k.share_history_interval_seconds < 1 || k.share_history_interval_seconds > 86'400)
+      return InvalidArgument("config: console.share_history_interval_seconds must be between 1 and 86400");
   }
   if (auto* l = root["logs"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*l, {"retention_days", "max_bytes_per_stream"}, "[logs]"));

@@ -171,6 +171,9 @@ struct ConsoleConfig {
   std::string assets_dir;
   // The most service jobs one WhatIf replays (docs/simulate.md, "What if"); a longer window is refused.
   int64_t what_if_max_jobs = 100000;
+  // How often the controller samples each queue's share standings into its in-memory history
+  // (control/share_history.h; 1 to 86400 seconds).
+  int64_t share_history_interval_seconds = 60;
 };
 
 struct Config {

@@ -60,7 +60,7 @@ TEST(OperationAccess, EveryLogsAndAdminOperationServedHasAMapping) {
   }
   // trainyard's own endpoints (server.cpp's kOwn table and the event endpoints).
   for (const char* op : {"GetLogs", "AdvanceClock", "Interrupt", "MetricSeries", "SystemMetrics", "CostReport", "Events",
-                         "LookupAuditEvents", "WhatIf"})
+                         "LookupAuditEvents", "WhatIf", "DescribeCapacity", "QueueStandings", "ShareHistory"})
     EXPECT_NE(FindOperationAccess(Api::kTrainyard, op), nullptr) << "trainyard:" << op;
 }
 

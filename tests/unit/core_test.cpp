@@ -283,6 +283,22 @@ TEST(Config, LogsSection) {
   EXPECT_NE(c.status().message().find("retention"), std::string::npos);
 }
 
+TEST(Config, ConsoleSection) {
+  EXPECT_EQ(DefaultConfig().console.share_history_interval_seconds, 60);
+  auto c = LoadConfigFile(WriteTemp("[console]\nsession_hours = 4\nshare_history_interval_seconds = 300\n"), DefaultConfig());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->console.share_history_interval_seconds, 300);
+  EXPECT_EQ(c->console.session_hours, 4);  // one [console] table for the console and its data
+  for (const char* bad : {"share_history_interval_seconds = 0", "share_history_interval_seconds = 86401"}) {
+    c = LoadConfigFile(WriteTemp(std::string("[console]\n") + bad + "\n"), DefaultConfig());
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_NE(c.status().message().find("console.share_history_interval_seconds"), std::string::npos);
+  }
+  c = LoadConfigFile(WriteTemp("[console]\nhistory = 1\n"), DefaultConfig());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("history"), std::string::npos);
+}
+
 TEST(Config, SystemMetricsKeys) {
   EXPECT_EQ(DefaultConfig().system_metrics_interval_seconds, 10);
   EXPECT_EQ(DefaultConfig().nvidia_smi, "nvidia-smi");
