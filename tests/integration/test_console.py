@@ -22,6 +22,9 @@ OUTPUT = os.path.join(os.environ.get("TRAINYARD_TEST_OUTPUT") or os.path.join(te
 
 @unittest.skipIf(SKIP, SKIP)
 class ConsoleTest(harness.ServerTest):
+    # The queue page's share chart gets a point a second.
+    server_config = "[console]\nshare_history_interval_seconds = 1\n"
+
     def setUp(self):
         super().setUp()
         self.browser = browser.Browser()
@@ -140,13 +143,24 @@ class ConsoleTest(harness.ServerTest):
         b.wait(sel=row, text="SUCCEEDED", timeout=60000)
         self.assertEqual(self.describe_raw(job_id)["status"], "SUCCEEDED")
 
+    def create_fair_share_queue(self, name, capacity, weights):
+        arn = self.batch.create_scheduling_policy(name=name + "-policy", fairsharePolicy={
+            "shareDecaySeconds": 600,
+            "shareDistribution": [{"shareIdentifier": k, "weightFactor": w} for k, w in weights.items()]})["arn"]
+        self.batch.create_service_environment(
+            serviceEnvironmentName=name + "-env", serviceEnvironmentType="SAGEMAKER_TRAINING",
+            capacityLimits=[{"maxCapacity": capacity, "capacityUnit": "NUM_INSTANCES"}])
+        self.batch.create_job_queue(jobQueueName=name, jobQueueType="SAGEMAKER_TRAINING", priority=1,
+                                    schedulingPolicyArn=arn,
+                                    serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": name + "-env"}])
+
     def test_waiting_job_shows_reason_and_estimated_start(self):
-        self.create_queue("q", capacity=1)
+        self.create_fair_share_queue("q", 1, {"vision": 1.0, "speech": 2.0})
         first, gate = self.gated_job("holder")
         self.addCleanup(self.release, gate)
-        first_id = self.submit("q", first)
+        first_id = self.submit("q", first, shareIdentifier="vision")
         self.wait_jobs([first_id], statuses=("RUNNING",), timeout=60)
-        waiting_id = self.submit("q", self.command_payload("waiter", "echo hi"))
+        waiting_id = self.submit("q", self.command_payload("waiter", "echo hi"), shareIdentifier="speech")
         deadline = time.time() + 30
         while time.time() < deadline:
             snap = self.server.raw_call("batch", "GetJobQueueSnapshot", {"jobQueue": "q"})
@@ -165,6 +179,9 @@ class ConsoleTest(harness.ServerTest):
         self.assertNotIn("undefined", reason)
         estimate = b.wait(sel=cell + ' [data-testid="estimated-start"]')
         self.assertTrue(estimate.strip() and estimate.strip() != "—", estimate)
+        # Each share against its entitlement (QueueStandings), and over time (ShareHistory).
+        self.assertIn("vision", b.wait(sel='[data-testid="share-row"][data-share="vision"]'))
+        b.wait(sel='[data-testid="share-chart"] canvas', timeout=30000)
         self.shot("queue")
         # The waiting job's own page says the same.
         self.open(f"/jobs/waiter?id={waiting_id}", "page-job")
