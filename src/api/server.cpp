@@ -955,16 +955,6 @@ std::string SessionCookie(const std::string& value, int64_t max_age_s, bool secu
          "; HttpOnly; SameSite=Strict" + (secure ? "; Secure" : "");
 }
 
-std::string PercentEncode(std::string_view s) {
-  static const char* kHex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') out += static_cast<char>(c);
-    else out += {'%', kHex[c >> 4], kHex[c & 15]};
-  }
-  return out;
-}
-
 }  // namespace
 
 StatusOr<std::pair<ConsoleSession, Principal>> ApiServer::Impl::ConsoleCaller(const http::Request& req) {
@@ -1068,7 +1058,7 @@ http::Response ApiServer::Impl::ConsoleCall(const http::Request& req, const Prin
       if (!member.empty() && member.back() == '+') member.pop_back();
       const std::string value = input.contains(member) && input[member].is_string() ? input[member].get<std::string>() : "";
       input.erase(member);
-      const std::string encoded = PercentEncode(value);
+      const std::string encoded = QueryEncode(value);
       path.replace(open, close - open + 1, encoded);
       open += encoded.size();
     }

@@ -346,6 +346,20 @@ class ServerTest(unittest.TestCase):
                                     serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": env_name}])
         return name
 
+    def create_fair_queue(self, name, shares, capacity=1):
+        """A fair-share queue on `capacity` instances; shares: (shareIdentifier, weightFactor)."""
+        arn = self.batch.create_scheduling_policy(
+            name=name + "-policy",
+            fairsharePolicy={"shareDecaySeconds": 600,
+                             "shareDistribution": [{"shareIdentifier": s, "weightFactor": w} for s, w in shares]})["arn"]
+        self.batch.create_service_environment(
+            serviceEnvironmentName=name + "-env", serviceEnvironmentType="SAGEMAKER_TRAINING",
+            capacityLimits=[{"maxCapacity": capacity, "capacityUnit": "NUM_INSTANCES"}])
+        self.batch.create_job_queue(jobQueueName=name, jobQueueType="SAGEMAKER_TRAINING", priority=1,
+                                    schedulingPolicyArn=arn,
+                                    serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": name + "-env"}])
+        return name
+
     def create_quota_queue(self, name, capacity, shares, tags=None):
         """A quota-share queue on `capacity` ml.m5.large; shares: (name, limit, strategy) or
         (name, limit, strategy, in-share preemption enabled)."""

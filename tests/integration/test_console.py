@@ -60,6 +60,15 @@ class ConsoleTest(harness.ServerTest):
         payload["AlgorithmSpecification"]["MetricDefinitions"] = [{"Name": "loss", "Regex": "loss=([0-9.]+)"}]
         return payload, gate
 
+    def running_gated_job(self, name):
+        """A gated job RUNNING in a new FIFO queue "q" (let go when the test ends): its id."""
+        self.create_queue("q", capacity=1)
+        payload, gate = self.gated_job(name, ["started"])
+        self.addCleanup(self.release, gate)
+        job_id = self.submit("q", payload)
+        self.wait_jobs([job_id], statuses=("RUNNING",), timeout=60)
+        return job_id
+
     def release(self, gate):
         if os.path.isdir(os.path.dirname(gate)):  # a cleanup after tearDown took the directory: nothing waits
             open(gate, "w").close()
@@ -143,19 +152,8 @@ class ConsoleTest(harness.ServerTest):
         b.wait(sel=row, text="SUCCEEDED", timeout=60000)
         self.assertEqual(self.describe_raw(job_id)["status"], "SUCCEEDED")
 
-    def create_fair_share_queue(self, name, capacity, weights):
-        arn = self.batch.create_scheduling_policy(name=name + "-policy", fairsharePolicy={
-            "shareDecaySeconds": 600,
-            "shareDistribution": [{"shareIdentifier": k, "weightFactor": w} for k, w in weights.items()]})["arn"]
-        self.batch.create_service_environment(
-            serviceEnvironmentName=name + "-env", serviceEnvironmentType="SAGEMAKER_TRAINING",
-            capacityLimits=[{"maxCapacity": capacity, "capacityUnit": "NUM_INSTANCES"}])
-        self.batch.create_job_queue(jobQueueName=name, jobQueueType="SAGEMAKER_TRAINING", priority=1,
-                                    schedulingPolicyArn=arn,
-                                    serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": name + "-env"}])
-
     def test_waiting_job_shows_reason_and_estimated_start(self):
-        self.create_fair_share_queue("q", 1, {"vision": 1.0, "speech": 2.0})
+        self.create_fair_queue("q", [("vision", 1.0), ("speech", 2.0)])
         first, gate = self.gated_job("holder")
         self.addCleanup(self.release, gate)
         first_id = self.submit("q", first, shareIdentifier="vision")
@@ -190,11 +188,7 @@ class ConsoleTest(harness.ServerTest):
         self.shot("job-waiting")
 
     def test_stop_from_console_is_the_api_stop(self):
-        self.create_queue("q", capacity=1)
-        payload, gate = self.gated_job("to-stop", ["started"])
-        self.addCleanup(self.release, gate)
-        job_id = self.submit("q", payload)
-        self.wait_jobs([job_id], statuses=("RUNNING",), timeout=60)
+        job_id = self.running_gated_job("to-stop")
         self.sign_in()
         b = self.browser
         self.open(f"/jobs/to-stop?id={job_id}", "page-job")
@@ -216,11 +210,7 @@ class ConsoleTest(harness.ServerTest):
         self.shot("job-stopped")
 
     def test_cross_site_actions_are_refused(self):
-        self.create_queue("q", capacity=1)
-        payload, gate = self.gated_job("victim", ["started"])
-        self.addCleanup(self.release, gate)
-        job_id = self.submit("q", payload)
-        self.wait_jobs([job_id], statuses=("RUNNING",), timeout=60)
+        job_id = self.running_gated_job("victim")
         stop = json.dumps({"api": "sagemaker", "action": "StopTrainingJob", "input": {"TrainingJobName": "victim"}})
         # Over plain HTTP: the session's cookie alone, or with a foreign Origin, changes nothing.
         cookie, token = self.api_session()

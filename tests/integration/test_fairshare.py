@@ -8,21 +8,8 @@ from harness import ServerTest
 
 
 class FairShareTest(ServerTest):
-    def fair_queue(self, name, shares, capacity=1):
-        arn = self.batch.create_scheduling_policy(
-            name=name + "-policy",
-            fairsharePolicy={"shareDecaySeconds": 600,
-                             "shareDistribution": [{"shareIdentifier": s, "weightFactor": w} for s, w in shares]})["arn"]
-        self.batch.create_service_environment(
-            serviceEnvironmentName=name + "-env", serviceEnvironmentType="SAGEMAKER_TRAINING",
-            capacityLimits=[{"maxCapacity": capacity, "capacityUnit": "NUM_INSTANCES"}])
-        self.batch.create_job_queue(jobQueueName=name, jobQueueType="SAGEMAKER_TRAINING", priority=1,
-                                    schedulingPolicyArn=arn,
-                                    serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": name + "-env"}])
-        return name
-
     def test_tutorial_order(self):
-        q = self.fair_queue("tut", [("HIGHPRI", 1), ("MIDPRI", 3), ("LOWPRI", 5)])
+        q = self.create_fair_queue("tut", [("HIGHPRI", 1), ("MIDPRI", 3), ("LOWPRI", 5)])
         blocker = self.submit(q, self.command_payload("blocker", "sleep 1.5"), shareIdentifier="OTHER")
         self.wait_jobs([blocker], statuses=("RUNNING",))
         low = self.submit(q, self.command_payload("low", "sleep 1"), shareIdentifier="LOWPRI")
@@ -40,7 +27,7 @@ class FairShareTest(ServerTest):
         self.assertTrue(all(j["status"] == "SUCCEEDED" for j in jobs.values()))
 
     def test_priority_orders_jobs_inside_a_share_and_can_be_updated(self):
-        q = self.fair_queue("prio", [("A", 1)])
+        q = self.create_fair_queue("prio", [("A", 1)])
         blocker = self.submit(q, self.command_payload("p-blocker", "sleep 1"), shareIdentifier="A")
         self.wait_jobs([blocker], statuses=("RUNNING",))
         first = self.submit(q, self.command_payload("p-first", "true"), shareIdentifier="A", schedulingPriority=10)
@@ -53,7 +40,7 @@ class FairShareTest(ServerTest):
         self.assertLess(jobs["p-second"]["startedAt"], jobs["p-first"]["startedAt"])
 
     def test_share_identifier_rules(self):
-        q = self.fair_queue("rules", [("A", 1)])
+        q = self.create_fair_queue("rules", [("A", 1)])
         with self.assertRaises(ClientError) as e:
             self.submit(q, self.command_payload("no-share", "true"))
         self.assertIn("shareIdentifier is required", e.exception.response["Error"]["Message"])
@@ -73,10 +60,9 @@ class ArrivalBatchTest(ServerTest):
     fast the submissions land."""
     server_config = "[scheduler]\nbatch_ms = 60000\n"
     server_args = ["--clock=offset"]
-    fair_queue = FairShareTest.fair_queue
 
     def test_back_to_back_submissions_start_by_share_not_by_arrival(self):
-        q = self.fair_queue("seed", [("HIGH", 1), ("MID", 3), ("LOW", 5)])
+        q = self.create_fair_queue("seed", [("HIGH", 1), ("MID", 3), ("LOW", 5)])
         low = self.submit(q, self.command_payload("low", "true"), shareIdentifier="LOW")
         high = self.submit(q, self.command_payload("high", "true"), shareIdentifier="HIGH")
         mid = self.submit(q, self.command_payload("mid", "true"), shareIdentifier="MID")
@@ -90,7 +76,7 @@ class ArrivalBatchTest(ServerTest):
         self.assertEqual(sorted(jobs, key=lambda n: jobs[n]["startedAt"]), ["high", "mid", "low"])
 
     def test_priority_orders_a_batch_inside_one_share(self):
-        q = self.fair_queue("prio-batch", [("A", 1)])
+        q = self.create_fair_queue("prio-batch", [("A", 1)])
         first = self.submit(q, self.command_payload("b-first", "true"), shareIdentifier="A", schedulingPriority=1)
         second = self.submit(q, self.command_payload("b-second", "true"), shareIdentifier="A", schedulingPriority=9)
         self.wait_jobs([first, second], statuses=("RUNNABLE",))
