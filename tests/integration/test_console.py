@@ -35,11 +35,11 @@ class ConsoleTest(harness.ServerTest):
     def console(self, fragment=""):
         return self.server.url + "/console/" + fragment
 
-    def sign_in(self):
+    def sign_in(self, key=None, secret=None):
         b = self.browser
         self.assertEqual(b.goto(self.console())["url"], self.server.url + "/console/signin")
-        b.fill("signin-access-key-id", self.key)
-        b.fill("signin-secret-access-key", self.secret)
+        b.fill("signin-access-key-id", key or self.key)
+        b.fill("signin-secret-access-key", secret or self.secret)
         b.click("signin-button")
         b.wait("page-overview")
 
@@ -208,6 +208,37 @@ class ConsoleTest(harness.ServerTest):
             {"AttributeKey": "EventName", "AttributeValue": "StopTrainingJob"}]})
         self.assertEqual(len(audit["Events"]), 1, audit)
         self.shot("job-stopped")
+
+    def test_a_user_does_in_the_console_what_their_policies_allow(self):
+        job_id = self.running_gated_job("not-yours")
+        iam = lambda op, body: self.server.admin("admin/iam/" + op, body)
+        read_only = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Resource": "*", "Action": [
+            "sagemaker:Describe*", "sagemaker:List*", "batch:Describe*", "batch:List*", "batch:Get*",
+            "logs:*", "trainyard:*"]}]}
+        iam("CreatePolicy", {"PolicyName": "viewer", "PolicyDocument": json.dumps(read_only)})
+        iam("CreateUser", {"UserName": "viewer"})
+        iam("AttachUserPolicy", {"UserName": "viewer", "PolicyName": "viewer"})
+        key = iam("CreateAccessKey", {"UserName": "viewer"})["AccessKey"]
+        self.sign_in(key["AccessKeyId"], key["SecretAccessKey"])
+        b = self.browser
+        self.assertIn("user/viewer", b.wait("principal"))
+        self.open(f"/jobs/not-yours?id={job_id}", "page-job")
+        b.wait("job-status", text="InProgress")
+        b.click("stop-button")
+        b.click("confirm-button")
+        refusal = b.wait("action-result", text="AccessDeniedException")
+        self.assertIn("sagemaker:StopTrainingJob", refusal)
+        self.assertEqual(self.sm.describe_training_job(TrainingJobName="not-yours")["TrainingJobStatus"], "InProgress")
+        # The refusal is in the audit trail under the user's name, as a signed call's would be.
+        audit = self.server.admin("admin/audit", {"DeniedOnly": True, "LookupAttributes": [
+            {"AttributeKey": "EventName", "AttributeValue": "StopTrainingJob"}]})
+        self.assertEqual(len(audit["Events"]), 1, audit)
+        self.assertIn("user/viewer", json.dumps(audit["Events"][0]))
+        # Once the user's key is deleted, the session opens nothing more: the next read sends the
+        # browser to sign in.
+        iam("DeleteAccessKey", {"UserName": "viewer", "AccessKeyId": key["AccessKeyId"]})
+        b.goto("about:blank")
+        self.assertIn("/console/signin", b.goto(self.console("#/jobs"))["url"])
 
     def test_cross_site_actions_are_refused(self):
         job_id = self.running_gated_job("victim")
