@@ -301,10 +301,15 @@ fetch("http://127.0.0.1:{port}/console/api/call", {{method: "POST", mode: "no-co
     def test_every_page_renders(self):
         """Each page loads without a script error, and its screenshot is kept."""
         self.create_queue("q", capacity=2)
-        job_id = self.submit("q", self.command_payload("quick", "echo loss=0.5"))
-        self.wait_jobs([job_id], timeout=60)
+        job_id = self.submit("q", self.command_payload("quick", "echo loss=0.5"), tags={"team": "vision"})
+        other = self.submit("q", self.command_payload("untagged", "true"))
+        self.wait_jobs([job_id, other], timeout=60)
         self.sign_in()
         b = self.browser
+        # The tag filter is applied on the server: one row, the tagged job's.
+        self.open("/jobs?queue=q&tag=team%3Dvision", "page-jobs")
+        b.wait(sel='[data-testid="job-row"][data-job-name="quick"]')
+        self.assertEqual(b.do("count", sel='[data-testid="job-row"]')["count"], 1)
         for fragment, testid, name in [("/", "page-overview", "overview-with-queue"),
                                        ("/queues/q", "page-queue", "queue-idle"),
                                        ("/jobs", "page-jobs", "jobs-all"),
@@ -316,9 +321,9 @@ fetch("http://127.0.0.1:{port}/console/api/call", {{method: "POST", mode: "no-co
             if testid == "page-overview":
                 b.wait(sel='[data-testid="queue-row"][data-queue="q"]')
             if testid == "page-what-if":
-                # The queue's own history replayed: the finished job is counted in the result.
+                # The queue's own history replayed: both finished jobs are counted in the result.
                 b.click("what-if-run")
-                self.assertIn("1", b.wait("what-if-result", timeout=30000))
+                self.assertIn("2 jobs of queue q", b.wait("what-if-result", timeout=30000))
             time.sleep(0.3)  # the page's reads settle before the picture; nothing is asserted on time
             self.shot(name)
             self.assertEqual(b.do("errors")["errors"], [], fragment)

@@ -16,25 +16,29 @@ function localToMs(value) {
   return Number.isNaN(ms) ? null : ms;
 }
 
-// The ListServiceJobs request for the filters. Batch takes one filter at a time: the first given
-// of name, share, tag, after, before is sent, and the note names those left out.
+// The ListServiceJobs request for the filters. Batch takes one of its filters at a time: the first
+// given of name, share, after, before is sent, and the note names those left out. The tag filter
+// (trainyard:tag) goes beside it.
 export function batchRequest(f, token) {
   const input = { jobQueue: f.queue, maxResults: PAGE_SIZE };
   if (token) input.nextToken = token;
   const candidates = [];
   if (f.name) candidates.push(['name', { name: 'JOB_NAME', values: [f.name.includes('*') ? f.name : f.name + '*'] }]);
   if (f.share) candidates.push(['share', { name: 'SHARE_IDENTIFIER', values: [f.share] }]);
-  if (f.tag) candidates.push(['tag', { name: 'trainyard:tag', values: f.tag.split(',').map((t) => t.trim()).filter(Boolean) }]);
   if (localToMs(f.after) !== null) candidates.push(['after', { name: 'AFTER_CREATED_AT', values: [String(localToMs(f.after))] }]);
   if (localToMs(f.before) !== null) candidates.push(['before', { name: 'BEFORE_CREATED_AT', values: [String(localToMs(f.before))] }]);
+  const tags = f.tag ? f.tag.split(',').map((t) => t.trim()).filter(Boolean) : [];
   const notes = [];
   let clientStatus = null;
-  if (candidates.length) {
-    input.filters = [candidates[0][1]];
+  if (candidates.length || tags.length) {
+    input.filters = candidates.length ? [candidates[0][1]] : [];
+    if (tags.length) input.filters.push({ name: 'trainyard:tag', values: tags });
     if (candidates.length > 1) notes.push(`Batch lists with one filter at a time: filtering by ${candidates[0][0]}; ${candidates.slice(1).map((c) => c[0]).join(', ')} not applied.`);
+    // Batch applies the status beside a share filter (and trainyard's tag filter), not beside the others.
+    const kind = candidates.length ? candidates[0][0] : 'tag';
     if (f.status) {
-      if (candidates[0][0] === 'share') input.jobStatus = f.status;
-      else { clientStatus = f.status; notes.push(`Batch ignores the status with a ${candidates[0][0]} filter: rows of other statuses on this page are hidden.`); }
+      if (kind === 'share' || kind === 'tag') input.jobStatus = f.status;
+      else { clientStatus = f.status; notes.push(`Batch ignores the status with a ${kind} filter: rows of other statuses on this page are hidden.`); }
     }
   } else if (f.status) {
     input.jobStatus = f.status;
