@@ -7,7 +7,7 @@ JOBS ?= $(shell nproc)
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 20
 
-.PHONY: all deps configure build test fuzz quickstart bench clean
+.PHONY: all deps configure build test test-postgres fuzz quickstart bench clean
 
 all: build
 
@@ -23,6 +23,10 @@ build: configure
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The integration suite again with the state in a private PostgreSQL ([store] url) instead of SQLite.
+test-postgres: build
+	cd $(BUILD) && TRAINYARD_TEST_STORE=postgres ctest --output-on-failure -j $(JOBS) -L integration
 
 fuzz: deps
 	@test -f $(FUZZ_BUILD)/build.ninja || CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja \

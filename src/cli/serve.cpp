@@ -21,6 +21,7 @@
 #include "cli/cli.h"
 #include "control/controller.h"
 #include "core/config.h"
+#include "store/postgres.h"
 #include "core/strings.h"
 #include "exec/local/host_settings.h"
 #include "exec/local/local_executor.h"
@@ -109,12 +110,16 @@ StatusOr<std::unique_ptr<control::Controller>> OpenController(Config config, con
   config.sandbox = sandbox->mode;
 
   control::Ports ports;
-  auto store = store::OpenSqliteStore(dir + "/trainyard.db", config.sqlite_synchronous_full);
+  // The state: SQLite in the data directory, or PostgreSQL when [store] url names one.
+  const bool postgres = !config.store_url.empty();
+  auto store = postgres ? store::OpenPostgresStore(config.store_url)
+                        : store::OpenSqliteStore(dir + "/trainyard.db", config.sqlite_synchronous_full);
   if (!store.ok()) return store.status();
   ports.store = std::move(store).value();
-  auto events = store::EventLog::Open(dir + "/trainyard.db");
+  auto events = postgres ? store::OpenPostgresEventLog(config.store_url) : store::EventLog::Open(dir + "/trainyard.db");
   if (!events.ok()) return events.status();
   ports.events = std::move(events).value();
+  spdlog::info("state in {}", postgres ? "PostgreSQL ([store] url)" : dir + "/trainyard.db");
 
   // The executor exists before the controller it wakes; a poke before the controller is set is
   // not lost: the first turn polls anyway. The controller owns the executor, so it outlives it.

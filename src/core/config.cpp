@@ -319,7 +319,7 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     return InvalidArgument("config: " + path + ": " + std::string(e.description()));
   }
   TY_RETURN_IF_ERROR(CheckKeys(root, {"server", "executor", "instance_types", "object_store", "file_systems", "logs",
-                                     "events", "audit", "webhooks", "alarms", "scheduler", "s3", "regions", "console"},
+                                     "events", "audit", "webhooks", "alarms", "scheduler", "s3", "regions", "console", "store"},
                                "the top level"));
   if (auto* s3 = root["s3"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*s3, {"enabled", "max_upload_bytes", "virtual_host_domains", "abort_incomplete_uploads_after_days"},
@@ -346,6 +346,14 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
       return InvalidArgument("config: scheduler.batch_ms must be between 0 and 60000");
   }
   TY_RETURN_IF_ERROR(ReadEvents(root, &c));
+  if (auto* t = root["store"].as_table()) {
+    TY_RETURN_IF_ERROR(CheckKeys(*t, {"url"}, "[store]"));
+    TY_RETURN_IF_ERROR(Read(*t, "url", &c.store_url, "store."));
+    if (!c.store_url.empty() && !StartsWith(c.store_url, "postgresql://") && !StartsWith(c.store_url, "postgres://") &&
+        c.store_url.find('=') == std::string::npos)
+      return InvalidArgument("config: store.url must be a PostgreSQL connection URI (postgresql://...) or "
+                             "key=value connection string, or \"\" for SQLite in the data directory");
+  }
   if (auto* t = root["console"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*t, {"enabled", "session_hours", "idle_minutes", "max_sessions", "assets_dir",
                                       "what_if_max_jobs", "share_history_interval_seconds"},

@@ -215,6 +215,9 @@ struct Config {
   // trainyard:GetMetrics. Never logged.
   std::string metrics_token;
   bool sqlite_synchronous_full = true;
+  // [store] url: "" keeps the state in SQLite in the data directory; a PostgreSQL connection string
+  // or URI puts it there instead (docs/operations.md, "PostgreSQL"). Never logged with a password.
+  std::string store_url;
   // [server] data_dir_reserve_mib: free space the data dir's file system keeps. Under it no job
   // starts and the running job using most of the data dir is failed (docs/configuration.md,
   // "Disk reserve"); 0: no reserve.

@@ -35,6 +35,23 @@ def with_sandbox_binds(config, dirs):
     return config + "\n[executor]\n" + line + "\n"
 
 
+_POSTGRES = None
+_POSTGRES_URLS = {}
+
+
+def postgres_url_for(data_dir):
+    """A database of the run's private PostgreSQL for this data directory (made on first use)."""
+    global _POSTGRES
+    import atexit
+    import postgres
+    if _POSTGRES is None:
+        _POSTGRES = postgres.PrivatePostgres().start()
+        atexit.register(_POSTGRES.stop)
+    if data_dir not in _POSTGRES_URLS:
+        _POSTGRES_URLS[data_dir] = _POSTGRES.new_database()
+    return _POSTGRES_URLS[data_dir]
+
+
 class Server:
     def __init__(self, data_dir, env=None, config=None, args=None, shared_dirs=None, bin=None, ca_bundle=None):
         """shared_dirs: host directories bound into every sandboxed job at the same path
@@ -56,6 +73,10 @@ class Server:
 
     def start(self, timeout=20):
         args = [self.bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", self.data_dir] + self.args
+        if os.environ.get("TRAINYARD_TEST_STORE") == "postgres" and "[store]" not in (self.config or ""):
+            # The whole suite on PostgreSQL (make test-postgres): one private cluster for the run,
+            # one database per data directory, so a restarted server finds its state again.
+            self.config = (self.config or "") + f'\n[store]\nurl = "{postgres_url_for(self.data_dir)}"\n'
         if self.config:
             path = os.path.join(self.data_dir, "test-config.toml")
             with open(path, "w") as f:
