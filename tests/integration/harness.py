@@ -120,6 +120,17 @@ class Server:
         self.proc.stdout.close()
         self.log.close()
 
+    def store_query(self, sql):
+        """One value a SELECT reads from this server's state, in whichever store holds it."""
+        if self.data_dir in _POSTGRES_URLS:
+            return _POSTGRES.psql(sql, _POSTGRES_URLS[self.data_dir].split("dbname=")[1])
+        import sqlite3
+        db = sqlite3.connect(f"file:{self.data_dir}/trainyard.db?mode=ro", uri=True)
+        try:
+            return str(db.execute(sql).fetchone()[0])
+        finally:
+            db.close()
+
     def credentials(self):
         key = secret = None
         with open(os.path.join(self.data_dir, "credentials")) as f:

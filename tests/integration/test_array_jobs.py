@@ -2,7 +2,6 @@
 the parent's statusSummary counts them and its status follows theirs, ListJobs pages through
 them, and a 10,000-child array is acknowledged at once without a stored record per child."""
 import os
-import sqlite3
 import time
 import unittest
 
@@ -28,11 +27,7 @@ class ArrayJobTest(ServerTest):
         return os.path.join(self.work_dir, name)
 
     def stored_job_rows(self):
-        db = sqlite3.connect(f"file:{self.data_dir}/trainyard.db?mode=ro", uri=True)
-        try:
-            return db.execute("SELECT COUNT(*) FROM meta WHERE key LIKE 'container-job/%'").fetchone()[0]
-        finally:
-            db.close()
+        return int(self.server.store_query("SELECT COUNT(*) FROM meta WHERE key LIKE 'container-job/%'"))
 
     def test_children_get_their_index_and_the_parent_counts_them(self):
         self.define("env > " + self.path("env-$AWS_BATCH_JOB_ARRAY_INDEX"))
