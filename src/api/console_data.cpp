@@ -28,7 +28,8 @@ json Instances(double v) {
 
 // Members other than `known` are refused, naming the first and those the operation takes.
 Status UnknownMembers(const json& req, std::initializer_list<const char*> known, const char* operation) {
-  for (const auto& [k, v] : req.items()) {
+  for (const auto& item : req.items()) {
+    const std::string& k = item.key();  // a lambda may not capture a structured binding (C++20)
     if (std::any_of(known.begin(), known.end(), [&](const char* n) { return k == n; })) continue;
     std::string names;
     for (const char* n : known) names += (names.empty() ? "" : ", ") + std::string(n);

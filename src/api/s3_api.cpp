@@ -325,9 +325,10 @@ void ApplyResponseOverrides(const http::Request& req, http::Response* res) {
       {"response-content-type", "Content-Type"},         {"response-content-language", "Content-Language"},
       {"response-expires", "Expires"},                   {"response-cache-control", "Cache-Control"},
       {"response-content-disposition", "Content-Disposition"}, {"response-content-encoding", "Content-Encoding"}};
-  for (const auto& [param, header] : kOverrides) {
-    auto value = req.Params(param);
+  for (const auto& override : kOverrides) {
+    auto value = req.Params(override.first);
     if (value.empty()) continue;
+    const std::string_view header = override.second;  // a lambda may not capture a structured binding (C++20)
     std::erase_if(res->headers, [&](const auto& h) { return EqualsIgnoreCase(h.first, header); });
     res->headers.emplace_back(std::string(header), value.front());
   }

@@ -110,13 +110,13 @@ struct ApiServer::Impl {
       : controller(c),
         root(std::move(r)),
         throttle(c.config().throttle_rate, c.config().throttle_burst),
-        console_sessions(int64_t{c.config().console.session_hours} * 3600 * 1000,
-                         int64_t{c.config().console.idle_minutes} * 60 * 1000,
-                         static_cast<size_t>(c.config().console.max_sessions)),
         s3(std::make_unique<S3Endpoint>(c, authz, objstore::NewBucketStore(c.config().data_dir + "/buckets"),
                                         [this](const http::Request& req, AuditRecord* who, VerifiedCaller* verified) {
                                           return Authenticate(req, "s3", who, verified);
-                                        })) {}
+                                        })),
+        console_sessions(int64_t{c.config().console.session_hours} * 3600 * 1000,
+                         int64_t{c.config().console.idle_minutes} * 60 * 1000,
+                         static_cast<size_t>(c.config().console.max_sessions)) {}
 
   static const char* ContentType(Protocol protocol) {
     return protocol != Protocol::kBatchRestJson ? "application/x-amz-json-1.1" : "application/json";
