@@ -12,14 +12,10 @@
 #include "store/event_log.h"
 #include "store/postgres.h"
 #include "store/store.h"
+#include "store/tables.h"
 
 namespace ty::store {
 namespace {
-
-constexpr std::array<const char*, 12> kTables = {"service_environments", "job_queues",   "service_jobs",
-                                                 "training_jobs",        "metric_series", "meta",
-                                                 "scheduling_policies",  "quota_shares",  "warm_pools",
-                                                 "events",               "system_metrics", "audit"};
 
 #define TY_PG_TABLE(name) "CREATE TABLE " name " (key TEXT COLLATE \"C\" PRIMARY KEY, doc TEXT NOT NULL);"
 
@@ -239,13 +235,13 @@ class PostgresStore final : public Store {
   int version_ = 0;
 };
 
-class PostgresEventLog final : public EventLog {
+class PostgresEventLog final : public PublishingEventLog {
  public:
   Status Open(const std::string& url) {
     TY_RETURN_IF_ERROR(db_.Open(url, "events"));
     auto newest = NewestStored();
     if (!newest.ok()) return newest.status();
-    published_ = *newest;
+    Published(*newest);
     return Status::Ok();
   }
 
@@ -262,33 +258,6 @@ class PostgresEventLog final : public EventLog {
   StatusOr<uint64_t> NewestStored() override { return Edge("SELECT MAX(key) FROM events"); }
   StatusOr<uint64_t> OldestStored() override { return Edge("SELECT MIN(key) FROM events"); }
 
-  void Published(uint64_t seq) override {
-    {
-      std::lock_guard lock(wait_mu_);
-      if (seq > published_) published_ = seq;
-    }
-    cv_.notify_all();
-  }
-  uint64_t LastPublished() const override {
-    std::lock_guard lock(wait_mu_);
-    return published_;
-  }
-  uint64_t WaitNewer(uint64_t after, std::chrono::steady_clock::time_point deadline) override {
-    std::unique_lock lock(wait_mu_);
-    cv_.wait_until(lock, deadline, [&] { return closed_ || published_ > after; });
-    return published_;
-  }
-  void Close() override {
-    {
-      std::lock_guard lock(wait_mu_);
-      closed_ = true;
-    }
-    cv_.notify_all();
-  }
-  bool closed() const override {
-    std::lock_guard lock(wait_mu_);
-    return closed_;
-  }
 
   StatusOr<uint64_t> LoadCursor(const std::string& consumer, bool* found) override {
     std::lock_guard lock(db_mu_);
@@ -364,10 +333,6 @@ class PostgresEventLog final : public EventLog {
 
   Connection db_;
   std::mutex db_mu_;
-  mutable std::mutex wait_mu_;
-  std::condition_variable cv_;
-  uint64_t published_ = 0;
-  bool closed_ = false;
 };
 
 }  // namespace

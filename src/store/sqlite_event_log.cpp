@@ -5,11 +5,12 @@
 #include <mutex>
 
 #include "store/event_log.h"
+#include "store/tables.h"
 
 namespace ty::store {
 namespace {
 
-class SqliteEventLog final : public EventLog {
+class SqliteEventLog final : public PublishingEventLog {
  public:
   ~SqliteEventLog() override {
     sqlite3_finalize(read_);
@@ -26,7 +27,7 @@ class SqliteEventLog final : public EventLog {
     TY_RETURN_IF_ERROR(Exec("PRAGMA synchronous=NORMAL;"));
     auto newest = NewestStored();
     if (!newest.ok()) return newest.status();
-    published_ = *newest;
+    Published(*newest);
     return Status::Ok();
   }
 
@@ -52,36 +53,6 @@ class SqliteEventLog final : public EventLog {
   StatusOr<uint64_t> NewestStored() override { return Edge("SELECT MAX(key) FROM events"); }
   StatusOr<uint64_t> OldestStored() override { return Edge("SELECT MIN(key) FROM events"); }
 
-  void Published(uint64_t seq) override {
-    {
-      std::lock_guard lock(wait_mu_);
-      if (seq > published_) published_ = seq;
-    }
-    cv_.notify_all();
-  }
-
-  uint64_t LastPublished() const override {
-    std::lock_guard lock(wait_mu_);
-    return published_;
-  }
-
-  uint64_t WaitNewer(uint64_t after, std::chrono::steady_clock::time_point deadline) override {
-    std::unique_lock lock(wait_mu_);
-    cv_.wait_until(lock, deadline, [&] { return closed_ || published_ > after; });
-    return published_;
-  }
-
-  void Close() override {
-    {
-      std::lock_guard lock(wait_mu_);
-      closed_ = true;
-    }
-    cv_.notify_all();
-  }
-  bool closed() const override {
-    std::lock_guard lock(wait_mu_);
-    return closed_;
-  }
 
   StatusOr<uint64_t> LoadCursor(const std::string& consumer, bool* found) override {
     std::lock_guard lock(db_mu_);
@@ -251,10 +222,6 @@ class SqliteEventLog final : public EventLog {
   sqlite3_stmt* read_audit_ = nullptr;
   sqlite3_stmt* save_cursor_ = nullptr;
   std::mutex db_mu_;
-  mutable std::mutex wait_mu_;
-  std::condition_variable cv_;
-  uint64_t published_ = 0;
-  bool closed_ = false;
 };
 
 }  // namespace

@@ -3,14 +3,10 @@
 #include <array>
 
 #include "store/store.h"
+#include "store/tables.h"
 
 namespace ty::store {
 namespace {
-
-constexpr std::array<const char*, 12> kTables = {"service_environments", "job_queues",   "service_jobs",
-                                                 "training_jobs",        "metric_series", "meta",
-                                                 "scheduling_policies",  "quota_shares",  "warm_pools",
-                                                 "events",               "system_metrics", "audit"};
 
 // Versioned migrations: entry i takes the schema from version i to i+1. Never edit a shipped
 // entry; append a new one.
