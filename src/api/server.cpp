@@ -37,9 +37,7 @@ namespace ty::api {
 
 using nlohmann::json;
 
-namespace {
-
-http::Limits LimitsFrom(const Config& c) {
+http::Limits ListenerLimits(const Config& c) {
   http::Limits l;
   l.max_body_bytes = c.max_request_bytes;
   l.max_header_bytes = c.max_header_bytes;
@@ -55,6 +53,8 @@ http::Limits LimitsFrom(const Config& c) {
   l.workers = c.http_threads + std::max(0, c.events_max_streams);
   return l;
 }
+
+namespace {
 
 int64_t MonotonicMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -104,7 +104,8 @@ struct ApiServer::Impl {
   std::unique_ptr<objstore::BucketSweeper> sweeper;  // their housekeeping thread; stopped before s3 goes
   ConsoleAssets console_assets;        // the web console's files (api/console.h), read at Bind
   ConsoleSessions console_sessions;    // who is signed in to it
-  std::unique_ptr<http::Server> http;  // after everything its handlers use: destroyed first
+  std::unique_ptr<http::Server> own_http;  // after everything its handlers use: destroyed first
+  http::Server* http = nullptr;            // own_http, or the caller's listener
 
   Impl(control::Controller& c, RootCredential r)
       : controller(c),
@@ -123,7 +124,7 @@ struct ApiServer::Impl {
   }
 
   // `request_id`: the call's (its audit record carries the same); a new one when the reply is not a call's.
-  http::Response Reply(Protocol protocol, const Status& st, const std::string& request_id = NewRequestId()) {
+  static http::Response Reply(Protocol protocol, const Status& st, const std::string& request_id = NewRequestId()) {
     WireError e = ToWireError(protocol, st);
     http::Response res;
     res.status = e.http_status;
@@ -1212,6 +1213,15 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
     if (path == "/trainyard/v1/events/stream") return Stream(req);
     if (path == "/trainyard/v1/credentials") return JobCredentials(req);
     if (path == "/trainyard/v1/peer/summary") return PeerSummaryReply(req);
+    // Health for load balancers (docs/operations.md): one server over its own store always leads.
+    // Several servers over PostgreSQL answer this in front of the API (cli/serve_ha.cpp).
+    if (path == "/healthz") {
+      http::Response res;
+      res.headers = {{"Content-Type", "application/json"}, {"Cache-Control", "no-store"}};
+      res.body = controller.config().store_url.empty() ? R"({"status":"ok","role":"leader","store":"sqlite"})"
+                                                       : R"({"status":"ok","role":"leader","store":"postgresql"})";
+      return res;
+    }
     // Prometheus scrape endpoint, read-only (docs/metrics.md): open unless server.metrics_token is set.
     if (path == "/metrics") {
       if (Status allowed = CheckScrape(req); !allowed.ok()) return Reply(Protocol::kSageMakerJson, allowed);
@@ -1272,29 +1282,42 @@ std::string ApiServer::Impl::NetworkMetrics() const {
 
 // Refusals of the network layer, in the shape the request's protocol expects.
 http::Response ApiServer::Impl::Refuse(int status, const std::string& message, const http::Request* head) {
-  Protocol p = head ? ProtocolOf(*head) : Protocol::kSageMakerJson;
+  return RefuseRequest(status, message, head);
+}
+
+http::Response RefuseRequest(int status, const std::string& message, const http::Request* head) {
+  Protocol p = head ? ApiServer::Impl::ProtocolOf(*head) : Protocol::kSageMakerJson;
   Code code = status == 413 ? Code::kPayloadTooLarge
               : status == 503 ? Code::kUnavailable
               : status >= 500 ? Code::kInternal
                               : Code::kInvalidArgument;
-  http::Response res = Reply(p, Status(code, message));
+  http::Response res = ApiServer::Impl::Reply(p, Status(code, message));
   res.status = status;
   return res;
 }
 
-ApiServer::ApiServer(control::Controller& controller, RootCredential root)
+ApiServer::ApiServer(control::Controller& controller, RootCredential root, http::Server* listener)
     : impl_(std::make_unique<Impl>(controller, std::move(root))) {
   Impl* impl = impl_.get();
-  impl->http = std::make_unique<http::Server>(
-      LimitsFrom(controller.config()), [impl](const http::Request& req) { return impl->Route(req); },
+  if (listener) {
+    impl->http = listener;
+    return;
+  }
+  impl->own_http = std::make_unique<http::Server>(
+      ListenerLimits(controller.config()), [impl](const http::Request& req) { return impl->Route(req); },
       [impl](int status, const std::string& message, const http::Request* head) { return impl->Refuse(status, message, head); });
-  // Object data (PutObject, UploadPart) may be up to [s3] max_upload_bytes; everything else keeps
-  // the server's limit.
-  impl->http->SetBodyLimit([impl](const http::Request& head) {
-    const Config& c = impl->controller.config();
-    return ScopeService(head) == "s3" && impl->s3->IsUpload(head) ? std::max(c.s3.max_upload_bytes, c.max_request_bytes)
-                                                                  : c.max_request_bytes;
-  });
+  impl->http = impl->own_http.get();
+  impl->http->SetBodyLimit([this](const http::Request& head) { return BodyLimit(head); });
+}
+
+http::Response ApiServer::Serve(const http::Request& req) { return impl_->Route(req); }
+
+// Object data (PutObject, UploadPart) may be up to [s3] max_upload_bytes; everything else keeps
+// the server's limit.
+int64_t ApiServer::BodyLimit(const http::Request& head) const {
+  const Config& c = impl_->controller.config();
+  return ScopeService(head) == "s3" && impl_->s3->IsUpload(head) ? std::max(c.s3.max_upload_bytes, c.max_request_bytes)
+                                                                 : c.max_request_bytes;
 }
 
 ApiServer::~ApiServer() {
@@ -1303,6 +1326,11 @@ ApiServer::~ApiServer() {
 }
 
 StatusOr<int> ApiServer::Bind(const std::string& host, int port) {
+  TY_RETURN_IF_ERROR(StartServices());
+  return impl_->http->Bind(host, port);
+}
+
+Status ApiServer::StartServices() {
   const Config& config = impl_->controller.config();
   if (config.console.enabled && impl_->console_assets.size() == 0)
     impl_->console_assets.Load(config.console.assets_dir.empty() ? TRAINYARD_CONSOLE_DIR : config.console.assets_dir);
@@ -1329,7 +1357,7 @@ StatusOr<int> ApiServer::Bind(const std::string& host, int port) {
         });
     impl_->sweeper->Start();
   }
-  return impl_->http->Bind(host, port);
+  return Status::Ok();
 }
 
 Status ApiServer::UseTls(const std::string& certificate_file, const std::string& key_file) {
@@ -1342,7 +1370,7 @@ void ApiServer::Stop() {
   if (impl_->webhooks) impl_->webhooks->Stop();
   if (impl_->sweeper) impl_->sweeper->Stop();
   if (store::EventLog* log = impl_->controller.events()) log->Close();  // ends the streams
-  impl_->http->Stop();
+  if (impl_->own_http) impl_->own_http->Stop();
 }
 
 }  // namespace ty::api

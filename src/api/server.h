@@ -7,9 +7,18 @@
 
 #include "core/status.h"
 
+namespace ty {
+struct Config;
+}
 namespace ty::control {
 class Controller;
 }
+namespace ty::http {
+class Server;
+struct Limits;
+struct Request;
+struct Response;
+}  // namespace ty::http
 
 namespace ty::api {
 
@@ -22,10 +31,26 @@ struct RootCredential {
   std::string secret_access_key;
 };
 
+// The listener's limits from the configuration ([server]).
+http::Limits ListenerLimits(const Config& config);
+// The answer to a request the listener refuses itself (413, 431, 503, ...), in the shape the
+// request's protocol expects.
+http::Response RefuseRequest(int status, const std::string& message, const http::Request* head);
+
 class ApiServer {
  public:
-  ApiServer(control::Controller& controller, RootCredential root);
+  // With `listener` null the server has a listener of its own (Bind, UseTls, Run, Stop). Given
+  // one, that listener belongs to the caller, who binds and runs it and hands its requests to
+  // Serve() (several servers, one leader: cli/serve_ha.cpp); StartServices() then starts what
+  // Bind() would.
+  ApiServer(control::Controller& controller, RootCredential root, http::Server* listener = nullptr);
   ~ApiServer();
+
+  http::Response Serve(const http::Request& req);
+  // The body limit for a request with this head ([s3] max_upload_bytes for object data).
+  int64_t BodyLimit(const http::Request& head) const;
+  // Webhook delivery, the bucket sweeper and the console's files.
+  Status StartServices();
 
   // Binds host:port (port 0 picks a free one) and returns the bound port.
   StatusOr<int> Bind(const std::string& host, int port);
@@ -35,8 +60,9 @@ class ApiServer {
   void Run();
   void Stop();
 
+  struct Impl;  // server.cpp
+
  private:
-  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 

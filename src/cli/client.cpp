@@ -105,6 +105,14 @@ StatusOr<std::string> Client::GetText(const std::string& path) {
   return res->body;
 }
 
+StatusOr<std::pair<int, std::string>> Client::GetAny(const std::string& path, const std::string& bearer) {
+  httplib::Headers headers;
+  if (!bearer.empty()) headers.emplace("Authorization", "Bearer " + bearer);
+  auto res = impl_->http->Get(path, headers);
+  if (!res) return Unreachable(res.error());
+  return std::make_pair(res->status, res->body);
+}
+
 StatusOr<json> Client::Post(const std::string& service, const std::string& path, const json& body,
                             const std::string& target) {
   const std::string payload = body.dump();

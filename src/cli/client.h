@@ -4,6 +4,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "core/status.h"
 
@@ -31,6 +32,9 @@ class Client {
 
   // GET of an unsigned path (GET /metrics); the body as text.
   StatusOr<std::string> GetText(const std::string& path);
+  // GET of an unsigned path, whatever its status: (status, body). `bearer`: sent as
+  // "Authorization: Bearer <bearer>" when not empty.
+  StatusOr<std::pair<int, std::string>> GetAny(const std::string& path, const std::string& bearer = "");
 
  private:
   struct Impl;

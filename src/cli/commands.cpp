@@ -1234,6 +1234,45 @@ void AddClientCommands(CLI::App& app, std::function<int()>& run) {
     }
     {
       auto* cmd = admin->add_subcommand(
+          "status", "The servers over one PostgreSQL store (docs/operations.md, \"High availability\"): each one's "
+                    "role, the term it leads or last saw, and its lag (how long since it last reached the database); "
+                    "and which server leads. GET /healthz of the endpoint; one server over SQLite always leads.");
+      AddCommon(cmd, common);
+      auto token = std::make_shared<std::string>();
+      cmd->add_option("--metrics-token", *token,
+                      "[server] metrics_token, when the server has one: the detail needs it (default $TRAINYARD_METRICS_TOKEN)");
+      cmd->callback([&run, token] {
+        run = WithClient(common, [token](Client& c) {
+          std::string bearer = *token;
+          if (bearer.empty())
+            if (const char* e = std::getenv("TRAINYARD_METRICS_TOKEN")) bearer = e;
+          auto got = c.GetAny("/healthz", bearer);
+          if (!got.ok()) return Fail(got.status());
+          json out = json::parse(got->second, nullptr, false);
+          if (!out.is_object()) return Fail(Unavailable("GET /healthz answered " + std::to_string(got->first) + ": " + got->second));
+          if (common.as_json) {
+            std::printf("%s\n", out.dump(2).c_str());
+            return got->first == 200 ? 0 : 1;
+          }
+          auto str = [](const json& o, const char* k) { return o.contains(k) ? o[k].is_string() ? o[k].get<std::string>() : o[k].dump() : std::string("-"); };
+          std::printf("this server: %s, %s (store: %s)\n", str(out, "role").c_str(), str(out, "status").c_str(), str(out, "store").c_str());
+          if (out.contains("leader")) {
+            const json& l = out["leader"];
+            std::printf("leader: %s at %s, term %s, lease %s ms left, held %s ms\n\n", str(l, "name").c_str(), str(l, "address").c_str(),
+                        str(l, "term").c_str(), str(l, "lease_remaining_ms").c_str(), str(l, "held_ms").c_str());
+          }
+          if (out.contains("servers")) {
+            std::vector<std::vector<std::string>> rows;
+            for (const json& s : out["servers"])
+              rows.push_back({str(s, "name"), str(s, "address"), str(s, "role"), str(s, "term"), str(s, "lag_ms"), str(s, "up_ms")});
+            PrintTable({"SERVER", "ADDRESS", "ROLE", "TERM", "LAG MS", "UP MS"}, rows);
+          }
+          return got->first == 200 ? 0 : 1;
+        });
+      });
+    }
+    {
+      auto* cmd = admin->add_subcommand(
           "capacity", "What the host offers per instance type and market: the configured count, what the executor's "
                       "cluster reports it can hold (\"configured\" on the local executor), in use, held by warm pools "
                       "and free; and the cluster's nodes, with why each unusable one is (docs/slurm-capacity.md).");

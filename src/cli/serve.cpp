@@ -19,9 +19,9 @@
 #include "api/encode.h"
 #include "api/server.h"
 #include "cli/cli.h"
+#include "cli/serve_ha.h"
 #include "control/controller.h"
 #include "core/config.h"
-#include "store/postgres.h"
 #include "core/strings.h"
 #include "exec/local/host_settings.h"
 #include "exec/local/local_executor.h"
@@ -45,7 +45,10 @@ StatusOr<api::RootCredential> RootCredentialFor(const std::string& data_dir) {
   std::string path = data_dir + "/credentials";
   if (auto c = ReadCredentialsFile(path, "trainyard"); c.ok()) return api::RootCredential{c->first, c->second};
   api::RootCredential cred{"AKIA" + RandomAlnum(16, true), RandomAlnum(40, false)};
-  std::string tmp = path + ".tmp";
+  // Several servers may share the data directory (docs/operations.md, "High availability") and
+  // start at once: the file is linked into place, never renamed over, so the first one written is
+  // the one every server uses.
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0) return Internal("cannot write " + tmp);
@@ -53,7 +56,13 @@ StatusOr<api::RootCredential> RootCredentialFor(const std::string& data_dir) {
                        "\naws_secret_access_key = " + cred.secret_access_key + "\n";
     bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
     ::close(fd);
-    if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) return Internal("cannot write " + path);
+    const bool linked = ok && ::link(tmp.c_str(), path.c_str()) == 0;
+    const int link_errno = errno;
+    ::unlink(tmp.c_str());
+    if (!linked && ok && link_errno == EEXIST) {
+      if (auto c = ReadCredentialsFile(path, "trainyard"); c.ok()) return api::RootCredential{c->first, c->second};
+    }
+    if (!linked) return Internal("cannot write " + path);
   }
   spdlog::info("generated a root credential in {}", path);
   return cred;
@@ -92,9 +101,12 @@ StatusOr<http::TlsFiles> TlsFilesFor(const Config& config, const std::string& ho
   return files;
 }
 
+}  // namespace
+
 // The composition root: the data directory's folders, the SQLite store and event log, the local
 // executor (its supervisors poke the controller awake), and the controller over them.
-StatusOr<std::unique_ptr<control::Controller>> OpenController(Config config, const Clock& clock, const std::string& self_exe) {
+StatusOr<std::unique_ptr<control::Controller>> OpenController(Config config, const Clock& clock, const std::string& self_exe,
+                                                              store::PostgresOptions postgres_options) {
   config.data_dir = fs::absolute(config.data_dir).lexically_normal().string();
   const std::string& dir = config.data_dir;
   std::error_code ec;
@@ -112,7 +124,7 @@ StatusOr<std::unique_ptr<control::Controller>> OpenController(Config config, con
   control::Ports ports;
   // The state: SQLite in the data directory, or PostgreSQL when [store] url names one.
   const bool postgres = !config.store_url.empty();
-  auto store = postgres ? store::OpenPostgresStore(config.store_url)
+  auto store = postgres ? store::OpenPostgresStore(config.store_url, std::move(postgres_options))
                         : store::OpenSqliteStore(dir + "/trainyard.db", config.sqlite_synchronous_full);
   if (!store.ok()) return store.status();
   ports.store = std::move(store).value();
@@ -158,7 +170,20 @@ StatusOr<std::unique_ptr<control::Controller>> OpenController(Config config, con
   return controller;
 }
 
-}  // namespace
+void WireController(control::Controller& controller, OffsetClock* offset_clock, const std::string& host, int port,
+                    const std::optional<http::TlsFiles>& tls_files) {
+  if (offset_clock) {
+    controller.SetAdjustableClock(offset_clock);
+    spdlog::warn("--clock=offset: the server's clock can be moved on by `trainyard admin advance-clock` (test-only)");
+  }
+  controller.SetEventRenderer([&config = controller.config()](const control::State& s, const control::EventTrigger& e,
+                                                              uint64_t seq) { return api::RenderEvent(config, s, e, seq); });
+  // Role jobs call back on the loopback address when the listener is on every address.
+  std::string job_host = host == "0.0.0.0" || host.empty() ? "127.0.0.1" : host == "::" ? "::1" : host;
+  if (job_host.find(':') != std::string::npos) job_host = "[" + job_host + "]";
+  controller.SetJobEndpoint(std::string(tls_files ? "https" : "http") + "://" + job_host + ":" + std::to_string(port),
+                            tls_files ? tls_files->certificate_file : "");
+}
 
 void AddServeCommand(CLI::App& app, std::function<int()>& run) {
   auto* cmd = app.add_subcommand("serve", "Start the trainyard server (API, scheduler and local executor).");
@@ -250,19 +275,14 @@ void AddServeCommand(CLI::App& app, std::function<int()>& run) {
       static OffsetClock offset_clock;  // outlives the controller (the process ends with _Exit)
       const bool offset = *clock_mode == "offset";
       const Clock& clock = offset ? static_cast<const Clock&>(offset_clock) : SystemClock::instance();
+      // Over PostgreSQL: one of several servers, leading or following (cli/serve_ha.cpp).
+      if (!config.store_url.empty())
+        return RunReplicated(ReplicatedServe{config, host, port, *cred, tls_files, clock, offset ? &offset_clock : nullptr, self, sigs});
       auto controller = OpenController(config, clock, self);
       if (!controller.ok()) {
         std::fprintf(stderr, "trainyard: %s\n", controller.status().message().c_str());
         return 1;
       }
-      if (offset) {
-        (*controller)->SetAdjustableClock(&offset_clock);
-        spdlog::warn("--clock=offset: the server's clock can be moved on by `trainyard admin advance-clock` (test-only)");
-      }
-      (*controller)->SetEventRenderer([&config = (*controller)->config()](const control::State& s,
-                                                                           const control::EventTrigger& e, uint64_t seq) {
-        return api::RenderEvent(config, s, e, seq);
-      });
       api::ApiServer server(**controller, *cred);
       if (tls_files) {
         Status st = server.UseTls(tls_files->certificate_file, tls_files->key_file);
@@ -278,13 +298,7 @@ void AddServeCommand(CLI::App& app, std::function<int()>& run) {
         (*controller)->Shutdown();
         return 1;
       }
-      {
-        // Role jobs call back on the loopback address when the listener is on every address.
-        std::string job_host = host == "0.0.0.0" || host.empty() ? "127.0.0.1" : host == "::" ? "::1" : host;
-        if (job_host.find(':') != std::string::npos) job_host = "[" + job_host + "]";
-        (*controller)->SetJobEndpoint(std::string(tls ? "https" : "http") + "://" + job_host + ":" + std::to_string(*bound),
-                                      tls_files ? tls_files->certificate_file : "");
-      }
+      WireController(**controller, offset ? &offset_clock : nullptr, host, *bound, tls_files);
       (*controller)->Start();  // after the listener is bound: a job launched now knows where it is
       std::promise<void> http_done;
       auto http_stopped = http_done.get_future();

@@ -319,7 +319,7 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     return InvalidArgument("config: " + path + ": " + std::string(e.description()));
   }
   TY_RETURN_IF_ERROR(CheckKeys(root, {"server", "executor", "instance_types", "object_store", "file_systems", "logs",
-                                     "events", "audit", "webhooks", "alarms", "scheduler", "s3", "regions", "console", "store"},
+                                     "events", "audit", "webhooks", "alarms", "scheduler", "s3", "regions", "console", "store", "ha"},
                                "the top level"));
   if (auto* s3 = root["s3"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*s3, {"enabled", "max_upload_bytes", "virtual_host_domains", "abort_incomplete_uploads_after_days"},
@@ -353,6 +353,20 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
         c.store_url.find('=') == std::string::npos)
       return InvalidArgument("config: store.url must be a PostgreSQL connection URI (postgresql://...) or "
                              "key=value connection string, or \"\" for SQLite in the data directory");
+  }
+  if (auto* t = root["ha"].as_table()) {
+    TY_RETURN_IF_ERROR(CheckKeys(*t, {"lease_seconds", "name", "advertise_url", "forward_timeout_seconds"}, "[ha]"));
+    TY_RETURN_IF_ERROR(Read(*t, "lease_seconds", &c.ha.lease_seconds, "ha."));
+    TY_RETURN_IF_ERROR(Read(*t, "name", &c.ha.name, "ha."));
+    TY_RETURN_IF_ERROR(Read(*t, "advertise_url", &c.ha.advertise_url, "ha."));
+    TY_RETURN_IF_ERROR(Read(*t, "forward_timeout_seconds", &c.ha.forward_timeout_seconds, "ha."));
+    if (!(c.ha.lease_seconds >= 1 && c.ha.lease_seconds <= 60))
+      return InvalidArgument("config: ha.lease_seconds must be between 1 and 60");
+    if (c.ha.forward_timeout_seconds < 1 || c.ha.forward_timeout_seconds > 3600)
+      return InvalidArgument("config: ha.forward_timeout_seconds must be between 1 and 3600");
+    if (!c.ha.advertise_url.empty() && !StartsWith(c.ha.advertise_url, "http://") && !StartsWith(c.ha.advertise_url, "https://"))
+      return InvalidArgument("config: ha.advertise_url must start with http:// or https://");
+    if (c.ha.name.size() > 200) return InvalidArgument("config: ha.name must be at most 200 characters");
   }
   if (auto* t = root["console"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*t, {"enabled", "session_hours", "idle_minutes", "max_sessions", "assets_dir",

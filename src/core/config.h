@@ -161,6 +161,21 @@ struct RegionsConfig {
 };
 
 // [console] (docs/console.md): the web console under /console/ on the API's port.
+// [ha]: several servers over one PostgreSQL store, one of which leads (docs/operations.md, "High
+// availability"). Read only when [store] url names PostgreSQL.
+struct HaConfig {
+  // How long a leader's lease lasts without renewal: a leader that dies is replaced this long
+  // (at most) after its last renewal. Renewed every third of it. 1 to 60 seconds.
+  double lease_seconds = 3;
+  // This server's name in `trainyard admin status` ("": <host name>:<port>).
+  std::string name;
+  // Where the other servers reach this one when it leads ("": http(s)://<listen host, or this
+  // host's name when listening on every address>:<port>).
+  std::string advertise_url;
+  // The longest a follower waits for the leader's answer to a request it passes on.
+  int forward_timeout_seconds = 120;
+};
+
 struct ConsoleConfig {
   bool enabled = true;
   int session_hours = 8;        // a session ends this long after sign-in, whatever happens
@@ -227,6 +242,7 @@ struct Config {
   S3Config s3;
   RegionsConfig regions;
   ConsoleConfig console;
+  HaConfig ha;
   // FileSystemDataSource: FileSystemId -> host directory ([file_systems] in the config file).
   std::vector<std::pair<std::string, std::string>> file_systems;
   // pip options for installing a submit directory's requirements.txt (offline installs).

@@ -13,9 +13,15 @@
 #include "store/postgres.h"
 #include "store/store.h"
 #include "store/tables.h"
+#include "store/pg_connection.h"
 
 namespace ty::store {
 namespace {
+
+using pg::Connection;
+using pg::Redacted;
+using pg::Result;
+using pg::Text;
 
 #define TY_PG_TABLE(name) "CREATE TABLE " name " (key TEXT COLLATE \"C\" PRIMARY KEY, doc TEXT NOT NULL);"
 
@@ -31,6 +37,19 @@ const std::vector<const char*>& Migrations() {
       TY_PG_TABLE("events") TY_PG_TABLE("event_cursors"),
       TY_PG_TABLE("system_metrics"),
       TY_PG_TABLE("audit"),
+      // 8: several servers, one leader (docs/operations.md, "High availability"). The lease is one
+      // row; its term is the fencing token every leader's commit checks (trainyard_fence) in the
+      // commit's own transaction. A takeover updates the row, so it waits for a commit that has
+      // read it and is seen by one that reads it after.
+      "CREATE TABLE leader (id INTEGER PRIMARY KEY CHECK (id = 1), term BIGINT NOT NULL, holder TEXT NOT NULL,"
+      " name TEXT NOT NULL, address TEXT NOT NULL, acquired_at TIMESTAMPTZ NOT NULL, expires_at TIMESTAMPTZ NOT NULL);"
+      "INSERT INTO leader VALUES (1, 0, '', '', '', now(), now());"
+      "CREATE TABLE servers (id TEXT COLLATE \"C\" PRIMARY KEY, name TEXT NOT NULL, address TEXT NOT NULL,"
+      " role TEXT NOT NULL, term BIGINT NOT NULL, started_at TIMESTAMPTZ NOT NULL, last_seen TIMESTAMPTZ NOT NULL);"
+      "CREATE FUNCTION trainyard_fence(t BIGINT) RETURNS void LANGUAGE plpgsql AS $$ BEGIN"
+      " PERFORM 1 FROM leader WHERE id = 1 AND term = t FOR SHARE;"
+      " IF NOT FOUND THEN RAISE EXCEPTION 'fenced: term % no longer leads (the database holds term %)', t,"
+      " (SELECT term FROM leader WHERE id = 1) USING ERRCODE = 'TYF01'; END IF; END $$;",
   };
   return m;
 }
@@ -39,94 +58,10 @@ const std::vector<const char*>& Migrations() {
 // starting at once migrate one after the other.
 constexpr const char* kMigrationLock = "SELECT pg_advisory_xact_lock(7472616, 1)";
 
-struct ResultDeleter {
-  void operator()(PGresult* r) const { PQclear(r); }
-};
-using Result = std::unique_ptr<PGresult, ResultDeleter>;
-
-// The connection string without its password, for messages.
-std::string Redacted(const std::string& url) {
-  std::string out = url;
-  const size_t scheme = out.find("://");
-  if (scheme != std::string::npos) {
-    const size_t at = out.find('@', scheme);
-    const size_t colon = out.find(':', scheme + 3);
-    if (at != std::string::npos && colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
-  }
-  const size_t pw = out.find("password=");
-  if (pw != std::string::npos) {
-    const size_t end = out.find_first_of(" &", pw);
-    out.replace(pw + 9, (end == std::string::npos ? out.size() : end) - pw - 9, "***");
-  }
-  return out;
-}
-
-// One libpq connection. Not thread-safe: each user holds its own, or a mutex.
-class Connection {
- public:
-  ~Connection() {
-    if (conn_) PQfinish(conn_);
-  }
-
-  Status Open(const std::string& url, const std::string& who) {
-    who_ = who;
-    conn_ = PQconnectdb(url.c_str());
-    if (!conn_ || PQstatus(conn_) != CONNECTION_OK)
-      return Unavailable("PostgreSQL (" + who_ + "): cannot connect to " + Redacted(url) + ": " + Message());
-    // Commits wait for the write-ahead log to be flushed (the server's default; said here so a
-    // database configured otherwise does not weaken the promise silently).
-    return Exec("SET synchronous_commit = on");
-  }
-
-  PGconn* get() const { return conn_; }
-
-  std::string Message() const {
-    std::string m = conn_ ? PQerrorMessage(conn_) : "out of memory";
-    while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
-    return m;
-  }
-
-  Status Error(const std::string& what, const PGresult* r = nullptr) const {
-    std::string m = r ? PQresultErrorMessage(r) : Message();
-    while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
-    // A connection that broke (the database restarted, the network went) is unavailable, not a bug.
-    const bool lost = !conn_ || PQstatus(conn_) != CONNECTION_OK;
-    return Status(lost ? Code::kUnavailable : Code::kInternal, "PostgreSQL (" + who_ + ") " + what + ": " + m);
-  }
-
-  Status Exec(const std::string& sql) {
-    Result r(PQexec(conn_, sql.c_str()));
-    const ExecStatusType st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
-    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) return Error(sql.substr(0, 60), r.get());
-    return Status::Ok();
-  }
-
-  // A statement with text parameters; its rows (if any) in `out`.
-  Status Query(const char* sql, std::initializer_list<const std::string*> params, Result* out = nullptr) {
-    std::vector<const char*> values;
-    std::vector<int> lengths;
-    for (const std::string* p : params) {
-      values.push_back(p->c_str());
-      lengths.push_back(static_cast<int>(p->size()));
-    }
-    Result r(PQexecParams(conn_, sql, static_cast<int>(values.size()), nullptr, values.data(), lengths.data(), nullptr, 0));
-    const ExecStatusType st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
-    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) return Error(sql, r.get());
-    if (out) *out = std::move(r);
-    return Status::Ok();
-  }
-
- private:
-  PGconn* conn_ = nullptr;
-  std::string who_;
-};
-
-std::string Text(const PGresult* r, int row, int col) {
-  return std::string(PQgetvalue(r, row, col), static_cast<size_t>(PQgetlength(r, row, col)));
-}
-
 class PostgresStore final : public Store {
  public:
+  explicit PostgresStore(PostgresOptions options) : options_(std::move(options)) {}
+
   Status Open(const std::string& url) {
     TY_RETURN_IF_ERROR(db_.Open(url, "store"));
     TY_RETURN_IF_ERROR(Migrate());
@@ -142,9 +77,16 @@ class PostgresStore final : public Store {
   // writes a turn made, and an answer only once COMMIT returned (the WAL is flushed).
   Status Commit(const std::vector<Write>& writes) override {
     if (writes.empty()) return Status::Ok();
+    TY_RETURN_IF_ERROR(db_.Reset());
     PGconn* c = db_.get();
     if (PQenterPipelineMode(c) != 1) return db_.Error("enter pipeline mode");
     bool sent = PQsendQueryParams(c, "BEGIN", 0, nullptr, nullptr, nullptr, nullptr, 0) == 1;
+    // A leader's commit holds only while its term does (docs/operations.md, "High availability").
+    const std::string term = std::to_string(options_.fence_term);
+    if (sent && options_.fence_term > 0) {
+      const char* values[1] = {term.c_str()};
+      sent = PQsendQueryParams(c, "SELECT trainyard_fence($1::bigint)", 1, nullptr, values, nullptr, nullptr, 0) == 1;
+    }
     for (size_t i = 0; sent && i < writes.size(); ++i) {
       const Write& w = writes[i];
       const char* values[2] = {w.key.c_str(), w.doc.c_str()};
@@ -157,7 +99,7 @@ class PostgresStore final : public Store {
     Status first = sent ? Status::Ok() : db_.Error("send a commit");
     // Reads every answer up to the sync, whatever failed: the connection must be left idle. After a
     // failed statement the rest are aborted (PGRES_PIPELINE_ABORTED) and COMMIT never runs.
-    bool committed = false;
+    bool committed = false, fenced = false;
     while (sent) {
       Result r(PQgetResult(c));
       if (!r) continue;  // the end of one statement's results
@@ -165,14 +107,24 @@ class PostgresStore final : public Store {
       if (st == PGRES_PIPELINE_SYNC) break;
       if (st == PGRES_COMMAND_OK) {
         if (std::string(PQcmdStatus(r.get())) == "COMMIT") committed = true;
+      } else if (st == PGRES_TUPLES_OK) {
+        // the fence's answer: it held
       } else if (first.ok()) {
-        first = db_.Error("commit", st == PGRES_PIPELINE_ABORTED ? nullptr : r.get());
+        const char* state = PQresultErrorField(r.get(), PG_DIAG_SQLSTATE);
+        if (state && std::string(state) == "TYF01") {
+          std::string m = PQresultErrorField(r.get(), PG_DIAG_MESSAGE_PRIMARY);
+          first = FailedPrecondition("the database refused a commit of " + std::to_string(writes.size()) + " write(s): " + m);
+          fenced = true;
+        } else {
+          first = db_.Error("commit", st == PGRES_PIPELINE_ABORTED ? nullptr : r.get());
+        }
       }
       if (PQstatus(c) != CONNECTION_OK) break;
     }
     PQexitPipelineMode(c);
     if (first.ok() && !committed) first = db_.Error("commit (no COMMIT acknowledged)");
     if (!first.ok() && PQtransactionStatus(c) == PQTRANS_INERROR) (void)db_.Exec("ROLLBACK");  // reports `first`
+    if (fenced && options_.on_fenced) options_.on_fenced(first);
     return first;
   }
 
@@ -229,6 +181,7 @@ class PostgresStore final : public Store {
     return Status::Ok();
   }
 
+  const PostgresOptions options_;
   Connection db_;
   std::array<std::string, kTables.size()> upsert_;
   std::array<std::string, kTables.size()> delete_;
@@ -337,8 +290,8 @@ class PostgresEventLog final : public PublishingEventLog {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Store>> OpenPostgresStore(const std::string& url) {
-  auto s = std::make_unique<PostgresStore>();
+StatusOr<std::unique_ptr<Store>> OpenPostgresStore(const std::string& url, PostgresOptions options) {
+  auto s = std::make_unique<PostgresStore>(std::move(options));
   Status st = s->Open(url);
   if (!st.ok()) return st;
   return std::unique_ptr<Store>(std::move(s));

@@ -32,6 +32,9 @@ const std::vector<const char*>& Migrations() {
       "CREATE TABLE system_metrics (key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
       // 7: API call records, keyed "<epoch ms, 20 digits>/<request id>" so that keys sort by time.
       "CREATE TABLE audit (key TEXT PRIMARY KEY, doc TEXT NOT NULL);",
+      // 8: nothing. PostgreSQL's 8 is the leader lease of several servers; a SQLite file has one
+      // server, and the numbers stay the same on both stores.
+      "SELECT 1;",
   };
   return m;
 }

@@ -53,12 +53,17 @@ def postgres_url_for(data_dir):
 
 
 class Server:
-    def __init__(self, data_dir, env=None, config=None, args=None, shared_dirs=None, bin=None, ca_bundle=None):
+    def __init__(self, data_dir, env=None, config=None, args=None, shared_dirs=None, bin=None, ca_bundle=None, name="",
+                 listen="127.0.0.1:0"):
         """shared_dirs: host directories bound into every sandboxed job at the same path
         (executor.sandbox_binds), where a test and its jobs exchange files. bin: the trainyard
         binary (default BIN); the server starts the trainyard-supervisor beside it. ca_bundle: what
         clients trust when the server speaks https (default: its self-signed certificate in
-        <data_dir>/tls, as with server.tls = "on" and no certificate configured)."""
+        <data_dir>/tls, as with server.tls = "on" and no certificate configured). name: several
+        servers sharing one data directory (tests/integration/ha.py) keep their logs and configs
+        apart by it."""
+        self.name = name
+        self.listen = listen
         self.bin = bin or BIN
         self.ca_bundle = ca_bundle or os.path.join(data_dir, "tls", "certificate.pem")
         self.data_dir = data_dir
@@ -72,17 +77,17 @@ class Server:
         self.url = None
 
     def start(self, timeout=20):
-        args = [self.bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", self.data_dir] + self.args
+        args = [self.bin, "serve", "--listen", self.listen, "--data-dir", self.data_dir] + self.args
         if os.environ.get("TRAINYARD_TEST_STORE") == "postgres" and "[store]" not in (self.config or ""):
             # The whole suite on PostgreSQL (make test-postgres): one private cluster for the run,
             # one database per data directory, so a restarted server finds its state again.
             self.config = (self.config or "") + f'\n[store]\nurl = "{postgres_url_for(self.data_dir)}"\n'
         if self.config:
-            path = os.path.join(self.data_dir, "test-config.toml")
+            path = os.path.join(self.data_dir, f"test-config{self.name}.toml")
             with open(path, "w") as f:
                 f.write(self.config)
             args += ["--config", path]
-        self.log = open(os.path.join(self.data_dir, "server.log"), "ab")
+        self.log = open(os.path.join(self.data_dir, f"server{self.name}.log"), "ab")
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, env=self.env)
         deadline = time.time() + timeout
         line = self.proc.stdout.readline().decode()
@@ -97,7 +102,7 @@ class Server:
 
     def read_log(self):
         try:
-            with open(os.path.join(self.data_dir, "server.log"), "rb") as f:
+            with open(os.path.join(self.data_dir, f"server{self.name}.log"), "rb") as f:
                 return f.read().decode(errors="replace")[-4000:]
         except OSError:
             return ""

@@ -56,6 +56,15 @@ class PrivatePostgres:
                          "-U", "trainyard", "-d", database, "-c", sql])
         return out.stdout.strip()
 
+    def session(self, database):
+        """An interactive psql on `database` (line-buffered pipes), for a test that holds a
+        transaction open while something else happens."""
+        args = [os.path.join(self.bin, "psql"), "-X", "-A", "-t", "-q", "-h", self.socket, "-U", "trainyard", "-d", database]
+        if self.user:
+            args = ["runuser", "-u", self.user, "--"] + args
+        return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                bufsize=1)
+
     def new_database(self):
         """A fresh, empty database: its connection string."""
         name = "t_" + uuid.uuid4().hex[:12]

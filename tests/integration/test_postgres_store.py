@@ -33,7 +33,7 @@ class PostgresStoreTest(harness.ServerTest):
 
     def test_state_events_and_audit_live_in_postgres_and_survive_kill_9(self):
         db = self.url.split("dbname=")[1]
-        self.assertEqual(self.pg.psql("SELECT max(version) FROM schema_migrations", db), "7")
+        self.assertEqual(self.pg.psql("SELECT max(version) FROM schema_migrations", db), "8")
         self.assertFalse(os.path.exists(os.path.join(self.data_dir, "trainyard.db")))
         self.create_queue("q", capacity=1)
         done = self.submit("q", self.command_payload("first", "echo loss=0.25"))
@@ -69,7 +69,7 @@ class PostgresStoreTest(harness.ServerTest):
                 "--config", os.path.join(self.data_dir, "test-config.toml")]
         out = subprocess.run(args, capture_output=True, text=True, timeout=30)
         self.assertNotEqual(out.returncode, 0)
-        self.assertIn("store schema version 99 is newer than this binary supports (7)", out.stderr)
+        self.assertIn("store schema version 99 is newer than this binary supports (8)", out.stderr)
 
     def test_an_unreachable_database_is_named_without_its_password(self):
         self.server.stop()

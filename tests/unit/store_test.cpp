@@ -94,7 +94,7 @@ TEST_F(StoreTest, SystemMetricsHaveTheirOwnTableFromSchemaVersion6) {
 TEST_F(StoreTest, AuditRecordsAreReadNewestFirstWithinARangeAndPrunedByAgeAndCount) {
   auto s = OpenSqliteStore(db(), true);
   ASSERT_TRUE(s.ok());
-  EXPECT_EQ((*s)->SchemaVersion(), 7);
+  EXPECT_EQ((*s)->SchemaVersion(), 8);
   std::vector<Write> writes;
   // Records at t = 1 s .. 12 s; 9 s < 10 s as numbers and as keys.
   for (int64_t t = 1; t <= 12; ++t) writes.push_back({Kind::kAudit, EventLog::AuditKey(t * 1000, "r" + std::to_string(t)), std::to_string(t)});
