@@ -217,7 +217,8 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
 }  // namespace
 
 StatusOr<http::Response> SendToPeer(const PeerTarget& target, const std::string& method, const std::string& path,
-                                    const std::string& query, const http::Fields& headers, const std::string& body) {
+                                    const std::string& query, const http::Fields& headers, const std::string& body,
+                                    bool* not_delivered) {
   std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), curl_easy_cleanup);
   if (!curl) return Status(Code::kInternal, "libcurl could not start a transfer");
   const std::string url = target.base_url + path + (query.empty() ? "" : "?" + query);
@@ -251,6 +252,8 @@ StatusOr<http::Response> SendToPeer(const PeerTarget& target, const std::string&
   char detail[CURL_ERROR_SIZE] = {0};  // "Failed to connect to ... port 8101 after 0 ms: Connection refused"
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, detail);
   const CURLcode rc = curl_easy_perform(c);
+  if (not_delivered)
+    *not_delivered = rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_RESOLVE_PROXY;
   if (x.too_large)
     return Unavailable("Region " + target.region + " answered with more than " +
                        std::to_string(target.max_response_bytes) + " bytes, more than a forwarded answer may hold");

@@ -112,7 +112,10 @@ struct PeerTarget {
 // hop-by-hop ones and Content-Length left out: the transfer sets them) and returns the peer's
 // answer whole: status, headers (less hop-by-hop ones) and body. kUnavailable, naming the region
 // and the cause (connection refused, timed out, ...), when no answer came.
+// `not_delivered`, when given, is set when no connection could be made (refused, no such host):
+// the peer cannot have seen the request, so sending it again is safe.
 StatusOr<http::Response> SendToPeer(const PeerTarget& target, const std::string& method, const std::string& path,
-                                    const std::string& query, const http::Fields& headers, const std::string& body);
+                                    const std::string& query, const http::Fields& headers, const std::string& body,
+                                    bool* not_delivered = nullptr);
 
 }  // namespace ty::api

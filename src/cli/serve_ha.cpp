@@ -95,6 +95,20 @@ class ReplicatedServer {
 
     std::thread http([this] { listener_.Run(); });
     std::thread loop([this] { LeaseLoop(); });
+    // Up once its place is known: serving as the leader, or following one (or still waiting for a
+    // lease that has not expired). A server that cannot open the state as the leader on its first
+    // try fails its start, as a lone server does.
+    bool failed = false;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [this] { return announced_ || start_failure_; });
+      failed = start_failure_;
+    }
+    if (failed) {
+      std::fprintf(stderr, "trainyard: %s\n", start_error_.c_str());
+      std::fflush(nullptr);
+      std::_Exit(1);
+    }
     std::printf("listening on %s://%s:%d\n", scheme.c_str(), s_.host.c_str(), port_);
     std::fflush(stdout);
     if (s_.config.console.enabled)
@@ -157,7 +171,13 @@ class ReplicatedServer {
           spdlog::info("took the lease: leading as term {} (no leader for {} ms before, by the database's clock)", term_,
                        taken->leaderless_ms);
           took_at_ = started;
-          promotion_ = std::thread([this] { Promote(); });
+          // The thread stays until the server stops: a child it started may be tied to it
+          // (PR_SET_PDEATHSIG follows the thread that forked, not the process).
+          promotion_ = std::thread([this] {
+            Promote();
+            std::unique_lock lock(mu_);
+            cv_.wait(lock, [this] { return stopping_; });
+          });
         }
       } else {
         auto renewed = lease_->Renew(term_, lease_ms_);
@@ -183,6 +203,7 @@ class ReplicatedServer {
           servers_ = *servers;
           last_db_ok_ = SteadyMs();
         }
+        if (term_ == 0) announced_ = true;  // a follower: up
       }
       cv_.notify_all();
       if (!servers.ok() && servers.status().message() != last_error)
@@ -200,19 +221,37 @@ class ReplicatedServer {
     options.fence_term = term_.load();
     options.on_fenced = [](const Status& refused) { Deposed(refused.message()); };
     auto controller = OpenController(s_.config, s_.clock, s_.self_exe, std::move(options));
-    if (!controller.ok()) Deposed("cannot open the state as the leader: " + controller.status().message());
+    if (!controller.ok()) return PromotionFailed("cannot open the state as the leader: " + controller.status().message());
     controller_ = std::move(controller).value();
     WireController(*controller_, s_.offset_clock, s_.host, port_, s_.tls_files);
     api_ = std::make_unique<api::ApiServer>(*controller_, s_.root, &listener_);
-    if (Status st = api_->StartServices(); !st.ok()) Deposed("cannot start serving: " + st.message());
+    if (Status st = api_->StartServices(); !st.ok()) return PromotionFailed(st.message());
     {
       std::lock_guard lock(mu_);
       if (stopping_) return;
       controller_->Start();
       serving_.store(api_.get());
+      announced_ = true;
     }
     cv_.notify_all();
     spdlog::info("term {}: serving as the leader, {} ms after taking the lease", term_, SteadyMs() - took_at_);
+  }
+
+  // Before the server said it is up, a failure to lead is a failed start (exit 1, the reason on
+  // stderr); after, the server leaves as a deposed one would.
+  void PromotionFailed(const std::string& why) {
+    bool at_start = false;
+    {
+      std::lock_guard lock(mu_);
+      at_start = !announced_;
+      if (at_start) {
+        start_failure_ = true;
+        start_error_ = why;
+      }
+    }
+    cv_.notify_all();
+    if (at_start) return;  // the main thread reports it and exits
+    Deposed(why);
   }
 
   // ---- Requests ----
@@ -222,38 +261,56 @@ class ReplicatedServer {
     if (api::ApiServer* a = serving_.load()) return a->Serve(req);
     if (req.Header(kForwardedBy))
       return Unavailable503(req, "The request reached " + name_ + " through another server, and neither leads now; retry");
-    if (req.path == "/trainyard/v1/events/stream" || req.path == "/console/api/events")
-      return Unavailable503(req, "Event streams are served by the leader only; connect to it, or through an endpoint "
-                                 "that routes to the leader (GET /healthz?role=leader)");
-    // A leader, or the wait for one.
+    // A leader, or the wait for one. A leader that refuses connections is dead or gone (its lease
+    // has not run out yet): the request never reached it, so it waits for the next one.
     const int64_t deadline = SteadyMs() + lease_ms_ + 2000;
-    store::LeaseHolder leader;
-    {
-      std::unique_lock lock(mu_);
-      while (true) {
-        if (serving_.load()) break;
-        if (!holder_.address.empty() && holder_.id != id_ && holder_.expires_in_ms > 0 && last_db_ok_ > 0) {
-          leader = holder_;
-          break;
-        }
-        const int64_t left = deadline - SteadyMs();
-        if (left <= 0 || stopping_) break;
-        cv_.wait_for(lock, std::chrono::milliseconds(std::min<int64_t>(left, 100)));
-      }
-    }
-    if (api::ApiServer* a = serving_.load()) return a->Serve(req);
-    if (leader.address.empty())
-      return Unavailable503(req, "No server leads now (a failover is under way); retry in a few seconds");
     http::Fields headers;
-    for (const auto& [name, value] : req.headers)
-      if (!EqualsIgnoreCase(name, kForwardedBy)) headers.emplace_back(name, value);
+    // X-Forwarded-For is extended unless the client signed it (SigV4 SignedHeaders).
+    const std::string* auth = req.Header("Authorization");
+    const bool xff_signed = auth && ToLower(*auth).find("x-forwarded-for") != std::string::npos;
+    std::string forwarded_for;
+    for (const auto& [name, value] : req.headers) {
+      if (!xff_signed && EqualsIgnoreCase(name, "X-Forwarded-For")) forwarded_for = value;
+      else if (!EqualsIgnoreCase(name, kForwardedBy)) headers.emplace_back(name, value);
+    }
     headers.emplace_back(std::string(kForwardedBy), name_);
-    api::PeerTarget target{"leader", leader.address, 2, s_.config.ha.forward_timeout_seconds};
-    auto answer = api::SendToPeer(target, req.method, req.path, req.query, headers, req.body);
-    if (!answer.ok())
-      return Unavailable503(req, "The leader (" + leader.name + " at " + leader.address + ") did not answer: " +
-                                     answer.status().message() + "; retry");
-    return std::move(answer).value();
+    // Believed by the leader's audit only when this server is one of [audit] trusted_proxies.
+    if (!xff_signed && !req.peer.empty()) headers.emplace_back("X-Forwarded-For", forwarded_for.empty() ? req.peer : forwarded_for + ", " + req.peer);
+    std::string unreachable;  // the last leader that refused, and why
+    while (true) {
+      store::LeaseHolder leader;
+      {
+        std::unique_lock lock(mu_);
+        while (true) {
+          if (serving_.load()) break;
+          if (!holder_.address.empty() && holder_.id != id_ && holder_.expires_in_ms > 0 && last_db_ok_ > 0 &&
+              holder_.id != refused_id_) {
+            leader = holder_;
+            break;
+          }
+          const int64_t left = deadline - SteadyMs();
+          if (left <= 0 || stopping_) break;
+          cv_.wait_for(lock, std::chrono::milliseconds(std::min<int64_t>(left, 100)));
+        }
+      }
+      if (api::ApiServer* a = serving_.load()) return a->Serve(req);
+      if (!leader.address.empty() && (req.path == "/trainyard/v1/events/stream" || req.path == "/console/api/events"))
+        return Unavailable503(req, "Event streams are served by the leader (" + leader.name + " at " + leader.address +
+                                       ") only; connect to it, or through an endpoint that routes to the leader "
+                                       "(GET /healthz?role=leader)");
+      if (leader.address.empty())
+        return Unavailable503(req, "No server leads now (a failover is under way" + unreachable + "); retry in a few seconds");
+      api::PeerTarget target{"leader", leader.address, 2, s_.config.ha.forward_timeout_seconds};
+      bool not_delivered = false;
+      auto answer = api::SendToPeer(target, req.method, req.path, req.query, headers, req.body, &not_delivered);
+      if (answer.ok()) return std::move(answer).value();
+      if (!not_delivered)
+        return Unavailable503(req, "The leader (" + leader.name + " at " + leader.address + ") did not answer: " +
+                                       answer.status().message() + "; retry");
+      unreachable = "; the last leader, " + leader.name + " at " + leader.address + ", refuses connections";
+      std::lock_guard lock(mu_);
+      refused_id_ = leader.id;  // until the lease changes hands
+    }
   }
 
   http::Response Unavailable503(const http::Request& req, const std::string& message) {
@@ -334,6 +391,10 @@ class ReplicatedServer {
   store::LeaseHolder holder_;             // the database's lease row, as the lease loop last read it
   std::vector<store::ServerRow> servers_;
   int64_t last_db_ok_ = 0;                // steady ms of the lease loop's last full round trip
+  std::string refused_id_;                // a leader that refused a connection: not tried again
+  bool announced_ = false;                // "listening on" may be printed: leading, or following
+  bool start_failure_ = false;            // the first promotion failed: the start fails
+  std::string start_error_;
 
   http::Server listener_;  // last: destroyed first, while what its handlers use still exists
 };

@@ -19,7 +19,7 @@ import botocore.config
 
 import ha
 import postgres
-from harness import BIN, REGION, kill_attempt_processes
+from harness import BIN, REGION, Receiver, kill_attempt_processes
 
 CONFIG = "[executor]\nstop_grace_seconds = 2\n"
 
@@ -69,8 +69,8 @@ class HighAvailabilityTest(unittest.TestCase):
                 shutil.rmtree(self.cluster.data_dir, ignore_errors=True)
         shutil.rmtree(self.work_dir, ignore_errors=True)
 
-    def start(self, n=3):
-        self.cluster = ha.Cluster(self.pg, n=n, config=CONFIG, shared_dirs=[self.work_dir])
+    def start(self, n=3, config=""):
+        self.cluster = ha.Cluster(self.pg, n=n, config=CONFIG + config, shared_dirs=[self.work_dir])
         return self.cluster
 
     def create_queue(self, batch, name, capacity):
@@ -150,7 +150,9 @@ class HighAvailabilityTest(unittest.TestCase):
         self.assertEqual([q["jobQueueName"] for q in client(c.endpoint, "batch").describe_job_queues()["jobQueues"]], ["q"])
 
     def test_kill9_of_the_leader_under_load_loses_nothing(self):
-        c = self.start(3)
+        receiver = Receiver().start()
+        self.addCleanup(receiver.stop)
+        c = self.start(3, config=f'[[webhooks]]\nname = "ha"\nurl = "{receiver.url}"\nmax_backoff_seconds = 1\n')
         batch = client(c.endpoint, "batch")
         self.create_queue(batch, "ha", 3)
         runs = os.path.join(self.work_dir, "runs.log")
@@ -235,6 +237,16 @@ class HighAvailabilityTest(unittest.TestCase):
             after = page["NextCursor"]
         self.assertTrue(seqs)
         self.assertEqual(seqs, list(range(seqs[0], seqs[0] + len(seqs))))
+        # ... and so did webhook delivery: every event reached the receiver, at least once.
+        deadline = time.time() + 60
+        while True:
+            with receiver.lock:
+                delivered = [int({k.lower(): v for k, v in h.items()}["x-trainyard-event-seq"]) for h, _, _ in receiver.posts]
+            if set(seqs) <= set(delivered) or time.time() > deadline:
+                break
+            time.sleep(0.2)
+        self.assertEqual(sorted(set(seqs) - set(delivered)), [])
+        print(f"webhook: {len(delivered)} deliveries of {len(seqs)} events ({len(delivered) - len(set(delivered))} repeated)")
 
     def test_a_paused_leader_is_fenced(self):
         c = self.start(2)

@@ -230,6 +230,23 @@ TEST(Config, ConsoleWhatIfMaxJobsIsReadAndBounded) {
   }
 }
 
+TEST(Config, HaSettingsAreReadAndBounded) {
+  EXPECT_EQ(DefaultConfig().ha.lease_seconds, 3);
+  auto c = LoadConfigFile(WriteTemp("[ha]\nlease_seconds = 1.5\nname = \"ctl-a\"\n"
+                                    "advertise_url = \"https://ctl-a.internal:8443\"\nforward_timeout_seconds = 30\n"),
+                          DefaultConfig());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->ha.lease_seconds, 1.5);
+  EXPECT_EQ(c->ha.name, "ctl-a");
+  EXPECT_EQ(c->ha.advertise_url, "https://ctl-a.internal:8443");
+  EXPECT_EQ(c->ha.forward_timeout_seconds, 30);
+  for (const char* bad : {"lease_seconds = 0.5", "lease_seconds = 61", "advertise_url = \"ctl-a:8080\"",
+                          "forward_timeout_seconds = 0", "lease = 3"}) {
+    auto r = LoadConfigFile(WriteTemp(std::string("[ha]\n") + bad + "\n"), DefaultConfig());
+    EXPECT_FALSE(r.ok()) << bad;
+  }
+}
+
 TEST(Config, RegionsReadPeersAndAPrivateSecret) {
   const std::string secret = ::testing::TempDir() + "/ty-peer-secret-" + std::to_string(std::rand());
   std::ofstream(secret) << std::string(64, 'k') << "\n";
