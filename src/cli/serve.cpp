@@ -192,7 +192,10 @@ void AddServeCommand(CLI::App& app, std::function<int()>& run) {
       "AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL with AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION)\n"
       "names an S3-compatible endpoint for them (see docs/object-store.md).\n"
       "Several servers, one per region, are joined by [regions] peers and peer_secret_file in the config\n"
-      "file: a request signed for a peer's region is forwarded there (see docs/regions.md).");
+      "file: a request signed for a peer's region is forwarded there (see docs/regions.md).\n"
+      "Several servers over one PostgreSQL ([store] url) share the work of one: one leads under a lease, the\n"
+      "others pass requests to it and take over when it goes (see docs/operations.md, \"High availability\";\n"
+      "`trainyard admin status` shows them). A server deposed as the leader exits with status 75.");
   auto opts = std::make_shared<std::tuple<std::string, std::string, std::string, std::string, std::string, std::string>>();
   cmd->add_option("--listen", std::get<0>(*opts), "HOST:PORT to listen on (default 127.0.0.1:8080; port 0 picks a free port)");
   cmd->add_option("--data-dir", std::get<1>(*opts), "Directory for state, attempts, buckets, the object cache and credentials (default ./trainyard-data)");

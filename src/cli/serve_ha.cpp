@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "api/console.h"
 #include "api/forward.h"
 #include "control/controller.h"
 #include "core/strings.h"
@@ -367,10 +368,7 @@ class ReplicatedServer {
     if (token.empty()) return true;
     const std::string* auth = req.Header("Authorization");
     if (!auth || !StartsWith(*auth, "Bearer ")) return false;
-    const std::string given = auth->substr(7);
-    unsigned char diff = given.size() != token.size();
-    for (size_t i = 0; i < given.size() && i < token.size(); ++i) diff |= given[i] ^ token[i];
-    return diff == 0;
+    return api::SecretEquals(auth->substr(7), token);  // in constant time: the token is a secret
   }
 
   const ReplicatedServe& s_;

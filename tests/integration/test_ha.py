@@ -47,6 +47,8 @@ def payload(name, command):
 
 
 @unittest.skipIf(ha.missing(), ha.missing())
+@unittest.skipIf(os.environ.get("TRAINYARD_TEST_STORE") == "postgres",
+                 "runs in make test already, on a PostgreSQL of its own")
 class HighAvailabilityTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

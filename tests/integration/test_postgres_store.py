@@ -14,6 +14,8 @@ SKIP = postgres.missing()
 
 
 @unittest.skipIf(SKIP, SKIP)
+@unittest.skipIf(os.environ.get("TRAINYARD_TEST_STORE") == "postgres",
+                 "runs in make test already, on a PostgreSQL of its own")
 class PostgresStoreTest(harness.ServerTest):
     @classmethod
     def setUpClass(cls):
