@@ -180,6 +180,10 @@ class Controller {
   // ResourceInUse). Its training jobs stay.
   Status DeleteTuningJob(const std::string& name);
 
+  // ---- CloudWatch metrics (cloudwatch.cpp; docs/metrics.md, "The CloudWatch API") ----
+  // Stores every datum in one turn, or none: LimitExceeded when the new series would pass the cap.
+  Status PutMetricData(const std::vector<CwDatum>& data);
+
   // ---- Principals (principals.cpp; docs/security.md, "Users and keys") ----
   StatusOr<IamUser> CreateUser(const CreateUserCommand& cmd);
   // Refused while the user holds access keys or policies (IAM's DeleteConflict).
