@@ -1,0 +1,238 @@
+"""CloudWatch's metrics API (docs/metrics.md, "The CloudWatch API") through boto3 and the aws CLI:
+PutMetricData then ListMetrics, GetMetricStatistics (statistics and percentiles) and GetMetricData
+(metric math, MaxDatapoints paging) read exactly what was put, in JSON 1.0 and in rpc-v2-cbor;
+the data survives a restart; hostile input is refused with CloudWatch's error naming the member
+and stores nothing; a user without cloudwatch:GetMetricData is refused."""
+import contextlib
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import unittest
+import urllib.parse
+import http.client
+
+import botocore.auth
+import botocore.awsrequest
+import botocore.credentials
+import botocore.model
+from botocore.config import Config
+from botocore.exceptions import ClientError
+import boto3
+
+from harness import ServerTest, REGION
+
+NS = "Team/Train"
+DIMS = [{"Name": "Run", "Value": "r1"}]
+ALLOW_GET_DATA = {"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Action": ["cloudwatch:GetMetricData", "cloudwatch:PutMetricData"], "Resource": "*"}]}
+ALLOW_LIST = {"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Action": "cloudwatch:ListMetrics", "Resource": "*"}]}
+
+
+@contextlib.contextmanager
+def cbor_protocol():
+    """Clients made inside speak Smithy RPC v2 CBOR (botocore 1.43 prefers JSON 1.0 for CloudWatch)."""
+    saved = botocore.model.PRIORITY_ORDERED_SUPPORTED_PROTOCOLS
+    botocore.model.PRIORITY_ORDERED_SUPPORTED_PROTOCOLS = ("smithy-rpc-v2-cbor",)
+    try:
+        yield
+    finally:
+        botocore.model.PRIORITY_ORDERED_SUPPORTED_PROTOCOLS = saved
+
+
+class CloudWatchTest(ServerTest):
+    def setUp(self):
+        super().setUp()
+        self.cw = self.server.client("cloudwatch")
+        # Whole minutes, a few minutes back: the data lands in three known minute buckets.
+        self.t0 = datetime.datetime.now(datetime.timezone.utc).replace(second=0, microsecond=0) - datetime.timedelta(minutes=10)
+
+    def put_loss(self, cw=None):
+        (cw or self.cw).put_metric_data(Namespace=NS, MetricData=[
+            {"MetricName": "Loss", "Dimensions": DIMS, "Value": v, "Unit": "Count",
+             "Timestamp": self.t0 + datetime.timedelta(minutes=m, seconds=5)}
+            for m, v in [(0, 1.0), (0, 3.0), (1, 10.0), (3, 7.0)]])
+
+    def stats(self, cw=None, **kw):
+        args = dict(Namespace=NS, MetricName="Loss", Dimensions=DIMS, StartTime=self.t0,
+                    EndTime=self.t0 + datetime.timedelta(minutes=5), Period=60)
+        args.update(kw)
+        return sorted((cw or self.cw).get_metric_statistics(**args)["Datapoints"], key=lambda d: d["Timestamp"])
+
+    def signed(self, path, body, headers):
+        key, secret = self.server.credentials()
+        req = botocore.awsrequest.AWSRequest(method="POST", url=self.server.url + path, data=body, headers=headers)
+        botocore.auth.SigV4Auth(botocore.credentials.Credentials(key, secret), "monitoring", REGION).add_auth(req)
+        u = urllib.parse.urlparse(self.server.url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        conn.request("POST", path, body=req.body, headers=dict(req.headers.items()))
+        resp = conn.getresponse()
+        out = resp.status, dict((k.lower(), v) for k, v in resp.getheaders()), resp.read()
+        conn.close()
+        return out
+
+    def test_put_then_read_back_with_statistics_percentiles_and_metric_math(self):
+        self.put_loss()
+        listed = self.cw.list_metrics(Namespace=NS)["Metrics"]
+        self.assertEqual(listed, [{"Namespace": NS, "MetricName": "Loss", "Dimensions": DIMS}])
+        self.assertEqual(self.cw.list_metrics(Namespace=NS, Dimensions=[{"Name": "Other"}])["Metrics"], [])
+        points = self.stats(Statistics=["SampleCount", "Sum", "Average", "Minimum", "Maximum"])
+        self.assertEqual([(p["Timestamp"], p["SampleCount"], p["Sum"], p["Average"], p["Minimum"], p["Maximum"], p["Unit"])
+                          for p in points],
+                         [(self.t0, 2.0, 4.0, 2.0, 1.0, 3.0, "Count"),
+                          (self.t0 + datetime.timedelta(minutes=1), 1.0, 10.0, 10.0, 10.0, 10.0, "Count"),
+                          (self.t0 + datetime.timedelta(minutes=3), 1.0, 7.0, 7.0, 7.0, 7.0, "Count")])
+        whole = self.stats(Period=300, ExtendedStatistics=["p50", "p100"])
+        self.assertEqual([p["ExtendedStatistics"] for p in whole], [{"p50": 3.0, "p100": 10.0}])
+        # An unknown dimension is another metric: no data, no error.
+        self.assertEqual(self.stats(Dimensions=[{"Name": "Nope", "Value": "x"}], Statistics=["Sum"]), [])
+        window = dict(StartTime=self.t0, EndTime=self.t0 + datetime.timedelta(minutes=5))
+        metric = {"Namespace": NS, "MetricName": "Loss", "Dimensions": DIMS}
+        r = self.cw.get_metric_data(MetricDataQueries=[
+            {"Id": "m", "MetricStat": {"Metric": metric, "Period": 60, "Stat": "Sum"}, "ReturnData": False},
+            {"Id": "doubled", "Expression": "m * 2 - 1"},
+            {"Id": "filled", "Expression": "FILL(m, 0)"},
+            {"Id": "repeat", "Expression": "FILL(m, REPEAT)"},
+            {"Id": "total", "Expression": "SUM([m, m])"},
+            {"Id": "avg", "Expression": "AVG(m)"}], ScanBy="TimestampAscending", **window)["MetricDataResults"]
+        by = {x["Id"]: x for x in r}
+        self.assertNotIn("m", by)
+        minute = lambda k: self.t0 + datetime.timedelta(minutes=k)
+        self.assertEqual(by["doubled"]["Values"], [7.0, 19.0, 13.0])
+        self.assertEqual(list(zip(by["filled"]["Timestamps"], by["filled"]["Values"])),
+                         [(minute(0), 4.0), (minute(1), 10.0), (minute(2), 0.0), (minute(3), 7.0), (minute(4), 0.0)])
+        self.assertEqual(by["repeat"]["Values"], [4.0, 10.0, 10.0, 7.0, 7.0])
+        self.assertEqual(by["total"]["Values"], [8.0, 20.0, 14.0])
+        self.assertEqual(by["avg"]["Values"], [7.0] * 5)
+        # MaxDatapoints pages: 2 then the last one, newest first, with a NextToken between.
+        q = [{"Id": "m", "MetricStat": {"Metric": metric, "Period": 60, "Stat": "Maximum"}}]
+        first = self.cw.get_metric_data(MetricDataQueries=q, MaxDatapoints=2, **window)
+        self.assertEqual((first["MetricDataResults"][0]["Values"], first["MetricDataResults"][0]["StatusCode"]),
+                         ([7.0, 10.0], "PartialData"))
+        rest = self.cw.get_metric_data(MetricDataQueries=q, MaxDatapoints=2, NextToken=first["NextToken"], **window)
+        self.assertEqual(rest["MetricDataResults"][0]["Values"], [3.0])
+        self.assertNotIn("NextToken", rest)
+
+    def test_rpc_v2_cbor_round_trip_and_a_restart_keeps_the_data(self):
+        with cbor_protocol():
+            cw = self.server.client("cloudwatch")
+            self.put_loss(cw)
+            points = self.stats(cw, Statistics=["Sum"])
+            listed = cw.list_metrics(Namespace=NS)["Metrics"]
+        self.assertEqual([(p["Timestamp"], p["Sum"]) for p in points],
+                         [(self.t0, 4.0), (self.t0 + datetime.timedelta(minutes=1), 10.0),
+                          (self.t0 + datetime.timedelta(minutes=3), 7.0)])
+        self.assertEqual(len(listed), 1)
+        self.server.stop()
+        self.server = self.new_server()
+        self.cw = self.server.client("cloudwatch")
+        self.assertEqual([p["Sum"] for p in self.stats(Statistics=["Sum"])], [4.0, 10.0, 7.0])
+
+    def test_hostile_input_is_refused_by_name_and_changes_nothing(self):
+        self.put_loss()
+        refusals = [
+            (dict(Namespace="AWS/Batch", MetricData=[{"MetricName": "x", "Value": 1}]), "InvalidParameterValue", "Namespace"),
+            (dict(Namespace=NS, MetricData=[{"MetricName": "x", "Value": 1, "StatisticValues": {
+                "SampleCount": 1, "Sum": 1, "Minimum": 1, "Maximum": 1}}]), "InvalidParameterCombination", "Value"),
+            (dict(Namespace=NS, MetricData=[{"MetricName": "x", "Value": 1,
+                                             "Timestamp": datetime.datetime(2001, 1, 1)}]), "InvalidParameterValue", "Timestamp"),
+            (dict(Namespace=NS, MetricData=[{"MetricName": "x", "Value": 1, "Dimensions": [
+                {"Name": "a", "Value": "1"}, {"Name": "a", "Value": "2"}]}]), "InvalidParameterValue", "Dimensions"),
+            (dict(Namespace=NS, MetricData=[{"MetricName": "x", "Value": 1}] * 1001), "InvalidParameterValue", "MetricData"),
+        ]
+        for args, code, member in refusals:
+            with self.assertRaises(ClientError) as e:
+                self.cw.put_metric_data(**args)
+            self.assertEqual(e.exception.response["Error"]["Code"], code, args)
+            self.assertIn(member, e.exception.response["Error"]["Message"])
+        metric = {"Namespace": NS, "MetricName": "Loss", "Dimensions": DIMS}
+        window = dict(StartTime=self.t0, EndTime=self.t0 + datetime.timedelta(minutes=5))
+        for queries, extra, member in [
+                ([{"Id": "m", "MetricStat": {"Metric": metric, "Period": 60, "Stat": "Sum"}}], {"MaxDatapoints": 10 ** 9}, "MaxDatapoints"),
+                ([{"Id": "M", "MetricStat": {"Metric": metric, "Period": 60, "Stat": "Sum"}}], {}, "Id"),
+                ([{"Id": "m", "MetricStat": {"Metric": metric, "Period": 61, "Stat": "Sum"}}], {}, "Period"),
+                ([{"Id": "e", "Expression": "nope + 1"}], {}, "nope"),
+                ([{"Id": "e", "Expression": "LOG(m)"}], {}, "LOG")]:
+            with self.assertRaises(ClientError) as e:
+                self.cw.get_metric_data(MetricDataQueries=queries, **window, **extra)
+            self.assertEqual(e.exception.response["Error"]["Code"], "InvalidParameterValue")
+            self.assertIn(member, e.exception.response["Error"]["Message"])
+        with self.assertRaises(ClientError) as e:
+            self.stats(Statistics=["Sum"], StartTime=self.t0 - datetime.timedelta(days=2))
+        self.assertEqual(e.exception.response["Error"]["Code"], "InvalidParameterCombination")
+        with self.assertRaises(ClientError) as e:
+            self.cw.get_metric_statistics(Namespace=NS, MetricName="Loss", StartTime=self.t0, EndTime=self.t0, Period=60)
+        self.assertEqual(e.exception.response["Error"]["Code"], "InvalidParameterCombination")
+        # Bytes that are not CBOR, and CBOR nested past the depth limit: refused, the server answers on.
+        cbor_path = "/service/GraniteServiceVersion20100801/operation/PutMetricData"
+        headers = {"Content-Type": "application/cbor", "smithy-protocol": "rpc-v2-cbor"}
+        for body in (b"\xbf\x61", b"\x81" * 100000, b"\xff\xff"):
+            status, h, raw = self.signed(cbor_path, body, headers)
+            self.assertEqual((status, h.get("x-amzn-query-error")), (400, "InvalidParameterValue;Sender"), raw[:200])
+            self.assertIn(b"InvalidParameterValueException", raw)
+        status, h, raw = self.signed("/", b"{}", {"Content-Type": "application/x-amz-json-1.0",
+                                                 "X-Amz-Target": "GraniteServiceVersion20100801.DeleteEverything"})
+        self.assertEqual(status, 400)
+        self.assertIn(b"UnknownOperationException", raw)
+        self.assertEqual(self.cw.list_metrics()["Metrics"], [{"Namespace": NS, "MetricName": "Loss", "Dimensions": DIMS}])
+        self.assertEqual([p["Sum"] for p in self.stats(Statistics=["Sum"])], [4.0, 10.0, 7.0])
+
+    def test_a_user_needs_cloudwatch_get_metric_data(self):
+        self.put_loss()
+        admin = lambda op, body: self.server.admin("admin/iam/" + op, body)
+        admin("CreatePolicy", {"PolicyName": "cw-read", "PolicyDocument": json.dumps(ALLOW_GET_DATA)})
+        admin("CreatePolicy", {"PolicyName": "cw-list", "PolicyDocument": json.dumps(ALLOW_LIST)})
+        for user, policy in (("reader", "cw-read"), ("lister", "cw-list")):
+            admin("CreateUser", {"UserName": user})
+            admin("AttachUserPolicy", {"UserName": user, "PolicyName": policy})
+        keys = {u: admin("CreateAccessKey", {"UserName": u})["AccessKey"] for u in ("reader", "lister")}
+        client = lambda u: self.server.client("cloudwatch", key=keys[u]["AccessKeyId"], secret=keys[u]["SecretAccessKey"])
+        q = dict(MetricDataQueries=[{"Id": "m", "MetricStat": {"Metric": {"Namespace": NS, "MetricName": "Loss",
+                                                                         "Dimensions": DIMS}, "Period": 300, "Stat": "Sum"}}],
+                 StartTime=self.t0, EndTime=self.t0 + datetime.timedelta(minutes=5))
+        self.assertEqual(client("reader").get_metric_data(**q)["MetricDataResults"][0]["Values"], [21.0])
+        with self.assertRaises(ClientError) as e:
+            client("lister").get_metric_data(**q)
+        self.assertEqual(e.exception.response["Error"]["Code"], "AccessDeniedException")
+        self.assertIn("cloudwatch:GetMetricData", e.exception.response["Error"]["Message"])
+        self.assertEqual(len(client("lister").list_metrics()["Metrics"]), 1)
+
+    @unittest.skipUnless(shutil.which("aws"), "the aws CLI is not installed")
+    def test_the_aws_cli(self):
+        key, secret = self.server.credentials()
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=key, AWS_SECRET_ACCESS_KEY=secret, AWS_DEFAULT_REGION=REGION,
+                   AWS_PAGER="", AWS_CONFIG_FILE="/dev/null", AWS_SHARED_CREDENTIALS_FILE="/dev/null")
+
+        def aws(*args, check=True):
+            r = subprocess.run(["aws", "--endpoint-url", self.server.url, "--output", "json", "cloudwatch", *args],
+                               capture_output=True, text=True, env=env, timeout=120)
+            if check and r.returncode != 0:
+                self.fail(f"aws cloudwatch {' '.join(args)} failed: {r.stderr}")
+            return r
+
+        at = (self.t0 + datetime.timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        aws("put-metric-data", "--namespace", NS, "--metric-name", "Loss", "--dimensions", "Run=r1",
+            "--value", "4", "--timestamp", at)
+        start = self.t0.strftime("%Y-%m-%dT%H:%M:%SZ")
+        end = (self.t0 + datetime.timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        out = json.loads(aws("get-metric-statistics", "--namespace", NS, "--metric-name", "Loss", "--dimensions",
+                             "Name=Run,Value=r1", "--start-time", start, "--end-time", end, "--period", "60",
+                             "--statistics", "Sum").stdout)
+        # JSON 1.0 carries epoch seconds, which aws CLI v1 prints as they came.
+        self.assertEqual([(p["Timestamp"], p["Sum"]) for p in out["Datapoints"]], [(self.t0.timestamp(), 4.0)])
+        queries = json.dumps([{"Id": "m", "MetricStat": {"Metric": {"Namespace": NS, "MetricName": "Loss",
+                              "Dimensions": DIMS}, "Period": 60, "Stat": "Sum"}}, {"Id": "e", "Expression": "m / 2"}])
+        data = json.loads(aws("get-metric-data", "--metric-data-queries", queries, "--start-time", start,
+                              "--end-time", end).stdout)
+        self.assertEqual([r["Values"] for r in data["MetricDataResults"]], [[4.0], [2.0]])
+        self.assertEqual(json.loads(aws("list-metrics", "--namespace", NS).stdout)["Metrics"][0]["MetricName"], "Loss")
+        r = aws("put-metric-data", "--namespace", "AWS/Batch", "--metric-name", "x", "--value", "1", check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("InvalidParameterValue", r.stderr)
+        self.assertIn("AWS/", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
