@@ -434,7 +434,10 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
     StartPendingTrainingJobs(t);
     SchedulePass(t);
     ScheduleContainerJobs(t);
-    if (ticked) SampleShareHistory(t.now);
+    if (ticked) {
+      SampleShareHistory(t.now);
+      SampleBatchMetrics(t);
+    }
     if (unsaved_) {
       t.CarryOver(*unsaved_);
       unsaved_.reset();

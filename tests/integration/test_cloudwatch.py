@@ -7,6 +7,9 @@ import contextlib
 import datetime
 import json
 import os
+import re
+import time
+import urllib.request
 import shutil
 import subprocess
 import unittest
@@ -232,6 +235,60 @@ class CloudWatchTest(ServerTest):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("InvalidParameterValue", r.stderr)
         self.assertIn("AWS/", r.stderr)
+
+
+class BatchMetricsTest(ServerTest):
+    """AWS/Batch, sampled once a minute of the server's clock, equals what /metrics counts."""
+    server_args = ["--clock=offset"]
+
+    def scrape(self):
+        with urllib.request.urlopen(self.server.url + "/metrics", timeout=10) as r:
+            return r.read().decode()
+
+    @staticmethod
+    def sample(text, name, **labels):
+        want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+        m = re.search("^" + re.escape(name + "{" + want + "}") + r" (\S+)$", text, re.M)
+        return float(m.group(1)) if m else 0.0
+
+    def test_queue_metrics_equal_the_scrape_for_the_same_window(self):
+        cw = self.server.client("cloudwatch")
+        start = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
+        q = self.create_queue("cwq", capacity=2)
+        jobs = [self.submit(q, self.command_payload("ok-1", "true")), self.submit(q, self.command_payload("ok-2", "true")),
+                self.submit(q, self.command_payload("bad", "exit 3"))]
+        self.wait_jobs(jobs)
+        text = self.scrape()
+        want = {
+            "JobsSubmitted": self.sample(text, "trainyard_jobs_submitted_total", queue=q),
+            "JobsMovedToSucceeded": self.sample(text, "trainyard_jobs_transitions_total", queue=q, status="SUCCEEDED"),
+            "JobsMovedToFailed": self.sample(text, "trainyard_jobs_transitions_total", queue=q, status="FAILED"),
+            "JobAttemptExecutionDuration": self.sample(text, "trainyard_job_attempt_execution_seconds_count", queue=q),
+        }
+        self.assertEqual((want["JobsSubmitted"], want["JobsMovedToSucceeded"], want["JobsMovedToFailed"]), (3, 2, 1))
+        self.advance(60)  # the next tick samples the minute
+        metric = lambda name: {"Namespace": "AWS/Batch", "MetricName": name,
+                               "Dimensions": [{"Name": "JobQueueName", "Value": q}]}
+        queries = [{"Id": f"m{i}", "MetricStat": {"Metric": metric(n), "Period": 3600,
+                                                   "Stat": "SampleCount" if n.endswith("Duration") else "Sum"}}
+                   for i, n in enumerate(want)]
+        deadline = time.time() + 30
+        while True:
+            end = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=5)
+            r = cw.get_metric_data(MetricDataQueries=queries, StartTime=start, EndTime=end)["MetricDataResults"]
+            got = {n: sum(x["Values"]) for n, x in zip(want, r)}
+            if got == want or time.time() > deadline:
+                break
+            time.sleep(0.1)  # waits for the server's next tick, which the test cannot drive
+        self.assertEqual(got, want)
+        listed = {m["MetricName"] for m in cw.list_metrics(Namespace="AWS/Batch")["Metrics"]}
+        self.assertTrue(set(want) <= listed, listed)
+        # Sampled data is stored: a restart keeps it.
+        self.server.stop()
+        self.server = self.new_server()
+        cw = self.server.client("cloudwatch")
+        r = cw.get_metric_data(MetricDataQueries=queries[:1], StartTime=start, EndTime=end)["MetricDataResults"]
+        self.assertEqual(sum(r[0]["Values"]), 3)
 
 
 if __name__ == "__main__":
