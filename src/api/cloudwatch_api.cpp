@@ -844,8 +844,10 @@ http::Response ServeCloudWatch(const http::Request& req, control::Controller& co
   call.SetBody(*body);
   if (Status allowed = authz.CheckAction(*caller, ctx, "cloudwatch:" + operation); !allowed.ok()) return fail(allowed);
   StatusOr<json> result = json::object();
-  if (operation == "PutMetricData") result = PutMetricData(controller, *body);
-  else if (operation == "ListMetrics") result = ListMetrics(controller, *body);
+  if (operation == "PutMetricData") {
+    auto scope = call.OfferToCommand();  // the record is stored with the put's own commit
+    result = PutMetricData(controller, *body);
+  } else if (operation == "ListMetrics") result = ListMetrics(controller, *body);
   else if (operation == "GetMetricStatistics") result = GetMetricStatistics(controller, *body);
   else result = GetMetricData(controller, *body);
   call.Finish(result.status());

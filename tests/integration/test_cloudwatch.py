@@ -78,6 +78,12 @@ class CloudWatchTest(ServerTest):
 
     def test_put_then_read_back_with_statistics_percentiles_and_metric_math(self):
         self.put_loss()
+        # The put is audited like every call (docs/security.md, "Audit").
+        found = self.server.admin("admin/audit", {"LookupAttributes": [
+            {"AttributeKey": "EventName", "AttributeValue": "PutMetricData"}]})["Events"]
+        self.assertEqual(len(found), 1)
+        self.assertEqual(json.loads(found[0]["CloudTrailEvent"])["errorCode"] if "errorCode" in
+                         json.loads(found[0]["CloudTrailEvent"]) else None, None)
         listed = self.cw.list_metrics(Namespace=NS)["Metrics"]
         self.assertEqual(listed, [{"Namespace": NS, "MetricName": "Loss", "Dimensions": DIMS}])
         self.assertEqual(self.cw.list_metrics(Namespace=NS, Dimensions=[{"Name": "Other"}])["Metrics"], [])
