@@ -243,6 +243,36 @@ class CloudWatchTest(ServerTest):
         self.assertIn("AWS/", r.stderr)
 
 
+class TrainingJobMetricsTest(ServerTest):
+    """/aws/sagemaker/TrainingJobs: a job's MetricDefinitions series read as CloudWatch metrics."""
+
+    def test_metric_definitions_series_per_host(self):
+        p = self.command_payload("cwjob", "for i in 1 2 3; do echo loss=0.$i; done")
+        p["AlgorithmSpecification"]["MetricDefinitions"] = [{"Name": "loss", "Regex": "loss=([0-9.]+)"}]
+        self.sm.create_training_job(**p)
+        self.assertEqual(self.wait_training("cwjob")["TrainingJobStatus"], "Completed")
+        cw = self.server.client("cloudwatch")
+        host = [{"Name": "Host", "Value": "cwjob/algo-1"}]
+        listed = cw.list_metrics(Namespace="/aws/sagemaker/TrainingJobs", MetricName="loss")["Metrics"]
+        self.assertEqual(listed, [{"Namespace": "/aws/sagemaker/TrainingJobs", "MetricName": "loss", "Dimensions": host}])
+        own = self.server.admin("metric-series", {"TrainingJobName": "cwjob"})["Series"][0]["Points"]
+        start = datetime.datetime.fromtimestamp(own[0]["Timestamp"] - 120, datetime.timezone.utc)
+        end = start + datetime.timedelta(hours=1)
+        stats = cw.get_metric_statistics(Namespace="/aws/sagemaker/TrainingJobs", MetricName="loss", Dimensions=host,
+                                         StartTime=start, EndTime=end, Period=3600,
+                                         Statistics=["SampleCount", "Minimum", "Maximum", "Sum"])["Datapoints"]
+        self.assertEqual([(d["SampleCount"], d["Minimum"], d["Maximum"]) for d in stats], [(3.0, 0.1, 0.3)])
+        self.assertAlmostEqual(stats[0]["Sum"], sum(pt["Value"] for pt in own))
+        # Another host of the job, or a job that does not exist: no data, as CloudWatch answers.
+        for dims in ([{"Name": "Host", "Value": "cwjob/algo-2"}], [{"Name": "Host", "Value": "nope/algo-1"}]):
+            self.assertEqual(cw.get_metric_statistics(Namespace="/aws/sagemaker/TrainingJobs", MetricName="loss",
+                                                      Dimensions=dims, StartTime=start, EndTime=end, Period=3600,
+                                                      Statistics=["Sum"])["Datapoints"], [])
+        with self.assertRaises(ClientError) as e:
+            cw.put_metric_data(Namespace="/aws/sagemaker/TrainingJobs", MetricData=[{"MetricName": "loss", "Value": 1}])
+        self.assertEqual(e.exception.response["Error"]["Code"], "InvalidParameterValue")
+
+
 class BatchMetricsTest(ServerTest):
     """AWS/Batch, sampled once a minute of the server's clock, equals what /metrics counts."""
     server_args = ["--clock=offset"]
