@@ -2,7 +2,7 @@
 """CloudWatch API read cost (docs/metrics.md, "The CloudWatch API"): SERIES metrics filled through
 PutMetricData with one point a minute for HOURS hours, then GetMetricData over all of them for the
 whole window at 1-minute resolution (every page, MaxDatapoints 100,800 as AWS allows), a
-SUM(METRICS()) over 500 of them, and GetMetricStatistics of one; plus the stored bytes per metric
+SUM(METRICS()) over 499 of them, and GetMetricStatistics of one; plus the stored bytes per metric
 per day (the documents in the state) and the server's resident memory.
 
     python3 bench/cloudwatch_read.py [--series 1000] [--hours 24] [--reps 3] [--bin build/trainyard]
@@ -75,8 +75,9 @@ def main():
                 out.append(time.perf_counter() - t)
             return statistics.median(out), result
 
+        print(f"series={args.series} hours={args.hours} points={args.series * minutes} fill={fill_s:.1f}s ({calls} PutMetricData calls)", flush=True)
         whole, (points, pages) = timed(read_all)
-        summed, _ = timed(lambda: cw.get_metric_data(MetricDataQueries=queries[:500] and [dict(q, ReturnData=False) for q in queries[:500]] + [
+        summed, _ = timed(lambda: cw.get_metric_data(MetricDataQueries=[dict(q, ReturnData=False) for q in queries[:499]] + [
             {"Id": "total", "Expression": "SUM(METRICS())"}], StartTime=start, EndTime=end))
         one, _ = timed(lambda: cw.get_metric_statistics(Namespace="Bench/Read", MetricName="Value",
                                                         Dimensions=[{"Name": "Series", "Value": "s00000"}], StartTime=start,
@@ -84,10 +85,9 @@ def main():
         with open(f"/proc/{server.proc.pid}/status") as f:
             rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
         days = args.hours / 24
-        print(f"series={args.series} hours={args.hours} points={args.series * minutes} fill={fill_s:.1f}s ({calls} PutMetricData calls)")
         print(f"GetMetricData, every series, whole window, 1 min: {whole * 1000:.0f} ms median for {points} points in {pages} pages "
               f"({whole * 1000 / pages:.0f} ms per page)")
-        print(f"GetMetricData, SUM(METRICS()) over 500 series: {summed * 1000:.0f} ms median")
+        print(f"GetMetricData, SUM(METRICS()) over 499 series: {summed * 1000:.0f} ms median")
         print(f"GetMetricStatistics, one series, 1 min: {one * 1000:.1f} ms median")
         print(f"stored: {stored} bytes in {docs} documents = {stored / args.series / days:.0f} bytes per series per day; "
               f"server RSS {rss / 1024:.0f} MiB")

@@ -820,6 +820,10 @@ http::Response ServeCloudWatch(const http::Request& req, control::Controller& co
                        "This server answers the CloudWatch operations PutMetricData, ListMetrics, GetMetricStatistics "
                        "and GetMetricData, not '" + operation.substr(0, 100) + "'"));
   const int depth = controller.config().max_json_depth;
+  if (static_cast<int64_t>(req.body.size()) > controller.config().max_request_bytes)
+    return fail(Status(Code::kPayloadTooLarge, "Request body of " + std::to_string(req.body.size()) +
+                                                   " bytes exceeds the limit of " +
+                                                   std::to_string(controller.config().max_request_bytes) + " bytes"));
   StatusOr<json> body = json::object();
   std::string_view raw = req.body;
   std::string inflated;

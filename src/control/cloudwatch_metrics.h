@@ -25,7 +25,7 @@
 
 namespace ty::control {
 
-inline constexpr size_t kDefaultCloudWatchMaxSeries = 5000;
+inline constexpr size_t kDefaultCloudWatchMaxSeries = 1000;
 inline constexpr size_t kCloudWatchValuesPerBucket = 16;
 inline constexpr EpochMs kCwMinute = 60'000, kCwFiveMinutes = 300'000, kCwHour = 3'600'000, kCwDay = 86'400'000;
 inline constexpr EpochMs kCwMinuteRetention = 15 * kCwDay, kCwFiveMinuteRetention = 63 * kCwDay,

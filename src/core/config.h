@@ -193,7 +193,7 @@ struct ConsoleConfig {
 
 // [cloudwatch] (docs/metrics.md, "The CloudWatch API"): the metrics stored for PutMetricData.
 struct CloudWatchConfig {
-  int64_t max_series = 5000;  // metrics (namespace, name, dimensions); a put that adds one more is refused
+  int64_t max_series = 1000;  // metrics (namespace, name, dimensions); a put that adds one more is refused
 };
 
 struct Config {

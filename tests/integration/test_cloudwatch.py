@@ -82,8 +82,8 @@ class CloudWatchTest(ServerTest):
         found = self.server.admin("admin/audit", {"LookupAttributes": [
             {"AttributeKey": "EventName", "AttributeValue": "PutMetricData"}]})["Events"]
         self.assertEqual(len(found), 1)
-        self.assertEqual(json.loads(found[0]["CloudTrailEvent"])["errorCode"] if "errorCode" in
-                         json.loads(found[0]["CloudTrailEvent"]) else None, None)
+        record = json.loads(found[0]["CloudTrailEvent"])
+        self.assertEqual((record["eventName"], record.get("errorCode")), ("PutMetricData", None))
         listed = self.cw.list_metrics(Namespace=NS)["Metrics"]
         self.assertEqual(listed, [{"Namespace": NS, "MetricName": "Loss", "Dimensions": DIMS}])
         self.assertEqual(self.cw.list_metrics(Namespace=NS, Dimensions=[{"Name": "Other"}])["Metrics"], [])
