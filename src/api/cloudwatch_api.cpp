@@ -756,6 +756,21 @@ std::string QueryCode(const std::string& type) {
   return type;
 }
 
+// The query protocol's error document (Action=...&Version=2010-08-01 requests, which older SDKs
+// send): not served, but refused in the shape those clients read, so they print the sentence.
+http::Response QueryErrorAnswer(const Status& st, const std::string& request_id) {
+  WireError e = ToWireError(Protocol::kCloudWatch, st);
+  const std::string code = e.type == "UnknownOperationException" ? "InvalidAction" : QueryCode(e.type);
+  http::Response res;
+  res.status = e.http_status;
+  res.headers = {{"Content-Type", "text/xml"}, {"x-amzn-RequestId", request_id}};
+  res.body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ErrorResponse xmlns=\"http://monitoring.amazonaws.com/doc/2010-08-01/\">"
+             "<Error><Type>" + std::string(e.http_status >= 500 ? "Receiver" : "Sender") + "</Type><Code>" + XmlEscape(code) +
+             "</Code><Message>" + XmlEscape(e.message) + "</Message></Error><RequestId>" + XmlEscape(request_id) +
+             "</RequestId></ErrorResponse>";
+  return res;
+}
+
 http::Response ErrorAnswer(bool cbor, const Status& st, const std::string& request_id) {
   WireError e = ToWireError(Protocol::kCloudWatch, st);
   json body = {{"__type", "com.amazonaws.cloudwatch#" + e.type}, {"message", e.message}};
@@ -806,14 +821,21 @@ http::Response ServeCloudWatch(const http::Request& req, control::Controller& co
   if (cbor) operation = req.path.substr(kCborPath.size());
   else if (const std::string* target = req.Header("X-Amz-Target"); target && StartsWith(*target, kTargetPrefix))
     operation = target->substr(kTargetPrefix.size());
+  const std::string* content_type = req.Header("Content-Type");
+  const bool query = !cbor && !req.Header("X-Amz-Target") &&
+                     (req.method == "GET" || (content_type && StartsWith(*content_type, "application/x-www-form-urlencoded")));
   const bool known = kOperations.count(operation) > 0;
   AuditedCall call(controller, req, Protocol::kCloudWatch, "cloudwatch", known ? operation : "UnknownOperation");
   auto fail = [&](const Status& st) {
     call.Finish(st);
-    return ErrorAnswer(cbor, st, call.request_id());
+    return query ? QueryErrorAnswer(st, call.request_id()) : ErrorAnswer(cbor, st, call.request_id());
   };
   auto caller = authenticate(&call.record());
   if (!caller.ok()) return fail(caller.status());
+  if (query)
+    return fail(Status(Code::kUnknownOperation,
+                       "This server answers CloudWatch in AWS JSON 1.0 and Smithy RPC v2 CBOR, not the query protocol "
+                       "(Action=...); use an SDK that sends either (botocore 1.28 and later, the aws CLI)"));
   if (req.method != "POST") return fail(Status(Code::kUnknownOperation, "CloudWatch answers POST requests only"));
   if (!known)
     return fail(Status(Code::kUnknownOperation,
