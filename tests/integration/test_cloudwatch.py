@@ -130,6 +130,17 @@ class CloudWatchTest(ServerTest):
             self.put_loss(cw)
             points = self.stats(cw, Statistics=["Sum"])
             listed = cw.list_metrics(Namespace=NS)["Metrics"]
+            data = cw.get_metric_data(MetricDataQueries=[
+                {"Id": "m", "MetricStat": {"Metric": {"Namespace": NS, "MetricName": "Loss", "Dimensions": DIMS},
+                                           "Period": 60, "Stat": "Sum"}}, {"Id": "half", "Expression": "m / 2"}],
+                StartTime=self.t0, EndTime=self.t0 + datetime.timedelta(minutes=5), ScanBy="TimestampAscending")
+            with self.assertRaises(ClientError) as e:
+                cw.put_metric_data(Namespace="AWS/x", MetricData=[{"MetricName": "x", "Value": 1}])
+        self.assertEqual(e.exception.response["Error"]["Code"], "InvalidParameterValue")
+        half = data["MetricDataResults"][1]
+        self.assertEqual(list(zip(half["Timestamps"], half["Values"])),
+                         [(self.t0, 2.0), (self.t0 + datetime.timedelta(minutes=1), 5.0),
+                          (self.t0 + datetime.timedelta(minutes=3), 3.5)])
         self.assertEqual([(p["Timestamp"], p["Sum"]) for p in points],
                          [(self.t0, 4.0), (self.t0 + datetime.timedelta(minutes=1), 10.0),
                           (self.t0 + datetime.timedelta(minutes=3), 7.0)])
