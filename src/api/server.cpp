@@ -22,6 +22,7 @@
 #include "api/service_model.h"
 #include "api/sigv4.h"
 #include "api/sts_api.h"
+#include "api/unserved.h"
 #include "control/controller.h"
 #include "control/placement.h"
 #include "core/strings.h"
@@ -1196,9 +1197,12 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
         return Handle(req, Protocol::kLogsJson, "logs", nullptr, target.substr(kLogsPrefix.size()));
       const ServiceModel& m = ServiceModel::SageMaker();
       std::string prefix = m.target_prefix() + ".";
-      if (target.rfind(prefix, 0) != 0)
+      if (target.rfind(prefix, 0) != 0) {
+        // Another service's operation (IAM's query protocol, DynamoDB's JSON, ...): its own shape.
+        if (auto other = AnswerUnservedService(req)) return std::move(*other);
         return UnknownOperation(Protocol::kSageMakerJson,
                                 "X-Amz-Target must name a SageMaker operation, not '" + target + "'");
+      }
       return Handle(req, Protocol::kSageMakerJson, "sagemaker", &m, target.substr(prefix.size()));
     }
     for (const auto& [p, op] : kOwnOperations)
@@ -1234,6 +1238,8 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
       return res;
     }
   }
+  // A Smithy RPC v2 CBOR request (/service/<Service>/operation/<Op>) of a service not served here.
+  if (auto other = AnswerUnservedService(req)) return std::move(*other);
   // No operation claims the request. Under /v1/ (Batch) and on trainyard's own paths the route is
   // the operation: an unknown one is a 404. At "/" a JSON 1.1 request names its operation in
   // X-Amz-Target, and one that names none is a 400, as for an unknown target.
