@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 
@@ -18,6 +19,7 @@ struct WebhookDispatcher::Hook {
   WebhookConfig config;
   EventFilter filter;
   std::thread thread;
+  std::atomic<bool> stop{false};  // this delivery alone is ending (Sync)
   mutable std::mutex mu;  // guards stats
   WebhookStats stats;
 };
@@ -41,8 +43,10 @@ Status Post(CURL* curl, const WebhookConfig& w, const json& stored, const std::s
   add("X-Trainyard-Event-Seq: " + std::to_string(stored.value("seq", uint64_t{0})));
   add("X-Trainyard-Event-At: " + std::to_string(stored.value("at", int64_t{0})));
   if (!w.secret.empty()) add("X-Trainyard-Signature: sha256=" + ToHex(HmacSha256(w.secret, body)));
+  for (const auto& [name, value] : w.headers) add(name + ": " + value);
   curl_easy_setopt(curl, CURLOPT_URL, w.url.c_str());
   curl_easy_setopt(curl, CURLOPT_POST, 1L);
+  if (w.method != "POST") curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, w.method.c_str());
   curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
   curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
@@ -62,55 +66,125 @@ Status Post(CURL* curl, const WebhookConfig& w, const json& stored, const std::s
   return Status::Ok();
 }
 
+// The body sent for one event: the event, the part of it `input_path` names ("$.detail.status"),
+// or the constant `input`. A path that names nothing sends null, as EventBridge does.
+std::string BodyOf(const WebhookConfig& w, const json& event) {
+  if (!w.input.empty()) return w.input;
+  if (w.input_path.empty() || w.input_path == "$") return event.dump();
+  const json* at = &event;
+  size_t pos = 2;  // after "$."
+  while (pos <= w.input_path.size()) {
+    size_t dot = w.input_path.find('.', pos);
+    if (dot == std::string::npos) dot = w.input_path.size();
+    const std::string key = w.input_path.substr(pos, dot - pos);
+    if (!at->is_object() || !at->contains(key)) return "null";
+    at = &(*at)[key];
+    pos = dot + 1;
+  }
+  return at->dump();
+}
+
 }  // namespace
 
-WebhookDispatcher::WebhookDispatcher(store::EventLog& log, std::vector<WebhookConfig> hooks) : log_(log) {
-  for (auto& c : hooks) {
-    auto h = std::make_unique<Hook>();
-    h->stats.name = c.name;
-    h->config = std::move(c);
-    hooks_.push_back(std::move(h));
-  }
-}
+WebhookDispatcher::WebhookDispatcher(store::EventLog& log, std::vector<WebhookConfig> hooks)
+    : log_(log), initial_(std::move(hooks)) {}
 
 WebhookDispatcher::~WebhookDispatcher() { Stop(); }
 
-Status WebhookDispatcher::Start() {
-  for (auto& h : hooks_) {
-    EventFilter& f = h->filter;
-    f.sources = h->config.sources;
-    f.detail_types = h->config.detail_types;
-    f.queues = h->config.queues;
-    f.shares = h->config.shares;
-    f.tags = h->config.tags;
-    Status st = f.SetPattern(h->config.pattern);
-    if (!st.ok()) return InvalidArgument("config: webhook " + h->config.name + ": " + st.message());
-    bool found = false;
-    auto cursor = log_.LoadCursor("webhook/" + h->config.name, &found);
-    if (!cursor.ok()) return cursor.status();
-    h->stats.cursor = found ? *cursor : log_.LastPublished();
-    if (!found) TY_RETURN_IF_ERROR(log_.SaveCursor("webhook/" + h->config.name, h->stats.cursor));
+Status WebhookDispatcher::Prepare(Hook& h) {
+  EventFilter& f = h.filter;
+  f.sources = h.config.sources;
+  f.detail_types = h.config.detail_types;
+  f.queues = h.config.queues;
+  f.shares = h.config.shares;
+  f.tags = h.config.tags;
+  Status st = f.SetPattern(h.config.pattern);
+  if (!st.ok()) return InvalidArgument("config: webhook " + h.config.name + ": " + st.message());
+  bool found = false;
+  auto cursor = log_.LoadCursor("webhook/" + h.config.name, &found);
+  if (!cursor.ok()) return cursor.status();
+  h.stats.name = h.config.name;
+  h.stats.cursor = found ? *cursor : log_.LastPublished();
+  if (!found) TY_RETURN_IF_ERROR(log_.SaveCursor("webhook/" + h.config.name, h.stats.cursor));
+  return Status::Ok();
+}
+
+void WebhookDispatcher::Halt(Hook& h) {
+  {
+    std::lock_guard lock(mu_);
+    h.stop = true;
   }
-  for (auto& h : hooks_) {
+  cv_.notify_all();
+  if (h.thread.joinable()) h.thread.join();
+}
+
+Status WebhookDispatcher::Start() { return Sync(initial_); }
+
+Status WebhookDispatcher::Sync(std::vector<WebhookConfig> hooks) {
+  std::lock_guard sync(sync_mu_);
+  if (stopping_) return Status::Ok();
+  // Everything new is checked and its cursor loaded before anything running is touched.
+  std::vector<std::unique_ptr<Hook>> fresh;
+  std::vector<std::unique_ptr<Hook>> kept;
+  std::vector<std::unique_ptr<Hook>> old;
+  {
+    std::lock_guard lock(hooks_mu_);
+    old = std::move(hooks_);
+  }
+  auto restore = [&] {
+    std::lock_guard lock(hooks_mu_);
+    hooks_ = std::move(old);
+  };
+  for (auto& c : hooks) {
+    auto same = std::find_if(old.begin(), old.end(), [&](const auto& h) { return h && h->config == c; });
+    if (same != old.end()) {
+      kept.push_back(std::move(*same));
+      continue;
+    }
+    auto h = std::make_unique<Hook>();
+    h->config = std::move(c);
+    if (Status st = Prepare(*h); !st.ok()) {
+      for (auto& k : kept) old.push_back(std::move(k));
+      std::erase(old, nullptr);
+      restore();
+      return st;
+    }
+    fresh.push_back(std::move(h));
+  }
+  // What is left of `old` ends; a changed one ends before its successor reads its cursor.
+  for (auto& h : old)
+    if (h) Halt(*h);
+  for (auto& h : fresh) {
+    if (std::any_of(old.begin(), old.end(), [&](const auto& o) { return o && o->config.name == h->config.name; })) {
+      bool found = false;
+      auto cursor = log_.LoadCursor("webhook/" + h->config.name, &found);
+      if (cursor.ok() && found) h->stats.cursor = *cursor;
+    }
     Hook* hook = h.get();
     h->thread = std::thread([this, hook] { Run(*hook); });
+    kept.push_back(std::move(h));
   }
+  std::lock_guard lock(hooks_mu_);
+  hooks_ = std::move(kept);
   return Status::Ok();
 }
 
 void WebhookDispatcher::Stop() {
+  std::lock_guard sync(sync_mu_);
   {
     std::lock_guard lock(mu_);
     if (stopping_.exchange(true)) return;
   }
   cv_.notify_all();
   log_.Close();
+  std::lock_guard lock(hooks_mu_);
   for (auto& h : hooks_)
     if (h->thread.joinable()) h->thread.join();
 }
 
 std::vector<WebhookStats> WebhookDispatcher::Stats() const {
   std::vector<WebhookStats> out;
+  std::lock_guard hooks(hooks_mu_);
   for (const auto& h : hooks_) {
     std::lock_guard lock(h->mu);
     out.push_back(h->stats);
@@ -118,10 +192,10 @@ std::vector<WebhookStats> WebhookDispatcher::Stats() const {
   return out;
 }
 
-bool WebhookDispatcher::Pause(int64_t ms) {
+bool WebhookDispatcher::Pause(Hook& h, int64_t ms) {
   std::unique_lock lock(mu_);
-  cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] { return stopping_.load(); });
-  return !stopping_.load();
+  cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] { return stopping_.load() || h.stop.load(); });
+  return !stopping_.load() && !h.stop.load();
 }
 
 void WebhookDispatcher::Run(Hook& h) {
@@ -135,17 +209,19 @@ void WebhookDispatcher::Run(Hook& h) {
   uint64_t saved = cursor;
   auto last_save = std::chrono::steady_clock::now();
   std::vector<store::StoredEvent> batch;
-  while (!stopping_) {
+  auto ending = [&] { return stopping_.load() || h.stop.load(); };
+  while (!ending()) {
     batch.clear();
     Status st = log_.Read(cursor, 64, &batch);
     if (!st.ok()) {
       spdlog::warn("webhook {}: {}", h.config.name, st.message());
-      if (!Pause(1000)) break;
+      if (!Pause(h, 1000)) break;
       continue;
     }
     if (batch.empty()) {
       if (saved != cursor && log_.SaveCursor(consumer, cursor).ok()) saved = cursor;
-      log_.WaitNewer(cursor, std::chrono::steady_clock::now() + std::chrono::seconds(1));
+      // A delivery that Sync stops wakes within this wait (the log has no per-delivery wakeup).
+      log_.WaitNewer(cursor, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
       continue;
     }
     if (batch.front().seq > cursor + 1 && cursor != 0) {
@@ -155,9 +231,9 @@ void WebhookDispatcher::Run(Hook& h) {
     for (const auto& e : batch) {
       json doc = json::parse(e.doc, nullptr, false);
       if (!doc.is_discarded() && h.filter.Matches(doc)) {
-        const std::string body = doc["event"].dump();
+        const std::string body = BodyOf(h.config, doc["event"]);
         int64_t backoff = 1000;
-        while (!stopping_) {
+        while (!ending()) {
           Status sent = Post(curl, h.config, doc, body, &stopping_);
           if (sent.ok()) break;
           {
@@ -166,10 +242,10 @@ void WebhookDispatcher::Run(Hook& h) {
             h.stats.last_error = sent.message();
           }
           spdlog::debug("webhook {}: event {}: {}; again in {} ms", h.config.name, e.seq, sent.message(), backoff);
-          if (!Pause(backoff)) break;
+          if (!Pause(h, backoff)) break;
           backoff = std::min<int64_t>(backoff * 2, int64_t{h.config.max_backoff_seconds} * 1000);
         }
-        if (stopping_) break;  // not delivered: the saved cursor is before it
+        if (ending()) break;  // not delivered: the saved cursor is before it
         cursor = e.seq;
         // Saved at most every 100 ms while delivering (and whenever it pauses): a crash repeats
         // only what was delivered since. A save per event would cost a third of the thread's time.
