@@ -215,8 +215,12 @@ class EventBridgeCliTest(ServerTest):
 
     def aws(self, *args, check=True):
         key, secret = self.server.credentials()
+        # The CLI would fetch an http:// argument (--invocation-endpoint) as the value's source.
+        config = os.path.join(self.work_dir, "aws-config")
+        with open(config, "w") as f:
+            f.write("[default]\ncli_follow_urlparam = false\n")
         env = dict(os.environ, AWS_ACCESS_KEY_ID=key, AWS_SECRET_ACCESS_KEY=secret, AWS_DEFAULT_REGION="us-east-1",
-                   AWS_PAGER="", AWS_CONFIG_FILE="/dev/null", AWS_SHARED_CREDENTIALS_FILE="/dev/null")
+                   AWS_PAGER="", AWS_CONFIG_FILE=config, AWS_SHARED_CREDENTIALS_FILE="/dev/null")
         r = subprocess.run(["aws", "--endpoint-url", self.server.url, "--output", "json", *args],
                            capture_output=True, text=True, env=env, timeout=120)
         if check and r.returncode != 0:
