@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "core/strings.h"
@@ -28,12 +29,19 @@ namespace {
 
 size_t Discard(char*, size_t size, size_t n, void*) { return size * n; }
 
-int Abort(void* stopping, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  return static_cast<std::atomic<bool>*>(stopping)->load() ? 1 : 0;
+// Either flag ends a POST in flight: the dispatcher stopping, or this delivery alone (Sync).
+struct StopFlags {
+  const std::atomic<bool>* all;
+  const std::atomic<bool>* one;
+};
+
+int Abort(void* flags, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  const auto* f = static_cast<const StopFlags*>(flags);
+  return f->all->load() || f->one->load() ? 1 : 0;
 }
 
 // One POST; Ok on a 2xx answer.
-Status Post(CURL* curl, const WebhookConfig& w, const json& stored, const std::string& body, std::atomic<bool>* stopping) {
+Status Post(CURL* curl, const WebhookConfig& w, const json& stored, const std::string& body, StopFlags* stopping) {
   curl_easy_reset(curl);
   struct curl_slist* headers = nullptr;
   auto add = [&](const std::string& h) { headers = curl_slist_append(headers, h.c_str()); };
@@ -109,13 +117,16 @@ Status WebhookDispatcher::Prepare(Hook& h) {
   return Status::Ok();
 }
 
-void WebhookDispatcher::Halt(Hook& h) {
+void WebhookDispatcher::Halt(std::unique_ptr<Hook> h, bool wait) {
   {
     std::lock_guard lock(mu_);
-    h.stop = true;
+    h->stop = true;
   }
   cv_.notify_all();
-  if (h.thread.joinable()) h.thread.join();
+  // It ends within a second (the longest wait for new events); joined now only when its cursor
+  // is about to be read by a successor, else at the next Sync or Stop.
+  if (wait && h->thread.joinable()) h->thread.join();
+  retiring_.push_back(std::move(h));
 }
 
 Status WebhookDispatcher::Start() { return Sync(initial_); }
@@ -123,6 +134,9 @@ Status WebhookDispatcher::Start() { return Sync(initial_); }
 Status WebhookDispatcher::Sync(std::vector<WebhookConfig> hooks) {
   std::lock_guard sync(sync_mu_);
   if (stopping_) return Status::Ok();
+  for (auto& h : retiring_)
+    if (h->thread.joinable()) h->thread.join();
+  retiring_.clear();
   // Everything new is checked and its cursor loaded before anything running is touched.
   std::vector<std::unique_ptr<Hook>> fresh;
   std::vector<std::unique_ptr<Hook>> kept;
@@ -152,10 +166,16 @@ Status WebhookDispatcher::Sync(std::vector<WebhookConfig> hooks) {
     fresh.push_back(std::move(h));
   }
   // What is left of `old` ends; a changed one ends before its successor reads its cursor.
-  for (auto& h : old)
-    if (h) Halt(*h);
+  std::set<std::string> restarted;
+  for (auto& h : old) {
+    if (!h) continue;
+    const std::string name = h->config.name;
+    const bool succeeded = std::any_of(fresh.begin(), fresh.end(), [&](const auto& f) { return f->config.name == name; });
+    if (succeeded) restarted.insert(name);
+    Halt(std::move(h), succeeded);
+  }
   for (auto& h : fresh) {
-    if (std::any_of(old.begin(), old.end(), [&](const auto& o) { return o && o->config.name == h->config.name; })) {
+    if (restarted.count(h->config.name)) {
       bool found = false;
       auto cursor = log_.LoadCursor("webhook/" + h->config.name, &found);
       if (cursor.ok() && found) h->stats.cursor = *cursor;
@@ -177,6 +197,8 @@ void WebhookDispatcher::Stop() {
   }
   cv_.notify_all();
   log_.Close();
+  for (auto& h : retiring_)
+    if (h->thread.joinable()) h->thread.join();
   std::lock_guard lock(hooks_mu_);
   for (auto& h : hooks_)
     if (h->thread.joinable()) h->thread.join();
@@ -201,6 +223,7 @@ bool WebhookDispatcher::Pause(Hook& h, int64_t ms) {
 void WebhookDispatcher::Run(Hook& h) {
   const std::string consumer = "webhook/" + h.config.name;
   CURL* curl = curl_easy_init();
+  StopFlags flags{&stopping_, &h.stop};
   uint64_t cursor;
   {
     std::lock_guard lock(h.mu);
@@ -220,8 +243,8 @@ void WebhookDispatcher::Run(Hook& h) {
     }
     if (batch.empty()) {
       if (saved != cursor && log_.SaveCursor(consumer, cursor).ok()) saved = cursor;
-      // A delivery that Sync stops wakes within this wait (the log has no per-delivery wakeup).
-      log_.WaitNewer(cursor, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
+      // A delivery that Sync stops ends after this wait at the latest (the log has no wakeup of its own).
+      log_.WaitNewer(cursor, std::chrono::steady_clock::now() + std::chrono::seconds(1));
       continue;
     }
     if (batch.front().seq > cursor + 1 && cursor != 0) {
@@ -234,7 +257,7 @@ void WebhookDispatcher::Run(Hook& h) {
         const std::string body = BodyOf(h.config, doc["event"]);
         int64_t backoff = 1000;
         while (!ending()) {
-          Status sent = Post(curl, h.config, doc, body, &stopping_);
+          Status sent = Post(curl, h.config, doc, body, &flags);
           if (sent.ok()) break;
           {
             std::lock_guard lock(h.mu);

@@ -56,13 +56,15 @@ class WebhookDispatcher {
   // Sleeps up to `ms`; false when the dispatcher or `h` is stopping.
   bool Pause(Hook& h, int64_t ms);
   Status Prepare(Hook& h);
-  void Halt(Hook& h);
+  // Stops `h`'s thread (joined now when `wait`) and keeps it in retiring_ until it is joined.
+  void Halt(std::unique_ptr<Hook> h, bool wait);
 
   store::EventLog& log_;
   std::vector<WebhookConfig> initial_;  // constant after construction
   std::mutex sync_mu_;                   // serializes Start, Sync and Stop
   mutable std::mutex hooks_mu_;          // guards hooks_ (Stats reads it from other threads)
   std::vector<std::unique_ptr<Hook>> hooks_;
+  std::vector<std::unique_ptr<Hook>> retiring_;  // stopped, maybe not ended yet; guarded by sync_mu_
   std::atomic<bool> stopping_{false};
   std::mutex mu_;
   std::condition_variable cv_;
