@@ -81,6 +81,14 @@ class EventBridgeTest(ServerTest):
         self.assertEqual(got[1]["id"], put["Entries"][0]["EventId"])
         self.assertEqual(got[1]["source"], "test.marker")
 
+        # A new pattern for the same rule applies to the next event, from the same cursor.
+        self.events.put_rule(Name="job-failed", EventPattern=json.dumps({"source": ["test.marker"]}))
+        self.events.put_events(Entries=[
+            {"Source": "test.other", "DetailType": "Marker", "Detail": json.dumps({"status": "FAILED", "n": 2})},
+            {"Source": "test.marker", "DetailType": "Marker", "Detail": json.dumps({"n": 3})}])
+        got = self.receiver.wait(lambda ev: len(ev) >= 3, what="the second marker")
+        self.assertEqual([e["detail"].get("jobName", e["detail"].get("n")) for e in got], ["eb-failed", 1, 3])
+
         # The server's log and every answer keep the key's value to themselves.
         described = self.events.describe_connection(Name="receiver-conn")
         self.assertEqual(described["AuthParameters"], {"ApiKeyAuthParameters": {"ApiKeyName": "x-api-key"}})
@@ -201,6 +209,17 @@ class EventBridgeTest(ServerTest):
         self.assertIn(":rule/sneaky", ctx.exception.response["Error"]["Message"])
         self.assertEqual([r["Name"] for r in watcher.list_rules()["Rules"]], ["from-config"])
         watcher.close()
+
+        # Both the refusal and a change are audited, as events:<Operation> on the rule.
+        self.events.put_rule(Name="audited", EventPattern=FAILED)
+        self.destination()
+        records = [json.loads(e["CloudTrailEvent"]) for e in self.server.admin("admin/audit", {})["Events"]]
+        put_rules = [(r["eventSource"], r["eventName"], r.get("errorCode"), [x["name"] for x in r["resources"]])
+                     for r in records if r["eventName"] == "PutRule"]
+        self.assertIn(("events.amazonaws.com", "PutRule", "AccessDeniedException", ["sneaky"]), put_rules)
+        self.assertIn(("events.amazonaws.com", "PutRule", None, ["audited"]), put_rules)
+        self.assertIn("CreateConnection", [r["eventName"] for r in records])
+        self.assertNotIn(API_KEY, json.dumps(records))
 
 
 @unittest.skipUnless(shutil.which("aws"), "the aws CLI is not installed")
