@@ -250,7 +250,20 @@ Response PutTargets(Controller& c, const json& req) {
       return InvalidArgument(where + "Arn: targets of kind " + (kind.empty() ? "'" + target.arn + "'" : kind) +
                              " are not supported by this server; only API destinations "
                              "(arn:aws:events:<region>:<account>:api-destination/<name>) are");
-    for (const char* unsupported : {"InputTransformer", "RoleArn", "DeadLetterConfig", "RetryPolicy", "HttpParameters",
+    if (auto retry = t.find("RetryPolicy"); retry != t.end()) {
+      if (!retry->is_object()) return InvalidArgument(where + "RetryPolicy: must be an object");
+      if (auto n = retry->find("MaximumRetryAttempts"); n != retry->end()) {
+        if (!n->is_number_integer() || n->get<int64_t>() < 0 || n->get<int64_t>() > 185)
+          return InvalidArgument(where + "RetryPolicy.MaximumRetryAttempts: must be an integer from 0 to 185");
+        target.maximum_retry_attempts = n->get<int>();
+      }
+      if (auto n = retry->find("MaximumEventAgeInSeconds"); n != retry->end()) {
+        if (!n->is_number_integer() || n->get<int64_t>() < 60 || n->get<int64_t>() > 86400)
+          return InvalidArgument(where + "RetryPolicy.MaximumEventAgeInSeconds: must be an integer from 60 to 86400");
+        target.maximum_event_age_seconds = n->get<int>();
+      }
+    }
+    for (const char* unsupported : {"InputTransformer", "RoleArn", "DeadLetterConfig", "HttpParameters",
                                     "SqsParameters", "EcsParameters", "BatchParameters", "KinesisParameters",
                                     "RunCommandParameters", "RedshiftDataParameters", "SageMakerPipelineParameters",
                                     "AppSyncParameters"})
@@ -307,6 +320,9 @@ Response ListTargetsByRule(Controller& c, const json& req) {
       json j = {{"Id", t.id}, {"Arn", t.arn}};
       if (!t.input.empty()) j["Input"] = t.input;
       if (!t.input_path.empty()) j["InputPath"] = t.input_path;
+      if (t.maximum_retry_attempts != 185 || t.maximum_event_age_seconds != 86400)
+        j["RetryPolicy"] = {{"MaximumRetryAttempts", t.maximum_retry_attempts},
+                            {"MaximumEventAgeInSeconds", t.maximum_event_age_seconds}};
       all.push_back(std::move(j));
     }
   }
@@ -626,6 +642,8 @@ std::vector<WebhookConfig> EventBridgeDeliveries(Controller& c) {
         w.pattern = rule.event_pattern;
         w.input = target.input;
         w.input_path = target.input_path;
+        w.max_attempts = target.maximum_retry_attempts + 1;  // the first try and its retries
+        w.max_event_age_seconds = target.maximum_event_age_seconds;
         if (conn != bus.connections.end()) {
           const control::EventConnection& x = conn->second;
           if (x.authorization_type == "API_KEY") w.headers.push_back({x.key_name, x.key_value});

@@ -40,7 +40,8 @@ std::string EncodeDoc(const EventRule& v) {
   json targets = json::array();
   for (const auto& t : v.targets)
     targets.push_back({{"id", t.id}, {"arn", t.arn}, {"input", t.input}, {"input_path", t.input_path},
-                       {"generation", t.generation}});
+                       {"generation", t.generation}, {"maximum_retry_attempts", t.maximum_retry_attempts},
+                       {"maximum_event_age_seconds", t.maximum_event_age_seconds}});
   return json{{"name", v.name},       {"arn", v.arn},         {"event_pattern", v.event_pattern},
               {"description", v.description}, {"enabled", v.enabled}, {"tags", v.tags},
               {"targets", targets},   {"created", v.created}}
@@ -80,8 +81,15 @@ bool DecodeDoc(const std::string& doc, EventRule* v) {
   v->created = j.value("created", EpochMs{0});
   for (const auto& t : j.value("targets", json::array())) {
     if (!t.is_object()) continue;
-    v->targets.push_back({t.value("id", ""), t.value("arn", ""), t.value("input", ""), t.value("input_path", ""),
-                          t.value("generation", uint64_t{0})});
+    EventTarget target;
+    target.id = t.value("id", "");
+    target.arn = t.value("arn", "");
+    target.input = t.value("input", "");
+    target.input_path = t.value("input_path", "");
+    target.generation = t.value("generation", uint64_t{0});
+    target.maximum_retry_attempts = t.value("maximum_retry_attempts", 185);
+    target.maximum_event_age_seconds = t.value("maximum_event_age_seconds", 86400);
+    v->targets.push_back(std::move(target));
   }
   return !v->name.empty();
 }

@@ -25,6 +25,9 @@ struct EventTarget {
   std::string arn;         // the API destination's ARN
   std::string input;       // Input: a constant JSON body ("" = the event)
   std::string input_path;  // InputPath ("" = the whole event)
+  // RetryPolicy: AWS's defaults unless the target gives its own.
+  int maximum_retry_attempts = 185;
+  int maximum_event_age_seconds = 86400;
   // Names this target's delivery cursor: a new value on each PutTargets and each EnableRule, so
   // a target re-added, or a rule enabled again, delivers only what happens from then on.
   uint64_t generation = 0;

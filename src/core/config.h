@@ -136,6 +136,10 @@ struct WebhookConfig {
   std::vector<std::pair<std::string, std::string>> headers;  // the connection's authorization
   std::string input;       // a constant body instead of the event ("" = none)
   std::string input_path;  // "$" or "$.a.b": the part of the event sent ("" = all of it)
+  // An event is given up (counted, logged, and passed) after this many failed POSTs, or once it is
+  // this old (seconds since it was stored); 0: never, as for a configuration-file webhook.
+  int max_attempts = 0;
+  int max_event_age_seconds = 0;
   bool operator==(const WebhookConfig&) const = default;
 };
 

@@ -256,6 +256,8 @@ void WebhookDispatcher::Run(Hook& h) {
       if (!doc.is_discarded() && h.filter.Matches(doc)) {
         const std::string body = BodyOf(h.config, doc["event"]);
         int64_t backoff = 1000;
+        int attempts = 0;
+        bool given_up = false;
         while (!ending()) {
           Status sent = Post(curl, h.config, doc, body, &flags);
           if (sent.ok()) break;
@@ -264,11 +266,22 @@ void WebhookDispatcher::Run(Hook& h) {
             ++h.stats.failed_attempts;
             h.stats.last_error = sent.message();
           }
+          ++attempts;
+          const int64_t age_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch()).count() -
+                                 doc.value("at", int64_t{0});
+          if ((h.config.max_attempts > 0 && attempts >= h.config.max_attempts) ||
+              (h.config.max_event_age_seconds > 0 && age_ms > int64_t{h.config.max_event_age_seconds} * 1000)) {
+            spdlog::warn("webhook {}: event {} (id {}) given up after {} attempt(s), {} s old: {}", h.config.name, e.seq,
+                         doc["event"].value("id", ""), attempts, age_ms / 1000, sent.message());
+            given_up = true;
+            break;
+          }
           spdlog::debug("webhook {}: event {}: {}; again in {} ms", h.config.name, e.seq, sent.message(), backoff);
           if (!Pause(h, backoff)) break;
           backoff = std::min<int64_t>(backoff * 2, int64_t{h.config.max_backoff_seconds} * 1000);
         }
-        if (ending()) break;  // not delivered: the saved cursor is before it
+        if (!given_up && ending()) break;  // not delivered: the saved cursor is before it
         cursor = e.seq;
         // Saved at most every 100 ms while delivering (and whenever it pauses): a crash repeats
         // only what was delivered since. A save per event would cost a third of the thread's time.
@@ -278,7 +291,7 @@ void WebhookDispatcher::Run(Hook& h) {
           last_save = now;
         }
         std::lock_guard lock(h.mu);
-        ++h.stats.delivered;
+        ++(given_up ? h.stats.dropped : h.stats.delivered);
         h.stats.cursor = cursor;
       } else {
         cursor = e.seq;

@@ -31,6 +31,7 @@ struct WebhookStats {
   uint64_t delivered = 0;       // since the server started
   uint64_t failed_attempts = 0; // POSTs that did not get a 2xx
   uint64_t skipped = 0;         // events pruned before they could be delivered
+  uint64_t dropped = 0;         // events given up (max_attempts, max_event_age_seconds)
   std::string last_error;
 };
 

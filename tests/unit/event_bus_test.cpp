@@ -51,7 +51,9 @@ class EventBusTest : public testing::ControllerFixture {
 TEST_F(EventBusTest, RulesTargetsAndDestinationsSurviveARestart) {
   const std::string dest = Destination();
   Call("PutRule", {{"Name", "failed"}, {"EventPattern", kFailed}, {"State", "DISABLED"}, {"Description", "d"}});
-  Call("PutTargets", {{"Rule", "failed"}, {"Targets", {{{"Id", "t1"}, {"Arn", dest}, {"InputPath", "$.detail"}}}}});
+  Call("PutTargets", {{"Rule", "failed"},
+                      {"Targets", {{{"Id", "t1"}, {"Arn", dest}, {"InputPath", "$.detail"}},
+                                   {{"Id", "t2"}, {"Arn", dest}, {"RetryPolicy", {{"MaximumRetryAttempts", 0}}}}}}});
 
   Open();  // a restart: only what was committed is there
 
@@ -60,7 +62,15 @@ TEST_F(EventBusTest, RulesTargetsAndDestinationsSurviveARestart) {
   EXPECT_EQ(rule["EventPattern"], kFailed);
   EXPECT_EQ(rule["Description"], "d");
   EXPECT_EQ(Call("ListTargetsByRule", {{"Rule", "failed"}})["Targets"],
-            json::parse(R"([{"Id": "t1", "Arn": ")" + dest + R"(", "InputPath": "$.detail"}])"));
+            json::parse(R"([{"Id": "t1", "Arn": ")" + dest + R"(", "InputPath": "$.detail"},
+                            {"Id": "t2", "Arn": ")" + dest + R"(",
+                             "RetryPolicy": {"MaximumRetryAttempts": 0, "MaximumEventAgeInSeconds": 86400}}])"));
+  Call("EnableRule", {{"Name", "failed"}});
+  auto deliveries = EventBridgeDeliveries(*c_);
+  ASSERT_EQ(deliveries.size(), 2u);
+  EXPECT_EQ(deliveries[0].max_attempts, 186);  // AWS's default: 185 retries after the first try
+  EXPECT_EQ(deliveries[1].max_attempts, 1);
+  EXPECT_EQ(deliveries[1].max_event_age_seconds, 86400);
   json conn = Call("DescribeConnection", {{"Name", "dest-conn"}});
   EXPECT_EQ(conn["AuthParameters"], json::parse(R"({"ApiKeyAuthParameters": {"ApiKeyName": "x-api-key"}})"));
   EXPECT_EQ(conn.dump().find("secret"), std::string::npos);  // the key's value is never answered
@@ -119,6 +129,14 @@ TEST_F(EventBusTest, HostileInputIsRefusedByNameAndNothingIsStored) {
                                          {"Targets", {{{"Id", "ok"}, {"Arn", dest}},
                                                       {{"Id", "fn"}, {"Arn", "arn:aws:lambda:us-east-1:1:function:f"}}}}});
   EXPECT_NE(lambda.message().find("Targets[1].Arn: targets of kind lambda"), std::string::npos) << lambda.message();
+  Status retry = Refusal("PutTargets", {{"Rule", "r"},
+                                        {"Targets", {{{"Id", "x"}, {"Arn", dest},
+                                                      {"RetryPolicy", {{"MaximumEventAgeInSeconds", 10}}}}}}});
+  EXPECT_EQ(retry.message().rfind("Targets[0].RetryPolicy.MaximumEventAgeInSeconds", 0), 0u) << retry.message();
+  Status dlq = Refusal("PutTargets", {{"Rule", "r"},
+                                      {"Targets", {{{"Id", "x"}, {"Arn", dest},
+                                                    {"DeadLetterConfig", {{"Arn", "arn:aws:sqs:us-east-1:1:q"}}}}}}});
+  EXPECT_NE(dlq.message().find("DeadLetterConfig"), std::string::npos) << dlq.message();
   Status sqs = Refusal("PutTargets", {{"Rule", "r"}, {"Targets", {{{"Id", "q"}, {"Arn", "arn:aws:sqs:us-east-1:1:q"}}}}});
   EXPECT_NE(sqs.message().find("kind sqs"), std::string::npos) << sqs.message();
   EXPECT_EQ(Refusal("PutTargets", {{"Rule", "r"}, {"Targets", {{{"Id", "x"}, {"Arn", dest + "-gone"}}}}}).code(),

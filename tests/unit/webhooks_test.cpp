@@ -50,6 +50,9 @@ class Receiver {
     cv_.wait_for(lock, std::chrono::seconds(30), [&] { return got_.size() >= n; });
     return got_;
   }
+  // Every POST of the event with this id is answered 500.
+  std::string refused_id;  // set before anything is published
+
   std::vector<Received> All() {
     std::lock_guard lock(mu_);
     return got_;
@@ -58,13 +61,14 @@ class Receiver {
  private:
   http::Response Take(const http::Request& r) {
     const std::string* key = r.Header("x-api-key");
+    json body = json::parse(r.body, nullptr, false);
     {
       std::lock_guard lock(mu_);
-      got_.push_back({r.method, r.path, key ? *key : "", json::parse(r.body, nullptr, false)});
+      got_.push_back({r.method, r.path, key ? *key : "", body});
     }
     cv_.notify_all();
     http::Response res;
-    res.status = 204;
+    res.status = body.is_object() && body.value("id", "") == refused_id ? 500 : 204;
     return res;
   }
 
@@ -94,6 +98,12 @@ class WebhooksTest : public ::testing::Test {
     w.pattern = pattern;
     w.max_backoff_seconds = 1;
     return w;
+  }
+  // Waits (up to 30 s) until the only delivery has handled event `seq`.
+  static void WaitCursor(const WebhookDispatcher& d, uint64_t seq) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (d.Stats()[0].cursor < seq && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    ASSERT_EQ(d.Stats()[0].cursor, seq);
   }
   static std::vector<std::string> Ids(const std::vector<Received>& got) {
     std::vector<std::string> out;
@@ -134,9 +144,7 @@ TEST_F(WebhooksTest, AChangedDeliveryGoesOnFromItsCursorWithItsNewSettings) {
   Publish(2, "two");
   receiver_.WaitFor(1);
   // Until its answer is in, e1 is not delivered (a change now would abort it and send it again).
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (d.Stats()[0].cursor < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
-  ASSERT_EQ(d.Stats()[0].cursor, 2u);
+  WaitCursor(d, 2);
   WebhookConfig changed = Hook("r", "/r", R"({"source": ["two", "three"]})");
   changed.method = "PUT";
   changed.headers = {{"x-api-key", "k"}};
@@ -171,6 +179,25 @@ TEST_F(WebhooksTest, ASyncWithABadPatternChangesNothing) {
   EXPECT_EQ(Ids(receiver_.WaitFor(1)), std::vector<std::string>{"e1"});
   ASSERT_EQ(d.Stats().size(), 1u);
   EXPECT_EQ(d.Stats()[0].name, "a");
+}
+
+TEST_F(WebhooksTest, AnEventIsGivenUpAfterItsAttemptsAndTheNextIsDelivered) {
+  receiver_.refused_id = "e1";
+  WebhookDispatcher d(log_, {});
+  WebhookConfig w = Hook("limited", "/l");
+  w.max_attempts = 2;
+  ASSERT_TRUE(d.Sync({w}).ok());
+  Publish(1, "x");
+  Publish(2, "x");
+  receiver_.WaitFor(3);
+  WaitCursor(d, 2);  // e2's answer is in
+  d.Stop();
+  EXPECT_EQ(Ids(receiver_.All()), (std::vector<std::string>{"e1", "e1", "e2"}));  // two tries, then the next
+  const WebhookStats stats = d.Stats()[0];
+  EXPECT_EQ(stats.dropped, 1u);
+  EXPECT_EQ(stats.delivered, 1u);
+  EXPECT_EQ(stats.failed_attempts, 2u);
+  EXPECT_EQ(stats.cursor, 2u);
 }
 
 }  // namespace
