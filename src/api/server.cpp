@@ -1,6 +1,5 @@
 #include "api/server.h"
 
-#include <set>
 #include <malloc.h>
 #include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
@@ -8,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "api/audit.h"
 #include "api/authorize.h"
