@@ -313,7 +313,10 @@ Response ListTargetsByRule(Controller& c, const json& req) {
   EB_ASSIGN_OR_RETURN(int limit, LimitField(req, 100));
   json all = json::array();
   if (const WebhookConfig* w = Webhook(c, rule)) {
-    all.push_back({{"Id", "webhook"}, {"Arn", w->url}});  // its URL: a webhook has no ARN
+    // A webhook has no ARN: its URL's scheme and host stand for it (a path may hold a secret).
+    const size_t host = w->url.find("://");
+    const size_t path = host == std::string::npos ? std::string::npos : w->url.find('/', host + 3);
+    all.push_back({{"Id", "webhook"}, {"Arn", w->url.substr(0, path)}});
   } else {
     EB_ASSIGN_OR_RETURN(control::EventRule r, FindRule(c, rule));
     for (const auto& t : r.targets) {

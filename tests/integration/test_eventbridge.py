@@ -175,7 +175,7 @@ class EventBridgeTest(ServerTest):
         self.assertEqual((rule["Name"], rule["ManagedBy"], json.loads(rule["EventPattern"])),
                          ("from-config", "trainyard.config", {"source": ["aws.batch"]}))
         self.assertEqual(self.events.list_targets_by_rule(Rule="from-config")["Targets"],
-                         [{"Id": "webhook", "Arn": self.configured.url}])
+                         [{"Id": "webhook", "Arn": f"http://127.0.0.1:{self.configured.port}"}])  # no path
         for call in (lambda: self.events.disable_rule(Name="from-config"),
                      lambda: self.events.put_rule(Name="from-config", EventPattern=FAILED),
                      lambda: self.events.delete_rule(Name="from-config")):
