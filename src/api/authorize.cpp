@@ -91,7 +91,7 @@ constexpr OperationAccess kAccess[] = {
     // ---- EventBridge (rules on the default event bus, API destinations) ----
     {Api::kEvents, "PutRule", ResourceKind::kEventRule, "Name"},
     {Api::kEvents, "DescribeRule", ResourceKind::kEventRule, "Name"},
-    {Api::kEvents, "ListRules", ResourceKind::kNone},
+    {Api::kEvents, "ListRules", ResourceKind::kNone, "", "Rules", "events:DescribeRule"},
     {Api::kEvents, "EnableRule", ResourceKind::kEventRule, "Name"},
     {Api::kEvents, "DisableRule", ResourceKind::kEventRule, "Name"},
     {Api::kEvents, "DeleteRule", ResourceKind::kEventRule, "Name"},
@@ -100,11 +100,12 @@ constexpr OperationAccess kAccess[] = {
     {Api::kEvents, "ListTargetsByRule", ResourceKind::kEventRule, "Rule"},
     {Api::kEvents, "CreateConnection", ResourceKind::kEventConnection, "Name"},
     {Api::kEvents, "DescribeConnection", ResourceKind::kEventConnection, "Name"},
-    {Api::kEvents, "ListConnections", ResourceKind::kNone},
+    {Api::kEvents, "ListConnections", ResourceKind::kNone, "", "Connections", "events:DescribeConnection"},
     {Api::kEvents, "DeleteConnection", ResourceKind::kEventConnection, "Name"},
     {Api::kEvents, "CreateApiDestination", ResourceKind::kEventApiDestination, "Name"},
     {Api::kEvents, "DescribeApiDestination", ResourceKind::kEventApiDestination, "Name"},
-    {Api::kEvents, "ListApiDestinations", ResourceKind::kNone},
+    {Api::kEvents, "ListApiDestinations", ResourceKind::kNone, "", "ApiDestinations",
+     "events:DescribeApiDestination"},
     {Api::kEvents, "DeleteApiDestination", ResourceKind::kEventApiDestination, "Name"},
     {Api::kEvents, "PutEvents", ResourceKind::kNone},
     // ---- trainyard's own endpoints ----
@@ -394,6 +395,12 @@ Target ItemTarget(const State& s, const std::string& operation, const json& item
       t.tags = &j->tags;
       t.owner = j->owner;
     }
+  } else if (operation == "ListRules") {
+    t.arn = item.value("Arn", "");
+  } else if (operation == "ListConnections") {
+    t.arn = item.value("ConnectionArn", "");
+  } else if (operation == "ListApiDestinations") {
+    t.arn = item.value("ApiDestinationArn", "");
   } else if (operation == "ListQuotaShares") {
     t.arn = item.value("quotaShareArn", "");
     if (const ty::QuotaShare* q = Controller::FindQuotaShareByArn(s, t.arn)) t.tags = &q->tags;

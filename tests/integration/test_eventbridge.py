@@ -195,8 +195,10 @@ class EventBridgeTest(ServerTest):
 
     def test_a_user_without_events_put_rule_is_refused(self):
         policy = {"Version": "2012-10-17",
-                  "Statement": [{"Effect": "Allow", "Action": ["events:ListRules", "events:DescribeRule"],
-                                 "Resource": "*"}]}
+                  "Statement": [{"Effect": "Allow", "Action": "events:ListRules", "Resource": "*"},
+                                {"Effect": "Allow", "Action": "events:DescribeRule",
+                                 "Resource": "arn:aws:events:*:*:rule/from-*"}]}
+        self.events.put_rule(Name="hidden", EventPattern=FAILED)
         self.server.admin("admin/iam/CreatePolicy", {"PolicyName": "watch", "PolicyDocument": json.dumps(policy)})
         self.server.admin("admin/iam/CreateUser", {"UserName": "watcher"})
         self.server.admin("admin/iam/AttachUserPolicy", {"UserName": "watcher", "PolicyName": "watch"})
@@ -207,7 +209,9 @@ class EventBridgeTest(ServerTest):
         self.assertEqual(error_code(ctx), "AccessDeniedException")
         self.assertIn("events:PutRule", ctx.exception.response["Error"]["Message"])
         self.assertIn(":rule/sneaky", ctx.exception.response["Error"]["Message"])
+        # Listed: only the rules it may describe.
         self.assertEqual([r["Name"] for r in watcher.list_rules()["Rules"]], ["from-config"])
+        self.assertEqual([r["Name"] for r in self.events.list_rules()["Rules"]], ["from-config", "hidden"])
         watcher.close()
 
         # Both the refusal and a change are audited, as events:<Operation> on the rule.
