@@ -9,7 +9,8 @@ namespace ty::api {
 
 // kS3RestXml: the S3 endpoint (api/s3_api.cpp), whose errors are XML documents it writes itself
 // from the WireError's type (S3's code) and message.
-enum class Protocol { kBatchRestJson, kSageMakerJson, kLogsJson, kS3RestXml };
+// kEventsJson: EventBridge (AWSEvents.*), whose error names differ from SageMaker's.
+enum class Protocol { kBatchRestJson, kSageMakerJson, kLogsJson, kS3RestXml, kEventsJson };
 
 struct WireError {
   int http_status;

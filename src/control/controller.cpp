@@ -198,6 +198,7 @@ void Controller::LoadState() {
     for (const ServiceJob* j : ended) NoteEnding(*j, j->stopped_at);
   }
   LoadPrincipals(s);
+  LoadEventBus(s);
   must(store_->LoadAll(store::Kind::kSystemMetrics, [&](const std::string& key, const std::string& doc) {
     SystemSeries series;
     if (DecodeSystemSeries(doc, &series)) s.system_series[key] = std::move(series);
@@ -500,6 +501,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
       if (auto it = state_.metric_series.find(n); it != state_.metric_series.end())
         writes.push_back({store::Kind::kMetricSeries, n, EncodeMetricSeries(it->second)});
     WritePrincipals(t, &writes);
+    WriteEventBus(t, &writes);
     for (auto& [key, doc] : t.audit) writes.push_back({store::Kind::kAudit, key, doc});
     events_before = last_event_seq_;
     RenderEvents(t, &writes);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "control/metric_series.h"
+#include "control/event_bus.h"
 #include "control/principals.h"
 #include "control/share_history.h"
 #include "control/telemetry.h"
@@ -86,6 +87,7 @@ struct State {
   State& operator=(State&&) = default;
 
   Principals principals;  // users, access keys, managed policies (principals.h)
+  EventBus event_bus;     // EventBridge rules, targets, connections, API destinations (event_bus.h)
   std::map<std::string, ServiceEnvironment> environments;  // by name
   std::map<std::string, JobQueue> queues;                  // by name
   std::map<std::string, SchedulingPolicy> policies;        // by name

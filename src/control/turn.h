@@ -48,6 +48,7 @@ class Controller::Turn {
   bool meta = false;
   std::set<std::string> alarms;  // alarm states to persist
   std::set<std::string> principals;  // store keys "iam/..." to write (deleted when gone from State)
+  std::set<std::string> event_bus;   // store keys "eventbus/..." likewise (event_bus.h)
   // Events to store with this turn's changes, in the order they happened.
   std::vector<EventTrigger> events;
   // API call records (store key, document) to store with this turn's changes.
@@ -91,6 +92,7 @@ inline void Controller::Turn::CarryOver(Turn& older) {
   system_series.insert(older.system_series.begin(), older.system_series.end());
   alarms.insert(older.alarms.begin(), older.alarms.end());
   principals.insert(older.principals.begin(), older.principals.end());
+  event_bus.insert(older.event_bus.begin(), older.event_bus.end());
   meta = meta || older.meta;
   reschedule = reschedule || older.reschedule;
   auto before = [](auto& mine, auto& theirs) { mine.insert(mine.begin(), theirs.begin(), theirs.end()); };
