@@ -52,6 +52,8 @@ constexpr ResourceMember kResourceMembers[] = {
     {"sagemaker", "TrainingJobName", "AWS::SageMaker::TrainingJob"},
     {"sagemaker", "ResourceArn", "ARN"},
     {"logs", "logGroupName", "AWS::Logs::LogGroup"},
+    {"events", "Name", "AWS::Events::Resource"},  // a rule, connection or API destination: see the operation
+    {"events", "Rule", "AWS::Events::Rule"},
     {"logs", "logStreamName", "AWS::Logs::LogStream"},
     {"trainyard", "TrainingJobName", "AWS::SageMaker::TrainingJob"},
     {"trainyard", "JobQueue", "AWS::Batch::JobQueue"},

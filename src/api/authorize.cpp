@@ -88,6 +88,26 @@ constexpr OperationAccess kAccess[] = {
     {Api::kLogs, "DescribeLogStreams", ResourceKind::kLogGroup, "logGroupName", "logStreams", "logs:DescribeLogStreams"},
     {Api::kLogs, "GetLogEvents", ResourceKind::kLogStream, "logStreamName"},
     {Api::kLogs, "FilterLogEvents", ResourceKind::kLogGroup, "logGroupName", "events", "logs:FilterLogEvents"},
+    // ---- EventBridge (rules on the default event bus, API destinations) ----
+    {Api::kEvents, "PutRule", ResourceKind::kEventRule, "Name"},
+    {Api::kEvents, "DescribeRule", ResourceKind::kEventRule, "Name"},
+    {Api::kEvents, "ListRules", ResourceKind::kNone, "", "Rules", "events:DescribeRule"},
+    {Api::kEvents, "EnableRule", ResourceKind::kEventRule, "Name"},
+    {Api::kEvents, "DisableRule", ResourceKind::kEventRule, "Name"},
+    {Api::kEvents, "DeleteRule", ResourceKind::kEventRule, "Name"},
+    {Api::kEvents, "PutTargets", ResourceKind::kEventRule, "Rule"},
+    {Api::kEvents, "RemoveTargets", ResourceKind::kEventRule, "Rule"},
+    {Api::kEvents, "ListTargetsByRule", ResourceKind::kEventRule, "Rule"},
+    {Api::kEvents, "CreateConnection", ResourceKind::kEventConnection, "Name"},
+    {Api::kEvents, "DescribeConnection", ResourceKind::kEventConnection, "Name"},
+    {Api::kEvents, "ListConnections", ResourceKind::kNone, "", "Connections", "events:DescribeConnection"},
+    {Api::kEvents, "DeleteConnection", ResourceKind::kEventConnection, "Name"},
+    {Api::kEvents, "CreateApiDestination", ResourceKind::kEventApiDestination, "Name"},
+    {Api::kEvents, "DescribeApiDestination", ResourceKind::kEventApiDestination, "Name"},
+    {Api::kEvents, "ListApiDestinations", ResourceKind::kNone, "", "ApiDestinations",
+     "events:DescribeApiDestination"},
+    {Api::kEvents, "DeleteApiDestination", ResourceKind::kEventApiDestination, "Name"},
+    {Api::kEvents, "PutEvents", ResourceKind::kNone},
     // ---- trainyard's own endpoints ----
     {Api::kTrainyard, "GetLogs", ResourceKind::kTrainingJob, "trainingJobName"},
     {Api::kTrainyard, "MetricSeries", ResourceKind::kTrainingJob, "TrainingJobName"},
@@ -375,6 +395,12 @@ Target ItemTarget(const State& s, const std::string& operation, const json& item
       t.tags = &j->tags;
       t.owner = j->owner;
     }
+  } else if (operation == "ListRules") {
+    t.arn = item.value("Arn", "");
+  } else if (operation == "ListConnections") {
+    t.arn = item.value("ConnectionArn", "");
+  } else if (operation == "ListApiDestinations") {
+    t.arn = item.value("ApiDestinationArn", "");
   } else if (operation == "ListQuotaShares") {
     t.arn = item.value("quotaShareArn", "");
     if (const ty::QuotaShare* q = Controller::FindQuotaShareByArn(s, t.arn)) t.tags = &q->tags;
@@ -406,6 +432,7 @@ std::string_view ActionPrefix(Api api) {
     case Api::kSageMaker: return "sagemaker";
     case Api::kLogs: return "logs";
     case Api::kTrainyard: return "trainyard";
+    case Api::kEvents: return "events";
   }
   return "trainyard";
 }
@@ -686,6 +713,16 @@ Status Authorizer::CheckOperation(const Principal& caller, const CallContext& ct
         }
         return t;
       });
+      return check_one(t);
+    }
+    case ResourceKind::kEventRule:
+    case ResourceKind::kEventConnection:
+    case ResourceKind::kEventApiDestination: {
+      const char* type = access->resource == ResourceKind::kEventRule         ? "rule/"
+                         : access->resource == ResourceKind::kEventConnection ? "connection/"
+                                                                               : "api-destination/";
+      Target t;
+      t.arn = "arn:aws:events:" + region + ":" + account + ":" + type + name;
       return check_one(t);
     }
     case ResourceKind::kUser: {

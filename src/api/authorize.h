@@ -50,7 +50,7 @@ struct CallContext {
 };
 
 // The API an operation belongs to (its action prefix).
-enum class Api { kBatch, kSageMaker, kLogs, kTrainyard };
+enum class Api { kBatch, kSageMaker, kLogs, kTrainyard, kEvents };
 
 // Where a request names the resource it acts on.
 enum class ResourceKind {
@@ -74,6 +74,9 @@ enum class ResourceKind {
   kUser,                // an IAM user name (trainyard's admin endpoints)
   kPolicy,              // a managed policy name or ARN
   kRole,                // an IAM role name (trainyard's admin endpoints)
+  kEventRule,           // an EventBridge rule name (rule/<name> on the default bus)
+  kEventConnection,     // an EventBridge connection name
+  kEventApiDestination, // an EventBridge API destination name
 };
 
 // How one operation is checked.
@@ -92,7 +95,7 @@ struct OperationAccess {
 // AccessDenied for everyone but root, and fails tests/unit/authorize_test.cpp).
 const OperationAccess* FindOperationAccess(Api api, std::string_view operation);
 std::span<const OperationAccess> AllOperationAccess();
-// "batch", "sagemaker", "logs", "trainyard".
+// "batch", "sagemaker", "logs", "trainyard", "events".
 std::string_view ActionPrefix(Api api);
 
 // One access decision, for the audit record and the AccessDenied message.

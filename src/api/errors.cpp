@@ -97,6 +97,21 @@ WireError ToWireError(Protocol protocol, const Status& st) {
     if (st.code() == Code::kLimitExceeded) return {400, "LimitExceededException", st.message()};
     if (st.code() == Code::kInternal) return {500, "InternalServiceFault", st.message()};
   }
+  if (protocol == Protocol::kEventsJson) {
+    switch (st.code()) {
+      case Code::kInvalidArgument:
+        // A pattern's own error, as EventBridge names it (the message names the field first).
+        if (st.message().rfind("EventPattern", 0) == 0) return {400, "InvalidEventPatternException", st.message()};
+        return {400, "ValidationException", st.message()};
+      case Code::kFailedPrecondition:  // only a configuration-file rule (control/event_bus.h)
+        return {400, "ManagedRuleException", st.message()};
+      case Code::kNotFound: return {400, "ResourceNotFoundException", st.message()};
+      case Code::kAlreadyExists: return {400, "ResourceAlreadyExistsException", st.message()};
+      case Code::kLimitExceeded: return {400, "LimitExceededException", st.message()};
+      case Code::kInternal: return {500, "InternalException", st.message()};
+      default: break;
+    }
+  }
   switch (st.code()) {
     case Code::kOk:
       return {200, "", ""};

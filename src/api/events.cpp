@@ -114,6 +114,12 @@ std::string RenderEvent(const Config& config, const State& s, const EventTrigger
       event["detail"] = std::move(record);
       break;
     }
+    case EventTrigger::Kind::kCustom: {
+      // PutEvents (api/eventbridge_api.cpp) rendered the whole event and answered with its id.
+      json given = json::parse(e.data, nullptr, false);
+      if (given.is_object()) event = std::move(given);
+      break;
+    }
   }
   stored["event"] = std::move(event);
   return stored.dump();

@@ -419,6 +419,9 @@ std::string RenderEventMetrics(uint64_t latest_seq, const std::vector<obs::Webho
   w.Family("trainyard_webhook_failed_attempts_total", "counter", "Webhook POSTs that failed (no answer, or not 2xx); each is retried.");
   for (const auto& h : webhooks)
     w.Sample("trainyard_webhook_failed_attempts_total", {{"webhook", h.name}}, static_cast<double>(h.failed_attempts));
+  w.Family("trainyard_webhook_dropped_total", "counter",
+           "Events a webhook gave up after its retry policy (EventBridge targets' MaximumRetryAttempts, MaximumEventAgeInSeconds).");
+  for (const auto& h : webhooks) w.Sample("trainyard_webhook_dropped_total", {{"webhook", h.name}}, static_cast<double>(h.dropped));
   w.Family("trainyard_webhook_skipped_total", "counter", "Events retention deleted before a webhook got them.");
   for (const auto& h : webhooks) w.Sample("trainyard_webhook_skipped_total", {{"webhook", h.name}}, static_cast<double>(h.skipped));
   w.Family("trainyard_webhook_backlog_events", "gauge", "Stored events a webhook has not handled yet (newest sequence minus its cursor).");

@@ -7,12 +7,14 @@
 #include <atomic>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "api/audit.h"
 #include "api/authorize.h"
 #include "api/aws_chunked.h"
 #include "api/console.h"
 #include "api/errors.h"
+#include "api/eventbridge_api.h"
 #include "api/events.h"
 #include "api/forward.h"
 #include "api/handlers.h"
@@ -23,6 +25,7 @@
 #include "api/sigv4.h"
 #include "api/cloudwatch_api.h"
 #include "api/sts_api.h"
+#include "api/unserved.h"
 #include "control/controller.h"
 #include "control/placement.h"
 #include "core/strings.h"
@@ -151,6 +154,15 @@ struct ApiServer::Impl {
   }
 
   http::Response Route(const http::Request& req);
+  // After an EventBridge call that changed rules or targets: the deliveries follow (before the
+  // reply, so what happens after it is delivered).
+  void SyncDeliveries(const std::string& operation) {
+    static const std::set<std::string> kChanging = {"PutRule", "EnableRule", "DisableRule", "DeleteRule",
+                                                    "PutTargets", "RemoveTargets"};
+    if (!webhooks || !kChanging.count(operation)) return;
+    if (Status st = webhooks->Sync(EventBridgeDeliveries(controller)); !st.ok())
+      spdlog::error("EventBridge deliveries not updated: {}", st.message());
+  }
   std::string NetworkMetrics() const;
   // `authenticated`: the caller when a console session already named it (Console).
   http::Response Stream(const http::Request& req, const Principal* authenticated = nullptr);
@@ -432,15 +444,16 @@ struct ApiServer::Impl {
                         const std::string& operation, const Principal* authenticated = nullptr) {
     auto t0 = std::chrono::steady_clock::now();
     const ServiceModel::Operation* op = model ? model->FindOperation(operation) : nullptr;
-    if (model || protocol == Protocol::kLogsJson) {
+    const bool aws_service = model || protocol == Protocol::kLogsJson || protocol == Protocol::kEventsJson;
+    if (aws_service) {
       bool implemented = protocol == Protocol::kBatchRestJson  ? BatchImplements(operation)
                          : protocol == Protocol::kLogsJson     ? LogsImplements(operation)
+                         : protocol == Protocol::kEventsJson   ? EventBridgeImplements(operation)
                                                                : SageMakerImplements(operation);
       if ((model && !op) || !implemented)
         return UnknownOperation(protocol, "Operation " + operation + " is not supported by this server");
     }
-    AuditedCall call(controller, req, protocol, model || protocol == Protocol::kLogsJson ? service : "trainyard",
-                     operation);
+    AuditedCall call(controller, req, protocol, aws_service ? service : "trainyard", operation);
     StatusOr<Principal> caller = authenticated ? StatusOr<Principal>(*authenticated) : Authenticate(req, service, &call.record());
     if (authenticated) {
       call.record().access_key_id = authenticated->access_key_id;
@@ -466,6 +479,7 @@ struct ApiServer::Impl {
     const CallContext context = ContextOf(req);
     const Api api = protocol == Protocol::kBatchRestJson ? Api::kBatch
                     : protocol == Protocol::kLogsJson   ? Api::kLogs
+                    : protocol == Protocol::kEventsJson ? Api::kEvents
                     : model                             ? Api::kSageMaker
                                                         : Api::kTrainyard;
     // Who may do what (api/authorize.h): after validation, before anything is read or changed. A
@@ -497,6 +511,9 @@ struct ApiServer::Impl {
       return Refused(call, protocol, allowed);
     } else if (protocol == Protocol::kLogsJson) {
       out = HandleLogs(controller, operation, *body);
+    } else if (protocol == Protocol::kEventsJson) {
+      out = HandleEventBridge(controller, operation, *body);
+      if (out.ok()) SyncDeliveries(operation);
     } else if (IamAdminImplements(operation)) {
       out = HandleIamAdmin(controller, operation, *body);
     } else if (operation == "AdvanceClock") {
@@ -1199,11 +1216,17 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
       static const std::string kLogsPrefix = "Logs_20140328.";
       if (target.rfind(kLogsPrefix, 0) == 0)
         return Handle(req, Protocol::kLogsJson, "logs", nullptr, target.substr(kLogsPrefix.size()));
+      static const std::string kEventsPrefix = "AWSEvents.";  // EventBridge (api/eventbridge_api.h)
+      if (target.rfind(kEventsPrefix, 0) == 0)
+        return Handle(req, Protocol::kEventsJson, "events", nullptr, target.substr(kEventsPrefix.size()));
       const ServiceModel& m = ServiceModel::SageMaker();
       std::string prefix = m.target_prefix() + ".";
-      if (target.rfind(prefix, 0) != 0)
+      if (target.rfind(prefix, 0) != 0) {
+        // Another service's operation (IAM's query protocol, DynamoDB's JSON, ...): its own shape.
+        if (auto other = AnswerUnservedService(req)) return std::move(*other);
         return UnknownOperation(Protocol::kSageMakerJson,
                                 "X-Amz-Target must name a SageMaker operation, not '" + target + "'");
+      }
       return Handle(req, Protocol::kSageMakerJson, "sagemaker", &m, target.substr(prefix.size()));
     }
     for (const auto& [p, op] : kOwnOperations)
@@ -1239,6 +1262,8 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
       return res;
     }
   }
+  // A Smithy RPC v2 CBOR request (/service/<Service>/operation/<Op>) of a service not served here.
+  if (auto other = AnswerUnservedService(req)) return std::move(*other);
   // No operation claims the request. Under /v1/ (Batch) and on trainyard's own paths the route is
   // the operation: an unknown one is a 404. At "/" a JSON 1.1 request names its operation in
   // X-Amz-Target, and one that names none is a 400, as for an unknown target.
@@ -1339,8 +1364,9 @@ Status ApiServer::StartServices() {
   const Config& config = impl_->controller.config();
   if (config.console.enabled && impl_->console_assets.size() == 0)
     impl_->console_assets.Load(config.console.assets_dir.empty() ? TRAINYARD_CONSOLE_DIR : config.console.assets_dir);
-  if (!config.webhooks.empty() && impl_->controller.events() && config.events_enabled && !impl_->webhooks) {
-    auto d = std::make_unique<obs::WebhookDispatcher>(*impl_->controller.events(), config.webhooks);
+  // Also without configured webhooks: EventBridge rules made through the API deliver through it.
+  if (impl_->controller.events() && config.events_enabled && !impl_->webhooks) {
+    auto d = std::make_unique<obs::WebhookDispatcher>(*impl_->controller.events(), EventBridgeDeliveries(impl_->controller));
     Status st = d->Start();
     if (!st.ok()) return st;
     impl_->webhooks = std::move(d);

@@ -203,6 +203,7 @@ void Controller::LoadState() {
     for (const ServiceJob* j : ended) NoteEnding(*j, j->stopped_at);
   }
   LoadPrincipals(s);
+  LoadEventBus(s);
   must(store_->LoadAll(store::Kind::kSystemMetrics, [&](const std::string& key, const std::string& doc) {
     SystemSeries series;
     if (DecodeSystemSeries(doc, &series)) s.system_series[key] = std::move(series);
@@ -510,6 +511,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
     for (const auto& [series, hour] : t.cloudwatch)
       writes.push_back({store::Kind::kMeta, CloudWatchMetrics::DocKey(series, hour), state_.cloudwatch.EncodeHour(series, hour)});
     WritePrincipals(t, &writes);
+    WriteEventBus(t, &writes);
     for (auto& [key, doc] : t.audit) writes.push_back({store::Kind::kAudit, key, doc});
     events_before = last_event_seq_;
     RenderEvents(t, &writes);

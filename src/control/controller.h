@@ -20,6 +20,7 @@
 
 #include "control/commands.h"
 #include "control/events.h"
+#include "control/event_bus.h"
 #include "control/principals.h"
 #include "control/role_sessions.h"
 #include "control/state.h"
@@ -210,6 +211,20 @@ class Controller {
     job_endpoint_ = url;
     job_ca_bundle_ = ca_bundle;
   }
+  // ---- EventBridge (event_bus.cpp; docs/events.md, "EventBridge API") ----
+  // A name of a configuration-file webhook is refused (it is listed as a rule, read-only).
+  StatusOr<EventRule> PutRule(const PutRuleCommand& cmd);  // creates or updates, as AWS
+  Status DeleteRule(const std::string& name);                // refused while it has targets
+  Status SetRuleEnabled(const std::string& name, bool enabled);
+  Status PutTargets(const PutTargetsCommand& cmd);
+  Status RemoveTargets(const RemoveTargetsCommand& cmd);
+  StatusOr<EventConnection> CreateConnection(const CreateConnectionCommand& cmd);
+  Status DeleteConnection(const std::string& name);  // refused while an API destination uses it
+  StatusOr<ApiDestination> CreateApiDestination(const CreateApiDestinationCommand& cmd);
+  Status DeleteApiDestination(const std::string& name);  // refused while a rule targets it
+  // Stores users' events in the event log (FailedPrecondition when events are off).
+  Status PutEvents(const PutEventsCommand& cmd);
+
   // Audit (docs/security.md, "Audit"): stores one API call's record, rendered, in a turn of its
   // own, and returns once it is committed. For calls that reached no command (those that did are
   // stored with the command's commit: control/audit.h).
@@ -270,6 +285,8 @@ class Controller {
 
   void LoadPrincipals(State& s) REQUIRES(turn_mu_, state_mu_);
   void WritePrincipals(const Turn& t, std::vector<store::Write>* writes) REQUIRES(turn_mu_, state_mu_);
+  void LoadEventBus(State& s) REQUIRES(turn_mu_, state_mu_);
+  void WriteEventBus(const Turn& t, std::vector<store::Write>* writes) REQUIRES(turn_mu_, state_mu_);
   // Rebuilds directory_ from state_ (after a commit that changed the principals).
   void PublishDirectory() REQUIRES(turn_mu_) EXCLUDES(state_mu_, directory_mu_);
   // Steps of a turn (controller thread, exclusive lock held).

@@ -21,6 +21,7 @@ struct EventTrigger {
     kTuningJobStateChange,    // aws.sagemaker "SageMaker HyperParameter Tuning Job State Change"
     kAlarmStateChange,        // aws.cloudwatch "CloudWatch Alarm State Change" (docs/alarms.md)
     kApiCall,                 // "AWS API Call via CloudTrail": an audit record (docs/security.md, "Audit")
+    kCustom,                  // PutEvents: a user's own event, whole, in `data`
   };
   Kind kind = Kind::kServiceJobStateChange;
   uint64_t job_seq = 0;   // service job
@@ -29,7 +30,8 @@ struct EventTrigger {
   std::string secondary;  // training job: SecondaryStatus
   std::string reason;     // status reason, transition message, or why the alarm changed
   std::string previous;   // alarm: the state before
-  std::string data;       // alarm: JSON object (the rule and what it found); API call: the audit record
+  std::string data;       // alarm: JSON object (the rule and what it found); API call: the audit record;
+                          // custom: the event
   EpochMs at = 0;
 };
 

@@ -12,6 +12,7 @@
 
 #include "control/cloudwatch_metrics.h"
 #include "control/metric_series.h"
+#include "control/event_bus.h"
 #include "control/principals.h"
 #include "control/share_history.h"
 #include "control/telemetry.h"
@@ -87,6 +88,7 @@ struct State {
   State& operator=(State&&) = default;
 
   Principals principals;  // users, access keys, managed policies (principals.h)
+  EventBus event_bus;     // EventBridge rules, targets, connections, API destinations (event_bus.h)
   std::map<std::string, ServiceEnvironment> environments;  // by name
   std::map<std::string, JobQueue> queues;                  // by name
   std::map<std::string, SchedulingPolicy> policies;        // by name

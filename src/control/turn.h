@@ -49,6 +49,7 @@ class Controller::Turn {
   bool meta = false;
   std::set<std::string> alarms;  // alarm states to persist
   std::set<std::string> principals;  // store keys "iam/..." to write (deleted when gone from State)
+  std::set<std::string> event_bus;   // store keys "eventbus/..." likewise (event_bus.h)
   // Events to store with this turn's changes, in the order they happened.
   std::vector<EventTrigger> events;
   // API call records (store key, document) to store with this turn's changes.
@@ -93,6 +94,7 @@ inline void Controller::Turn::CarryOver(Turn& older) {
   cloudwatch.insert(older.cloudwatch.begin(), older.cloudwatch.end());
   alarms.insert(older.alarms.begin(), older.alarms.end());
   principals.insert(older.principals.begin(), older.principals.end());
+  event_bus.insert(older.event_bus.begin(), older.event_bus.end());
   meta = meta || older.meta;
   reschedule = reschedule || older.reschedule;
   auto before = [](auto& mine, auto& theirs) { mine.insert(mine.begin(), theirs.begin(), theirs.end()); };

@@ -130,6 +130,17 @@ struct WebhookConfig {
   std::string secret;   // signs each body: X-Trainyard-Signature: sha256=HMAC(secret, body)
   int timeout_seconds = 5;
   int max_backoff_seconds = 60;  // retries back off from 1 s, doubling, to this
+  // EventBridge API destinations (docs/events.md) set these; a configuration-file webhook keeps
+  // the defaults.
+  std::string method = "POST";                                // POST | PUT
+  std::vector<std::pair<std::string, std::string>> headers;  // the connection's authorization
+  std::string input;       // a constant body instead of the event ("" = none)
+  std::string input_path;  // "$" or "$.a.b": the part of the event sent ("" = all of it)
+  // An event is given up (counted, logged, and passed) after this many failed POSTs, or once it is
+  // this old (seconds since it was stored); 0: never, as for a configuration-file webhook.
+  int max_attempts = 0;
+  int max_event_age_seconds = 0;
+  bool operator==(const WebhookConfig&) const = default;
 };
 
 // An alarm rule (docs/alarms.md), evaluated by the controller about once a second. It is in

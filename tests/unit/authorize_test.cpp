@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/authorize.h"
+#include "api/eventbridge_api.h"
 #include "api/handlers.h"
 #include "api/service_model.h"
 #include "control/controller.h"
@@ -62,6 +63,21 @@ TEST(OperationAccess, EveryLogsAndAdminOperationServedHasAMapping) {
   for (const char* op : {"GetLogs", "AdvanceClock", "Interrupt", "MetricSeries", "SystemMetrics", "CostReport", "Events",
                          "LookupAuditEvents", "WhatIf", "DescribeCapacity", "QueueStandings", "ShareHistory"})
     EXPECT_NE(FindOperationAccess(Api::kTrainyard, op), nullptr) << "trainyard:" << op;
+}
+
+TEST(OperationAccess, EveryEventBridgeOperationServedHasAMapping) {
+  int served = 0;
+  for (const char* op : {"PutRule", "DescribeRule", "ListRules", "EnableRule", "DisableRule", "DeleteRule",
+                         "PutTargets", "RemoveTargets", "ListTargetsByRule", "CreateConnection", "DescribeConnection",
+                         "ListConnections", "DeleteConnection", "UpdateConnection", "CreateApiDestination",
+                         "DescribeApiDestination", "ListApiDestinations", "DeleteApiDestination", "PutEvents",
+                         "TestEventPattern", "CreateEventBus", "PutPermission", "TagResource"})
+    if (EventBridgeImplements(op)) {
+      ++served;
+      EXPECT_NE(FindOperationAccess(Api::kEvents, op), nullptr) << "events:" << op;
+    }
+  EXPECT_EQ(served, 18);
+  EXPECT_EQ(ActionPrefix(Api::kEvents), "events");
 }
 
 TEST(OperationAccess, ListCallsNameTheirItemsAndADescribeAction) {

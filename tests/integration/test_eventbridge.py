@@ -1,0 +1,291 @@
+"""EventBridge on the wire (docs/events.md, "EventBridge API"): rules with event patterns, API
+destinations as targets delivered through the webhook delivery, PutEvents, through boto3 and the
+aws CLI; configuration-file webhooks listed as read-only rules."""
+import json
+import os
+import shutil
+import subprocess
+import time
+import unittest
+
+import botocore.exceptions
+
+from harness import Receiver, ServerTest
+
+SERVICE_JOB = "Batch Service Job State Change"
+# Failed service jobs, and the test's own markers that say {"status": "FAILED"} too.
+FAILED = json.dumps({"detail": {"status": ["FAILED"]}})
+SERVICE_JOB_FAILED = json.dumps({"source": ["aws.batch"], "detail-type": [SERVICE_JOB], "detail": {"status": ["FAILED"]}})
+API_KEY = "s3cr3t-key-value-never-shown"
+
+
+def error_code(ctx):
+    return ctx.exception.response["Error"]["Code"]
+
+
+class EventBridgeTest(ServerTest):
+    def setUp(self):
+        self.receiver = Receiver().start()
+        self.configured = Receiver().start()
+        self.server_config = ('[[webhooks]]\nname = "from-config"\n'
+                              f'url = "{self.configured.url}"\nsources = ["aws.batch"]\n')
+        super().setUp()
+        self.events = self.server.client("events")
+
+    def tearDown(self):
+        self.events.close()
+        super().tearDown()
+        self.receiver.stop()
+        self.configured.stop()
+
+    def destination(self, name="receiver"):
+        conn = self.events.create_connection(
+            Name=name + "-conn", AuthorizationType="API_KEY",
+            AuthParameters={"ApiKeyAuthParameters": {"ApiKeyName": "x-api-key", "ApiKeyValue": API_KEY}})
+        return self.events.create_api_destination(
+            Name=name, ConnectionArn=conn["ConnectionArn"], InvocationEndpoint=self.receiver.url,
+            HttpMethod="POST")["ApiDestinationArn"]
+
+    def fail_job(self, q, name):
+        job = self.submit(q, self.command_payload(name, "exit 3"), name=name)
+        self.wait_jobs([job])
+        return job
+
+    def test_failed_job_reaches_the_api_destination_and_a_disabled_rule_delivers_nothing(self):
+        dest = self.destination()
+        arn = self.events.put_rule(Name="job-failed", EventPattern=FAILED, Description="failures")["RuleArn"]
+        self.assertTrue(arn.endswith(":rule/job-failed"))
+        self.events.put_targets(Rule="job-failed", Targets=[{"Id": "hook", "Arn": dest}])
+        q = self.create_queue("ebq", capacity=1)
+        ok = self.submit(q, self.command_payload("eb-ok", "true"), name="eb-ok")
+        self.wait_jobs([ok])
+        failed = self.fail_job(q, "eb-failed")
+        got = self.receiver.wait(lambda ev: len(ev) >= 1, what="the FAILED event")
+        # Delivery is in order: the succeeding job's events came first and none of them matched.
+        self.assertEqual([(e["detail-type"], e["detail"]["jobId"], e["detail"]["status"]) for e in got],
+                         [(SERVICE_JOB, failed, "FAILED")])
+        headers, _, _ = self.receiver.posts[0]
+        self.assertEqual(headers.get("x-api-key"), API_KEY)  # the connection's authorization
+
+        # Disabled: a failure now is not delivered, not even once the rule is enabled again (the
+        # marker sent after enabling arrives, and nothing before it).
+        self.events.disable_rule(Name="job-failed")
+        self.assertEqual(self.events.describe_rule(Name="job-failed")["State"], "DISABLED")
+        self.fail_job(q, "eb-while-disabled")
+        self.events.enable_rule(Name="job-failed")
+        put = self.events.put_events(Entries=[{"Source": "test.marker", "DetailType": "Marker",
+                                               "Detail": json.dumps({"status": "FAILED", "n": 1})}])
+        self.assertEqual(put["FailedEntryCount"], 0)
+        got = self.receiver.wait(lambda ev: len(ev) >= 2, what="the marker")
+        self.assertEqual([e["detail"].get("jobName", e["detail"].get("n")) for e in got], ["eb-failed", 1])
+        self.assertEqual(got[1]["id"], put["Entries"][0]["EventId"])
+        self.assertEqual(got[1]["source"], "test.marker")
+
+        # A new pattern for the same rule applies to the next event, from the same cursor.
+        self.events.put_rule(Name="job-failed", EventPattern=json.dumps({"source": ["test.marker"]}))
+        self.events.put_events(Entries=[
+            {"Source": "test.other", "DetailType": "Marker", "Detail": json.dumps({"status": "FAILED", "n": 2})},
+            {"Source": "test.marker", "DetailType": "Marker", "Detail": json.dumps({"n": 3})}])
+        got = self.receiver.wait(lambda ev: len(ev) >= 3, what="the second marker")
+        self.assertEqual([e["detail"].get("jobName", e["detail"].get("n")) for e in got], ["eb-failed", 1, 3])
+
+        # The server's log and every answer keep the key's value to themselves.
+        described = self.events.describe_connection(Name="receiver-conn")
+        self.assertEqual(described["AuthParameters"], {"ApiKeyAuthParameters": {"ApiKeyName": "x-api-key"}})
+        self.assertNotIn(API_KEY, json.dumps(described, default=str))
+        self.assertNotIn(API_KEY, self.server.read_log())
+
+    def test_rules_and_targets_survive_a_restart(self):
+        dest = self.destination()
+        self.events.put_rule(Name="durable", EventPattern=SERVICE_JOB_FAILED, State="DISABLED")
+        self.events.put_targets(Rule="durable", Targets=[{"Id": "t1", "Arn": dest, "InputPath": "$.detail"}])
+        self.server.stop()
+        self.server = self.new_server()
+        self.events = self.server.client("events")
+        rule = self.events.describe_rule(Name="durable")
+        self.assertEqual((rule["State"], json.loads(rule["EventPattern"])), ("DISABLED", json.loads(SERVICE_JOB_FAILED)))
+        self.assertEqual(self.events.list_targets_by_rule(Rule="durable")["Targets"],
+                         [{"Id": "t1", "Arn": dest, "InputPath": "$.detail"}])
+        # Enabled after the restart, its target's InputPath sends only the detail.
+        self.events.enable_rule(Name="durable")
+        self.batch = self.server.client("batch")
+        q = self.create_queue("dq", capacity=1)
+        job = self.fail_job(q, "dq-failed")
+        deadline = time.time() + 60
+        while not self.receiver.posts and time.time() < deadline:
+            time.sleep(0.05)
+        body = self.receiver.posts[0][1]  # the detail alone: no event id to tell repeats apart
+        self.assertEqual((body["jobId"], body["status"]), (job, "FAILED"))
+
+        # Deleting needs the targets gone first, as in AWS.
+        with self.assertRaises(botocore.exceptions.ClientError) as ctx:
+            self.events.delete_rule(Name="durable")
+        self.assertEqual(error_code(ctx), "ValidationException")
+        self.events.remove_targets(Rule="durable", Ids=["t1"])
+        self.events.delete_rule(Name="durable")
+        with self.assertRaises(self.events.exceptions.ResourceNotFoundException):
+            self.events.describe_rule(Name="durable")
+
+    def test_hostile_input_is_refused_and_changes_nothing(self):
+        dest = self.destination()
+        refusals = [
+            (lambda: self.events.put_rule(Name="bad", EventPattern='{"detail": {"status": "FAILED"}}'),
+             "InvalidEventPatternException"),
+            (lambda: self.events.put_rule(Name="bad", EventPattern="not json"), "InvalidEventPatternException"),
+            (lambda: self.events.put_rule(Name="x" * 65, EventPattern=FAILED), "ValidationException"),
+            (lambda: self.events.put_rule(Name="sched", ScheduleExpression="rate(5 minutes)"), "ValidationException"),
+            (lambda: self.events.put_rule(Name="bad", EventPattern=FAILED, EventBusName="other"),
+             "ResourceNotFoundException"),
+        ]
+        for call, code in refusals:
+            with self.assertRaises(botocore.exceptions.ClientError) as ctx:
+                call()
+            self.assertEqual(error_code(ctx), code)
+        self.assertEqual([r["Name"] for r in self.events.list_rules()["Rules"]], ["from-config"])
+
+        self.events.put_rule(Name="ok", EventPattern=FAILED)
+        with self.assertRaises(botocore.exceptions.ClientError) as ctx:
+            self.events.put_targets(Rule="ok", Targets=[
+                {"Id": "fine", "Arn": dest},
+                {"Id": "fn", "Arn": "arn:aws:lambda:us-east-1:000000000000:function:f"}])
+        self.assertEqual(error_code(ctx), "ValidationException")
+        self.assertIn("lambda", ctx.exception.response["Error"]["Message"])
+        with self.assertRaises(botocore.exceptions.ClientError) as ctx:
+            self.events.put_targets(Rule="ok", Targets=[
+                {"Id": "gone", "Arn": dest.replace("/receiver", "/nothing")}])
+        self.assertEqual(error_code(ctx), "ResourceNotFoundException")
+        self.assertEqual(self.events.list_targets_by_rule(Rule="ok")["Targets"], [])  # the good one was not added
+        with self.assertRaises(botocore.exceptions.ClientError) as ctx:
+            self.events.create_connection(Name="c2", AuthorizationType="OAUTH_CLIENT_CREDENTIALS",
+                                          AuthParameters={})
+        self.assertEqual(error_code(ctx), "ValidationException")
+
+        # PutEvents answers per entry: aws.* sources are AWS's, Detail must be a JSON object.
+        put = self.events.put_events(Entries=[
+            {"Source": "aws.batch", "DetailType": "Fake", "Detail": "{}"},
+            {"Source": "mine", "DetailType": "Mine", "Detail": "[1]"},
+            {"Source": "mine", "DetailType": "Mine", "Detail": "{}"}])
+        self.assertEqual(put["FailedEntryCount"], 2)
+        self.assertEqual([e.get("ErrorCode") for e in put["Entries"]],
+                         ["NotAuthorizedForSourceException", "MalformedDetail", None])
+        self.assertIn("EventId", put["Entries"][2])
+
+    def test_configuration_file_webhooks_are_read_only_rules(self):
+        [rule] = self.events.list_rules(NamePrefix="from")["Rules"]
+        self.assertEqual((rule["Name"], rule["ManagedBy"], json.loads(rule["EventPattern"])),
+                         ("from-config", "trainyard.config", {"source": ["aws.batch"]}))
+        self.assertEqual(self.events.list_targets_by_rule(Rule="from-config")["Targets"],
+                         [{"Id": "webhook", "Arn": f"http://127.0.0.1:{self.configured.port}"}])  # no path
+        for call in (lambda: self.events.disable_rule(Name="from-config"),
+                     lambda: self.events.put_rule(Name="from-config", EventPattern=FAILED),
+                     lambda: self.events.delete_rule(Name="from-config")):
+            with self.assertRaises(botocore.exceptions.ClientError) as ctx:
+                call()
+            self.assertEqual(error_code(ctx), "ManagedRuleException")
+            self.assertIn("configuration file", ctx.exception.response["Error"]["Message"])
+
+    def test_list_rules_pages_by_name(self):
+        for n in ("p-a", "p-b", "p-c", "other"):
+            self.events.put_rule(Name=n, EventPattern=FAILED)
+        page = self.events.list_rules(NamePrefix="p-", Limit=2)
+        self.assertEqual([r["Name"] for r in page["Rules"]], ["p-a", "p-b"])
+        rest = self.events.list_rules(NamePrefix="p-", Limit=2, NextToken=page["NextToken"])
+        self.assertEqual([r["Name"] for r in rest["Rules"]], ["p-c"])
+        self.assertNotIn("NextToken", rest)
+
+    def test_a_user_without_events_put_rule_is_refused(self):
+        policy = {"Version": "2012-10-17",
+                  "Statement": [{"Effect": "Allow", "Action": "events:ListRules", "Resource": "*"},
+                                {"Effect": "Allow", "Action": "events:DescribeRule",
+                                 "Resource": "arn:aws:events:*:*:rule/from-*"}]}
+        self.events.put_rule(Name="hidden", EventPattern=FAILED)
+        self.server.admin("admin/iam/CreatePolicy", {"PolicyName": "watch", "PolicyDocument": json.dumps(policy)})
+        self.server.admin("admin/iam/CreateUser", {"UserName": "watcher"})
+        self.server.admin("admin/iam/AttachUserPolicy", {"UserName": "watcher", "PolicyName": "watch"})
+        key = self.server.admin("admin/iam/CreateAccessKey", {"UserName": "watcher"})["AccessKey"]
+        watcher = self.server.client("events", key=key["AccessKeyId"], secret=key["SecretAccessKey"])
+        with self.assertRaises(botocore.exceptions.ClientError) as ctx:
+            watcher.put_rule(Name="sneaky", EventPattern=FAILED)
+        self.assertEqual(error_code(ctx), "AccessDeniedException")
+        self.assertIn("events:PutRule", ctx.exception.response["Error"]["Message"])
+        self.assertIn(":rule/sneaky", ctx.exception.response["Error"]["Message"])
+        # Listed: only the rules it may describe.
+        self.assertEqual([r["Name"] for r in watcher.list_rules()["Rules"]], ["from-config"])
+        self.assertEqual([r["Name"] for r in self.events.list_rules()["Rules"]], ["from-config", "hidden"])
+        watcher.close()
+
+        # Both the refusal and a change are audited, as events:<Operation> on the rule.
+        self.events.put_rule(Name="audited", EventPattern=FAILED)
+        self.destination()
+        records = [json.loads(e["CloudTrailEvent"]) for e in self.server.admin("admin/audit", {})["Events"]]
+        put_rules = [(r["eventSource"], r["eventName"], r.get("errorCode"), [x["name"] for x in r["resources"]])
+                     for r in records if r["eventName"] == "PutRule"]
+        self.assertIn(("events.amazonaws.com", "PutRule", "AccessDeniedException", ["sneaky"]), put_rules)
+        self.assertIn(("events.amazonaws.com", "PutRule", None, ["audited"]), put_rules)
+        self.assertIn("CreateConnection", [r["eventName"] for r in records])
+        self.assertNotIn(API_KEY, json.dumps(records))
+
+
+@unittest.skipUnless(shutil.which("aws"), "the aws CLI is not installed")
+class EventBridgeCliTest(ServerTest):
+    def setUp(self):
+        self.receiver = Receiver().start()
+        super().setUp()
+
+    def tearDown(self):
+        super().tearDown()
+        self.receiver.stop()
+
+    def aws(self, *args, check=True):
+        key, secret = self.server.credentials()
+        # The CLI would fetch an http:// argument (--invocation-endpoint) as the value's source.
+        config = os.path.join(self.work_dir, "aws-config")
+        with open(config, "w") as f:
+            f.write("[default]\ncli_follow_urlparam = false\n")
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=key, AWS_SECRET_ACCESS_KEY=secret, AWS_DEFAULT_REGION="us-east-1",
+                   AWS_PAGER="", AWS_CONFIG_FILE=config, AWS_SHARED_CREDENTIALS_FILE="/dev/null")
+        r = subprocess.run(["aws", "--endpoint-url", self.server.url, "--output", "json", *args],
+                           capture_output=True, text=True, env=env, timeout=120)
+        if check and r.returncode != 0:
+            self.fail(f"aws {' '.join(args)} failed: {r.stderr}")
+        return json.loads(r.stdout) if r.stdout.strip() else r
+
+    def test_rule_and_target_with_the_aws_cli(self):
+        conn = self.aws("events", "create-connection", "--name", "cli-conn", "--authorization-type", "BASIC",
+                        "--auth-parameters", "BasicAuthParameters={Username=u,Password=pw}")
+        dest = self.aws("events", "create-api-destination", "--name", "cli-dest", "--connection-arn",
+                        conn["ConnectionArn"], "--invocation-endpoint", self.receiver.url, "--http-method", "POST")
+        self.aws("events", "put-rule", "--name", "cli-rule", "--event-pattern", SERVICE_JOB_FAILED)
+        self.aws("events", "put-targets", "--rule", "cli-rule",
+                 "--targets", json.dumps([{"Id": "1", "Arn": dest["ApiDestinationArn"]}]))
+        self.assertEqual([r["Name"] for r in self.aws("events", "list-rules")["Rules"]], ["cli-rule"])
+        self.assertEqual(self.aws("events", "describe-rule", "--name", "cli-rule")["State"], "ENABLED")
+        self.assertEqual(self.aws("events", "list-targets-by-rule", "--rule", "cli-rule")["Targets"],
+                         [{"Id": "1", "Arn": dest["ApiDestinationArn"]}])
+        q = self.create_queue("cliq", capacity=1)
+        job = self.submit(q, self.command_payload("cli-failed", "exit 1"), name="cli-failed")
+        self.wait_jobs([job])
+        [e] = self.receiver.wait(lambda ev: len(ev) >= 1, what="the FAILED event")
+        self.assertEqual((e["detail"]["jobId"], e["detail"]["status"]), (job, "FAILED"))
+        headers, _, _ = self.receiver.posts[0]
+        self.assertEqual(headers.get("Authorization"), "Basic dTpwdw==")  # u:pw
+
+        self.aws("events", "disable-rule", "--name", "cli-rule")
+        self.assertEqual(self.aws("events", "describe-rule", "--name", "cli-rule")["State"], "DISABLED")
+        self.aws("events", "enable-rule", "--name", "cli-rule")
+        put = self.aws("events", "put-events", "--entries",
+                       json.dumps([{"Source": "cli.test", "DetailType": "T", "Detail": "{}"}]))
+        self.assertEqual(put["FailedEntryCount"], 0)
+        r = self.aws("events", "delete-rule", "--name", "cli-rule", check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("ValidationException", r.stderr)
+        self.assertIn("targets", r.stderr)
+        self.aws("events", "remove-targets", "--rule", "cli-rule", "--ids", "1")
+        self.aws("events", "delete-rule", "--name", "cli-rule")
+        self.assertEqual(self.aws("events", "list-rules")["Rules"], [])
+        r = self.aws("events", "put-rule", "--name", "bad name", "--event-pattern", FAILED, check=False)
+        self.assertIn("ValidationException", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
