@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/strings.h"
+
 namespace ty::api {
 
 namespace {
@@ -84,6 +86,16 @@ WireError ToWireError(Protocol protocol, const Status& st) {
     if (st.code() == Code::kInvalidArgument || st.code() == Code::kFailedPrecondition)
       return {400, "InvalidParameterException", st.message()};
     if (st.code() == Code::kNotFound) return {400, "ResourceNotFoundException", st.message()};
+  }
+  if (protocol == Protocol::kCloudWatch) {
+    // CloudWatch's own errors; a missing member is told by AWS's wording ("The parameter X is required.").
+    if (st.code() == Code::kInvalidArgument)
+      return {400, StartsWith(st.message(), "The parameter ") && st.message().find(" is required") != std::string::npos
+                       ? "MissingRequiredParameterException" : "InvalidParameterValueException", st.message()};
+    if (st.code() == Code::kFailedPrecondition) return {400, "InvalidParameterCombinationException", st.message()};
+    if (st.code() == Code::kNotFound) return {404, "ResourceNotFound", st.message()};
+    if (st.code() == Code::kLimitExceeded) return {400, "LimitExceededException", st.message()};
+    if (st.code() == Code::kInternal) return {500, "InternalServiceFault", st.message()};
   }
   if (protocol == Protocol::kEventsJson) {
     switch (st.code()) {

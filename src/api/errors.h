@@ -9,8 +9,9 @@ namespace ty::api {
 
 // kS3RestXml: the S3 endpoint (api/s3_api.cpp), whose errors are XML documents it writes itself
 // from the WireError's type (S3's code) and message.
+// kCloudWatch: CloudWatch's metrics API (api/cloudwatch_api.cpp), in rpc-v2-cbor or JSON 1.0.
 // kEventsJson: EventBridge (AWSEvents.*), whose error names differ from SageMaker's.
-enum class Protocol { kBatchRestJson, kSageMakerJson, kLogsJson, kS3RestXml, kEventsJson };
+enum class Protocol { kBatchRestJson, kSageMakerJson, kLogsJson, kS3RestXml, kCloudWatch, kEventsJson };
 
 struct WireError {
   int http_status;

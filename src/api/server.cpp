@@ -23,6 +23,7 @@
 #include "api/s3_api.h"
 #include "api/service_model.h"
 #include "api/sigv4.h"
+#include "api/cloudwatch_api.h"
 #include "api/sts_api.h"
 #include "api/unserved.h"
 #include "control/controller.h"
@@ -1186,6 +1187,10 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
   if (ScopeService(req) == "sts")
     return ServeSts(req, controller, authz, [&](AuditRecord* who) { return Authenticate(req, "sts", who); },
                     ContextOf(req));
+  // CloudWatch's metrics API in rpc-v2-cbor or JSON 1.0 (api/cloudwatch_api.h).
+  if (ScopeService(req) == "monitoring" || IsCloudWatchRequest(req))
+    return ServeCloudWatch(req, controller, authz,
+                           [&](AuditRecord* who) { return Authenticate(req, "monitoring", who); }, ContextOf(req));
   const std::string& path = req.path;
   // Batch's tagging operations are GET and DELETE on /v1/tags/{resourceArn}.
   if ((req.method == "GET" || req.method == "DELETE") && path.rfind("/v1/", 0) == 0) {

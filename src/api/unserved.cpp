@@ -25,7 +25,7 @@ std::string ServiceTitle(const std::string& signing_name) {
 std::string Message(const std::string& service, const std::string& operation) {
   std::string m = "trainyard does not serve the " + ServiceTitle(service) + " API (service '" + service + "'" +
                   (operation.empty() ? std::string("") : ", operation " + operation) +
-                  "): it serves AWS Batch, SageMaker, CloudWatch Logs, EventBridge, S3 and STS, and its own API "
+                  "): it serves AWS Batch, SageMaker, CloudWatch metrics, CloudWatch Logs, EventBridge, S3 and STS, and its own API "
                   "(docs/api-coverage.md)";
   if (service == "iam")
     m += "; users, access keys, policies and roles are managed with `trainyard admin user|key|policy|role` "

@@ -73,6 +73,7 @@ StatusOr<std::unique_ptr<Controller>> Controller::Open(const Config& config, con
     WriterLock lock(c->state_mu_);
     c->last_event_seq_ = c->event_log_->LastPublished();
     c->LoadState();
+    c->state_.cloudwatch.set_max_series(static_cast<size_t>(config.cloudwatch.max_series));
     // Workspaces of pools that ended while the server was down between the commit and the removal.
     for (const auto& entry : fs::directory_iterator(fs::path(c->data_dir_) / "pools", ec)) {
       if (c->state_.warm_pools.count(entry.path().filename().string())) continue;
@@ -177,6 +178,10 @@ void Controller::LoadState() {
         s.next_seq = std::max(s.next_seq, d.seq + 1);
         s.job_definitions[d.name][d.revision] = std::move(d);
       }
+      return;
+    }
+    if (StartsWith(key, "cloudwatch/")) {
+      s.cloudwatch.LoadHour(doc);
       return;
     }
     if (!StartsWith(key, "alarm/")) return;
@@ -430,7 +435,10 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
     StartPendingTrainingJobs(t);
     SchedulePass(t);
     ScheduleContainerJobs(t);
-    if (ticked) SampleShareHistory(t.now);
+    if (ticked) {
+      SampleShareHistory(t.now);
+      SampleBatchMetrics(t);
+    }
     if (unsaved_) {
       t.CarryOver(*unsaved_);
       unsaved_.reset();
@@ -500,6 +508,8 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
     for (const auto& n : t.metric_series)
       if (auto it = state_.metric_series.find(n); it != state_.metric_series.end())
         writes.push_back({store::Kind::kMetricSeries, n, EncodeMetricSeries(it->second)});
+    for (const auto& [series, hour] : t.cloudwatch)
+      writes.push_back({store::Kind::kMeta, CloudWatchMetrics::DocKey(series, hour), state_.cloudwatch.EncodeHour(series, hour)});
     WritePrincipals(t, &writes);
     WriteEventBus(t, &writes);
     for (auto& [key, doc] : t.audit) writes.push_back({store::Kind::kAudit, key, doc});

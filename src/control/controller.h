@@ -181,6 +181,10 @@ class Controller {
   // ResourceInUse). Its training jobs stay.
   Status DeleteTuningJob(const std::string& name);
 
+  // ---- CloudWatch metrics (cloudwatch.cpp; docs/metrics.md, "The CloudWatch API") ----
+  // Stores every datum in one turn, or none: LimitExceeded when the new series would pass the cap.
+  Status PutMetricData(const std::vector<CwDatum>& data);
+
   // ---- Principals (principals.cpp; docs/security.md, "Users and keys") ----
   StatusOr<IamUser> CreateUser(const CreateUserCommand& cmd);
   // Refused while the user holds access keys or policies (IAM's DeleteConflict).
@@ -409,6 +413,9 @@ class Controller {
   // sample of every queue's share standings into State::share_history (a clock jump over several
   // intervals takes one); queues deleted since are forgotten. Controller thread, after the pass.
   void SampleShareHistory(EpochMs now) REQUIRES(turn_mu_, state_mu_);
+  // Once a minute: each queue's AWS/Batch metrics since the last sample into the CloudWatch store
+  // (cloudwatch.cpp; docs/metrics.md, "The CloudWatch API").
+  void SampleBatchMetrics(Turn& t) REQUIRES(turn_mu_, state_mu_);
   // Alarms (alarms.cpp): evaluates every [[alarms]] rule; a change of state is an event.
   void EvaluateAlarms(Turn& t) REQUIRES(turn_mu_, state_mu_);
   // A service job reached SUCCEEDED or FAILED (for failure_ratio).
@@ -520,7 +527,10 @@ class Controller {
   std::deque<Ending> endings_ GUARDED_BY(turn_mu_);  // jobs that ended within the longest failure_ratio window
   int64_t failure_window_ms_ = 0;  // that window (0: no failure_ratio rule); constant
   EpochMs last_alarm_check_ GUARDED_BY(turn_mu_) = 0;  // when EvaluateAlarms last ran
-  EpochMs next_share_sample_ GUARDED_BY(turn_mu_) = 0;  // when SampleShareHistory samples next (0: at the first tick)
+  EpochMs next_share_sample_ GUARDED_BY(turn_mu_) = 0;
+  EpochMs next_batch_sample_ GUARDED_BY(turn_mu_) = 0;  // when SampleBatchMetrics samples next (0: at the first tick)
+  // The telemetry counters as the last AWS/Batch sample saw them, by (queue, AWS metric name).
+  std::map<std::pair<std::string, std::string>, int64_t> batch_sampled_ GUARDED_BY(turn_mu_);  // when SampleShareHistory samples next (0: at the first tick)
   EpochMs last_event_prune_ GUARDED_BY(turn_mu_) = 0;  // when PruneEvents last ran (once a minute at most)
 
   RoleSessions role_sessions_;  // its own lock

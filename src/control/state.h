@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "control/cloudwatch_metrics.h"
 #include "control/metric_series.h"
 #include "control/event_bus.h"
 #include "control/principals.h"
@@ -184,6 +185,8 @@ struct State {
   std::map<std::string, MetricSeries> metric_series;
   // System metrics sampled on each instance (control/system_metrics.h), by training job name.
   std::map<std::string, SystemSeries> system_series;
+  // CloudWatch metrics put by users (control/cloudwatch_metrics.h; kMeta "cloudwatch/...").
+  CloudWatchMetrics cloudwatch;
   std::map<std::string, int64_t> host_in_use;              // instance type -> instances held
   // The executor's latest view of what its cluster can hold (Executor::Capacity), taken once per
   // turn; null: the configuration's counts stand (the local executor). Not stored: a restarted

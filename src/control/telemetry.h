@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "control/cloudwatch_metrics.h"
 #include "core/model.h"
 
 namespace ty::control {
@@ -70,9 +71,13 @@ struct Telemetry {
   std::map<std::pair<JobDuration, std::string>, Histogram> durations;
   Histogram schedule_pass{&PassDurationBuckets()};
 
+  // The durations observed since the last AWS/Batch sample (control/cloudwatch.cpp), in ms:
+  // drained into the CloudWatch store once a minute.
+  std::map<std::pair<JobDuration, std::string>, CwBucket> unsampled_durations;
   void ObserveDuration(JobDuration d, const std::string& queue, EpochMs ms) {
     auto [it, fresh] = durations.try_emplace({d, queue}, &JobDurationBuckets());
     it->second.Observe(static_cast<double>(ms < 0 ? 0 : ms) / 1000.0);
+    unsampled_durations[{d, queue}].Add(static_cast<double>(ms < 0 ? 0 : ms));
   }
 };
 

@@ -43,6 +43,7 @@ class Controller::Turn {
   std::set<std::string> training_jobs;
   std::set<std::string> metric_series;
   std::set<std::string> system_series;
+  std::set<std::pair<std::string, EpochMs>> cloudwatch;  // CloudWatch series hours to write (series key, hour)
   std::set<std::string> warm_pools, deleted_warm_pools;
   std::set<std::string> tuning_jobs, deleted_tuning_jobs;  // by State::tuning_jobs key
   bool meta = false;
@@ -90,6 +91,7 @@ inline void Controller::Turn::CarryOver(Turn& older) {
   training_jobs.insert(older.training_jobs.begin(), older.training_jobs.end());
   metric_series.insert(older.metric_series.begin(), older.metric_series.end());
   system_series.insert(older.system_series.begin(), older.system_series.end());
+  cloudwatch.insert(older.cloudwatch.begin(), older.cloudwatch.end());
   alarms.insert(older.alarms.begin(), older.alarms.end());
   principals.insert(older.principals.begin(), older.principals.end());
   event_bus.insert(older.event_bus.begin(), older.event_bus.end());

@@ -319,7 +319,7 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     return InvalidArgument("config: " + path + ": " + std::string(e.description()));
   }
   TY_RETURN_IF_ERROR(CheckKeys(root, {"server", "executor", "instance_types", "object_store", "file_systems", "logs",
-                                     "events", "audit", "webhooks", "alarms", "scheduler", "s3", "regions", "console", "store", "ha"},
+                                     "events", "audit", "webhooks", "alarms", "scheduler", "s3", "regions", "console", "store", "ha", "cloudwatch"},
                                "the top level"));
   if (auto* s3 = root["s3"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*s3, {"enabled", "max_upload_bytes", "virtual_host_domains", "abort_incomplete_uploads_after_days"},
@@ -367,6 +367,12 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     if (!c.ha.advertise_url.empty() && !StartsWith(c.ha.advertise_url, "http://") && !StartsWith(c.ha.advertise_url, "https://"))
       return InvalidArgument("config: ha.advertise_url must start with http:// or https://");
     if (c.ha.name.size() > 200) return InvalidArgument("config: ha.name must be at most 200 characters");
+  }
+  if (auto* t = root["cloudwatch"].as_table()) {
+    TY_RETURN_IF_ERROR(CheckKeys(*t, {"max_series"}, "[cloudwatch]"));
+    TY_RETURN_IF_ERROR(Read(*t, "max_series", &c.cloudwatch.max_series, "cloudwatch."));
+    if (c.cloudwatch.max_series < 1 || c.cloudwatch.max_series > 1000000)
+      return InvalidArgument("config: cloudwatch.max_series must be between 1 and 1000000");
   }
   if (auto* t = root["console"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*t, {"enabled", "session_hours", "idle_minutes", "max_sessions", "assets_dir",

@@ -202,6 +202,11 @@ struct ConsoleConfig {
   int64_t share_history_interval_seconds = 60;
 };
 
+// [cloudwatch] (docs/metrics.md, "The CloudWatch API"): the metrics stored for PutMetricData.
+struct CloudWatchConfig {
+  int64_t max_series = 1000;  // metrics (namespace, name, dimensions); a put that adds one more is refused
+};
+
 struct Config {
   std::string listen = "127.0.0.1:8080";
   std::string data_dir = "trainyard-data";
@@ -253,6 +258,7 @@ struct Config {
   S3Config s3;
   RegionsConfig regions;
   ConsoleConfig console;
+  CloudWatchConfig cloudwatch;
   HaConfig ha;
   // FileSystemDataSource: FileSystemId -> host directory ([file_systems] in the config file).
   std::vector<std::pair<std::string, std::string>> file_systems;

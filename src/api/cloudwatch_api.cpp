@@ -1,0 +1,884 @@
+#include "api/cloudwatch_api.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include <zlib.h>
+
+#include "api/audit.h"
+#include "api/errors.h"
+#include "control/cloudwatch_math.h"
+#include "control/cloudwatch_metrics.h"
+#include "control/controller.h"
+#include "control/state.h"
+#include "core/strings.h"
+
+namespace ty::api {
+
+using json = nlohmann::json;
+using control::CwBucket;
+using control::CwDimensions;
+using control::CwMetricId;
+using control::State;
+
+namespace {
+
+constexpr std::string_view kTargetPrefix = "GraniteServiceVersion20100801.";
+constexpr std::string_view kCborPath = "/service/GraniteServiceVersion20100801/operation/";
+constexpr std::string_view kSageMakerNamespace = "/aws/sagemaker/TrainingJobs";
+constexpr int64_t kListPage = 500;
+constexpr int64_t kMaxDatapointsLimit = 100800;
+constexpr int64_t kMaxStatisticsDatapoints = 1440;
+
+const std::set<std::string> kOperations = {"PutMetricData", "ListMetrics", "GetMetricStatistics", "GetMetricData"};
+const std::set<std::string> kUnits = {
+    "Seconds", "Microseconds", "Milliseconds", "Bytes", "Kilobytes", "Megabytes", "Gigabytes", "Terabytes", "Bits",
+    "Kilobits", "Megabits", "Gigabits", "Terabits", "Percent", "Count", "Bytes/Second", "Kilobytes/Second",
+    "Megabytes/Second", "Gigabytes/Second", "Terabytes/Second", "Bits/Second", "Kilobits/Second", "Megabits/Second",
+    "Gigabits/Second", "Terabits/Second", "Count/Second", "None"};
+const std::vector<std::string> kStatistics = {"SampleCount", "Average", "Sum", "Minimum", "Maximum"};
+
+// ---- The codec ----
+
+void Head(std::string* out, uint8_t major, uint64_t n) {
+  const uint8_t m = static_cast<uint8_t>(major << 5);
+  auto bytes = [&](int k) {
+    for (int i = k - 1; i >= 0; --i) out->push_back(static_cast<char>((n >> (8 * i)) & 0xff));
+  };
+  if (n < 24) out->push_back(static_cast<char>(m | n));
+  else if (n <= 0xff) { out->push_back(static_cast<char>(m | 24)); bytes(1); }
+  else if (n <= 0xffff) { out->push_back(static_cast<char>(m | 25)); bytes(2); }
+  else if (n <= 0xffffffffULL) { out->push_back(static_cast<char>(m | 26)); bytes(4); }
+  else { out->push_back(static_cast<char>(m | 27)); bytes(8); }
+}
+
+void Double(std::string* out, double d) {
+  out->push_back(static_cast<char>(0xfb));
+  const uint64_t bits = std::bit_cast<uint64_t>(d);
+  for (int i = 7; i >= 0; --i) out->push_back(static_cast<char>((bits >> (8 * i)) & 0xff));
+}
+
+double TimestampOf(const json::binary_t& b) {
+  double d = 0;
+  if (b.size() == sizeof d) std::memcpy(&d, b.data(), sizeof d);
+  return d;
+}
+
+void Write(std::string* out, const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: out->push_back(static_cast<char>(0xf6)); break;
+    case json::value_t::boolean: out->push_back(static_cast<char>(v.get<bool>() ? 0xf5 : 0xf4)); break;
+    case json::value_t::number_unsigned: Head(out, 0, v.get<uint64_t>()); break;
+    case json::value_t::number_integer: {
+      const int64_t i = v.get<int64_t>();
+      if (i >= 0) Head(out, 0, static_cast<uint64_t>(i));
+      else Head(out, 1, static_cast<uint64_t>(-(i + 1)));
+      break;
+    }
+    case json::value_t::number_float: Double(out, v.get<double>()); break;
+    case json::value_t::string: {
+      const auto& s = v.get_ref<const std::string&>();
+      Head(out, 3, s.size());
+      *out += s;
+      break;
+    }
+    case json::value_t::array:
+      Head(out, 4, v.size());
+      for (const auto& e : v) Write(out, e);
+      break;
+    case json::value_t::object:
+      Head(out, 5, v.size());
+      for (const auto& [k, e] : v.items()) {
+        Head(out, 3, k.size());
+        *out += k;
+        Write(out, e);
+      }
+      break;
+    case json::value_t::binary: {
+      const auto& b = v.get_binary();
+      if (b.has_subtype() && b.subtype() == 1) {  // a timestamp: tag 1 over epoch seconds
+        out->push_back(static_cast<char>(0xc1));
+        Double(out, TimestampOf(b));
+      } else {
+        Head(out, 2, b.size());
+        out->append(reinterpret_cast<const char*>(b.data()), b.size());
+      }
+      break;
+    }
+    case json::value_t::discarded: break;
+  }
+}
+
+// The same value with every timestamp as its number (JSON 1.0 replies).
+json AsJson(const json& v) {
+  if (v.is_binary()) return TimestampOf(v.get_binary());
+  if (v.is_array()) {
+    json out = json::array();
+    for (const auto& e : v) out.push_back(AsJson(e));
+    return out;
+  }
+  if (v.is_object()) {
+    json out = json::object();
+    for (const auto& [k, e] : v.items()) out[k] = AsJson(e);
+    return out;
+  }
+  return v;
+}
+
+// nlohmann-json 3.11 reads CBOR tags from 6 on only, and a timestamp is tag 1 (0xc1): this walk
+// rewrites tags 0..5 in their one-byte form into the equivalent two-byte form (0xd8 N), which it
+// reads. The walk keeps a stack of the open arrays and maps, so nesting past `max_depth` is refused
+// before the recursive reader sees it. False: not well-formed (*too_deep: too deeply nested).
+bool Retag(std::string_view in, std::string* out, int max_depth, bool* too_deep, size_t* error_at) {
+  std::vector<int64_t> open;  // items still to come in each open array or map; -1: until a break
+  size_t pos = 0;
+  bool top_done = false;
+  auto done = [&] {  // one whole item ended
+    while (!open.empty() && open.back() > 0 && --open.back() == 0) open.pop_back();
+    if (open.empty()) top_done = true;
+  };
+  while (pos < in.size() && !top_done) {
+    *error_at = pos;
+    const auto b = static_cast<uint8_t>(in[pos]);
+    const uint8_t major = b >> 5, info = b & 31;
+    if (b == 0xff) {  // the break that ends an indefinite array, map or string
+      if (open.empty() || open.back() != -1) return false;
+      open.pop_back();
+      out->push_back(static_cast<char>(b));
+      ++pos;
+      if (open.empty()) top_done = true; else done();
+      continue;
+    }
+    uint64_t value = info;
+    size_t head = 1;
+    if (info >= 24 && info <= 27) {
+      head += size_t{1} << (info - 24);
+      if (pos + head > in.size()) return false;
+      value = 0;
+      for (size_t i = 1; i < head; ++i) value = (value << 8) | static_cast<uint8_t>(in[pos + i]);
+    } else if (info >= 28 && (info != 31 || major == 0 || major == 1 || major == 6)) {
+      return false;
+    }
+    const bool indefinite = info == 31;
+    if (major == 6 && value <= 5 && head == 1) {
+      out->push_back(static_cast<char>(0xd8));
+      out->push_back(static_cast<char>(value));
+      ++pos;
+      continue;  // the tagged item follows
+    }
+    out->append(in.substr(pos, head));
+    pos += head;
+    if (major == 6) continue;
+    if ((major == 2 || major == 3) && !indefinite) {
+      if (value > in.size() - pos) return false;
+      out->append(in.substr(pos, value));
+      pos += value;
+    }
+    if ((major >= 2 && major <= 5) && indefinite) {
+      open.push_back(-1);
+    } else if ((major == 4 || major == 5) && value > 0) {
+      if (value > in.size()) return false;  // more items than bytes left
+      open.push_back(static_cast<int64_t>(major == 5 ? value * 2 : value));
+    } else {
+      done();
+      continue;
+    }
+    if (static_cast<int>(open.size()) > max_depth) {
+      *too_deep = true;
+      return false;
+    }
+  }
+  *error_at = pos;
+  return top_done && pos == in.size();
+}
+
+// A gzip body (Content-Encoding: gzip; botocore compresses PutMetricData bodies of 10 KiB and
+// more), inflated to at most `limit` bytes.
+StatusOr<std::string> Gunzip(std::string_view in, size_t limit) {
+  z_stream z{};
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) return Status(Code::kInternal, "zlib could not start");
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  std::string out;
+  char buf[16384];
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    z.next_out = reinterpret_cast<Bytef*>(buf);
+    z.avail_out = sizeof buf;
+    rc = inflate(&z, Z_NO_FLUSH);
+    out.append(buf, sizeof buf - z.avail_out);
+    if (out.size() > limit) {
+      inflateEnd(&z);
+      return Status(Code::kPayloadTooLarge, "The request body inflates past " + std::to_string(limit) +
+                                                " bytes (server.max_request_bytes)");
+    }
+    if (rc == Z_BUF_ERROR && z.avail_in == 0) break;
+  }
+  inflateEnd(&z);
+  if (rc != Z_STREAM_END) return InvalidArgument("The request body is not well-formed gzip (Content-Encoding: gzip)");
+  return out;
+}
+
+// ---- Reading and checking members ----
+
+Status Missing(const std::string& member) { return InvalidArgument("The parameter " + member + " is required."); }
+Status Invalid(const std::string& member, const std::string& rule) {
+  return InvalidArgument("The value for parameter " + member + " is invalid: " + rule);
+}
+
+StatusOr<std::string> String(const json& o, const std::string& key, const std::string& where, bool required, size_t min,
+                             size_t max) {
+  if (!o.contains(key) || o[key].is_null()) {
+    if (required) return Missing(where + key);
+    return std::string();
+  }
+  if (!o[key].is_string()) return Invalid(where + key, "must be a string");
+  const std::string& s = o[key].get_ref<const std::string&>();
+  if (s.size() < min || s.size() > max)
+    return Invalid(where + key, "must have length between " + std::to_string(min) + " and " + std::to_string(max));
+  return s;
+}
+
+// A timestamp member (epoch seconds on the wire) in ms.
+StatusOr<EpochMs> Time(const json& o, const std::string& key, bool required, EpochMs fallback) {
+  if (!o.contains(key) || o[key].is_null()) {
+    if (required) return Missing(key);
+    return fallback;
+  }
+  if (!o[key].is_number() || !(o[key].get<double>() >= 0 && o[key].get<double>() <= 1e11))
+    return Invalid(key, "must be a timestamp (epoch seconds between 0 and 1e11)");
+  return static_cast<EpochMs>(std::llround(o[key].get<double>() * 1000));
+}
+
+StatusOr<CwDimensions> Dimensions(const json& o, const std::string& where, bool filter) {
+  CwDimensions dims;
+  if (!o.contains("Dimensions") || o["Dimensions"].is_null()) return dims;
+  const json& list = o["Dimensions"];
+  if (!list.is_array()) return Invalid(where + "Dimensions", "must be a list");
+  if (list.size() > 30) return Invalid(where + "Dimensions", "must have at most 30 members");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string at = where + "Dimensions.member." + std::to_string(i + 1) + ".";
+    if (!list[i].is_object()) return Invalid(at.substr(0, at.size() - 1), "must be a structure");
+    auto name = String(list[i], "Name", at, true, 1, 255);
+    if (!name.ok()) return name.status();
+    auto value = String(list[i], "Value", at, !filter, filter ? 0 : 1, 1024);
+    if (!value.ok()) return value.status();
+    for (const auto& [n, v] : dims)
+      if (n == *name) return Invalid(where + "Dimensions", "names dimension " + n + " twice");
+    dims.emplace_back(*name, *value);
+  }
+  std::sort(dims.begin(), dims.end());
+  return dims;
+}
+
+StatusOr<CwMetricId> Metric(const json& o, const std::string& where) {
+  CwMetricId id;
+  auto ns = String(o, "Namespace", where, true, 1, 255);
+  if (!ns.ok()) return ns.status();
+  auto name = String(o, "MetricName", where, true, 1, 255);
+  if (!name.ok()) return name.status();
+  auto dims = Dimensions(o, where, false);
+  if (!dims.ok()) return dims.status();
+  return CwMetricId{*ns, *name, *dims};
+}
+
+bool ValidPeriod(int64_t p) { return p == 1 || p == 5 || p == 10 || p == 30 || (p >= 60 && p % 60 == 0); }
+
+// ---- Where series come from ----
+
+struct Points {
+  std::string unit = "None";
+  std::vector<std::pair<EpochMs, CwBucket>> buckets;  // oldest first
+};
+
+CwBucket One(double v) {
+  CwBucket b;
+  b.Add(v);
+  return b;
+}
+
+// The training job and host of a /aws/sagemaker/TrainingJobs metric ("<job>/algo-<n>"), or nulls.
+std::pair<const TrainingJob*, std::string> HostOf(const State& s, const CwMetricId& id) {
+  if (id.ns != kSageMakerNamespace || id.dims.size() != 1 || id.dims[0].first != "Host") return {nullptr, ""};
+  const std::string& host = id.dims[0].second;
+  const size_t slash = host.rfind("/algo-");
+  if (slash == std::string::npos) return {nullptr, ""};
+  const TrainingJob* tj = s.FindTrainingJob(host.substr(0, slash));
+  return {tj, host.substr(slash + 1)};
+}
+
+int SystemIndex(const std::string& name) {
+  for (size_t k = 0; k < kSystemMetricNames.size(); ++k)
+    if (name == kSystemMetricNames[k]) return static_cast<int>(k);
+  return -1;
+}
+
+// Every point of a metric with a timestamp in [from, to).
+Points Read(const State& s, const CwMetricId& id, EpochMs from, EpochMs to) {
+  Points out;
+  if (const control::CwSeries* series = s.cloudwatch.Find(id.Key())) {
+    out.unit = series->unit;
+    for (auto b = series->buckets.lower_bound(from); b != series->buckets.end() && b->first < to; ++b)
+      out.buckets.emplace_back(b->first, b->second);
+    return out;
+  }
+  auto [tj, host] = HostOf(s, id);
+  if (!tj) return out;
+  if (int k = SystemIndex(id.name); k >= 0) {
+    out.unit = "Percent";
+    auto all = s.system_series.find(tj->name);
+    if (all == s.system_series.end()) return out;
+    auto h = all->second.find(host);
+    if (h == all->second.end()) return out;
+    for (const auto& smp : h->second)
+      if (smp.values[k] && smp.timestamp >= from && smp.timestamp < to) out.buckets.emplace_back(smp.timestamp, One(*smp.values[k]));
+    return out;
+  }
+  // MetricDefinitions series are the job's, reported on its first host as SageMaker does.
+  if (host != "algo-1") return out;
+  auto series = s.metric_series.find(tj->name);
+  if (series == s.metric_series.end()) return out;
+  if (const control::MetricTrack* track = series->second.Find(id.name))
+    for (const auto& p : track->points)
+      if (p.timestamp >= from && p.timestamp < to) out.buckets.emplace_back(p.timestamp, One(p.value));
+  return out;
+}
+
+// Every metric there is, users' first (by key), then each training job's.
+void ForEachMetric(const State& s, const std::function<void(const CwMetricId&)>& fn) {
+  for (const auto& [key, series] : s.cloudwatch.series()) fn(series.id);
+  for (const auto& [name, tj] : s.training_jobs) {
+    auto host = [&](int n) { return CwDimensions{{"Host", name + "/algo-" + std::to_string(n)}}; };
+    if (auto m = s.metric_series.find(name); m != s.metric_series.end())
+      for (const auto& track : m->second.tracks())
+        if (!track.points.empty()) fn(CwMetricId{std::string(kSageMakerNamespace), track.name, host(1)});
+    if (auto sys = s.system_series.find(name); sys != s.system_series.end())
+      for (const auto& [algo, samples] : sys->second)
+        for (size_t k = 0; k < kSystemMetricNames.size(); ++k)
+          if (std::any_of(samples.begin(), samples.end(), [&](const SystemSample& x) { return x.values[k].has_value(); }))
+            fn(CwMetricId{std::string(kSageMakerNamespace), kSystemMetricNames[k],
+                          CwDimensions{{"Host", name + "/" + algo}}});
+  }
+}
+
+// Buckets of `period` ms from `origin` (the request's StartTime) over the points (none before it).
+std::map<EpochMs, CwBucket> ByPeriod(const Points& p, EpochMs origin, EpochMs period) {
+  std::map<EpochMs, CwBucket> out;
+  for (const auto& [t, b] : p.buckets) out[origin + (t - origin) / period * period].Merge(b);
+  return out;
+}
+
+// A statistic of a bucket; nullopt when it has none (a percentile without kept values).
+std::optional<double> Stat(const CwBucket& b, const std::string& stat) {
+  if (stat == "SampleCount") return b.count;
+  if (stat == "Sum") return b.sum;
+  if (stat == "Average") return b.count > 0 ? b.sum / b.count : 0;
+  if (stat == "Minimum") return b.min;
+  if (stat == "Maximum") return b.max;
+  if (b.values.empty()) return std::nullopt;
+  return control::CwPercentile(b.values, std::stod(stat.substr(1)));
+}
+
+// "p0.0" .. "p100": a percentile statistic.
+bool IsPercentile(const std::string& s) {
+  if (s.size() < 2 || s.size() > 8 || s[0] != 'p') return false;
+  if (s.find_first_not_of("0123456789.", 1) != std::string::npos || s[1] == '.' || s.back() == '.') return false;
+  if (std::count(s.begin(), s.end(), '.') > 1) return false;
+  const double p = std::stod(s.substr(1));
+  return p >= 0 && p <= 100;
+}
+
+// ---- Operations ----
+
+StatusOr<json> PutMetricData(control::Controller& c, const json& req) {
+  auto ns = String(req, "Namespace", "", true, 1, 255);
+  if (!ns.ok()) return ns.status();
+  if (StartsWith(*ns, "AWS/"))
+    return Invalid("Namespace", "namespaces starting with AWS/ are reserved for AWS's own metrics, not " + *ns);
+  if (*ns == kSageMakerNamespace) return Invalid("Namespace", *ns + " is the training jobs' own namespace");
+  if (req.contains("EntityMetricData") && !req["EntityMetricData"].is_null() && !req["EntityMetricData"].empty())
+    return Invalid("EntityMetricData", "entities are not supported by this server; use MetricData");
+  if (!req.contains("MetricData") || req["MetricData"].is_null()) return Missing("MetricData");
+  const json& data = req["MetricData"];
+  if (!data.is_array() || data.empty() || data.size() > 1000)
+    return Invalid("MetricData", "must be a list of 1 to 1000 datums");
+  const EpochMs now = c.Now();
+  std::vector<control::CwDatum> out;
+  for (size_t i = 0; i < data.size(); ++i) {
+    const std::string at = "MetricData.member." + std::to_string(i + 1) + ".";
+    const json& d = data[i];
+    if (!d.is_object()) return Invalid(at.substr(0, at.size() - 1), "must be a structure");
+    control::CwDatum datum;
+    auto name = String(d, "MetricName", at, true, 1, 255);
+    if (!name.ok()) return name.status();
+    auto dims = Dimensions(d, at, false);
+    if (!dims.ok()) return dims.status();
+    datum.id = CwMetricId{*ns, *name, *dims};
+    auto unit = String(d, "Unit", at, false, 0, 64);
+    if (!unit.ok()) return unit.status();
+    if (!unit->empty() && !kUnits.count(*unit)) return Invalid(at + "Unit", *unit + " is not a CloudWatch unit");
+    datum.unit = *unit;
+    auto t = Time(d, "Timestamp", false, now);
+    if (!t.ok()) return Invalid(at + "Timestamp", "must be a timestamp");
+    if (*t < now - 14 * control::kCwDay || *t > now + 2 * 3'600'000)
+      return Invalid(at + "Timestamp", "must be within the past two weeks and at most two hours ahead, not " +
+                                           FormatIso8601(*t));
+    datum.timestamp = *t;
+    if (d.contains("StorageResolution") && !d["StorageResolution"].is_null() &&
+        !(d["StorageResolution"].is_number_integer() &&
+          (d["StorageResolution"].get<int64_t>() == 1 || d["StorageResolution"].get<int64_t>() == 60)))
+      return Invalid(at + "StorageResolution", "must be 1 or 60");
+    // AWS refuses values it cannot store: non-finite, or too large or too small in magnitude.
+    auto value_ok = [](const json& v) {
+      if (!v.is_number()) return false;
+      const double x = std::fabs(v.get<double>());
+      return std::isfinite(x) && (x == 0 || (x >= 8.515920e-109 && x <= 1.174271e+108));
+    };
+    const bool has_value = d.contains("Value") && !d["Value"].is_null();
+    const bool has_stats = d.contains("StatisticValues") && !d["StatisticValues"].is_null();
+    const bool has_values = d.contains("Values") && !d["Values"].is_null();
+    if (has_value + has_stats + has_values != 1)
+      return Status(Code::kFailedPrecondition,
+                    "The parameters " + at + "Value, " + at + "StatisticValues and " + at +
+                        "Values are mutually exclusive and one of them is required.");
+    if (has_value) {
+      if (!value_ok(d["Value"])) return Invalid(at + "Value", "must be a finite number from 8.515920e-109 to 1.174271e+108 in magnitude, or 0");
+      datum.values.Add(d["Value"].get<double>());
+    } else if (has_stats) {
+      const json& sv = d["StatisticValues"];
+      for (const char* k : {"SampleCount", "Sum", "Minimum", "Maximum"}) {
+        if (!sv.is_object() || !sv.contains(k)) return Missing(at + "StatisticValues." + k);
+        if (!value_ok(sv[k])) return Invalid(at + "StatisticValues." + k, "must be a finite number");
+      }
+      const double n = sv["SampleCount"].get<double>(), lo = sv["Minimum"].get<double>(), hi = sv["Maximum"].get<double>();
+      if (n <= 0) return Invalid(at + "StatisticValues.SampleCount", "must be greater than 0");
+      if (lo > hi) return Status(Code::kFailedPrecondition, "The parameters " + at + "StatisticValues.Minimum must not exceed " + at + "StatisticValues.Maximum.");
+      datum.values = CwBucket{n, sv["Sum"].get<double>(), lo, hi, {}};
+    } else {
+      const json& vs = d["Values"];
+      if (!vs.is_array() || vs.empty() || vs.size() > 150) return Invalid(at + "Values", "must be a list of 1 to 150 numbers");
+      const json* counts = d.contains("Counts") && !d["Counts"].is_null() ? &d["Counts"] : nullptr;
+      if (counts && (!counts->is_array() || counts->size() != vs.size()))
+        return Status(Code::kFailedPrecondition, "The parameters " + at + "Values and " + at + "Counts must be lists of the same length.");
+      for (size_t k = 0; k < vs.size(); ++k) {
+        if (!value_ok(vs[k])) return Invalid(at + "Values." + std::to_string(k + 1), "must be a finite number");
+        double n = 1;
+        if (counts) {
+          if (!(*counts)[k].is_number() || !((*counts)[k].get<double>() >= 0) || !std::isfinite((*counts)[k].get<double>()))
+            return Invalid(at + "Counts." + std::to_string(k + 1), "must be a number >= 0");
+          n = (*counts)[k].get<double>();
+        }
+        datum.values.Add(vs[k].get<double>(), n);
+      }
+      if (datum.values.count <= 0) continue;  // every count 0: nothing to store
+    }
+    out.push_back(std::move(datum));
+  }
+  TY_RETURN_IF_ERROR(c.PutMetricData(out));
+  return json::object();
+}
+
+StatusOr<json> ListMetrics(control::Controller& c, const json& req) {
+  auto ns = String(req, "Namespace", "", false, 1, 255);
+  if (!ns.ok()) return ns.status();
+  auto name = String(req, "MetricName", "", false, 1, 255);
+  if (!name.ok()) return name.status();
+  auto filter = Dimensions(req, "", true);
+  if (!filter.ok()) return filter.status();
+  auto token = String(req, "NextToken", "", false, 0, 64);
+  if (!token.ok()) return token.status();
+  size_t offset = 0;
+  if (!token->empty()) {
+    if (token->find_first_not_of("0123456789") != std::string::npos || token->size() > 12)
+      return Invalid("NextToken", "is not a token this server returned");
+    offset = std::stoull(*token);
+  }
+  if (req.contains("RecentlyActive") && !req["RecentlyActive"].is_null() && req["RecentlyActive"] != "PT3H")
+    return Invalid("RecentlyActive", "must be PT3H");
+  const EpochMs recent = req.contains("RecentlyActive") && !req["RecentlyActive"].is_null() ? c.Now() - 3 * 3'600'000 : INT64_MIN;
+  return c.Read([&](const State& s) -> StatusOr<json> {
+    json metrics = json::array();
+    size_t seen = 0;
+    bool more = false;
+    ForEachMetric(s, [&](const CwMetricId& id) {
+      if (more) return;
+      if (!ns->empty() && id.ns != *ns) return;
+      if (!name->empty() && id.name != *name) return;
+      for (const auto& [fn, fv] : *filter) {
+        auto d = std::find_if(id.dims.begin(), id.dims.end(), [&](const auto& x) { return x.first == fn; });
+        if (d == id.dims.end() || (!fv.empty() && d->second != fv)) return;
+      }
+      if (recent != INT64_MIN && Read(s, id, recent, INT64_MAX).buckets.empty()) return;
+      if (seen++ < offset) return;
+      if (static_cast<int64_t>(metrics.size()) == kListPage) { more = true; return; }
+      json dims = json::array();
+      for (const auto& [n, v] : id.dims) dims.push_back({{"Name", n}, {"Value", v}});
+      metrics.push_back({{"Namespace", id.ns}, {"MetricName", id.name}, {"Dimensions", dims}});
+    });
+    json out = {{"Metrics", metrics}};
+    if (more) out["NextToken"] = std::to_string(offset + metrics.size());
+    return out;
+  });
+}
+
+StatusOr<json> GetMetricStatistics(control::Controller& c, const json& req) {
+  auto id = Metric(req, "");
+  if (!id.ok()) return id.status();
+  auto from = Time(req, "StartTime", true, 0);
+  if (!from.ok()) return from.status();
+  auto to = Time(req, "EndTime", true, 0);
+  if (!to.ok()) return to.status();
+  if (*from >= *to) return Status(Code::kFailedPrecondition, "The parameter StartTime must be before EndTime.");
+  if (!req.contains("Period") || req["Period"].is_null()) return Missing("Period");
+  if (!req["Period"].is_number_integer() || !ValidPeriod(req["Period"].get<int64_t>()))
+    return Invalid("Period", "must be 1, 5, 10, 30 or a multiple of 60 seconds");
+  const EpochMs period = req["Period"].get<int64_t>() * 1000;
+  std::vector<std::string> stats, extended;
+  for (const auto& [key, list, rule] : {std::tuple{"Statistics", &stats, 5}, std::tuple{"ExtendedStatistics", &extended, 10}}) {
+    if (!req.contains(key) || req[key].is_null()) continue;
+    if (!req[key].is_array() || req[key].empty() || static_cast<int>(req[key].size()) > rule)
+      return Invalid(key, "must be a list of 1 to " + std::to_string(rule) + " statistics");
+    for (const auto& s : req[key]) {
+      if (!s.is_string()) return Invalid(key, "must hold strings");
+      const std::string v = s.get<std::string>();
+      const bool ok = list == &stats ? std::find(kStatistics.begin(), kStatistics.end(), v) != kStatistics.end() : IsPercentile(v);
+      if (!ok)
+        return Invalid(key, list == &stats ? v + " is not one of SampleCount, Average, Sum, Minimum, Maximum"
+                                           : v + " is not a percentile p0 .. p100");
+      list->push_back(v);
+    }
+  }
+  if (stats.empty() && extended.empty())
+    return Status(Code::kFailedPrecondition, "The parameter Statistics or ExtendedStatistics is required (one of them).");
+  if (!stats.empty() && !extended.empty())
+    return Status(Code::kFailedPrecondition, "The parameters Statistics and ExtendedStatistics are mutually exclusive.");
+  if ((*to - *from + period - 1) / period > kMaxStatisticsDatapoints)
+    return Status(Code::kFailedPrecondition,
+                  "You have requested up to " + std::to_string((*to - *from + period - 1) / period) +
+                      " datapoints, which exceeds the limit of 1440. Narrow the window or lengthen the Period.");
+  auto unit = String(req, "Unit", "", false, 0, 64);
+  if (!unit.ok()) return unit.status();
+  if (!unit->empty() && !kUnits.count(*unit)) return Invalid("Unit", *unit + " is not a CloudWatch unit");
+  return c.Read([&](const State& s) -> StatusOr<json> {
+    Points p = Read(s, *id, *from, *to);
+    json points = json::array();
+    if (!unit->empty() && *unit != p.unit) return json{{"Label", id->name}, {"Datapoints", points}};
+    for (const auto& [t, b] : ByPeriod(p, *from, period)) {
+      json d = {{"Timestamp", CwTimestamp(static_cast<double>(t) / 1000)}, {"Unit", p.unit}};
+      for (const auto& st : stats) d[st] = *Stat(b, st);
+      if (!extended.empty()) {
+        json e = json::object();
+        for (const auto& st : extended)
+          if (auto v = Stat(b, st)) e[st] = *v;
+        d["ExtendedStatistics"] = e;
+      }
+      points.push_back(std::move(d));
+    }
+    return json{{"Label", id->name}, {"Datapoints", points}};
+  });
+}
+
+struct Query {
+  std::string id, label, expression, stat;
+  CwMetricId metric;
+  EpochMs period = 0;
+  bool return_data = true;
+};
+
+StatusOr<json> GetMetricData(control::Controller& c, const json& req) {
+  if (!req.contains("MetricDataQueries") || req["MetricDataQueries"].is_null()) return Missing("MetricDataQueries");
+  const json& qs = req["MetricDataQueries"];
+  if (!qs.is_array() || qs.empty() || qs.size() > 500) return Invalid("MetricDataQueries", "must be a list of 1 to 500 queries");
+  auto from = Time(req, "StartTime", true, 0);
+  if (!from.ok()) return from.status();
+  auto to = Time(req, "EndTime", true, 0);
+  if (!to.ok()) return to.status();
+  if (*from >= *to) return Status(Code::kFailedPrecondition, "The parameter StartTime must be before EndTime.");
+  int64_t max_points = kMaxDatapointsLimit;
+  if (req.contains("MaxDatapoints") && !req["MaxDatapoints"].is_null()) {
+    if (!req["MaxDatapoints"].is_number_integer() || req["MaxDatapoints"].get<int64_t>() < 1 ||
+        req["MaxDatapoints"].get<int64_t>() > kMaxDatapointsLimit)
+      return Invalid("MaxDatapoints", "must be an integer from 1 to 100800");
+    max_points = req["MaxDatapoints"].get<int64_t>();
+  }
+  auto scan = String(req, "ScanBy", "", false, 0, 32);
+  if (!scan.ok()) return scan.status();
+  if (!scan->empty() && *scan != "TimestampDescending" && *scan != "TimestampAscending")
+    return Invalid("ScanBy", "must be TimestampDescending or TimestampAscending");
+  const bool ascending = *scan == "TimestampAscending";
+  auto token = String(req, "NextToken", "", false, 0, 64);
+  if (!token.ok()) return token.status();
+  size_t skip = 0;
+  if (!token->empty()) {
+    if (token->find_first_not_of("0123456789") != std::string::npos || token->size() > 12)
+      return Invalid("NextToken", "is not a token this server returned");
+    skip = std::stoull(*token);
+  }
+  std::vector<Query> queries;
+  std::set<std::string> ids;
+  for (size_t i = 0; i < qs.size(); ++i) {
+    const std::string at = "MetricDataQueries.member." + std::to_string(i + 1) + ".";
+    const json& q = qs[i];
+    if (!q.is_object()) return Invalid(at.substr(0, at.size() - 1), "must be a structure");
+    Query out;
+    auto id = String(q, "Id", at, true, 1, 255);
+    if (!id.ok()) return id.status();
+    if (!std::islower(static_cast<unsigned char>((*id)[0])) ||
+        id->find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != std::string::npos)
+      return Invalid(at + "Id", "must start with a lowercase letter and hold only letters, digits and underscores, not " + *id);
+    if (!ids.insert(*id).second) return Invalid(at + "Id", "is used by two queries: " + *id);
+    out.id = *id;
+    auto label = String(q, "Label", at, false, 0, 1024);
+    if (!label.ok()) return label.status();
+    out.label = *label;
+    if (q.contains("ReturnData") && !q["ReturnData"].is_null()) {
+      if (!q["ReturnData"].is_boolean()) return Invalid(at + "ReturnData", "must be a boolean");
+      out.return_data = q["ReturnData"].get<bool>();
+    }
+    const bool has_stat = q.contains("MetricStat") && !q["MetricStat"].is_null();
+    const bool has_expr = q.contains("Expression") && !q["Expression"].is_null();
+    if (has_stat == has_expr)
+      return Status(Code::kFailedPrecondition, "The parameters " + at + "MetricStat and " + at +
+                                                   "Expression are mutually exclusive and one of them is required.");
+    if (has_stat) {
+      const json& ms = q["MetricStat"];
+      if (!ms.is_object()) return Invalid(at + "MetricStat", "must be a structure");
+      if (!ms.contains("Metric") || !ms["Metric"].is_object()) return Missing(at + "MetricStat.Metric");
+      auto metric = Metric(ms["Metric"], at + "MetricStat.Metric.");
+      if (!metric.ok()) return metric.status();
+      out.metric = *metric;
+      if (!ms.contains("Period")) return Missing(at + "MetricStat.Period");
+      if (!ms["Period"].is_number_integer() || !ValidPeriod(ms["Period"].get<int64_t>()))
+        return Invalid(at + "MetricStat.Period", "must be 1, 5, 10, 30 or a multiple of 60 seconds");
+      out.period = ms["Period"].get<int64_t>() * 1000;
+      auto stat = String(ms, "Stat", at + "MetricStat.", true, 1, 16);
+      if (!stat.ok()) return stat.status();
+      if (std::find(kStatistics.begin(), kStatistics.end(), *stat) == kStatistics.end() && !IsPercentile(*stat))
+        return Invalid(at + "MetricStat.Stat", *stat + " is not SampleCount, Average, Sum, Minimum, Maximum or a percentile pNN");
+      out.stat = *stat;
+    } else {
+      auto expr = String(q, "Expression", at, true, 1, 2048);
+      if (!expr.ok()) return expr.status();
+      out.expression = *expr;
+      if (q.contains("Period") && !q["Period"].is_null()) {
+        if (!q["Period"].is_number_integer() || !ValidPeriod(q["Period"].get<int64_t>()))
+          return Invalid(at + "Period", "must be 1, 5, 10, 30 or a multiple of 60 seconds");
+        out.period = q["Period"].get<int64_t>() * 1000;
+      }
+    }
+    queries.push_back(std::move(out));
+  }
+  // The grid FILL and constant results use: the shortest period of the request.
+  EpochMs grid_period = 0;
+  for (const auto& q : queries)
+    if (q.period && (!grid_period || q.period < grid_period)) grid_period = q.period;
+  if (!grid_period) grid_period = 60'000;
+  if ((*to - *from) / grid_period > kMaxDatapointsLimit)
+    return Status(Code::kFailedPrecondition, "The window holds more than 100800 periods of " +
+                                                 std::to_string(grid_period / 1000) + " s; lengthen the Period");
+  std::vector<EpochMs> grid;
+  for (EpochMs t = *from; t < *to; t += grid_period) grid.push_back(t);
+  std::map<std::string, control::CwTimeSeries> values;
+  std::vector<std::string> metric_ids;
+  auto read = c.Read([&](const State& s) -> Status {
+    for (const auto& q : queries) {
+      if (!q.expression.empty()) continue;
+      control::CwTimeSeries series;
+      for (const auto& [t, b] : ByPeriod(Read(s, q.metric, *from, *to), *from, q.period))
+        if (auto v = Stat(b, q.stat)) series[t] = *v;
+      values[q.id] = std::move(series);
+      metric_ids.push_back(q.id);
+    }
+    return Status::Ok();
+  });
+  TY_RETURN_IF_ERROR(read);
+  // Expressions in request order; one may use any query before or after it that is not itself
+  // an expression still to come (evaluated in order, so forward references to expressions fail).
+  for (const auto& q : queries) {
+    if (q.expression.empty()) continue;
+    auto r = control::EvaluateCwExpression(q.expression, values, metric_ids, grid);
+    if (!r.ok()) return Invalid("MetricDataQueries", r.status().message());
+    values[q.id] = std::move(*r);
+  }
+  json results = json::array();
+  size_t index = 0, returned = 0;
+  bool more = false;
+  for (const auto& q : queries) {
+    if (!q.return_data) continue;
+    const auto& series = values[q.id];
+    json ts = json::array(), vs = json::array();
+    auto add = [&](EpochMs t, double v) {
+      if (index++ < skip) return;
+      if (static_cast<int64_t>(returned) >= max_points) { more = true; return; }
+      ++returned;
+      ts.push_back(CwTimestamp(static_cast<double>(t) / 1000));
+      vs.push_back(v);
+    };
+    if (ascending) for (const auto& [t, v] : series) add(t, v);
+    else for (auto it = series.rbegin(); it != series.rend(); ++it) add(it->first, it->second);
+    json r = {{"Id", q.id}, {"Label", q.label.empty() ? (q.expression.empty() ? q.metric.name : q.id) : q.label},
+              {"Timestamps", ts}, {"Values", vs}, {"StatusCode", more ? "PartialData" : "Complete"},
+              {"Messages", json::array()}};
+    results.push_back(std::move(r));
+  }
+  json out = {{"MetricDataResults", results}, {"Messages", json::array()}};
+  if (more) out["NextToken"] = std::to_string(skip + returned);
+  return out;
+}
+
+// ---- Replies ----
+
+http::Response Answer(bool cbor, int status, const json& body, const std::string& request_id) {
+  http::Response res;
+  res.status = status;
+  if (cbor) {
+    res.headers = {{"Content-Type", "application/cbor"}, {"smithy-protocol", "rpc-v2-cbor"}};
+    res.body = EncodeCbor(body);
+  } else {
+    res.headers = {{"Content-Type", "application/x-amz-json-1.0"}};
+    res.body = AsJson(body).dump();
+  }
+  res.headers.emplace_back("x-amzn-RequestId", request_id);
+  return res;
+}
+
+// CloudWatch's query-protocol code of an error shape (botocore reads it from x-amzn-query-error).
+std::string QueryCode(const std::string& type) {
+  if (type == "InvalidParameterValueException") return "InvalidParameterValue";
+  if (type == "MissingRequiredParameterException") return "MissingParameter";
+  if (type == "InvalidParameterCombinationException") return "InvalidParameterCombination";
+  if (type == "InternalServiceFault") return "InternalServiceError";
+  return type;
+}
+
+// The query protocol's error document (Action=...&Version=2010-08-01 requests, which older SDKs
+// send): not served, but refused in the shape those clients read, so they print the sentence.
+http::Response QueryErrorAnswer(const Status& st, const std::string& request_id) {
+  WireError e = ToWireError(Protocol::kCloudWatch, st);
+  const std::string code = e.type == "UnknownOperationException" ? "InvalidAction" : QueryCode(e.type);
+  http::Response res;
+  res.status = e.http_status;
+  res.headers = {{"Content-Type", "text/xml"}, {"x-amzn-RequestId", request_id}};
+  res.body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ErrorResponse xmlns=\"http://monitoring.amazonaws.com/doc/2010-08-01/\">"
+             "<Error><Type>" + std::string(e.http_status >= 500 ? "Receiver" : "Sender") + "</Type><Code>" + XmlEscape(code) +
+             "</Code><Message>" + XmlEscape(e.message) + "</Message></Error><RequestId>" + XmlEscape(request_id) +
+             "</RequestId></ErrorResponse>";
+  return res;
+}
+
+http::Response ErrorAnswer(bool cbor, const Status& st, const std::string& request_id) {
+  WireError e = ToWireError(Protocol::kCloudWatch, st);
+  json body = {{"__type", "com.amazonaws.cloudwatch#" + e.type}, {"message", e.message}};
+  http::Response res = Answer(cbor, e.http_status, body, request_id);
+  res.headers.emplace_back("x-amzn-query-error", QueryCode(e.type) + (e.http_status >= 500 ? ";Receiver" : ";Sender"));
+  return res;
+}
+
+}  // namespace
+
+json CwTimestamp(double epoch_seconds) {
+  std::vector<uint8_t> bytes(sizeof(double));
+  std::memcpy(bytes.data(), &epoch_seconds, sizeof(double));
+  return json::binary(std::move(bytes), 1);
+}
+
+std::string EncodeCbor(const json& value) {
+  std::string out;
+  Write(&out, value);
+  return out;
+}
+
+StatusOr<json> DecodeCbor(std::string_view body, int max_depth) {
+  std::string retagged;
+  bool too_deep = false;
+  size_t at = 0;
+  if (!Retag(body, &retagged, max_depth, &too_deep, &at)) {
+    if (too_deep)
+      return InvalidArgument("The request body nests CBOR maps and arrays more than " + std::to_string(max_depth) +
+                             " deep (server.max_json_depth)");
+    return InvalidArgument("The request body is not well-formed CBOR (at byte " + std::to_string(at) + ")");
+  }
+  json out = json::from_cbor(retagged, true, false, json::cbor_tag_handler_t::ignore);
+  if (out.is_discarded()) return InvalidArgument("The request body is not well-formed CBOR");
+  return out;
+}
+
+bool IsCloudWatchRequest(const http::Request& req) {
+  if (StartsWith(req.path, kCborPath)) return true;
+  const std::string* target = req.Header("X-Amz-Target");
+  return target && StartsWith(*target, kTargetPrefix);
+}
+
+http::Response ServeCloudWatch(const http::Request& req, control::Controller& controller, const Authorizer& authz,
+                               const CloudWatchAuthenticate& authenticate, const CallContext& ctx) {
+  const bool cbor = StartsWith(req.path, kCborPath);
+  std::string operation;
+  if (cbor) operation = req.path.substr(kCborPath.size());
+  else if (const std::string* target = req.Header("X-Amz-Target"); target && StartsWith(*target, kTargetPrefix))
+    operation = target->substr(kTargetPrefix.size());
+  const std::string* content_type = req.Header("Content-Type");
+  const bool query = !cbor && !req.Header("X-Amz-Target") &&
+                     (req.method == "GET" || (content_type && StartsWith(*content_type, "application/x-www-form-urlencoded")));
+  const bool known = kOperations.count(operation) > 0;
+  AuditedCall call(controller, req, Protocol::kCloudWatch, "cloudwatch", known ? operation : "UnknownOperation");
+  auto fail = [&](const Status& st) {
+    call.Finish(st);
+    return query ? QueryErrorAnswer(st, call.request_id()) : ErrorAnswer(cbor, st, call.request_id());
+  };
+  auto caller = authenticate(&call.record());
+  if (!caller.ok()) return fail(caller.status());
+  if (query)
+    return fail(Status(Code::kUnknownOperation,
+                       "This server answers CloudWatch in AWS JSON 1.0 and Smithy RPC v2 CBOR, not the query protocol "
+                       "(Action=...); use an SDK that sends either (botocore 1.28 and later, the aws CLI)"));
+  if (req.method != "POST") return fail(Status(Code::kUnknownOperation, "CloudWatch answers POST requests only"));
+  if (!known)
+    return fail(Status(Code::kUnknownOperation,
+                       "This server answers the CloudWatch operations PutMetricData, ListMetrics, GetMetricStatistics "
+                       "and GetMetricData, not '" + operation.substr(0, 100) + "'"));
+  const int depth = controller.config().max_json_depth;
+  if (static_cast<int64_t>(req.body.size()) > controller.config().max_request_bytes)
+    return fail(Status(Code::kPayloadTooLarge, "Request body of " + std::to_string(req.body.size()) +
+                                                   " bytes exceeds the limit of " +
+                                                   std::to_string(controller.config().max_request_bytes) + " bytes"));
+  StatusOr<json> body = json::object();
+  std::string_view raw = req.body;
+  std::string inflated;
+  if (const std::string* coding = req.Header("Content-Encoding"); coding && EqualsIgnoreCase(Trim(*coding), "gzip")) {
+    auto plain = Gunzip(req.body, static_cast<size_t>(controller.config().max_request_bytes));
+    if (!plain.ok()) return fail(plain.status());
+    inflated = std::move(*plain);
+    raw = inflated;
+  }
+  if (!raw.empty()) {
+    if (cbor) {
+      body = DecodeCbor(raw, depth);
+    } else if (JsonDepth(raw, depth) > depth) {
+      body = InvalidArgument("The request body nests JSON more than " + std::to_string(depth) + " deep (server.max_json_depth)");
+    } else {
+      json parsed = json::parse(raw, nullptr, false);
+      body = parsed.is_discarded() ? StatusOr<json>(InvalidArgument("The request body is not well-formed JSON")) : StatusOr<json>(parsed);
+    }
+  }
+  if (body.ok() && !body->is_object()) body = InvalidArgument("The request body must be a map of the operation's members");
+  if (!body.ok()) return fail(body.status());
+  call.SetBody(*body);
+  if (Status allowed = authz.CheckAction(*caller, ctx, "cloudwatch:" + operation); !allowed.ok()) return fail(allowed);
+  StatusOr<json> result = json::object();
+  if (operation == "PutMetricData") {
+    auto scope = call.OfferToCommand();  // the record is stored with the put's own commit
+    result = PutMetricData(controller, *body);
+  } else if (operation == "ListMetrics") result = ListMetrics(controller, *body);
+  else if (operation == "GetMetricStatistics") result = GetMetricStatistics(controller, *body);
+  else result = GetMetricData(controller, *body);
+  call.Finish(result.status());
+  if (!result.ok()) return ErrorAnswer(cbor, result.status(), call.request_id());
+  return Answer(cbor, 200, *result, call.request_id());
+}
+
+}  // namespace ty::api

@@ -1,0 +1,204 @@
+// CloudWatch metrics (control/cloudwatch_metrics.h, control/cloudwatch_math.h, api/cloudwatch_api.h):
+// statistic sets and percentiles, roll-ups by age and the series cap, the hour documents, the
+// metric-math expressions, and the CBOR codec (tag-1 timestamps both ways, hostile bodies).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "api/cloudwatch_api.h"
+#include "control/cloudwatch_math.h"
+#include "control/cloudwatch_metrics.h"
+
+namespace ty {
+namespace {
+
+using control::CloudWatchMetrics;
+using control::CwBucket;
+using control::CwMetricId;
+using control::CwTimeSeries;
+using control::kCwDay;
+using control::kCwHour;
+using control::kCwMinute;
+using json = nlohmann::json;
+
+CwBucket Values(std::initializer_list<double> vs) {
+  CwBucket b;
+  for (double v : vs) b.Add(v);
+  return b;
+}
+
+const CwMetricId kLoss{"Team/Train", "Loss", {{"Run", "r1"}}};
+
+TEST(CloudWatchMetrics, StatisticSetsMergeAndPercentilesUseTheKeptValues) {
+  CwBucket b = Values({4, 1, 3});
+  b.Merge(Values({10}));
+  EXPECT_EQ(b.count, 4);
+  EXPECT_EQ(b.sum, 18);
+  EXPECT_EQ(b.min, 1);
+  EXPECT_EQ(b.max, 10);
+  EXPECT_EQ(control::CwPercentile(b.values, 50), 3);
+  EXPECT_EQ(control::CwPercentile(b.values, 100), 10);
+  EXPECT_EQ(control::CwPercentile(b.values, 1), 1);
+  EXPECT_TRUE(std::isnan(control::CwPercentile({}, 50)));
+  CwBucket many;
+  for (int i = 0; i < 1000; ++i) many.Add(i);
+  EXPECT_EQ(many.values.size(), control::kCloudWatchValuesPerBucket);  // bounded
+  EXPECT_EQ(many.count, 1000);
+}
+
+TEST(CloudWatchMetrics, PutsLandInMinuteBucketsAndMarkTheirHour) {
+  CloudWatchMetrics cw;
+  std::set<std::pair<std::string, EpochMs>> dirty;
+  const EpochMs t = 100 * kCwDay + 5 * kCwHour + 7 * kCwMinute;
+  ASSERT_TRUE(cw.Put(kLoss, "Count", t + 1500, Values({1}), &dirty).ok());
+  ASSERT_TRUE(cw.Put(kLoss, "", t + 59'000, Values({3}), &dirty).ok());
+  const auto* s = cw.Find(kLoss.Key());
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(s->buckets.size(), 1u);
+  EXPECT_EQ(s->buckets.begin()->first, t);
+  EXPECT_EQ(s->buckets.begin()->second.sum, 4);
+  EXPECT_EQ(s->unit, "Count");  // a put without a unit keeps the last one
+  EXPECT_EQ(dirty, (std::set<std::pair<std::string, EpochMs>>{{kLoss.Key(), t - 7 * kCwMinute}}));
+}
+
+TEST(CloudWatchMetrics, RollsUpByAgeAndDropsPastRetention) {
+  CloudWatchMetrics cw;
+  std::set<std::pair<std::string, EpochMs>> dirty;
+  const EpochMs t0 = 10 * kCwHour;  // five minute-buckets in one five-minute span
+  for (int m = 0; m < 5; ++m) ASSERT_TRUE(cw.Put(kLoss, "", t0 + m * kCwMinute, Values({double(m)}), &dirty).ok());
+  dirty.clear();
+  cw.Compact(t0 + 14 * kCwDay, &dirty);  // younger than 15 days: unchanged
+  EXPECT_EQ(cw.Find(kLoss.Key())->buckets.size(), 5u);
+  EXPECT_TRUE(dirty.empty());
+  cw.Compact(t0 + 16 * kCwDay, &dirty);  // five-minute resolution
+  ASSERT_EQ(cw.Find(kLoss.Key())->buckets.size(), 1u);
+  EXPECT_EQ(cw.Find(kLoss.Key())->buckets.at(t0).count, 5);
+  EXPECT_EQ(cw.Find(kLoss.Key())->buckets.at(t0).sum, 10);
+  EXPECT_EQ(dirty.size(), 1u);
+  cw.Compact(t0 + 456 * kCwDay, &dirty);  // past every retention: gone
+  EXPECT_EQ(cw.Find(kLoss.Key()), nullptr);
+}
+
+TEST(CloudWatchMetrics, RefusesASeriesPastTheCapAndChangesNothing) {
+  CloudWatchMetrics cw(1);
+  std::set<std::pair<std::string, EpochMs>> dirty;
+  ASSERT_TRUE(cw.Put(kLoss, "", kCwHour, Values({1}), &dirty).ok());
+  CwMetricId other = kLoss;
+  other.name = "Accuracy";
+  Status st = cw.Put(other, "", kCwHour, Values({1}), &dirty);
+  EXPECT_EQ(st.code(), Code::kLimitExceeded);
+  EXPECT_NE(st.message().find("max_series"), std::string::npos);
+  EXPECT_EQ(cw.series().size(), 1u);
+  EXPECT_TRUE(cw.Put(kLoss, "", 2 * kCwHour, Values({2}), &dirty).ok());  // an existing series still takes data
+}
+
+TEST(CloudWatchMetrics, AnHourDocumentLoadsBackTheSameBuckets) {
+  CloudWatchMetrics cw;
+  std::set<std::pair<std::string, EpochMs>> dirty;
+  ASSERT_TRUE(cw.Put(kLoss, "Seconds", 3 * kCwHour + kCwMinute, Values({1, 2}), &dirty).ok());
+  ASSERT_TRUE(cw.Put(kLoss, "Seconds", 4 * kCwHour, Values({5}), &dirty).ok());
+  ASSERT_EQ(dirty.size(), 2u);
+  CloudWatchMetrics loaded;
+  for (const auto& [key, hour] : dirty) {
+    EXPECT_EQ(CloudWatchMetrics::DocKey(key, hour).rfind("cloudwatch/", 0), 0u);
+    ASSERT_TRUE(loaded.LoadHour(cw.EncodeHour(key, hour)));
+  }
+  const auto* s = loaded.Find(kLoss.Key());
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->id, kLoss);
+  EXPECT_EQ(s->unit, "Seconds");
+  EXPECT_EQ(s->buckets.size(), 2u);
+  EXPECT_EQ(s->buckets.at(3 * kCwHour + kCwMinute).sum, 3);
+  EXPECT_EQ(cw.EncodeHour(kLoss.Key(), 7 * kCwHour), "");  // nothing there: the document is deleted
+  EXPECT_FALSE(loaded.LoadHour("{\"points\": 3}"));
+  EXPECT_FALSE(loaded.LoadHour("not json"));
+}
+
+class CloudWatchMath : public ::testing::Test {
+ protected:
+  StatusOr<CwTimeSeries> Eval(const std::string& e) { return control::EvaluateCwExpression(e, vars_, ids_, grid_); }
+  std::map<std::string, CwTimeSeries> vars_ = {{"a", {{0, 1}, {60, 2}, {180, 4}}}, {"b", {{0, 10}, {60, 20}, {120, 30}}}};
+  std::vector<std::string> ids_ = {"a", "b"};
+  std::vector<EpochMs> grid_ = {0, 60, 120, 180};
+};
+
+TEST_F(CloudWatchMath, ArithmeticKeepsTheTimestampsBothSeriesHave) {
+  EXPECT_EQ(*Eval("a + b"), (CwTimeSeries{{0, 11}, {60, 22}}));
+  EXPECT_EQ(*Eval("(a + 1) * 2 - -1"), (CwTimeSeries{{0, 5}, {60, 7}, {180, 11}}));
+  EXPECT_EQ(*Eval("b / a"), (CwTimeSeries{{0, 10}, {60, 10}}));
+  EXPECT_EQ(*Eval("a / 0"), CwTimeSeries{});  // no point where the value is undefined
+}
+
+TEST_F(CloudWatchMath, FunctionsOverArraysAndSingleSeries) {
+  EXPECT_EQ(*Eval("SUM([a, b])"), (CwTimeSeries{{0, 11}, {60, 22}, {120, 30}, {180, 4}}));
+  EXPECT_EQ(*Eval("SUM(METRICS())"), *Eval("SUM([a, b])"));
+  EXPECT_EQ(*Eval("MAX([a, b])"), (CwTimeSeries{{0, 10}, {60, 20}, {120, 30}, {180, 4}}));
+  EXPECT_EQ(*Eval("MIN([a, b])"), (CwTimeSeries{{0, 1}, {60, 2}, {120, 30}, {180, 4}}));
+  EXPECT_EQ(*Eval("AVG([a, b])"), (CwTimeSeries{{0, 5.5}, {60, 11}, {120, 30}, {180, 4}}));
+  // One series reduces to a number, which is the same at every grid timestamp.
+  EXPECT_EQ(*Eval("AVG(b)"), (CwTimeSeries{{0, 20}, {60, 20}, {120, 20}, {180, 20}}));
+  EXPECT_EQ(*Eval("a * 3 - SUM(a)"), (CwTimeSeries{{0, -4}, {60, -1}, {180, 5}}));
+}
+
+TEST_F(CloudWatchMath, FillWithAValueOrTheLatestEarlierOne) {
+  EXPECT_EQ(*Eval("FILL(a, 0)"), (CwTimeSeries{{0, 1}, {60, 2}, {120, 0}, {180, 4}}));
+  EXPECT_EQ(*Eval("FILL(a, REPEAT)"), (CwTimeSeries{{0, 1}, {60, 2}, {120, 2}, {180, 4}}));
+  EXPECT_EQ(*Eval("FILL(b, REPEAT)"), (CwTimeSeries{{0, 10}, {60, 20}, {120, 30}, {180, 30}}));
+  EXPECT_EQ(*Eval("SUM(FILL(METRICS(), 0))"), (CwTimeSeries{{0, 11}, {60, 22}, {120, 30}, {180, 4}}));
+}
+
+TEST_F(CloudWatchMath, RefusalsNameTheRule) {
+  for (const char* bad : {"c + 1", "LOG(a)", "a +", "(a", "[a, 1]", "FILL(a)", "FILL(a, b)", "[a, b]", "a $ b", "SUM(1)"}) {
+    auto r = Eval(bad);
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << bad;
+    EXPECT_NE(r.status().message().find("Expression"), std::string::npos) << bad;
+  }
+  EXPECT_NE(Eval("c + 1").status().message().find("no query has the id c"), std::string::npos);
+  EXPECT_NE(Eval("LOG(a)").status().message().find("unknown function LOG"), std::string::npos);
+}
+
+TEST(CloudWatchCodec, WritesTimestampsAsTagOneAndReadsThemBack) {
+  json v = {{"T", api::CwTimestamp(1700000000.5)}, {"N", -3}, {"S", "x"}, {"L", {1u, 2.5, true, nullptr}}};
+  const std::string cbor = api::EncodeCbor(v);
+  // tag 1 (0xc1) over a float64 (0xfb)
+  EXPECT_NE(cbor.find("\xc1\xfb"), std::string::npos);
+  auto back = api::DecodeCbor(cbor, 64);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ((*back)["T"], 1700000000.5);
+  EXPECT_EQ((*back)["N"], -3);
+  EXPECT_EQ((*back)["S"], "x");
+  EXPECT_EQ((*back)["L"], json({1u, 2.5, true, nullptr}));
+}
+
+TEST(CloudWatchCodec, ReadsWhatBotocoreWrites) {
+  // botocore 1.43's PutMetricData body: {"Namespace": "T/x", "MetricData": [{..., "Timestamp": tag 1 uint32}]}
+  const std::string hex =
+      "a2694e616d65737061636563542f786a4d65747269634461746181a56a4d65747269634e616d65644c6f73736556616c7565fb3ff0000000"
+      "0000006a44696d656e73696f6e7381a2644e616d656352756e6556616c756562723164556e697465436f756e746954696d657374616d70c1"
+      "1a6b080325";
+  std::string bytes;
+  for (size_t i = 0; i < hex.size(); i += 2) bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  auto v = api::DecodeCbor(bytes, 64);
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ((*v)["Namespace"], "T/x");
+  EXPECT_EQ((*v)["MetricData"][0]["Timestamp"], 1795687205);
+  EXPECT_EQ((*v)["MetricData"][0]["Dimensions"][0]["Value"], "r1");
+}
+
+TEST(CloudWatchCodec, RefusesMalformedAndTooDeepBodies) {
+  for (const std::string& bad : {std::string("\xbf\x61", 2), std::string("\xff"), std::string("\x1c"),
+                                 std::string("\x62\x61"), std::string("\xa1\x61" "a"), std::string("\x9b\xff\xff\xff\xff\xff\xff\xff\xff"),
+                                 std::string("\x01\x02")}) {
+    auto r = api::DecodeCbor(bad, 64);
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  }
+  const std::string deep(100000, '\x81');
+  auto r = api::DecodeCbor(deep, 64);
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("more than 64 deep"), std::string::npos);
+  EXPECT_TRUE(api::DecodeCbor(std::string(10, '\x81') + "\x80", 64).ok());
+}
+
+}  // namespace
+}  // namespace ty
