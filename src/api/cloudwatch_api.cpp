@@ -352,8 +352,9 @@ Points Read(const State& s, const CwMetricId& id, EpochMs from, EpochMs to) {
 // Every metric there is, users' first (by key), then each training job's.
 void ForEachMetric(const State& s, const std::function<void(const CwMetricId&)>& fn) {
   for (const auto& [key, series] : s.cloudwatch.series()) fn(series.id);
-  for (const auto& [name, tj] : s.training_jobs) {
-    auto host = [&](int n) { return CwDimensions{{"Host", name + "/algo-" + std::to_string(n)}}; };
+  for (const auto& entry : s.training_jobs) {
+    const std::string& name = entry.first;
+    auto host = [&name](int n) { return CwDimensions{{"Host", name + "/algo-" + std::to_string(n)}}; };
     if (auto m = s.metric_series.find(name); m != s.metric_series.end())
       for (const auto& track : m->second.tracks())
         if (!track.points.empty()) fn(CwMetricId{std::string(kSageMakerNamespace), track.name, host(1)});
@@ -509,8 +510,10 @@ StatusOr<json> ListMetrics(control::Controller& c, const json& req) {
       if (more) return;
       if (!ns->empty() && id.ns != *ns) return;
       if (!name->empty() && id.name != *name) return;
-      for (const auto& [fn, fv] : *filter) {
-        auto d = std::find_if(id.dims.begin(), id.dims.end(), [&](const auto& x) { return x.first == fn; });
+      for (const auto& wanted : *filter) {
+        const std::string& fn = wanted.first;
+        const std::string& fv = wanted.second;
+        auto d = std::find_if(id.dims.begin(), id.dims.end(), [&fn](const auto& x) { return x.first == fn; });
         if (d == id.dims.end() || (!fv.empty() && d->second != fv)) return;
       }
       if (recent != INT64_MIN && Read(s, id, recent, INT64_MAX).buckets.empty()) return;

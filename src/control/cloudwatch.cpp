@@ -35,12 +35,12 @@ void Controller::SampleBatchMetrics(Turn& t) {
   next_batch_sample_ = (t.now / kCwMinute + 1) * kCwMinute;  // the next minute, however late this tick came
   Telemetry& tm = state_.telemetry;
   CloudWatchMetrics& cw = state_.cloudwatch;
-  auto put = [&](const std::string& queue, const char* name, const char* unit, const CwBucket& b) {
+  auto put = [&](const std::string& queue, const char* name, const char* unit, const CwBucket& b) REQUIRES(state_mu_) {
     CwMetricId id{"AWS/Batch", name, {{"JobQueueName", queue}}};
     if (Status st = cw.Put(id, unit, t.now, b, &t.cloudwatch); !st.ok())
       spdlog::warn("AWS/Batch {} of {} not sampled: {}", name, queue, st.message());
   };
-  auto counter = [&](const std::string& queue, const char* name, int64_t now_value) {
+  auto counter = [&](const std::string& queue, const char* name, int64_t now_value) REQUIRES(turn_mu_, state_mu_) {
     int64_t& seen = batch_sampled_[{queue, name}];
     const int64_t grew = now_value - seen;
     seen = now_value;
