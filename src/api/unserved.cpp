@@ -50,10 +50,10 @@ std::string FormParam(const http::Request& req, const std::string& name) {
   return "";
 }
 
-http::Response Error(int status, const std::string& content_type, std::string body) {
+http::Response Error(const std::string& content_type, std::string body, const char* type = "UnknownOperationException") {
   http::Response res;
-  res.status = status;
-  res.headers = {{"Content-Type", content_type}, {"x-amzn-ErrorType", "UnknownOperationException"}};
+  res.status = 400;
+  res.headers = {{"Content-Type", content_type}, {"x-amzn-ErrorType", type}};
   res.body = std::move(body);
   return res;
 }
@@ -72,7 +72,7 @@ std::optional<http::Response> AnswerUnservedService(const http::Request& req) {
       nlohmann::json body = {{"__type", "UnknownOperationException"},
                              {"message", Message(signed_for.empty() ? shape : signed_for, operation)}};
       const std::vector<uint8_t> cbor = nlohmann::json::to_cbor(body);
-      http::Response res = Error(400, "application/cbor", std::string(cbor.begin(), cbor.end()));
+      http::Response res = Error("application/cbor", std::string(cbor.begin(), cbor.end()));
       res.headers.emplace_back("smithy-protocol", "rpc-v2-cbor");
       return res;
     }
@@ -87,18 +87,16 @@ std::optional<http::Response> AnswerUnservedService(const http::Request& req) {
         type && type->find("application/x-amz-json-1.0") != std::string::npos ? "application/x-amz-json-1.0" : "application/x-amz-json-1.1";
     nlohmann::json body = {{"__type", "UnknownOperationException"},
                            {"message", Message(signed_for.empty() ? prefix : signed_for, operation)}};
-    return Error(400, content_type, body.dump());
+    return Error(content_type, body.dump());
   }
   // The query protocol: Action=<Operation>&Version=<date>.
   if (const std::string action = FormParam(req, "Action"); !action.empty()) {
     const std::string service = signed_for.empty() ? "unknown" : signed_for;
-    http::Response res = Error(400, "text/xml",
-                               "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ErrorResponse><Error><Type>Sender</Type>"
-                               "<Code>InvalidAction</Code><Message>" +
-                                   XmlEscape(Message(service, action)) + "</Message></Error><RequestId>" +
-                                   XmlEscape(NewUuid()) + "</RequestId></ErrorResponse>");
-    res.headers[1].second = "InvalidAction";
-    return res;
+    return Error("text/xml",
+                 "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ErrorResponse><Error><Type>Sender</Type>"
+                 "<Code>InvalidAction</Code><Message>" + XmlEscape(Message(service, action)) +
+                     "</Message></Error><RequestId>" + XmlEscape(NewUuid()) + "</RequestId></ErrorResponse>",
+                 "InvalidAction");
   }
   return std::nullopt;
 }
