@@ -494,7 +494,7 @@ class AlarmApiTest(AlarmTestBase):
 
     def test_rpc_v2_cbor_round_trip(self):
         with cbor_protocol():
-            cw = self.server.client("cloudwatch")
+            cw = self.server.client("cloudwatch", validate=False)  # EvaluationPeriods=0 below reaches the server
             cw.put_metric_alarm(**threshold_alarm("cbor", TreatMissingData="ignore", AlarmActions=[PAGER]))
             cw.set_alarm_state(AlarmName="cbor", StateValue="ALARM", StateReason="over CBOR")
             a = self.alarm("cbor", cw)
