@@ -12,7 +12,8 @@
 
 #include "api/audit.h"
 #include "api/errors.h"
-#include "control/cloudwatch_math.h"
+#include "api/cloudwatch_wire.h"
+#include "control/cloudwatch_read.h"
 #include "control/cloudwatch_metrics.h"
 #include "control/controller.h"
 #include "control/state.h"
@@ -26,22 +27,22 @@ using control::CwDimensions;
 using control::CwMetricId;
 using control::State;
 
+using cw::Invalid;
+using cw::Missing;
+using cw::String;
+using cw::Time;
+using cw::Dimensions;
+using cw::Metric;
+
 namespace {
 
 constexpr std::string_view kTargetPrefix = "GraniteServiceVersion20100801.";
 constexpr std::string_view kCborPath = "/service/GraniteServiceVersion20100801/operation/";
-constexpr std::string_view kSageMakerNamespace = "/aws/sagemaker/TrainingJobs";
 constexpr int64_t kListPage = 500;
 constexpr int64_t kMaxDatapointsLimit = 100800;
 constexpr int64_t kMaxStatisticsDatapoints = 1440;
 
 const std::set<std::string> kOperations = {"PutMetricData", "ListMetrics", "GetMetricStatistics", "GetMetricData"};
-const std::set<std::string> kUnits = {
-    "Seconds", "Microseconds", "Milliseconds", "Bytes", "Kilobytes", "Megabytes", "Gigabytes", "Terabytes", "Bits",
-    "Kilobits", "Megabits", "Gigabits", "Terabits", "Percent", "Count", "Bytes/Second", "Kilobytes/Second",
-    "Megabytes/Second", "Gigabytes/Second", "Terabytes/Second", "Bits/Second", "Kilobits/Second", "Megabits/Second",
-    "Gigabits/Second", "Terabits/Second", "Count/Second", "None"};
-const std::vector<std::string> kStatistics = {"SampleCount", "Average", "Sum", "Minimum", "Maximum"};
 
 // ---- The codec ----
 
@@ -224,175 +225,6 @@ StatusOr<std::string> Gunzip(std::string_view in, size_t limit) {
   return out;
 }
 
-// ---- Reading and checking members ----
-
-Status Missing(const std::string& member) { return InvalidArgument("The parameter " + member + " is required."); }
-Status Invalid(const std::string& member, const std::string& rule) {
-  return InvalidArgument("The value for parameter " + member + " is invalid: " + rule);
-}
-
-StatusOr<std::string> String(const json& o, const std::string& key, const std::string& where, bool required, size_t min,
-                             size_t max) {
-  if (!o.contains(key) || o[key].is_null()) {
-    if (required) return Missing(where + key);
-    return std::string();
-  }
-  if (!o[key].is_string()) return Invalid(where + key, "must be a string");
-  const std::string& s = o[key].get_ref<const std::string&>();
-  if (s.size() < min || s.size() > max)
-    return Invalid(where + key, "must have length between " + std::to_string(min) + " and " + std::to_string(max));
-  return s;
-}
-
-// A timestamp member (epoch seconds on the wire) in ms.
-StatusOr<EpochMs> Time(const json& o, const std::string& key, bool required, EpochMs fallback) {
-  if (!o.contains(key) || o[key].is_null()) {
-    if (required) return Missing(key);
-    return fallback;
-  }
-  if (!o[key].is_number() || !(o[key].get<double>() >= 0 && o[key].get<double>() <= 1e11))
-    return Invalid(key, "must be a timestamp (epoch seconds between 0 and 1e11)");
-  return static_cast<EpochMs>(std::llround(o[key].get<double>() * 1000));
-}
-
-StatusOr<CwDimensions> Dimensions(const json& o, const std::string& where, bool filter) {
-  CwDimensions dims;
-  if (!o.contains("Dimensions") || o["Dimensions"].is_null()) return dims;
-  const json& list = o["Dimensions"];
-  if (!list.is_array()) return Invalid(where + "Dimensions", "must be a list");
-  if (list.size() > 30) return Invalid(where + "Dimensions", "must have at most 30 members");
-  for (size_t i = 0; i < list.size(); ++i) {
-    const std::string at = where + "Dimensions.member." + std::to_string(i + 1) + ".";
-    if (!list[i].is_object()) return Invalid(at.substr(0, at.size() - 1), "must be a structure");
-    auto name = String(list[i], "Name", at, true, 1, 255);
-    if (!name.ok()) return name.status();
-    auto value = String(list[i], "Value", at, !filter, filter ? 0 : 1, 1024);
-    if (!value.ok()) return value.status();
-    for (const auto& [n, v] : dims)
-      if (n == *name) return Invalid(where + "Dimensions", "names dimension " + n + " twice");
-    dims.emplace_back(*name, *value);
-  }
-  std::sort(dims.begin(), dims.end());
-  return dims;
-}
-
-StatusOr<CwMetricId> Metric(const json& o, const std::string& where) {
-  CwMetricId id;
-  auto ns = String(o, "Namespace", where, true, 1, 255);
-  if (!ns.ok()) return ns.status();
-  auto name = String(o, "MetricName", where, true, 1, 255);
-  if (!name.ok()) return name.status();
-  auto dims = Dimensions(o, where, false);
-  if (!dims.ok()) return dims.status();
-  return CwMetricId{*ns, *name, *dims};
-}
-
-bool ValidPeriod(int64_t p) { return p == 1 || p == 5 || p == 10 || p == 30 || (p >= 60 && p % 60 == 0); }
-
-// ---- Where series come from ----
-
-struct Points {
-  std::string unit = "None";
-  std::vector<std::pair<EpochMs, CwBucket>> buckets;  // oldest first
-};
-
-CwBucket One(double v) {
-  CwBucket b;
-  b.Add(v);
-  return b;
-}
-
-// The training job and host of a /aws/sagemaker/TrainingJobs metric ("<job>/algo-<n>"), or nulls.
-std::pair<const TrainingJob*, std::string> HostOf(const State& s, const CwMetricId& id) {
-  if (id.ns != kSageMakerNamespace || id.dims.size() != 1 || id.dims[0].first != "Host") return {nullptr, ""};
-  const std::string& host = id.dims[0].second;
-  const size_t slash = host.rfind("/algo-");
-  if (slash == std::string::npos) return {nullptr, ""};
-  const TrainingJob* tj = s.FindTrainingJob(host.substr(0, slash));
-  return {tj, host.substr(slash + 1)};
-}
-
-int SystemIndex(const std::string& name) {
-  for (size_t k = 0; k < kSystemMetricNames.size(); ++k)
-    if (name == kSystemMetricNames[k]) return static_cast<int>(k);
-  return -1;
-}
-
-// Every point of a metric with a timestamp in [from, to).
-Points Read(const State& s, const CwMetricId& id, EpochMs from, EpochMs to) {
-  Points out;
-  if (const control::CwSeries* series = s.cloudwatch.Find(id.Key())) {
-    out.unit = series->unit;
-    for (auto b = series->buckets.lower_bound(from); b != series->buckets.end() && b->first < to; ++b)
-      out.buckets.emplace_back(b->first, b->second);
-    return out;
-  }
-  auto [tj, host] = HostOf(s, id);
-  if (!tj) return out;
-  if (int k = SystemIndex(id.name); k >= 0) {
-    out.unit = "Percent";
-    auto all = s.system_series.find(tj->name);
-    if (all == s.system_series.end()) return out;
-    auto h = all->second.find(host);
-    if (h == all->second.end()) return out;
-    for (const auto& smp : h->second)
-      if (smp.values[k] && smp.timestamp >= from && smp.timestamp < to) out.buckets.emplace_back(smp.timestamp, One(*smp.values[k]));
-    return out;
-  }
-  // MetricDefinitions series are the job's, reported on its first host as SageMaker does.
-  if (host != "algo-1") return out;
-  auto series = s.metric_series.find(tj->name);
-  if (series == s.metric_series.end()) return out;
-  if (const control::MetricTrack* track = series->second.Find(id.name))
-    for (const auto& p : track->points)
-      if (p.timestamp >= from && p.timestamp < to) out.buckets.emplace_back(p.timestamp, One(p.value));
-  return out;
-}
-
-// Every metric there is, users' first (by key), then each training job's.
-void ForEachMetric(const State& s, const std::function<void(const CwMetricId&)>& fn) {
-  for (const auto& [key, series] : s.cloudwatch.series()) fn(series.id);
-  for (const auto& entry : s.training_jobs) {
-    const std::string& name = entry.first;
-    auto host = [&name](int n) { return CwDimensions{{"Host", name + "/algo-" + std::to_string(n)}}; };
-    if (auto m = s.metric_series.find(name); m != s.metric_series.end())
-      for (const auto& track : m->second.tracks())
-        if (!track.points.empty()) fn(CwMetricId{std::string(kSageMakerNamespace), track.name, host(1)});
-    if (auto sys = s.system_series.find(name); sys != s.system_series.end())
-      for (const auto& [algo, samples] : sys->second)
-        for (size_t k = 0; k < kSystemMetricNames.size(); ++k)
-          if (std::any_of(samples.begin(), samples.end(), [&](const SystemSample& x) { return x.values[k].has_value(); }))
-            fn(CwMetricId{std::string(kSageMakerNamespace), kSystemMetricNames[k],
-                          CwDimensions{{"Host", name + "/" + algo}}});
-  }
-}
-
-// Buckets of `period` ms from `origin` (the request's StartTime) over the points (none before it).
-std::map<EpochMs, CwBucket> ByPeriod(const Points& p, EpochMs origin, EpochMs period) {
-  std::map<EpochMs, CwBucket> out;
-  for (const auto& [t, b] : p.buckets) out[origin + (t - origin) / period * period].Merge(b);
-  return out;
-}
-
-// A statistic of a bucket; nullopt when it has none (a percentile without kept values).
-std::optional<double> Stat(const CwBucket& b, const std::string& stat) {
-  if (stat == "SampleCount") return b.count;
-  if (stat == "Sum") return b.sum;
-  if (stat == "Average") return b.count > 0 ? b.sum / b.count : 0;
-  if (stat == "Minimum") return b.min;
-  if (stat == "Maximum") return b.max;
-  if (b.values.empty()) return std::nullopt;
-  return control::CwPercentile(b.values, std::stod(stat.substr(1)));
-}
-
-// "p0.0" .. "p100": a percentile statistic.
-bool IsPercentile(const std::string& s) {
-  if (s.size() < 2 || s.size() > 8 || s[0] != 'p') return false;
-  if (s.find_first_not_of("0123456789.", 1) != std::string::npos || s[1] == '.' || s.back() == '.') return false;
-  if (std::count(s.begin(), s.end(), '.') > 1) return false;
-  const double p = std::stod(s.substr(1));
-  return p >= 0 && p <= 100;
-}
 
 // ---- Operations ----
 
@@ -401,7 +233,7 @@ StatusOr<json> PutMetricData(control::Controller& c, const json& req) {
   if (!ns.ok()) return ns.status();
   if (StartsWith(*ns, "AWS/"))
     return Invalid("Namespace", "namespaces starting with AWS/ are reserved for AWS's own metrics, not " + *ns);
-  if (*ns == kSageMakerNamespace) return Invalid("Namespace", *ns + " is the training jobs' own namespace");
+  if (*ns == control::kSageMakerMetricNamespace) return Invalid("Namespace", *ns + " is the training jobs' own namespace");
   if (req.contains("EntityMetricData") && !req["EntityMetricData"].is_null() && !req["EntityMetricData"].empty())
     return Invalid("EntityMetricData", "entities are not supported by this server; use MetricData");
   if (!req.contains("MetricData") || req["MetricData"].is_null()) return Missing("MetricData");
@@ -422,7 +254,7 @@ StatusOr<json> PutMetricData(control::Controller& c, const json& req) {
     datum.id = CwMetricId{*ns, *name, *dims};
     auto unit = String(d, "Unit", at, false, 0, 64);
     if (!unit.ok()) return unit.status();
-    if (!unit->empty() && !kUnits.count(*unit)) return Invalid(at + "Unit", *unit + " is not a CloudWatch unit");
+    if (!unit->empty() && !cw::IsUnit(*unit)) return Invalid(at + "Unit", *unit + " is not a CloudWatch unit");
     datum.unit = *unit;
     auto t = Time(d, "Timestamp", false, now);
     if (!t.ok()) return Invalid(at + "Timestamp", "must be a timestamp");
@@ -506,7 +338,7 @@ StatusOr<json> ListMetrics(control::Controller& c, const json& req) {
     json metrics = json::array();
     size_t seen = 0;
     bool more = false;
-    ForEachMetric(s, [&](const CwMetricId& id) {
+    control::ForEachCwMetric(s, [&](const CwMetricId& id) {
       if (more) return;
       if (!ns->empty() && id.ns != *ns) return;
       if (!name->empty() && id.name != *name) return;
@@ -516,7 +348,7 @@ StatusOr<json> ListMetrics(control::Controller& c, const json& req) {
         auto d = std::find_if(id.dims.begin(), id.dims.end(), [&fn](const auto& x) { return x.first == fn; });
         if (d == id.dims.end() || (!fv.empty() && d->second != fv)) return;
       }
-      if (recent != INT64_MIN && Read(s, id, recent, INT64_MAX).buckets.empty()) return;
+      if (recent != INT64_MIN && control::ReadCwMetric(s, id, recent, INT64_MAX).buckets.empty()) return;
       if (seen++ < offset) return;
       if (static_cast<int64_t>(metrics.size()) == kListPage) { more = true; return; }
       json dims = json::array();
@@ -538,7 +370,7 @@ StatusOr<json> GetMetricStatistics(control::Controller& c, const json& req) {
   if (!to.ok()) return to.status();
   if (*from >= *to) return Status(Code::kFailedPrecondition, "The parameter StartTime must be before EndTime.");
   if (!req.contains("Period") || req["Period"].is_null()) return Missing("Period");
-  if (!req["Period"].is_number_integer() || !ValidPeriod(req["Period"].get<int64_t>()))
+  if (!req["Period"].is_number_integer() || !control::IsCwPeriod(req["Period"].get<int64_t>()))
     return Invalid("Period", "must be 1, 5, 10, 30 or a multiple of 60 seconds");
   const EpochMs period = req["Period"].get<int64_t>() * 1000;
   std::vector<std::string> stats, extended;
@@ -549,7 +381,7 @@ StatusOr<json> GetMetricStatistics(control::Controller& c, const json& req) {
     for (const auto& s : req[key]) {
       if (!s.is_string()) return Invalid(key, "must hold strings");
       const std::string v = s.get<std::string>();
-      const bool ok = list == &stats ? std::find(kStatistics.begin(), kStatistics.end(), v) != kStatistics.end() : IsPercentile(v);
+      const bool ok = list == &stats ? control::IsCwStatistic(v) : control::IsCwPercentile(v);
       if (!ok)
         return Invalid(key, list == &stats ? v + " is not one of SampleCount, Average, Sum, Minimum, Maximum"
                                            : v + " is not a percentile p0 .. p100");
@@ -566,18 +398,18 @@ StatusOr<json> GetMetricStatistics(control::Controller& c, const json& req) {
                       " datapoints, which exceeds the limit of 1440. Narrow the window or lengthen the Period.");
   auto unit = String(req, "Unit", "", false, 0, 64);
   if (!unit.ok()) return unit.status();
-  if (!unit->empty() && !kUnits.count(*unit)) return Invalid("Unit", *unit + " is not a CloudWatch unit");
+  if (!unit->empty() && !cw::IsUnit(*unit)) return Invalid("Unit", *unit + " is not a CloudWatch unit");
   return c.Read([&](const State& s) -> StatusOr<json> {
-    Points p = Read(s, *id, *from, *to);
+    control::CwPoints p = control::ReadCwMetric(s, *id, *from, *to);
     json points = json::array();
     if (!unit->empty() && *unit != p.unit) return json{{"Label", id->name}, {"Datapoints", points}};
-    for (const auto& [t, b] : ByPeriod(p, *from, period)) {
+    for (const auto& [t, b] : control::CwByPeriod(p, *from, period)) {
       json d = {{"Timestamp", CwTimestamp(static_cast<double>(t) / 1000)}, {"Unit", p.unit}};
-      for (const auto& st : stats) d[st] = *Stat(b, st);
+      for (const auto& st : stats) d[st] = *control::CwStat(b, st);
       if (!extended.empty()) {
         json e = json::object();
         for (const auto& st : extended)
-          if (auto v = Stat(b, st)) e[st] = *v;
+          if (auto v = control::CwStat(b, st)) e[st] = *v;
         d["ExtendedStatistics"] = e;
       }
       points.push_back(std::move(d));
@@ -585,13 +417,6 @@ StatusOr<json> GetMetricStatistics(control::Controller& c, const json& req) {
     return json{{"Label", id->name}, {"Datapoints", points}};
   });
 }
-
-struct Query {
-  std::string id, label, expression, stat;
-  CwMetricId metric;
-  EpochMs period = 0;
-  bool return_data = true;
-};
 
 StatusOr<json> GetMetricData(control::Controller& c, const json& req) {
   if (!req.contains("MetricDataQueries") || req["MetricDataQueries"].is_null()) return Missing("MetricDataQueries");
@@ -622,59 +447,15 @@ StatusOr<json> GetMetricData(control::Controller& c, const json& req) {
       return Invalid("NextToken", "is not a token this server returned");
     skip = std::stoull(*token);
   }
-  std::vector<Query> queries;
+  std::vector<control::CwQuery> queries;
   std::set<std::string> ids;
   for (size_t i = 0; i < qs.size(); ++i) {
     const std::string at = "MetricDataQueries.member." + std::to_string(i + 1) + ".";
     const json& q = qs[i];
-    if (!q.is_object()) return Invalid(at.substr(0, at.size() - 1), "must be a structure");
-    Query out;
-    auto id = String(q, "Id", at, true, 1, 255);
-    if (!id.ok()) return id.status();
-    if (!std::islower(static_cast<unsigned char>((*id)[0])) ||
-        id->find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != std::string::npos)
-      return Invalid(at + "Id", "must start with a lowercase letter and hold only letters, digits and underscores, not " + *id);
-    if (!ids.insert(*id).second) return Invalid(at + "Id", "is used by two queries: " + *id);
-    out.id = *id;
-    auto label = String(q, "Label", at, false, 0, 1024);
-    if (!label.ok()) return label.status();
-    out.label = *label;
-    if (q.contains("ReturnData") && !q["ReturnData"].is_null()) {
-      if (!q["ReturnData"].is_boolean()) return Invalid(at + "ReturnData", "must be a boolean");
-      out.return_data = q["ReturnData"].get<bool>();
-    }
-    const bool has_stat = q.contains("MetricStat") && !q["MetricStat"].is_null();
-    const bool has_expr = q.contains("Expression") && !q["Expression"].is_null();
-    if (has_stat == has_expr)
-      return Status(Code::kFailedPrecondition, "The parameters " + at + "MetricStat and " + at +
-                                                   "Expression are mutually exclusive and one of them is required.");
-    if (has_stat) {
-      const json& ms = q["MetricStat"];
-      if (!ms.is_object()) return Invalid(at + "MetricStat", "must be a structure");
-      if (!ms.contains("Metric") || !ms["Metric"].is_object()) return Missing(at + "MetricStat.Metric");
-      auto metric = Metric(ms["Metric"], at + "MetricStat.Metric.");
-      if (!metric.ok()) return metric.status();
-      out.metric = *metric;
-      if (!ms.contains("Period")) return Missing(at + "MetricStat.Period");
-      if (!ms["Period"].is_number_integer() || !ValidPeriod(ms["Period"].get<int64_t>()))
-        return Invalid(at + "MetricStat.Period", "must be 1, 5, 10, 30 or a multiple of 60 seconds");
-      out.period = ms["Period"].get<int64_t>() * 1000;
-      auto stat = String(ms, "Stat", at + "MetricStat.", true, 1, 16);
-      if (!stat.ok()) return stat.status();
-      if (std::find(kStatistics.begin(), kStatistics.end(), *stat) == kStatistics.end() && !IsPercentile(*stat))
-        return Invalid(at + "MetricStat.Stat", *stat + " is not SampleCount, Average, Sum, Minimum, Maximum or a percentile pNN");
-      out.stat = *stat;
-    } else {
-      auto expr = String(q, "Expression", at, true, 1, 2048);
-      if (!expr.ok()) return expr.status();
-      out.expression = *expr;
-      if (q.contains("Period") && !q["Period"].is_null()) {
-        if (!q["Period"].is_number_integer() || !ValidPeriod(q["Period"].get<int64_t>()))
-          return Invalid(at + "Period", "must be 1, 5, 10, 30 or a multiple of 60 seconds");
-        out.period = q["Period"].get<int64_t>() * 1000;
-      }
-    }
-    queries.push_back(std::move(out));
+    auto out = cw::Query(q, at);
+    if (!out.ok()) return out.status();
+    if (!ids.insert(out->id).second) return Invalid(at + "Id", "is used by two queries: " + out->id);
+    queries.push_back(std::move(*out));
   }
   // The grid FILL and constant results use: the shortest period of the request.
   EpochMs grid_period = 0;
@@ -684,36 +465,17 @@ StatusOr<json> GetMetricData(control::Controller& c, const json& req) {
   if ((*to - *from) / grid_period > kMaxDatapointsLimit)
     return Status(Code::kFailedPrecondition, "The window holds more than 100800 periods of " +
                                                  std::to_string(grid_period / 1000) + " s; lengthen the Period");
-  std::vector<EpochMs> grid;
-  for (EpochMs t = *from; t < *to; t += grid_period) grid.push_back(t);
-  std::map<std::string, control::CwTimeSeries> values;
-  std::vector<std::string> metric_ids;
-  auto read = c.Read([&](const State& s) -> Status {
-    for (const auto& q : queries) {
-      if (!q.expression.empty()) continue;
-      control::CwTimeSeries series;
-      for (const auto& [t, b] : ByPeriod(Read(s, q.metric, *from, *to), *from, q.period))
-        if (auto v = Stat(b, q.stat)) series[t] = *v;
-      values[q.id] = std::move(series);
-      metric_ids.push_back(q.id);
-    }
-    return Status::Ok();
-  });
-  TY_RETURN_IF_ERROR(read);
+  control::CwQueryValues values = c.Read([&](const State& s) { return control::ReadCwQueries(s, queries, *from, *to); });
   // Expressions in request order; one may use any query before or after it that is not itself
   // an expression still to come (evaluated in order, so forward references to expressions fail).
-  for (const auto& q : queries) {
-    if (q.expression.empty()) continue;
-    auto r = control::EvaluateCwExpression(q.expression, values, metric_ids, grid);
-    if (!r.ok()) return Invalid("MetricDataQueries", r.status().message());
-    values[q.id] = std::move(*r);
-  }
+  if (Status st = control::EvaluateCwExpressions(queries, *from, *to, grid_period, &values); !st.ok())
+    return Invalid("MetricDataQueries", st.message());
   json results = json::array();
   size_t index = 0, returned = 0;
   bool more = false;
   for (const auto& q : queries) {
     if (!q.return_data) continue;
-    const auto& series = values[q.id];
+    const auto& series = values.series[q.id];
     json ts = json::array(), vs = json::array();
     auto add = [&](EpochMs t, double v) {
       if (index++ < skip) return;
@@ -827,7 +589,7 @@ http::Response ServeCloudWatch(const http::Request& req, control::Controller& co
   const std::string* content_type = req.Header("Content-Type");
   const bool query = !cbor && !req.Header("X-Amz-Target") &&
                      (req.method == "GET" || (content_type && StartsWith(*content_type, "application/x-www-form-urlencoded")));
-  const bool known = kOperations.count(operation) > 0;
+  const bool known = kOperations.count(operation) > 0 || cw::IsAlarmOperation(operation);
   AuditedCall call(controller, req, Protocol::kCloudWatch, "cloudwatch", known ? operation : "UnknownOperation");
   auto fail = [&](const Status& st) {
     call.Finish(st);
@@ -842,8 +604,9 @@ http::Response ServeCloudWatch(const http::Request& req, control::Controller& co
   if (req.method != "POST") return fail(Status(Code::kUnknownOperation, "CloudWatch answers POST requests only"));
   if (!known)
     return fail(Status(Code::kUnknownOperation,
-                       "This server answers the CloudWatch operations PutMetricData, ListMetrics, GetMetricStatistics "
-                       "and GetMetricData, not '" + operation.substr(0, 100) + "'"));
+                       "This server answers the CloudWatch operations PutMetricData, ListMetrics, GetMetricStatistics, "
+                       "GetMetricData, PutMetricAlarm, DescribeAlarms, DescribeAlarmsForMetric, DescribeAlarmHistory, "
+                       "SetAlarmState, DeleteAlarms, EnableAlarmActions and DisableAlarmActions, not '" + operation.substr(0, 100) + "'"));
   const int depth = controller.config().max_json_depth;
   if (static_cast<int64_t>(req.body.size()) > controller.config().max_request_bytes)
     return fail(Status(Code::kPayloadTooLarge, "Request body of " + std::to_string(req.body.size()) +
@@ -876,6 +639,11 @@ http::Response ServeCloudWatch(const http::Request& req, control::Controller& co
   if (operation == "PutMetricData") {
     auto scope = call.OfferToCommand();  // the record is stored with the put's own commit
     result = PutMetricData(controller, *body);
+  } else if (cw::ChangesAlarms(operation)) {
+    auto scope = call.OfferToCommand();
+    result = cw::ServeAlarmOperation(controller, operation, *body);
+  } else if (cw::IsAlarmOperation(operation)) {
+    result = cw::ServeAlarmOperation(controller, operation, *body);
   } else if (operation == "ListMetrics") result = ListMetrics(controller, *body);
   else if (operation == "GetMetricStatistics") result = GetMetricStatistics(controller, *body);
   else result = GetMetricData(controller, *body);

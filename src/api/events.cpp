@@ -89,12 +89,17 @@ std::string RenderEvent(const Config& config, const State& s, const EventTrigger
       event["source"] = "aws.cloudwatch";
       event["detail-type"] = "CloudWatch Alarm State Change";
       event["resources"].push_back(arn);
+      json previous = {{"value", e.previous}};
+      if (data.contains("previous") && data["previous"].is_object()) {
+        previous["reason"] = data["previous"].value("reason", "");
+        if (EpochMs at = data["previous"].value("timestamp", EpochMs{0}); at > 0) previous["timestamp"] = FormatIso8601(at);
+      }
       event["detail"] = {{"alarmName", e.name},
-                         {"state", {{"value", e.status}, {"reason", e.reason}, {"reasonData", data.value("found", json::object()).dump()},
+                         {"state", {{"value", e.status}, {"reason", e.reason}, {"reasonData", data.value("reasonData", "{}")},
                                     {"timestamp", FormatIso8601(e.at)}}},
-                         {"previousState", {{"value", e.previous}}},
-                         {"configuration", data.value("rule", json::object())}};
-      stored["queue"] = data.value("rule", json::object()).value("queue", "");
+                         {"previousState", previous},
+                         {"configuration", data.value("configuration", json::object())}};
+      stored["queue"] = data.value("queue", "");
       break;
     }
     case EventTrigger::Kind::kApiCall: {

@@ -385,13 +385,20 @@ std::string Render(const Config& config, const State& s) {
     for (size_t m = 0; m < kSystemMetricNames.size(); ++m) w.Family(kFamilies[m], "gauge", kHelp[m], per[m]);
   }
   // ---- alarms ----
-  if (!config.alarms.empty()) {
-    w.Family("trainyard_alarm_active", "gauge", "1 while an alarm rule is in ALARM, 0 while OK (docs/alarms.md).");
+  bool any_metric_alarm = false;
+  for (const auto& [name, st] : s.alarms) any_metric_alarm = any_metric_alarm || st.metric.has_value();
+  if (!config.alarms.empty() || any_metric_alarm) {
+    w.Family("trainyard_alarm_active", "gauge",
+             "1 while an alarm is in ALARM, 0 otherwise; rule \"metric\" for PutMetricAlarm's (docs/alarms.md).");
     for (const auto& a : config.alarms) {
       auto st = s.alarms.find(a.name);
       w.Sample("trainyard_alarm_active", {{"alarm", a.name}, {"rule", a.rule}},
                st != s.alarms.end() && st->second.value == "ALARM" ? 1 : 0);
     }
+    for (const auto& [name, st] : s.alarms)
+      if (st.metric) w.Sample("trainyard_alarm_active", {{"alarm", name}, {"rule", "metric"}}, st.value == "ALARM" ? 1 : 0);
+  }
+  if (!config.alarms.empty()) {
     w.Family("trainyard_alarm_pending", "gauge",
              "1 while an alarm rule's condition holds but has not yet held for its `seconds` (it is still OK).");
     for (const auto& a : config.alarms) {

@@ -21,6 +21,40 @@ struct Finding {
 
 bool QueueMatches(const AlarmConfig& a, const std::string& queue) { return a.queue.empty() || a.queue == queue; }
 
+// The event data of a metric alarm: its configuration as CloudWatch's state-change event shows
+// it, and the job queue it watches (a JobQueueName dimension), for the event log's queue filter.
+json MetricAlarmEventData(const MetricAlarmDefinition& d) {
+  auto metric = [](const CwMetricId& m) {
+    json dims = json::object();
+    for (const auto& [n, v] : m.dims) dims[n] = v;
+    return json{{"namespace", m.ns}, {"name", m.name}, {"dimensions", dims}};
+  };
+  json metrics = json::array();
+  std::string queue;
+  auto note_queue = [&queue](const CwMetricId& m) {
+    for (const auto& [n, v] : m.dims)
+      if (n == "JobQueueName" && queue.empty()) queue = v;
+  };
+  if (d.metrics.empty()) {
+    metrics.push_back({{"id", "m1"}, {"metricStat", {{"metric", metric(d.metric)}, {"period", d.period}, {"stat", d.statistic}}},
+                       {"returnData", true}});
+    note_queue(d.metric);
+  }
+  for (const auto& q : d.metrics) {
+    json m = {{"id", q.id}, {"returnData", q.return_data}};
+    if (!q.label.empty()) m["label"] = q.label;
+    if (q.expression.empty()) {
+      m["metricStat"] = {{"metric", metric(q.metric)}, {"period", q.period / 1000}, {"stat", q.stat}};
+      note_queue(q.metric);
+    } else {
+      m["expression"] = q.expression;
+    }
+    metrics.push_back(std::move(m));
+  }
+  return {{"configuration", {{"description", d.description}, {"metrics", metrics}}}, {"queue", queue}};
+}
+
+
 }  // namespace
 
 void Controller::NoteEnding(const ServiceJob& job, EpochMs at) {
@@ -30,7 +64,7 @@ void Controller::NoteEnding(const ServiceJob& job, EpochMs at) {
 }
 
 void Controller::EvaluateAlarms(Turn& t) {
-  if (config_.alarms.empty() || t.now - last_alarm_check_ < 1000) return;
+  if (t.now - last_alarm_check_ < 1000) return;
   last_alarm_check_ = t.now;
   while (!endings_.empty() && endings_.front().at < t.now - failure_window_ms_) endings_.pop_front();
 
@@ -145,12 +179,6 @@ void Controller::EvaluateAlarms(Turn& t) {
     const std::string value = f.holds ? "ALARM" : "OK";
     if (value == st.value) continue;
     if (!f.holds) f.reason = "resolved: " + f.reason;
-    EventTrigger e;
-    e.kind = EventTrigger::Kind::kAlarmStateChange;
-    e.name = a.name;
-    e.status = value;
-    e.previous = st.value;
-    e.reason = f.reason;
     json rule = {{"rule", a.rule}, {"queue", a.queue}};
     if (a.rule == "runnable_longer_than" || a.rule == "warm_pool_expiring" || a.rule == "idle_capacity_while_waiting")
       rule["seconds"] = a.seconds;
@@ -160,14 +188,167 @@ void Controller::EvaluateAlarms(Turn& t) {
       rule["minJobs"] = a.min_jobs;
     }
     if (!a.instance_type.empty()) rule["instanceType"] = a.instance_type;
-    e.data = json{{"rule", rule}, {"found", f.found}}.dump();
-    e.at = t.now;
-    t.events.push_back(std::move(e));
-    st.value = value;
-    st.since = t.now;
-    st.reason = f.reason;
-    t.alarms.insert(a.name);
+    ChangeAlarmState(t, a.name, st, value, f.reason, f.found.dump(),
+                     json{{"configuration", rule}, {"queue", a.queue}}.dump());
   }
+  EvaluateMetricAlarms(t);
+}
+
+void Controller::EvaluateMetricAlarms(Turn& t) {
+  // Once a minute, as CloudWatch does: at the first check in each minute of the clock.
+  if (t.now / kCwMinute == last_metric_alarm_minute_) return;
+  last_metric_alarm_minute_ = t.now / kCwMinute;
+  for (auto& [name, st] : state_.alarms) {
+    if (!st.metric) continue;
+    AlarmVerdict v = EvaluateMetricAlarm(state_, *st.metric, st.value, t.now);
+    if (v.value == st.value) continue;
+    ChangeAlarmState(t, name, st, v.value, v.reason, v.reason_data, MetricAlarmEventData(*st.metric).dump());
+  }
+}
+
+void Controller::ChangeAlarmState(Turn& t, const std::string& name, AlarmState& st, const std::string& value,
+                                  const std::string& reason, const std::string& reason_data,
+                                  const std::string& event_data) {
+  json data = json::parse(event_data, nullptr, false);
+  if (!data.is_object()) data = json::object();
+  data["reasonData"] = reason_data;
+  data["previous"] = {{"reason", st.reason}, {"timestamp", st.since}};
+  EventTrigger e;
+  e.kind = EventTrigger::Kind::kAlarmStateChange;
+  e.name = name;
+  e.status = value;
+  e.previous = st.value;
+  e.reason = reason;
+  e.data = data.dump();
+  e.at = t.now;
+  t.events.push_back(std::move(e));
+  const std::string old = st.value;
+  st.value = value;
+  st.since = t.now;
+  st.reason = reason;
+  st.reason_data = reason_data;
+  st.Record({t.now, "StateUpdate", "Alarm updated from " + old + " to " + value,
+             json{{"version", "1.0"},
+                  {"oldState", {{"stateValue", old}, {"stateReason", data["previous"]["reason"]}}},
+                  {"newState", {{"stateValue", value}, {"stateReason", reason}, {"stateReasonData", reason_data}}}}
+                 .dump()});
+  if (st.metric && st.metric->actions_enabled) {
+    const auto& actions = value == "ALARM" ? st.metric->alarm_actions
+                          : value == "OK"  ? st.metric->ok_actions
+                                           : st.metric->insufficient_data_actions;
+    for (const std::string& arn : actions)
+      st.Record({t.now, "Action", "Failed to execute action " + arn,
+                 json{{"actionState", "Failed"}, {"stateUpdateTimestamp", t.now}, {"notificationResource", arn},
+                      {"error", "This server runs no alarm actions (SNS, Auto Scaling, EC2, Systems Manager); an "
+                                "EventBridge rule on the alarm's state-change event delivers it instead"}}
+                     .dump()});
+  }
+  t.alarms.insert(name);
+}
+
+// ---- Commands ----
+
+namespace {
+
+const AlarmConfig* ConfiguredRule(const Config& c, const std::string& name) {
+  for (const auto& a : c.alarms)
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+Status IsRule(const std::string& name) {
+  return InvalidArgument("The alarm " + name + " is a rule of the configuration file ([[alarms]] name = \"" + name +
+                         "\"): change it there, not through the API");
+}
+
+}  // namespace
+
+Status Controller::PutMetricAlarm(const std::string& name, MetricAlarmDefinition definition) {
+  return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status {
+    if (ConfiguredRule(config_, name)) return IsRule(name);
+    auto found = state_.alarms.find(name);
+    const bool exists = found != state_.alarms.end() && found->second.metric;
+    if (!exists) {
+      int64_t count = 0;
+      for (const auto& [n, a] : state_.alarms) count += a.metric ? 1 : 0;
+      if (count >= config_.cloudwatch.max_alarms)
+        return Status(Code::kLimitExceeded, "This server keeps at most " + std::to_string(config_.cloudwatch.max_alarms) +
+                                                " alarms ([cloudwatch] max_alarms); delete one first");
+    }
+    AlarmState& st = state_.alarms[name];
+    if (!exists) {
+      st = AlarmState();
+      st.value = "INSUFFICIENT_DATA";
+      st.reason = "Unchecked: Initial alarm creation";
+      st.since = t.now;
+    } else {
+      definition.tags = st.metric->tags;  // tags are set on creation only, as AWS does
+    }
+    st.metric = std::move(definition);
+    st.configured_at = t.now;
+    json created = MetricAlarmEventData(*st.metric)["configuration"];
+    created["threshold"] = st.metric->threshold;
+    created["comparisonOperator"] = st.metric->comparison;
+    created["evaluationPeriods"] = st.metric->evaluation_periods;
+    st.Record({t.now, "ConfigurationUpdate", "Alarm \"" + name + "\" " + (exists ? "updated" : "created"),
+               json{{"version", "1.0"}, {"type", exists ? "Update" : "Create"},
+                    {exists ? "updatedAlarm" : "createdAlarm", created}}
+                   .dump()});
+    t.alarms.insert(name);
+    return Status::Ok();
+  });
+}
+
+Status Controller::DeleteAlarms(const std::vector<std::string>& names) {
+  return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status {
+    for (const auto& n : names) {
+      if (ConfiguredRule(config_, n)) return IsRule(n);
+      auto found = state_.alarms.find(n);
+      if (found == state_.alarms.end() || !found->second.metric) return NotFound("The alarm " + n + " does not exist.");
+    }
+    for (const auto& n : names) {
+      state_.alarms.erase(n);
+      t.alarms.insert(n);
+    }
+    return Status::Ok();
+  });
+}
+
+Status Controller::SetAlarmState(const std::string& name, const std::string& value, const std::string& reason,
+                                 const std::string& reason_data) {
+  return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status {
+    auto found = state_.alarms.find(name);
+    const AlarmConfig* rule = ConfiguredRule(config_, name);
+    if (found == state_.alarms.end() ? !rule : (!found->second.metric && !rule))
+      return NotFound("The alarm " + name + " does not exist.");
+    if (rule && value == "INSUFFICIENT_DATA")
+      return InvalidArgument("The value for parameter StateValue is invalid: the configuration-file rule " + name +
+                             " is OK or ALARM, never INSUFFICIENT_DATA");
+    AlarmState& st = state_.alarms[name];
+    if (st.value == value) {  // the same state: the reason changes, as AWS records it
+      st.reason = reason;
+      st.reason_data = reason_data;
+      t.alarms.insert(name);
+      return Status::Ok();
+    }
+    const std::string data = st.metric ? MetricAlarmEventData(*st.metric).dump()
+                                       : json{{"configuration", {{"rule", rule->rule}, {"queue", rule->queue}}},
+                                              {"queue", rule->queue}}.dump();
+    ChangeAlarmState(t, name, st, value, reason, reason_data, data);
+    return Status::Ok();
+  });
+}
+
+Status Controller::SetAlarmActions(const std::vector<std::string>& names, bool enabled) {
+  return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status {
+    for (const auto& n : names) {
+      auto found = state_.alarms.find(n);
+      if (found == state_.alarms.end() || !found->second.metric || found->second.metric->actions_enabled == enabled) continue;
+      found->second.metric->actions_enabled = enabled;
+      t.alarms.insert(n);
+    }
+    return Status::Ok();
+  });
 }
 
 }  // namespace ty::control

@@ -185,13 +185,8 @@ void Controller::LoadState() {
       return;
     }
     if (!StartsWith(key, "alarm/")) return;
-    auto j = json::parse(doc, nullptr, false);
-    if (j.is_discarded()) return;
-    AlarmState& a = s.alarms[key.substr(6)];
-    a.value = j.value("value", "OK");
-    a.since = j.value("since", EpochMs{0});
-    a.reason = j.value("reason", "");
-    a.condition_since = j.value("condition_since", EpochMs{0});
+    AlarmState a;
+    if (DecodeAlarmDoc(doc, &a)) s.alarms[key.substr(6)] = std::move(a);
   }));
   // failure_ratio looks back over the jobs that ended within its window.
   if (failure_window_ms_ > 0) {
@@ -495,12 +490,9 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
       if (auto it = state_.job_definitions.find(name); it != state_.job_definitions.end())
         if (auto rev = it->second.find(revision); rev != it->second.end())
           writes.push_back({store::Kind::kMeta, JobDefinitionKey(name, revision), EncodeDoc(rev->second)});
-    for (const auto& n : t.alarms) {
+    for (const auto& n : t.alarms) {  // deleted when gone from the state
       auto found = state_.alarms.find(n);
-      if (found == state_.alarms.end()) continue;
-      const AlarmState& a = found->second;
-      json doc = {{"value", a.value}, {"since", a.since}, {"reason", a.reason}, {"condition_since", a.condition_since}};
-      writes.push_back({store::Kind::kMeta, "alarm/" + n, doc.dump()});
+      writes.push_back({store::Kind::kMeta, "alarm/" + n, found == state_.alarms.end() ? "" : EncodeAlarmDoc(found->second)});
     }
     for (const auto& n : t.system_series)
       if (auto it = state_.system_series.find(n); it != state_.system_series.end())

@@ -185,6 +185,18 @@ class Controller {
   // Stores every datum in one turn, or none: LimitExceeded when the new series would pass the cap.
   Status PutMetricData(const std::vector<CwDatum>& data);
 
+  // ---- CloudWatch alarms (alarms.cpp; docs/alarms.md, "CloudWatch alarms") ----
+  // Creates the alarm (INSUFFICIENT_DATA until evaluated) or replaces its definition, keeping its
+  // state. InvalidArgument for a configuration-file rule's name; LimitExceeded past max_alarms.
+  Status PutMetricAlarm(const std::string& name, MetricAlarmDefinition definition);
+  // All or nothing: NotFound for a name that is no alarm, InvalidArgument for a rule's.
+  Status DeleteAlarms(const std::vector<std::string>& names);
+  // Sets the state (an event and history, as an evaluation would) until the next evaluation.
+  Status SetAlarmState(const std::string& name, const std::string& value, const std::string& reason,
+                       const std::string& reason_data);
+  // Enable/DisableAlarmActions: names that are no API alarm are ignored, as AWS does.
+  Status SetAlarmActions(const std::vector<std::string>& names, bool enabled);
+
   // ---- Principals (principals.cpp; docs/security.md, "Users and keys") ----
   StatusOr<IamUser> CreateUser(const CreateUserCommand& cmd);
   // Refused while the user holds access keys or policies (IAM's DeleteConflict).
@@ -416,8 +428,15 @@ class Controller {
   // Once a minute: each queue's AWS/Batch metrics since the last sample into the CloudWatch store
   // (cloudwatch.cpp; docs/metrics.md, "The CloudWatch API").
   void SampleBatchMetrics(Turn& t) REQUIRES(turn_mu_, state_mu_);
-  // Alarms (alarms.cpp): evaluates every [[alarms]] rule; a change of state is an event.
+  // Alarms (alarms.cpp): evaluates every [[alarms]] rule about once a second, and every metric
+  // alarm once a minute; a change of state is an event.
   void EvaluateAlarms(Turn& t) REQUIRES(turn_mu_, state_mu_);
+  void EvaluateMetricAlarms(Turn& t) REQUIRES(turn_mu_, state_mu_);
+  // Moves alarm `name` to `value`: its state, a StateUpdate history item, an event, and an Action
+  // history item per action of the new state (actions are not run: docs/alarms.md).
+  void ChangeAlarmState(Turn& t, const std::string& name, AlarmState& st, const std::string& value,
+                        const std::string& reason, const std::string& reason_data, const std::string& event_data)
+      REQUIRES(turn_mu_, state_mu_);
   // A service job reached SUCCEEDED or FAILED (for failure_ratio).
   void NoteEnding(const ServiceJob& job, EpochMs at) REQUIRES(turn_mu_, state_mu_);
   // Renders the turn's event triggers into store writes (sequence numbers from next_event_seq_).
@@ -527,6 +546,7 @@ class Controller {
   std::deque<Ending> endings_ GUARDED_BY(turn_mu_);  // jobs that ended within the longest failure_ratio window
   int64_t failure_window_ms_ = 0;  // that window (0: no failure_ratio rule); constant
   EpochMs last_alarm_check_ GUARDED_BY(turn_mu_) = 0;  // when EvaluateAlarms last ran
+  EpochMs last_metric_alarm_minute_ GUARDED_BY(turn_mu_) = -1;  // the minute metric alarms were last evaluated in
   EpochMs next_share_sample_ GUARDED_BY(turn_mu_) = 0;
   EpochMs next_batch_sample_ GUARDED_BY(turn_mu_) = 0;  // when SampleBatchMetrics samples next (0: at the first tick)
   // The telemetry counters as the last AWS/Batch sample saw them, by (queue, AWS metric name).

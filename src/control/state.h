@@ -13,6 +13,7 @@
 #include "control/cloudwatch_metrics.h"
 #include "control/metric_series.h"
 #include "control/event_bus.h"
+#include "control/metric_alarms.h"
 #include "control/principals.h"
 #include "control/share_history.h"
 #include "control/telemetry.h"
@@ -68,14 +69,6 @@ struct ServiceJobState {
       if (status == "RUNNABLE") since = at;
     return since;
   }
-};
-
-// Where an alarm rule stands (docs/alarms.md); persisted, so a restart does not raise it again.
-struct AlarmState {
-  std::string value = "OK";  // OK | ALARM
-  EpochMs since = 0;         // when it took that value
-  std::string reason;
-  EpochMs condition_since = 0;  // idle_capacity_while_waiting: when the condition began to hold (0: it does not)
 };
 
 struct State {
@@ -213,7 +206,7 @@ struct State {
   EpochMs last_pass_at = 0;
   // Fair-share queue -> when its latest arrival batch closes ([scheduler] batch_ms; in memory).
   std::map<std::string, EpochMs> batch_closes;
-  std::map<std::string, AlarmState> alarms;  // by rule name ([[alarms]])
+  std::map<std::string, AlarmState> alarms;  // by name: [[alarms]] rules and PutMetricAlarm's (metric_alarms.h)
   // Hyperparameter tuning jobs (control/tuning.h), by lower-cased name (names are unique
   // regardless of case); stored as kMeta documents "tuning-job/<lower-cased name>".
   std::map<std::string, TuningJob> tuning_jobs;

@@ -205,6 +205,7 @@ struct ConsoleConfig {
 // [cloudwatch] (docs/metrics.md, "The CloudWatch API"): the metrics stored for PutMetricData.
 struct CloudWatchConfig {
   int64_t max_series = 1000;  // metrics (namespace, name, dimensions); a put that adds one more is refused
+  int64_t max_alarms = 5000;  // PutMetricAlarm's alarms (docs/alarms.md); one past it is refused
 };
 
 struct Config {

@@ -1,0 +1,50 @@
+// CloudWatch's request members, read and checked (api/cloudwatch_api.cpp and
+// api/cloudwatch_alarms.cpp share them): each refusal names the member by its query-protocol path
+// ("MetricDataQueries.member.2.Id") and the rule, in AWS's wording, so the aws CLI prints a
+// sentence. Internal to ty_api.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "control/cloudwatch_read.h"
+#include "core/status.h"
+
+namespace ty::api::cw {
+
+Status Missing(const std::string& member);
+Status Invalid(const std::string& member, const std::string& rule);
+
+// A string member `where + key` of length [min, max]; "" when absent and not required.
+StatusOr<std::string> String(const nlohmann::json& o, const std::string& key, const std::string& where, bool required,
+                             size_t min, size_t max);
+// A timestamp member (epoch seconds on the wire) in ms; `fallback` when absent and not required.
+StatusOr<EpochMs> Time(const nlohmann::json& o, const std::string& key, bool required, EpochMs fallback);
+// Dimensions (at most 30, sorted by name). `filter`: values may be empty (ListMetrics).
+StatusOr<control::CwDimensions> Dimensions(const nlohmann::json& o, const std::string& where, bool filter);
+// Namespace, MetricName and Dimensions of `o`.
+StatusOr<control::CwMetricId> Metric(const nlohmann::json& o, const std::string& where);
+// One MetricDataQuery at `at` ("MetricDataQueries.member.N.").
+StatusOr<control::CwQuery> Query(const nlohmann::json& q, const std::string& at);
+// A CloudWatch unit ("Seconds", "Count", ... "None").
+bool IsUnit(const std::string& unit);
+// An optional integer member in [min, max]; `fallback` when absent.
+StatusOr<int64_t> Integer(const nlohmann::json& o, const std::string& key, const std::string& where, int64_t min,
+                          int64_t max, int64_t fallback);
+
+}  // namespace ty::api::cw
+
+namespace ty::control {
+class Controller;
+}
+
+namespace ty::api::cw {
+
+// The alarm operations (api/cloudwatch_alarms.cpp).
+bool IsAlarmOperation(const std::string& op);
+bool ChangesAlarms(const std::string& op);  // stored with the command's own commit (audit)
+StatusOr<nlohmann::json> ServeAlarmOperation(control::Controller& c, const std::string& op, const nlohmann::json& req);
+
+}  // namespace ty::api::cw

@@ -1,0 +1,70 @@
+// Reading CloudWatch metrics out of the state (docs/metrics.md, "The CloudWatch API"): what
+// GetMetricStatistics, GetMetricData and ListMetrics answer, and what metric alarms evaluate
+// (metric_alarms.h). The series come from three places, read in place and never copied: users'
+// own and AWS/Batch (State::cloudwatch), and /aws/sagemaker/TrainingJobs (a training job's
+// MetricDefinitions series and system metrics per Host "<job>/algo-<n>"). Pure functions over a
+// State the caller holds (under Controller::Read or inside a turn); no I/O.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "control/cloudwatch_math.h"
+#include "control/cloudwatch_metrics.h"
+#include "core/status.h"
+
+namespace ty::control {
+
+struct State;
+
+inline constexpr const char* kSageMakerMetricNamespace = "/aws/sagemaker/TrainingJobs";
+
+// The points of one metric in a window.
+struct CwPoints {
+  std::string unit = "None";
+  std::vector<std::pair<EpochMs, CwBucket>> buckets;  // oldest first
+};
+
+// Every point of a metric with a timestamp in [from, to).
+CwPoints ReadCwMetric(const State& s, const CwMetricId& id, EpochMs from, EpochMs to);
+
+// Every metric there is: users' and AWS/Batch first (by key), then each training job's.
+void ForEachCwMetric(const State& s, const std::function<void(const CwMetricId&)>& fn);
+
+// The points merged into buckets of `period` ms from `origin` (none before it).
+std::map<EpochMs, CwBucket> CwByPeriod(const CwPoints& p, EpochMs origin, EpochMs period);
+
+// A statistic of a bucket: SampleCount, Sum, Average, Minimum, Maximum or a percentile "pNN";
+// nullopt when it has none (a percentile without kept values).
+std::optional<double> CwStat(const CwBucket& b, const std::string& stat);
+bool IsCwStatistic(const std::string& s);   // one of the five
+bool IsCwPercentile(const std::string& s);  // "p0" .. "p100"
+// Period in seconds: 1, 5, 10, 30 or a multiple of 60.
+bool IsCwPeriod(int64_t seconds);
+
+// One MetricDataQuery (GetMetricData, or a metric-math alarm's Metrics): either a MetricStat
+// (metric, period, stat) or an expression over other queries' ids.
+struct CwQuery {
+  std::string id, label, expression, stat;
+  CwMetricId metric;
+  EpochMs period = 0;  // ms; an expression's optional period
+  bool return_data = true;
+};
+
+// The queries' series over [from, to): each MetricStat query's (read under the state), then each
+// expression's in request order (pure; it may use any MetricStat query and the expressions
+// before it). `grid_period`: the timestamps FILL and constants use (from, from + grid_period, ...).
+struct CwQueryValues {
+  std::map<std::string, CwTimeSeries> series;  // by query id
+  std::vector<std::string> metric_ids;         // the MetricStat queries, in request order (METRICS())
+};
+CwQueryValues ReadCwQueries(const State& s, const std::vector<CwQuery>& queries, EpochMs from, EpochMs to);
+// InvalidArgument from a bad expression (the message says where).
+Status EvaluateCwExpressions(const std::vector<CwQuery>& queries, EpochMs from, EpochMs to, EpochMs grid_period,
+                             CwQueryValues* values);
+
+}  // namespace ty::control
