@@ -627,7 +627,7 @@ class AlarmLimitTest(AlarmTestBase):
     def test_max_alarms_refuses_a_new_alarm_but_not_a_replacement(self):
         for name in ("one", "two"):
             self.cw.put_metric_alarm(**threshold_alarm(name, TreatMissingData="ignore"))
-        with self.assertRaises(ClientError) as ctx:
+        with self.assertRaises(self.cw.exceptions.LimitExceededFault) as ctx:  # as PutMetricAlarm's model names it
             self.cw.put_metric_alarm(**threshold_alarm("three"))
         code, message = error(ctx)
         self.assertEqual(code, "LimitExceeded")
