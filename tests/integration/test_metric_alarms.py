@@ -459,6 +459,15 @@ class AlarmApiTest(AlarmTestBase):
         [created] = self.history("b-pager", "ConfigurationUpdate")
         self.assertEqual(created["HistorySummary"], 'Alarm "b-pager" created')
         json.loads(created["HistoryData"])
+        hour = datetime.timedelta(hours=1)
+        window = lambda start, end: len(self.cw.describe_alarm_history(AlarmName="b-pager", StartDate=start,
+                                                                       EndDate=end)["AlarmHistoryItems"])
+        self.assertEqual((window(created["Timestamp"] - hour, created["Timestamp"] + hour),
+                          window(created["Timestamp"] + hour, created["Timestamp"] + 2 * hour),
+                          window(created["Timestamp"] - 2 * hour, created["Timestamp"] - hour)), (3, 0, 0))
+        composite = self.cw.describe_alarms(AlarmTypes=["CompositeAlarm"])  # none are served
+        self.assertEqual((composite.get("MetricAlarms", []), composite.get("CompositeAlarms", [])), ([], []))
+        self.assertEqual(names(AlarmTypes=["CompositeAlarm", "MetricAlarm"]), ["a-quiet", "b-pager", "c-other"])
         newest = self.cw.describe_alarm_history(AlarmName="b-pager", MaxRecords=1)
         self.assertEqual(len(newest["AlarmHistoryItems"]), 1)
         older = self.cw.describe_alarm_history(AlarmName="b-pager", MaxRecords=1, NextToken=newest["NextToken"])
