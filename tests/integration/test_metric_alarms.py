@@ -336,6 +336,20 @@ class UserMetricAlarmTest(ClockedAlarmTest):
                          [("bad", False), ("all", False), ("ratio", True)])
 
 
+class PercentileAlarmTest(ClockedAlarmTest):
+    def test_an_extended_statistic_alarm_reads_the_percentile(self):
+        for p in ("p50", "p99"):
+            self.cw.put_metric_alarm(**{k: v for k, v in threshold_alarm(p, ExtendedStatistic=p).items()
+                                        if k != "Statistic"})
+        self.assertEqual(self.alarm("p99")["ExtendedStatistic"], "p99")
+        self.assertNotIn("Statistic", self.alarm("p99"))
+        at = utc(self.minute_start() + 1)
+        self.cw.put_metric_data(Namespace=NS, MetricData=[
+            {"MetricName": "Loss", "Dimensions": DIMS, "Value": v, "Timestamp": at} for v in (1.0, 2.0, 3.0, 100.0)])
+        self.minute()
+        self.assertEqual((self.alarm("p50")["StateValue"], self.alarm("p99")["StateValue"]), ("OK", "ALARM"))
+
+
 class ConfigurationRulesTest(AlarmTestBase):
     server_args = ["--clock=offset"]
     server_config = """
