@@ -518,6 +518,7 @@ std::string QueryCode(const std::string& type) {
   if (type == "MissingRequiredParameterException") return "MissingParameter";
   if (type == "InvalidParameterCombinationException") return "InvalidParameterCombination";
   if (type == "InternalServiceFault") return "InternalServiceError";
+  if (type == "LimitExceededFault") return "LimitExceeded";
   return type;
 }
 
@@ -536,8 +537,12 @@ http::Response QueryErrorAnswer(const Status& st, const std::string& request_id)
   return res;
 }
 
-http::Response ErrorAnswer(bool cbor, const Status& st, const std::string& request_id) {
+http::Response ErrorAnswer(bool cbor, const Status& st, const std::string& request_id,
+                           const std::string& operation = "") {
   WireError e = ToWireError(Protocol::kCloudWatch, st);
+  // PutMetricAlarm's model names its limit error LimitExceededFault (code LimitExceeded), which
+  // boto3 raises as cw.exceptions.LimitExceededFault; PutMetricData models none.
+  if (st.code() == Code::kLimitExceeded && operation == "PutMetricAlarm") e.type = "LimitExceededFault";
   json body = {{"__type", "com.amazonaws.cloudwatch#" + e.type}, {"message", e.message}};
   http::Response res = Answer(cbor, e.http_status, body, request_id);
   res.headers.emplace_back("x-amzn-query-error", QueryCode(e.type) + (e.http_status >= 500 ? ";Receiver" : ";Sender"));
@@ -648,7 +653,7 @@ http::Response ServeCloudWatch(const http::Request& req, control::Controller& co
   else if (operation == "GetMetricStatistics") result = GetMetricStatistics(controller, *body);
   else result = GetMetricData(controller, *body);
   call.Finish(result.status());
-  if (!result.ok()) return ErrorAnswer(cbor, result.status(), call.request_id());
+  if (!result.ok()) return ErrorAnswer(cbor, result.status(), call.request_id(), operation);
   return Answer(cbor, 200, *result, call.request_id());
 }
 
