@@ -86,7 +86,7 @@ json MetricJson(const control::CwMetricId& m) {
 // The state members every alarm has.
 void PutState(json& out, const AlarmState* st, const std::string& fallback_value) {
   out["StateValue"] = st ? st->value : fallback_value;
-  out["StateReason"] = st ? st->reason : "";
+  out["StateReason"] = st && !st->reason.empty() ? st->reason : "Unchecked: no state change since the server started";
   if (st && !st->reason_data.empty()) out["StateReasonData"] = st->reason_data;
   if (st && st->since > 0) {
     out["StateUpdatedTimestamp"] = Time(st->since);

@@ -227,10 +227,12 @@ void Controller::ChangeAlarmState(Turn& t, const std::string& name, AlarmState& 
   st.since = t.now;
   st.reason = reason;
   st.reason_data = reason_data;
+  json new_state = {{"stateValue", value}, {"stateReason", reason}};
+  if (!reason_data.empty()) new_state["stateReasonData"] = reason_data;
   st.Record({t.now, "StateUpdate", "Alarm updated from " + old + " to " + value,
              json{{"version", "1.0"},
                   {"oldState", {{"stateValue", old}, {"stateReason", data["previous"]["reason"]}}},
-                  {"newState", {{"stateValue", value}, {"stateReason", reason}, {"stateReasonData", reason_data}}}}
+                  {"newState", new_state}}
                  .dump()});
   if (st.metric && st.metric->actions_enabled) {
     const auto& actions = value == "ALARM" ? st.metric->alarm_actions
