@@ -522,10 +522,18 @@ std::string QueryCode(const std::string& type) {
   return type;
 }
 
-// The query protocol's error document (Action=...&Version=2010-08-01 requests, which older SDKs
-// send): not served, but refused in the shape those clients read, so they print the sentence.
-http::Response QueryErrorAnswer(const Status& st, const std::string& request_id) {
+// The error of `operation`: CloudWatch's own type for the status (api/errors.cpp), except where
+// the operation's model names another. PutMetricAlarm's limit error is LimitExceededFault (code
+// LimitExceeded), which boto3 raises as cw.exceptions.LimitExceededFault; PutMetricData models none.
+WireError CloudWatchError(const Status& st, const std::string& operation) {
   WireError e = ToWireError(Protocol::kCloudWatch, st);
+  if (st.code() == Code::kLimitExceeded && operation == "PutMetricAlarm") e.type = "LimitExceededFault";
+  return e;
+}
+
+// The query protocol's error document (Action=...&Version=2010-08-01 requests, which older SDKs send).
+http::Response QueryErrorAnswer(const Status& st, const std::string& request_id, const std::string& operation) {
+  WireError e = CloudWatchError(st, operation);
   const std::string code = e.type == "UnknownOperationException" ? "InvalidAction" : QueryCode(e.type);
   http::Response res;
   res.status = e.http_status;
@@ -537,12 +545,8 @@ http::Response QueryErrorAnswer(const Status& st, const std::string& request_id)
   return res;
 }
 
-http::Response ErrorAnswer(bool cbor, const Status& st, const std::string& request_id,
-                           const std::string& operation = "") {
-  WireError e = ToWireError(Protocol::kCloudWatch, st);
-  // PutMetricAlarm's model names its limit error LimitExceededFault (code LimitExceeded), which
-  // boto3 raises as cw.exceptions.LimitExceededFault; PutMetricData models none.
-  if (st.code() == Code::kLimitExceeded && operation == "PutMetricAlarm") e.type = "LimitExceededFault";
+http::Response ErrorAnswer(bool cbor, const Status& st, const std::string& request_id, const std::string& operation) {
+  WireError e = CloudWatchError(st, operation);
   json body = {{"__type", "com.amazonaws.cloudwatch#" + e.type}, {"message", e.message}};
   http::Response res = Answer(cbor, e.http_status, body, request_id);
   res.headers.emplace_back("x-amzn-query-error", QueryCode(e.type) + (e.http_status >= 500 ? ";Receiver" : ";Sender"));
@@ -594,30 +598,21 @@ http::Response ServeCloudWatch(const http::Request& req, control::Controller& co
   const std::string* content_type = req.Header("Content-Type");
   const bool query = !cbor && !req.Header("X-Amz-Target") &&
                      (req.method == "GET" || (content_type && StartsWith(*content_type, "application/x-www-form-urlencoded")));
-  const bool known = kOperations.count(operation) > 0 || cw::IsAlarmOperation(operation);
-  AuditedCall call(controller, req, Protocol::kCloudWatch, "cloudwatch", known ? operation : "UnknownOperation");
+  auto is_known = [](const std::string& op) { return kOperations.count(op) > 0 || cw::IsAlarmOperation(op); };
+  AuditedCall call(controller, req, Protocol::kCloudWatch, "cloudwatch",
+                   is_known(operation) ? operation : "UnknownOperation");
   auto fail = [&](const Status& st) {
     call.Finish(st);
-    return query ? QueryErrorAnswer(st, call.request_id()) : ErrorAnswer(cbor, st, call.request_id());
+    return query ? QueryErrorAnswer(st, call.request_id(), operation) : ErrorAnswer(cbor, st, call.request_id(), operation);
   };
   auto caller = authenticate(&call.record());
   if (!caller.ok()) return fail(caller.status());
-  if (query)
-    return fail(Status(Code::kUnknownOperation,
-                       "This server answers CloudWatch in AWS JSON 1.0 and Smithy RPC v2 CBOR, not the query protocol "
-                       "(Action=...); use an SDK that sends either (botocore 1.28 and later, the aws CLI)"));
-  if (req.method != "POST") return fail(Status(Code::kUnknownOperation, "CloudWatch answers POST requests only"));
-  if (!known)
-    return fail(Status(Code::kUnknownOperation,
-                       "This server answers the CloudWatch operations PutMetricData, ListMetrics, GetMetricStatistics, "
-                       "GetMetricData, PutMetricAlarm, DescribeAlarms, DescribeAlarmsForMetric, DescribeAlarmHistory, "
-                       "SetAlarmState, DeleteAlarms, EnableAlarmActions and DisableAlarmActions, not '" + operation.substr(0, 100) + "'"));
+  if (!query && req.method != "POST") return fail(Status(Code::kUnknownOperation, "CloudWatch answers POST requests only"));
   const int depth = controller.config().max_json_depth;
   if (static_cast<int64_t>(req.body.size()) > controller.config().max_request_bytes)
     return fail(Status(Code::kPayloadTooLarge, "Request body of " + std::to_string(req.body.size()) +
                                                    " bytes exceeds the limit of " +
                                                    std::to_string(controller.config().max_request_bytes) + " bytes"));
-  StatusOr<json> body = json::object();
   std::string_view raw = req.body;
   std::string inflated;
   if (const std::string* coding = req.Header("Content-Encoding"); coding && EqualsIgnoreCase(Trim(*coding), "gzip")) {
@@ -626,7 +621,18 @@ http::Response ServeCloudWatch(const http::Request& req, control::Controller& co
     inflated = std::move(*plain);
     raw = inflated;
   }
-  if (!raw.empty()) {
+  StatusOr<json> body = json::object();
+  if (query) {
+    body = cw::QueryMembers(req.query, req.method == "POST" ? raw : std::string_view(), &operation);
+    if (is_known(operation)) call.record().operation = operation;
+    if (body.ok() && operation.empty()) return fail(Status(Code::kUnknownOperation, "The request has no Action parameter"));
+  }
+  if (!is_known(operation))
+    return fail(Status(Code::kUnknownOperation,
+                       "This server answers the CloudWatch operations PutMetricData, ListMetrics, GetMetricStatistics, "
+                       "GetMetricData, PutMetricAlarm, DescribeAlarms, DescribeAlarmsForMetric, DescribeAlarmHistory, "
+                       "SetAlarmState, DeleteAlarms, EnableAlarmActions and DisableAlarmActions, not '" + operation.substr(0, 100) + "'"));
+  if (!query && !raw.empty()) {
     if (cbor) {
       body = DecodeCbor(raw, depth);
     } else if (JsonDepth(raw, depth) > depth) {
@@ -652,8 +658,14 @@ http::Response ServeCloudWatch(const http::Request& req, control::Controller& co
   } else if (operation == "ListMetrics") result = ListMetrics(controller, *body);
   else if (operation == "GetMetricStatistics") result = GetMetricStatistics(controller, *body);
   else result = GetMetricData(controller, *body);
+  if (!result.ok()) return fail(result.status());
   call.Finish(result.status());
-  if (!result.ok()) return ErrorAnswer(cbor, result.status(), call.request_id(), operation);
+  if (query) {
+    http::Response res;
+    res.headers = {{"Content-Type", "text/xml"}, {"x-amzn-RequestId", call.request_id()}};
+    res.body = cw::QueryReply(operation, *result, call.request_id());
+    return res;
+  }
   return Answer(cbor, 200, *result, call.request_id());
 }
 

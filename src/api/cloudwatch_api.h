@@ -1,8 +1,10 @@
 // CloudWatch's metrics API (docs/metrics.md, "The CloudWatch API"): PutMetricData, ListMetrics,
 // GetMetricStatistics and GetMetricData for requests signed for service `monitoring`, in the
 // protocols AWS's SDKs send it: Smithy RPC v2 CBOR (POST /service/GraniteServiceVersion20100801/
-// operation/<Op>, what botocore 1.43 sends) and AWS JSON 1.0 (X-Amz-Target:
-// GraniteServiceVersion20100801.<Op>). Each call is authorized as `cloudwatch:<Op>` and audited.
+// operation/<Op>, what botocore 1.43 sends), AWS JSON 1.0 (X-Amz-Target:
+// GraniteServiceVersion20100801.<Op>) and the query protocol (Action=<Op>, older SDKs;
+// api/cloudwatch_query.cpp); and the alarm operations (api/cloudwatch_alarms.cpp). Each call is
+// authorized as `cloudwatch:<Op>` and audited.
 //
 // What it reads: users' own namespaces (control/cloudwatch_metrics.h) and
 // /aws/sagemaker/TrainingJobs, a training job's MetricDefinitions series and system metrics per

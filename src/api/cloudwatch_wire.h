@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -46,5 +47,11 @@ namespace ty::api::cw {
 bool IsAlarmOperation(const std::string& op);
 bool ChangesAlarms(const std::string& op);  // stored with the command's own commit (audit)
 StatusOr<nlohmann::json> ServeAlarmOperation(control::Controller& c, const std::string& op, const nlohmann::json& req);
+
+// The query protocol (api/cloudwatch_query.cpp): the members of a GET's query and a POST's form
+// body (Action goes to *action; Version must be 2010-08-01), typed by member name; and the XML
+// reply of `action` carrying `result`.
+StatusOr<nlohmann::json> QueryMembers(std::string_view query, std::string_view form, std::string* action);
+std::string QueryReply(const std::string& action, const nlohmann::json& result, const std::string& request_id);
 
 }  // namespace ty::api::cw

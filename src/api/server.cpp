@@ -1187,7 +1187,7 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
   if (ScopeService(req) == "sts")
     return ServeSts(req, controller, authz, [&](AuditRecord* who) { return Authenticate(req, "sts", who); },
                     ContextOf(req));
-  // CloudWatch's metrics API in rpc-v2-cbor or JSON 1.0 (api/cloudwatch_api.h).
+  // CloudWatch (metrics and alarms) in rpc-v2-cbor, JSON 1.0 or the query protocol (api/cloudwatch_api.h).
   if (ScopeService(req) == "monitoring" || IsCloudWatchRequest(req))
     return ServeCloudWatch(req, controller, authz,
                            [&](AuditRecord* who) { return Authenticate(req, "monitoring", who); }, ContextOf(req));

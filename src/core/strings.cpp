@@ -253,6 +253,39 @@ bool ParseAmzDate(std::string_view s, int64_t* epoch_ms) {
   return true;
 }
 
+bool ParseIso8601(std::string_view s, int64_t* epoch_ms) {
+  if (s.size() < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':') return false;
+  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18})
+    if (!std::isdigit(static_cast<unsigned char>(s[i]))) return false;
+  std::string_view rest = s.substr(19);
+  int64_t ms = 0;
+  if (!rest.empty() && rest[0] == '.') {
+    size_t n = 1;
+    int64_t scale = 100;
+    while (n < rest.size() && std::isdigit(static_cast<unsigned char>(rest[n]))) {
+      ms += (rest[n] - '0') * scale;
+      scale /= 10;
+      ++n;
+    }
+    if (n == 1 || n > 10) return false;
+    rest = rest.substr(n);
+  }
+  if (rest != "Z" && rest != "+00:00") return false;
+  auto num = [&](size_t pos, size_t len) { return std::stoi(std::string(s.substr(pos, len))); };
+  std::tm tm{};
+  tm.tm_year = num(0, 4) - 1900;
+  tm.tm_mon = num(5, 2) - 1;
+  tm.tm_mday = num(8, 2);
+  tm.tm_hour = num(11, 2);
+  tm.tm_min = num(14, 2);
+  tm.tm_sec = num(17, 2);
+  if (tm.tm_mon > 11 || tm.tm_mon < 0 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 ||
+      tm.tm_sec > 60)
+    return false;
+  *epoch_ms = static_cast<int64_t>(timegm(&tm)) * 1000 + ms;
+  return true;
+}
+
 std::string FormatHttpDate(int64_t epoch_ms) {
   static constexpr const char* kDays[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
   static constexpr const char* kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",

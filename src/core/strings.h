@@ -61,6 +61,9 @@ bool GlobMatch(std::string_view pattern, std::string_view text);
 // ISO-8601 basic format used by SigV4 ("20260102T030405Z") <-> epoch ms.
 std::string FormatAmzDate(int64_t epoch_ms);
 bool ParseAmzDate(std::string_view s, int64_t* epoch_ms);
+// ISO 8601 in UTC as AWS's query protocol sends timestamps: 2026-11-26T12:00:00Z, with an optional
+// fraction (.123456) and "Z" or "+00:00". False for anything else.
+bool ParseIso8601(std::string_view s, int64_t* epoch_ms);
 // HTTP's Date format, IMF-fixdate (RFC 9110 section 5.6.7): "Sun, 06 Nov 1994 08:49:37 GMT".
 // Independent of the process locale.
 std::string FormatHttpDate(int64_t epoch_ms);

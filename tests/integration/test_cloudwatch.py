@@ -196,12 +196,12 @@ class CloudWatchTest(ServerTest):
                                                  "X-Amz-Target": "GraniteServiceVersion20100801.DeleteEverything"})
         self.assertEqual(status, 400)
         self.assertIn(b"UnknownOperationException", raw)
-        # The query protocol is refused in its own XML shape, naming what is served.
-        status, h, raw = self.signed("/", b"Action=ListMetrics&Version=2010-08-01",
+        # An unknown action in the query protocol is refused in its own XML shape, naming what is served.
+        status, h, raw = self.signed("/", b"Action=DeleteEverything&Version=2010-08-01",
                                      {"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"})
         self.assertEqual(status, 400)
         self.assertIn(b"<Code>InvalidAction</Code>", raw)
-        self.assertIn(b"JSON 1.0", raw)
+        self.assertIn(b"GetMetricData", raw)
         self.assertEqual(self.cw.list_metrics()["Metrics"], [{"Namespace": NS, "MetricName": "Loss", "Dimensions": DIMS}])
         self.assertEqual([p["Sum"] for p in self.stats(Statistics=["Sum"])], [4.0, 10.0, 7.0])
 
