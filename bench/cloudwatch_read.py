@@ -3,7 +3,9 @@
 PutMetricData with one point a minute for HOURS hours, then GetMetricData over all of them for the
 whole window at 1-minute resolution (every page, MaxDatapoints 100,800 as AWS allows), a
 SUM(METRICS()) over 499 of them, and GetMetricStatistics of one; plus the stored bytes per metric
-per day (the documents in the state) and the server's resident memory.
+per day (the documents in the state) and the server's resident memory after the fill and after
+the reads. The whole-window read is also split into the time until the reply's bytes are in
+(the server's work and the transfer) and the client's decoding of them (botocore's CBOR parser).
 
     python3 bench/cloudwatch_read.py [--series 1000] [--hours 24] [--reps 3] [--bin build/trainyard]
 """
@@ -33,6 +35,15 @@ def main():
     server = Server(data_dir, config="[cloudwatch]\nmax_series = %d\n" % max(args.series, 1)).start()
     try:
         cw = server.client("cloudwatch")
+        # Request signed -> reply received (the server's share) versus the reply's parsing (the client's).
+        marks = {"server": 0.0, "sent": 0.0}
+        cw.meta.events.register("request-created.cloudwatch.GetMetricData", lambda **_: marks.update(sent=time.perf_counter()))
+        cw.meta.events.register("before-parse.cloudwatch.GetMetricData",
+                                lambda **_: marks.update(server=marks["server"] + time.perf_counter() - marks["sent"]))
+
+        def rss_mib():
+            with open(f"/proc/{server.proc.pid}/status") as f:
+                return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
         minutes = args.hours * 60
         end = datetime.datetime.now(datetime.timezone.utc).replace(second=0, microsecond=0)
         start = end - datetime.timedelta(minutes=minutes)
@@ -46,6 +57,7 @@ def main():
                      "Timestamp": start + datetime.timedelta(minutes=m)} for m in range(first, min(first + 1000, minutes))])
                 calls += 1
         fill_s = time.perf_counter() - t
+        rss_filled = rss_mib()
         stored = int(server.store_query("SELECT sum(length(doc)) FROM meta WHERE key LIKE 'cloudwatch/%'"))
         docs = int(server.store_query("SELECT count(*) FROM meta WHERE key LIKE 'cloudwatch/%'"))
         queries = [{"Id": f"m{s}", "MetricStat": {"Metric": {"Namespace": "Bench/Read", "MetricName": "Value",
@@ -76,21 +88,23 @@ def main():
             return statistics.median(out), result
 
         print(f"series={args.series} hours={args.hours} points={args.series * minutes} fill={fill_s:.1f}s ({calls} PutMetricData calls)", flush=True)
+        marks["server"] = 0.0
         whole, (points, pages) = timed(read_all)
+        server_share = marks["server"] / args.reps
         summed, _ = timed(lambda: cw.get_metric_data(MetricDataQueries=[dict(q, ReturnData=False) for q in queries[:499]] + [
             {"Id": "total", "Expression": "SUM(METRICS())"}], StartTime=start, EndTime=end))
         one, _ = timed(lambda: cw.get_metric_statistics(Namespace="Bench/Read", MetricName="Value",
                                                         Dimensions=[{"Name": "Series", "Value": "s00000"}], StartTime=start,
                                                         EndTime=end, Period=60, Statistics=["Average", "Maximum"]))
-        with open(f"/proc/{server.proc.pid}/status") as f:
-            rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+        rss = rss_mib()
         days = args.hours / 24
         print(f"GetMetricData, every series, whole window, 1 min: {whole * 1000:.0f} ms median for {points} points in {pages} pages "
-              f"({whole * 1000 / pages:.0f} ms per page)")
+              f"({whole * 1000 / pages:.0f} ms per page; until the reply is in: {server_share * 1000:.0f} ms per read, "
+              f"the rest is the client's parsing)")
         print(f"GetMetricData, SUM(METRICS()) over 499 series: {summed * 1000:.0f} ms median")
         print(f"GetMetricStatistics, one series, 1 min: {one * 1000:.1f} ms median")
         print(f"stored: {stored} bytes in {docs} documents = {stored / args.series / days:.0f} bytes per series per day; "
-              f"server RSS {rss / 1024:.0f} MiB")
+              f"server RSS {rss_filled:.0f} MiB after the fill, {rss:.0f} MiB after the reads")
     finally:
         server.stop()
         import shutil

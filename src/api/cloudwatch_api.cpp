@@ -465,33 +465,75 @@ StatusOr<json> GetMetricData(control::Controller& c, const json& req) {
   if ((*to - *from) / grid_period > kMaxDatapointsLimit)
     return Status(Code::kFailedPrecondition, "The window holds more than 100800 periods of " +
                                                  std::to_string(grid_period / 1000) + " s; lengthen the Period");
-  control::CwQueryValues values = c.Read([&](const State& s) { return control::ReadCwQueries(s, queries, *from, *to); });
-  // Expressions in request order; one may use any query before or after it that is not itself
-  // an expression still to come (evaluated in order, so forward references to expressions fail).
-  if (Status st = control::EvaluateCwExpressions(queries, *from, *to, grid_period, &values); !st.ok())
-    return Invalid("MetricDataQueries", st.message());
+  // The page holds the returned points [skip, skip + max_points) in request order, each query's
+  // in ScanBy order; a query whose points run past the page, and every later one, is PartialData.
   json results = json::array();
-  size_t index = 0, returned = 0;
+  size_t index = 0, returned = 0;  // the next point's position over the whole answer; points in this page
   bool more = false;
-  for (const auto& q : queries) {
-    if (!q.return_data) continue;
-    const auto& series = values.series[q.id];
-    json ts = json::array(), vs = json::array();
-    auto add = [&](EpochMs t, double v) {
-      if (index++ < skip) return;
-      if (static_cast<int64_t>(returned) >= max_points) { more = true; return; }
-      ++returned;
-      ts.push_back(CwTimestamp(static_cast<double>(t) / 1000));
-      vs.push_back(v);
-    };
-    if (ascending) for (const auto& [t, v] : series) add(t, v);
-    else for (auto it = series.rbegin(); it != series.rend(); ++it) add(it->first, it->second);
-    json r = {{"Id", q.id}, {"Label", q.label.empty() ? (q.expression.empty() ? q.metric.name : q.id) : q.label},
-              {"Timestamps", ts}, {"Values", vs}, {"StatusCode", more ? "PartialData" : "Complete"},
-              {"Messages", json::array()}};
+  auto add_result = [&](const control::CwQuery& q, json timestamps, json values) {
+    json r = {{"Id", q.id}, {"Label", q.label.empty() ? (q.expression.empty() ? q.metric.name : q.id) : q.label}};
+    r["Timestamps"] = std::move(timestamps);
+    r["Values"] = std::move(values);
+    r["StatusCode"] = more ? "PartialData" : "Complete";
+    r["Messages"] = json::array();
     results.push_back(std::move(r));
+  };
+  // Writes the points [lo, hi) of a query's `n` (oldest first in `points`) in ScanBy order, and moves past all n.
+  auto add_points = [&](const control::CwQuery& q, const std::vector<std::pair<EpochMs, double>>& points, size_t n) {
+    const size_t lo = std::max(skip, index), hi = std::min(skip + static_cast<size_t>(max_points), index + n);
+    json ts = json::array(), vs = json::array();
+    if (lo < hi) {
+      ts.get_ref<json::array_t&>().reserve(hi - lo);
+      vs.get_ref<json::array_t&>().reserve(hi - lo);
+      for (size_t k = lo - index; k < hi - index; ++k) {
+        const auto& [t, v] = points[ascending ? k : n - 1 - k];
+        ts.push_back(CwTimestamp(static_cast<double>(t) / 1000));
+        vs.push_back(v);
+      }
+      returned += hi - lo;
+    }
+    index += n;
+    if (index > skip + static_cast<size_t>(max_points)) more = true;
+    add_result(q, std::move(ts), std::move(vs));
+  };
+  const bool math = std::any_of(queries.begin(), queries.end(), [](const control::CwQuery& q) { return !q.expression.empty(); });
+  if (!math) {
+    // No expression needs the others: a query before the page is only counted, one after it not
+    // read at all, so a page costs its own points (and a count of the earlier ones).
+    c.Read([&](const State& s) {
+      std::vector<std::pair<EpochMs, double>> points;
+      for (const auto& q : queries) {
+        if (!q.return_data) continue;
+        points.clear();
+        if (more) {
+          add_points(q, points, 0);
+          continue;
+        }
+        const size_t n = control::CountCwQuery(s, q, *from, *to);
+        if (index + n > skip && index < skip + static_cast<size_t>(max_points)) {
+          points.reserve(n);
+          control::ReadCwQuery(s, q, *from, *to, [&points](EpochMs t, double v) { points.emplace_back(t, v); });
+        }
+        add_points(q, points, points.empty() ? n : points.size());
+      }
+    });
+  } else {
+    control::CwQueryValues values = c.Read([&](const State& s) { return control::ReadCwQueries(s, queries, *from, *to); });
+    // Expressions in request order; one may use any query before or after it that is not itself
+    // an expression still to come (evaluated in order, so forward references to expressions fail).
+    if (Status st = control::EvaluateCwExpressions(queries, *from, *to, grid_period, &values); !st.ok())
+      return Invalid("MetricDataQueries", st.message());
+    std::vector<std::pair<EpochMs, double>> points;
+    for (const auto& q : queries) {
+      if (!q.return_data) continue;
+      const auto& series = values.series[q.id];
+      points.assign(series.begin(), series.end());
+      add_points(q, points, points.size());
+    }
   }
-  json out = {{"MetricDataResults", results}, {"Messages", json::array()}};
+  json out = json::object();
+  out["MetricDataResults"] = std::move(results);
+  out["Messages"] = json::array();
   if (more) out["NextToken"] = std::to_string(skip + returned);
   return out;
 }

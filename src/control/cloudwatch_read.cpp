@@ -1,6 +1,8 @@
 #include "control/cloudwatch_read.h"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 
 #include "control/state.h"
 
@@ -28,6 +30,83 @@ int SystemIndex(const std::string& name) {
   for (size_t k = 0; k < kSystemMetricNames.size(); ++k)
     if (name == kSystemMetricNames[k]) return static_cast<int>(k);
   return -1;
+}
+
+// A statistic's name, parsed once per query rather than once per point.
+struct Statistic {
+  enum Kind { kSampleCount, kSum, kAverage, kMinimum, kMaximum, kPercentile, kNone } kind = kNone;
+  double p = 0;  // kPercentile's 0..100
+};
+
+Statistic ParseStatistic(const std::string& stat) {
+  if (stat == "SampleCount") return {Statistic::kSampleCount};
+  if (stat == "Sum") return {Statistic::kSum};
+  if (stat == "Average") return {Statistic::kAverage};
+  if (stat == "Minimum") return {Statistic::kMinimum};
+  if (stat == "Maximum") return {Statistic::kMaximum};
+  if (!IsCwPercentile(stat)) return {Statistic::kNone};  // validated before; never a value
+  return {Statistic::kPercentile, std::stod(stat.substr(1))};
+}
+
+// CwPercentile over at most kCloudWatchValuesPerBucket values, sorted in a copy on the stack.
+double Percentile(const std::vector<double>& values, double p) {
+  if (values.size() > kCloudWatchValuesPerBucket) return CwPercentile(values, p);
+  std::array<double, kCloudWatchValuesPerBucket> sorted;
+  std::copy(values.begin(), values.end(), sorted.begin());
+  std::sort(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(values.size()));
+  const double rank = std::ceil(p / 100.0 * static_cast<double>(values.size()));
+  return sorted[static_cast<size_t>(std::clamp(rank, 1.0, static_cast<double>(values.size()))) - 1];
+}
+
+std::optional<double> StatOf(const CwBucket& b, const Statistic& st) {
+  switch (st.kind) {
+    case Statistic::kSampleCount: return b.count;
+    case Statistic::kSum: return b.sum;
+    case Statistic::kAverage: return b.count > 0 ? b.sum / b.count : 0;
+    case Statistic::kMinimum: return b.min;
+    case Statistic::kMaximum: return b.max;
+    case Statistic::kPercentile: break;
+    case Statistic::kNone: return std::nullopt;
+  }
+  if (b.values.empty()) return std::nullopt;
+  return Percentile(b.values, st.p);
+}
+
+// Calls fn(period start, bucket) for each period of `period` ms from `origin` that the points
+// [first, last) (pairs of start and bucket, oldest first, none before origin) fall in: the point's
+// own bucket when it is alone in its period, else their merge (CwByPeriod's, one period at a time).
+template <typename It, typename Fn>
+void ForEachPeriod(It first, It last, EpochMs origin, EpochMs period, Fn&& fn) {
+  CwBucket merged;  // reused: its values keep their capacity from one period to the next
+  const CwBucket* alone = nullptr;
+  EpochMs at = 0;
+  for (; first != last; ++first) {
+    const EpochMs start = origin + (first->first - origin) / period * period;
+    if (alone && start == at) {
+      if (alone != &merged) {
+        merged = *alone;  // the same as merging it into an empty bucket (stored sums are never -0)
+        alone = &merged;
+      }
+      merged.Merge(first->second);
+      continue;
+    }
+    if (alone) fn(at, *alone);
+    at = start;
+    alone = &first->second;
+  }
+  if (alone) fn(at, *alone);
+}
+
+// ForEachPeriod over a metric's points in [from, to), periods from `from`. State::cloudwatch's
+// series are read in place; a training job's are gathered first (they are few and not buckets).
+template <typename Fn>
+void ForEachMetricPeriod(const State& s, const CwMetricId& id, EpochMs from, EpochMs to, EpochMs period, Fn&& fn) {
+  if (const CwSeries* series = s.cloudwatch.Find(id.Key())) {
+    if (from < to) ForEachPeriod(series->buckets.lower_bound(from), series->buckets.lower_bound(to), from, period, fn);
+    return;
+  }
+  const CwPoints points = ReadCwMetric(s, id, from, to);
+  ForEachPeriod(points.buckets.begin(), points.buckets.end(), from, period, fn);
 }
 
 }  // namespace
@@ -85,15 +164,7 @@ std::map<EpochMs, CwBucket> CwByPeriod(const CwPoints& p, EpochMs origin, EpochM
   return out;
 }
 
-std::optional<double> CwStat(const CwBucket& b, const std::string& stat) {
-  if (stat == "SampleCount") return b.count;
-  if (stat == "Sum") return b.sum;
-  if (stat == "Average") return b.count > 0 ? b.sum / b.count : 0;
-  if (stat == "Minimum") return b.min;
-  if (stat == "Maximum") return b.max;
-  if (b.values.empty()) return std::nullopt;
-  return CwPercentile(b.values, std::stod(stat.substr(1)));
-}
+std::optional<double> CwStat(const CwBucket& b, const std::string& stat) { return StatOf(b, ParseStatistic(stat)); }
 
 bool IsCwPercentile(const std::string& s) {
   if (s.size() < 2 || s.size() > 8 || s[0] != 'p') return false;
@@ -109,14 +180,32 @@ bool IsCwStatistic(const std::string& s) {
 
 bool IsCwPeriod(int64_t p) { return p == 1 || p == 5 || p == 10 || p == 30 || (p >= 60 && p % 60 == 0); }
 
+void ReadCwQuery(const State& s, const CwQuery& q, EpochMs from, EpochMs to,
+                 const std::function<void(EpochMs, double)>& fn) {
+  const Statistic st = ParseStatistic(q.stat);
+  ForEachMetricPeriod(s, q.metric, from, to, q.period, [&](EpochMs t, const CwBucket& b) {
+    if (auto v = StatOf(b, st)) fn(t, *v);
+  });
+}
+
+size_t CountCwQuery(const State& s, const CwQuery& q, EpochMs from, EpochMs to) {
+  // Every statistic but a percentile has a value in each period; a percentile, where any kept value.
+  const Statistic::Kind kind = ParseStatistic(q.stat).kind;
+  size_t n = 0;
+  if (kind == Statistic::kNone) return n;
+  ForEachMetricPeriod(s, q.metric, from, to, q.period, [&](EpochMs, const CwBucket& b) {
+    if (kind != Statistic::kPercentile || !b.values.empty()) ++n;
+  });
+  return n;
+}
+
 CwQueryValues ReadCwQueries(const State& s, const std::vector<CwQuery>& queries, EpochMs from, EpochMs to) {
   CwQueryValues out;
   for (const auto& q : queries) {
     if (!q.expression.empty()) continue;
-    CwTimeSeries series;
-    for (const auto& [t, b] : CwByPeriod(ReadCwMetric(s, q.metric, from, to), from, q.period))
-      if (auto v = CwStat(b, q.stat)) series[t] = *v;
-    out.series[q.id] = std::move(series);
+    CwTimeSeries& series = out.series[q.id];
+    series.clear();
+    ReadCwQuery(s, q, from, to, [&series](EpochMs t, double v) { series.emplace_hint(series.end(), t, v); });
     out.metric_ids.push_back(q.id);
   }
   return out;

@@ -63,6 +63,14 @@ struct CwQueryValues {
   std::vector<std::string> metric_ids;         // the MetricStat queries, in request order (METRICS())
 };
 CwQueryValues ReadCwQueries(const State& s, const std::vector<CwQuery>& queries, EpochMs from, EpochMs to);
+// One MetricStat query's points over [from, to), oldest first: fn(period start, statistic) for
+// each period (from `from`) that has one. Reads the stored buckets in place: a period holding one
+// bucket is that bucket's statistic, no copy; nothing is allocated per point.
+void ReadCwQuery(const State& s, const CwQuery& q, EpochMs from, EpochMs to,
+                 const std::function<void(EpochMs, double)>& fn);
+// How many points ReadCwQuery gives, counted without computing a statistic (a page of
+// GetMetricData skips the queries before it at this cost).
+size_t CountCwQuery(const State& s, const CwQuery& q, EpochMs from, EpochMs to);
 // InvalidArgument from a bad expression (the message says where).
 Status EvaluateCwExpressions(const std::vector<CwQuery>& queries, EpochMs from, EpochMs to, EpochMs grid_period,
                              CwQueryValues* values);

@@ -1,6 +1,7 @@
 // CloudWatch metrics (control/cloudwatch_metrics.h, control/cloudwatch_math.h, api/cloudwatch_api.h):
 // statistic sets and percentiles, roll-ups by age and the series cap, the hour documents, the
-// metric-math expressions, and the CBOR codec (tag-1 timestamps both ways, hostile bodies).
+// metric-math expressions, GetMetricData's in-place read (the same points as the copying one), and
+// the CBOR codec (tag-1 timestamps both ways, hostile bodies).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,8 @@
 #include "api/cloudwatch_api.h"
 #include "control/cloudwatch_math.h"
 #include "control/cloudwatch_metrics.h"
+#include "control/cloudwatch_read.h"
+#include "control/state.h"
 
 namespace ty {
 namespace {
@@ -156,6 +159,65 @@ TEST_F(CloudWatchMath, RefusalsNameTheRule) {
   }
   EXPECT_NE(Eval("c + 1").status().message().find("no query has the id c"), std::string::npos);
   EXPECT_NE(Eval("LOG(a)").status().message().find("unknown function LOG"), std::string::npos);
+}
+
+// A MetricStat query read in place gives what the copying read (ReadCwMetric, CwByPeriod, CwStat)
+// gives, for every statistic and period, and CountCwQuery counts exactly those points.
+TEST(CloudWatchRead, InPlaceReadMatchesTheCopyingReadAndItsCount) {
+  control::State s;
+  std::set<std::pair<std::string, EpochMs>> dirty;
+  const EpochMs t0 = 200 * kCwDay;
+  for (int m = 0; m < 30; ++m) {
+    if (m % 7 == 3) continue;  // a gap
+    CwBucket b;
+    if (m % 5 == 4) {
+      b = CwBucket{2, 2.0 * m, 0, 2.0 * m, {}};  // StatisticValues only: no kept values, no percentiles
+    } else {
+      for (int k = 0; k <= m % 4; ++k) b.Add(m * 1.5 - k * 3);
+    }
+    ASSERT_TRUE(s.cloudwatch.Put(kLoss, "Count", t0 + m * kCwMinute + 1000, b, &dirty).ok());
+  }
+  const EpochMs from = t0 + 2 * kCwMinute + 30'000, to = t0 + 27 * kCwMinute;
+  int with_points = 0;
+  for (EpochMs period : {kCwMinute, 2 * kCwMinute, 5 * kCwMinute, kCwHour, EpochMs{10'000}}) {
+    for (const std::string stat : {"SampleCount", "Sum", "Average", "Minimum", "Maximum", "p50", "p99.5", "p0"}) {
+      control::CwQuery q;
+      q.id = "q";
+      q.metric = kLoss;
+      q.period = period;
+      q.stat = stat;
+      std::vector<std::pair<EpochMs, double>> want, got;
+      for (const auto& [t, b] : control::CwByPeriod(control::ReadCwMetric(s, kLoss, from, to), from, period))
+        if (auto v = control::CwStat(b, stat)) want.emplace_back(t, *v);
+      control::ReadCwQuery(s, q, from, to, [&got](EpochMs t, double v) { got.emplace_back(t, v); });
+      EXPECT_EQ(got, want) << stat << " over " << period;
+      EXPECT_EQ(control::CountCwQuery(s, q, from, to), want.size()) << stat << " over " << period;
+      with_points += !want.empty();
+    }
+  }
+  EXPECT_EQ(with_points, 40);
+  // By hand, 2-minute periods from 2:30: [4:30, 6:30) holds minutes 5 (7.5, 4.5) and 6 (9, 6, 3).
+  control::CwQuery q{"q", "", "", "p50", kLoss, 2 * kCwMinute};
+  std::map<EpochMs, double> p50, n;
+  control::ReadCwQuery(s, q, from, to, [&p50](EpochMs t, double v) { p50[t] = v; });
+  q.stat = "SampleCount";
+  control::ReadCwQuery(s, q, from, to, [&n](EpochMs t, double v) { n[t] = v; });
+  EXPECT_EQ(p50.at(from + 2 * kCwMinute), 6);
+  EXPECT_EQ(n.at(from + 2 * kCwMinute), 5);
+  // [2:30, 4:30) holds only minute 4, [8:30, 10:30) only minute 9 (10 is a gap): StatisticValues
+  // only, so a count there but no percentile.
+  EXPECT_EQ(n.at(from), 2);
+  EXPECT_EQ(p50.count(from), 0u);
+  EXPECT_EQ(p50.count(from + 6 * kCwMinute), 0u);
+  EXPECT_EQ(n.size(), 12u);
+  EXPECT_EQ(p50.size(), 10u);
+  q.period = kCwMinute;
+  EXPECT_EQ(control::CountCwQuery(s, q, from, to), 20u);  // minutes 3 .. 26 less the gaps 3, 10, 17, 24
+  q.stat = "p50";
+  EXPECT_EQ(control::CountCwQuery(s, q, from, to), 16u);  // less minutes 4, 9, 14, 19 (no kept values)
+  // An unknown statistic has no points (the API refuses it before; this must not throw).
+  q.stat = "Median";
+  EXPECT_EQ(control::CountCwQuery(s, q, from, to), 0u);
 }
 
 TEST(CloudWatchCodec, WritesTimestampsAsTagOneAndReadsThemBack) {
