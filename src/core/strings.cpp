@@ -234,22 +234,32 @@ std::string FormatAmzDate(int64_t epoch_ms) {
   return buf;
 }
 
+// The epoch seconds of the UTC time whose year (4 digits), month, day, hour, minute and second
+// (2 digits each) start at `at` in `s`, which the caller has checked are digits; false when a
+// field is out of range.
+static bool UtcSeconds(std::string_view s, const size_t (&at)[6], int64_t* seconds) {
+  auto num = [&](size_t pos, size_t len) { return std::stoi(std::string(s.substr(pos, len))); };
+  std::tm tm{};
+  tm.tm_year = num(at[0], 4) - 1900;
+  tm.tm_mon = num(at[1], 2) - 1;
+  tm.tm_mday = num(at[2], 2);
+  tm.tm_hour = num(at[3], 2);
+  tm.tm_min = num(at[4], 2);
+  tm.tm_sec = num(at[5], 2);
+  if (tm.tm_mon < 0 || tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 ||
+      tm.tm_sec > 60)
+    return false;
+  *seconds = static_cast<int64_t>(timegm(&tm));
+  return true;
+}
+
 bool ParseAmzDate(std::string_view s, int64_t* epoch_ms) {
   if (s.size() != 16 || s[8] != 'T' || s[15] != 'Z') return false;
   for (size_t i : {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14})
     if (!std::isdigit(static_cast<unsigned char>(s[i]))) return false;
-  auto num = [&](size_t pos, size_t len) { return std::stoi(std::string(s.substr(pos, len))); };
-  std::tm tm{};
-  tm.tm_year = num(0, 4) - 1900;
-  tm.tm_mon = num(4, 2) - 1;
-  tm.tm_mday = num(6, 2);
-  tm.tm_hour = num(9, 2);
-  tm.tm_min = num(11, 2);
-  tm.tm_sec = num(13, 2);
-  if (tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 ||
-      tm.tm_sec > 60)
-    return false;
-  *epoch_ms = static_cast<int64_t>(timegm(&tm)) * 1000;
+  int64_t seconds = 0;
+  if (!UtcSeconds(s, {0, 4, 6, 9, 11, 13}, &seconds)) return false;
+  *epoch_ms = seconds * 1000;
   return true;
 }
 
@@ -259,7 +269,7 @@ bool ParseIso8601(std::string_view s, int64_t* epoch_ms) {
     if (!std::isdigit(static_cast<unsigned char>(s[i]))) return false;
   std::string_view rest = s.substr(19);
   int64_t ms = 0;
-  if (!rest.empty() && rest[0] == '.') {
+  if (!rest.empty() && rest[0] == '.') {  // a fraction: its first three digits count
     size_t n = 1;
     int64_t scale = 100;
     while (n < rest.size() && std::isdigit(static_cast<unsigned char>(rest[n]))) {
@@ -271,18 +281,9 @@ bool ParseIso8601(std::string_view s, int64_t* epoch_ms) {
     rest = rest.substr(n);
   }
   if (rest != "Z" && rest != "+00:00") return false;
-  auto num = [&](size_t pos, size_t len) { return std::stoi(std::string(s.substr(pos, len))); };
-  std::tm tm{};
-  tm.tm_year = num(0, 4) - 1900;
-  tm.tm_mon = num(5, 2) - 1;
-  tm.tm_mday = num(8, 2);
-  tm.tm_hour = num(11, 2);
-  tm.tm_min = num(14, 2);
-  tm.tm_sec = num(17, 2);
-  if (tm.tm_mon > 11 || tm.tm_mon < 0 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 ||
-      tm.tm_sec > 60)
-    return false;
-  *epoch_ms = static_cast<int64_t>(timegm(&tm)) * 1000 + ms;
+  int64_t seconds = 0;
+  if (!UtcSeconds(s, {0, 5, 8, 11, 14, 17}, &seconds)) return false;
+  *epoch_ms = seconds * 1000 + ms;
   return true;
 }
 

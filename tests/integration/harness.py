@@ -3,6 +3,7 @@
 Every test gets its own data directory and server process; the server is stopped (SIGTERM,
 then SIGKILL) and every process it started is cleaned up when the test ends.
 """
+import contextlib
 import http.server
 import json
 import os
@@ -16,6 +17,7 @@ import unittest
 
 import boto3
 import botocore.config
+import botocore.model
 import botocore.session
 
 SOURCE_DIR = os.environ.get("TRAINYARD_SOURCE_DIR",
@@ -23,6 +25,18 @@ SOURCE_DIR = os.environ.get("TRAINYARD_SOURCE_DIR",
 BIN = os.environ.get("TRAINYARD_BIN", os.path.join(SOURCE_DIR, "build", "trainyard"))
 QUICKSTART = os.path.join(SOURCE_DIR, "examples", "quickstart")
 REGION = "us-east-1"
+
+
+@contextlib.contextmanager
+def speaking(*protocols):
+    """Clients made inside speak the first of `protocols` that their service offers (botocore
+    picks JSON 1.0 for CloudWatch otherwise): "smithy-rpc-v2-cbor", "query", ..."""
+    saved = botocore.model.PRIORITY_ORDERED_SUPPORTED_PROTOCOLS
+    botocore.model.PRIORITY_ORDERED_SUPPORTED_PROTOCOLS = protocols
+    try:
+        yield
+    finally:
+        botocore.model.PRIORITY_ORDERED_SUPPORTED_PROTOCOLS = saved
 
 
 def with_sandbox_binds(config, dirs):

@@ -3,7 +3,6 @@ PutMetricData then ListMetrics, GetMetricStatistics (statistics and percentiles)
 (metric math, MaxDatapoints paging) read exactly what was put, in JSON 1.0 and in rpc-v2-cbor;
 the data survives a restart; hostile input is refused with CloudWatch's error naming the member
 and stores nothing; a user without cloudwatch:GetMetricData is refused."""
-import contextlib
 import datetime
 import json
 import os
@@ -19,12 +18,11 @@ import http.client
 import botocore.auth
 import botocore.awsrequest
 import botocore.credentials
-import botocore.model
 from botocore.config import Config
 from botocore.exceptions import ClientError
 import boto3
 
-from harness import ServerTest, REGION
+from harness import ServerTest, REGION, speaking
 
 NS = "Team/Train"
 DIMS = [{"Name": "Run", "Value": "r1"}]
@@ -34,15 +32,9 @@ ALLOW_LIST = {"Version": "2012-10-17", "Statement": [
     {"Effect": "Allow", "Action": "cloudwatch:ListMetrics", "Resource": "*"}]}
 
 
-@contextlib.contextmanager
 def cbor_protocol():
     """Clients made inside speak Smithy RPC v2 CBOR (botocore 1.43 prefers JSON 1.0 for CloudWatch)."""
-    saved = botocore.model.PRIORITY_ORDERED_SUPPORTED_PROTOCOLS
-    botocore.model.PRIORITY_ORDERED_SUPPORTED_PROTOCOLS = ("smithy-rpc-v2-cbor",)
-    try:
-        yield
-    finally:
-        botocore.model.PRIORITY_ORDERED_SUPPORTED_PROTOCOLS = saved
+    return speaking("smithy-rpc-v2-cbor")
 
 
 class CloudWatchTest(ServerTest):

@@ -2,7 +2,6 @@
 "The CloudWatch API"): boto3 made to speak it reads and writes metrics and alarms exactly as the
 JSON protocol does (the same answers, field for field), a large put arrives gzip-compressed, and
 hostile parameter names are refused in the query protocol's XML error shape, changing nothing."""
-import contextlib
 import datetime
 import http.client
 import urllib.parse
@@ -10,24 +9,17 @@ import urllib.parse
 import botocore.auth
 import botocore.awsrequest
 import botocore.credentials
-import botocore.model
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from harness import ServerTest, REGION
+from harness import ServerTest, REGION, speaking
 
 NS = "Team/Query"
 DIMS = [{"Name": "Run", "Value": "r1"}]
 
 
-@contextlib.contextmanager
 def query_protocol():
-    saved = botocore.model.PRIORITY_ORDERED_SUPPORTED_PROTOCOLS
-    botocore.model.PRIORITY_ORDERED_SUPPORTED_PROTOCOLS = ("query",)
-    try:
-        yield
-    finally:
-        botocore.model.PRIORITY_ORDERED_SUPPORTED_PROTOCOLS = saved
+    return speaking("query")
 
 
 class CloudWatchQueryTest(ServerTest):

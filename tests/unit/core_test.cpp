@@ -37,6 +37,22 @@ TEST(AmzDate, RoundTripsAndRejectsGarbage) {
   EXPECT_FALSE(ParseAmzDate("20151330T123600Z", &ms));
 }
 
+TEST(Iso8601, ReadsWhatTheQueryProtocolSendsAndRejectsTheRest) {
+  int64_t ms = 0;
+  ASSERT_TRUE(ParseIso8601("2015-08-30T12:36:00Z", &ms));
+  EXPECT_EQ(ms, 1440938160000);
+  ASSERT_TRUE(ParseIso8601("2015-08-30T12:36:00.123456Z", &ms));  // botocore's microseconds
+  EXPECT_EQ(ms, 1440938160123);
+  ASSERT_TRUE(ParseIso8601("2015-08-30T12:36:00+00:00", &ms));
+  EXPECT_EQ(ms, 1440938160000);
+  ASSERT_TRUE(ParseIso8601(FormatIso8601(1440938160042), &ms));
+  EXPECT_EQ(ms, 1440938160042);
+  for (const char* bad : {"20150830T123600Z", "2015-08-30T12:36:00", "2015-08-30T12:36:00+02:00", "2015-13-30T12:36:00Z",
+                          "2015-08-30T24:36:00Z", "2015-08-30T12:36:00.Z", "2015-08-30T12:36:00.12345678901Z",
+                          "2015-08-3OT12:36:00Z", "", "yesterday"})
+    EXPECT_FALSE(ParseIso8601(bad, &ms)) << bad;
+}
+
 TEST(HttpDate, IsImfFixdateInGmt) {
   EXPECT_EQ(FormatHttpDate(784111777000), "Sun, 06 Nov 1994 08:49:37 GMT");  // RFC 9110's example
   EXPECT_EQ(FormatHttpDate(1440938160999), "Sun, 30 Aug 2015 12:36:00 GMT");   // milliseconds dropped
