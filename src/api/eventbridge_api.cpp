@@ -16,6 +16,7 @@
 #include "control/state.h"
 #include "core/strings.h"
 #include "obs/event_filter.h"
+#include "obs/input_transformer.h"
 
 namespace ty::api {
 
@@ -263,7 +264,7 @@ Response PutTargets(Controller& c, const json& req) {
         target.maximum_event_age_seconds = n->get<int>();
       }
     }
-    for (const char* unsupported : {"InputTransformer", "RoleArn", "DeadLetterConfig", "HttpParameters",
+    for (const char* unsupported : {"RoleArn", "DeadLetterConfig", "HttpParameters",
                                     "SqsParameters", "EcsParameters", "BatchParameters", "KinesisParameters",
                                     "RunCommandParameters", "RedshiftDataParameters", "SageMakerPipelineParameters",
                                     "AppSyncParameters"})
@@ -273,16 +274,37 @@ Response PutTargets(Controller& c, const json& req) {
     if (!input.ok()) return InvalidArgument(where + input.status().message());
     auto path = OptionalString(t, "InputPath", 256);
     if (!path.ok()) return InvalidArgument(where + path.status().message());
-    if (!input->empty() && !path->empty()) return InvalidArgument(where + "Input and InputPath: give at most one");
+    auto transformer = t.find("InputTransformer");
+    const bool transformed = transformer != t.end() && !transformer->is_null();
+    if (int(!input->empty()) + int(!path->empty()) + int(transformed) > 1)
+      return InvalidArgument(where + "Input, InputPath and InputTransformer: give at most one (target " + target.id +
+                             " of rule " + cmd.rule + ")");
     if (!input->empty()) {
       json parsed = json::parse(*input, nullptr, false);
       if (parsed.is_discarded()) return InvalidArgument(where + "Input: is not valid JSON");
     }
-    static const RE2 kPath("\\$(\\.[A-Za-z0-9_\\-]+)*");
-    if (!path->empty() && !RE2::FullMatch(*path, kPath))
-      return InvalidArgument(where + "InputPath: must be $ or $.field.field... (this server's subset of JSONPath)");
+    if (!path->empty() && !obs::ValidEventPath(*path))
+      return InvalidArgument(where + "InputPath: must be $ or $.field.field[0]... (JSON dot notation with array indices)");
     target.input = *input;
     target.input_path = *path;
+    if (transformed) {
+      const std::string at = where + "InputTransformer.";
+      if (!transformer->is_object()) return InvalidArgument(where + "InputTransformer: must be an object");
+      if (auto paths = transformer->find("InputPathsMap"); paths != transformer->end() && !paths->is_null()) {
+        if (!paths->is_object()) return InvalidArgument(at + "InputPathsMap: must be a map of variable names to paths");
+        for (const auto& [key, value] : paths->items()) {
+          if (!value.is_string()) return InvalidArgument(at + "InputPathsMap." + key + ": must be a string (a path)");
+          target.input_paths_map[key] = value.get<std::string>();
+        }
+      }
+      auto tmpl = transformer->find("InputTemplate");
+      if (tmpl == transformer->end() || !tmpl->is_string())
+        return InvalidArgument(at + "InputTemplate: is required (a string of 1 to 8192 characters) for target " +
+                               target.id + " of rule " + cmd.rule);
+      target.input_template = tmpl->get<std::string>();
+      if (Status st = obs::CheckInputTransformer(target.input_paths_map, target.input_template); !st.ok())
+        return InvalidArgument(at + st.message() + " (target " + target.id + " of rule " + cmd.rule + ")");
+    }
     for (const auto& earlier : cmd.targets)
       if (earlier.id == target.id) return InvalidArgument(where + "Id: '" + target.id + "' is given twice");
     cmd.targets.push_back(std::move(target));
@@ -323,6 +345,10 @@ Response ListTargetsByRule(Controller& c, const json& req) {
       json j = {{"Id", t.id}, {"Arn", t.arn}};
       if (!t.input.empty()) j["Input"] = t.input;
       if (!t.input_path.empty()) j["InputPath"] = t.input_path;
+      if (!t.input_template.empty()) {
+        j["InputTransformer"] = {{"InputTemplate", t.input_template}};
+        if (!t.input_paths_map.empty()) j["InputTransformer"]["InputPathsMap"] = t.input_paths_map;
+      }
       if (t.maximum_retry_attempts != 185 || t.maximum_event_age_seconds != 86400)
         j["RetryPolicy"] = {{"MaximumRetryAttempts", t.maximum_retry_attempts},
                             {"MaximumEventAgeInSeconds", t.maximum_event_age_seconds}};
@@ -645,6 +671,10 @@ std::vector<WebhookConfig> EventBridgeDeliveries(Controller& c) {
         w.pattern = rule.event_pattern;
         w.input = target.input;
         w.input_path = target.input_path;
+        w.input_paths_map = target.input_paths_map;
+        w.input_template = target.input_template;
+        w.rule_name = name;
+        w.rule_arn = rule.arn;
         w.max_attempts = target.maximum_retry_attempts + 1;  // the first try and its retries
         w.max_event_age_seconds = target.maximum_event_age_seconds;
         if (conn != bus.connections.end()) {

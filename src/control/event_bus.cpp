@@ -38,10 +38,16 @@ Status ReadOnly(const std::string& name) {
 
 std::string EncodeDoc(const EventRule& v) {
   json targets = json::array();
-  for (const auto& t : v.targets)
-    targets.push_back({{"id", t.id}, {"arn", t.arn}, {"input", t.input}, {"input_path", t.input_path},
-                       {"generation", t.generation}, {"maximum_retry_attempts", t.maximum_retry_attempts},
-                       {"maximum_event_age_seconds", t.maximum_event_age_seconds}});
+  for (const auto& t : v.targets) {
+    json j = {{"id", t.id}, {"arn", t.arn}, {"input", t.input}, {"input_path", t.input_path},
+              {"generation", t.generation}, {"maximum_retry_attempts", t.maximum_retry_attempts},
+              {"maximum_event_age_seconds", t.maximum_event_age_seconds}};
+    if (!t.input_template.empty()) {
+      j["input_paths_map"] = t.input_paths_map;
+      j["input_template"] = t.input_template;
+    }
+    targets.push_back(std::move(j));
+  }
   return json{{"name", v.name},       {"arn", v.arn},         {"event_pattern", v.event_pattern},
               {"description", v.description}, {"enabled", v.enabled}, {"tags", v.tags},
               {"targets", targets},   {"created", v.created}}
@@ -86,6 +92,11 @@ bool DecodeDoc(const std::string& doc, EventRule* v) {
     target.arn = t.value("arn", "");
     target.input = t.value("input", "");
     target.input_path = t.value("input_path", "");
+    // Documents written before InputTransformer have neither field.
+    target.input_template = t.value("input_template", "");
+    if (auto m = t.find("input_paths_map"); m != t.end() && m->is_object())
+      for (const auto& [k, path] : m->items())
+        if (path.is_string()) target.input_paths_map[k] = path.get<std::string>();
     target.generation = t.value("generation", uint64_t{0});
     target.maximum_retry_attempts = t.value("maximum_retry_attempts", 185);
     target.maximum_event_age_seconds = t.value("maximum_event_age_seconds", 86400);

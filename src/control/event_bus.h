@@ -25,6 +25,10 @@ struct EventTarget {
   std::string arn;         // the API destination's ARN
   std::string input;       // Input: a constant JSON body ("" = the event)
   std::string input_path;  // InputPath ("" = the whole event)
+  // InputTransformer (obs/input_transformer.h): variable -> path, and the template ("" = none).
+  // At most one of input, input_path and input_template is set.
+  std::map<std::string, std::string> input_paths_map;
+  std::string input_template;
   // RetryPolicy: AWS's defaults unless the target gives its own.
   int maximum_retry_attempts = 185;
   int maximum_event_age_seconds = 86400;

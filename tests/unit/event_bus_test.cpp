@@ -76,6 +76,60 @@ TEST_F(EventBusTest, RulesTargetsAndDestinationsSurviveARestart) {
   EXPECT_EQ(conn.dump().find("secret"), std::string::npos);  // the key's value is never answered
 }
 
+TEST_F(EventBusTest, AnInputTransformerIsStoredListedAndDeliveredAndAHostileOneIsRefusedByName) {
+  const std::string dest = Destination();
+  Call("PutRule", {{"Name", "chat"}, {"EventPattern", kFailed}});
+  const json transformer = {{"InputPathsMap", {{"status", "$.detail.status"}, {"job", "$.detail.jobName"}}},
+                            {"InputTemplate", R"({"text": "<job> is <status>", "rule": <aws.events.rule-name>})"}};
+  const json refusals[] = {
+      {{"Id", "t"}, {"Arn", dest}, {"Input", "{}"}, {"InputTransformer", transformer}},
+      {{"Id", "t"}, {"Arn", dest}, {"InputPath", "$.detail"}, {"InputTransformer", transformer}},
+      {{"Id", "t"}, {"Arn", dest}, {"InputTransformer", {{"InputPathsMap", {{"a", "$.x"}}}}}},
+      {{"Id", "t"}, {"Arn", dest}, {"InputTransformer", {{"InputTemplate", "{<a>: 1}"}, {"InputPathsMap", {{"a", "$.x"}}}}}},
+      {{"Id", "t"}, {"Arn", dest}, {"InputTransformer", {{"InputTemplate", "x"}, {"InputPathsMap", {{"a", "x"}}}}}},
+      {{"Id", "t"}, {"Arn", dest}, {"InputTransformer", {{"InputTemplate", "x"}, {"InputPathsMap", {{"a", 1}}}}}},
+      {{"Id", "t"}, {"Arn", dest}, {"InputTransformer", "<a>"}},
+  };
+  for (const json& target : refusals) {
+    Status st = Refusal("PutTargets", {{"Rule", "chat"}, {"Targets", {target}}});
+    EXPECT_EQ(st.code(), Code::kInvalidArgument) << target.dump();
+    EXPECT_NE(st.message().find("Targets[0]."), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("Input"), std::string::npos) << st.message();
+  }
+  EXPECT_EQ(Call("ListTargetsByRule", {{"Rule", "chat"}})["Targets"], json::array());
+
+  Call("PutTargets", {{"Rule", "chat"}, {"Targets", {{{"Id", "t"}, {"Arn", dest}, {"InputTransformer", transformer}}}}});
+  Open();  // stored with the target
+  EXPECT_EQ(Call("ListTargetsByRule", {{"Rule", "chat"}})["Targets"],
+            json::array({{{"Id", "t"}, {"Arn", dest}, {"InputTransformer", transformer}}}));
+  auto deliveries = EventBridgeDeliveries(*c_);
+  ASSERT_EQ(deliveries.size(), 1u);
+  EXPECT_EQ(deliveries[0].input_template, transformer["InputTemplate"]);
+  EXPECT_EQ(deliveries[0].input_paths_map, (std::map<std::string, std::string>{{"job", "$.detail.jobName"},
+                                                                                {"status", "$.detail.status"}}));
+  EXPECT_EQ(deliveries[0].rule_name, "chat");
+  EXPECT_EQ(deliveries[0].rule_arn, Call("DescribeRule", {{"Name", "chat"}})["Arn"]);
+
+  // A template alone (no InputPathsMap) is listed without one.
+  Call("PutTargets", {{"Rule", "chat"}, {"Targets", {{{"Id", "t"}, {"Arn", dest},
+                                                      {"InputTransformer", {{"InputTemplate", "fixed"}}}}}}});
+  EXPECT_EQ(Call("ListTargetsByRule", {{"Rule", "chat"}})["Targets"][0]["InputTransformer"],
+            json({{"InputTemplate", "fixed"}}));
+}
+
+TEST(EventBusDocTest, ARuleDocumentWrittenBeforeInputTransformerStillLoads) {
+  control::EventRule r;
+  ASSERT_TRUE(control::DecodeDoc(
+      R"({"name": "old", "arn": "a", "event_pattern": "{}", "enabled": true,
+          "targets": [{"id": "t", "arn": "d", "input": "", "input_path": "$.detail", "generation": 4}]})",
+      &r));
+  ASSERT_EQ(r.targets.size(), 1u);
+  EXPECT_EQ(r.targets[0].input_path, "$.detail");
+  EXPECT_TRUE(r.targets[0].input_template.empty());
+  EXPECT_TRUE(r.targets[0].input_paths_map.empty());
+  EXPECT_EQ(r.targets[0].maximum_retry_attempts, 185);
+}
+
 TEST_F(EventBusTest, OnlyEnabledRulesDeliverAndEnablingAgainStartsAFreshCursor) {
   const std::string dest = Destination();
   Call("PutRule", {{"Name", "r"}, {"EventPattern", kFailed}});
