@@ -100,6 +100,7 @@ std::string PatternOf(const WebhookConfig& w) {
 json RuleJson(Controller& c, const control::EventRule& r) {
   json j = {{"Name", r.name}, {"Arn", r.arn}, {"State", r.enabled ? "ENABLED" : "DISABLED"}, {"EventBusName", "default"}};
   if (!r.event_pattern.empty()) j["EventPattern"] = r.event_pattern;
+  if (!r.schedule_expression.empty()) j["ScheduleExpression"] = r.schedule_expression;
   if (!r.description.empty()) j["Description"] = r.description;
   return j;
 }
@@ -121,6 +122,28 @@ const WebhookConfig* Webhook(Controller& c, const std::string& name) {
   return nullptr;
 }
 
+// A ScheduleExpression's period: rate(N minute|minutes|hour|hours|day|days), N >= 1, the unit
+// singular exactly when N is 1, as AWS requires. cron() is not served.
+StatusOr<int64_t> RatePeriodMs(const std::string& expr) {
+  if (StartsWith(expr, "cron("))
+    return InvalidArgument("ScheduleExpression: cron() expressions are not supported by this server; use "
+                           "rate(N minutes), rate(N hours) or rate(N days)");
+  static const RE2 kRate("rate\\(([0-9]{1,9}) (minute|minutes|hour|hours|day|days)\\)");
+  int64_t n = 0;
+  std::string unit;
+  if (!RE2::FullMatch(expr, kRate, &n, &unit))
+    return InvalidArgument("ScheduleExpression: '" + expr +
+                           "' is not a valid schedule expression: rate(N unit), unit minute(s), hour(s) or day(s)");
+  const bool plural = unit.back() == 's';
+  if (n < 1 || plural != (n != 1))
+    return InvalidArgument("ScheduleExpression: '" + expr + "': N must be at least 1, with a singular unit for 1 " +
+                           "(rate(1 hour)) and a plural one otherwise (rate(5 minutes))");
+  const int64_t unit_ms = StartsWith(unit, "minute") ? 60'000 : StartsWith(unit, "hour") ? 3'600'000 : 86'400'000;
+  if (n > 365LL * 86'400'000 / unit_ms)
+    return InvalidArgument("ScheduleExpression: '" + expr + "': the period may be at most 365 days");
+  return n * unit_ms;
+}
+
 StatusOr<control::EventRule> FindRule(Controller& c, const std::string& name) {
   return c.Read([&](const State& s) -> StatusOr<control::EventRule> {
     auto it = s.event_bus.rules.find(name);
@@ -133,15 +156,19 @@ Response PutRule(Controller& c, const json& req) {
   TY_RETURN_IF_ERROR(CheckEventBus(c, req));
   control::PutRuleCommand cmd;
   EB_ASSIGN_OR_RETURN(cmd.name, NameField(req, "Name"));
-  EB_ASSIGN_OR_RETURN(std::string schedule, OptionalString(req, "ScheduleExpression", 256));
-  if (!schedule.empty())
-    return InvalidArgument("ScheduleExpression: scheduled rules are not supported by this server; give an EventPattern");
+  EB_ASSIGN_OR_RETURN(cmd.schedule_expression, OptionalString(req, "ScheduleExpression", 256));
+  if (!cmd.schedule_expression.empty()) {
+    EB_ASSIGN_OR_RETURN(cmd.schedule_period_ms, RatePeriodMs(cmd.schedule_expression));
+  }
   EB_ASSIGN_OR_RETURN(cmd.event_pattern, OptionalString(req, "EventPattern", 4096));
-  if (cmd.event_pattern.empty()) return InvalidArgument("EventPattern: is required (a rule without a schedule needs one)");
-  json pattern = json::parse(cmd.event_pattern, nullptr, false);
-  if (pattern.is_discarded() || !pattern.is_object())
-    return InvalidArgument("EventPattern: is not a JSON object");
-  if (Status st = obs::CheckEventPattern(pattern); !st.ok()) return InvalidArgument("EventPattern: " + st.message());
+  if (cmd.event_pattern.empty() && cmd.schedule_expression.empty())
+    return InvalidArgument("EventPattern or ScheduleExpression: a rule needs at least one (rule " + cmd.name + ")");
+  if (!cmd.event_pattern.empty()) {
+    json pattern = json::parse(cmd.event_pattern, nullptr, false);
+    if (pattern.is_discarded() || !pattern.is_object())
+      return InvalidArgument("EventPattern: is not a JSON object");
+    if (Status st = obs::CheckEventPattern(pattern); !st.ok()) return InvalidArgument("EventPattern: " + st.message());
+  }
   EB_ASSIGN_OR_RETURN(cmd.description, OptionalString(req, "Description", 512));
   EB_ASSIGN_OR_RETURN(std::string state, OptionalString(req, "State", 64));
   if (!state.empty() && state != "ENABLED" && state != "DISABLED")
@@ -652,6 +679,19 @@ Response HandleEventBridge(Controller& c, const std::string& operation, const js
   return Status(Code::kUnknownOperation, "Operation " + operation + " is not supported by this server");
 }
 
+namespace {
+
+// What a rule's targets receive: the events its pattern matches and, with a schedule, its own
+// "Scheduled Event"s (which name the rule as their one resource).
+std::string DeliveryPattern(const control::EventRule& rule) {
+  if (rule.schedule_expression.empty()) return rule.event_pattern;
+  json scheduled = {{"source", {"aws.events"}}, {"detail-type", {"Scheduled Event"}}, {"resources", {rule.arn}}};
+  if (rule.event_pattern.empty()) return scheduled.dump();
+  return json{{"$or", {json::parse(rule.event_pattern), scheduled}}}.dump();
+}
+
+}  // namespace
+
 std::vector<WebhookConfig> EventBridgeDeliveries(Controller& c) {
   std::vector<WebhookConfig> out = c.config().webhooks;
   c.Read([&](const State& s) {
@@ -668,7 +708,7 @@ std::vector<WebhookConfig> EventBridgeDeliveries(Controller& c) {
         w.name = "eventbridge/" + name + "/" + target.id + "/" + std::to_string(target.generation);
         w.url = d->second.invocation_endpoint;
         w.method = d->second.http_method;
-        w.pattern = rule.event_pattern;
+        w.pattern = DeliveryPattern(rule);
         w.input = target.input;
         w.input_path = target.input_path;
         w.input_paths_map = target.input_paths_map;

@@ -1,6 +1,7 @@
 """EventBridge on the wire (docs/events.md, "EventBridge API"): rules with event patterns, API
 destinations as targets delivered through the webhook delivery, PutEvents, through boto3 and the
 aws CLI; configuration-file webhooks listed as read-only rules."""
+import datetime
 import json
 import os
 import shutil
@@ -133,7 +134,8 @@ class EventBridgeTest(ServerTest):
              "InvalidEventPatternException"),
             (lambda: self.events.put_rule(Name="bad", EventPattern="not json"), "InvalidEventPatternException"),
             (lambda: self.events.put_rule(Name="x" * 65, EventPattern=FAILED), "ValidationException"),
-            (lambda: self.events.put_rule(Name="sched", ScheduleExpression="rate(5 minutes)"), "ValidationException"),
+            (lambda: self.events.put_rule(Name="sched", ScheduleExpression="cron(0 12 * * ? *)"), "ValidationException"),
+            (lambda: self.events.put_rule(Name="sched", ScheduleExpression="rate(1 minutes)"), "ValidationException"),
             (lambda: self.events.put_rule(Name="bad", EventPattern=FAILED, EventBusName="other"),
              "ResourceNotFoundException"),
         ]
@@ -265,6 +267,50 @@ class EventBridgeTest(ServerTest):
         self.assertIn("CreateConnection", [r["eventName"] for r in records])
         self.assertNotIn(API_KEY, json.dumps(records))
 
+
+class ScheduledRuleTest(ServerTest):
+    """rate() rules fire on the server's clock, moved here with admin/advance-clock."""
+    server_args = ["--clock=offset"]
+
+    def setUp(self):
+        self.receiver = Receiver().start()
+        super().setUp()
+        self.events = self.server.client("events")
+
+    def tearDown(self):
+        self.events.close()
+        super().tearDown()
+        self.receiver.stop()
+
+    def test_a_rate_rule_sends_one_scheduled_event_per_period_and_no_burst(self):
+        conn = self.events.create_connection(
+            Name="c", AuthorizationType="API_KEY",
+            AuthParameters={"ApiKeyAuthParameters": {"ApiKeyName": "x-api-key", "ApiKeyValue": "k"}})
+        dest = self.events.create_api_destination(Name="d", ConnectionArn=conn["ConnectionArn"],
+                                                  InvocationEndpoint=self.receiver.url,
+                                                  HttpMethod="POST")["ApiDestinationArn"]
+        with self.assertRaises(botocore.exceptions.ClientError) as ctx:
+            self.events.put_rule(Name="nightly", ScheduleExpression="cron(0 2 * * ? *)")
+        self.assertIn("cron", ctx.exception.response["Error"]["Message"])
+        arn = self.events.put_rule(Name="every5", ScheduleExpression="rate(5 minutes)")["RuleArn"]
+        self.assertEqual(self.events.describe_rule(Name="every5")["ScheduleExpression"], "rate(5 minutes)")
+        self.assertEqual([(r["Name"], r.get("ScheduleExpression")) for r in self.events.list_rules()["Rules"]],
+                         [("every5", "rate(5 minutes)")])
+        self.events.put_targets(Rule="every5", Targets=[{"Id": "t", "Arn": dest}])
+
+        def at(e):
+            return datetime.datetime.fromisoformat(e["time"].replace("Z", "+00:00")).timestamp()
+
+        self.advance(300)
+        [first] = self.receiver.wait(lambda ev: len(ev) >= 1, what="the first scheduled event")
+        self.assertEqual((first["source"], first["detail-type"], first["resources"], first["detail"]),
+                         ("aws.events", "Scheduled Event", [arn], {}))
+        self.advance(3000)  # ten periods at once: one event, for the last of them
+        self.receiver.wait(lambda ev: len(ev) >= 2, what="the second scheduled event")
+        self.advance(300)
+        got = self.receiver.wait(lambda ev: len(ev) >= 3, what="the third scheduled event")
+        # In the order of the event log: a burst for the skipped periods would have come first.
+        self.assertEqual([at(e) - at(got[0]) for e in got], [0, 3000, 3300])
 
 @unittest.skipUnless(shutil.which("aws"), "the aws CLI is not installed")
 class EventBridgeCliTest(ServerTest):
