@@ -16,6 +16,7 @@
 #include "control/state.h"
 #include "core/strings.h"
 #include "obs/event_filter.h"
+#include "obs/input_transformer.h"
 
 namespace ty::api {
 
@@ -99,6 +100,7 @@ std::string PatternOf(const WebhookConfig& w) {
 json RuleJson(Controller& c, const control::EventRule& r) {
   json j = {{"Name", r.name}, {"Arn", r.arn}, {"State", r.enabled ? "ENABLED" : "DISABLED"}, {"EventBusName", "default"}};
   if (!r.event_pattern.empty()) j["EventPattern"] = r.event_pattern;
+  if (!r.schedule_expression.empty()) j["ScheduleExpression"] = r.schedule_expression;
   if (!r.description.empty()) j["Description"] = r.description;
   return j;
 }
@@ -120,6 +122,28 @@ const WebhookConfig* Webhook(Controller& c, const std::string& name) {
   return nullptr;
 }
 
+// A ScheduleExpression's period: rate(N minute|minutes|hour|hours|day|days), N >= 1, the unit
+// singular exactly when N is 1, as AWS requires. cron() is not served.
+StatusOr<int64_t> RatePeriodMs(const std::string& expr) {
+  if (StartsWith(expr, "cron("))
+    return InvalidArgument("ScheduleExpression: cron() expressions are not supported by this server; use "
+                           "rate(N minutes), rate(N hours) or rate(N days)");
+  static const RE2 kRate("rate\\(([0-9]{1,9}) (minute|minutes|hour|hours|day|days)\\)");
+  int64_t n = 0;
+  std::string unit;
+  if (!RE2::FullMatch(expr, kRate, &n, &unit))
+    return InvalidArgument("ScheduleExpression: '" + expr +
+                           "' is not a valid schedule expression: rate(N unit), unit minute(s), hour(s) or day(s)");
+  const bool plural = unit.back() == 's';
+  if (n < 1 || plural != (n != 1))
+    return InvalidArgument("ScheduleExpression: '" + expr + "': N must be at least 1, with a singular unit for 1 " +
+                           "(rate(1 hour)) and a plural one otherwise (rate(5 minutes))");
+  const int64_t unit_ms = StartsWith(unit, "minute") ? 60'000 : StartsWith(unit, "hour") ? 3'600'000 : 86'400'000;
+  if (n > 365LL * 86'400'000 / unit_ms)
+    return InvalidArgument("ScheduleExpression: '" + expr + "': the period may be at most 365 days");
+  return n * unit_ms;
+}
+
 StatusOr<control::EventRule> FindRule(Controller& c, const std::string& name) {
   return c.Read([&](const State& s) -> StatusOr<control::EventRule> {
     auto it = s.event_bus.rules.find(name);
@@ -132,15 +156,19 @@ Response PutRule(Controller& c, const json& req) {
   TY_RETURN_IF_ERROR(CheckEventBus(c, req));
   control::PutRuleCommand cmd;
   EB_ASSIGN_OR_RETURN(cmd.name, NameField(req, "Name"));
-  EB_ASSIGN_OR_RETURN(std::string schedule, OptionalString(req, "ScheduleExpression", 256));
-  if (!schedule.empty())
-    return InvalidArgument("ScheduleExpression: scheduled rules are not supported by this server; give an EventPattern");
+  EB_ASSIGN_OR_RETURN(cmd.schedule_expression, OptionalString(req, "ScheduleExpression", 256));
+  if (!cmd.schedule_expression.empty()) {
+    EB_ASSIGN_OR_RETURN(cmd.schedule_period_ms, RatePeriodMs(cmd.schedule_expression));
+  }
   EB_ASSIGN_OR_RETURN(cmd.event_pattern, OptionalString(req, "EventPattern", 4096));
-  if (cmd.event_pattern.empty()) return InvalidArgument("EventPattern: is required (a rule without a schedule needs one)");
-  json pattern = json::parse(cmd.event_pattern, nullptr, false);
-  if (pattern.is_discarded() || !pattern.is_object())
-    return InvalidArgument("EventPattern: is not a JSON object");
-  if (Status st = obs::CheckEventPattern(pattern); !st.ok()) return InvalidArgument("EventPattern: " + st.message());
+  if (cmd.event_pattern.empty() && cmd.schedule_expression.empty())
+    return InvalidArgument("EventPattern or ScheduleExpression: a rule needs at least one (rule " + cmd.name + ")");
+  if (!cmd.event_pattern.empty()) {
+    json pattern = json::parse(cmd.event_pattern, nullptr, false);
+    if (pattern.is_discarded() || !pattern.is_object())
+      return InvalidArgument("EventPattern: is not a JSON object");
+    if (Status st = obs::CheckEventPattern(pattern); !st.ok()) return InvalidArgument("EventPattern: " + st.message());
+  }
   EB_ASSIGN_OR_RETURN(cmd.description, OptionalString(req, "Description", 512));
   EB_ASSIGN_OR_RETURN(std::string state, OptionalString(req, "State", 64));
   if (!state.empty() && state != "ENABLED" && state != "DISABLED")
@@ -263,7 +291,7 @@ Response PutTargets(Controller& c, const json& req) {
         target.maximum_event_age_seconds = n->get<int>();
       }
     }
-    for (const char* unsupported : {"InputTransformer", "RoleArn", "DeadLetterConfig", "HttpParameters",
+    for (const char* unsupported : {"RoleArn", "DeadLetterConfig", "HttpParameters",
                                     "SqsParameters", "EcsParameters", "BatchParameters", "KinesisParameters",
                                     "RunCommandParameters", "RedshiftDataParameters", "SageMakerPipelineParameters",
                                     "AppSyncParameters"})
@@ -273,16 +301,37 @@ Response PutTargets(Controller& c, const json& req) {
     if (!input.ok()) return InvalidArgument(where + input.status().message());
     auto path = OptionalString(t, "InputPath", 256);
     if (!path.ok()) return InvalidArgument(where + path.status().message());
-    if (!input->empty() && !path->empty()) return InvalidArgument(where + "Input and InputPath: give at most one");
+    auto transformer = t.find("InputTransformer");
+    const bool transformed = transformer != t.end() && !transformer->is_null();
+    if (int(!input->empty()) + int(!path->empty()) + int(transformed) > 1)
+      return InvalidArgument(where + "Input, InputPath and InputTransformer: give at most one (target " + target.id +
+                             " of rule " + cmd.rule + ")");
     if (!input->empty()) {
       json parsed = json::parse(*input, nullptr, false);
       if (parsed.is_discarded()) return InvalidArgument(where + "Input: is not valid JSON");
     }
-    static const RE2 kPath("\\$(\\.[A-Za-z0-9_\\-]+)*");
-    if (!path->empty() && !RE2::FullMatch(*path, kPath))
-      return InvalidArgument(where + "InputPath: must be $ or $.field.field... (this server's subset of JSONPath)");
+    if (!path->empty() && !obs::ValidEventPath(*path))
+      return InvalidArgument(where + "InputPath: must be $ or $.field.field[0]... (JSON dot notation with array indices)");
     target.input = *input;
     target.input_path = *path;
+    if (transformed) {
+      const std::string at = where + "InputTransformer.";
+      if (!transformer->is_object()) return InvalidArgument(where + "InputTransformer: must be an object");
+      if (auto paths = transformer->find("InputPathsMap"); paths != transformer->end() && !paths->is_null()) {
+        if (!paths->is_object()) return InvalidArgument(at + "InputPathsMap: must be a map of variable names to paths");
+        for (const auto& [key, value] : paths->items()) {
+          if (!value.is_string()) return InvalidArgument(at + "InputPathsMap." + key + ": must be a string (a path)");
+          target.input_paths_map[key] = value.get<std::string>();
+        }
+      }
+      auto tmpl = transformer->find("InputTemplate");
+      if (tmpl == transformer->end() || !tmpl->is_string())
+        return InvalidArgument(at + "InputTemplate: is required (a string of 1 to 8192 characters) for target " +
+                               target.id + " of rule " + cmd.rule);
+      target.input_template = tmpl->get<std::string>();
+      if (Status st = obs::CheckInputTransformer(target.input_paths_map, target.input_template); !st.ok())
+        return InvalidArgument(at + st.message() + " (target " + target.id + " of rule " + cmd.rule + ")");
+    }
     for (const auto& earlier : cmd.targets)
       if (earlier.id == target.id) return InvalidArgument(where + "Id: '" + target.id + "' is given twice");
     cmd.targets.push_back(std::move(target));
@@ -323,6 +372,10 @@ Response ListTargetsByRule(Controller& c, const json& req) {
       json j = {{"Id", t.id}, {"Arn", t.arn}};
       if (!t.input.empty()) j["Input"] = t.input;
       if (!t.input_path.empty()) j["InputPath"] = t.input_path;
+      if (!t.input_template.empty()) {
+        j["InputTransformer"] = {{"InputTemplate", t.input_template}};
+        if (!t.input_paths_map.empty()) j["InputTransformer"]["InputPathsMap"] = t.input_paths_map;
+      }
       if (t.maximum_retry_attempts != 185 || t.maximum_event_age_seconds != 86400)
         j["RetryPolicy"] = {{"MaximumRetryAttempts", t.maximum_retry_attempts},
                             {"MaximumEventAgeInSeconds", t.maximum_event_age_seconds}};
@@ -626,6 +679,19 @@ Response HandleEventBridge(Controller& c, const std::string& operation, const js
   return Status(Code::kUnknownOperation, "Operation " + operation + " is not supported by this server");
 }
 
+namespace {
+
+// What a rule's targets receive: the events its pattern matches and, with a schedule, its own
+// "Scheduled Event"s (which name the rule as their one resource).
+std::string DeliveryPattern(const control::EventRule& rule) {
+  if (rule.schedule_expression.empty()) return rule.event_pattern;
+  json scheduled = {{"source", {"aws.events"}}, {"detail-type", {"Scheduled Event"}}, {"resources", {rule.arn}}};
+  if (rule.event_pattern.empty()) return scheduled.dump();
+  return json{{"$or", {json::parse(rule.event_pattern), scheduled}}}.dump();
+}
+
+}  // namespace
+
 std::vector<WebhookConfig> EventBridgeDeliveries(Controller& c) {
   std::vector<WebhookConfig> out = c.config().webhooks;
   c.Read([&](const State& s) {
@@ -642,9 +708,13 @@ std::vector<WebhookConfig> EventBridgeDeliveries(Controller& c) {
         w.name = "eventbridge/" + name + "/" + target.id + "/" + std::to_string(target.generation);
         w.url = d->second.invocation_endpoint;
         w.method = d->second.http_method;
-        w.pattern = rule.event_pattern;
+        w.pattern = DeliveryPattern(rule);
         w.input = target.input;
         w.input_path = target.input_path;
+        w.input_paths_map = target.input_paths_map;
+        w.input_template = target.input_template;
+        w.rule_name = name;
+        w.rule_arn = rule.arn;
         w.max_attempts = target.maximum_retry_attempts + 1;  // the first try and its retries
         w.max_event_age_seconds = target.maximum_event_age_seconds;
         if (conn != bus.connections.end()) {

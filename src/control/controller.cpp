@@ -417,6 +417,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
       EnforceTimeouts(t);
       EnforceContainerTimeouts(t);
       EvaluateAlarms(t);
+      FireScheduledRules(t);
       TailMetrics(t);
       SweepLogs(t.now, &swept_logs);
       // Fair-share order moves as usage decays: look again while such queues have work waiting.

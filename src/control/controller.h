@@ -432,6 +432,9 @@ class Controller {
   // alarm once a minute; a change of state is an event.
   void EvaluateAlarms(Turn& t) REQUIRES(turn_mu_, state_mu_);
   void EvaluateMetricAlarms(Turn& t) REQUIRES(turn_mu_, state_mu_);
+  // EventBridge rules with a rate() schedule (event_bus.cpp): a "Scheduled Event" for each rule
+  // whose next period the clock has reached since the last tick (one, however far it moved).
+  void FireScheduledRules(Turn& t) REQUIRES(turn_mu_, state_mu_);
   // Moves alarm `name` to `value`: its state, a StateUpdate history item, an event, and an Action
   // history item per action of the new state (actions are not run: docs/alarms.md).
   void ChangeAlarmState(Turn& t, const std::string& name, AlarmState& st, const std::string& value,

@@ -21,6 +21,12 @@ constexpr const char* kRuleKey = "eventbus/rule/";
 constexpr const char* kConnectionKey = "eventbus/connection/";
 constexpr const char* kDestinationKey = "eventbus/api-destination/";
 
+// The start of the period of `r`'s schedule that `now` is in.
+EpochMs ScheduleSlot(const EventRule& r, EpochMs now) {
+  if (now <= r.schedule_since) return r.schedule_since;
+  return r.schedule_since + (now - r.schedule_since) / r.schedule_period_ms * r.schedule_period_ms;
+}
+
 Status NoSuchRule(const std::string& name) { return NotFound("Rule " + name + " does not exist."); }
 
 const WebhookConfig* ConfiguredWebhook(const Config& c, const std::string& name) {
@@ -38,14 +44,25 @@ Status ReadOnly(const std::string& name) {
 
 std::string EncodeDoc(const EventRule& v) {
   json targets = json::array();
-  for (const auto& t : v.targets)
-    targets.push_back({{"id", t.id}, {"arn", t.arn}, {"input", t.input}, {"input_path", t.input_path},
-                       {"generation", t.generation}, {"maximum_retry_attempts", t.maximum_retry_attempts},
-                       {"maximum_event_age_seconds", t.maximum_event_age_seconds}});
-  return json{{"name", v.name},       {"arn", v.arn},         {"event_pattern", v.event_pattern},
+  for (const auto& t : v.targets) {
+    json j = {{"id", t.id}, {"arn", t.arn}, {"input", t.input}, {"input_path", t.input_path},
+              {"generation", t.generation}, {"maximum_retry_attempts", t.maximum_retry_attempts},
+              {"maximum_event_age_seconds", t.maximum_event_age_seconds}};
+    if (!t.input_template.empty()) {
+      j["input_paths_map"] = t.input_paths_map;
+      j["input_template"] = t.input_template;
+    }
+    targets.push_back(std::move(j));
+  }
+  json doc = {{"name", v.name},       {"arn", v.arn},         {"event_pattern", v.event_pattern},
               {"description", v.description}, {"enabled", v.enabled}, {"tags", v.tags},
-              {"targets", targets},   {"created", v.created}}
-      .dump();
+              {"targets", targets},   {"created", v.created}};
+  if (!v.schedule_expression.empty()) {
+    doc["schedule_expression"] = v.schedule_expression;
+    doc["schedule_period_ms"] = v.schedule_period_ms;
+    doc["schedule_since"] = v.schedule_since;
+  }
+  return doc.dump();
 }
 
 std::string EncodeDoc(const EventConnection& v) {
@@ -79,6 +96,9 @@ bool DecodeDoc(const std::string& doc, EventRule* v) {
   v->enabled = j.value("enabled", true);
   if (j.contains("tags") && j["tags"].is_object()) v->tags = j["tags"].get<Tags>();
   v->created = j.value("created", EpochMs{0});
+  v->schedule_expression = j.value("schedule_expression", "");
+  v->schedule_period_ms = j.value("schedule_period_ms", int64_t{0});
+  v->schedule_since = j.value("schedule_since", EpochMs{0});
   for (const auto& t : j.value("targets", json::array())) {
     if (!t.is_object()) continue;
     EventTarget target;
@@ -86,6 +106,11 @@ bool DecodeDoc(const std::string& doc, EventRule* v) {
     target.arn = t.value("arn", "");
     target.input = t.value("input", "");
     target.input_path = t.value("input_path", "");
+    // Documents written before InputTransformer have neither field.
+    target.input_template = t.value("input_template", "");
+    if (auto m = t.find("input_paths_map"); m != t.end() && m->is_object())
+      for (const auto& [k, path] : m->items())
+        if (path.is_string()) target.input_paths_map[k] = path.get<std::string>();
     target.generation = t.value("generation", uint64_t{0});
     target.maximum_retry_attempts = t.value("maximum_retry_attempts", 185);
     target.maximum_event_age_seconds = t.value("maximum_event_age_seconds", 86400);
@@ -180,6 +205,15 @@ StatusOr<EventRule> Controller::PutRule(const PutRuleCommand& cmd) {
       for (auto& target : r.targets) target.generation = bus.next_generation++;
     r.event_pattern = cmd.event_pattern;
     r.description = cmd.description;
+    // A new or changed schedule counts its periods from now; an unchanged one keeps its phase.
+    if (cmd.schedule_expression != r.schedule_expression) {
+      r.schedule_expression = cmd.schedule_expression;
+      r.schedule_period_ms = cmd.schedule_period_ms;
+      r.schedule_since = t.now;
+      bus.schedule_slots.erase(cmd.name);
+    }
+    if (r.schedule_period_ms > 0 && cmd.enabled && (!r.enabled || !bus.schedule_slots.count(cmd.name)))
+      bus.schedule_slots[cmd.name] = ScheduleSlot(r, t.now);
     r.enabled = cmd.enabled;
     t.event_bus.insert(kRuleKey + cmd.name);
     return r;
@@ -210,6 +244,8 @@ Status Controller::SetRuleEnabled(const std::string& name, bool enabled) {
     if (enabled == r.enabled) return Status::Ok();  // nothing changes, nothing is written
     if (enabled)
       for (auto& target : r.targets) target.generation = bus.next_generation++;
+    // Enabled again, a schedule fires from its next period (none for the time it was disabled).
+    if (enabled && r.schedule_period_ms > 0) bus.schedule_slots[name] = ScheduleSlot(r, t.now);
     r.enabled = enabled;
     t.event_bus.insert(kRuleKey + name);
     return Status::Ok();
@@ -324,6 +360,37 @@ Status Controller::DeleteApiDestination(const std::string& name) {
     t.event_bus.insert(kDestinationKey + name);
     return Status::Ok();
   });
+}
+
+void Controller::FireScheduledRules(Turn& t) {
+  EventBus& bus = state_.event_bus;
+  const bool stored = event_log_ && config_.events_enabled;
+  std::erase_if(bus.schedule_slots, [&](const auto& s) {
+    auto it = bus.rules.find(s.first);
+    return !stored || it == bus.rules.end() || !it->second.enabled || it->second.schedule_period_ms <= 0;
+  });
+  if (!stored) return;
+  for (const auto& [name, r] : bus.rules) {
+    if (!r.enabled || r.schedule_period_ms <= 0) continue;
+    const EpochMs slot = ScheduleSlot(r, t.now);
+    auto [it, first] = bus.schedule_slots.try_emplace(name, slot);
+    if (first || slot <= it->second) continue;  // one event per period reached, however far the clock moved
+    it->second = slot;
+    json event = {{"version", "0"},
+                  {"id", NewUuid()},
+                  {"detail-type", "Scheduled Event"},
+                  {"source", "aws.events"},
+                  {"account", config_.account_id},
+                  {"time", FormatIso8601(slot)},
+                  {"region", config_.region},
+                  {"resources", {r.arn}},
+                  {"detail", json::object()}};
+    EventTrigger e;
+    e.kind = EventTrigger::Kind::kCustom;
+    e.data = event.dump();
+    e.at = t.now;
+    t.events.push_back(std::move(e));
+  }
 }
 
 Status Controller::PutEvents(const PutEventsCommand& cmd) {

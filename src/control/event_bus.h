@@ -25,6 +25,10 @@ struct EventTarget {
   std::string arn;         // the API destination's ARN
   std::string input;       // Input: a constant JSON body ("" = the event)
   std::string input_path;  // InputPath ("" = the whole event)
+  // InputTransformer (obs/input_transformer.h): variable -> path, and the template ("" = none).
+  // At most one of input, input_path and input_template is set.
+  std::map<std::string, std::string> input_paths_map;
+  std::string input_template;
   // RetryPolicy: AWS's defaults unless the target gives its own.
   int maximum_retry_attempts = 185;
   int maximum_event_age_seconds = 86400;
@@ -36,7 +40,12 @@ struct EventTarget {
 struct EventRule {
   std::string name;
   std::string arn;
-  std::string event_pattern;  // as given (JSON text), checked by obs::CheckEventPattern
+  std::string event_pattern;  // as given (JSON text), checked by obs::CheckEventPattern ("" = none)
+  // ScheduleExpression: rate(N unit) only ("" = none). The rule fires a "Scheduled Event" every
+  // period of the controller's clock, counted from schedule_since (when the expression was set).
+  std::string schedule_expression;
+  int64_t schedule_period_ms = 0;
+  EpochMs schedule_since = 0;
   std::string description;
   bool enabled = true;        // State: ENABLED | DISABLED
   Tags tags;
@@ -76,12 +85,18 @@ struct EventBus {
   std::map<std::string, EventConnection> connections;         // by name
   std::map<std::string, ApiDestination> api_destinations;     // by name
   uint64_t next_generation = 1;  // EventTarget::generation; restored as max + 1
+  // Not stored: each enabled scheduled rule's last period handled (fired or skipped). A rule
+  // without one (after a restart) starts at the current period without firing, so missed
+  // periods never fire as a burst.
+  std::map<std::string, EpochMs> schedule_slots;
 };
 
 // ---- Commands ----
 struct PutRuleCommand {
   std::string name;
   std::string event_pattern;
+  std::string schedule_expression;  // checked by the API layer, which gives its period
+  int64_t schedule_period_ms = 0;
   std::string description;
   bool enabled = true;
   Tags tags;  // on create only, as AWS (tags of an existing rule change through TagResource)

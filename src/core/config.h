@@ -136,6 +136,12 @@ struct WebhookConfig {
   std::vector<std::pair<std::string, std::string>> headers;  // the connection's authorization
   std::string input;       // a constant body instead of the event ("" = none)
   std::string input_path;  // "$" or "$.a.b": the part of the event sent ("" = all of it)
+  // An InputTransformer (obs/input_transformer.h): the body rendered from these ("" = none), with
+  // the rule's name ("" = this webhook's) and ARN as its predefined variables.
+  std::map<std::string, std::string> input_paths_map;
+  std::string input_template;
+  std::string rule_name;
+  std::string rule_arn;
   // An event is given up (counted, logged, and passed) after this many failed POSTs, or once it is
   // this old (seconds since it was stored); 0: never, as for a configuration-file webhook.
   int max_attempts = 0;

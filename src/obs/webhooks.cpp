@@ -10,6 +10,7 @@
 
 #include "core/strings.h"
 #include "obs/event_filter.h"
+#include "obs/input_transformer.h"
 #include "store/event_log.h"
 
 namespace ty::obs {
@@ -74,22 +75,19 @@ Status Post(CURL* curl, const WebhookConfig& w, const json& stored, const std::s
   return Status::Ok();
 }
 
-// The body sent for one event: the event, the part of it `input_path` names ("$.detail.status"),
-// or the constant `input`. A path that names nothing sends null, as EventBridge does.
-std::string BodyOf(const WebhookConfig& w, const json& event) {
+// The body sent for one stored event: the event, the part of it `input_path` names
+// ("$.detail.status"), the constant `input`, or what the InputTransformer renders. A path that
+// names nothing sends null, as EventBridge does.
+std::string BodyOf(const WebhookConfig& w, const json& stored) {
+  const json& event = stored["event"];
   if (!w.input.empty()) return w.input;
-  if (w.input_path.empty() || w.input_path == "$") return event.dump();
-  const json* at = &event;
-  size_t pos = 2;  // after "$."
-  while (pos <= w.input_path.size()) {
-    size_t dot = w.input_path.find('.', pos);
-    if (dot == std::string::npos) dot = w.input_path.size();
-    const std::string key = w.input_path.substr(pos, dot - pos);
-    if (!at->is_object() || !at->contains(key)) return "null";
-    at = &(*at)[key];
-    pos = dot + 1;
+  if (!w.input_template.empty()) {
+    return RenderInputTemplate(w.input_paths_map, w.input_template, event,
+                               {w.rule_name.empty() ? w.name : w.rule_name, w.rule_arn, stored.value("at", int64_t{0})});
   }
-  return at->dump();
+  if (w.input_path.empty()) return event.dump();
+  const json* at = FindEventPath(event, w.input_path);
+  return at ? at->dump(-1, ' ', false, json::error_handler_t::replace) : "null";
 }
 
 }  // namespace
@@ -254,7 +252,7 @@ void WebhookDispatcher::Run(Hook& h) {
     for (const auto& e : batch) {
       json doc = json::parse(e.doc, nullptr, false);
       if (!doc.is_discarded() && h.filter.Matches(doc)) {
-        const std::string body = BodyOf(h.config, doc["event"]);
+        const std::string body = BodyOf(h.config, doc);
         int64_t backoff = 1000;
         int attempts = 0;
         bool given_up = false;

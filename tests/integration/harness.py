@@ -621,7 +621,11 @@ class Receiver:
                         self.send_response(500)
                         self.end_headers()
                         return
-                    receiver.posts.append((dict(self.headers), json.loads(body), body))
+                    try:
+                        parsed = json.loads(body)
+                    except ValueError:  # a text body (an InputTransformer's text template)
+                        parsed = None
+                    receiver.posts.append((dict(self.headers), parsed, body))
                 self.send_response(204)
                 self.end_headers()
 

@@ -1,6 +1,7 @@
 """EventBridge on the wire (docs/events.md, "EventBridge API"): rules with event patterns, API
 destinations as targets delivered through the webhook delivery, PutEvents, through boto3 and the
 aws CLI; configuration-file webhooks listed as read-only rules."""
+import datetime
 import json
 import os
 import shutil
@@ -133,7 +134,8 @@ class EventBridgeTest(ServerTest):
              "InvalidEventPatternException"),
             (lambda: self.events.put_rule(Name="bad", EventPattern="not json"), "InvalidEventPatternException"),
             (lambda: self.events.put_rule(Name="x" * 65, EventPattern=FAILED), "ValidationException"),
-            (lambda: self.events.put_rule(Name="sched", ScheduleExpression="rate(5 minutes)"), "ValidationException"),
+            (lambda: self.events.put_rule(Name="sched", ScheduleExpression="cron(0 12 * * ? *)"), "ValidationException"),
+            (lambda: self.events.put_rule(Name="sched", ScheduleExpression="rate(1 minutes)"), "ValidationException"),
             (lambda: self.events.put_rule(Name="bad", EventPattern=FAILED, EventBusName="other"),
              "ResourceNotFoundException"),
         ]
@@ -169,6 +171,46 @@ class EventBridgeTest(ServerTest):
         self.assertEqual([e.get("ErrorCode") for e in put["Entries"]],
                          ["NotAuthorizedForSourceException", "MalformedDetail", None])
         self.assertIn("EventId", put["Entries"][2])
+
+    def test_an_input_transformer_shapes_the_body_the_destination_gets(self):
+        dest = self.destination()
+        self.events.put_rule(Name="chat", EventPattern=json.dumps({"source": ["test.chat"]}))
+        as_json = {"InputPathsMap": {"job": "$.detail.job", "status": "$.detail.status", "n": "$.detail.n",
+                                     "first": "$.resources[0]", "none": "$.detail.missing"},
+                   "InputTemplate": '{"text": "Job <job> is \\"<status>\\" (<n>)", "status": <status>, "n": <n>, '
+                                    '"first": <first>, "none": <none>, "rule": <aws.events.rule-name>}'}
+        as_text = {"InputPathsMap": {"job": "$.detail.job", "none": "$.detail.missing"},
+                   "InputTemplate": "job <job> on <aws.events.rule-arn><none>"}
+        # Refused, by member and rule, and nothing is added.
+        for target, words in [({"Input": "{}", "InputTransformer": as_json}, "at most one"),
+                              ({"InputTransformer": {"InputTemplate": "{<job>: 1}",
+                                                     "InputPathsMap": {"job": "$.detail.job"}}}, "object key"),
+                              ({"InputTransformer": {"InputTemplate": "x", "InputPathsMap": {"a.b": "$.x"}}},
+                               "InputPathsMap")]:
+            with self.assertRaises(botocore.exceptions.ClientError) as ctx:
+                self.events.put_targets(Rule="chat", Targets=[{"Id": "t", "Arn": dest, **target}])
+            self.assertEqual(error_code(ctx), "ValidationException")
+            message = ctx.exception.response["Error"]["Message"]
+            self.assertIn("Targets[0].", message)
+            self.assertIn(words, message)
+        self.assertEqual(self.events.list_targets_by_rule(Rule="chat")["Targets"], [])
+
+        self.events.put_targets(Rule="chat", Targets=[{"Id": "json", "Arn": dest, "InputTransformer": as_json},
+                                                      {"Id": "text", "Arn": dest, "InputTransformer": as_text}])
+        self.assertEqual(self.events.list_targets_by_rule(Rule="chat")["Targets"],
+                         [{"Id": "json", "Arn": dest, "InputTransformer": as_json},
+                          {"Id": "text", "Arn": dest, "InputTransformer": as_text}])
+        hostile = 'a "quoted" </script>\nline \u00e9\U0001F680 \\ end'
+        self.events.put_events(Entries=[{"Source": "test.chat", "DetailType": "Chat", "Resources": ["arn:x:1"],
+                                         "Detail": json.dumps({"job": hostile, "status": "FAILED", "n": 3})}])
+        deadline = time.time() + 60
+        while len(self.receiver.posts) < 2 and time.time() < deadline:
+            time.sleep(0.05)
+        bodies = {("json" if parsed is not None else "text"): (parsed, raw) for _, parsed, raw in self.receiver.posts}
+        self.assertEqual(bodies["json"][0], {"text": f'Job {hostile} is "FAILED" (3)', "status": "FAILED", "n": 3,
+                                             "first": "arn:x:1", "none": None, "rule": "chat"})
+        rule_arn = self.events.describe_rule(Name="chat")["Arn"]
+        self.assertEqual(bodies["text"][1].decode(), f"job {hostile} on {rule_arn}")
 
     def test_configuration_file_webhooks_are_read_only_rules(self):
         [rule] = self.events.list_rules(NamePrefix="from")["Rules"]
@@ -225,6 +267,50 @@ class EventBridgeTest(ServerTest):
         self.assertIn("CreateConnection", [r["eventName"] for r in records])
         self.assertNotIn(API_KEY, json.dumps(records))
 
+
+class ScheduledRuleTest(ServerTest):
+    """rate() rules fire on the server's clock, moved here with admin/advance-clock."""
+    server_args = ["--clock=offset"]
+
+    def setUp(self):
+        self.receiver = Receiver().start()
+        super().setUp()
+        self.events = self.server.client("events")
+
+    def tearDown(self):
+        self.events.close()
+        super().tearDown()
+        self.receiver.stop()
+
+    def test_a_rate_rule_sends_one_scheduled_event_per_period_and_no_burst(self):
+        conn = self.events.create_connection(
+            Name="c", AuthorizationType="API_KEY",
+            AuthParameters={"ApiKeyAuthParameters": {"ApiKeyName": "x-api-key", "ApiKeyValue": "k"}})
+        dest = self.events.create_api_destination(Name="d", ConnectionArn=conn["ConnectionArn"],
+                                                  InvocationEndpoint=self.receiver.url,
+                                                  HttpMethod="POST")["ApiDestinationArn"]
+        with self.assertRaises(botocore.exceptions.ClientError) as ctx:
+            self.events.put_rule(Name="nightly", ScheduleExpression="cron(0 2 * * ? *)")
+        self.assertIn("cron", ctx.exception.response["Error"]["Message"])
+        arn = self.events.put_rule(Name="every5", ScheduleExpression="rate(5 minutes)")["RuleArn"]
+        self.assertEqual(self.events.describe_rule(Name="every5")["ScheduleExpression"], "rate(5 minutes)")
+        self.assertEqual([(r["Name"], r.get("ScheduleExpression")) for r in self.events.list_rules()["Rules"]],
+                         [("every5", "rate(5 minutes)")])
+        self.events.put_targets(Rule="every5", Targets=[{"Id": "t", "Arn": dest}])
+
+        def at(e):
+            return datetime.datetime.fromisoformat(e["time"].replace("Z", "+00:00")).timestamp()
+
+        self.advance(300)
+        [first] = self.receiver.wait(lambda ev: len(ev) >= 1, what="the first scheduled event")
+        self.assertEqual((first["source"], first["detail-type"], first["resources"], first["detail"]),
+                         ("aws.events", "Scheduled Event", [arn], {}))
+        self.advance(3000)  # ten periods at once: one event, for the last of them
+        self.receiver.wait(lambda ev: len(ev) >= 2, what="the second scheduled event")
+        self.advance(300)
+        got = self.receiver.wait(lambda ev: len(ev) >= 3, what="the third scheduled event")
+        # In the order of the event log: a burst for the skipped periods would have come first.
+        self.assertEqual([at(e) - at(got[0]) for e in got], [0, 3000, 3300])
 
 @unittest.skipUnless(shutil.which("aws"), "the aws CLI is not installed")
 class EventBridgeCliTest(ServerTest):
@@ -285,6 +371,29 @@ class EventBridgeCliTest(ServerTest):
         self.assertEqual(self.aws("events", "list-rules")["Rules"], [])
         r = self.aws("events", "put-rule", "--name", "bad name", "--event-pattern", FAILED, check=False)
         self.assertIn("ValidationException", r.stderr)
+
+    def test_an_input_transformer_with_the_aws_cli(self):
+        conn = self.aws("events", "create-connection", "--name", "cli-conn", "--authorization-type", "API_KEY",
+                        "--auth-parameters", "ApiKeyAuthParameters={ApiKeyName=x-api-key,ApiKeyValue=k}")
+        dest = self.aws("events", "create-api-destination", "--name", "cli-dest", "--connection-arn",
+                        conn["ConnectionArn"], "--invocation-endpoint", self.receiver.url,
+                        "--http-method", "POST")["ApiDestinationArn"]
+        self.aws("events", "put-rule", "--name", "cli-chat", "--event-pattern", json.dumps({"source": ["cli.chat"]}))
+        transformer = {"InputPathsMap": {"status": "$.detail.status", "who": "$.detail.who"},
+                       "InputTemplate": '{"text": "<who>: <status>", "id": <aws.events.rule-name>}'}
+        self.aws("events", "put-targets", "--rule", "cli-chat", "--targets",
+                 json.dumps([{"Id": "chat", "Arn": dest, "InputTransformer": transformer}]))
+        self.assertEqual(self.aws("events", "list-targets-by-rule", "--rule", "cli-chat")["Targets"],
+                         [{"Id": "chat", "Arn": dest, "InputTransformer": transformer}])
+        self.aws("events", "put-events", "--entries", json.dumps([
+            {"Source": "cli.chat", "DetailType": "T", "Detail": json.dumps({"status": "SUCCEEDED", "who": 'x"y'})}]))
+        [body] = self.receiver.wait(lambda ev: len(ev) >= 1, what="the rendered body")
+        self.assertEqual(body, {"text": 'x"y: SUCCEEDED', "id": "cli-chat"})
+        r = self.aws("events", "put-targets", "--rule", "cli-chat", "--targets", json.dumps(
+            [{"Id": "chat", "Arn": dest, "InputTransformer": {"InputTemplate": '{"a": <who> <who>}',
+                                                              "InputPathsMap": {"who": "$.detail.who"}}}]), check=False)
+        self.assertIn("ValidationException", r.stderr)
+        self.assertIn("InputTemplate", r.stderr)
 
 
 if __name__ == "__main__":

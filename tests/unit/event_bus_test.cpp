@@ -9,6 +9,7 @@
 #include "api/eventbridge_api.h"
 #include "control/controller.h"
 #include "control/state.h"
+#include "core/strings.h"
 #include "store/event_log.h"
 #include "testing/controller_fixture.h"
 
@@ -76,6 +77,60 @@ TEST_F(EventBusTest, RulesTargetsAndDestinationsSurviveARestart) {
   EXPECT_EQ(conn.dump().find("secret"), std::string::npos);  // the key's value is never answered
 }
 
+TEST_F(EventBusTest, AnInputTransformerIsStoredListedAndDeliveredAndAHostileOneIsRefusedByName) {
+  const std::string dest = Destination();
+  Call("PutRule", {{"Name", "chat"}, {"EventPattern", kFailed}});
+  const json transformer = {{"InputPathsMap", {{"status", "$.detail.status"}, {"job", "$.detail.jobName"}}},
+                            {"InputTemplate", R"({"text": "<job> is <status>", "rule": <aws.events.rule-name>})"}};
+  const json refusals[] = {
+      {{"Id", "t"}, {"Arn", dest}, {"Input", "{}"}, {"InputTransformer", transformer}},
+      {{"Id", "t"}, {"Arn", dest}, {"InputPath", "$.detail"}, {"InputTransformer", transformer}},
+      {{"Id", "t"}, {"Arn", dest}, {"InputTransformer", {{"InputPathsMap", {{"a", "$.x"}}}}}},
+      {{"Id", "t"}, {"Arn", dest}, {"InputTransformer", {{"InputTemplate", "{<a>: 1}"}, {"InputPathsMap", {{"a", "$.x"}}}}}},
+      {{"Id", "t"}, {"Arn", dest}, {"InputTransformer", {{"InputTemplate", "x"}, {"InputPathsMap", {{"a", "x"}}}}}},
+      {{"Id", "t"}, {"Arn", dest}, {"InputTransformer", {{"InputTemplate", "x"}, {"InputPathsMap", {{"a", 1}}}}}},
+      {{"Id", "t"}, {"Arn", dest}, {"InputTransformer", "<a>"}},
+  };
+  for (const json& target : refusals) {
+    Status st = Refusal("PutTargets", {{"Rule", "chat"}, {"Targets", {target}}});
+    EXPECT_EQ(st.code(), Code::kInvalidArgument) << target.dump();
+    EXPECT_NE(st.message().find("Targets[0]."), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("Input"), std::string::npos) << st.message();
+  }
+  EXPECT_EQ(Call("ListTargetsByRule", {{"Rule", "chat"}})["Targets"], json::array());
+
+  Call("PutTargets", {{"Rule", "chat"}, {"Targets", {{{"Id", "t"}, {"Arn", dest}, {"InputTransformer", transformer}}}}});
+  Open();  // stored with the target
+  EXPECT_EQ(Call("ListTargetsByRule", {{"Rule", "chat"}})["Targets"],
+            json::array({{{"Id", "t"}, {"Arn", dest}, {"InputTransformer", transformer}}}));
+  auto deliveries = EventBridgeDeliveries(*c_);
+  ASSERT_EQ(deliveries.size(), 1u);
+  EXPECT_EQ(deliveries[0].input_template, transformer["InputTemplate"]);
+  EXPECT_EQ(deliveries[0].input_paths_map, (std::map<std::string, std::string>{{"job", "$.detail.jobName"},
+                                                                                {"status", "$.detail.status"}}));
+  EXPECT_EQ(deliveries[0].rule_name, "chat");
+  EXPECT_EQ(deliveries[0].rule_arn, Call("DescribeRule", {{"Name", "chat"}})["Arn"]);
+
+  // A template alone (no InputPathsMap) is listed without one.
+  Call("PutTargets", {{"Rule", "chat"}, {"Targets", {{{"Id", "t"}, {"Arn", dest},
+                                                      {"InputTransformer", {{"InputTemplate", "fixed"}}}}}}});
+  EXPECT_EQ(Call("ListTargetsByRule", {{"Rule", "chat"}})["Targets"][0]["InputTransformer"],
+            json({{"InputTemplate", "fixed"}}));
+}
+
+TEST(EventBusDocTest, ARuleDocumentWrittenBeforeInputTransformerStillLoads) {
+  control::EventRule r;
+  ASSERT_TRUE(control::DecodeDoc(
+      R"({"name": "old", "arn": "a", "event_pattern": "{}", "enabled": true,
+          "targets": [{"id": "t", "arn": "d", "input": "", "input_path": "$.detail", "generation": 4}]})",
+      &r));
+  ASSERT_EQ(r.targets.size(), 1u);
+  EXPECT_EQ(r.targets[0].input_path, "$.detail");
+  EXPECT_TRUE(r.targets[0].input_template.empty());
+  EXPECT_TRUE(r.targets[0].input_paths_map.empty());
+  EXPECT_EQ(r.targets[0].maximum_retry_attempts, 185);
+}
+
 TEST_F(EventBusTest, OnlyEnabledRulesDeliverAndEnablingAgainStartsAFreshCursor) {
   const std::string dest = Destination();
   Call("PutRule", {{"Name", "r"}, {"EventPattern", kFailed}});
@@ -112,7 +167,7 @@ TEST_F(EventBusTest, HostileInputIsRefusedByNameAndNothingIsStored) {
       {{{"Name", "p"}, {"EventPattern", R"({"detail": {"status": "FAILED"}})"}}, Code::kInvalidArgument, "EventPattern"},
       {{{"Name", "p"}, {"EventPattern", "[1]"}}, Code::kInvalidArgument, "EventPattern"},
       {{{"Name", "p"}}, Code::kInvalidArgument, "EventPattern"},
-      {{{"Name", "p"}, {"ScheduleExpression", "rate(1 minute)"}}, Code::kInvalidArgument, "ScheduleExpression"},
+      {{{"Name", "p"}, {"ScheduleExpression", "cron(0 12 * * ? *)"}}, Code::kInvalidArgument, "ScheduleExpression"},
       {{{"Name", "p"}, {"EventPattern", kFailed}, {"State", "ON"}}, Code::kInvalidArgument, "State"},
       {{{"Name", "p"}, {"EventPattern", kFailed}, {"EventBusName", "custom"}}, Code::kNotFound, "custom"},
   };
@@ -232,6 +287,89 @@ TEST_F(EventBusTest, PutEventsAnswersEachEntryAndStoresTheAcceptedOnes) {
   EXPECT_EQ(custom[0]["detail"]["auc"], 0.9);
   EXPECT_EQ(custom[0]["resources"], json::parse(R"(["arn:aws:s3:::bucket/model"])"));
   EXPECT_EQ(custom[0]["account"], config_.account_id);
+}
+
+TEST_F(EventBusTest, ARateRuleFiresOneScheduledEventPerPeriodOfTheClockAndNoBurstAfterARestart) {
+  for (const char* bad : {"cron(0 20 * * ? *)", "rate(1 minutes)", "rate(5 minute)", "rate(0 minutes)",
+                          "rate(5 weeks)", "rate(5  minutes)", "rate(-1 minutes)", "every 5 minutes"}) {
+    Status st = Refusal("PutRule", {{"Name", "tick"}, {"ScheduleExpression", bad}});
+    EXPECT_EQ(st.message().rfind("ScheduleExpression", 0), 0u) << bad << ": " << st.message();
+  }
+  EXPECT_NE(Refusal("PutRule", {{"Name", "tick"}, {"ScheduleExpression", "cron(0 20 * * ? *)"}}).message().find("cron"),
+            std::string::npos);
+  EXPECT_NE(Refusal("PutRule", {{"Name", "tick"}}).message().find("EventPattern or ScheduleExpression"),
+            std::string::npos);
+  EXPECT_TRUE(Rules().empty());
+
+  auto render = [this] {
+    c_->SetEventRenderer([this](const control::State& s, const control::EventTrigger& e, uint64_t seq) {
+      return RenderEvent(c_->config(), s, e, seq);
+    });
+  };
+  render();
+  auto scheduled = [this] {
+    std::vector<json> out;
+    std::vector<store::StoredEvent> stored;
+    EXPECT_TRUE(c_->events()->Read(0, 1000, &stored).ok());
+    for (const auto& e : stored) {
+      json doc = json::parse(e.doc);
+      if (doc["event"]["detail-type"] == "Scheduled Event") out.push_back(doc["event"]);
+    }
+    return out;
+  };
+  const EpochMs since = clock_.now_ms();
+  json put = Call("PutRule", {{"Name", "tick"}, {"ScheduleExpression", "rate(5 minutes)"}});
+  json rule = Call("DescribeRule", {{"Name", "tick"}});
+  EXPECT_EQ(rule["ScheduleExpression"], "rate(5 minutes)");
+  EXPECT_FALSE(rule.contains("EventPattern"));
+  EXPECT_EQ(Rules()[0]["ScheduleExpression"], "rate(5 minutes)");
+
+  c_->Step();
+  EXPECT_TRUE(scheduled().empty());
+  clock_.advance_ms(5 * 60'000);
+  c_->Step();
+  auto got = scheduled();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0]["source"], "aws.events");
+  EXPECT_EQ(got[0]["resources"], json::array({put["RuleArn"]}));
+  EXPECT_EQ(got[0]["detail"], json::object());
+  EXPECT_EQ(got[0]["time"], FormatIso8601(since + 5 * 60'000));
+  clock_.advance_ms(4 * 60'000);
+  c_->Step();
+  EXPECT_EQ(scheduled().size(), 1u);
+  clock_.advance_ms(60'000);
+  c_->Step();
+  EXPECT_EQ(scheduled().size(), 2u);
+  clock_.advance_ms(60 * 60'000);  // twelve periods at once: one event
+  c_->Step();
+  EXPECT_EQ(scheduled().size(), 3u);
+
+  // Disabled, it fires nothing; enabled again, it fires from its next period.
+  Call("DisableRule", {{"Name", "tick"}});
+  clock_.advance_ms(10 * 60'000);
+  c_->Step();
+  EXPECT_EQ(scheduled().size(), 3u);
+  Call("EnableRule", {{"Name", "tick"}});
+  c_->Step();
+  EXPECT_EQ(scheduled().size(), 3u);
+
+  clock_.advance_ms(30 * 60'000);  // the server is down for six periods
+  Open();
+  render();
+  c_->Step();
+  EXPECT_EQ(scheduled().size(), 3u);  // no burst for what was missed
+  clock_.advance_ms(5 * 60'000);
+  c_->Step();
+  EXPECT_EQ(scheduled().size(), 4u);
+  EXPECT_EQ(Call("DescribeRule", {{"Name", "tick"}})["ScheduleExpression"], "rate(5 minutes)");
+
+  // Its targets get its scheduled events (and, with a pattern too, the pattern's events).
+  const std::string dest = Destination();
+  Call("PutTargets", {{"Rule", "tick"}, {"Targets", {{{"Id", "t"}, {"Arn", dest}}}}});
+  EXPECT_EQ(json::parse(EventBridgeDeliveries(*c_)[0].pattern),
+            json({{"source", {"aws.events"}}, {"detail-type", {"Scheduled Event"}}, {"resources", {put["RuleArn"]}}}));
+  Call("PutRule", {{"Name", "tick"}, {"ScheduleExpression", "rate(1 hour)"}, {"EventPattern", kFailed}});
+  EXPECT_EQ(json::parse(EventBridgeDeliveries(*c_)[0].pattern)["$or"][0], json::parse(kFailed));
 }
 
 TEST_F(EventBusTest, ConfigurationFileWebhooksAreListedAndReadOnly) {

@@ -169,6 +169,22 @@ TEST_F(WebhooksTest, AConstantInputIsSentInsteadOfTheEvent) {
   EXPECT_EQ(Ids(receiver_.WaitFor(1)), std::vector<std::string>{"constant"});
 }
 
+TEST_F(WebhooksTest, AnInputTransformerRendersTheBodyWithTheRulesNameAndArn) {
+  WebhookDispatcher d(log_, {});
+  WebhookConfig w = Hook("eventbridge/chat/t1/7", "/chat");
+  w.input_paths_map = {{"status", "$.detail.status"}, {"src", "$.source"}};
+  w.input_template = R"({"id": "<aws.events.rule-name>", "text": "<src> says \"<status>\"", "arn": <aws.events.rule-arn>})";
+  w.rule_name = "chat";
+  w.rule_arn = "arn:aws:events:us-east-1:1:rule/chat";
+  ASSERT_TRUE(d.Sync({w}).ok());
+  Publish(1, "trainyard.test", {{"status", "line\n\"quoted\"</b>"}});
+  auto got = receiver_.WaitFor(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].body, json({{"id", "chat"},
+                               {"text", "trainyard.test says \"line\n\"quoted\"</b>\""},
+                               {"arn", "arn:aws:events:us-east-1:1:rule/chat"}}));
+}
+
 TEST_F(WebhooksTest, ASyncWithABadPatternChangesNothing) {
   WebhookDispatcher d(log_, {});
   ASSERT_TRUE(d.Sync({Hook("a", "/a")}).ok());
