@@ -365,7 +365,7 @@ Status Controller::DeleteApiDestination(const std::string& name) {
 void Controller::FireScheduledRules(Turn& t) {
   EventBus& bus = state_.event_bus;
   const bool stored = event_log_ && config_.events_enabled;
-  std::erase_if(bus.schedule_slots, [&](const auto& s) {
+  std::erase_if(bus.schedule_slots, [&](const auto& s) REQUIRES(state_mu_) {
     auto it = bus.rules.find(s.first);
     return !stored || it == bus.rules.end() || !it->second.enabled || it->second.schedule_period_ms <= 0;
   });

@@ -181,49 +181,55 @@ AlarmVerdict EvaluateMetricAlarm(const State& s, const MetricAlarmDefinition& d,
       }
   }
   // The window's periods, newest first (as CloudWatch lists them).
+  // The value first: most evaluations leave the state as it is and need no words.
+  int64_t present = 0, breaching = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    auto v = series.find(start + i * period);
+    if (v == series.end() || !std::isfinite(v->second)) continue;
+    ++present;
+    if (Breaches(d.comparison, v->second, d.threshold)) ++breaching;
+  }
+  if (d.treat_missing == "breaching") breaching += n - present;
+  AlarmVerdict out;
+  const bool unknown = present == 0 && (d.treat_missing == "missing" || d.treat_missing == "ignore");
+  if (!failed.empty()) out.value = "INSUFFICIENT_DATA";
+  else if (unknown) out.value = d.treat_missing == "ignore" ? current : "INSUFFICIENT_DATA";
+  else out.value = breaching >= d.datapoints_to_alarm ? "ALARM" : "OK";
+  if (out.value == current) return out;
+
+  // The window's periods, newest first (as CloudWatch lists them).
   json evaluated = json::array(), recent = json::array();
   std::string shown;
-  int64_t present = 0, breaching = 0;
   for (int64_t i = n - 1; i >= 0; --i) {
     const EpochMs t = start + i * period;
     auto v = series.find(t);
     if (v == series.end() || !std::isfinite(v->second)) continue;
-    ++present;
-    if (Breaches(d.comparison, v->second, d.threshold)) ++breaching;
     evaluated.push_back({{"timestamp", FormatIso8601(t)}, {"value", v->second}});
     recent.push_back(v->second);
     shown += (shown.empty() ? "" : ", ") + Number(v->second) + " (" + ReasonTime(t) + ")";
   }
-  const int64_t missing = n - present;
-  if (d.treat_missing == "breaching") breaching += missing;
   json data = {{"version", "1.0"}, {"queryDate", FormatIso8601(now)}, {"startDate", FormatIso8601(start)},
                {"period", period / 1000}, {"recentDatapoints", recent}, {"threshold", d.threshold},
                {"evaluatedDatapoints", evaluated}};
   if (!statistic.empty()) data["statistic"] = statistic;
-  AlarmVerdict out;
   if (!failed.empty()) {
-    out.value = "INSUFFICIENT_DATA";
     out.reason = "Insufficient Data: the metric math could not be evaluated: " + failed;
-  } else if (present == 0 && (d.treat_missing == "missing" || d.treat_missing == "ignore")) {
-    out.value = d.treat_missing == "ignore" ? current : "INSUFFICIENT_DATA";
+  } else if (unknown) {
     out.reason = "Insufficient Data: " + std::to_string(n) + (n == 1 ? " datapoint was" : " datapoints were") + " unknown.";
   } else if (present == 0) {  // notBreaching or breaching: the missing periods decide
-    out.value = breaching >= d.datapoints_to_alarm ? "ALARM" : "OK";
     out.reason = "Threshold Crossed: no datapoints were received for " + std::to_string(n) + (n == 1 ? " period" : " periods") +
                  " and " + std::to_string(n) + " missing " + (n == 1 ? "datapoint was" : "datapoints were") + " treated as [" +
                  (d.treat_missing == "breaching" ? "Breaching" : "NonBreaching") + "].";
-  } else if (breaching >= d.datapoints_to_alarm) {
-    out.value = "ALARM";
+  } else if (out.value == "ALARM") {
     out.reason = "Threshold Crossed: " + std::to_string(breaching) + " out of the last " + std::to_string(n) +
                  " datapoints [" + shown + "] " + (breaching == 1 ? "was " : "were ") + Words(d.comparison) +
                  " the threshold (" + Number(d.threshold) + ") (minimum " + std::to_string(d.datapoints_to_alarm) +
                  (d.datapoints_to_alarm == 1 ? " datapoint" : " datapoints") + " for OK -> ALARM transition).";
   } else {
-    out.value = "OK";
-    out.reason = "Threshold Crossed: " + std::to_string(n - breaching) + " out of the last " + std::to_string(n) +
-                 " datapoints [" + shown + "] " + (n - breaching == 1 ? "was not " : "were not ") + Words(d.comparison) +
-                 " the threshold (" + Number(d.threshold) + ") (minimum " + std::to_string(n - d.datapoints_to_alarm + 1) +
-                 " for ALARM -> OK transition).";
+    out.reason = "Threshold Crossed: " + std::to_string(breaching) + " out of the last " + std::to_string(n) +
+                 " datapoints [" + shown + "] " + (breaching == 1 ? "was " : "were ") + Words(d.comparison) +
+                 " the threshold (" + Number(d.threshold) + "), fewer than the " + std::to_string(d.datapoints_to_alarm) +
+                 " an ALARM needs.";
   }
   out.reason_data = data.dump();
   return out;

@@ -81,6 +81,8 @@ struct AlarmVerdict {
 };
 
 // Evaluates `d` as of `now`. `current`: the alarm's state now (TreatMissingData ignore keeps it).
+// The reason and its data are written only when the value differs from `current`: most minutes
+// change nothing, and the words cost more than the arithmetic.
 AlarmVerdict EvaluateMetricAlarm(const State& s, const MetricAlarmDefinition& d, const std::string& current,
                                  EpochMs now);
 

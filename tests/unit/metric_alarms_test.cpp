@@ -62,7 +62,12 @@ TEST(MetricAlarms, MOfNAndEachTreatmentOfMissingData) {
   Put(s, kT0, 9);                // breaching
   Put(s, kT0 + 2 * kCwMinute, 1);  // not; minute 1 missing
   const EpochMs now = kT0 + 3 * kCwMinute;  // the window: minutes 0, 1, 2
-  EXPECT_EQ(EvaluateMetricAlarm(s, Alarm(3, 2, "missing"), "OK", now).value, "OK");
+  auto same = EvaluateMetricAlarm(s, Alarm(3, 2, "missing"), "OK", now);
+  EXPECT_EQ(same.value, "OK");
+  EXPECT_EQ(same.reason, "");  // no change: no words
+  auto changed = EvaluateMetricAlarm(s, Alarm(3, 2, "missing"), "ALARM", now);
+  EXPECT_EQ(changed.value, "OK");
+  EXPECT_NE(changed.reason.find("1 out of the last 3 datapoints [1.0 ("), std::string::npos) << changed.reason;
   EXPECT_EQ(EvaluateMetricAlarm(s, Alarm(3, 2, "notBreaching"), "OK", now).value, "OK");
   EXPECT_EQ(EvaluateMetricAlarm(s, Alarm(3, 2, "breaching"), "OK", now).value, "ALARM");  // 9 and the missing one
   EXPECT_EQ(EvaluateMetricAlarm(s, Alarm(3, 1, "missing"), "OK", now).value, "ALARM");
