@@ -357,8 +357,14 @@ Status SlurmExecutor::Start(const std::string& id, const AttemptSpec& spec) {
     std::string job_id;
     if (local::ReadFile(spec.warm_pool->workspace + "/slurm_job_id", &job_id)) job_id = job_id.substr(0, job_id.find('\n'));
     auto job = JobOf(job_id);
-    if (job && job->state == "RUNNING" &&
-        local::WriteFileAtomic(spec.warm_pool->workspace + "/next", fs::absolute(dir).string() + "\n")) {
+    bool running = job && job->state == "RUNNING";
+    if (!running && !job_id.empty() && job_id.find_first_not_of("0123456789") == std::string::npos) {
+      // The monitor's listing may be older than the allocation (a slow squeue under load): ask
+      // Slurm about this one job before giving the pool's allocation up for a new one.
+      std::string out;
+      running = RunSlurm("squeue", {"-h", "-j", job_id, "-o", "%T"}, &out) == 0 && Trim(out) == "RUNNING";
+    }
+    if (running && local::WriteFileAtomic(spec.warm_pool->workspace + "/next", fs::absolute(dir).string() + "\n")) {
       local::WriteFileAtomic(dir + "/slurm_job_id", job_id + "\n");
       tracked_[id].job_id = job_id;
       return Status::Ok();
