@@ -116,7 +116,10 @@ class HyperbandPromotionTest(harness.ServerTest):
             for held in [f for f in os.listdir(self.work_dir) if f.endswith(".held")]:
                 job = held[:-len(".held")]
                 with open(os.path.join(self.work_dir, held)) as f:
-                    epoch, printed = map(int, f.read().split())
+                    fields = f.read().split()
+                if len(fields) != 2:
+                    continue  # the trial is still writing it (the shell's > truncates first)
+                epoch, printed = map(int, fields)
                 if (job, epoch) in released or len(self.points(job)) < printed:
                     continue
                 # The controller has read this value; its stop decision was made in the same commit.

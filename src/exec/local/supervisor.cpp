@@ -1096,6 +1096,15 @@ class Supervisor {
                                                                 : local::InheritedEnvironment());
     // Without the sandbox's /etc/hosts, algo-1 is reached at its node's address.
     if (slurm_ && !sandbox_ && !node_addrs_.empty()) env["MASTER_ADDR"] = node_addrs_.front();
+    // Without the sandbox the instances share the host's /tmp: each gets a TMPDIR of its own
+    // (unless the job sets one), so tools that name their files by host name and user do not
+    // collide. Open MPI's session directory did: mpirun on algo-1 and the orted it starts on
+    // algo-2 made the same one, and orted's orte_session_dir sometimes failed.
+    if (!sandbox_ && !spec_.environment.count("TMPDIR")) {
+      std::error_code ec;
+      fs::create_directories(Scratch(n), ec);
+      if (!ec) env["TMPDIR"] = Scratch(n);
+    }
     return env;
   }
 
