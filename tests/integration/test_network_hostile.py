@@ -421,18 +421,21 @@ class WireTest(HostileTest):
 
     def test_ambiguous_framing_is_refused(self):
         cases = [
-            (b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: xchunked\r\nContent-Length: 2\r\n\r\n{}", 400),
-            (b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
-            (b"GET /metrics HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400),
-            (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}", 400),
-            (b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n b\r\n\r\n", 400),
+            (b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: xchunked\r\nContent-Length: 2\r\n\r\n{}", 400,
+             b"both Transfer-Encoding and Content-Length"),
+            (b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501, b"only 'chunked'"),
+            (b"GET /metrics HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400, b"more than one Host"),
+            (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}", 400,
+             b"more than one Content-Length"),
+            (b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n b\r\n\r\n", 400, b"obs-fold"),
         ]
-        for request, status in cases:
+        for request, status, why in cases:
             with self.subTest(request=request):
                 s = self.connect(timeout=5)
                 s.sendall(request)
                 answer = read_answer(s)
                 self.assertTrue(answer.startswith(b"HTTP/1.1 %d " % status), answer[:200])
+                self.assertIn(why, answer)
         self.assertLess(self.timed_signed_call(), 2)
 
     def test_one_address_holds_at_most_its_connections(self):

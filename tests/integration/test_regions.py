@@ -319,7 +319,8 @@ class RegionsTest(unittest.TestCase):
         self.assertIn("older trainyard", err["message"])
         # Unchanged, the forwarded Describe is answered (the job does not exist there).
         status, err = self.raw(self.b, "POST", path, body, signed)
-        self.assertEqual((status, err["__type"]), (400, "ValidationException"), err)
+        self.assertEqual((status, err["__type"]), (400, "ResourceNotFound"), err)
+        self.assertIn("training job nobody", err["message"])
 
     def test_the_peer_decides_with_the_carried_policies_and_the_clients_address(self):
         only_from = {"Version": "2012-10-17", "Statement": [{
