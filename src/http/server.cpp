@@ -445,6 +445,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   // The head failed authentication (BodyPlan::withhold_body): its handler answers it without a body,
   // and the connection closes after, since the unread body still follows on it.
   void ServeHeadAlone(Request req) {
+    // A client sending the body before it reads the answer (no Expect: 100-continue) reads it
+    // rather than a reset: the body, up to the limit a request may have, is dropped as it comes.
+    if (auto length = parser_->content_length())
+      linger_bytes_ = static_cast<size_t>(std::min<std::uint64_t>(*length, static_cast<std::uint64_t>(server_.limits.max_body_bytes)));
     parser_.reset();
     keep_alive_ = false;
     req.body_withheld = true;
@@ -637,7 +641,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   void Drain(size_t drained) {
-    if (drained >= kLingerBytes) return CloseSocket();
+    if (drained >= std::max(kLingerBytes, linger_bytes_)) return CloseSocket();
     Tcp().async_read_some(net::buffer(drain_.get(), kDrainChunk), [self = Self(), drained](beast::error_code ec, size_t n) {
       if (ec) return self->CloseSocket();  // end of input, reset, or the deadline
       self->Drain(drained + n);
@@ -709,6 +713,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   int64_t body_limit_ = 0;  // the request under way's body limit, chosen from its head
   bool handshake_done_ = false;  // TLS only
   bool closed_ = false;
+  size_t linger_bytes_ = 0;  // Linger() drains up to this much, when more than kLingerBytes
 };
 
 }  // namespace
