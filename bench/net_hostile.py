@@ -93,8 +93,13 @@ class Attackers:
 
     LORIS_HEAD = b"POST / HTTP/1.1\r\nHost: x\r\nX-Slow: "
 
+    # The server takes at most server.max_connections_per_address (1,000 by default) from one
+    # address: the attackers spread over 127.0.0.2 and up, this many each, as many hosts would.
+    PER_SOURCE = 900
+
     def __init__(self, addr, idle, loris):
         self.addr = addr
+        self.opened = 0
         self.idle = [self.open() for _ in range(idle)]
         self.loris = [self.open(self.LORIS_HEAD) for _ in range(loris)]
         self.reopened_loris = 0
@@ -106,6 +111,9 @@ class Attackers:
     def open(self, first=b""):
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.settimeout(10)
+        if self.addr[0].startswith("127."):
+            s.bind(("127.0.%d.%d" % divmod(2 + self.opened // self.PER_SOURCE, 256), 0))
+            self.opened += 1
         s.connect(self.addr)
         s.setblocking(False)
         if first:

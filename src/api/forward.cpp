@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <openssl/crypto.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -76,12 +77,58 @@ StatusOr<PeerCaller> DecodePeerCaller(std::string_view header, size_t max_bytes)
   return c;
 }
 
+bool PeerMustSign(std::string_view name) {
+  static constexpr std::string_view kNames[] = {"host", "content-type", "content-md5", "content-encoding", "range",
+                                                "if-match", "if-none-match", "if-modified-since", "if-unmodified-since"};
+  for (std::string_view n : kNames)
+    if (EqualsIgnoreCase(n, name)) return true;
+  return name.size() >= 6 && EqualsIgnoreCase(name.substr(0, 6), "x-amz-");
+}
+
 std::string PeerStringToSign(std::string_view method, std::string_view path, std::string_view query,
-                             std::string_view body, std::string_view time_ms, std::string_view caller_header) {
-  std::string s = "TRAINYARD-PEER-HMAC-SHA256\n";
+                             const http::Fields& headers, const std::vector<std::string>& signed_names,
+                             std::string_view content_sha256, std::string_view time_ms, std::string_view caller_header) {
+  std::string s = "TRAINYARD-PEER-HMAC-SHA256-V2\n";
   s.append(method).append("\n").append(path).append("\n").append(query).append("\n");
-  s.append(Sha256Hex(body)).append("\n").append(time_ms).append("\n").append(caller_header);
+  std::string names;
+  for (const std::string& name : signed_names) {
+    std::string value;
+    bool first = true;
+    for (const auto& [k, v] : headers)
+      if (EqualsIgnoreCase(k, name)) {
+        value.append(first ? "" : ",").append(Trim(v));
+        first = false;
+      }
+    s.append(name).append(":").append(value).append("\n");
+    names.append(names.empty() ? "" : ";").append(name);
+  }
+  s.append("\n").append(names).append("\n");
+  s.append(content_sha256).append("\n").append(time_ms).append("\n").append(caller_header);
   return s;
+}
+
+void SignPeerRequest(std::string_view secret, std::string_view method, std::string_view path, std::string_view query,
+                     std::string_view body, std::string_view host, const std::string& caller_header, EpochMs now,
+                     http::Fields* headers) {
+  std::erase_if(*headers, [](const auto& h) { return StartsWith(ToLower(h.first), "x-trainyard-peer-"); });
+  if (std::none_of(headers->begin(), headers->end(), [](const auto& h) { return EqualsIgnoreCase(h.first, "host"); }))
+    headers->emplace_back("Host", std::string(host));
+  std::vector<std::string> names;
+  for (const auto& [k, v] : *headers)
+    if (PeerMustSign(k)) names.push_back(ToLower(k));
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  const std::string time = std::to_string(now);
+  const std::string hash = Sha256Hex(body);
+  const std::string signature =
+      PeerSignature(secret, PeerStringToSign(method, path, query, *headers, names, hash, time, caller_header));
+  std::string joined;
+  for (const std::string& n : names) joined.append(joined.empty() ? "" : ";").append(n);
+  headers->emplace_back(std::string(kPeerCallerHeader), caller_header);
+  headers->emplace_back(std::string(kPeerTimeHeader), time);
+  headers->emplace_back(std::string(kPeerContentHashHeader), hash);
+  headers->emplace_back(std::string(kPeerSignedHeadersHeader), joined);
+  headers->emplace_back(std::string(kPeerSignatureHeader), signature);
 }
 
 std::string PeerSignature(std::string_view secret, std::string_view string_to_sign) {
@@ -112,11 +159,12 @@ void ApplyPeerOrigin(const http::Request& req, std::string* source_ip, bool* sec
 }
 
 bool IsPeerRequest(const http::Request& req) {
-  return req.Header(kPeerCallerHeader) || req.Header(kPeerTimeHeader) || req.Header(kPeerSignatureHeader);
+  for (const auto& [name, value] : req.headers)
+    if (name.size() > 17 && EqualsIgnoreCase(std::string_view(name).substr(0, 17), "x-trainyard-peer-")) return true;
+  return false;
 }
 
-StatusOr<PeerCaller> VerifyPeerRequest(const http::Request& req, std::string_view secret, EpochMs now,
-                                       EpochMs window_ms, ReplayGuard& replays) {
+StatusOr<PeerCaller> VerifyPeerHead(const http::Request& req, std::string_view secret, EpochMs now, EpochMs window_ms) {
   if (secret.empty())
     return Status(Code::kUnauthenticated,
                   "This server takes no forwarded requests: it has no [regions] peer_secret_file");
@@ -130,7 +178,35 @@ StatusOr<PeerCaller> VerifyPeerRequest(const http::Request& req, std::string_vie
   const long long sent = std::strtoll(time->c_str(), &end, 10);
   if (time->empty() || !end || *end != '\0' || sent <= 0)
     return Status(Code::kUnauthenticated, "X-Trainyard-Peer-Time must be epoch milliseconds");
-  const std::string expected = PeerSignature(secret, PeerStringToSign(req.method, req.path, req.query, req.body, *time, *caller));
+  const std::string* signed_list = req.Header(kPeerSignedHeadersHeader);
+  const std::string* hash = req.Header(kPeerContentHashHeader);
+  if (!signed_list || !hash)
+    return Status(Code::kUnauthenticated,
+                  "The forwarded request has no X-Trainyard-Peer-Signed-Headers or X-Trainyard-Peer-Content-Sha256: "
+                  "the region that sent it runs an older trainyard, whose peer signature does not cover the "
+                  "operation's headers; run the same version in every region (docs/regions.md)");
+  if (hash->size() != 64 || hash->find_first_not_of("0123456789abcdef") != std::string::npos)
+    return Status(Code::kUnauthenticated, "X-Trainyard-Peer-Content-Sha256 must be a lower-case hex SHA-256");
+  std::vector<std::string> names;
+  for (const std::string& n : Split(*signed_list, ';'))
+    if (!n.empty()) names.push_back(ToLower(n));
+  if (!std::is_sorted(names.begin(), names.end()) || std::adjacent_find(names.begin(), names.end()) != names.end())
+    return Status(Code::kUnauthenticated, "X-Trainyard-Peer-Signed-Headers must name lower-case headers, sorted, each once");
+  std::vector<std::string> unsigned_sent;
+  for (const auto& [name, value] : req.headers) {
+    const std::string lower = ToLower(name);
+    if (PeerMustSign(lower) && !std::binary_search(names.begin(), names.end(), lower) &&
+        std::find(unsigned_sent.begin(), unsigned_sent.end(), lower) == unsigned_sent.end())
+      unsigned_sent.push_back(lower);
+  }
+  if (!unsigned_sent.empty()) {
+    std::string list;
+    for (const std::string& n : unsigned_sent) list.append(list.empty() ? "" : ", ").append(n);
+    return Status(Code::kBadSignature, "The forwarded request carries headers its peer signature does not cover: " + list +
+                                           " (Host, Content-Type, X-Amz-Target and every x-amz-* header must be signed)");
+  }
+  const std::string expected =
+      PeerSignature(secret, PeerStringToSign(req.method, req.path, req.query, req.headers, names, *hash, *time, *caller));
   if (signature->size() != expected.size() ||
       CRYPTO_memcmp(signature->data(), expected.data(), expected.size()) != 0)
     return Status(Code::kBadSignature, "The forwarded request's X-Trainyard-Peer-Signature does not match (a different "
@@ -139,9 +215,18 @@ StatusOr<PeerCaller> VerifyPeerRequest(const http::Request& req, std::string_vie
     return Status(Code::kExpired, "The forwarded request was signed at " + std::to_string(sent) +
                                       " ms, outside the replay window of " + std::to_string(window_ms / 1000) +
                                       " s around this server's clock (" + std::to_string(now) + " ms)");
-  auto decoded = DecodePeerCaller(*caller);
+  return DecodePeerCaller(*caller);
+}
+
+StatusOr<PeerCaller> VerifyPeerRequest(const http::Request& req, std::string_view secret, EpochMs now,
+                                       EpochMs window_ms, ReplayGuard& replays) {
+  auto decoded = VerifyPeerHead(req, secret, now, window_ms);
   if (!decoded.ok()) return decoded.status();
-  if (!replays.FirstUse(*signature, now, window_ms))
+  const std::string hash = Sha256Hex(req.body);
+  if (const std::string* sent = req.Header(kPeerContentHashHeader); !sent || *sent != hash)
+    return Status(Code::kBadSignature, "The forwarded request's body is not the one its peer signature covers "
+                                       "(X-Trainyard-Peer-Content-Sha256)");
+  if (!replays.FirstUse(*req.Header(kPeerSignatureHeader), now, window_ms))
     return Status(Code::kBadSignature, "The forwarded request was already received once (a replay)");
   return decoded;
 }
@@ -167,6 +252,11 @@ std::vector<std::string> CredentialScope(const http::Request& req) {
 std::string ScopeRegion(const http::Request& req) {
   std::vector<std::string> parts = CredentialScope(req);
   return parts.empty() ? "" : parts[2];
+}
+
+std::string UrlAuthority(std::string_view url) {
+  if (size_t scheme = url.find("://"); scheme != std::string_view::npos) url.remove_prefix(scheme + 3);
+  return std::string(url.substr(0, url.find_first_of("/?#")));
 }
 
 namespace {
@@ -226,6 +316,9 @@ StatusOr<http::Response> SendToPeer(const PeerTarget& target, const std::string&
   for (const auto& [name, value] : headers)
     if (!HopByHop(name)) list = curl_slist_append(list, (name + ": " + value).c_str());
   list = curl_slist_append(list, "Expect:");  // no 100-continue round trip
+  // libcurl adds a form Content-Type to a body sent without one: the peer must see the request's own.
+  if (std::none_of(headers.begin(), headers.end(), [](const auto& h) { return EqualsIgnoreCase(h.first, "content-type"); }))
+    list = curl_slist_append(list, "Content-Type:");
   std::unique_ptr<curl_slist, void (*)(curl_slist*)> owned(list, curl_slist_free_all);
   Exchange x;
   x.limit = target.max_response_bytes;

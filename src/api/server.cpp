@@ -47,10 +47,19 @@ http::Limits ListenerLimits(const Config& c) {
   l.max_header_bytes = c.max_header_bytes;
   l.max_header_fields = c.max_header_fields;
   l.max_buffered_body_bytes = c.max_buffered_request_bytes;
+  // The budget's shares (docs/security.md, "Requests"): a caller a signature over the head proves
+  // may hold half of it, or one upload of the largest allowed size if that is more; heads that
+  // prove nobody may hold half together, and an eighth (at least one request's limit) from one
+  // address, so neither kind can take all of it, and unproven heads never the proven callers' half.
+  const int64_t budget = c.max_buffered_request_bytes;
+  l.max_buffered_body_bytes_per_caller = std::min(budget, std::max({budget / 2, c.s3.max_upload_bytes, c.max_request_bytes}));
+  l.max_buffered_unproven_body_bytes = std::max(budget / 2, c.max_request_bytes);
+  l.max_buffered_body_bytes_per_address = std::min(l.max_buffered_unproven_body_bytes, std::max(budget / 8, c.max_request_bytes));
   l.header_timeout_ms = c.header_timeout_seconds * 1000;
   l.body_timeout_ms = c.body_timeout_seconds * 1000;
   l.idle_timeout_ms = c.idle_timeout_seconds * 1000;
   l.max_connections = c.max_connections;
+  l.max_connections_per_address = std::min(c.max_connections_per_address, c.max_connections);
   l.io_threads = c.io_threads;
   // Event streams and long polls hold a worker while they wait; they are capped at
   // events.max_streams, so http_threads workers are always left for everything else.
@@ -101,6 +110,7 @@ struct ApiServer::Impl {
   RootCredential root;
   Authorizer authz{controller};
   http::RateLimiter throttle;
+  http::RateLimiter signin_throttle;  // console sign-in attempts, per client address ([console] signin_rate)
   std::atomic<int64_t> throttled{0};  // requests refused by `throttle`, since start
   ReplayGuard replays;                 // forwarded requests already taken (api/forward.h)
   std::unique_ptr<obs::WebhookDispatcher> webhooks;
@@ -115,6 +125,7 @@ struct ApiServer::Impl {
       : controller(c),
         root(std::move(r)),
         throttle(c.config().throttle_rate, c.config().throttle_burst),
+        signin_throttle(c.config().console.signin_rate, c.config().console.signin_burst),
         s3(std::make_unique<S3Endpoint>(c, authz, objstore::NewBucketStore(c.config().data_dir + "/buckets"),
                                         [this](const http::Request& req, AuditRecord* who, VerifiedCaller* verified) {
                                           return Authenticate(req, "s3", who, verified);
@@ -172,6 +183,8 @@ struct ApiServer::Impl {
   http::Response ConsoleCall(const http::Request& req, const Principal& caller);
   StatusOr<std::pair<ConsoleSession, Principal>> ConsoleCaller(const http::Request& req);
   http::Response Refuse(int status, const std::string& message, const http::Request* head);
+  http::Response RefuseUnread(const http::Request& req);
+  http::BodyPlan PlanBody(const http::Request& head);
   Status CheckScrape(const http::Request& req);
 
   // GET /trainyard/v1/credentials: a role job's session, in the container credentials provider's
@@ -211,9 +224,31 @@ struct ApiServer::Impl {
   // `region`: the region the signature must be scoped to ("" : this server's; a peer's when the
   // request is authenticated here to be forwarded there). A request forwarded by a peer region
   // carries its caller instead of a signature (PeerPrincipal).
+  // A request whose body was withheld (its head failed authentication as it arrived: PlanBody) is
+  // refused here whatever it says now: its body was never read.
   StatusOr<Principal> Authenticate(const http::Request& req, const std::string& service, AuditRecord* who,
                                    VerifiedCaller* verified = nullptr, const std::string& region = "") {
-    if (IsPeerRequest(req)) return PeerPrincipal(req, service, who, verified);
+    auto caller = IsPeerRequest(req) ? PeerPrincipal(req, service, who, verified)
+                                     : AuthenticateSigned(req, service, who, verified, region);
+    if (caller.ok() && req.body_withheld)
+      return Status(Code::kBadSignature, "The request did not authenticate when its head arrived, so its body was not "
+                                         "read; send it again");
+    return caller;
+  }
+
+  // Whose secret a key id names: root's, a user's, or a running job's role session (kept by the
+  // controller in memory, not in the directory; `session` gets it).
+  SecretLookup Secrets(const control::PrincipalDirectory& users, std::optional<control::RoleSession>* session) const {
+    return [this, &users, session](std::string_view key) -> std::optional<std::string> {
+      if (key == root.access_key_id) return root.secret_access_key;
+      if (auto it = users.keys.find(key); it != users.keys.end()) return it->second.secret;
+      if (StartsWith(key, "ASIA") && (*session = controller.role_sessions().Find(std::string(key)))) return (*session)->secret;
+      return std::nullopt;
+    };
+  }
+
+  StatusOr<Principal> AuthenticateSigned(const http::Request& req, const std::string& service, AuditRecord* who,
+                                         VerifiedCaller* verified, const std::string& region) {
     HttpRequestView view;
     view.method = req.method;
     view.path = req.path;
@@ -222,19 +257,15 @@ struct ApiServer::Impl {
     view.body = req.body;  // borrowed: `req` outlives the verification
     // One directory for the whole request: a key deleted meanwhile is honoured to its end.
     std::shared_ptr<const control::PrincipalDirectory> users = controller.directory();
-    // A running job's role session (ASIA...): kept by the controller in memory, not in the directory.
     std::optional<control::RoleSession> session;
-    SecretLookup lookup = [&](std::string_view key) -> std::optional<std::string> {
-      if (key == root.access_key_id) return root.secret_access_key;
-      if (auto it = users->keys.find(key); it != users->keys.end()) return it->second.secret;
-      if (StartsWith(key, "ASIA") && (session = controller.role_sessions().Find(std::string(key)))) return session->secret;
-      return std::nullopt;
-    };
+    SecretLookup lookup = Secrets(*users, &session);
     const EpochMs now = SystemClock::instance().now_ms();
-    // S3 also takes Signature Version 2 (boto3's default for presigned S3 URLs).
-    auto caller = service == "s3" && IsSigV2(view)
-                      ? VerifySigV2(view, lookup, VirtualHostBucket(req, controller.config().s3), now)
-                      : VerifySigV4(view, lookup, region.empty() ? controller.config().region : region, {service}, now);
+    const std::string& scoped = region.empty() ? controller.config().region : region;
+    // S3 also takes Signature Version 2 (boto3's default for presigned S3 URLs). A withheld body
+    // has no bytes to check the signature's hash against: its head is checked as it was on arrival.
+    auto caller = service == "s3" && IsSigV2(view) ? VerifySigV2(view, lookup, VirtualHostBucket(req, controller.config().s3), now)
+                  : req.body_withheld              ? VerifySigV4Head(view, lookup, scoped, {service}, now)
+                                                   : VerifySigV4(view, lookup, scoped, {service}, now);
     if (!caller.ok()) return caller.status();
     if (verified) *verified = *caller;
     Principal principal = Principal::Root(controller.config().account_id, caller->access_key_id);
@@ -696,13 +727,8 @@ StatusOr<http::Response> ApiServer::Impl::Relay(const http::Request& req, const 
                                       const Principal& caller, http::Fields headers, const std::string& body,
                                       const std::string& who) {
   const Config& config = controller.config();
-  const std::string time = std::to_string(SystemClock::instance().now_ms());
-  const std::string blob = EncodePeerCaller(ToPeerCaller(caller, req));
-  headers.emplace_back(std::string(kPeerCallerHeader), blob);
-  headers.emplace_back(std::string(kPeerTimeHeader), time);
-  headers.emplace_back(std::string(kPeerSignatureHeader),
-                       PeerSignature(config.regions.peer_secret,
-                                     PeerStringToSign(req.method, req.path, req.query, body, time, blob)));
+  SignPeerRequest(config.regions.peer_secret, req.method, req.path, req.query, body, UrlAuthority(url),
+                  EncodePeerCaller(ToPeerCaller(caller, req)), SystemClock::instance().now_ms(), &headers);
   PeerTarget target{region, url, config.regions.connect_timeout_seconds, config.regions.timeout_seconds,
                     config.max_buffered_request_bytes};
   auto answer = SendToPeer(target, req.method, req.path, req.query, headers, body);
@@ -826,11 +852,9 @@ control::PeerSummary ApiServer::Impl::AskPeer(const http::Request& req, const st
   out.region = region;
   const std::string path = "/trainyard/v1/peer/summary";
   const std::string query = "queue=" + QueryEncode(queue) + "&instanceType=" + QueryEncode(instance_type);
-  const std::string time = std::to_string(SystemClock::instance().now_ms());
-  const std::string blob = EncodePeerCaller(ToPeerCaller(caller, req));
-  http::Fields headers = {{std::string(kPeerCallerHeader), blob}, {std::string(kPeerTimeHeader), time},
-                          {std::string(kPeerSignatureHeader),
-                           PeerSignature(config.regions.peer_secret, PeerStringToSign("GET", path, query, "", time, blob))}};
+  http::Fields headers;
+  SignPeerRequest(config.regions.peer_secret, "GET", path, query, "", UrlAuthority(url),
+                  EncodePeerCaller(ToPeerCaller(caller, req)), SystemClock::instance().now_ms(), &headers);
   // A summary is small and placement waits for it: the connect timeout bounds the whole exchange.
   PeerTarget target{region, url, config.regions.connect_timeout_seconds, config.regions.connect_timeout_seconds * 2,
                     64 * 1024};
@@ -1004,8 +1028,11 @@ http::Response ApiServer::Impl::ConsoleSignIn(const http::Request& req) {
   };
   if (std::string why = CrossSiteReason(req); !why.empty())
     return refuse(403, Status(Code::kAccessDenied, "Sign-in refused: " + why), "AccessDeniedException");
-  if (!throttle.Admit("console-signin " + req.peer, MonotonicMs()))
-    return refuse(400, Status(Code::kThrottled, "Too many sign-in attempts from " + req.peer), "ThrottlingException");
+  if (!signin_throttle.Admit(req.peer, MonotonicMs()))
+    return refuse(400, Status(Code::kThrottled, "Too many sign-in attempts from " + req.peer + " (console.signin_rate = " +
+                                                    FormatRate(controller.config().console.signin_rate) +
+                                                    " a second per address); retry later"),
+                  "ThrottlingException");
   auto body = ParseBody(req);
   if (!body.ok()) return refuse(400, body.status(), "ValidationException");
   const json& b = *body;
@@ -1169,6 +1196,7 @@ http::Response ApiServer::Impl::Console(const http::Request& req) {
 }
 
 http::Response ApiServer::Impl::Route(const http::Request& req) {
+  if (req.body_withheld) return RefuseUnread(req);
   // The web console's pages and calls: a browser's, with a session cookie instead of a signature.
   if (StartsWith(req.path, "/console") && (req.path.size() == 8 || req.path[8] == '/') && controller.config().console.enabled)
     return Console(req);
@@ -1272,6 +1300,31 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
   return res;
 }
 
+// A request whose head failed authentication when it arrived (PlanBody): its body was never read,
+// so nothing may act on it. Its answer is the refusal authentication gives its head again, in its
+// protocol's shape, audited as any refused call is.
+http::Response ApiServer::Impl::RefuseUnread(const http::Request& req) {
+  const Config& config = controller.config();
+  const std::string service = ScopeService(req);
+  const bool s3_request = service == "s3";
+  std::string region = ScopeRegion(req);
+  if (IsPeerRequest(req) || !config.regions.peers.count(region)) region = "";
+  // The S3 endpoint authenticates before it reads anything, and names the operation from the head.
+  if (s3_request && region.empty() && !IsPeerRequest(req)) return s3->Handle(req);
+  // The operation as the head names it, for the audit record (the body is not there to say more).
+  std::string operation = "Unknown";
+  if (const std::string* target = req.Header("X-Amz-Target"); target && target->find('.') != std::string::npos)
+    operation = target->substr(target->rfind('.') + 1);
+  else if (const ServiceModel::Operation* op = ServiceModel::Batch().FindByHttp(req.method, req.path))
+    operation = op->name;
+  AuditedCall call(controller, req, s3_request ? Protocol::kS3RestXml : ProtocolOf(req),
+                   service.empty() ? "trainyard" : service, operation);
+  auto caller = Authenticate(req, service.empty() ? "sagemaker" : service, &call.record(), nullptr, region);
+  const Status st = caller.ok() ? Status(Code::kBadSignature, "The request was not authenticated") : caller.status();
+  call.Finish(st);
+  return s3_request ? S3ErrorResponse(req, st, call.request_id()) : Reply(ProtocolOf(req), st, call.request_id());
+}
+
 // With server.metrics_token set: the token as a bearer, or a signed request from root or a user
 // allowed trainyard:GetMetrics.
 Status ApiServer::Impl::CheckScrape(const http::Request& req) {
@@ -1303,7 +1356,7 @@ std::string ApiServer::Impl::NetworkMetrics() const {
   };
   family("trainyard_http_open_connections", "gauge", "Client connections open now.", st.open_connections);
   family("trainyard_http_refused_connections_total", "counter",
-         "Connections answered 503 and closed because server.max_connections were open.", st.refused_connections);
+         "Connections answered 503 and closed: server.max_connections were open, or max_connections_per_address from their address.", st.refused_connections);
   family("trainyard_http_queued_requests", "gauge", "Requests read whole and waiting for a worker.", st.queued_requests);
   family("trainyard_http_throttled_requests_total", "counter",
          "Signed requests refused with ThrottlingException (server.throttle_rate).", throttled.load());
@@ -1337,17 +1390,56 @@ ApiServer::ApiServer(control::Controller& controller, RootCredential root, http:
       ListenerLimits(controller.config()), [impl](const http::Request& req) { return impl->Route(req); },
       [impl](int status, const std::string& message, const http::Request* head) { return impl->Refuse(status, message, head); });
   impl->http = impl->own_http.get();
-  impl->http->SetBodyLimit([this](const http::Request& head) { return BodyLimit(head); });
+  impl->http->SetBodyPlan([this](const http::Request& head) { return PlanBody(head); });
 }
 
 http::Response ApiServer::Serve(const http::Request& req) { return impl_->Route(req); }
 
-// Object data (PutObject, UploadPart) may be up to [s3] max_upload_bytes; everything else keeps
-// the server's limit.
-int64_t ApiServer::BodyLimit(const http::Request& head) const {
-  const Config& c = impl_->controller.config();
-  return ScopeService(head) == "s3" && impl_->s3->IsUpload(head) ? std::max(c.s3.max_upload_bytes, c.max_request_bytes)
-                                                                 : c.max_request_bytes;
+http::BodyPlan ApiServer::PlanBody(const http::Request& head) const { return impl_->PlanBody(head); }
+
+// Object data (PutObject, UploadPart) may be up to [s3] max_upload_bytes; everything else keeps the
+// server's limit. The head is authenticated as far as it can be before its body is read:
+//   - a peer region's request: its whole signature (the body's hash is signed in a header);
+//   - S3 (SigV4 header or presigned, SigV2): the whole signature, which covers the body only
+//     through the signed x-amz-content-sha256, or not at all;
+//   - any other SigV4 request: the key, scope and time (its signature covers the body's hash).
+// The first two charge the body to the proven access key; everything else to the client's address.
+// A head that claims a signature and fails these checks has its body withheld (RefuseUnread).
+http::BodyPlan ApiServer::Impl::PlanBody(const http::Request& head) {
+  const Config& c = controller.config();
+  const EpochMs now = SystemClock::instance().now_ms();
+  const std::string service = ScopeService(head);
+  http::BodyPlan plan;
+  plan.limit = service == "s3" && s3->IsUpload(head) ? std::max(c.s3.max_upload_bytes, c.max_request_bytes)
+                                                     : c.max_request_bytes;
+  if (IsPeerRequest(head)) {
+    auto sent = VerifyPeerHead(head, c.regions.peer_secret, now, int64_t{c.regions.replay_window_seconds} * 1000);
+    if (!sent.ok()) plan.withhold_body = true;
+    else plan.caller = sent->access_key_id;
+    return plan;
+  }
+  const std::string* auth = head.Header("Authorization");
+  const bool claims_signature = (auth && (StartsWith(*auth, "AWS4-HMAC-SHA256") || StartsWith(*auth, "AWS "))) ||
+                                !head.Params("X-Amz-Credential").empty() || !head.Params("X-Amz-Algorithm").empty();
+  if (service.empty()) {
+    plan.withhold_body = claims_signature;  // a signature too malformed to name its scope
+    return plan;
+  }
+  HttpRequestView view;
+  view.method = head.method;
+  view.path = head.path;
+  view.query = head.query;
+  view.headers = head.headers;
+  std::string region = ScopeRegion(head);
+  if (region != c.region && !c.regions.peers.count(region)) region = c.region;
+  std::shared_ptr<const control::PrincipalDirectory> users = controller.directory();
+  std::optional<control::RoleSession> session;
+  SecretLookup lookup = Secrets(*users, &session);
+  auto checked = service == "s3" && IsSigV2(view) ? VerifySigV2(view, lookup, VirtualHostBucket(head, c.s3), now)
+                                                  : VerifySigV4Head(view, lookup, region, {service}, now);
+  if (!checked.ok()) plan.withhold_body = true;
+  else if (service == "s3") plan.caller = checked->access_key_id;
+  return plan;
 }
 
 ApiServer::~ApiServer() {

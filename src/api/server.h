@@ -15,6 +15,7 @@ class Controller;
 }
 namespace ty::http {
 class Server;
+struct BodyPlan;
 struct Limits;
 struct Request;
 struct Response;
@@ -47,8 +48,12 @@ class ApiServer {
   ~ApiServer();
 
   http::Response Serve(const http::Request& req);
-  // The body limit for a request with this head ([s3] max_upload_bytes for object data).
-  int64_t BodyLimit(const http::Request& head) const;
+  // What the listener does with the body of a request with this head (http::BodyPlan): its limit
+  // ([s3] max_upload_bytes for object data); whom it is charged to in the buffered budget (the
+  // access key, when a signature over the head proves it: S3's, or a peer region's); or withhold it,
+  // when the head already fails authentication (the answer is that refusal, Serve()). Quick and
+  // non-blocking: it runs on the listener's I/O thread.
+  http::BodyPlan PlanBody(const http::Request& head) const;
   // Webhook delivery, the bucket sweeper and the console's files.
   Status StartServices();
 

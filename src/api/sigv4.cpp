@@ -379,10 +379,15 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
 
 }  // namespace
 
-StatusOr<VerifiedCaller> VerifySigV4(const HttpRequestView& req, const SecretLookup& lookup,
-                                     std::string_view region,
-                                     const std::vector<std::string>& allowed_services, EpochMs now,
-                                     EpochMs max_skew_ms) {
+namespace {
+
+// How much of VerifySigV4 a call does: all of it; all but comparing a hex x-amz-content-sha256 with
+// the body (S3's head); or the key, scope and time only (a head whose signature covers its body).
+enum class Depth { kFull, kS3Head, kScope };
+
+StatusOr<VerifiedCaller> Verify(const HttpRequestView& req, const SecretLookup& lookup, std::string_view region,
+                                const std::vector<std::string>& allowed_services, EpochMs now, EpochMs max_skew_ms,
+                                Depth depth) {
   const Params query = ParseQuery(req.query);
   const std::string* authorization = FindHeader(req.headers, "authorization");
   SignatureParams sp;
@@ -451,6 +456,14 @@ StatusOr<VerifiedCaller> VerifySigV4(const HttpRequestView& req, const SecretLoo
     return BadSignature("Date in Credential scope does not match YYYYMMDD from ISO-8601 version of "
                         "date from HTTP: '" + scope.date + "' != '" + amz_date.substr(0, 8) +
                         "', from '" + amz_date + "'.");
+  if (depth == Depth::kScope) {
+    VerifiedCaller scoped;
+    scoped.access_key_id = scope.access_key_id;
+    scoped.service = scope.service;
+    scoped.region = scope.region;
+    scoped.presigned = sp.presigned;
+    return scoped;
+  }
 
   std::vector<std::string> signed_names;
   for (const auto& n : Split(sp.signed_headers, ';')) signed_names.push_back(ToLower(Trim(n)));
@@ -504,7 +517,7 @@ StatusOr<VerifiedCaller> VerifySigV4(const HttpRequestView& req, const SecretLoo
   } else {
     payload_hash = PayloadHash(req);
   }
-  if (payload_mode == PayloadMode::kSignedBody && payload_hash != Sha256Hex(req.body))
+  if (payload_mode == PayloadMode::kSignedBody && depth == Depth::kFull && payload_hash != Sha256Hex(req.body))
     return BadSignature(std::string(s3 ? "XAmzContentSHA256Mismatch: " : "") +
                         "The provided 'x-amz-content-sha256' header does not match what was computed.");
 
@@ -536,6 +549,29 @@ StatusOr<VerifiedCaller> VerifySigV4(const HttpRequestView& req, const SecretLoo
     caller.security_token = std::string(Trim(*t));
   }
   return caller;
+}
+
+}  // namespace
+
+StatusOr<VerifiedCaller> VerifySigV4(const HttpRequestView& req, const SecretLookup& lookup, std::string_view region,
+                                     const std::vector<std::string>& allowed_services, EpochMs now,
+                                     EpochMs max_skew_ms) {
+  return Verify(req, lookup, region, allowed_services, now, max_skew_ms, Depth::kFull);
+}
+
+StatusOr<VerifiedCaller> VerifySigV4Head(const HttpRequestView& head, const SecretLookup& lookup,
+                                         std::string_view region, const std::vector<std::string>& allowed_services,
+                                         EpochMs now, EpochMs max_skew_ms) {
+  std::string credential;
+  if (const std::string* auth = FindHeader(head.headers, "authorization")) {
+    SignatureParams sp;
+    if (ParseAuthorizationHeader(*auth, &sp).ok()) credential = sp.credential;
+  } else if (const std::string* c = FindParam(ParseQuery(head.query), "X-Amz-Credential")) {
+    credential = *c;
+  }
+  Scope scope;
+  const bool s3 = ParseScope(credential, &scope).ok() && scope.service == "s3";
+  return Verify(head, lookup, region, allowed_services, now, max_skew_ms, s3 ? Depth::kS3Head : Depth::kScope);
 }
 
 void SignSigV4(HttpRequestView& req, const Credential& cred, std::string_view region,
@@ -632,6 +668,10 @@ StatusOr<VerifiedCaller> VerifySigV2(const HttpRequestView& req, const SecretLoo
     if (ec != std::errc() || end != expires->data() + expires->size() || expires_s < 0)
       return Unauthenticated("Expires must be a number of seconds since the epoch, not '" + expires->substr(0, 40) + "'");
     if (now > expires_s * 1000) return Expired("Request has expired");
+    // As SigV4's X-Amz-Expires: a URL valid for years is a standing credential whoever finds it holds.
+    if (expires_s > (now + max_skew_ms) / 1000 + kMaxPresignExpiresS)
+      return Unauthenticated("Expires must be at most " + std::to_string(kMaxPresignExpiresS) +
+                             " seconds (7 days) after the current time, not " + *expires);
     key_id = *k;
     signature = *sig;
     when = *expires;

@@ -106,6 +106,17 @@ StatusOr<VerifiedCaller> VerifySigV4(const HttpRequestView& req, const SecretLoo
                                      const std::vector<std::string>& allowed_services, EpochMs now,
                                      EpochMs max_skew_ms = 15 * 60 * 1000);
 
+// What VerifySigV4 can check from a request's head, before its body is read (`head.body` is not
+// looked at). For S3 (scope service "s3"), whose signature covers the body only through the signed
+// x-amz-content-sha256 value, or not at all, it checks everything VerifySigV4 checks except that a
+// hex x-amz-content-sha256 equals the body's hash: the signature itself is verified. For any
+// other service, whose signature covers the body's hash, it checks the key (known to `lookup`), the
+// scope (region, service, date) and the time, not the signature. VerifySigV4 must still be run on
+// the whole request. Errors as VerifySigV4's.
+StatusOr<VerifiedCaller> VerifySigV4Head(const HttpRequestView& head, const SecretLookup& lookup,
+                                         std::string_view region, const std::vector<std::string>& allowed_services,
+                                         EpochMs now, EpochMs max_skew_ms = 15 * 60 * 1000);
+
 // Signs `req` in place for `service` in `region` at time `now`: replaces any X-Amz-Date and
 // Authorization headers with fresh ones and signs every header present (lowercased, sorted), except
 // those botocore never signs (user-agent, expect, transfer-encoding, connection, x-amzn-trace-id and
@@ -121,7 +132,8 @@ void SignSigV4(HttpRequestView& req, const Credential& cred, std::string_view re
 // Content-Type, the Date (or Expires), the x-amz-* headers and the resource (`/<virtual_bucket>` for
 // virtual-host style, the path as sent, the sub-resources S3 signs). The body is never covered
 // (payload_mode kUnsigned). A header-signed request must be within `max_skew_ms` of `now`; a
-// presigned URL is valid until Expires. Errors as VerifySigV4's.
+// presigned URL is valid until Expires, which may be at most 7 days (604800 s) after `now` (plus
+// the skew), as SigV4's X-Amz-Expires. Errors as VerifySigV4's.
 bool IsSigV2(const HttpRequestView& req);
 StatusOr<VerifiedCaller> VerifySigV2(const HttpRequestView& req, const SecretLookup& lookup,
                                      std::string_view virtual_bucket, EpochMs now,

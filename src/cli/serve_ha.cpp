@@ -67,9 +67,16 @@ class ReplicatedServer {
                   [](int status, const std::string& message, const http::Request* head) {
                     return api::RefuseRequest(status, message, head);
                   }) {
-    listener_.SetBodyLimit([this](const http::Request& head) {
-      if (api::ApiServer* a = serving_.load()) return a->BodyLimit(head);
-      return std::max(s_.config.s3.max_upload_bytes, s_.config.max_request_bytes);
+    listener_.SetBodyPlan([this](const http::Request& head) {
+      if (api::ApiServer* a = serving_.load()) return a->PlanBody(head);
+      // A follower holds no keys: the leader authenticates what it passes on. A body is charged to
+      // the access key its head names, unverified (kept apart from verified ones), so an upload
+      // larger than an address's share still passes; the whole budget still bounds them all.
+      http::BodyPlan plan;
+      plan.limit = std::max(s_.config.s3.max_upload_bytes, s_.config.max_request_bytes);
+      if (std::vector<std::string> scope = api::CredentialScope(head); !scope.empty())
+        plan.caller = "unverified " + scope[0];
+      return plan;
     });
   }
 

@@ -379,7 +379,7 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
   }
   if (auto* t = root["console"].as_table()) {
     TY_RETURN_IF_ERROR(CheckKeys(*t, {"enabled", "session_hours", "idle_minutes", "max_sessions", "assets_dir",
-                                      "what_if_max_jobs", "share_history_interval_seconds"},
+                                      "what_if_max_jobs", "share_history_interval_seconds", "signin_rate", "signin_burst"},
                                  "[console]"));
     ConsoleConfig& k = c.console;
     TY_RETURN_IF_ERROR(Read(*t, "enabled", &k.enabled, "console."));
@@ -389,6 +389,12 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     TY_RETURN_IF_ERROR(Read(*t, "assets_dir", &k.assets_dir, "console."));
     TY_RETURN_IF_ERROR(Read(*t, "what_if_max_jobs", &k.what_if_max_jobs, "console."));
     TY_RETURN_IF_ERROR(Read(*t, "share_history_interval_seconds", &k.share_history_interval_seconds, "console."));
+    TY_RETURN_IF_ERROR(Read(*t, "signin_rate", &k.signin_rate, "console."));
+    TY_RETURN_IF_ERROR(Read(*t, "signin_burst", &k.signin_burst, "console."));
+    if (!(k.signin_rate > 0 && k.signin_rate <= 1000))
+      return InvalidArgument("config: console.signin_rate must be more than 0 and at most 1000 (attempts per second per address)");
+    if (!(k.signin_burst >= 1 && k.signin_burst <= 10000))
+      return InvalidArgument("config: console.signin_burst must be from 1 to 10000");
     if (k.session_hours < 1 || k.session_hours > 24 * 30)
       return InvalidArgument("config: console.session_hours must be between 1 and 720");
     if (k.idle_minutes < 1 || k.idle_minutes > 24 * 60)
@@ -411,7 +417,7 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
                                       "max_submit_payload_bytes", "http_threads", "sqlite_synchronous_full",
                                       "data_dir_reserve_mib", "max_header_bytes", "max_header_fields", "max_buffered_request_bytes",
                                       "header_timeout_seconds", "body_timeout_seconds",
-                                      "idle_timeout_seconds", "max_connections", "io_threads", "max_json_depth",
+                                      "idle_timeout_seconds", "max_connections", "max_connections_per_address", "io_threads", "max_json_depth",
                                       "throttle_rate", "throttle_burst", "tls", "tls_certificate_file", "tls_key_file",
                                       "metrics_token"},
                                  "[server]"));
@@ -433,6 +439,7 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     TY_RETURN_IF_ERROR(Read(*s, "body_timeout_seconds", &c.body_timeout_seconds, "server."));
     TY_RETURN_IF_ERROR(Read(*s, "idle_timeout_seconds", &c.idle_timeout_seconds, "server."));
     TY_RETURN_IF_ERROR(Read(*s, "max_connections", &c.max_connections, "server."));
+    TY_RETURN_IF_ERROR(Read(*s, "max_connections_per_address", &c.max_connections_per_address, "server."));
     TY_RETURN_IF_ERROR(Read(*s, "io_threads", &c.io_threads, "server."));
     TY_RETURN_IF_ERROR(Read(*s, "max_json_depth", &c.max_json_depth, "server."));
     TY_RETURN_IF_ERROR(Read(*s, "throttle_rate", &c.throttle_rate, "server."));
@@ -458,6 +465,8 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
                            {c.idle_timeout_seconds, "idle_timeout_seconds"}})
       if (v < 1 || v > 3600) return InvalidArgument(std::string("config: server.") + name + " must be from 1 to 3600");
     if (c.max_connections < 1) return InvalidArgument("config: server.max_connections must be >= 1");
+    if (c.max_connections_per_address < 1 || c.max_connections_per_address > 1'000'000)
+      return InvalidArgument("config: server.max_connections_per_address must be from 1 to 1000000");
     if (c.io_threads < 1 || c.io_threads > 64) return InvalidArgument("config: server.io_threads must be from 1 to 64");
     if (c.max_json_depth < 2 || c.max_json_depth > 1000)
       return InvalidArgument("config: server.max_json_depth must be from 2 to 1000");

@@ -198,6 +198,10 @@ struct ConsoleConfig {
   int session_hours = 8;        // a session ends this long after sign-in, whatever happens
   int idle_minutes = 60;        // ... or after this long without a request
   int max_sessions = 10000;     // the oldest session goes when one more signs in
+  // Sign-in attempts per client address: a token bucket of signin_burst attempts refilled at
+  // signin_rate a second (guessing secrets online, or flooding the audit trail, is this slow).
+  double signin_rate = 1;
+  double signin_burst = 20;
   // The console's files (app/ and node_modules/ below it); "": the directory the build recorded
   // (the source tree's console/).
   std::string assets_dir;
@@ -238,6 +242,7 @@ struct Config {
   int body_timeout_seconds = 60;         // the whole body after the head; also each response write
   int idle_timeout_seconds = 60;         // keep-alive connections with no request under way close after this
   int max_connections = 20000;           // more are answered 503 and closed (lowered to fit RLIMIT_NOFILE)
+  int max_connections_per_address = 1000;  // open connections from one address (loopback too); more: the same 503
   int io_threads = 1;                    // threads that only read and write sockets
   int max_json_depth = 64;               // deeper JSON request bodies are refused before parsing
   double throttle_rate = 25000;          // requests per second per access key (0 = no throttling)

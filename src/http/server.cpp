@@ -24,6 +24,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 
 #include "core/strings.h"
 
@@ -162,7 +163,7 @@ struct Server::Impl {
   Limits limits;
   Handler handler;
   Refusal refusal;
-  BodyLimit body_limit;  // set by SetBodyLimit before Run, constant after; null: limits.max_body_bytes
+  BodyPlanner body_plan;  // set by SetBodyPlan before Run, constant after; null: limits.max_body_bytes
 
   // Set by UseTls before Run, constant after; every connection speaks TLS when it is set.
   std::optional<net::ssl::context> tls;
@@ -176,10 +177,74 @@ struct Server::Impl {
   std::atomic<int64_t> refused{0};
   std::atomic<int64_t> buffered{0};  // reserved body bytes, see Limits::max_buffered_body_bytes
 
+  // The budget's shares (Limits::max_buffered_body_bytes_per_caller and the unproven ones) and the
+  // connections open per address. I/O threads touch them from many strands.
+  std::mutex shares_mu;
+  std::unordered_map<std::string, int64_t> held_by;  // guarded by shares_mu: "caller <key>" / "address <ip>" -> bytes
+  int64_t unproven_held = 0;                          // guarded by shares_mu
+  std::unordered_map<std::string, int> open_from;     // guarded by shares_mu: address -> open connections
+
   Impl(Limits l, Handler h, Refusal r) : limits(l), handler(std::move(h)), refusal(std::move(r)) {}
 
   void Accept();
-  void RefuseOverCap(tcp::socket socket);
+  void RefuseOverCap(tcp::socket socket, const std::string& message);
+
+  // Reserves `bytes` of the budget for a body charged to `caller` (or, when it is "", to `address`
+  // in the unproven share). Returns "" when reserved, else the refusal's message.
+  std::string Reserve(const std::string& caller, const std::string& address, int64_t bytes) {
+    const bool proven = !caller.empty();
+    const std::string owner = proven ? "caller " + caller : "address " + address;
+    std::lock_guard<std::mutex> lock(shares_mu);
+    int64_t& held = held_by[owner];
+    auto refuse = [&](std::string why) {
+      if (held == 0) held_by.erase(owner);
+      return why;
+    };
+    if (buffered.load() + bytes > limits.max_buffered_body_bytes)
+      return refuse("The server is reading too many request bodies at once (server.max_buffered_request_bytes = " +
+                    std::to_string(limits.max_buffered_body_bytes) + "); retry later");
+    if (proven && held + bytes > limits.max_buffered_body_bytes_per_caller)
+      return refuse("Access key " + caller + " already has " + std::to_string(held) +
+                    " bytes of request bodies being read, and may hold " +
+                    std::to_string(limits.max_buffered_body_bytes_per_caller) +
+                    " (its share of server.max_buffered_request_bytes); retry later");
+    if (!proven && held + bytes > limits.max_buffered_body_bytes_per_address)
+      return refuse("Requests from " + address + " whose head proves no caller already have " + std::to_string(held) +
+                    " bytes of bodies being read, and may hold " + std::to_string(limits.max_buffered_body_bytes_per_address) +
+                    " (an address's share of server.max_buffered_request_bytes); retry later");
+    if (!proven && unproven_held + bytes > limits.max_buffered_unproven_body_bytes)
+      return refuse("Requests whose head proves no caller already have " + std::to_string(unproven_held) +
+                    " bytes of bodies being read, and may hold " + std::to_string(limits.max_buffered_unproven_body_bytes) +
+                    " (their share of server.max_buffered_request_bytes); retry later");
+    held += bytes;
+    if (!proven) unproven_held += bytes;
+    buffered.fetch_add(bytes);
+    return "";
+  }
+  void Release(const std::string& caller, const std::string& address, int64_t bytes) {
+    const bool proven = !caller.empty();
+    std::lock_guard<std::mutex> lock(shares_mu);
+    auto it = held_by.find(proven ? "caller " + caller : "address " + address);
+    if (it != held_by.end() && (it->second -= bytes) <= 0) held_by.erase(it);
+    if (!proven) unproven_held -= bytes;
+    buffered.fetch_sub(bytes);
+  }
+  // False when `address` already has max_connections_per_address open; counts it otherwise.
+  bool OpenFrom(const std::string& address) {
+    std::lock_guard<std::mutex> lock(shares_mu);
+    int& n = open_from[address];
+    if (n >= limits.max_connections_per_address) {
+      if (n == 0) open_from.erase(address);
+      return false;
+    }
+    ++n;
+    return true;
+  }
+  void ClosedFrom(const std::string& address) {
+    std::lock_guard<std::mutex> lock(shares_mu);
+    auto it = open_from.find(address);
+    if (it != open_from.end() && --it->second <= 0) open_from.erase(it);
+  }
   std::string Render(int status, const std::string& message, const Request* head) {
     Response res = refusal(status, message, head);
     return Head(res, static_cast<int64_t>(res.body.size()), false) + res.body;
@@ -199,14 +264,14 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   static constexpr size_t kDrainChunk = 4096;
 
  public:
-  Session(Server::Impl& server, tcp::socket socket) : server_(server), stream_(Open(server, std::move(socket))) {
+  // `peer`: the remote address, already counted by Server::Impl::OpenFrom.
+  Session(Server::Impl& server, tcp::socket socket, std::string peer)
+      : server_(server), stream_(Open(server, std::move(socket))), peer_(std::move(peer)) {
     server_.open.fetch_add(1);
-    beast::error_code ec;
-    const auto remote = Tcp().socket().remote_endpoint(ec);
-    if (!ec) peer_ = remote.address().to_string();
   }
   ~Session() {
     ReleaseBody();
+    server_.ClosedFrom(peer_);
     server_.open.fetch_sub(1);
   }
 
@@ -281,9 +346,63 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     body_limit_ = server_.limits.max_body_bytes;
     Tcp().expires_after(std::chrono::milliseconds(server_.limits.header_timeout_ms));
-    bhttp::async_read_header(stream_, buffer_, *parser_, [self = Self()](beast::error_code ec, size_t) {
-      self->OnHead(ec);
+    AwaitWholeHead();
+  }
+
+  // Reads until the buffer holds the head's end, so its raw lines can be checked before the parser,
+  // which joins folded lines, sees them: RFC 9112 section 5.2 lets a server refuse obs-fold, and a
+  // fold that one hop joins and another splits is a way to smuggle a header. A head longer than the
+  // limit goes to the parser as it is, which refuses it (431).
+  void AwaitWholeHead() {
+    const std::string_view data(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+    size_t end = data.find("\r\n\r\n");
+    end = std::min(end, data.find("\n\n"));  // a head with bare LFs: the parser refuses it
+    if (end != std::string_view::npos) {
+      const std::string_view head = data.substr(0, end + 1);
+      for (size_t i = head.find('\n'); i != std::string_view::npos && i + 1 < head.size(); i = head.find('\n', i + 1))
+        if (head[i + 1] == ' ' || head[i + 1] == '\t')
+          return Refuse(400, "The request's header continues a line onto the next (obs-fold), which RFC 9112 lets "
+                             "servers refuse: send each header on one line");
+    }
+    if (end != std::string_view::npos || data.size() > static_cast<size_t>(server_.limits.max_header_bytes)) {
+      bhttp::async_read_header(stream_, buffer_, *parser_, [self = Self()](beast::error_code ec, size_t) {
+        self->OnHead(ec);
+      });
+      return;
+    }
+    stream_.async_read_some(buffer_.prepare(4096), [self = Self()](beast::error_code ec, size_t n) {
+      if (ec) return self->OnHead(ec);
+      self->buffer_.commit(n);
+      self->AwaitWholeHead();
     });
+  }
+
+  // RFC 9112's framing rules a server may enforce, checked on the parsed head; "" when it is sound.
+  // Each is a way two hops could read one request differently (request smuggling).
+  template <class Header>
+  static std::pair<int, std::string> FramingError(const Header& head) {
+    int hosts = 0, lengths = 0, codings = 0;
+    std::string coding;
+    for (const auto& f : head) {
+      if (f.name() == bhttp::field::host) ++hosts;
+      if (f.name() == bhttp::field::content_length) {
+        ++lengths;
+        const auto v = f.value();
+        if (v.empty() || v.find_first_not_of("0123456789") != beast::string_view::npos)
+          return {400, "Content-Length must be one decimal number, not '" + std::string(v.substr(0, 40)) + "'"};
+      }
+      if (f.name() == bhttp::field::transfer_encoding) {
+        ++codings;
+        coding = std::string(Trim(std::string_view(f.value().data(), f.value().size())));
+      }
+    }
+    if (hosts > 1) return {400, "The request has more than one Host header"};
+    if (lengths > 1) return {400, "The request has more than one Content-Length header"};
+    if (codings > 0 && lengths > 0)
+      return {400, "The request has both Transfer-Encoding and Content-Length: send one"};
+    if (codings > 1 || (codings == 1 && !EqualsIgnoreCase(coding, "chunked")))
+      return {501, "Transfer-Encoding '" + coding.substr(0, 40) + "' is not supported: only 'chunked'"};
+    return {0, ""};
   }
 
   void OnHead(beast::error_code ec) {
@@ -299,15 +418,17 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (std::distance(head.begin(), head.end()) > server_.limits.max_header_fields)
       return Refuse(431, "The request has more than " + std::to_string(server_.limits.max_header_fields) +
                              " header fields (server.max_header_fields)");
+    if (auto [status, why] = FramingError(head); status != 0) return Refuse(status, why);
     Request head_view = HeadOf(head);
-    body_limit_ = server_.body_limit ? std::max<int64_t>(0, server_.body_limit(head_view)) : server_.limits.max_body_bytes;
+    BodyPlan plan;
+    plan.limit = server_.limits.max_body_bytes;
+    if (server_.body_plan) plan = server_.body_plan(head_view);
+    if (plan.withhold_body) return ServeHeadAlone(std::move(head_view));
+    body_limit_ = std::max<int64_t>(0, plan.limit);
     if (auto length = parser_->content_length(); length && *length > static_cast<std::uint64_t>(body_limit_))
       return RefuseBody();
     parser_->body_limit(static_cast<std::uint64_t>(body_limit_));
-    if (!ReserveBody()) {
-      return Refuse(503, "The server is reading too many request bodies at once (server.max_buffered_request_bytes = " +
-                             std::to_string(server_.limits.max_buffered_body_bytes) + "); retry later");
-    }
+    if (std::string why = ReserveBody(plan.caller); !why.empty()) return Refuse(503, why);
     auto expect = parser_->get()[bhttp::field::expect];
     if (EqualsIgnoreCase(std::string_view(expect.data(), expect.size()), "100-continue")) {
       out_ = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -319,6 +440,20 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       return;
     }
     ReadBody();
+  }
+
+  // The head failed authentication (BodyPlan::withhold_body): its handler answers it without a body,
+  // and the connection closes after, since the unread body still follows on it.
+  void ServeHeadAlone(Request req) {
+    // A client sending the body before it reads the answer (no Expect: 100-continue) reads it
+    // rather than a reset: the body, up to the limit a request may have, is dropped as it comes.
+    if (auto length = parser_->content_length())
+      linger_bytes_ = static_cast<size_t>(std::min<std::uint64_t>(*length, static_cast<std::uint64_t>(server_.limits.max_body_bytes)));
+    parser_.reset();
+    keep_alive_ = false;
+    req.body_withheld = true;
+    Tcp().expires_never();
+    server_.workers.Push([self = Self(), req = std::move(req)]() mutable { self->Serve(req); });
   }
 
   void ReadBody() {
@@ -453,25 +588,24 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     return result.get();
   }
 
-  // Holds the body's bytes against the server-wide budget until its response is written.
-  bool ReserveBody() {
+  // Holds the body's bytes against the server-wide budget, and the share of `caller` (or of this
+  // address), until its response is written. Returns "" when held, else why not.
+  std::string ReserveBody(const std::string& caller) {
     int64_t want = 0;
     if (auto length = parser_->content_length()) {
       want = static_cast<int64_t>(*length);
     } else if (parser_->chunked()) {
       want = body_limit_;
     }
-    if (want == 0) return true;
-    if (server_.buffered.fetch_add(want) + want > server_.limits.max_buffered_body_bytes) {
-      server_.buffered.fetch_sub(want);
-      return false;
-    }
+    if (want == 0) return "";
+    if (std::string why = server_.Reserve(caller, peer_, want); !why.empty()) return why;
     reserved_ = want;
-    return true;
+    reserved_for_ = caller;
+    return "";
   }
 
   void ReleaseBody() {
-    if (reserved_ > 0) server_.buffered.fetch_sub(reserved_);
+    if (reserved_ > 0) server_.Release(reserved_for_, peer_, reserved_);
     reserved_ = 0;
   }
 
@@ -507,7 +641,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   void Drain(size_t drained) {
-    if (drained >= kLingerBytes) return CloseSocket();
+    if (drained >= std::max(kLingerBytes, linger_bytes_)) return CloseSocket();
     Tcp().async_read_some(net::buffer(drain_.get(), kDrainChunk), [self = Self(), drained](beast::error_code ec, size_t n) {
       if (ec) return self->CloseSocket();  // end of input, reset, or the deadline
       self->Drain(drained + n);
@@ -573,11 +707,13 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   std::string direct_body_;  // the body under way, while ReadBodyDirect reads it
   std::string out_;  // the bytes being written; one write at a time
   bool keep_alive_ = false;
-  std::string peer_;  // the client's address; constant after construction
+  const std::string peer_;  // the client's address ("" when unknown); counted in Server::Impl::open_from
   int64_t reserved_ = 0;  // of server_.buffered, for the request under way
+  std::string reserved_for_;  // the caller reserved_ is charged to; "": peer_
   int64_t body_limit_ = 0;  // the request under way's body limit, chosen from its head
   bool handshake_done_ = false;  // TLS only
   bool closed_ = false;
+  size_t linger_bytes_ = 0;  // Linger() drains up to this much, when more than kLingerBytes
 };
 
 }  // namespace
@@ -595,15 +731,23 @@ void Server::Impl::Accept() {
       });
       return;
     }
+    beast::error_code remote_ec;
+    const auto remote = socket.remote_endpoint(remote_ec);
+    std::string address = remote_ec ? std::string() : remote.address().to_string();
     if (open.load() >= limits.max_connections) {
-      RefuseOverCap(std::move(socket));
+      RefuseOverCap(std::move(socket), "The server has too many open connections (server.max_connections = " +
+                                           std::to_string(limits.max_connections) + "); retry later");
+    } else if (!OpenFrom(address)) {
+      RefuseOverCap(std::move(socket), "Too many open connections from " + address +
+                                           " (server.max_connections_per_address = " +
+                                           std::to_string(limits.max_connections_per_address) + "); retry later");
     } else {
       beast::error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);
       if (tls) {
-        std::make_shared<Session<TlsStream>>(*this, std::move(socket))->Start();
+        std::make_shared<Session<TlsStream>>(*this, std::move(socket), std::move(address))->Start();
       } else {
-        std::make_shared<Session<beast::tcp_stream>>(*this, std::move(socket))->Start();
+        std::make_shared<Session<beast::tcp_stream>>(*this, std::move(socket), std::move(address))->Start();
       }
     }
     Accept();
@@ -612,7 +756,7 @@ void Server::Impl::Accept() {
 
 // Over the cap no state is kept: one non-blocking write of a 503 and the socket is closed (on a
 // TLS listener only closed: a plaintext answer would mean nothing to a TLS client).
-void Server::Impl::RefuseOverCap(tcp::socket socket) {
+void Server::Impl::RefuseOverCap(tcp::socket socket, const std::string& message) {
   refused.fetch_add(1);
   beast::error_code ignored;
   if (tls) {
@@ -620,9 +764,7 @@ void Server::Impl::RefuseOverCap(tcp::socket socket) {
     return;
   }
   static thread_local std::string reply;
-  reply = Render(503, "The server has too many open connections (server.max_connections = " +
-                          std::to_string(limits.max_connections) + "); retry later",
-                 nullptr);
+  reply = Render(503, message, nullptr);
   socket.non_blocking(true, ignored);
   socket.write_some(net::buffer(reply), ignored);
   socket.shutdown(tcp::socket::shutdown_send, ignored);
@@ -676,7 +818,15 @@ namespace {
 
 }  // namespace
 
-void Server::SetBodyLimit(BodyLimit limit) { impl_->body_limit = std::move(limit); }
+void Server::SetBodyPlan(BodyPlanner planner) { impl_->body_plan = std::move(planner); }
+
+void Server::SetBodyLimit(BodyLimit limit) {
+  impl_->body_plan = [limit = std::move(limit)](const Request& head) {
+    BodyPlan plan;
+    plan.limit = limit(head);
+    return plan;
+  };
+}
 
 Status Server::UseTls(const TlsFiles& files) {
   // Versions and ciphers: TLS 1.2 with forward-secret AEAD suites only (Mozilla's "intermediate"

@@ -31,6 +31,9 @@ struct Request {
   std::string body;
   std::string peer;    // the connection's remote address ("127.0.0.1", "::1"); "" when unknown
   bool secure_transport = false;  // arrived over TLS (the aws:SecureTransport condition key)
+  // The body plan withheld the body (BodyPlan::withhold_body): none of it was read, `body` is empty,
+  // and the connection closes after the answer. The handler must refuse such a request.
+  bool body_withheld = false;
 
   // The first header named `name` (compared case-insensitively), or null.
   const std::string* Header(std::string_view name) const;
@@ -62,13 +65,28 @@ struct Response {
 // Runs on a worker thread; may block (long polls), but should return in bounded time.
 using Handler = std::function<Response(const Request&)>;
 
-// The response for a request the server refuses itself before any handler runs: 400 (malformed),
-// 413 (body over the limit), 431 (header over the limit), 500 (a handler threw) and 503 (over
-// the connection cap, or too many bodies buffered). `head` is the request's head when it was read (no body), else null.
+// The response for a request the server refuses itself before any handler runs: 400 (malformed,
+// or framed in a way RFC 9112 lets a server refuse: obs-fold, a repeated Host or Content-Length,
+// Transfer-Encoding beside Content-Length), 413 (body over the limit), 431 (header over the
+// limit), 500 (a handler threw), 501 (a Transfer-Encoding other than chunked) and 503 (over a
+// connection cap, or too many bodies buffered). `head` is the request's head when it was read (no body), else null.
 using Refusal = std::function<Response(int status, const std::string& message, const Request* head)>;
 
-// Chooses one request's body limit from its head (method, target, path, query, headers, peer; no
-// body). Runs on an I/O thread: it must be quick and must not block.
+// What the handler's side decides from a request's head (method, target, path, query, headers,
+// peer; no body) before any of its body is read or any of the budget is reserved for it.
+struct BodyPlan {
+  int64_t limit = 0;  // the most body bytes this request may send; more is refused (413)
+  // Whom the body's bytes are charged to in the buffered budget (Limits::max_buffered_body_bytes):
+  // the caller the head proves (a signature over the head checked: an access key), or "" when the
+  // head proves nobody, and then the connection's address is charged, in the unproven share.
+  std::string caller;
+  // The head already fails authentication: no byte of the body is read or reserved; the head goes
+  // to the handler alone (Request::body_withheld) and the connection closes after the answer.
+  bool withhold_body = false;
+};
+// Runs on an I/O thread: it must be quick and must not block.
+using BodyPlanner = std::function<BodyPlan(const Request& head)>;
+// The plan with only a limit (every body charged to its address).
 using BodyLimit = std::function<int64_t(const Request& head)>;
 
 struct Limits {
@@ -78,10 +96,18 @@ struct Limits {
   // Bodies being read or waiting for their handler, all connections together: a Content-Length
   // body reserves its length when its head arrives, a chunked one its request's body limit.
   int64_t max_buffered_body_bytes = 512 * 1024 * 1024;
+  // Shares of that budget (BodyPlan::caller), so that heads which prove nobody cannot hold it all:
+  // one proven caller holds at most max_buffered_body_bytes_per_caller; bodies of unproven heads
+  // hold at most max_buffered_unproven_body_bytes together and max_buffered_body_bytes_per_address
+  // from one address. A body that does not fit its share is refused (503) like one over the budget.
+  int64_t max_buffered_body_bytes_per_caller = INT64_MAX;
+  int64_t max_buffered_unproven_body_bytes = INT64_MAX;
+  int64_t max_buffered_body_bytes_per_address = INT64_MAX;
   int header_timeout_ms = 10'000;            // the whole head must arrive this soon after its first byte
   int body_timeout_ms = 60'000;              // the whole body, after the head; and each response write
   int idle_timeout_ms = 60'000;              // a connection with no request under way is closed after this
   int max_connections = 20'000;              // beyond it new connections get a 503 and are closed
+  int max_connections_per_address = 20'000;  // open connections from one remote address, loopback included; beyond it: the same 503
   int io_threads = 1;
   int workers = 16;
 };
@@ -94,7 +120,7 @@ struct TlsFiles {
 
 struct Stats {
   int64_t open_connections = 0;
-  int64_t refused_connections = 0;  // over max_connections
+  int64_t refused_connections = 0;  // over max_connections or max_connections_per_address
   int64_t queued_requests = 0;      // read whole, waiting for a worker
   int64_t buffered_body_bytes = 0;  // reserved by bodies being read or waiting
 };
@@ -114,8 +140,9 @@ class Server {
   // answered with a plaintext 400 naming https and closed. An error names the file and the reason
   // when the files cannot be read or do not belong together. REQUIRES: before Run().
   Status UseTls(const TlsFiles& files);
-  // Chooses each request's body limit (default: every request gets Limits::max_body_bytes). A body
-  // over the chosen limit is answered 413 naming it. REQUIRES: before Run().
+  // Chooses each request's body plan (default: every request gets Limits::max_body_bytes, charged
+  // to its address). A body over the chosen limit is answered 413 naming it. REQUIRES: before Run().
+  void SetBodyPlan(BodyPlanner planner);
   void SetBodyLimit(BodyLimit limit);
   // Serves until Stop(). REQUIRES: Bind() succeeded.
   void Run();

@@ -267,6 +267,9 @@ class SlowLorisTest(HostileTest):
 
 
 class IdleConnectionsTest(HostileTest):
+    # Every connection here comes from 127.0.0.1: its per-address allowance must hold them all.
+    server_config = HostileTest.server_config + "max_connections_per_address = 5000\n"
+
     def test_thousands_of_idle_connections_do_not_stop_signed_calls(self):
         n = min(2000, raise_nofile(2200) - 200)
         idle = [self.connect() for _ in range(n)]
@@ -349,6 +352,125 @@ class ThrottlingTest(HostileTest):
         self.assertEqual(e.exception.response["Error"]["Code"], "ThrottlingException")
         # Unauthenticated scrapes are not the key's to spend; they count what was refused.
         self.assertEqual(self.metric("trainyard_http_throttled_requests_total"), 2)
+
+
+
+def read_answer(sock, timeout=5):
+    """What the server sends until it closes the connection, or until `timeout` passes quietly."""
+    sock.settimeout(timeout)
+    answer = b""
+    try:
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                break
+            answer += data
+    except (socket.timeout, ConnectionResetError):
+        pass
+    return answer
+
+
+def connect_from(source, addr, timeout=10):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.bind((source, 0))
+    s.connect(addr)
+    return s
+
+
+class WireTest(HostileTest):
+    """The listener's rules at the request's edge: heads that prove nobody hold no body budget,
+    framing two hops could read differently is refused, one address holds a bounded number of
+    connections, and console sign-in attempts are throttled per address."""
+    server_config = HostileTest.server_config + "max_connections_per_address = 20\n"
+
+    def test_forged_heads_are_refused_before_their_bodies_and_hold_no_budget(self):
+        key, _ = self.server.credentials()
+        amz = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        host = "%s:%d" % self.addr
+        # Two heads of a 256 MiB PutObject (both together: the whole 512 MiB budget), a made-up
+        # signature with a real key; nothing more is ever sent.
+        forged = ("PUT /wire-bucket/big HTTP/1.1\r\nHost: %s\r\nAuthorization: AWS4-HMAC-SHA256 Credential=%s/%s/%s/s3/"
+                  "aws4_request, SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=%s\r\n"
+                  "x-amz-content-sha256: UNSIGNED-PAYLOAD\r\nx-amz-date: %s\r\nContent-Length: 268435456\r\n\r\n"
+                  % (host, key, amz[:8], REGION, "0" * 64, amz)).encode()
+        heads = [self.connect(timeout=5) for _ in range(2)]
+        for s in heads:
+            s.sendall(forged)
+        # Any other signed request's head with an unknown key: refused before its 1 MiB body too.
+        unknown = ("POST / HTTP/1.1\r\nHost: %s\r\nX-Amz-Target: SageMaker.ListTrainingJobs\r\nAuthorization: "
+                   "AWS4-HMAC-SHA256 Credential=AKIANOBODY0000000000/%s/%s/sagemaker/aws4_request, SignedHeaders=host;"
+                   "x-amz-date;x-amz-target, Signature=%s\r\nx-amz-date: %s\r\nContent-Length: 1048576\r\n\r\n"
+                   % (host, amz[:8], REGION, "0" * 64, amz)).encode()
+        other = self.connect(timeout=5)
+        other.sendall(unknown)
+        for s in heads:
+            answer = read_answer(s)
+            self.assertTrue(answer.startswith(b"HTTP/1.1 403 "), answer[:300])
+            self.assertIn(b"SignatureDoesNotMatch", answer)
+        answer = read_answer(other)
+        self.assertTrue(answer.startswith(b"HTTP/1.1 403 "), answer[:300])
+        self.assertIn(b"UnrecognizedClientException", answer)
+        # Signed uploads are read meanwhile.
+        s3 = self.quick_client("s3")
+        s3.create_bucket(Bucket="wire-bucket")
+        for i in range(3):
+            s3.put_object(Bucket="wire-bucket", Key="k%d" % i, Body=b"x" * (2 * MIB))
+        self.assertEqual(s3.head_object(Bucket="wire-bucket", Key="k2")["ContentLength"], 2 * MIB)
+        self.assertEqual(s3.list_objects_v2(Bucket="wire-bucket").get("KeyCount"), 3)
+
+    def test_ambiguous_framing_is_refused(self):
+        cases = [
+            (b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: xchunked\r\nContent-Length: 2\r\n\r\n{}", 400,
+             b"both Transfer-Encoding and Content-Length"),
+            (b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501, b"only 'chunked'"),
+            (b"GET /metrics HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400, b"more than one Host"),
+            (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}", 400,
+             b"more than one Content-Length"),
+            (b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n b\r\n\r\n", 400, b"obs-fold"),
+        ]
+        for request, status, why in cases:
+            with self.subTest(request=request):
+                s = self.connect(timeout=5)
+                s.sendall(request)
+                answer = read_answer(s)
+                self.assertTrue(answer.startswith(b"HTTP/1.1 %d " % status), answer[:200])
+                self.assertIn(why, answer)
+        self.assertLess(self.timed_signed_call(), 2)
+
+    def test_one_address_holds_at_most_its_connections(self):
+        held = [self.connect() for _ in range(20)]
+        held[-1].sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        self.assertTrue(held[-1].recv(64).startswith(b"HTTP/1.1 200 "))
+        answer = read_answer(self.connect(timeout=5))
+        self.assertTrue(answer.startswith(b"HTTP/1.1 503 "), answer[:80])
+        self.assertIn(b"server.max_connections_per_address = 20", answer)
+        # Another address is served beside them.
+        other = connect_from("127.0.0.2", self.addr)
+        self.sockets.append(other)
+        other.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        self.assertTrue(other.recv(64).startswith(b"HTTP/1.1 200 "))
+
+    def test_console_sign_in_attempts_are_throttled_per_address(self):
+        import http.client
+        key, _ = self.server.credentials()
+        outcomes = []
+        for _ in range(40):
+            conn = http.client.HTTPConnection(*self.addr, timeout=10)
+            conn.request("POST", "/console/api/signin", json.dumps({"accessKeyId": key, "secretAccessKey": "wrong"}),
+                         {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            doc = json.loads(resp.read() or b"{}")
+            conn.close()
+            outcomes.append((resp.status, doc.get("__type"), doc.get("message", "")))
+            if doc.get("__type") == "ThrottlingException":
+                break
+        self.assertNotEqual(outcomes[0][1], "ThrottlingException", outcomes[0])
+        status, kind, message = outcomes[-1]
+        self.assertEqual((status, kind), (400, "ThrottlingException"), outcomes)
+        self.assertIn("console.signin_rate", message)
+        # At most the burst (20) and what a second refills got through before.
+        self.assertLessEqual(len(outcomes), 25, outcomes)
 
 
 if __name__ == "__main__":

@@ -80,8 +80,32 @@ def client(server, service, region, key=KEY, secret=SECRET, **config):
                         aws_secret_access_key=secret, config=cfg)
 
 
-def peer_headers(method, path, query, body, sent_ms, caller):
-    """What a region adds to a request it forwards (api/forward.h), signed with PEER_SECRET."""
+# The headers a peer signature must cover when sent (api/forward.h, PeerMustSign).
+PEER_MUST_SIGN = {"host", "content-type", "content-md5", "content-encoding", "range", "if-match", "if-none-match",
+                  "if-modified-since", "if-unmodified-since"}
+
+
+def peer_headers(method, path, query, body, sent_ms, caller, headers, server):
+    """The request's `headers` with its Host (`server`'s) and what a region adds to a request it
+    forwards (api/forward.h), signed with PEER_SECRET."""
+    import base64
+    blob = base64.b64encode(json.dumps(caller).encode()).decode()
+    headers = dict(headers, Host=urllib.parse.urlparse(server.url).netloc)
+    names = sorted({k.lower() for k in headers if k.lower() in PEER_MUST_SIGN or k.lower().startswith("x-amz-")})
+    lines = ["%s:%s" % (n, ",".join(v.strip() for k, v in headers.items() if k.lower() == n)) for n in names]
+    digest = hashlib.sha256(body).hexdigest()
+    to_sign = "\n".join(["TRAINYARD-PEER-HMAC-SHA256-V2", method, path, query] + lines +
+                        ["", ";".join(names), digest, str(sent_ms), blob])
+    signature = hmac.new(PEER_SECRET.encode(), to_sign.encode(), hashlib.sha256).hexdigest()
+    return dict(headers, **{"X-Trainyard-Peer-Caller": blob, "X-Trainyard-Peer-Time": str(sent_ms),
+                            "X-Trainyard-Peer-Content-Sha256": digest,
+                            "X-Trainyard-Peer-Signed-Headers": ";".join(names),
+                            "X-Trainyard-Peer-Signature": signature})
+
+
+def old_peer_headers(method, path, query, body, sent_ms, caller):
+    """What a region of the previous version added: a signature over the method, path, query, body,
+    time and caller only."""
     import base64
     blob = base64.b64encode(json.dumps(caller).encode()).decode()
     to_sign = "\n".join(["TRAINYARD-PEER-HMAC-SHA256", method, path, query, hashlib.sha256(body).hexdigest(),
@@ -244,15 +268,15 @@ class RegionsTest(unittest.TestCase):
     def test_forged_stale_and_replayed_forwarded_requests_are_refused(self):
         path, body = "/v1/describejobqueues", b"{}"
         now = int(time.time() * 1000)
-        good = peer_headers("POST", path, "", body, now, ROOT_CALLER)
         base = {"Content-Type": "application/json"}
+        good = peer_headers("POST", path, "", body, now, ROOT_CALLER, base, self.b)
         # Forged: signed with another secret (here: the right HMAC over another body).
         forged = dict(good, **{"X-Trainyard-Peer-Signature": peer_headers("POST", path, "", b"{ }", now,
-                                                                          ROOT_CALLER)["X-Trainyard-Peer-Signature"]})
+                                                                          ROOT_CALLER, base, self.b)["X-Trainyard-Peer-Signature"]})
         status, err = self.raw(self.b, "POST", path, body, dict(base, **forged))
         self.assertEqual((status, err["__type"]), (403, "InvalidSignatureException"))
         # Stale: outside the 300 s replay window.
-        stale = peer_headers("POST", path, "", body, now - 301_000, ROOT_CALLER)
+        stale = peer_headers("POST", path, "", body, now - 301_000, ROOT_CALLER, base, self.b)
         status, err = self.raw(self.b, "POST", path, body, dict(base, **stale))
         self.assertEqual((status, err["__type"]), (403, "InvalidSignatureException"))
         self.assertIn("replay window", err["message"])
@@ -267,14 +291,36 @@ class RegionsTest(unittest.TestCase):
         scoped_a = dict(base, Authorization=f"AWS4-HMAC-SHA256 Credential={KEY}/20260101/{A}/batch/aws4_request, "
                                             "SignedHeaders=host, Signature=" + "0" * 64)
         status, err = self.raw(self.b, "POST", path, body,
-                               dict(scoped_a, **peer_headers("POST", path, "", body, now + 1, ROOT_CALLER)))
+                               peer_headers("POST", path, "", body, now + 1, ROOT_CALLER, scoped_a, self.b))
         self.assertEqual((status, err["__type"]), (403, "InvalidSignatureException"))
         self.assertIn("never forwarded again", err["message"])
         # Another region's root is root here only with this region's own root key.
         other_root = dict(ROOT_CALLER, accessKeyId="AKIASOMEONEELSE00001")
         status, err = self.raw(self.b, "POST", path, body,
-                               dict(base, **peer_headers("POST", path, "", body, now + 2, other_root)))
+                               peer_headers("POST", path, "", body, now + 2, other_root, base, self.b))
         self.assertEqual((status, err["__type"]), (403, "AccessDeniedException"))
+
+    def test_a_forwarded_operation_cannot_be_changed_on_the_way(self):
+        # A DescribeTrainingJob forwarded to B, turned by a proxy on the link into a StopTrainingJob
+        # (same path, same body): the peer signature covers X-Amz-Target, Host, Content-Type and every
+        # x-amz-* header, so the change is refused; so is the previous version's signature, which
+        # covered none of them.
+        path, body = "/", json.dumps({"TrainingJobName": "nobody"}).encode()
+        base = {"Content-Type": "application/x-amz-json-1.1", "X-Amz-Target": "SageMaker.DescribeTrainingJob"}
+        now = int(time.time() * 1000)
+        signed = peer_headers("POST", path, "", body, now, ROOT_CALLER, base, self.b)
+        swapped = dict(signed, **{"X-Amz-Target": "SageMaker.StopTrainingJob"})
+        status, err = self.raw(self.b, "POST", path, body, swapped)
+        self.assertEqual((status, err["__type"]), (403, "InvalidSignatureException"), err)
+        old = dict(base, **{"X-Amz-Target": "SageMaker.StopTrainingJob"},
+                   **old_peer_headers("POST", path, "", body, now + 1, ROOT_CALLER))
+        status, err = self.raw(self.b, "POST", path, body, old)
+        self.assertEqual(status, 403, err)
+        self.assertIn("older trainyard", err["message"])
+        # Unchanged, the forwarded Describe is answered (the job does not exist there).
+        status, err = self.raw(self.b, "POST", path, body, signed)
+        self.assertEqual((status, err["__type"]), (400, "ResourceNotFound"), err)
+        self.assertIn("training job nobody", err["message"])
 
     def test_the_peer_decides_with_the_carried_policies_and_the_clients_address(self):
         only_from = {"Version": "2012-10-17", "Statement": [{
@@ -287,7 +333,7 @@ class RegionsTest(unittest.TestCase):
         for source, expected in (("10.1.2.3", 200), ("10.9.9.9", 403)):
             caller = dict(user, sourceIp=source)
             status, reply = self.raw(self.b, "POST", path, body,
-                                     dict(base, **peer_headers("POST", path, "", body, int(time.time() * 1000), caller)))
+                                     peer_headers("POST", path, "", body, int(time.time() * 1000), caller, base, self.b))
             self.assertEqual(status, expected, (source, reply))
         self.assertEqual(reply["__type"], "AccessDeniedException")
         self.assertIn("user/far", reply["message"])

@@ -85,17 +85,10 @@ TEST(RateLimiter, ZeroRateAdmitsEverything) {
 class Running {
  public:
   Running(Limits limits, Handler handler, BodyLimit body_limit = nullptr)
-      : server_(limits, std::move(handler), [](int status, const std::string& message, const Request*) {
-          Response r;
-          r.status = status;
-          r.body = message;
-          return r;
-        }) {
-    if (body_limit) server_.SetBodyLimit(std::move(body_limit));
-    auto port = server_.Bind("127.0.0.1", 0);
-    EXPECT_TRUE(port.ok()) << port.status().message();
-    port_ = *port;
-    thread_ = std::thread([this] { server_.Run(); });
+      : Running(limits, std::move(handler), std::move(body_limit), true) {}
+  Running(Limits limits, Handler handler, BodyPlanner plan) : Running(limits, std::move(handler), BodyLimit(nullptr), false) {
+    server_.SetBodyPlan(std::move(plan));
+    Start();
   }
   ~Running() {
     server_.Stop();
@@ -105,6 +98,23 @@ class Running {
   Server& server() { return server_; }
 
  private:
+  Running(Limits limits, Handler handler, BodyLimit body_limit, bool start)
+      : server_(limits, std::move(handler), [](int status, const std::string& message, const Request*) {
+          Response r;
+          r.status = status;
+          r.body = message;
+          return r;
+        }) {
+    if (body_limit) server_.SetBodyLimit(std::move(body_limit));
+    if (start) Start();
+  }
+  void Start() {
+    auto port = server_.Bind("127.0.0.1", 0);
+    EXPECT_TRUE(port.ok()) << port.status().message();
+    port_ = *port;
+    thread_ = std::thread([this] { server_.Run(); });
+  }
+
   Server server_;
   int port_ = 0;
   std::thread thread_;
@@ -562,6 +572,177 @@ TEST(Server, EveryResponseCarriesOneDateNearNow) {
   close(a);
   close(b);
   close(c);
+}
+
+// --- Framing (RFC 9112): what two hops could read differently is refused before any handler ---------
+
+TEST(Server, AmbiguousFramingIsRefusedAndNeverServed) {
+  Limits l;
+  std::atomic<int> served{0};
+  Running s(l, [&](const Request& req) {
+    ++served;
+    return Echo(req);
+  });
+  const std::pair<std::string, std::string> cases[] = {
+      {"POST /te HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: xchunked\r\nContent-Length: 3\r\n\r\nabc", "HTTP/1.1 400 "},
+      {"POST /te HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\nabc", "HTTP/1.1 400 "},
+      {"POST /te HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", "HTTP/1.1 501 "},
+      {"POST /te HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: xchunked\r\n\r\n", "HTTP/1.1 501 "},
+      {"POST /te HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+       "HTTP/1.1 400 "},
+      {"GET /host HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", "HTTP/1.1 400 "},
+      {"POST /cl HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc", "HTTP/1.1 400 "},
+      {"POST /cl HTTP/1.1\r\nHost: x\r\nContent-Length: 3, 3\r\n\r\nabc", "HTTP/1.1 400 "},
+      {"GET /fold HTTP/1.1\r\nHost: x\r\nX-Long: a\r\n b\r\n\r\n", "HTTP/1.1 400 "},
+      {"GET /fold HTTP/1.1\r\nHost: x\r\nX-Long: a\r\n\tb\r\n\r\n", "HTTP/1.1 400 "},
+  };
+  for (const auto& [request, status] : cases) {
+    SCOPED_TRACE(request);
+    int fd = Connect(s.port());
+    Send(fd, request);
+    EXPECT_THAT(ReadUntil(fd, "never"), StartsWith(status));  // answered, then closed
+    close(fd);
+  }
+  EXPECT_EQ(served.load(), 0);
+  // The same requests framed soundly are served.
+  int fd = Connect(s.port());
+  Send(fd, "POST /te HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n" +
+               Get("/fold"));
+  EXPECT_THAT(ReadUntil(fd, "</fold>"), HasSubstr("</fold>"));
+  close(fd);
+}
+
+// --- Connections per address ------------------------------------------------------------------------
+
+int ConnectFrom(const char* source, int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  inet_pton(AF_INET, source, &from.sin_addr);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from), 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  return fd;
+}
+
+TEST(Server, OneAddressHoldsAtMostItsConnectionsAndOthersAreStillServed) {
+  Limits l;
+  l.max_connections_per_address = 2;
+  Running s(l, Echo);
+  int a = ConnectFrom("127.0.0.1", s.port()), b = ConnectFrom("127.0.0.1", s.port());
+  ASSERT_TRUE(Eventually([&] { return s.server().stats().open_connections == 2; }));
+  int c = ConnectFrom("127.0.0.1", s.port());
+  std::string got = ReadUntil(c, "never");
+  EXPECT_THAT(got, StartsWith("HTTP/1.1 503 "));
+  EXPECT_THAT(got, HasSubstr("from 127.0.0.1 (server.max_connections_per_address = 2)"));
+  close(c);
+  // Another address (loopback too) has its own allowance.
+  int d = ConnectFrom("127.0.0.2", s.port());
+  Send(d, Get("/other"));
+  EXPECT_THAT(ReadUntil(d, "</other>"), HasSubstr("</other>"));
+  // A closed connection gives its place back.
+  close(a);
+  ASSERT_TRUE(Eventually([&] { return s.server().stats().open_connections == 2; }));
+  int e = ConnectFrom("127.0.0.1", s.port());
+  Send(e, Get("/again"));
+  EXPECT_THAT(ReadUntil(e, "</again>"), HasSubstr("</again>"));
+  EXPECT_EQ(s.server().stats().refused_connections, 1);
+  close(b);
+  close(d);
+  close(e);
+}
+
+// --- The body plan: withheld bodies and the budget's shares -----------------------------------------
+
+// Heads with "X-Caller: <key>" are proven callers; "X-Forged" ones fail; the rest prove nobody.
+BodyPlan PlanFromHead(const Request& head) {
+  BodyPlan plan;
+  plan.limit = 1000;
+  if (const std::string* key = head.Header("X-Caller")) plan.caller = *key;
+  plan.withhold_body = head.Header("X-Forged") != nullptr;
+  return plan;
+}
+
+TEST(Server, AWithheldBodyIsNeitherReadNorReservedAndTheConnectionCloses) {
+  Limits l;
+  Running s(l, [](const Request& req) {
+    Response r;
+    r.status = req.body_withheld ? 403 : 200;
+    r.body = "<" + req.path + ":" + std::to_string(req.body.size()) + (req.body_withheld ? ":withheld>" : ">");
+    return r;
+  }, PlanFromHead);
+  int fd = Connect(s.port());
+  // Only the head is sent: the answer comes at once, with no byte of the body awaited.
+  Send(fd, "PUT /forged HTTP/1.1\r\nHost: x\r\nX-Forged: 1\r\nContent-Length: 900\r\n\r\n");
+  std::string got = ReadUntil(fd, "never");
+  EXPECT_THAT(got, StartsWith("HTTP/1.1 403 "));
+  EXPECT_THAT(got, HasSubstr("</forged:0:withheld>"));
+  EXPECT_THAT(got, HasSubstr("Connection: close"));
+  EXPECT_EQ(s.server().stats().buffered_body_bytes, 0);
+  close(fd);
+}
+
+TEST(Server, UnprovenHeadsHoldOnlyTheirAddresssShareOfTheBudget) {
+  // budget 1000; one address may hold 500 for heads that prove nobody, all of them together 700.
+  Limits l;
+  l.max_buffered_body_bytes = 1000;
+  l.max_buffered_body_bytes_per_address = 500;
+  l.max_buffered_unproven_body_bytes = 700;
+  Running s(l, SizeOfBody, PlanFromHead);
+  int a = ConnectFrom("127.0.0.1", s.port());
+  Send(a, "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 400\r\n\r\n");
+  ASSERT_TRUE(Eventually([&] { return s.server().stats().buffered_body_bytes == 400; }));
+  int b = ConnectFrom("127.0.0.1", s.port());
+  Send(b, "POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 200\r\n\r\n");
+  std::string got = ReadUntil(b, "never");
+  EXPECT_THAT(got, StartsWith("HTTP/1.1 503 "));
+  EXPECT_THAT(got, HasSubstr("from 127.0.0.1 whose head proves no caller already have 400 bytes"));
+  close(b);
+  // Another address may still read 200, but not 400: the unproven heads together hold at most 700.
+  int c = ConnectFrom("127.0.0.2", s.port());
+  Send(c, "POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 400\r\n\r\n");
+  EXPECT_THAT(ReadUntil(c, "never"), HasSubstr("whose head proves no caller already have 400 bytes"));
+  close(c);
+  int d = ConnectFrom("127.0.0.2", s.port());
+  Send(d, Post("/d", std::string(200, 'd')));
+  EXPECT_THAT(ReadUntil(d, "</d:200>"), HasSubstr("</d:200>"));
+  close(d);
+  // A proven caller is not in the unproven share: it reads 500 beside A's 400.
+  int e = ConnectFrom("127.0.0.1", s.port());
+  Send(e, "POST /e HTTP/1.1\r\nHost: x\r\nX-Caller: AKIA1\r\nContent-Length: 500\r\n\r\n" + std::string(500, 'e'));
+  EXPECT_THAT(ReadUntil(e, "</e:500>"), HasSubstr("</e:500>"));
+  close(e);
+  Send(a, std::string(400, 'a'));
+  EXPECT_THAT(ReadUntil(a, "</a:400>"), HasSubstr("</a:400>"));
+  close(a);
+  EXPECT_TRUE(Eventually([&] { return s.server().stats().buffered_body_bytes == 0; }));
+}
+
+TEST(Server, OneProvenCallerHoldsAtMostItsShareOfTheBudget) {
+  Limits l;
+  l.max_buffered_body_bytes = 1000;
+  l.max_buffered_body_bytes_per_caller = 600;
+  Running s(l, SizeOfBody, PlanFromHead);
+  int a = Connect(s.port());
+  Send(a, "POST /a HTTP/1.1\r\nHost: x\r\nX-Caller: AKIA1\r\nContent-Length: 400\r\n\r\n");
+  ASSERT_TRUE(Eventually([&] { return s.server().stats().buffered_body_bytes == 400; }));
+  int b = Connect(s.port());
+  Send(b, "POST /b HTTP/1.1\r\nHost: x\r\nX-Caller: AKIA1\r\nContent-Length: 300\r\n\r\n");
+  std::string got = ReadUntil(b, "never");
+  EXPECT_THAT(got, StartsWith("HTTP/1.1 503 "));
+  EXPECT_THAT(got, HasSubstr("Access key AKIA1 already has 400 bytes"));
+  close(b);
+  int c = Connect(s.port());
+  Send(c, "POST /c HTTP/1.1\r\nHost: x\r\nX-Caller: AKIA2\r\nContent-Length: 300\r\n\r\n" + std::string(300, 'c'));
+  EXPECT_THAT(ReadUntil(c, "</c:300>"), HasSubstr("</c:300>"));
+  close(c);
+  close(a);
+  EXPECT_TRUE(Eventually([&] { return s.server().stats().buffered_body_bytes == 0; }));
 }
 
 }  // namespace

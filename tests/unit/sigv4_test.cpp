@@ -841,5 +841,61 @@ TEST(SigV2, VerifiesThePublishedPresignedExampleUntilItExpires) {
   EXPECT_FALSE(IsSigV2(v4));
 }
 
+TEST(SigV2, APresignedUrlMayExpireAtMostSevenDaysAhead) {
+  const EpochMs now = 1'800'000'000'000;
+  auto presigned = [&](int64_t expires_s) {
+    HttpRequestView v;
+    v.method = "GET";
+    v.path = "/bkt/key";
+    v.headers = {{"Host", "127.0.0.1:9000"}};
+    v.query = "AWSAccessKeyId=AKIAIOSFODNN7EXAMPLE&Expires=" + std::to_string(expires_s) + "&Signature=bm90LWl0";
+    return VerifySigV2(v, V2Lookup(), "", now).status();
+  };
+  // Eight days ahead is refused before the signature is looked at; six days gets that far.
+  const Status far = presigned(now / 1000 + 8 * 24 * 3600);
+  EXPECT_EQ(far.code(), Code::kUnauthenticated);
+  EXPECT_THAT(far.message(), HasSubstr("at most 604800 seconds"));
+  EXPECT_EQ(presigned(now / 1000 + 6 * 24 * 3600).code(), Code::kBadSignature);
+}
+
+// --- The head before the body (VerifySigV4Head) ---------------------------------------------------
+
+TEST(SigV4Head, AnS3HeadIsVerifiedWholeWithoutItsBody) {
+  HttpRequestView req{"PUT", "/bkt/k", "", {{"Host", "127.0.0.1:9000"}, {"x-amz-content-sha256", Sha256Hex("the body")}},
+                      "the body"};
+  SignSigV4(req, {kTyKey, kTySecret}, "us-east-1", "s3", At(kS3Time));
+  HttpRequestView head = req;
+  head.body = {};
+  EXPECT_TRUE(VerifySigV4Head(head, Lookup(), "us-east-1", kS3, At(kS3Time)).ok());
+  // The whole request still needs the body the hash names.
+  EXPECT_EQ(VerifySigV4(head, Lookup(), "us-east-1", kS3, At(kS3Time)).status().code(), Code::kBadSignature);
+  // A made-up signature, or an unsigned x-amz-content-sha256, fails at the head.
+  HttpRequestView forged = head;
+  std::string& auth = forged.headers[forged.headers.size() - 1].second;
+  ASSERT_THAT(auth, StartsWith("AWS4-HMAC-SHA256"));
+  auth = auth.substr(0, auth.find("Signature=") + 10) + std::string(64, '0');
+  EXPECT_EQ(VerifySigV4Head(forged, Lookup(), "us-east-1", kS3, At(kS3Time)).status().code(), Code::kBadSignature);
+  HttpRequestView unsigned_hash = head;
+  std::string& a2 = unsigned_hash.headers.back().second;
+  a2.replace(a2.find("x-amz-content-sha256;"), 21, "");
+  Status st = VerifySigV4Head(unsigned_hash, Lookup(), "us-east-1", kS3, At(kS3Time)).status();
+  EXPECT_EQ(st.code(), Code::kBadSignature);
+  EXPECT_THAT(st.message(), HasSubstr("x-amz-content-sha256"));
+}
+
+TEST(SigV4Head, AnotherServicesHeadIsCheckedForKeyScopeAndTimeOnly) {
+  HttpRequestView req{"POST", "/", "", {{"Host", "h"}, {"Content-Type", "application/x-amz-json-1.1"}}, "{}"};
+  SignSigV4(req, {kTyKey, kTySecret}, "us-east-1", "sagemaker", At(kS3Time));
+  HttpRequestView head = req;
+  head.body = {};
+  EXPECT_TRUE(VerifySigV4Head(head, Lookup(), "us-east-1", {"sagemaker"}, At(kS3Time)).ok());
+  EXPECT_EQ(VerifySigV4Head(head, [](std::string_view) { return std::optional<std::string>(); }, "us-east-1",
+                            {"sagemaker"}, At(kS3Time)).status().code(),
+            Code::kUnknownKey);
+  EXPECT_EQ(VerifySigV4Head(head, Lookup(), "eu-west-1", {"sagemaker"}, At(kS3Time)).status().code(), Code::kBadSignature);
+  EXPECT_EQ(VerifySigV4Head(head, Lookup(), "us-east-1", {"sagemaker"}, At(kS3Time) + 3600 * 1000).status().code(),
+            Code::kExpired);
+}
+
 }  // namespace
 }  // namespace ty::api
