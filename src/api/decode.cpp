@@ -633,6 +633,14 @@ StatusOr<UpdateTrainingJobCommand> DecodeUpdateTrainingJob(const json& req) {
 
 namespace {
 
+// SageMaker's resource limits for automatic model tuning (its developer guide, "Resource Limits
+// for Automatic Model Tuning"; docs/tuning.md, "Limits"): training jobs per tuning job (750 for
+// every strategy), parallel training jobs per tuning job (100, the most AWS raises it to), metrics
+// defined per tuning job (20). The service model gives only their minimums.
+constexpr int64_t kMaxTrainingJobsPerTuningJob = 750;
+constexpr int64_t kMaxParallelTrainingJobsPerTuningJob = 100;
+constexpr size_t kMaxTuningMetricDefinitions = 20;
+
 // A range bound: the model types MinValue / MaxValue as strings; they must read as numbers.
 StatusOr<double> RangeBound(const json& range, const char* key, const std::string& where) {
   const std::string text = Get<std::string>(range, key, "");
@@ -731,6 +739,10 @@ StatusOr<CreateTuningJobCommand> DecodeCreateHyperParameterTuningJob(const json&
   s.goal = Get<std::string>(objective, "Type", "") == "Minimize" ? tune::Goal::kMinimize : tune::Goal::kMaximize;
   c.objective_metric = Get<std::string>(objective, "MetricName", "");
   const json spec = Get<json>(def, "AlgorithmSpecification", json::object());
+  if (const json metrics = Get<json>(spec, "MetricDefinitions", json::array()); metrics.size() > kMaxTuningMetricDefinitions)
+    return InvalidArgument("TrainingJobDefinition.AlgorithmSpecification.MetricDefinitions: at most " +
+                           std::to_string(kMaxTuningMetricDefinitions) + " metrics per tuning job (SageMaker's limit), not " +
+                           std::to_string(metrics.size()));
   {
     bool defined = false;
     for (const auto& m : Get<json>(spec, "MetricDefinitions", json::array()))
@@ -762,11 +774,20 @@ StatusOr<CreateTuningJobCommand> DecodeCreateHyperParameterTuningJob(const json&
       return InvalidArgument("TrainingJobDefinition.StaticHyperParameters: '" + r.name +
                              "' is also a tuned hyperparameter; a hyperparameter is either static or tuned");
 
-  // Resource limits.
+  // Resource limits: SageMaker's own caps (docs/tuning.md, "Limits"), which also bound what one
+  // tuning job can ask of the controller.
   const json limits = Get<json>(config, "ResourceLimits", json::object());
-  s.max_parallel = static_cast<int>(Get<int64_t>(limits, "MaxParallelTrainingJobs", 1));
   const bool has_max = Present(limits, "MaxNumberOfTrainingJobs");
-  s.max_trials = has_max ? static_cast<int>(std::min<int64_t>(Get<int64_t>(limits, "MaxNumberOfTrainingJobs", 1), 1 << 20)) : 0;
+  for (const auto& [member, cap] : {std::pair<const char*, int64_t>{"MaxNumberOfTrainingJobs", kMaxTrainingJobsPerTuningJob},
+                                    {"MaxParallelTrainingJobs", kMaxParallelTrainingJobsPerTuningJob}}) {
+    if (!Present(limits, member)) continue;
+    const int64_t v = Get<int64_t>(limits, member, 1);
+    if (v < 1 || v > cap)
+      return InvalidArgument(std::string("HyperParameterTuningJobConfig.ResourceLimits.") + member + " must be between 1 and " +
+                             std::to_string(cap) + " (SageMaker's limit per tuning job), not " + std::to_string(v));
+  }
+  s.max_parallel = static_cast<int>(Get<int64_t>(limits, "MaxParallelTrainingJobs", 1));
+  s.max_trials = has_max ? static_cast<int>(Get<int64_t>(limits, "MaxNumberOfTrainingJobs", 1)) : 0;
   c.max_runtime_seconds = Get<int64_t>(limits, "MaxRuntimeInSeconds", 0);
   if (s.strategy == tune::Strategy::kGrid) {
     for (const auto& r : s.ranges)
@@ -778,7 +799,11 @@ StatusOr<CreateTuningJobCommand> DecodeCreateHyperParameterTuningJob(const json&
     if (has_max && s.max_trials > *size)
       return InvalidArgument("ResourceLimits.MaxNumberOfTrainingJobs (" + std::to_string(s.max_trials) +
                              ") must not exceed the grid's " + std::to_string(*size) + " combinations");
-    if (!has_max) s.max_trials = static_cast<int>(std::min<int64_t>(*size, 1 << 20));
+    if (!has_max && *size > kMaxTrainingJobsPerTuningJob)
+      return InvalidArgument("HyperParameterTuningJobConfig.ParameterRanges: the grid's " + std::to_string(*size) +
+                             " combinations are more than SageMaker's limit of " +
+                             std::to_string(kMaxTrainingJobsPerTuningJob) + " training jobs per tuning job");
+    if (!has_max) s.max_trials = static_cast<int>(*size);
   } else if (!has_max) {
     return InvalidArgument("ResourceLimits.MaxNumberOfTrainingJobs is required with the " + strategy + " strategy");
   }

@@ -28,6 +28,10 @@ constexpr S3Error kS3Errors[] = {
     {"InvalidLocationConstraint", 400}, {"MissingContentLength", 411}, {"PreconditionFailed", 412},
     {"NotModified", 304},           {"InternalError", 500},         {"SlowDown", 503},
     {"ServiceUnavailable", 503},    {"AuthorizationQueryParametersError", 400},
+    // Not AWS's: the space limits of docs/object-store.md ("Space"). 507 (RFC 4918's Insufficient
+    // Storage), which SDKs do not retry, as MinIO and Ceph answer a full store; 403 QuotaExceeded
+    // as Ceph's RGW answers a user over quota.
+    {"InsufficientStorage", 507},   {"QuotaExceeded", 403},
 };
 
 // "NoSuchKey: s3://b/k does not exist" -> "NoSuchKey" when the prefix is one of kS3Errors.

@@ -740,9 +740,22 @@ StatusOr<http::Response> CopyObject(Call& c) {
 
 // ---- multipart ----
 
+// Whose quota an upload's parts count against ([s3] max_incomplete_upload_bytes_per_user): the
+// user, or for a role session the role (arn:aws:iam::ACCOUNT:role/ROLE), so that sessions of one
+// role, which any job may open, share one quota.
+std::string QuotaHolder(const Principal& caller) {
+  constexpr std::string_view kSession = ":assumed-role/";
+  const size_t at = caller.arn.find(kSession);
+  if (caller.type != Principal::Type::kRoleSession || !StartsWith(caller.arn, "arn:aws:sts::") || at == std::string::npos)
+    return caller.arn;
+  const std::string account = caller.arn.substr(13, at - 13);
+  const std::string rest = caller.arn.substr(at + kSession.size());
+  return "arn:aws:iam::" + account + ":role/" + rest.substr(0, rest.find('/'));
+}
+
 StatusOr<http::Response> CreateMultipartUpload(Call& c) {
   TY_RETURN_IF_ERROR(c.Allow("s3:PutObject", ObjectArn(c.bucket(), c.key())));
-  auto id = c.store.CreateMultipartUpload(c.bucket(), c.key(), AttributesOf(c.req));
+  auto id = c.store.CreateMultipartUpload(c.bucket(), c.key(), AttributesOf(c.req), QuotaHolder(c.caller));
   if (!id.ok()) return id.status();
   Xml x("InitiateMultipartUploadResult");
   x.Leaf("Bucket", c.bucket()).Leaf("Key", c.key()).Leaf("UploadId", *id);
@@ -860,8 +873,9 @@ StatusOr<http::Response> ListMultipartUploads(Call& c) {
   x.Leaf("MaxUploads", q.max_uploads).Bool("IsTruncated", page->truncated);
   if (url) x.Leaf("EncodingType", "url");
   for (const auto& u : page->uploads) {
-    x.Open("Upload").Leaf("Key", enc(u.key)).Leaf("UploadId", u.upload_id).Leaf("Initiated", FormatIso8601(u.initiated_ms));
-    x.Leaf("StorageClass", "STANDARD").Close("Upload");
+    x.Open("Upload").Leaf("Key", enc(u.key)).Leaf("UploadId", u.upload_id);
+    if (!u.initiator.empty()) x.Open("Initiator").Leaf("ID", u.initiator).Leaf("DisplayName", u.initiator).Close("Initiator");
+    x.Leaf("Initiated", FormatIso8601(u.initiated_ms)).Leaf("StorageClass", "STANDARD").Close("Upload");
   }
   for (const std::string& p : page->common_prefixes)
     x.Open("CommonPrefixes").Leaf("Prefix", enc(p)).Close("CommonPrefixes");

@@ -126,7 +126,10 @@ struct ApiServer::Impl {
         root(std::move(r)),
         throttle(c.config().throttle_rate, c.config().throttle_burst),
         signin_throttle(c.config().console.signin_rate, c.config().console.signin_burst),
-        s3(std::make_unique<S3Endpoint>(c, authz, objstore::NewBucketStore(c.config().data_dir + "/buckets"),
+        s3(std::make_unique<S3Endpoint>(c, authz,
+                                        objstore::NewBucketStore(c.config().data_dir + "/buckets",
+                                                                 {c.config().data_dir_reserve_mib << 20,
+                                                                  c.config().s3.max_incomplete_upload_bytes_per_user}),
                                         [this](const http::Request& req, AuditRecord* who, VerifiedCaller* verified) {
                                           return Authenticate(req, "s3", who, verified);
                                         })),

@@ -532,6 +532,12 @@ class Controller {
   std::map<std::string, std::unique_ptr<Tail>> tails_ GUARDED_BY(turn_mu_);
   // Each live tuning job's search (made from its stored config and parents; holds no state of its own).
   std::map<std::string, std::unique_ptr<tune::Search>> searches_ GUARDED_BY(turn_mu_);  // training job name -> metric tail state
+  // The tuning job (State::tuning_jobs key) that last started a trial: the next turn offers its
+  // trial starts to the jobs after it first, so that one job's backlog cannot starve another's.
+  std::string tuning_start_cursor_ GUARDED_BY(turn_mu_);
+  // Per tuning job: the trials' states when its completion criteria were last asked (they depend
+  // on nothing else), so a turn in which no trial ended does not ask again.
+  std::map<std::string, std::vector<std::pair<int, std::optional<double>>>> completion_checked_ GUARDED_BY(turn_mu_);
   std::vector<std::pair<std::string, int>> tailing_ GUARDED_BY(turn_mu_);     // the jobs the last tick tailed: name, instances
   EpochMs last_tick_ GUARDED_BY(turn_mu_) = 0;  // the last turn that ran the timers (at most one per 500 ms)
   EpochMs last_log_sweep_ GUARDED_BY(turn_mu_) = 0;

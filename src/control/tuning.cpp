@@ -570,6 +570,7 @@ void Controller::SetTuningStatus(Turn& t, TuningJob& tuning, TuningJobStatus sta
   if (!IsLive(status)) {
     tuning.end_time = t.now;
     searches_.erase(ToLower(tuning.name));
+    completion_checked_.erase(ToLower(tuning.name));
   }
   t.tuning_jobs.insert(ToLower(tuning.name));
   TuningJobEvent(t, tuning, tuning.failure_reason);
@@ -586,8 +587,14 @@ void Controller::TuningJobEvent(Turn& t, const TuningJob& tuning, const std::str
 }
 
 void Controller::RunTuningJobs(Turn& t) {
-  for (auto& [key, tuning] : state_.tuning_jobs)
-    if (IsLive(tuning.status)) StepTuningJob(t, tuning);
+  // Every live job is stepped; the jobs after the one that last started a trial come first, so
+  // the turn's trial starts (Turn::trial_starts_left) go round the jobs that wait for them.
+  auto first = state_.tuning_jobs.upper_bound(tuning_start_cursor_);
+  std::vector<TuningJob*> order;
+  for (auto it = first; it != state_.tuning_jobs.end(); ++it) order.push_back(&it->second);
+  for (auto it = state_.tuning_jobs.begin(); it != first; ++it) order.push_back(&it->second);
+  for (TuningJob* tuning : order)
+    if (IsLive(tuning->status)) StepTuningJob(t, *tuning);
 }
 
 void Controller::StepTuningJob(Turn& t, TuningJob& tuning) {
@@ -638,7 +645,13 @@ void Controller::StepTuningJob(Turn& t, TuningJob& tuning) {
       StopTrial(t, rec, "Stopping: the tuning job's early stopping stopped this trial.");
     }
 
-  if (tuning.completion == tune::Completion::kNone) {
+  // The criteria read only the trials' states and objectives: asked again only when one changed.
+  std::vector<std::pair<int, std::optional<double>>> outcome;
+  outcome.reserve(trials.size());
+  for (const tune::Trial& trial : trials) outcome.emplace_back(static_cast<int>(trial.state), tune::ObjectiveOf(trial));
+  auto checked = completion_checked_.find(ToLower(tuning.name));
+  if (tuning.completion == tune::Completion::kNone && (checked == completion_checked_.end() || checked->second != outcome)) {
+    completion_checked_[ToLower(tuning.name)] = std::move(outcome);
     const tune::Completion done = search->Complete(trials);
     if (done != tune::Completion::kNone) {
       tuning.completion = done;
@@ -659,7 +672,10 @@ void Controller::StepTuningJob(Turn& t, TuningJob& tuning) {
     const bool under_max = tuning.search.max_trials <= 0 || static_cast<int>(trials.size()) < tuning.search.max_trials;
     return live < tuning.search.max_parallel && under_max;
   };
-  while (free_slot()) {
+  // At most Turn::trial_starts_left trials start in this turn, across all tuning jobs: asking the
+  // search and creating a training job is the costly part of a step, and MaxParallelTrainingJobs
+  // (up to 100) must not decide how long the turn holds the state lock.
+  while (t.trial_starts_left > 0 && free_slot()) {
     auto suggestion = search->Next(trials);
     if (!suggestion) break;
     if (Status st = StartTrial(t, tuning, *suggestion); !st.ok()) {
@@ -669,6 +685,8 @@ void Controller::StepTuningJob(Turn& t, TuningJob& tuning) {
       SetTuningStatus(t, tuning, TuningJobStatus::kFailed);
       return;
     }
+    --t.trial_starts_left;
+    tuning_start_cursor_ = ToLower(tuning.name);
     tune::Trial trial;
     trial.index = tuning.trials.back().index;
     trial.assignment = suggestion->assignment;

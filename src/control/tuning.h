@@ -38,6 +38,11 @@ struct TrialQueue {
 // turn): the share tags and the priority need the queue tag; the priority is 0..9999.
 StatusOr<TrialQueue> ParseTrialQueue(const Tags& tags);
 
+// At most this many trials start in one controller turn, across all tuning jobs: the turn's work
+// (a suggestion and a training job each) is bounded whatever their MaxParallelTrainingJobs, and
+// the rest start in the turns that follow, which come at once (docs/tuning.md, "Limits").
+inline constexpr int kTrialStartsPerTurn = 8;
+
 enum class TuningJobStatus { kInProgress, kCompleted, kFailed, kStopping, kStopped };
 const char* ToWire(TuningJobStatus s);
 std::optional<TuningJobStatus> ParseTuningJobStatus(const std::string& s);

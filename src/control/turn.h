@@ -60,6 +60,8 @@ class Controller::Turn {
   std::set<uint64_t> container_submitted_now;  // container jobs likewise
   // Something changed that may let a job start.
   bool reschedule = false;
+  // Trials the tuning jobs may still start in this turn (tuning.h, kTrialStartsPerTurn).
+  int trial_starts_left = kTrialStartsPerTurn;
 
   // Actions, carried out after the commit, in order.
   std::vector<std::string> discards;  // attempts whose earlier run's files go before `starts`

@@ -322,7 +322,8 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
                                      "events", "audit", "webhooks", "alarms", "scheduler", "s3", "regions", "console", "store", "ha", "cloudwatch"},
                                "the top level"));
   if (auto* s3 = root["s3"].as_table()) {
-    TY_RETURN_IF_ERROR(CheckKeys(*s3, {"enabled", "max_upload_bytes", "virtual_host_domains", "abort_incomplete_uploads_after_days"},
+    TY_RETURN_IF_ERROR(CheckKeys(*s3, {"enabled", "max_upload_bytes", "virtual_host_domains", "abort_incomplete_uploads_after_days",
+                                       "max_incomplete_upload_bytes_per_user"},
                                  "[s3]"));
     TY_RETURN_IF_ERROR(Read(*s3, "enabled", &c.s3.enabled, "s3."));
     TY_RETURN_IF_ERROR(Read(*s3, "max_upload_bytes", &c.s3.max_upload_bytes, "s3."));
@@ -334,6 +335,16 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     // S3's own ceiling for one PUT is 5 GiB; the body is held in memory while it is written.
     if (c.s3.max_upload_bytes < 1 || c.s3.max_upload_bytes > 5LL * 1024 * 1024 * 1024)
       return InvalidArgument("config: s3.max_upload_bytes must be between 1 and 5368709120 (5 GiB)");
+    TY_RETURN_IF_ERROR(
+        Read(*s3, "max_incomplete_upload_bytes_per_user", &c.s3.max_incomplete_upload_bytes_per_user, "s3."));
+    // At least one part of the largest size a request may carry; at most S3's largest object.
+    constexpr int64_t kMaxObjectBytes = 5LL << 40;
+    if (c.s3.max_incomplete_upload_bytes_per_user != 0 &&
+        (c.s3.max_incomplete_upload_bytes_per_user < c.s3.max_upload_bytes ||
+         c.s3.max_incomplete_upload_bytes_per_user > kMaxObjectBytes))
+      return InvalidArgument("config: s3.max_incomplete_upload_bytes_per_user must be 0 (no quota) or between "
+                             "s3.max_upload_bytes (" + std::to_string(c.s3.max_upload_bytes) + ") and " +
+                             std::to_string(kMaxObjectBytes) + " (5 TiB)");
     for (const std::string& d : c.s3.virtual_host_domains)
       if (d.empty() || d.front() == '.' || d.find_first_of(":/ ") != std::string::npos)
         return InvalidArgument("config: s3.virtual_host_domains: '" + d + "' is not a host name (no port, no scheme)");

@@ -114,6 +114,9 @@ struct S3Config {
   // Multipart uploads initiated longer ago than this are aborted (S3's lifecycle rule
   // AbortIncompleteMultipartUpload, for every bucket); 0 = never.
   int64_t abort_incomplete_uploads_after_days = 7;
+  // The bytes the parts of one user's (or one role's) incomplete multipart uploads may hold
+  // together; an UploadPart past it is refused with QuotaExceeded. 0 = no quota.
+  int64_t max_incomplete_upload_bytes_per_user = 64LL << 30;
 };
 
 // A webhook that receives events (docs/events.md): every stored event that passes all the given

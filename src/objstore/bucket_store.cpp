@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 
 #include "core/object_key.h"
 #include "core/strings.h"
+#include "core/thread_annotations.h"
 #include "objstore/dir_walk.h"
 #include "objstore/names.h"
 
@@ -409,6 +411,41 @@ bool IsUploadId(std::string_view id) {
          std::all_of(id.begin(), id.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
+std::string Mib(int64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+
+// Whether a write of `bytes` may start (SpaceLimits::reserve_bytes): the file system's free space
+// less the writes already admitted and this one stays at or above the reserve. An unknown free
+// space (-1) admits it. Pure.
+Status AdmitWrite(const SpaceLimits& limits, int64_t free_bytes, int64_t writing, int64_t bytes, const std::string& what) {
+  if (limits.reserve_bytes <= 0 || free_bytes < 0) return Status::Ok();
+  const int64_t left = free_bytes - writing - bytes;
+  if (left >= limits.reserve_bytes) return Status::Ok();
+  return S3Error(Code::kLimitExceeded, "InsufficientStorage",
+                 what + " (" + std::to_string(bytes) + " bytes) would leave the data dir's file system with less free "
+                 "space than its reserve of " + Mib(limits.reserve_bytes) + " ([server] data_dir_reserve_mib; " +
+                 Mib(std::max<int64_t>(free_bytes - writing, 0)) + " free beside the writes in progress): delete "
+                 "objects or abort incomplete multipart uploads, or retry once space is freed");
+}
+
+// Whether an UploadPart of `bytes` may start (SpaceLimits::upload_bytes_per_initiator): `held`
+// counts its initiator's incomplete uploads' parts (less the part it replaces) and the parts it
+// is writing now. Pure.
+Status AdmitPart(const SpaceLimits& limits, const std::string& initiator, int64_t held, int64_t bytes) {
+  if (limits.upload_bytes_per_initiator <= 0 || held + bytes <= limits.upload_bytes_per_initiator) return Status::Ok();
+  return S3Error(Code::kLimitExceeded, "QuotaExceeded",
+                 "the incomplete multipart uploads of " + (initiator.empty() ? std::string("this caller") : initiator) +
+                 " hold " + std::to_string(held) + " bytes; this part of " + std::to_string(bytes) +
+                 " bytes would take them past the quota of " + std::to_string(limits.upload_bytes_per_initiator) +
+                 " bytes ([s3] max_incomplete_upload_bytes_per_user): complete or abort uploads "
+                 "(ListMultipartUploads lists them) first");
+}
+
+int64_t StatvfsFree(const std::string& dir) {
+  struct statvfs v {};
+  if (::statvfs(dir.c_str(), &v) != 0) return -1;
+  return static_cast<int64_t>(v.f_bavail) * static_cast<int64_t>(v.f_frsize);
+}
+
 class DirReader : public ObjectReader {
  public:
   DirReader(Fd fd, ObjectMeta meta) : fd_(std::move(fd)), meta_(std::move(meta)) {}
@@ -437,13 +474,16 @@ class DirReader : public ObjectReader {
   const ObjectMeta meta_;
 };
 
-// The directory store's buckets as S3 sees them. Thread-safe: it holds no mutable state; every
-// call works on descriptors it opens itself, and concurrent writers meet only in renames.
+// The directory store's buckets as S3 sees them. Thread-safe: every call works on descriptors it
+// opens itself, and concurrent writers meet only in renames; the one mutable state, the space
+// accounting (SpaceLimits), is guarded by space_mu_ and never held across a write.
 class DirBucketStore : public BucketStore {
  public:
-  explicit DirBucketStore(std::string root) : root_(std::move(root)) {
+  DirBucketStore(std::string root, SpaceLimits limits, FreeSpaceProbe free_space)
+      : root_(std::move(root)), limits_(limits), free_space_(std::move(free_space)) {
     std::error_code ec;
     std::filesystem::create_directories(root_, ec);
+    if (!free_space_) free_space_ = [dir = root_] { return StatvfsFree(dir); };
   }
 
   StatusOr<std::vector<BucketInfo>> ListBuckets() override {
@@ -522,6 +562,8 @@ class DirBucketStore : public BucketStore {
     TY_RETURN_IF_ERROR(CheckKey(bucket, key));
     auto digest = DigestBeforeWriting(data, content_md5);
     if (!digest.ok()) return digest.status();
+    auto admitted = Admit(static_cast<int64_t>(data.size()), "writing " + Where(bucket, key));
+    if (!admitted.ok()) return admitted.status();
     auto out = Pending(bucket, key);
     if (!out.ok()) return out.status();
     auto written = WriteDigested(**out, data, *digest);
@@ -573,6 +615,8 @@ class DirBucketStore : public BucketStore {
     if (!src.ok()) return src.status();
     const ObjectMeta& from = src->second;
     ObjectAttributes attributes = replace ? *replace : from.attributes;
+    auto admitted = Admit(from.size, "copying to " + Where(bucket, key));
+    if (!admitted.ok()) return admitted.status();
     auto out = Pending(bucket, key);
     if (!out.ok()) return out.status();
     // A single-part source's ETag is the MD5 of the content, which the copy shares. A copy of a
@@ -678,7 +722,7 @@ class DirBucketStore : public BucketStore {
   }
 
   StatusOr<std::string> CreateMultipartUpload(const std::string& bucket, const std::string& key,
-                                              const ObjectAttributes& attributes) override {
+                                              const ObjectAttributes& attributes, const std::string& initiator) override {
     TY_RETURN_IF_ERROR(CheckKey(bucket, key));
     auto b = Bucket(bucket);
     if (!b.ok()) return b.status();
@@ -696,13 +740,19 @@ class DirBucketStore : public BucketStore {
                                           json{{"bucket", bucket},
                                                {"key", key},
                                                {"attributes", AttributesJson(attributes)},
-                                               {"initiated_ms", MtimeMs(st)}}
+                                               {"initiated_ms", MtimeMs(st)},
+                                               {"initiator", initiator}}
                                               .dump(),
                                           "the upload to " + Where(bucket, key))
                          : S3Error(Code::kInternal, "InternalError", std::strerror(errno));
     if (!written.ok() || !SyncDir(uploads.get())) {
       RemoveUpload(id);
       return written.ok() ? S3Error(Code::kInternal, "InternalError", "cannot make the upload durable") : written;
+    }
+    {
+      MutexLock lock(space_mu_);
+      LoadUsage();
+      usage_[id].initiator = initiator;
     }
     return id;
   }
@@ -719,6 +769,11 @@ class DirBucketStore : public BucketStore {
     if (!upload.ok()) return upload.status();
     auto digest = DigestBeforeWriting(data, content_md5);
     if (!digest.ok()) return digest.status();
+    const std::string initiator = upload->record.value("initiator", "");
+    auto admitted = Admit(static_cast<int64_t>(data.size()),
+                          "part " + std::to_string(part_number) + " of the upload " + upload_id + " to " + Where(bucket, key),
+                          PartOf{&initiator, &upload_id, part_number});
+    if (!admitted.ok()) return admitted.status();
     auto out = PendingFile::Create(std::move(upload->dir), PartName(part_number),
                                    "the upload " + upload_id + " to " + Where(bucket, key),
                                    S3Error(Code::kNotFound, "NoSuchUpload",
@@ -729,6 +784,11 @@ class DirBucketStore : public BucketStore {
     std::string etag = ToHex(*written);
     auto st = (*out)->Commit(etag, {});
     if (!st.ok()) return st.status();
+    {
+      MutexLock lock(space_mu_);
+      // An upload aborted or completed meanwhile took its parts with it.
+      if (auto u = usage_.find(upload_id); u != usage_.end()) u->second.parts[part_number] = static_cast<int64_t>(st->st_size);
+    }
     return etag;
   }
 
@@ -762,7 +822,8 @@ class DirBucketStore : public BucketStore {
       Fd dir(::openat(::dirfd(d), e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       auto record = dir.ok() ? ReadRecord(dir.get()) : StatusOr<json>(NotFound(""));
       if (!record.ok() || (*record)["bucket"] != bucket) continue;
-      out.push_back(UploadInfo{(*record)["key"].get<std::string>(), e->d_name, (*record)["initiated_ms"].get<int64_t>()});
+      out.push_back(UploadInfo{(*record)["key"].get<std::string>(), e->d_name, (*record)["initiated_ms"].get<int64_t>(),
+                               record->value("initiator", "")});
     }
     ::closedir(d);
     std::sort(out.begin(), out.end(), [](const UploadInfo& a, const UploadInfo& b) {
@@ -847,6 +908,12 @@ class DirBucketStore : public BucketStore {
       for (size_t k = 0; k + 1 < it->second.info.etag.size(); k += 2)
         digests += static_cast<char>(HexDigitValue(it->second.info.etag[k]) * 16 + HexDigitValue(it->second.info.etag[k + 1]));
     }
+    int64_t total = 0;
+    for (const auto& [number, etag] : parts) total += uploaded->at(number).info.size;
+    // The object is written whole before the parts go (a copy where the file system cannot share
+    // their blocks): for a moment it takes their size again.
+    auto admitted = Admit(total, "completing the upload " + upload_id + " to " + Where(bucket, key));
+    if (!admitted.ok()) return admitted.status();
     auto out = Pending(bucket, key);
     if (!out.ok()) return out.status();
     for (const auto& [number, etag] : parts) {
@@ -1145,20 +1212,136 @@ class DirBucketStore : public BucketStore {
       ::closedir(d);
       if (::unlinkat(uploads.get(), id.c_str(), AT_REMOVEDIR) == 0) {
         (void)SyncDir(uploads.get());  // an upload that comes back after a crash can still be aborted
+        Forget(id);
         return true;
       }
-      if (errno != ENOTEMPTY && errno != EEXIST) return errno == ENOENT;
+      if (errno != ENOTEMPTY && errno != EEXIST) {
+        if (errno == ENOENT) Forget(id);
+        return errno == ENOENT;
+      }
     }
     return false;
   }
 
+  void Forget(const std::string& id) const {
+    MutexLock lock(space_mu_);
+    usage_.erase(id);
+  }
+
+  // ---- Space accounting (SpaceLimits) ----
+
+  // The part an UploadPart writes: its upload's initiator and id, and its number.
+  struct PartOf {
+    const std::string* initiator = nullptr;  // null: not a part
+    const std::string* upload_id = nullptr;
+    int part_number = 0;
+  };
+
+  // A write's bytes, counted among the writes in progress until it ends (committed or not).
+  class Admission {
+   public:
+    Admission(const DirBucketStore* store, int64_t bytes, std::string initiator, bool part)
+        : store_(store), bytes_(bytes), initiator_(std::move(initiator)), part_(part) {}
+    Admission(Admission&& o) noexcept
+        : store_(std::exchange(o.store_, nullptr)), bytes_(o.bytes_), initiator_(std::move(o.initiator_)), part_(o.part_) {}
+    Admission(const Admission&) = delete;
+    Admission& operator=(const Admission&) = delete;
+    Admission& operator=(Admission&&) = delete;
+    ~Admission() {
+      if (!store_) return;
+      MutexLock lock(store_->space_mu_);
+      store_->writing_ -= bytes_;
+      if (part_ && (store_->writing_parts_[initiator_] -= bytes_) <= 0) store_->writing_parts_.erase(initiator_);
+    }
+
+   private:
+    const DirBucketStore* store_;
+    int64_t bytes_;
+    std::string initiator_;
+    bool part_;
+  };
+
+  // Admits a write of `bytes` (`what` names it in a refusal) under the reserve and, for a part,
+  // its initiator's quota; the space is counted as taken until the Admission ends.
+  StatusOr<Admission> Admit(int64_t bytes, const std::string& what) const { return Admit(bytes, what, PartOf{}); }
+  StatusOr<Admission> Admit(int64_t bytes, const std::string& what, PartOf part) const {
+    MutexLock lock(space_mu_);
+    const int64_t free_bytes = limits_.reserve_bytes > 0 ? free_space_() : -1;
+    TY_RETURN_IF_ERROR(AdmitWrite(limits_, free_bytes, writing_, bytes, what));
+    if (part.initiator) {
+      LoadUsage();
+      int64_t held = 0;
+      if (auto w = writing_parts_.find(*part.initiator); w != writing_parts_.end()) held += w->second;
+      for (const auto& [id, u] : usage_) {
+        if (u.initiator != *part.initiator) continue;
+        for (const auto& [number, size] : u.parts)
+          if (id != *part.upload_id || number != part.part_number) held += size;  // the part it replaces goes
+      }
+      TY_RETURN_IF_ERROR(AdmitPart(limits_, *part.initiator, held, bytes));
+      writing_parts_[*part.initiator] += bytes;
+    }
+    writing_ += bytes;
+    return Admission(this, bytes, part.initiator ? *part.initiator : "", part.initiator != nullptr);
+  }
+
+  // Reads what the incomplete uploads hold from <root>/.uploads, once (the store is then the only
+  // writer there and keeps it up to date).
+  void LoadUsage() const REQUIRES(space_mu_) {
+    if (usage_loaded_) return;
+    usage_loaded_ = true;
+    Fd root = Root();
+    int readable = root.ok() ? ::openat(root.get(), kUploadsDir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    DIR* d = readable >= 0 ? ::fdopendir(readable) : nullptr;
+    if (!d) {
+      if (readable >= 0) ::close(readable);
+      return;
+    }
+    while (dirent* e = ::readdir(d)) {
+      if (!IsUploadId(e->d_name)) continue;
+      int dir = ::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      DIR* parts = dir >= 0 ? ::fdopendir(dir) : nullptr;
+      if (!parts) {
+        if (dir >= 0) ::close(dir);
+        continue;
+      }
+      auto record = ReadRecord(::dirfd(parts));
+      if (record.ok()) {
+        UploadUsage& u = usage_[e->d_name];
+        u.initiator = record->value("initiator", "");
+        while (dirent* p = ::readdir(parts)) {
+          struct stat st;
+          if (int n = PartNumberOf(p->d_name); n > 0 && ::fstatat(::dirfd(parts), p->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                                               S_ISREG(st.st_mode))
+            u.parts[n] = static_cast<int64_t>(st.st_size);
+        }
+      }
+      ::closedir(parts);
+    }
+    ::closedir(d);
+  }
+
   // Constant after construction.
   const std::string root_;
+  const SpaceLimits limits_;
+  FreeSpaceProbe free_space_;
+
+  // What an incomplete upload holds: who started it and its parts' sizes by number.
+  struct UploadUsage {
+    std::string initiator;
+    std::map<int, int64_t> parts;
+  };
+  mutable Mutex space_mu_;
+  mutable bool usage_loaded_ GUARDED_BY(space_mu_) = false;
+  mutable std::map<std::string, UploadUsage> usage_ GUARDED_BY(space_mu_);  // by upload id
+  mutable int64_t writing_ GUARDED_BY(space_mu_) = 0;                        // bytes of writes admitted, not yet ended
+  mutable std::map<std::string, int64_t> writing_parts_ GUARDED_BY(space_mu_);  // of which parts, by initiator
 };
 
 }  // namespace
 
-std::unique_ptr<BucketStore> NewBucketStore(std::string root) { return std::make_unique<DirBucketStore>(std::move(root)); }
+std::unique_ptr<BucketStore> NewBucketStore(std::string root, SpaceLimits limits, FreeSpaceProbe free_space) {
+  return std::make_unique<DirBucketStore>(std::move(root), limits, std::move(free_space));
+}
 
 std::string S3Code(const Status& status) {
   const std::string& m = status.message();

@@ -19,11 +19,13 @@
 // (S3Code() reads it back), e.g. "NoSuchKey: s3://b/k does not exist". Codes used: NoSuchBucket,
 // NoSuchKey, NoSuchUpload, BucketNotEmpty, BucketAlreadyOwnedByYou, InvalidBucketName,
 // KeyTooLongError, InvalidArgument, InvalidPart, InvalidPartOrder, EntityTooSmall, BadDigest,
-// InvalidRange, InternalError. The Status code is the matching kind (NotFound, AlreadyExists,
-// FailedPrecondition, InvalidArgument, Internal).
+// InvalidRange, InternalError, InsufficientStorage, QuotaExceeded (SpaceLimits). The Status code
+// is the matching kind (NotFound, AlreadyExists, FailedPrecondition, InvalidArgument,
+// LimitExceeded, Internal).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -85,7 +87,27 @@ struct UploadInfo {
   std::string key;
   std::string upload_id;
   int64_t initiated_ms = 0;
+  std::string initiator;  // who started it (CreateMultipartUpload's `initiator`)
 };
+
+// How much of their file system the buckets may take (docs/object-store.md, "Space"). Both
+// limits are checked before a byte is written, counting the writes already in progress, so
+// concurrent writers cannot together pass them:
+//  - `reserve_bytes`: a write (PutObject, UploadPart, CopyObject, CompleteMultipartUpload) that
+//    would leave the file system with less free space than this is refused with
+//    InsufficientStorage. The server's data dir reserve: what the buckets write never takes the
+//    disk under the level at which jobs stop starting (control/disk_reserve.cpp).
+//  - `upload_bytes_per_initiator`: an UploadPart that would take the parts held by its
+//    initiator's incomplete uploads past this is refused with QuotaExceeded.
+// 0 turns either off.
+struct SpaceLimits {
+  int64_t reserve_bytes = 0;
+  int64_t upload_bytes_per_initiator = 0;
+};
+
+// The free space, in bytes, of the file system the buckets are on (for an unprivileged writer);
+// -1 when it cannot be read (writes are then let through: the write itself fails on a full disk).
+using FreeSpaceProbe = std::function<int64_t()>;
 
 // ListMultipartUploads' inputs. Uploads are listed in (key, upload id) order; an upload id begins
 // with its initiation time, so the uploads of one key come in the order they were started.
@@ -149,8 +171,11 @@ class BucketStore {
 
   // Multipart uploads. Parts are kept under <root>/.uploads/ (not a valid bucket name, so never
   // listed as one) until Complete or Abort; an upload id names exactly one bucket and key.
+  // `initiator`: who starts it (the S3 endpoint: the caller's quota identity), recorded with the
+  // upload; its parts count against that initiator's SpaceLimits::upload_bytes_per_initiator.
   virtual StatusOr<std::string> CreateMultipartUpload(const std::string& bucket, const std::string& key,
-                                                      const ObjectAttributes& attributes) = 0;
+                                                      const ObjectAttributes& attributes,
+                                                      const std::string& initiator = "") = 0;
   // part_number 1..10000; a part sent again replaces the earlier one. Returns the part's ETag.
   virtual StatusOr<std::string> UploadPart(const std::string& bucket, const std::string& key,
                                            const std::string& upload_id, int part_number, std::string_view data,
@@ -176,8 +201,9 @@ class BucketStore {
   virtual SweepResult Sweep(int64_t temp_before_ms, std::optional<int64_t> uploads_before_ms) = 0;
 };
 
-// The store for `root` (<data_dir>/buckets), made if missing.
-std::unique_ptr<BucketStore> NewBucketStore(std::string root);
+// The store for `root` (<data_dir>/buckets), made if missing. `free_space`: null measures the
+// file system of `root` (statvfs); tests give their own.
+std::unique_ptr<BucketStore> NewBucketStore(std::string root, SpaceLimits limits = {}, FreeSpaceProbe free_space = nullptr);
 
 // The S3 error code a BucketStore status carries ("NoSuchKey"), or "InternalError".
 std::string S3Code(const Status& status);

@@ -1,7 +1,8 @@
 """Jobs that try to take the server down through what they write: a million metric lines (every
-read of the series must stay paged and the server's memory bounded), and a job that fills the
-data dir's file system (the server must stay up, fail that job, hold back starts while the disk
-is short, and start again on a full disk after kill -9)."""
+read of the series must stay paged and the server's memory bounded), a job that fills the data
+dir's file system (the server must stay up, fail that job, hold back starts while the disk is
+short, and start again on a full disk after kill -9), and a multipart upload left incomplete
+(its parts stop at the reserve, and jobs still start)."""
 import os
 import subprocess
 import tempfile
@@ -195,6 +196,29 @@ class DataDirFillerTest(ServerTest):
         self.assertEqual(tj["TrainingJobStatus"], "InProgress")
         os.unlink(ballast)
         self.assertEqual(self.wait_training("waiter")["TrainingJobStatus"], "Completed")
+
+    def test_an_incomplete_upload_stops_at_the_reserve_and_jobs_still_start(self):
+        import botocore.exceptions
+        s3 = self.server.client("s3")
+        s3.create_bucket(Bucket="filler")
+        upload = s3.create_multipart_upload(Bucket="filler", Key="never-completed")["UploadId"]
+        part = b"\x5a" * (4 << 20)
+        for number in range(1, 64):  # 64 MiB of tmpfs: it runs out well before that
+            try:
+                s3.upload_part(Bucket="filler", Key="never-completed", UploadId=upload, PartNumber=number, Body=part)
+            except botocore.exceptions.ClientError as e:
+                self.assertEqual(e.response["Error"]["Code"], "InsufficientStorage", e.response)
+                self.assertEqual(e.response["ResponseMetadata"]["HTTPStatusCode"], 507)
+                self.assertIn(f"reserve of {RESERVE_MIB} MiB", e.response["Error"]["Message"])
+                break
+        else:
+            self.fail("every part was taken")
+        self.assertGreater(number, 2)  # the parts that fitted above the reserve were taken
+        self.assertGreaterEqual(self.free_bytes(), RESERVE_MIB << 20)
+        # The upload is left incomplete (as for the 7 days before it is aborted): jobs still start.
+        self.sm.create_training_job(**self.command_payload("after-upload", "echo fine"))
+        self.assertEqual(self.wait_training("after-upload")["TrainingJobStatus"], "Completed")
+        self.assertNotIn("no job starts until space is freed", self.server.read_log())
 
     def test_a_full_disk_neither_loses_what_was_acknowledged_nor_stops_a_restart(self):
         self.sm.create_training_job(**self.command_payload("before", "echo before"))

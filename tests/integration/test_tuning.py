@@ -267,12 +267,21 @@ class TuningTest(harness.ServerTest):
             ("unknown objective", self.config(HyperParameterTuningJobObjective={"Type": "Maximize", "MetricName": "nope"})),
             ("bad range", self.config(ParameterRanges={"IntegerParameterRanges": [{"Name": "x", "MinValue": "5", "MaxValue": "1"}]})),
             ("grid with continuous", self.config("Grid")),
+            # AWS's caps (docs/tuning.md, "Limits"): the review's 10^9 / 10^6 used to loop the
+            # creating turn until the server was killed.
+            ("a billion trials", self.config("Random", max_jobs=10 ** 9, parallel=10 ** 6)),
+            ("parallel above 100", self.config("Random", max_jobs=750, parallel=101)),
+            ("runtime above the model's range", self.config(ResourceLimits={
+                "MaxNumberOfTrainingJobs": 4, "MaxParallelTrainingJobs": 2, "MaxRuntimeInSeconds": 10 ** 9})),
         ]
         for why, config in bad:
             with self.subTest(why):
                 with self.assertRaises(botocore.exceptions.ClientError) as e:
                     self.create("tune-bad", config)
                 self.assertEqual(e.exception.response["Error"]["Code"], "ValidationException")
+                if why == "a billion trials":
+                    self.assertIn("MaxNumberOfTrainingJobs must be between 1 and 750",
+                                  e.exception.response["Error"]["Message"])
         with self.assertRaises(botocore.exceptions.ClientError) as e:
             self.create("tune-bad", self.config(), self.definition(x="1"))  # static and tuned
         self.assertIn("StaticHyperParameters", e.exception.response["Error"]["Message"])

@@ -824,5 +824,91 @@ TEST_F(BucketStoreTest, SweeperThreadSweepsAtStartAndStopsWithoutWaitingForTheHo
   EXPECT_FALSE(fs::exists(root_ / "data/.ty-tmp-a"));
 }
 
+// ---- Space limits (SpaceLimits; docs/object-store.md, "Space") ----
+
+constexpr int64_t kMiB = 1 << 20;
+
+// A store on a small file system: its free space is `capacity` less what the bucket root holds
+// (every file, parts and temporary files included), as statvfs would say.
+class BucketSpaceTest : public BucketStoreTest {
+ protected:
+  void Open(SpaceLimits limits, int64_t capacity) {
+    store_ = NewBucketStore(root_.string(), limits, [this, capacity] { return capacity - BytesUnder(root_); });
+  }
+  static int64_t BytesUnder(const fs::path& dir) {
+    int64_t n = 0;
+    for (auto& e : fs::recursive_directory_iterator(dir))
+      if (e.is_regular_file()) n += static_cast<int64_t>(e.file_size());
+    return n;
+  }
+  std::string Upload(const std::string& key, const std::string& initiator) {
+    auto id = store_->CreateMultipartUpload("data", key, {}, initiator);
+    EXPECT_TRUE(id.ok()) << id.status().message();
+    return id.ok() ? *id : "";
+  }
+  StatusOr<std::string> Part(const std::string& key, const std::string& id, int number, int64_t bytes) {
+    return store_->UploadPart("data", key, id, number, std::string(static_cast<size_t>(bytes), 'p'));
+  }
+};
+
+TEST_F(BucketSpaceTest, PartsAndObjectsAreRefusedBeforeTheyTakeTheDiskUnderTheReserve) {
+  // reserve 64 MiB; the file system holds 64 + 20 MiB: 20 MiB for the buckets, less what is there.
+  Open({64 * kMiB, 0}, 84 * kMiB - BytesUnder(root_));
+  const std::string id = Upload("big", "arn:aws:iam::000000000000:user/alice");
+  ASSERT_TRUE(Part("big", id, 1, 8 * kMiB).ok());
+  ASSERT_TRUE(Part("big", id, 2, 8 * kMiB).ok());  // 4 MiB left above the reserve
+  auto third = Part("big", id, 3, 8 * kMiB);
+  ASSERT_FALSE(third.ok());
+  EXPECT_EQ(S3Code(third.status()), "InsufficientStorage");
+  EXPECT_NE(third.status().message().find("reserve of 64 MiB ([server] data_dir_reserve_mib"), std::string::npos)
+      << third.status().message();
+  auto parts = store_->ListParts("data", "big", id);
+  ASSERT_TRUE(parts.ok());
+  EXPECT_EQ(parts->size(), 2u);  // the refused part left nothing behind
+  EXPECT_EQ(S3Code(store_->PutObject("data", "obj", std::string(5 * kMiB, 'o'), {}).status()), "InsufficientStorage");
+  EXPECT_TRUE(store_->PutObject("data", "small", std::string(kMiB, 's'), {}).ok());
+  // Completing writes the object before the parts go: 16 MiB more for a moment, which is not there.
+  auto done = store_->CompleteMultipartUpload("data", "big", id, {{1, Md5Hex(std::string(8 * kMiB, 'p'))},
+                                                                  {2, Md5Hex(std::string(8 * kMiB, 'p'))}});
+  EXPECT_EQ(S3Code(done.status()), "InsufficientStorage");
+  EXPECT_FALSE(store_->HeadObject("data", "big").ok());
+  // Aborting gives the space back.
+  ASSERT_TRUE(store_->AbortMultipartUpload("data", "big", id).ok());
+  EXPECT_TRUE(store_->PutObject("data", "obj", std::string(16 * kMiB, 'o'), {}).ok());
+}
+
+TEST_F(BucketSpaceTest, AnInitiatorsIncompleteUploadsAreHeldToItsQuota) {
+  const std::string alice = "arn:aws:iam::000000000000:user/alice", bob = "arn:aws:iam::000000000000:user/bob";
+  Open({0, 3 * kMiB}, -1);  // quota 3 MiB; no reserve
+  const std::string a = Upload("a", alice), b = Upload("b", alice), c = Upload("c", bob);
+  // alice: a holds 1 + 1 MiB
+  ASSERT_TRUE(Part("a", a, 1, kMiB).ok());
+  ASSERT_TRUE(Part("a", a, 2, kMiB).ok());
+  ASSERT_TRUE(Part("a", a, 2, kMiB).ok());  // sent again: replaces, 2 MiB still
+  ASSERT_TRUE(Part("b", b, 1, kMiB).ok());  // 3 MiB: at the quota
+  auto over = Part("b", b, 2, 1);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(S3Code(over.status()), "QuotaExceeded");
+  EXPECT_NE(over.status().message().find(alice + " hold 3145728 bytes"), std::string::npos) << over.status().message();
+  EXPECT_NE(over.status().message().find("quota of 3145728 bytes ([s3] max_incomplete_upload_bytes_per_user)"),
+            std::string::npos) << over.status().message();
+  EXPECT_TRUE(Part("c", c, 1, 3 * kMiB).ok());  // bob's quota is his own
+  // The store opened again on the same buckets (a restart) counts what the uploads hold.
+  Open({0, 3 * kMiB}, -1);
+  EXPECT_EQ(S3Code(Part("b", b, 2, 1).status()), "QuotaExceeded");
+  EXPECT_EQ(S3Code(Part("c", c, 2, 1).status()), "QuotaExceeded");
+  // Aborting or completing an upload gives its bytes back.
+  ASSERT_TRUE(store_->AbortMultipartUpload("data", "a", a).ok());
+  ASSERT_TRUE(Part("b", b, 2, 2 * kMiB).ok());
+  ASSERT_TRUE(store_->CompleteMultipartUpload("data", "c", c, {{1, Md5Hex(std::string(3 * kMiB, 'p'))}}).ok());
+  const std::string d = Upload("d", bob);
+  EXPECT_TRUE(Part("d", d, 1, 3 * kMiB).ok());
+  auto uploads = store_->ListMultipartUploads("data", {});
+  ASSERT_TRUE(uploads.ok());
+  ASSERT_EQ(uploads->uploads.size(), 2u);  // b and d, in key order
+  EXPECT_EQ(uploads->uploads[0].initiator, alice);
+  EXPECT_EQ(uploads->uploads[1].initiator, bob);
+}
+
 }  // namespace
 }  // namespace ty::objstore

@@ -152,6 +152,56 @@ TEST_F(TuningControllerTest, RefusalsChangeNothing) {
   EXPECT_EQ(c_->DeleteTuningJob("t").code(), Code::kAlreadyExists);  // live: ResourceInUse
 }
 
+TEST_F(TuningControllerTest, ResourceLimitsAboveSageMakersCapsAreRefusedAndStoreNothing) {
+  // The review's request: MaxNumberOfTrainingJobs 10^9, MaxParallelTrainingJobs 10^6.
+  auto huge = Create(TuningRequest("huge", 1'000'000'000, 1'000'000));
+  ASSERT_EQ(huge.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(huge.status().message().find("ResourceLimits.MaxNumberOfTrainingJobs must be between 1 and 750"),
+            std::string::npos) << huge.status().message();
+  auto parallel = Create(TuningRequest("parallel", 750, 101));
+  ASSERT_EQ(parallel.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(parallel.status().message().find("ResourceLimits.MaxParallelTrainingJobs must be between 1 and 100"),
+            std::string::npos) << parallel.status().message();
+  json grid = TuningRequest("grid", 1, 1);
+  grid["HyperParameterTuningJobConfig"]["Strategy"] = "Grid";
+  grid["HyperParameterTuningJobConfig"]["ResourceLimits"].erase("MaxNumberOfTrainingJobs");
+  json values = json::array();
+  for (int v = 0; v < 30; ++v) values.push_back(std::to_string(v));
+  grid["HyperParameterTuningJobConfig"]["ParameterRanges"] = {
+      {"CategoricalParameterRanges", {{{"Name", "a"}, {"Values", values}}, {{"Name", "b"}, {"Values", values}}}}};
+  auto too_big = Create(grid);  // 900 combinations, and no MaxNumberOfTrainingJobs to stop at 750
+  ASSERT_EQ(too_big.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(too_big.status().message().find("the grid's 900 combinations"), std::string::npos) << too_big.status().message();
+  EXPECT_EQ(c_->Read([](const State& s) { return s.tuning_jobs.size() + s.training_jobs.size(); }), 0u);
+}
+
+// The largest tuning job SageMaker allows starts kTrialStartsPerTurn (8) trials a turn, not 100 in
+// the creating turn: the turn's work does not grow with MaxParallelTrainingJobs.
+TEST_F(TuningControllerTest, AMaximalTuningJobStartsABoundedNumberOfTrialsEachTurn) {
+  ASSERT_TRUE(Create(TuningRequest("big", 750, 100)).ok());
+  EXPECT_EQ(Tuning("big").trials.size(), 8u);  // the creating turn
+  for (size_t turn = 1; turn <= 13; ++turn) {
+    c_->Step();  // the clock does not move: these are the turns that follow at once
+    // trials: 16, 24, ..., 96, then the 100th (MaxParallelTrainingJobs)
+    EXPECT_EQ(Tuning("big").trials.size(), std::min<size_t>(8 * (turn + 1), 100)) << "turn " << turn;
+  }
+  EXPECT_EQ(c_->Read([](const State& s) { return s.training_jobs.size(); }), 100u);
+}
+
+TEST_F(TuningControllerTest, TrialStartsGoRoundTheTuningJobsThatWaitForThem) {
+  ASSERT_TRUE(Create(TuningRequest("a", 750, 100)).ok());
+  ASSERT_TRUE(Create(TuningRequest("b", 750, 100)).ok());  // its creating turn's 8 are b's
+  // trials: a 8, b 8; then a turn each, in turn
+  EXPECT_EQ(Tuning("a").trials.size(), 8u);
+  EXPECT_EQ(Tuning("b").trials.size(), 8u);
+  c_->Step();
+  EXPECT_EQ(Tuning("a").trials.size(), 16u);
+  EXPECT_EQ(Tuning("b").trials.size(), 8u);
+  c_->Step();
+  EXPECT_EQ(Tuning("a").trials.size(), 16u);
+  EXPECT_EQ(Tuning("b").trials.size(), 16u);
+}
+
 // Hyperband, MinResource 1, MaxResource 9: rungs 1, 3, 9; fresh trials take brackets 0 1 0 2 0 1 0
 // 2 0 1 0 ... (bracket 0 starts at rung 1, bracket 1 at 3, bracket 2 at 9). One trial at a time.
 json HyperbandRequest(const std::string& name) {
