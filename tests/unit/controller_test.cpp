@@ -491,11 +491,11 @@ TEST(WarmPoolRules, MatchKeyIgnoresHyperparametersKeepAliveAndListOrder) {
   b["ResourceConfig"]["KeepAlivePeriodInSeconds"] = 60;
   b["VpcConfig"]["SecurityGroupIds"] = {"sg-2", "sg-1"};
   b["Environment"] = {{"X", "1"}};
-  EXPECT_EQ(WarmPoolMatchKey(a), WarmPoolMatchKey(b));
+  EXPECT_EQ(WarmPoolMatchKey(a, "u"), WarmPoolMatchKey(b, "u"));
 }
 
 TEST(WarmPoolRules, EveryMatchingCriterionSeparatesPools) {
-  const std::string base = WarmPoolMatchKey(WarmRequest());
+  const std::string base = WarmPoolMatchKey(WarmRequest(), "arn:aws:iam::000000000000:user/a");
   std::vector<std::function<void(json&)>> changes = {
       [](json& r) { r["RoleArn"] = "arn:aws:iam::000000000000:role/Other"; },
       [](json& r) { r["ResourceConfig"]["InstanceType"] = "ml.m5.xlarge"; },
@@ -510,8 +510,14 @@ TEST(WarmPoolRules, EveryMatchingCriterionSeparatesPools) {
   for (size_t i = 0; i < changes.size(); ++i) {
     json r = WarmRequest();
     changes[i](r);
-    EXPECT_NE(WarmPoolMatchKey(r), base) << "change " << i;
+    EXPECT_NE(WarmPoolMatchKey(r, "arn:aws:iam::000000000000:user/a"), base) << "change " << i;
   }
+}
+
+TEST(WarmPoolRules, APoolMatchesOnlyJobsOfItsOwner) {
+  // Same request, another submitter: the pool's workspaces hold what the first one's jobs left.
+  EXPECT_NE(WarmPoolMatchKey(WarmRequest(), "arn:aws:iam::000000000000:user/c"),
+            WarmPoolMatchKey(WarmRequest(), "arn:aws:iam::000000000000:user/a"));
 }
 
 TEST(WarmPoolRules, PoolsAreKeptAfterSuccessStopsAndAlgorithmErrorsOnly) {
