@@ -471,11 +471,15 @@ Status Authorizer::CheckJobData(const Principal& caller, const CallContext& ctx,
     const control::JobPrincipal p =
         control::JobPrincipalOf(*dir, controller_.config().account_id, caller.arn, StringMember(def, "RoleArn"), job_name);
     if (p.unrestricted) continue;
-    Principal job;
-    job.type = p.role_session ? Principal::Type::kRoleSession : Principal::Type::kUser;
-    job.arn = p.arn;
-    job.name = p.username;
-    job.entry = p.entry;
+    // Without a role in force the job is the caller's, whose policies the request carries (a
+    // request forwarded from a peer region names a user this server may not know).
+    Principal job = caller;
+    if (p.arn != caller.arn) {
+      job.type = Principal::Type::kRoleSession;
+      job.arn = p.arn;
+      job.name.clear();
+      job.entry = p.entry;
+    }
     TY_RETURN_IF_ERROR(CheckTrainingData(job, ctx, def, prefix, audit));
   }
   return Status::Ok();
