@@ -4,7 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <tuple>
+
 #include "control/controller.h"
+#include "core/object_key.h"
 #include "core/strings.h"
 
 namespace ty::api {
@@ -184,22 +187,28 @@ Tags RequestTags(const json& req) {
   return out;
 }
 
-// A training job's tags as its resource tags: its own Tags, then those of the service job it
-// runs for (so a team's tag on a submitted job covers the job's attempts and their logs).
-Tags TrainingJobTags(const State& s, const TrainingJob& tj) {
-  Tags tags;
-  json req = json::parse(tj.request_json, nullptr, false);
-  if (!req.is_discarded() && req.is_object()) tags = RequestTags(req);
-  if (!tj.service_job_id.empty())
-    if (const control::ServiceJobState* js = s.FindJob(tj.service_job_id))
-      for (const auto& [k, v] : js->job.tags) tags.emplace(k, v);
-  return tags;
-}
-
 std::string NameOf(const std::string& name_or_arn) {
   if (!StartsWith(name_or_arn, "arn:")) return name_or_arn;
   auto slash = name_or_arn.rfind('/');
   return slash == std::string::npos ? name_or_arn : name_or_arn.substr(slash + 1);
+}
+
+// The tuning job whose trial `tj` is; null for any other training job (or once it is deleted).
+const control::TuningJob* TuningJobOf(const State& s, const TrainingJob& tj) {
+  return tj.tuning_job_arn.empty() ? nullptr : s.FindTuningJob(NameOf(tj.tuning_job_arn));
+}
+
+// A training job's tags as its resource tags: its own (as AddTags and DeleteTags left them),
+// then those of the service job it runs for (so a team's tag on a submitted job covers the job's
+// attempts and their logs); a tuning trial's are its tuning job's, as they are now, over its own.
+Tags TrainingJobTags(const State& s, const TrainingJob& tj) {
+  Tags tags = tj.tags;
+  if (!tj.service_job_id.empty())
+    if (const control::ServiceJobState* js = s.FindJob(tj.service_job_id))
+      for (const auto& [k, v] : js->job.tags) tags.emplace(k, v);
+  if (const control::TuningJob* tuning = TuningJobOf(s, tj))
+    for (const auto& [k, v] : tuning->tags) tags[k] = v;
+  return tags;
 }
 
 void SetTarget(Target* t, const ServiceJob& job) {
@@ -213,19 +222,13 @@ void SetTarget(Target* t, const ServiceJob& job) {
 void SetTrainingJob(Target* t, const State& s, const TrainingJob& tj) {
   t->arn = tj.arn;
   t->own_tags = TrainingJobTags(s, tj);
-  t->owner = tj.owner;
+  const control::TuningJob* tuning = TuningJobOf(s, tj);
+  t->owner = tuning ? tuning->owner : tj.owner;
 }
 
 // The condition keys every request carries.
 void SetCallerKeys(iam::Request* r, const Principal& caller, const CallContext& ctx) {
-  r->principal = caller.arn;
-  // A role session's aws:PrincipalArn is its role's ARN, as in IAM; the message names the session.
-  r->Set("aws:PrincipalArn", caller.type == Principal::Type::kRoleSession && caller.entry ? caller.entry->user.arn : caller.arn);
-  if (!caller.name.empty()) r->Set("aws:username", caller.name);
-  if (caller.entry) {
-    r->Set("aws:userid", caller.entry->user.user_id);
-    for (const auto& [k, v] : caller.entry->user.tags) r->Set("aws:PrincipalTag/" + k, v);
-  }
+  iam::SetPrincipalKeys(r, control::PrincipalKeysOf(caller.entry.get(), caller.arn, caller.name));
   if (!ctx.source_ip.empty()) r->Set("aws:SourceIp", ctx.source_ip);
   r->Set("aws:SecureTransport", ctx.secure_transport ? "true" : "false");
   r->Set("aws:CurrentTime", FormatIso8601(ctx.now));
@@ -440,7 +443,103 @@ std::string_view ActionPrefix(Api api) {
 Status Authorizer::Check(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
                          const json& request, std::vector<AccessDecision>* audit) const {
   TY_RETURN_IF_ERROR(CheckOperation(caller, ctx, api, operation, request, audit));
-  return CheckJobRole(caller, ctx, api, operation, request, audit);
+  TY_RETURN_IF_ERROR(CheckJobRole(caller, ctx, api, operation, request, audit));
+  return CheckJobData(caller, ctx, api, operation, request, audit);
+}
+
+Status Authorizer::CheckJobData(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
+                                const json& request, std::vector<AccessDecision>* audit) const {
+  if (caller.is_root()) return Status::Ok();  // root's jobs are allowed everything
+  // Each definition with the name its principal's session would carry and its fields' prefix.
+  std::vector<std::tuple<json, std::string, std::string>> defs;
+  if (api == Api::kSageMaker && operation == "CreateTrainingJob") {
+    defs.emplace_back(request, StringMember(request, "TrainingJobName"), "");
+  } else if (api == Api::kBatch && operation == "SubmitServiceJob") {
+    json payload = json::parse(StringMember(request, "serviceRequestPayload"), nullptr, false);
+    if (payload.is_object()) defs.emplace_back(std::move(payload), StringMember(request, "jobName"), "serviceRequestPayload.");
+  } else if (api == Api::kSageMaker && operation == "CreateHyperParameterTuningJob") {
+    const std::string name = StringMember(request, "HyperParameterTuningJobName");
+    if (auto d = request.find("TrainingJobDefinition"); d != request.end() && d->is_object())
+      defs.emplace_back(*d, name, "TrainingJobDefinition.");
+    if (auto ds = request.find("TrainingJobDefinitions"); ds != request.end() && ds->is_array())
+      for (size_t i = 0; i < ds->size(); ++i)
+        if ((*ds)[i].is_object()) defs.emplace_back((*ds)[i], name, "TrainingJobDefinitions[" + std::to_string(i) + "].");
+  }
+  if (defs.empty()) return Status::Ok();
+  auto dir = controller_.directory();
+  for (const auto& [def, job_name, prefix] : defs) {
+    const control::JobPrincipal p =
+        control::JobPrincipalOf(*dir, controller_.config().account_id, caller.arn, StringMember(def, "RoleArn"), job_name);
+    if (p.unrestricted) continue;
+    // Without a role in force the job is the caller's, whose policies the request carries (a
+    // request forwarded from a peer region names a user this server may not know).
+    Principal job = caller;
+    if (p.arn != caller.arn) {
+      job.type = Principal::Type::kRoleSession;
+      job.arn = p.arn;
+      job.name.clear();
+      job.entry = p.entry;
+    }
+    TY_RETURN_IF_ERROR(CheckTrainingData(job, ctx, def, prefix, audit));
+  }
+  return Status::Ok();
+}
+
+Status Authorizer::CheckTrainingData(const Principal& job, const CallContext& ctx, const json& def,
+                                     const std::string& field_prefix, std::vector<AccessDecision>* audit) const {
+  const ObjectStoreConfig& store = controller_.config().object_store;
+  // `action` on the object (or, for s3:ListBucket, the listing of the prefix) that `uri` names;
+  // buckets on the configured endpoint are the endpoint's to decide.
+  auto check = [&](const std::string& field, const std::string& action, std::string uri, bool as_prefix) -> Status {
+    if (as_prefix && !uri.empty() && uri.back() != '/') uri += '/';
+    auto where = ParseS3Uri(uri, KeyUse::kPrefix);
+    if (!where.ok() || store.Routes(where->bucket)) return Status::Ok();  // validation speaks for the shape
+    std::vector<std::pair<std::string, std::string>> keys;
+    std::string resource = "arn:aws:s3:::" + where->bucket;
+    if (action == "s3:ListBucket") {
+      keys.emplace_back("s3:prefix", where->key);
+    } else {
+      resource += "/" + where->key;
+    }
+    Status st = CheckS3(job, ctx, action, resource, keys, audit);
+    if (st.ok()) return st;
+    return Status(Code::kAccessDenied, field_prefix + field + ": " + st.message());
+  };
+  auto member = [](const json& o, std::initializer_list<const char*> path) {
+    const json* at = &o;
+    for (const char* k : path) {
+      if (!at->is_object() || !at->contains(k)) return std::string();
+      at = &(*at)[k];
+    }
+    return at->is_string() ? at->get<std::string>() : std::string();
+  };
+  if (auto channels = def.find("InputDataConfig"); channels != def.end() && channels->is_array())
+    for (size_t i = 0; i < channels->size(); ++i) {
+      const std::string uri = member((*channels)[i], {"DataSource", "S3DataSource", "S3Uri"});
+      if (uri.empty()) continue;
+      const std::string field = "InputDataConfig[" + std::to_string(i) + "].DataSource.S3DataSource.S3Uri";
+      // A manifest is one object; a prefix is listed, and each object listed is read at start.
+      if (member((*channels)[i], {"DataSource", "S3DataSource", "S3DataType"}) == "ManifestFile") {
+        TY_RETURN_IF_ERROR(check(field, "s3:GetObject", uri, false));
+      } else {
+        TY_RETURN_IF_ERROR(check(field, "s3:ListBucket", uri, false));
+      }
+    }
+  // Every object an output or a checkpoint writes is beneath the path given, as its own prefix.
+  if (std::string out = member(def, {"OutputDataConfig", "S3OutputPath"}); !out.empty())
+    TY_RETURN_IF_ERROR(check("OutputDataConfig.S3OutputPath", "s3:PutObject", out, true));
+  if (std::string ckpt = member(def, {"CheckpointConfig", "S3Uri"}); !ckpt.empty()) {
+    TY_RETURN_IF_ERROR(check("CheckpointConfig.S3Uri", "s3:ListBucket", ckpt, true));
+    TY_RETURN_IF_ERROR(check("CheckpointConfig.S3Uri", "s3:PutObject", ckpt, true));
+  }
+  // Script mode's source archive (a JSON-quoted string, as the SageMaker SDK sends it, or plain).
+  for (const char* hps : {"HyperParameters", "StaticHyperParameters"}) {
+    std::string src = member(def, {hps, "sagemaker_submit_directory"});
+    if (src.size() >= 2 && src.front() == '"' && src.back() == '"') src = src.substr(1, src.size() - 2);
+    if (StartsWith(src, "s3://"))
+      TY_RETURN_IF_ERROR(check(std::string(hps) + ".sagemaker_submit_directory", "s3:GetObject", src, false));
+  }
+  return Status::Ok();
 }
 
 // The role a new job names: CreateTrainingJob's RoleArn, or the RoleArn in SubmitServiceJob's

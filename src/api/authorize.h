@@ -140,6 +140,16 @@ class Authorizer {
   Status CheckJobRole(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
                       const nlohmann::json& request, std::vector<AccessDecision>* audit) const;
 
+  // A new job's data in the embedded object store: its channels, output path, checkpoint prefix
+  // and script-mode source, each checked with the S3 action the job will use, as the job's
+  // principal (control::JobPrincipalOf; docs/security.md, "Jobs' data"). CreateTrainingJob,
+  // SubmitServiceJob's payload and a tuning job's training definitions; AccessDenied names the field.
+  Status CheckJobData(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
+                      const nlohmann::json& request, std::vector<AccessDecision>* audit) const;
+  // One training definition (`def`, whose fields are named after `field_prefix`) as `job`.
+  Status CheckTrainingData(const Principal& job, const CallContext& ctx, const nlohmann::json& def,
+                           const std::string& field_prefix, std::vector<AccessDecision>* audit) const;
+
   control::Controller& controller_;
 };
 

@@ -488,6 +488,9 @@ class Controller {
   // Why nothing starts while disk_low_ (a job's wait reason).
   std::string DiskReserveReason() const;
   exec::AttemptSpec BuildAttemptSpec(const TrainingJob& tj) const REQUIRES(turn_mu_, state_mu_);
+  // Whom a job's reads and writes of the embedded store are decided as, with that principal's
+  // policies as they are now (JobPrincipalOf); nullopt: unrestricted.
+  std::optional<exec::DataAccess> JobDataAccess(const TrainingJob& tj, const std::string& role_arn) const;
   // A session for tj's role when its RoleArn names one of the account's roles (the attempt
   // starts or is re-adopted); none otherwise.
   void MintRoleSession(TrainingJob& tj, EpochMs now) REQUIRES(turn_mu_, state_mu_);

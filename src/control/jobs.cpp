@@ -841,7 +841,7 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
         const ServiceJob& j = state_.jobs.at(seq).job;
         if (j.payload.find("KeepAlivePeriodInSeconds") == std::string::npos) continue;  // cheap: most jobs
         json payload = json::parse(j.payload, nullptr, false);
-        if (!payload.is_discarded() && KeepAliveOf(payload) > 0) waiting_keys.insert(WarmPoolMatchKey(payload));
+        if (!payload.is_discarded() && KeepAliveOf(payload) > 0) waiting_keys.insert(WarmPoolMatchKey(payload, j.owner));
       }
     }
     snap.idle_holds.push_back({p.seq, it->second, p.instance_type, p.instance_count, p.expires_at,

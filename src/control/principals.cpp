@@ -54,6 +54,47 @@ std::string RoleNameOf(const std::string& arn, const std::string& account_id) {
   return arn.substr(arn.rfind('/') + 1);
 }
 
+iam::PrincipalKeys PrincipalKeysOf(const PrincipalEntry* entry, const std::string& arn, const std::string& username) {
+  iam::PrincipalKeys k;
+  k.arn = arn;
+  k.principal_arn = entry ? entry->user.arn : arn;
+  k.username = username;
+  if (entry) {
+    k.user_id = entry->user.user_id;
+    k.tags = entry->user.tags;
+  }
+  return k;
+}
+
+JobPrincipal JobPrincipalOf(const PrincipalDirectory& dir, const std::string& account_id, const std::string& owner,
+                            const std::string& role_arn, const std::string& job_name) {
+  JobPrincipal p;
+  if (owner.empty() || owner == "arn:aws:iam::" + account_id + ":root") {
+    p.unrestricted = true;
+    return p;
+  }
+  if (const std::string role = RoleNameOf(role_arn, account_id); !role.empty())
+    if (auto it = dir.roles.find(role); it != dir.roles.end()) {
+      p.role_session = true;
+      p.arn = "arn:aws:sts::" + account_id + ":assumed-role/" + role + "/" + job_name;
+      p.entry = it->second->as_caller;
+      return p;
+    }
+  p.arn = owner;
+  const std::string user_prefix = "arn:aws:iam::" + account_id + ":user/";
+  const std::string session_prefix = "arn:aws:sts::" + account_id + ":assumed-role/";
+  if (StartsWith(owner, user_prefix)) {
+    p.username = owner.substr(owner.rfind('/') + 1);
+    if (auto it = dir.users.find(p.username); it != dir.users.end()) p.entry = it->second;
+  } else if (StartsWith(owner, session_prefix)) {
+    // A job submitted by a role session (another job, or an STS caller) acts with that role.
+    p.role_session = true;
+    const std::string rest = owner.substr(session_prefix.size());
+    if (auto it = dir.roles.find(rest.substr(0, rest.find('/'))); it != dir.roles.end()) p.entry = it->second->as_caller;
+  }
+  return p;
+}
+
 std::shared_ptr<const PrincipalDirectory> BuildDirectory(const Principals& p) {
   auto dir = std::make_shared<PrincipalDirectory>();
   std::map<std::string, std::shared_ptr<const iam::Policy>> parsed;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/model.h"
+#include "iam/evaluate.h"
 #include "iam/policy.h"
 
 namespace ty::control {
@@ -94,6 +95,25 @@ struct PrincipalDirectory {
 // The role a job's role ARN names: its name when the ARN is arn:aws:iam::<account>:role/[path/]NAME
 // of this account, "" otherwise.
 std::string RoleNameOf(const std::string& arn, const std::string& account_id);
+
+// The condition keys a principal brings to each of its requests: `entry` (null for the root
+// credential) acting as `arn` (a user's own ARN, or a role session's assumed-role ARN, whose
+// aws:PrincipalArn is then its role's), `username` for users only.
+iam::PrincipalKeys PrincipalKeysOf(const PrincipalEntry* entry, const std::string& arn, const std::string& username);
+
+// Whom a job's own reads and writes of the embedded object store are authorized as
+// (docs/security.md, "Jobs' data"): the session of the role it names when that role exists (as
+// assumed-role/<role>/<job name>), else the principal that submitted it. Root's jobs, and those
+// submitted before there were users (no owner), are unrestricted.
+struct JobPrincipal {
+  bool unrestricted = false;
+  bool role_session = false;
+  std::string arn;
+  std::string username;                         // a user owner's name
+  std::shared_ptr<const PrincipalEntry> entry;  // null when not unrestricted: a deleted user or role, allowed nothing
+};
+JobPrincipal JobPrincipalOf(const PrincipalDirectory& dir, const std::string& account_id, const std::string& owner,
+                            const std::string& role_arn, const std::string& job_name);
 
 // The directory for `p`. Documents that no longer parse (they all did when accepted) are left
 // out of their users' policies, with a warning: they allow nothing.

@@ -641,6 +641,7 @@ exec::AttemptSpec Controller::BuildAttemptSpec(const TrainingJob& tj) const {
   if (req.contains("CheckpointConfig") && !req["CheckpointConfig"].is_null())
     spec.checkpoint = exec::CheckpointConfig{req["CheckpointConfig"]["S3Uri"].get<std::string>(),
                                              req["CheckpointConfig"].value("LocalPath", "/opt/ml/checkpoints")};
+  spec.data_access = JobDataAccess(tj, req.value("RoleArn", ""));
   // The instance workspace (docs/warm-pools.md): kept in the pool's directory when the job has a
   // warm pool, else in the attempt's own directory.
   if (!tj.warm_pool_id.empty())
@@ -648,6 +649,17 @@ exec::AttemptSpec Controller::BuildAttemptSpec(const TrainingJob& tj) const {
   spec.stop_grace_seconds = config_.stop_grace_seconds;
   spec.max_runtime_seconds = std::max<int64_t>(1, RemainingRuntimeSeconds(tj, clock_.now_ms()));
   return spec;
+}
+
+std::optional<exec::DataAccess> Controller::JobDataAccess(const TrainingJob& tj, const std::string& role_arn) const {
+  const JobPrincipal p = JobPrincipalOf(*directory(), config_.account_id, tj.owner, role_arn, tj.name);
+  if (p.unrestricted) return std::nullopt;
+  exec::DataAccess access;
+  access.principal = PrincipalKeysOf(p.entry.get(), p.arn, p.username);
+  if (p.entry)  // documents[i] is the text of policies[i]
+    for (size_t i = 0; i < p.entry->policies.size(); ++i)
+      access.policies.push_back({p.entry->policies[i]->name, p.entry->documents[i]});
+  return access;
 }
 
 // ------------------------------------------------------------------------------------------

@@ -24,11 +24,13 @@ inline int64_t KeepAliveOf(const nlohmann::json& req) {
   return k == rc->end() || !k->is_number_integer() ? 0 : k->get<int64_t>();
 }
 
-// The matching criteria as one comparable string: RoleArn; ResourceConfig InstanceCount,
-// InstanceType, VolumeKmsKeyId, VolumeSizeInGB; VpcConfig SecurityGroupIds and Subnets (as
-// sets); EnableInterContainerTrafficEncryption; EnableNetworkIsolation. Hyperparameters, data,
-// image and Environment are not part of it.
-inline std::string WarmPoolMatchKey(const nlohmann::json& req) {
+// The matching criteria as one comparable string: the job's owner (the principal that submitted
+// it, trainyard:JobOwner), so that a pool, whose workspaces and caches hold what its jobs left, is
+// only ever taken over by a job of the same owner; then SageMaker's: RoleArn; ResourceConfig
+// InstanceCount, InstanceType, VolumeKmsKeyId, VolumeSizeInGB; VpcConfig SecurityGroupIds and
+// Subnets (as sets); EnableInterContainerTrafficEncryption; EnableNetworkIsolation.
+// Hyperparameters, data, image and Environment are not part of it.
+inline std::string WarmPoolMatchKey(const nlohmann::json& req, const std::string& owner) {
   using nlohmann::json;
   const json rc = req.value("ResourceConfig", json::object());
   json vpc = req.contains("VpcConfig") && req["VpcConfig"].is_object() ? req["VpcConfig"] : json::object();
@@ -39,7 +41,7 @@ inline std::string WarmPoolMatchKey(const nlohmann::json& req) {
     std::sort(v.begin(), v.end());
     return json(v);
   };
-  json key = json::array({req.value("RoleArn", ""), rc.value("InstanceType", ""), rc.value("InstanceCount", int64_t{1}),
+  json key = json::array({owner, req.value("RoleArn", ""), rc.value("InstanceType", ""), rc.value("InstanceCount", int64_t{1}),
                           rc.value("VolumeKmsKeyId", ""), rc.value("VolumeSizeInGB", int64_t{0}),
                           sorted(vpc.value("SecurityGroupIds", json::array())), sorted(vpc.value("Subnets", json::array())),
                           req.value("EnableInterContainerTrafficEncryption", false),

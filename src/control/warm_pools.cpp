@@ -29,7 +29,7 @@ void Controller::SetPoolOrigin(WarmPool& p, const TrainingJob& tj) const {
 std::string Controller::AttachWarmPool(Turn& t, TrainingJob& tj) {
   if (tj.keep_alive_seconds <= 0) return "Launching requested ML instances on this host (cold start).";
   const json req = json::parse(tj.request_json);
-  const std::string key = WarmPoolMatchKey(req);
+  const std::string key = WarmPoolMatchKey(req, tj.owner);
   // The oldest matching Available pool: creation order is total.
   WarmPool* match = nullptr;
   for (auto& [id, p] : state_.warm_pools)
@@ -77,17 +77,20 @@ void Controller::MakeRoom(Turn& t, const std::string& type, int64_t count, const
   if (!short_of_room()) return;
   // Pools that a waiting job would take over go last: the oldest of the others first.
   std::set<std::string> wanted;
-  auto want = [&](const std::string& request) {
+  auto want = [&](const std::string& request, const std::string& owner) {
     if (request.find("KeepAlivePeriodInSeconds") == std::string::npos) return;  // cheap: most jobs
     json req = json::parse(request, nullptr, false);
-    if (!req.is_discarded() && KeepAliveOf(req) > 0) wanted.insert(WarmPoolMatchKey(req));
+    if (!req.is_discarded() && KeepAliveOf(req) > 0) wanted.insert(WarmPoolMatchKey(req, owner));
   };
   for (const auto& [seq, name] : state_.live_training_jobs) {
     const TrainingJob& w = state_.training_jobs.at(name);
-    if (!w.launched && w.name != for_job) want(w.request_json);
+    if (!w.launched && w.name != for_job) want(w.request_json, w.owner);
   }
   for (const auto& [qname, q] : state_.queues)
-    for (uint64_t seq : state_.JobsIn(qname, JobStatus::kRunnable)) want(state_.jobs.at(seq).job.payload);
+    for (uint64_t seq : state_.JobsIn(qname, JobStatus::kRunnable)) {
+      const ServiceJob& j = state_.jobs.at(seq).job;
+      want(j.payload, j.owner);
+    }
   while (short_of_room()) {
     const WarmPool* victim = nullptr;
     auto rank = [&](const WarmPool& p) { return std::make_pair(wanted.count(p.match_key) > 0, p.seq); };

@@ -137,6 +137,14 @@ std::string Encode(const AttemptSpec& s) {
   o["checkpoint"] = s.checkpoint ? json{{"uri", s.checkpoint->uri}, {"local_path", s.checkpoint->local_path}} : json();
   if (s.warm_pool)
     o["warm_pool"] = {{"id", s.warm_pool->id}, {"workspace", s.warm_pool->workspace}, {"reused_from", s.warm_pool->reused_from}};
+  if (s.data_access) {
+    const iam::PrincipalKeys& who = s.data_access->principal;
+    o["data_access"] = {{"principal", {{"arn", who.arn}, {"principal_arn", who.principal_arn}, {"username", who.username},
+                                       {"user_id", who.user_id}, {"tags", StringMap(who.tags)}}},
+                        {"policies", json::array()}};
+    for (const auto& p : s.data_access->policies)
+      o["data_access"]["policies"].push_back({{"name", p.name}, {"document", p.document}});
+  }
   o["stop_grace_seconds"] = s.stop_grace_seconds;
   o["max_runtime_seconds"] = s.max_runtime_seconds;
   return o.dump();
@@ -198,6 +206,21 @@ StatusOr<AttemptSpec> DecodeAttemptSpec(std::string_view text) {
       Object(*wp, "warm_pool");
       s.warm_pool = WarmPoolSpec{Str(*wp, "id"), Str(*wp, "workspace"), Str(*wp, "reused_from")};
       if (s.warm_pool->workspace.empty()) throw BadSpec("warm_pool.workspace is required");
+    }
+    if (const json* da = Member(o, "data_access")) {
+      Object(*da, "data_access");
+      DataAccess access;
+      const json* who = Member(*da, "principal");
+      if (!who) throw BadSpec("data_access.principal is required");
+      Object(*who, "data_access.principal");
+      access.principal = {Str(*who, "arn"), Str(*who, "principal_arn"), Str(*who, "username"), Str(*who, "user_id"),
+                          StrMap(*who, "tags")};
+      if (const json* docs = Member(*da, "policies")) {
+        if (!docs->is_array()) throw BadSpec("data_access.policies must be an array");
+        for (const auto& d : *docs)
+          access.policies.push_back({Str(Object(d, "data_access.policies[]"), "name"), Str(d, "document")});
+      }
+      s.data_access = std::move(access);
     }
     s.stop_grace_seconds = Int(o, "stop_grace_seconds", s.stop_grace_seconds);
     s.max_runtime_seconds = Int(o, "max_runtime_seconds", s.max_runtime_seconds);

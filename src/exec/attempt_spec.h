@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "iam/evaluate.h"
 
 namespace ty::exec {
 
@@ -67,6 +68,23 @@ struct WarmPoolSpec {
   bool operator==(const WarmPoolSpec&) const = default;
 };
 
+// Whom the attempt's reads and writes of the embedded object store are authorized as
+// (docs/security.md, "Jobs' data"): the job's role session or its submitter, with that
+// principal's policy documents as they were when the attempt was started. Buckets on a configured
+// endpoint are not checked (the endpoint's own credentials and policies apply).
+struct DataAccess {
+  struct Policy {
+    std::string name;      // for the AccessDenied message of an explicit deny
+    std::string document;  // as accepted
+
+    bool operator==(const Policy&) const = default;
+  };
+  iam::PrincipalKeys principal;
+  std::vector<Policy> policies;  // none: nothing is allowed
+
+  bool operator==(const DataAccess&) const = default;
+};
+
 // How `command` combines with an image's own Entrypoint and Cmd (docs/images.md, "How an image runs").
 enum class ImageCommand {
   // SageMaker (`docker run IMAGE train`): a non-empty `command` (ContainerEntrypoint +
@@ -110,6 +128,7 @@ struct AttemptSpec {
   bool compress = true;                     // OutputDataConfig.CompressionType != NONE
   std::optional<CheckpointConfig> checkpoint;
   std::optional<WarmPoolSpec> warm_pool;
+  std::optional<DataAccess> data_access;    // absent: every object is allowed (root's jobs)
 
   // Time.
   int64_t stop_grace_seconds = 120;         // SIGTERM to SIGKILL when stopped or out of time

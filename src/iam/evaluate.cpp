@@ -275,6 +275,14 @@ void Request::Set(std::string_view key, std::vector<std::string> values) {
   keys[Lower(key)] = std::move(values);
 }
 
+void SetPrincipalKeys(Request* r, const PrincipalKeys& who) {
+  r->principal = who.arn;
+  r->Set("aws:PrincipalArn", who.principal_arn.empty() ? who.arn : who.principal_arn);
+  if (!who.username.empty()) r->Set("aws:username", who.username);
+  if (!who.user_id.empty()) r->Set("aws:userid", who.user_id);
+  for (const auto& [k, v] : who.tags) r->Set("aws:PrincipalTag/" + k, v);
+}
+
 const std::vector<std::string>* Request::Find(std::string_view key) const {
   auto it = keys.find(key);
   if (it == keys.end()) {

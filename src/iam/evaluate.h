@@ -31,6 +31,20 @@ struct Request {
   std::map<std::string, std::vector<std::string>, std::less<>> keys;
 };
 
+// Who asks, as the condition keys see it: the same for every request of one principal.
+struct PrincipalKeys {
+  std::string arn;            // the caller (a role session's assumed-role ARN), for messages
+  std::string principal_arn;  // aws:PrincipalArn: the user's ARN, or a role session's role ARN
+  std::string username;       // aws:username (users only; "" none)
+  std::string user_id;        // aws:userid (a user's AIDA..., a role's AROA...; "" none)
+  std::map<std::string, std::string> tags;  // aws:PrincipalTag/KEY
+
+  bool operator==(const PrincipalKeys&) const = default;
+};
+
+// Sets request.principal and the keys above (those that are empty are left absent).
+void SetPrincipalKeys(Request* request, const PrincipalKeys& who);
+
 enum class Outcome {
   kAllow,         // some statement allows it and none denies it
   kExplicitDeny,  // a Deny statement applies (whatever allows it)

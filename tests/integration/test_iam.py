@@ -28,6 +28,9 @@ TEAM_POLICY = {
         {"Sid": "TerminateOwnJobs", "Effect": "Allow",
          "Action": "batch:TerminateServiceJob", "Resource": "arn:aws:batch:*:*:service-job/*",
          "Condition": {"StringEquals": {"aws:ResourceTag/team": "${aws:PrincipalTag/team}"}}},
+        {"Sid": "TeamData", "Effect": "Allow", "Action": "s3:*",
+         "Resource": ["arn:aws:s3:::team-${aws:PrincipalTag/team}-data",
+                      "arn:aws:s3:::team-${aws:PrincipalTag/team}-data/*"]},
     ]}
 
 GUARD_RAIL = {
@@ -72,6 +75,8 @@ class IamTest(ServerTest):
                                     schedulingPolicyArn=policy,
                                     serviceEnvironmentOrder=[{"order": 1, "serviceEnvironment": "shared-env"}])
         self.gate = os.path.join(self.work_dir, "gate")
+        for who in self.keys:  # each team's outputs go to its own bucket
+            os.makedirs(self.bucket_path(f"team-{who}-data"), exist_ok=True)
 
     def tearDown(self):
         for c in self.clients:
@@ -87,7 +92,7 @@ class IamTest(ServerTest):
     def submit_as(self, who, share, name):
         # Prints a line, then runs until the test opens the gate.
         payload = self.command_payload(
-            name, f"echo hello from {name}; while [ ! -f {self.gate} ]; do sleep 0.1; done")
+            name, f"echo hello from {name}; while [ ! -f {self.gate} ]; do sleep 0.1; done", bucket=f"team-{who}-data")
         return self.client_as(who, "batch").submit_service_job(
             jobName=name, jobQueue="shared", serviceJobType="SAGEMAKER_TRAINING", shareIdentifier=share,
             schedulingPriority=1, tags={"team": share}, serviceRequestPayload=json.dumps(payload))["jobId"]

@@ -157,7 +157,10 @@ class RolesTest(ServerTest):
 
         self.iam("CreatePolicy", {"PolicyName": "pass", "PolicyDocument": json.dumps({
             "Version": "2012-10-17", "Statement": [
-                {"Effect": "Allow", "Action": "iam:PassRole", "Resource": role}]})})
+                {"Effect": "Allow", "Action": "iam:PassRole", "Resource": role},
+                # The child writes its output as the role (docs/security.md, "Jobs' data").
+                {"Effect": "Allow", "Action": "s3:*",
+                 "Resource": ["arn:aws:s3:::trainyard-test", "arn:aws:s3:::trainyard-test/*"]}]})})
         self.iam("AttachRolePolicy", {"RoleName": "pipeline", "PolicyName": "pass"})
         job_id = self.run_as_role("parent-2", SUBMIT, [child], role)
         job = self.batch.describe_service_job(jobId=job_id)

@@ -343,7 +343,10 @@ class TuningTest(harness.ServerTest):
             "Version": "2012-10-17", "Statement": [
                 {"Effect": "Allow", "Action": ["sagemaker:*HyperParameterTuningJob*"], "Resource": arn},
                 {"Effect": "Allow", "Action": ["sagemaker:ListHyperParameterTuningJobs", "sagemaker:CreateTrainingJob",
-                                               "iam:PassRole"], "Resource": "*"}]})})
+                                               "iam:PassRole"], "Resource": "*"},
+                # Its trials read and write the data bucket as the tuner (docs/security.md, "Jobs' data").
+                {"Effect": "Allow", "Action": "s3:*",
+                 "Resource": ["arn:aws:s3:::trainyard-test", "arn:aws:s3:::trainyard-test/*"]}]})})
         admin("CreateUser", {"UserName": "tuner"})
         admin("AttachUserPolicy", {"UserName": "tuner", "PolicyName": "team-a-tuning"})
         key = admin("CreateAccessKey", {"UserName": "tuner"})["AccessKey"]

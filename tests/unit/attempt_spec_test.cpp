@@ -49,6 +49,9 @@ AttemptSpec FullSpec() {
   s.compress = false;
   s.checkpoint = CheckpointConfig{"s3://b/ckpt/", "/opt/ml/checkpoints/run"};
   s.warm_pool = WarmPoolSpec{"wp-12", "/data/pools/wp-12", "earlier-job"};
+  s.data_access = DataAccess{{"arn:aws:sts::000000000000:assumed-role/r/job-1", "arn:aws:iam::000000000000:role/r",
+                              "", "AROA1", {{"team", "a"}}},
+                             {{"data", R"({"Statement":[{"Effect":"Allow","Action":"s3:*","Resource":"*"}]})"}}};
   s.stop_grace_seconds = 7;
   s.max_runtime_seconds = 86400;
   return s;
@@ -75,6 +78,7 @@ TEST(AttemptSpecTest, OptionalPartsStayAbsent) {
   EXPECT_FALSE(back->script_mode);
   EXPECT_FALSE(back->checkpoint);
   EXPECT_FALSE(back->warm_pool);
+  EXPECT_FALSE(back->data_access);
   EXPECT_FALSE(back->channels[0].shuffle_seed);
   EXPECT_FALSE(back->channels[0].file_system);
 }

@@ -491,11 +491,11 @@ TEST(WarmPoolRules, MatchKeyIgnoresHyperparametersKeepAliveAndListOrder) {
   b["ResourceConfig"]["KeepAlivePeriodInSeconds"] = 60;
   b["VpcConfig"]["SecurityGroupIds"] = {"sg-2", "sg-1"};
   b["Environment"] = {{"X", "1"}};
-  EXPECT_EQ(WarmPoolMatchKey(a), WarmPoolMatchKey(b));
+  EXPECT_EQ(WarmPoolMatchKey(a, "u"), WarmPoolMatchKey(b, "u"));
 }
 
 TEST(WarmPoolRules, EveryMatchingCriterionSeparatesPools) {
-  const std::string base = WarmPoolMatchKey(WarmRequest());
+  const std::string base = WarmPoolMatchKey(WarmRequest(), "arn:aws:iam::000000000000:user/a");
   std::vector<std::function<void(json&)>> changes = {
       [](json& r) { r["RoleArn"] = "arn:aws:iam::000000000000:role/Other"; },
       [](json& r) { r["ResourceConfig"]["InstanceType"] = "ml.m5.xlarge"; },
@@ -510,8 +510,50 @@ TEST(WarmPoolRules, EveryMatchingCriterionSeparatesPools) {
   for (size_t i = 0; i < changes.size(); ++i) {
     json r = WarmRequest();
     changes[i](r);
-    EXPECT_NE(WarmPoolMatchKey(r), base) << "change " << i;
+    EXPECT_NE(WarmPoolMatchKey(r, "arn:aws:iam::000000000000:user/a"), base) << "change " << i;
   }
+}
+
+// Whom a job's data is decided as (docs/security.md, "Jobs' data").
+Principals TeamsWithARole() {
+  Principals p;
+  p.policies["data"] = {"data", "arn:aws:iam::000000000000:policy/data",
+                        R"({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]})", "", 0};
+  p.users["a"] = {"a", "arn:aws:iam::000000000000:user/a", "AIDAA", 0, {{"team", "a"}}, {"data"}};
+  p.roles["trainer"] = {"trainer", "arn:aws:iam::000000000000:role/trainer", "AROAT", "", 0, {"data"}};
+  return p;
+}
+
+TEST(JobPrincipal, RootsJobsAndThoseWithoutAnOwnerAreUnrestricted) {
+  auto dir = BuildDirectory(TeamsWithARole());
+  EXPECT_TRUE(JobPrincipalOf(*dir, "000000000000", "arn:aws:iam::000000000000:root", "", "j").unrestricted);
+  EXPECT_TRUE(JobPrincipalOf(*dir, "000000000000", "", "arn:aws:iam::000000000000:role/trainer", "j").unrestricted);
+}
+
+TEST(JobPrincipal, AnExistingRoleIsTheJobsSessionElseTheSubmitter) {
+  auto dir = BuildDirectory(TeamsWithARole());
+  JobPrincipal role = JobPrincipalOf(*dir, "000000000000", "arn:aws:iam::000000000000:user/a",
+                                     "arn:aws:iam::000000000000:role/trainer", "j");
+  EXPECT_EQ(role.arn, "arn:aws:sts::000000000000:assumed-role/trainer/j");
+  ASSERT_TRUE(role.entry);
+  EXPECT_EQ(PrincipalKeysOf(role.entry.get(), role.arn, role.username).principal_arn, "arn:aws:iam::000000000000:role/trainer");
+  // A role that does not exist (a RoleArn recorded before the server had roles): the submitter.
+  JobPrincipal user = JobPrincipalOf(*dir, "000000000000", "arn:aws:iam::000000000000:user/a",
+                                     "arn:aws:iam::000000000000:role/SageMakerRole", "j");
+  EXPECT_EQ(user.arn, "arn:aws:iam::000000000000:user/a");
+  EXPECT_EQ(user.username, "a");
+  ASSERT_TRUE(user.entry);
+  EXPECT_EQ(user.entry->documents.size(), 1u);
+  // A submitter deleted since: no policies, so nothing is allowed.
+  JobPrincipal gone = JobPrincipalOf(*dir, "000000000000", "arn:aws:iam::000000000000:user/gone", "", "j");
+  EXPECT_FALSE(gone.unrestricted);
+  EXPECT_FALSE(gone.entry);
+}
+
+TEST(WarmPoolRules, APoolMatchesOnlyJobsOfItsOwner) {
+  // Same request, another submitter: the pool's workspaces hold what the first one's jobs left.
+  EXPECT_NE(WarmPoolMatchKey(WarmRequest(), "arn:aws:iam::000000000000:user/c"),
+            WarmPoolMatchKey(WarmRequest(), "arn:aws:iam::000000000000:user/a"));
 }
 
 TEST(WarmPoolRules, PoolsAreKeptAfterSuccessStopsAndAlgorithmErrorsOnly) {

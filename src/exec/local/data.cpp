@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "core/object_key.h"
+#include "exec/data_access.h"
 #include "core/strings.h"
 
 namespace ty::exec::local {
@@ -25,13 +26,56 @@ namespace ty::exec::local {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-DataMover::DataMover(const ObjectStoreConfig& config, const std::string& dir_root, std::string cache_dir)
-    : store_(objstore::NewRouter(config, dir_root)), cache_dir_(std::move(cache_dir)) {}
-
 namespace {
+
+// The store as the job's principal may use it: each call on an embedded bucket is decided first
+// (s3:ListBucket with s3:prefix for a listing, s3:GetObject for Head and Get, s3:PutObject,
+// s3:DeleteObject), as the S3 endpoint decides its callers' calls.
+class CheckedStore final : public objstore::ObjectStore {
+ public:
+  CheckedStore(std::unique_ptr<ObjectStore> inner, const DataAccess& access, const Clock& clock)
+      : inner_(std::move(inner)), policy_(access), clock_(clock) {}
+
+  StatusOr<std::vector<objstore::ObjectInfo>> List(const std::string& bucket, const std::string& prefix) override {
+    if (!inner_->Remote(bucket)) TY_RETURN_IF_ERROR(policy_.CheckList(bucket, prefix, clock_.now_ms()));
+    return inner_->List(bucket, prefix);
+  }
+  StatusOr<objstore::ObjectInfo> Head(const std::string& bucket, const std::string& key) override {
+    TY_RETURN_IF_ERROR(Check("s3:GetObject", bucket, key));
+    return inner_->Head(bucket, key);
+  }
+  Status Get(const std::string& bucket, const std::string& key, const std::string& local_path) override {
+    TY_RETURN_IF_ERROR(Check("s3:GetObject", bucket, key));
+    return inner_->Get(bucket, key, local_path);
+  }
+  Status Put(const std::string& bucket, const std::string& key, const std::string& local_path) override {
+    TY_RETURN_IF_ERROR(Check("s3:PutObject", bucket, key));
+    return inner_->Put(bucket, key, local_path);
+  }
+  Status Delete(const std::string& bucket, const std::string& key) override {
+    TY_RETURN_IF_ERROR(Check("s3:DeleteObject", bucket, key));
+    return inner_->Delete(bucket, key);
+  }
+  bool Remote(const std::string& bucket) const override { return inner_->Remote(bucket); }
+
+ private:
+  Status Check(std::string_view action, const std::string& bucket, const std::string& key) const {
+    return inner_->Remote(bucket) ? Status::Ok() : policy_.CheckObject(action, bucket, key, clock_.now_ms());
+  }
+
+  std::unique_ptr<ObjectStore> inner_;
+  const DataAccessPolicy policy_;
+  const Clock& clock_;
+};
 
 // `rel` can name a file beneath a local directory (no '/' first, no empty, '.' or '..' segment).
 bool SafeRel(const std::string& rel) { return CheckObjectKey(rel, KeyUse::kObject).ok(); }
+
+// The code of a channel's error caused by `st`: the job's (InvalidArgument), unless the job's
+// principal was refused, which the supervisor must tell apart (it then uploads nothing).
+Code DataErrorCode(const Status& st) {
+  return st.code() == Code::kAccessDenied ? Code::kAccessDenied : Code::kInvalidArgument;
+}
 
 // Two objects of a channel must not land on the same path, nor one on a directory the other
 // needs (key order and shuffling aside, the download would depend on which came last).
@@ -76,6 +120,12 @@ bool LinkOrCopy(const std::string& from, const std::string& to, std::string* why
 
 }  // namespace
 
+DataMover::DataMover(const ObjectStoreConfig& config, const std::string& dir_root, std::string cache_dir,
+                     const std::optional<DataAccess>& access, const Clock& clock)
+    : store_(objstore::NewRouter(config, dir_root)), cache_dir_(std::move(cache_dir)) {
+  if (access) store_ = std::make_unique<CheckedStore>(std::move(store_), *access, clock);
+}
+
 std::string ChannelPath(const std::string& prefix, const std::string& key) {
   if (key.size() < prefix.size() || key.compare(0, prefix.size(), prefix) != 0) return "";
   std::string rel;
@@ -102,7 +152,7 @@ Status DataMover::ListChannel(const Channel& ch, const std::string& scratch, std
   if (manifest) {
     std::string local = scratch + "/manifest-" + ch.name + ".json";
     Status st = store_->Get(bucket, key, local);
-    if (!st.ok()) return InvalidArgument("the manifest file " + uri + " cannot be read: " + st.message());
+    if (!st.ok()) return Status(DataErrorCode(st), "the manifest file " + uri + " cannot be read: " + st.message());
     std::string text;
     {
       std::ifstream in(local, std::ios::binary);
@@ -130,7 +180,9 @@ Status DataMover::ListChannel(const Channel& ch, const std::string& scratch, std
       if (!rel_ok.ok())
         return InvalidArgument("the manifest file " + uri + ": entry " + std::to_string(i) + ": " + rel_ok.message());
       auto head = store_->Head(it.bucket, it.key);
-      if (!head.ok()) return InvalidArgument("the manifest file " + uri + " lists an object that cannot be read: " + head.status().message());
+      if (!head.ok())
+        return Status(DataErrorCode(head.status()),
+                      "the manifest file " + uri + " lists an object that cannot be read: " + head.status().message());
       it.size = head->size;
       it.etag = head->etag;
       items->push_back(it);

@@ -7,11 +7,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/config.h"
 #include "core/status.h"
 #include "exec/attempt_spec.h"
@@ -44,8 +46,11 @@ std::string ChannelPath(const std::string& prefix, const std::string& key);
 
 class DataMover {
  public:
-  // `cache_dir` empty: no cache.
-  DataMover(const ObjectStoreConfig& config, const std::string& dir_root, std::string cache_dir);
+  // `cache_dir` empty: no cache. With `access`, every call on a bucket of the embedded store is
+  // first decided by it (exec/data_access.h; `clock` gives aws:CurrentTime) and a refusal is the
+  // call's AccessDenied, before anything is read or written; buckets on the endpoint are not.
+  DataMover(const ObjectStoreConfig& config, const std::string& dir_root, std::string cache_dir,
+            const std::optional<DataAccess>& access = std::nullopt, const Clock& clock = SystemClock::instance());
 
   objstore::ObjectStore& store() { return *store_; }
 

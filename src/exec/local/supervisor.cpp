@@ -47,6 +47,7 @@
 #include "exec/local/archive.h"
 #include "exec/local/attempt_files.h"
 #include "exec/local/cgroup.h"
+#include "exec/data_access.h"
 #include "exec/local/data.h"
 #include "exec/local/host_settings.h"
 #include "exec/local/job_tree.h"
@@ -379,7 +380,8 @@ class Supervisor {
       SweepOrphans();
     }
 
-    mover_ = std::make_unique<local::DataMover>(host_.object_store, host_.object_dir_root, host_.object_cache_dir);
+    mover_ = std::make_unique<local::DataMover>(host_.object_store, host_.object_dir_root, host_.object_cache_dir,
+                                                spec_.data_access);
     sync_seconds_ = std::max(1, host_.object_store.checkpoint_sync_seconds);
 
     std::string error;
@@ -413,7 +415,8 @@ class Supervisor {
     }
     // An image that could not be had: nothing was prepared or ran, so there is nothing to upload
     // (as with AWS, a job that could not pull its image has no artifacts).
-    if (!image_unavailable_) {
+    // Nor when its data was refused: the job wrote nothing anywhere.
+    if (!image_unavailable_ && !access_denied_) {
       Enter("Uploading", "Uploading generated training model.");
       Upload();
     }
@@ -617,6 +620,30 @@ class Supervisor {
     return true;
   }
 
+  // Before anything is staged: the objects every attempt writes must be the job's to write, so
+  // that a job refused its output fails now, having written nothing, rather than after training.
+  // The checkpoint prefix is listed at the start (its objects are checked as they are read and
+  // written). A refusal is a ClientError naming the action and the object.
+  bool CheckOutputAccess(std::string* error) {
+    if (!spec_.data_access) return true;
+    const exec::DataAccessPolicy policy(*spec_.data_access);
+    const EpochMs now = NowMs();
+    auto refused = [&](const std::string& what, const Status& st) {
+      NoteDataError(st);
+      *error = what + ": " + st.message();
+      return false;
+    };
+    std::string bucket, key;
+    if (spec_.compress && objstore::ParseS3Uri(spec_.output_prefix, &bucket, &key) && !mover_->store().Remote(bucket))
+      for (const char* name : {"model.tar.gz", "output.tar.gz"})
+        if (Status st = policy.CheckObject("s3:PutObject", bucket, key + name, now); !st.ok()) return refused("output", st);
+    if (spec_.checkpoint && objstore::ParseS3Uri(spec_.checkpoint->uri, &bucket, &key) && !mover_->store().Remote(bucket)) {
+      if (!key.empty() && key.back() != '/') key += '/';
+      if (Status st = policy.CheckList(bucket, key, now); !st.ok()) return refused("checkpoints", st);
+    }
+    return true;
+  }
+
   // A node agent's view of the image its supervisor resolved (image.json); true without one.
   bool LoadImage() {
     if (local::IsHostSoftware(host_, spec_.image)) return true;
@@ -649,6 +676,7 @@ class Supervisor {
       return false;
     }
 
+    if (!CheckOutputAccess(error)) return false;
     std::error_code ec;
     // Each channel is listed once; each instance then gets its share.
     std::vector<std::vector<local::InputItem>> listed;
@@ -1809,7 +1837,9 @@ class Supervisor {
   static bool IsTransient(Code code) { return code == Code::kUnavailable || code == Code::kInternal; }
   void NoteDataError(const Status& st) {
     if (IsTransient(st.code())) infrastructure_error_ = true;
+    if (st.code() == Code::kAccessDenied) access_denied_ = true;
   }
+  bool access_denied_ = false;  // Prepare was refused an object (data_access): nothing is uploaded
   bool infrastructure_error_ = false;  // Prepare failed for a reason of the host, not the job's
   std::string failure_;
   FailureKind failure_kind_ = FailureKind::kNone;
