@@ -66,11 +66,10 @@ struct CwQuery {
 
 // ---- What a read may cost (docs/metrics.md, "Limits on what a read may cost") ----
 // Counted from the request alone, before any work, as upper bounds of the datapoints a call holds.
-// GetMetricStatistics queries at most kMaxCwQueriedDatapoints stored points (AWS's 50,850);
 // GetMetricData with expressions holds at most kMaxCwMathDatapoints: each MetricStat query's
 // points, and for each expression its operands (METRICS() counts every MetricStat query) and its
-// result, each as long as the request's period grid.
-inline constexpr uint64_t kMaxCwQueriedDatapoints = 50'850;
+// result, each as long as the request's period grid. (A read of one metric is bounded by what is
+// stored: CwStoredPointsAtMost of any window is at most 44,955, below AWS's 50,850.)
 inline constexpr uint64_t kMaxCwMathDatapoints = 2'000'000;
 // The stored points a metric can have in [from, to) when the time is `now`: one a minute for the
 // last 15 days (and the two hours ahead a put may reach), one per five minutes until 63 days,

@@ -283,6 +283,8 @@ TEST(CloudWatchCost, EachOperandCountsAndCallsWithoutExpressionsAreNotCounted) {
   // A metric's points are bounded by what is stored: an hour a point past 63 days.
   EXPECT_EQ(control::CwStoredPointsAtMost(now - 455 * kCwDay, now - 63 * kCwDay, now), 392u * 24 + 1);
   EXPECT_EQ(control::CwStoredPointsAtMost(now - kCwDay, now, now), 1441u);
+  // Any window of one metric (GetMetricStatistics) stays below AWS's 50,850 queried points.
+  EXPECT_EQ(control::CwStoredPointsAtMost(0, 2000 * kCwDay, 1000 * kCwDay), 21721u + 13825 + 9409);
 }
 
 // A MetricStat query read in place gives what the copying read (ReadCwMetric, CwByPeriod, CwStat)
