@@ -45,7 +45,7 @@ TEST(CloudWatchMetrics, StatisticSetsMergeAndPercentilesUseTheKeptValues) {
   EXPECT_EQ(control::CwPercentile(b.values, 50), 3);
   EXPECT_EQ(control::CwPercentile(b.values, 100), 10);
   EXPECT_EQ(control::CwPercentile(b.values, 1), 1);
-  EXPECT_TRUE(std::isnan(control::CwPercentile({}, 50)));
+  EXPECT_TRUE(std::isnan(control::CwPercentile(std::vector<double>{}, 50)));
   CwBucket many;
   for (int i = 0; i < 1000; ++i) many.Add(i);
   EXPECT_EQ(many.values.size(), control::kCloudWatchValuesPerBucket);  // bounded
