@@ -6,6 +6,7 @@
 
 #include <tuple>
 
+#include "control/cloudwatch_read.h"
 #include "control/controller.h"
 #include "core/object_key.h"
 #include "core/strings.h"
@@ -905,6 +906,46 @@ void Authorizer::FilterReply(const Principal& caller, const CallContext& ctx, Ap
   // FilterLogEvents also names the streams it searched.
   if (operation == "FilterLogEvents")
     if (auto searched = reply->find("searchedLogStreams"); searched != reply->end() && searched->is_array()) filter(&*searched);
+}
+
+// ---- CloudWatch ----
+
+Status Authorizer::CheckCloudWatch(const Principal& caller, const CallContext& ctx, const std::string& action,
+                                   const std::string& ns) const {
+  if (caller.is_root()) return Status::Ok();
+  iam::Request r;
+  r.action = action;
+  r.resource = "*";  // CloudWatch has no metric ARNs
+  SetCallerKeys(&r, caller, ctx);
+  if (!ns.empty()) r.Set("cloudwatch:namespace", ns);
+  std::string denial;
+  if (Decide(caller, r, &denial).allowed) return Status::Ok();
+  return Status(Code::kAccessDenied, std::move(denial));
+}
+
+Status Authorizer::CheckMetricOwner(const Principal& caller, const CallContext& ctx, const State& s,
+                                    const control::CwMetricOwner& owner) const {
+  if (caller.is_root() || owner.kind == control::CwMetricOwner::kAccount) return Status::Ok();
+  iam::Request r;
+  SetCallerKeys(&r, caller, ctx);
+  Target t;
+  if (owner.kind == control::CwMetricOwner::kTrainingJob) {
+    r.action = "sagemaker:DescribeTrainingJob";
+    if (const TrainingJob* tj = s.FindTrainingJob(owner.name)) SetTrainingJob(&t, s, *tj);
+    else t.arn = controller_.Arn("sagemaker", "training-job/" + ToLower(owner.name));
+  } else {
+    r.action = "batch:DescribeJobQueues";
+    if (const ty::JobQueue* q = Controller::FindQueue(s, owner.name)) {
+      t.arn = q->arn;
+      t.tags = &q->tags;
+    } else {
+      t.arn = controller_.Arn("batch", "job-queue/" + owner.name);
+    }
+  }
+  SetResourceKeys(&r, t);
+  std::string denial;
+  if (Decide(caller, r, &denial).allowed) return Status::Ok();
+  return Status(Code::kAccessDenied, std::move(denial));
 }
 
 }  // namespace ty::api

@@ -20,6 +20,8 @@
 namespace ty::control {
 class Controller;
 struct PrincipalEntry;
+struct State;
+struct CwMetricOwner;
 }  // namespace ty::control
 
 namespace ty::api {
@@ -116,6 +118,18 @@ class Authorizer {
   // Root is allowed without evaluation. Appends each decision to *audit when given.
   Status Check(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
                const nlohmann::json& request, std::vector<AccessDecision>* audit = nullptr) const;
+
+  // CloudWatch (api/cloudwatch_api.cpp; docs/security.md, "CloudWatch metrics"): `action`
+  // ("cloudwatch:PutMetricData", ...) on "*", with cloudwatch:namespace set to `ns` when it is not
+  // empty (AWS sets it for PutMetricData only).
+  Status CheckCloudWatch(const Principal& caller, const CallContext& ctx, const std::string& action,
+                         const std::string& ns) const;
+  // Whether the caller may read the series of a metric that belongs to `owner`: a training job's
+  // as sagemaker:DescribeTrainingJob on the job (its tags and owner), a queue's as
+  // batch:DescribeJobQueues on the queue (its tags); the account's always. AccessDenied with IAM's
+  // message otherwise. REQUIRES: `s` is held under the controller's read (Controller::Read).
+  Status CheckMetricOwner(const Principal& caller, const CallContext& ctx, const control::State& s,
+                          const control::CwMetricOwner& owner) const;
 
   // For List and Describe-many replies: removes the items the caller may not describe.
   void FilterReply(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,

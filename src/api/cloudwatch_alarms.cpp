@@ -162,6 +162,21 @@ json RuleJson(const control::Controller& c, const AlarmConfig& a, const AlarmSta
   return out;
 }
 
+// Whether the caller may read every metric a definition watches.
+Status MayReadMetrics(const State& s, const MetricAlarmDefinition& d, const MetricReadCheck& may_read) {
+  if (d.metrics.empty()) return may_read(s, d.metric);
+  for (const auto& q : d.metrics)
+    if (q.expression.empty()) TY_RETURN_IF_ERROR(may_read(s, q.metric));
+  return Status::Ok();
+}
+
+// Whether the caller may see the alarm `name`: one put through the API watches metrics, and is
+// shown to those who may read them all; a configuration-file rule watches the server's own.
+bool MaySeeAlarm(const State& s, const std::string& name, const MetricReadCheck& may_read) {
+  auto it = s.alarms.find(name);
+  return it == s.alarms.end() || !it->second.metric || MayReadMetrics(s, *it->second.metric, may_read).ok();
+}
+
 // Every alarm, sorted by name: rules of the configuration file and the API's.
 std::vector<json> AllAlarms(const control::Controller& c, const State& s) {
   std::map<std::string, json> by_name;
@@ -176,7 +191,7 @@ std::vector<json> AllAlarms(const control::Controller& c, const State& s) {
   return out;
 }
 
-StatusOr<json> PutMetricAlarm(control::Controller& c, const json& req) {
+StatusOr<json> PutMetricAlarm(control::Controller& c, const json& req, const MetricReadCheck& may_read) {
   auto name = String(req, "AlarmName", "", true, 1, 255);
   if (!name.ok()) return name.status();
   MetricAlarmDefinition d;
@@ -298,6 +313,13 @@ StatusOr<json> PutMetricAlarm(control::Controller& c, const json& req) {
       d.tags[*key] = *value;
     }
   }
+  if (!d.metrics.empty()) {  // the evaluation's cost, as GetMetricData's over the alarm's window
+    const EpochMs now = c.Now();
+    TY_RETURN_IF_ERROR(
+        control::CheckCwQueryCost(d.metrics, now - d.PeriodMs() * d.evaluation_periods, now, d.PeriodMs(), now).status());
+  }
+  // An alarm reads its metrics for whoever sees it: its author must be allowed to read them.
+  TY_RETURN_IF_ERROR(c.Read([&](const State& s) { return MayReadMetrics(s, d, may_read); }));
   TY_RETURN_IF_ERROR(c.PutMetricAlarm(*name, std::move(d)));
   return json::object();
 }
@@ -312,7 +334,7 @@ StatusOr<json> Page(const std::vector<json>& matched, size_t offset, int64_t max
   return out;
 }
 
-StatusOr<json> DescribeAlarms(control::Controller& c, const json& req) {
+StatusOr<json> DescribeAlarms(control::Controller& c, const json& req, const MetricReadCheck& may_read) {
   auto names = Strings(req, "AlarmNames", 100, 1, 255, false);
   if (!names.ok()) return names.status();
   auto prefix = String(req, "AlarmNamePrefix", "", false, 1, 255);
@@ -346,6 +368,7 @@ StatusOr<json> DescribeAlarms(control::Controller& c, const json& req) {
       const std::string& n = a["AlarmName"].get_ref<const std::string&>();
       if (!wanted.empty() && !wanted.count(n)) continue;
       if (!prefix->empty() && !StartsWith(n, *prefix)) continue;
+      if (!MaySeeAlarm(s, n, may_read)) continue;
       if (!state->empty() && a["StateValue"] != *state) continue;
       if (!action->empty()) {
         bool any = false;
@@ -360,7 +383,7 @@ StatusOr<json> DescribeAlarms(control::Controller& c, const json& req) {
   return Page(matched, *offset, *max);
 }
 
-StatusOr<json> DescribeAlarmsForMetric(control::Controller& c, const json& req) {
+StatusOr<json> DescribeAlarmsForMetric(control::Controller& c, const json& req, const MetricReadCheck& may_read) {
   auto metric = Metric(req, "");
   if (!metric.ok()) return metric.status();
   auto stat = String(req, "Statistic", "", false, 1, 16);
@@ -377,9 +400,11 @@ StatusOr<json> DescribeAlarmsForMetric(control::Controller& c, const json& req) 
     return m.value("Namespace", "") == metric->ns && m.value("MetricName", "") == metric->name &&
            (!dims_given || m.value("Dimensions", json::array()) == dims);
   };
-  std::vector<json> matched = c.Read([&](const State& s) {
-    std::vector<json> out;
+  return c.Read([&](const State& s) -> StatusOr<json> {
+    TY_RETURN_IF_ERROR(may_read(s, *metric));  // names the metric: refused as a read of it would be
+    json out = json::array();
     for (json& a : AllAlarms(c, s)) {
+      if (!MaySeeAlarm(s, a["AlarmName"].get<std::string>(), may_read)) continue;
       bool hit = false;
       if (a.contains("Metrics")) {
         for (const auto& q : a["Metrics"])
@@ -393,9 +418,8 @@ StatusOr<json> DescribeAlarmsForMetric(control::Controller& c, const json& req) 
       }
       if (hit) out.push_back(std::move(a));
     }
-    return out;
+    return json{{"MetricAlarms", std::move(out)}};
   });
-  return json{{"MetricAlarms", matched}};
 }
 
 StatusOr<json> DescribeAlarmHistory(control::Controller& c, const json& req) {
@@ -497,10 +521,11 @@ bool ChangesAlarms(const std::string& op) {
          op == "DisableAlarmActions";
 }
 
-StatusOr<json> ServeAlarmOperation(control::Controller& c, const std::string& op, const json& req) {
-  if (op == "PutMetricAlarm") return PutMetricAlarm(c, req);
-  if (op == "DescribeAlarms") return DescribeAlarms(c, req);
-  if (op == "DescribeAlarmsForMetric") return DescribeAlarmsForMetric(c, req);
+StatusOr<json> ServeAlarmOperation(control::Controller& c, const std::string& op, const json& req,
+                                   const MetricReadCheck& may_read) {
+  if (op == "PutMetricAlarm") return PutMetricAlarm(c, req, may_read);
+  if (op == "DescribeAlarms") return DescribeAlarms(c, req, may_read);
+  if (op == "DescribeAlarmsForMetric") return DescribeAlarmsForMetric(c, req, may_read);
   if (op == "DescribeAlarmHistory") return DescribeAlarmHistory(c, req);
   if (op == "SetAlarmState") return SetAlarmState(c, req);
   if (op == "DeleteAlarms") return DeleteAlarms(c, req);

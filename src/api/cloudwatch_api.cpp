@@ -6,9 +6,13 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include <zlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "api/audit.h"
 #include "api/errors.h"
@@ -228,6 +232,18 @@ StatusOr<std::string> Gunzip(std::string_view in, size_t limit) {
 
 // ---- Operations ----
 
+// A read that held many datapoints (metric math, a large reply's JSON tree) freed them in many
+// small blocks, which the allocator keeps for the process unless asked: give the free pages back,
+// so a burst of large reads does not stay as resident memory. Callers ask only past a size
+// (kReleaseAfterDatapoints, kReleaseAfterReplyBytes), below which asking costs more than it saves.
+constexpr uint64_t kReleaseAfterDatapoints = 100'000;
+constexpr size_t kReleaseAfterReplyBytes = size_t{1} << 20;
+void ReleaseFreedMemory() {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
 StatusOr<json> PutMetricData(control::Controller& c, const json& req) {
   auto ns = String(req, "Namespace", "", true, 1, 255);
   if (!ns.ok()) return ns.status();
@@ -316,7 +332,7 @@ StatusOr<json> PutMetricData(control::Controller& c, const json& req) {
   return json::object();
 }
 
-StatusOr<json> ListMetrics(control::Controller& c, const json& req) {
+StatusOr<json> ListMetrics(control::Controller& c, const json& req, const cw::MetricReadCheck& may_read) {
   auto ns = String(req, "Namespace", "", false, 1, 255);
   if (!ns.ok()) return ns.status();
   auto name = String(req, "MetricName", "", false, 1, 255);
@@ -349,6 +365,7 @@ StatusOr<json> ListMetrics(control::Controller& c, const json& req) {
         if (d == id.dims.end() || (!fv.empty() && d->second != fv)) return;
       }
       if (recent != INT64_MIN && control::ReadCwMetric(s, id, recent, INT64_MAX).buckets.empty()) return;
+      if (!may_read(s, id).ok()) return;  // listed only to those who may read it
       if (seen++ < offset) return;
       if (static_cast<int64_t>(metrics.size()) == kListPage) { more = true; return; }
       json dims = json::array();
@@ -361,7 +378,7 @@ StatusOr<json> ListMetrics(control::Controller& c, const json& req) {
   });
 }
 
-StatusOr<json> GetMetricStatistics(control::Controller& c, const json& req) {
+StatusOr<json> GetMetricStatistics(control::Controller& c, const json& req, const cw::MetricReadCheck& may_read) {
   auto id = Metric(req, "");
   if (!id.ok()) return id.status();
   auto from = Time(req, "StartTime", true, 0);
@@ -400,11 +417,13 @@ StatusOr<json> GetMetricStatistics(control::Controller& c, const json& req) {
   if (!unit.ok()) return unit.status();
   if (!unit->empty() && !cw::IsUnit(*unit)) return Invalid("Unit", *unit + " is not a CloudWatch unit");
   return c.Read([&](const State& s) -> StatusOr<json> {
-    control::CwPoints p = control::ReadCwMetric(s, *id, *from, *to);
+    TY_RETURN_IF_ERROR(may_read(s, *id));
+    // Each period's statistics straight from the stored buckets (no copy of the window; at most
+    // control::CwStoredPointsAtMost of any window, 44,955, below AWS's 50,850 queried points). The
+    // metric's unit is known once read, and a unit asked for that it lacks means no datapoints.
     json points = json::array();
-    if (!unit->empty() && *unit != p.unit) return json{{"Label", id->name}, {"Datapoints", points}};
-    for (const auto& [t, b] : control::CwByPeriod(p, *from, period)) {
-      json d = {{"Timestamp", CwTimestamp(static_cast<double>(t) / 1000)}, {"Unit", p.unit}};
+    const std::string metric_unit = control::ForEachCwPeriod(s, *id, *from, *to, period, [&](EpochMs t, const CwBucket& b) {
+      json d = {{"Timestamp", CwTimestamp(static_cast<double>(t) / 1000)}};
       for (const auto& st : stats) d[st] = *control::CwStat(b, st);
       if (!extended.empty()) {
         json e = json::object();
@@ -413,12 +432,14 @@ StatusOr<json> GetMetricStatistics(control::Controller& c, const json& req) {
         d["ExtendedStatistics"] = e;
       }
       points.push_back(std::move(d));
-    }
-    return json{{"Label", id->name}, {"Datapoints", points}};
+    });
+    if (!unit->empty() && *unit != metric_unit) points = json::array();
+    for (json& d : points) d["Unit"] = metric_unit;
+    return json{{"Label", id->name}, {"Datapoints", std::move(points)}};
   });
 }
 
-StatusOr<json> GetMetricData(control::Controller& c, const json& req) {
+StatusOr<json> GetMetricData(control::Controller& c, const json& req, const cw::MetricReadCheck& may_read) {
   if (!req.contains("MetricDataQueries") || req["MetricDataQueries"].is_null()) return Missing("MetricDataQueries");
   const json& qs = req["MetricDataQueries"];
   if (!qs.is_array() || qs.empty() || qs.size() > 500) return Invalid("MetricDataQueries", "must be a list of 1 to 500 queries");
@@ -465,6 +486,15 @@ StatusOr<json> GetMetricData(control::Controller& c, const json& req) {
   if ((*to - *from) / grid_period > kMaxDatapointsLimit)
     return Status(Code::kFailedPrecondition, "The window holds more than 100800 periods of " +
                                                  std::to_string(grid_period / 1000) + " s; lengthen the Period");
+  // What the call may hold, counted before any of it is read (docs/metrics.md, "Limits on what a
+  // read may cost").
+  auto cost = control::CheckCwQueryCost(queries, *from, *to, grid_period, c.Now());
+  if (!cost.ok()) return cost.status();
+  auto may_read_all = [&](const State& s) -> Status {
+    for (const auto& q : queries)
+      if (q.expression.empty()) TY_RETURN_IF_ERROR(may_read(s, q.metric));
+    return Status::Ok();
+  };
   // The page holds the returned points [skip, skip + max_points) in request order, each query's
   // in ScanBy order; a query whose points run past the page, and every later one, is PartialData.
   json results = json::array();
@@ -500,7 +530,8 @@ StatusOr<json> GetMetricData(control::Controller& c, const json& req) {
   if (!math) {
     // No expression needs the others: a query before the page is only counted, one after it not
     // read at all, so a page costs its own points (and a count of the earlier ones).
-    c.Read([&](const State& s) {
+    TY_RETURN_IF_ERROR(c.Read([&](const State& s) -> Status {
+      TY_RETURN_IF_ERROR(may_read_all(s));
       std::vector<std::pair<EpochMs, double>> points;
       for (const auto& q : queries) {
         if (!q.return_data) continue;
@@ -516,9 +547,15 @@ StatusOr<json> GetMetricData(control::Controller& c, const json& req) {
         }
         add_points(q, points, points.empty() ? n : points.size());
       }
-    });
+      return Status::Ok();
+    }));
   } else {
-    control::CwQueryValues values = c.Read([&](const State& s) { return control::ReadCwQueries(s, queries, *from, *to); });
+    StatusOr<control::CwQueryValues> read = c.Read([&](const State& s) -> StatusOr<control::CwQueryValues> {
+      TY_RETURN_IF_ERROR(may_read_all(s));
+      return control::ReadCwQueries(s, queries, *from, *to);
+    });
+    if (!read.ok()) return read.status();
+    control::CwQueryValues values = std::move(*read);
     // Expressions in request order; one may use any query before or after it that is not itself
     // an expression still to come (evaluated in order, so forward references to expressions fail).
     if (Status st = control::EvaluateCwExpressions(queries, *from, *to, grid_period, &values); !st.ok())
@@ -530,6 +567,9 @@ StatusOr<json> GetMetricData(control::Controller& c, const json& req) {
       points.assign(series.begin(), series.end());
       add_points(q, points, points.size());
     }
+    values = {};
+    points = {};
+    if (*cost >= kReleaseAfterDatapoints) ReleaseFreedMemory();
   }
   json out = json::object();
   out["MetricDataResults"] = std::move(results);
@@ -687,28 +727,47 @@ http::Response ServeCloudWatch(const http::Request& req, control::Controller& co
   if (body.ok() && !body->is_object()) body = InvalidArgument("The request body must be a map of the operation's members");
   if (!body.ok()) return fail(body.status());
   call.SetBody(*body);
-  if (Status allowed = authz.CheckAction(*caller, ctx, "cloudwatch:" + operation); !allowed.ok()) return fail(allowed);
+  // PutMetricData carries cloudwatch:namespace, as in AWS; a read is checked again per series it
+  // reads (may_read: a training job's or a queue's series as the describe of that job or queue).
+  std::string put_ns;
+  if (operation == "PutMetricData" && body->contains("Namespace") && (*body)["Namespace"].is_string())
+    put_ns = (*body)["Namespace"].get<std::string>();
+  if (Status allowed = authz.CheckCloudWatch(*caller, ctx, "cloudwatch:" + operation, put_ns); !allowed.ok())
+    return fail(allowed);
+  std::map<control::CwMetricOwner, Status> decided;  // per owner, for this request
+  const cw::MetricReadCheck may_read = [&](const State& s, const CwMetricId& id) -> Status {
+    const control::CwMetricOwner owner = control::CwOwnerOf(id);
+    if (owner.kind == control::CwMetricOwner::kAccount) return Status::Ok();
+    auto it = decided.find(owner);
+    if (it == decided.end()) it = decided.emplace(owner, authz.CheckMetricOwner(*caller, ctx, s, owner)).first;
+    return it->second;
+  };
   StatusOr<json> result = json::object();
   if (operation == "PutMetricData") {
     auto scope = call.OfferToCommand();  // the record is stored with the put's own commit
     result = PutMetricData(controller, *body);
   } else if (cw::ChangesAlarms(operation)) {
     auto scope = call.OfferToCommand();
-    result = cw::ServeAlarmOperation(controller, operation, *body);
+    result = cw::ServeAlarmOperation(controller, operation, *body, may_read);
   } else if (cw::IsAlarmOperation(operation)) {
-    result = cw::ServeAlarmOperation(controller, operation, *body);
-  } else if (operation == "ListMetrics") result = ListMetrics(controller, *body);
-  else if (operation == "GetMetricStatistics") result = GetMetricStatistics(controller, *body);
-  else result = GetMetricData(controller, *body);
+    result = cw::ServeAlarmOperation(controller, operation, *body, may_read);
+  } else if (operation == "ListMetrics") result = ListMetrics(controller, *body, may_read);
+  else if (operation == "GetMetricStatistics") result = GetMetricStatistics(controller, *body, may_read);
+  else result = GetMetricData(controller, *body, may_read);
   if (!result.ok()) return fail(result.status());
   call.Finish(result.status());
+  http::Response res;
   if (query) {
-    http::Response res;
     res.headers = {{"Content-Type", "text/xml"}, {"x-amzn-RequestId", call.request_id()}};
     res.body = cw::QueryReply(operation, *result, call.request_id());
-    return res;
+  } else {
+    res = Answer(cbor, 200, *result, call.request_id());
   }
-  return Answer(cbor, 200, *result, call.request_id());
+  if (res.body.size() >= kReleaseAfterReplyBytes) {
+    result = json::object();  // the reply's tree, freed first
+    ReleaseFreedMemory();
+  }
+  return res;
 }
 
 }  // namespace ty::api

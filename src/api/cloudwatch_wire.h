@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -43,10 +44,17 @@ class Controller;
 
 namespace ty::api::cw {
 
-// The alarm operations (api/cloudwatch_alarms.cpp).
+// Whether the caller of a request may read a metric's series (docs/security.md, "CloudWatch
+// metrics"): Ok, or AccessDenied naming the action and resource. Called under the controller's
+// state read; one check may remember its answers for the rest of its request.
+using MetricReadCheck = std::function<Status(const control::State&, const control::CwMetricId&)>;
+
+// The alarm operations (api/cloudwatch_alarms.cpp). PutMetricAlarm is refused for a metric the
+// caller may not read; DescribeAlarms and DescribeAlarmsForMetric leave out the alarms on one.
 bool IsAlarmOperation(const std::string& op);
 bool ChangesAlarms(const std::string& op);  // stored with the command's own commit (audit)
-StatusOr<nlohmann::json> ServeAlarmOperation(control::Controller& c, const std::string& op, const nlohmann::json& req);
+StatusOr<nlohmann::json> ServeAlarmOperation(control::Controller& c, const std::string& op, const nlohmann::json& req,
+                                             const MetricReadCheck& may_read);
 
 // The query protocol (api/cloudwatch_query.cpp): the members of a GET's query and a POST's form
 // body (Action goes to *action; Version must be 2010-08-01), typed by member name; and the XML

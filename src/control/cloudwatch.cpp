@@ -15,15 +15,27 @@ namespace ty::control {
 Status Controller::PutMetricData(const std::vector<CwDatum>& data) {
   return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status {
     CloudWatchMetrics& cw = state_.cloudwatch;
-    // All or nothing: the series this put would add are counted before anything is stored.
+    // All or nothing: the series and minute buckets this put would add are counted before
+    // anything is stored.
     std::set<std::string> added;
-    for (const CwDatum& d : data)
-      if (std::string key = d.id.Key(); !cw.Find(key)) added.insert(std::move(key));
+    std::set<std::pair<std::string, EpochMs>> minutes;
+    size_t bytes = 0;
+    for (const CwDatum& d : data) {
+      std::string key = d.id.Key();
+      const EpochMs minute = d.timestamp - (((d.timestamp % kCwMinute) + kCwMinute) % kCwMinute);
+      if (!cw.HasMinute(key, minute) && minutes.insert({key, minute}).second) bytes += kCwBucketBytes;
+      if (!cw.Find(key) && added.insert(std::move(key)).second) bytes += CloudWatchMetrics::SeriesBytes(d.id);
+    }
     if (cw.series().size() + added.size() > cw.max_series())
       return Status(Code::kLimitExceeded, "This server keeps at most " + std::to_string(cw.max_series()) +
                                               " CloudWatch metrics ([cloudwatch] max_series); this request would add " +
                                               std::to_string(added.size()) + " to the " +
                                               std::to_string(cw.series().size()) + " stored");
+    if (cw.bytes() + bytes > cw.max_bytes())
+      return Status(Code::kLimitExceeded, "This server keeps at most " + std::to_string(cw.max_bytes()) +
+                                              " bytes of CloudWatch data ([cloudwatch] max_series_bytes); this request "
+                                              "would add " + std::to_string(bytes) + " to the " +
+                                              std::to_string(cw.bytes()) + " held");
     for (const CwDatum& d : data) TY_RETURN_IF_ERROR(cw.Put(d.id, d.unit, d.timestamp, d.values, &t.cloudwatch));
     cw.Compact(t.now, &t.cloudwatch);
     return Status::Ok();

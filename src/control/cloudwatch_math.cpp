@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <variant>
@@ -12,7 +13,18 @@ namespace ty::control {
 
 namespace {
 
-using List = std::vector<CwTimeSeries>;
+// An array of series. METRICS() points at the queries' own series, never copying them; a series
+// computed here is owned (in a deque, where adding one moves none, and which a move of the List
+// does not move either, so the pointers stay valid).
+struct List {
+  std::deque<CwTimeSeries> owned;
+  std::vector<const CwTimeSeries*> items;
+
+  void Own(CwTimeSeries s) {
+    owned.push_back(std::move(s));
+    items.push_back(&owned.back());
+  }
+};
 using Value = std::variant<double, CwTimeSeries, List>;
 
 class Parser {
@@ -103,7 +115,7 @@ class Parser {
       do {
         auto v = Sum();
         if (!v.ok()) return v;
-        if (auto* s = std::get_if<CwTimeSeries>(&*v)) list.push_back(std::move(*s));
+        if (auto* s = std::get_if<CwTimeSeries>(&*v)) list.Own(std::move(*s));
         else return Error("an array holds time series only");
       } while (Eat(','));
       if (!Eat(']')) return Error("']' expected");
@@ -133,7 +145,7 @@ class Parser {
       if (!Eat(')')) return Error("METRICS() takes no arguments here");
       List list;
       for (const auto& id : metric_ids_)
-        if (auto it = vars_.find(id); it != vars_.end()) list.push_back(it->second);
+        if (auto it = vars_.find(id); it != vars_.end()) list.items.push_back(&it->second);
       return Value(std::move(list));
     }
     if (name == "SUM" || name == "AVG" || name == "MIN" || name == "MAX") {
@@ -170,8 +182,9 @@ class Parser {
       };
       if (auto* s = std::get_if<CwTimeSeries>(&*arg)) return Value(fill(*s));
       if (auto* l = std::get_if<List>(&*arg)) {
-        for (auto& s : *l) s = fill(s);
-        return Value(std::move(*l));
+        List filled;
+        for (const CwTimeSeries* s : l->items) filled.Own(fill(*s));
+        return Value(std::move(filled));
       }
       return Error("FILL's first argument must be a time series");
     }
@@ -179,73 +192,79 @@ class Parser {
     return Error("unknown function " + name + " (this server evaluates SUM, AVG, MIN, MAX, FILL and METRICS)");
   }
 
-  static double Combine(const std::string& name, const std::vector<double>& xs) {
-    if (name == "MIN") return *std::min_element(xs.begin(), xs.end());
-    if (name == "MAX") return *std::max_element(xs.begin(), xs.end());
-    double sum = 0;
-    for (double x : xs) sum += x;
-    return name == "AVG" ? sum / static_cast<double>(xs.size()) : sum;
-  }
-
+  // SUM, AVG, MIN or MAX of an array, point by point, in one pass over its series: a timestamp's
+  // running value and count are all that is held.
   StatusOr<Value> Reduce(const std::string& name, Value arg) {
     if (auto* s = std::get_if<CwTimeSeries>(&arg)) {
       if (s->empty()) return Value(std::nan(""));
-      std::vector<double> xs;
-      for (const auto& [t, x] : *s) xs.push_back(x);
-      return Value(Combine(name, xs));
+      double acc = name == "MIN" || name == "MAX" ? s->begin()->second : 0;
+      for (const auto& [t, x] : *s) acc = Combine(name, acc, x);
+      return Value(name == "AVG" ? acc / static_cast<double>(s->size()) : acc);
     }
     if (auto* l = std::get_if<List>(&arg)) {
-      std::map<EpochMs, std::vector<double>> at;
-      for (const auto& s : *l)
-        for (const auto& [t, x] : s) at[t].push_back(x);
+      std::map<EpochMs, std::pair<double, size_t>> at;  // running value, values seen
+      for (const CwTimeSeries* s : l->items)
+        for (const auto& [t, x] : *s) {
+          auto [it, fresh] = at.try_emplace(t, x, 1);
+          if (!fresh) {
+            it->second.first = Combine(name, it->second.first, x);
+            ++it->second.second;
+          }
+        }
       CwTimeSeries out;
-      for (const auto& [t, xs] : at) out[t] = Combine(name, xs);
+      for (const auto& [t, v] : at)
+        out.emplace_hint(out.end(), t, name == "AVG" ? v.first / static_cast<double>(v.second) : v.first);
       return Value(std::move(out));
     }
     return Error(name + " takes a time series or an array of them, not a number");
   }
+  static double Combine(const std::string& name, double acc, double x) {
+    if (name == "MIN") return std::min(acc, x);
+    if (name == "MAX") return std::max(acc, x);
+    return acc + x;  // SUM, and AVG's sum
+  }
+
+  // `s op other` (`other op s` when !left); `other` a number or a series. Arithmetic between
+  // series keeps the timestamps both have; a NaN result (division by zero) is no point.
+  static CwTimeSeries SeriesOp(char op, const CwTimeSeries& s, const Value& other, bool left) {
+    CwTimeSeries out;
+    auto put = [&](EpochMs t, double x, double y) {
+      const double v = left ? Arith(op, x, y) : Arith(op, y, x);
+      if (!std::isnan(v)) out.emplace_hint(out.end(), t, v);
+    };
+    if (auto* y = std::get_if<double>(&other)) {
+      for (const auto& [t, v] : s) put(t, v, *y);
+    } else {
+      const CwTimeSeries& r = std::get<CwTimeSeries>(other);
+      for (const auto& [t, v] : s)
+        if (auto it = r.find(t); it != r.end()) put(t, v, it->second);
+    }
+    return out;
+  }
 
   StatusOr<Value> Apply(char op, const Value& a, const Value& b) {
-    auto f = [op](double x, double y) {
-      switch (op) {
-        case '+': return x + y;
-        case '-': return x - y;
-        case '*': return x * y;
-        default: return y == 0 ? std::nan("") : x / y;
-      }
-    };
-    auto drop_nan = [](CwTimeSeries& s) { std::erase_if(s, [](const auto& p) { return std::isnan(p.second); }); };
-    if (std::holds_alternative<List>(a) || std::holds_alternative<List>(b)) {
-      const bool left = std::holds_alternative<List>(a);
-      const List& l = std::get<List>(left ? a : b);
-      const Value& other = left ? b : a;
+    const bool list_a = std::holds_alternative<List>(a), list_b = std::holds_alternative<List>(b);
+    if (list_a && list_b) return Error("arithmetic between two arrays is not supported");
+    if (list_a || list_b) {
+      const List& l = std::get<List>(list_a ? a : b);
       List out;
-      for (const auto& s : l) {
-        auto r = left ? Apply(op, Value(s), other) : Apply(op, other, Value(s));
-        if (!r.ok()) return r;
-        if (!std::holds_alternative<CwTimeSeries>(*r)) return Error("arithmetic between two arrays is not supported");
-        out.push_back(std::get<CwTimeSeries>(std::move(*r)));
-      }
+      for (const CwTimeSeries* s : l.items) out.Own(SeriesOp(op, *s, list_a ? b : a, list_a));
       return Value(std::move(out));
     }
     if (auto* x = std::get_if<double>(&a)) {
-      if (auto* y = std::get_if<double>(&b)) return Value(f(*x, *y));
-      CwTimeSeries out;
-      for (const auto& [t, v] : std::get<CwTimeSeries>(b)) out[t] = f(*x, v);
-      drop_nan(out);
-      return Value(std::move(out));
+      if (auto* y = std::get_if<double>(&b)) return Value(Arith(op, *x, *y));
+      return Value(SeriesOp(op, std::get<CwTimeSeries>(b), a, /*left=*/false));
     }
-    const CwTimeSeries& s = std::get<CwTimeSeries>(a);
-    CwTimeSeries out;
-    if (auto* y = std::get_if<double>(&b)) {
-      for (const auto& [t, v] : s) out[t] = f(v, *y);
-    } else {
-      const CwTimeSeries& r = std::get<CwTimeSeries>(b);
-      for (const auto& [t, v] : s)
-        if (auto it = r.find(t); it != r.end()) out[t] = f(v, it->second);
+    return Value(SeriesOp(op, std::get<CwTimeSeries>(a), b, /*left=*/true));
+  }
+  // x op y; division by zero is NaN.
+  static double Arith(char op, double x, double y) {
+    switch (op) {
+      case '+': return x + y;
+      case '-': return x - y;
+      case '*': return x * y;
+      default: return y == 0 ? std::nan("") : x / y;
     }
-    drop_nan(out);
-    return Value(std::move(out));
   }
 
   std::string_view text_;

@@ -19,6 +19,16 @@ std::string CwMetricId::Key() const {
   return k;
 }
 
+CwSample::CwSample(std::initializer_list<double> values) {
+  for (double v : values)
+    if (size_ < kCloudWatchValuesPerBucket) push_back(v);
+}
+
+CwSample::CwSample(const std::vector<double>& values) {
+  for (double v : values)
+    if (size_ < kCloudWatchValuesPerBucket) push_back(v);
+}
+
 void CwBucket::Add(double v, double n) {
   if (n <= 0) return;
   const double seen = count;
@@ -27,7 +37,7 @@ void CwBucket::Add(double v, double n) {
   min = std::min(min, v);
   max = std::max(max, v);
   if (values.size() < kCloudWatchValuesPerBucket) values.push_back(v);
-  else values[static_cast<size_t>(seen) % kCloudWatchValuesPerBucket] = v;  // a rolling sample of the rest
+  else values.set(static_cast<size_t>(seen) % kCloudWatchValuesPerBucket, v);  // a rolling sample of the rest
 }
 
 void CwBucket::Merge(const CwBucket& o) {
@@ -39,7 +49,7 @@ void CwBucket::Merge(const CwBucket& o) {
   max = std::max(max, o.max);
   for (size_t i = 0; i < o.values.size(); ++i) {
     if (values.size() < kCloudWatchValuesPerBucket) values.push_back(o.values[i]);
-    else values[(static_cast<size_t>(seen) + i) % kCloudWatchValuesPerBucket] = o.values[i];
+    else values.set((static_cast<size_t>(seen) + i) % kCloudWatchValuesPerBucket, o.values[i]);
   }
 }
 
@@ -57,19 +67,35 @@ EpochMs Floor(EpochMs t, EpochMs step) { return t - (((t % step) + step) % step)
 
 }  // namespace
 
+size_t CloudWatchMetrics::SeriesBytes(const CwMetricId& id) {
+  size_t n = kCwSeriesBytes + 2 * (id.ns.size() + id.name.size());  // the id's names, and the key's copy
+  for (const auto& [k, v] : id.dims) n += 2 * (k.size() + v.size()) + 2 * sizeof(std::string);
+  return n;
+}
+
+bool CloudWatchMetrics::HasMinute(const std::string& key, EpochMs t) const {
+  const CwSeries* s = Find(key);
+  return s && s->buckets.count(Floor(t, kCwMinute));
+}
+
 Status CloudWatchMetrics::Put(const CwMetricId& id, const std::string& unit, EpochMs t, const CwBucket& b,
                               std::set<std::pair<std::string, EpochMs>>* dirty) {
   const std::string key = id.Key();
-  auto it = series_.find(key);
-  if (it == series_.end()) {
-    if (series_.size() >= max_series_)
-      return Status(Code::kLimitExceeded, "This server keeps at most " + std::to_string(max_series_) +
-                                                  " CloudWatch metrics ([cloudwatch] max_series); " + id.ns + " " +
-                                                  id.name + " would be one more");
-    it = series_.emplace(key, CwSeries{id, unit.empty() ? "None" : unit, {}}).first;
-  }
-  if (!unit.empty()) it->second.unit = unit;
   const EpochMs start = Floor(t, kCwMinute);
+  auto it = series_.find(key);
+  const size_t adds = (it == series_.end() ? SeriesBytes(id) + kCwBucketBytes
+                                           : it->second.buckets.count(start) ? 0 : kCwBucketBytes);
+  if (it == series_.end() && series_.size() >= max_series_)
+    return Status(Code::kLimitExceeded, "This server keeps at most " + std::to_string(max_series_) +
+                                            " CloudWatch metrics ([cloudwatch] max_series); " + id.ns + " " + id.name +
+                                            " would be one more");
+  if (adds && bytes_ + adds > max_bytes_)
+    return Status(Code::kLimitExceeded, "This server keeps at most " + std::to_string(max_bytes_) +
+                                            " bytes of CloudWatch data ([cloudwatch] max_series_bytes); a new minute of " +
+                                            id.ns + " " + id.name + " would pass it");
+  if (it == series_.end()) it = series_.emplace(key, CwSeries{id, unit.empty() ? "None" : unit, {}}).first;
+  bytes_ += adds;
+  if (!unit.empty()) it->second.unit = unit;
   it->second.buckets[start].Merge(b);
   dirty->insert({key, Floor(start, kCwHour)});
   return Status::Ok();
@@ -78,6 +104,7 @@ Status CloudWatchMetrics::Put(const CwMetricId& id, const std::string& unit, Epo
 void CloudWatchMetrics::Compact(EpochMs now, std::set<std::pair<std::string, EpochMs>>* dirty) {
   for (auto s = series_.begin(); s != series_.end();) {
     auto& buckets = s->second.buckets;
+    const size_t before = buckets.size();
     // Only buckets older than the minute retention change; they are the map's first ones.
     for (auto b = buckets.begin(); b != buckets.end() && now - b->first >= kCwMinuteRetention;) {
       const EpochMs step = CwResolutionAt(b->first, now);
@@ -93,8 +120,13 @@ void CloudWatchMetrics::Compact(EpochMs now, std::set<std::pair<std::string, Epo
         b = buckets.erase(b);
       }
     }
-    if (buckets.empty()) s = series_.erase(s);
-    else ++s;
+    bytes_ -= (before - buckets.size()) * kCwBucketBytes;  // a roll-up only ever removes buckets
+    if (buckets.empty()) {
+      bytes_ -= SeriesBytes(s->second.id);
+      s = series_.erase(s);
+    } else {
+      ++s;
+    }
   }
 }
 
@@ -114,7 +146,7 @@ std::string CloudWatchMetrics::EncodeHour(const std::string& series_key, EpochMs
   if (!s) return "";
   json points = json::array();
   for (auto b = s->buckets.lower_bound(hour); b != s->buckets.end() && b->first < hour + kCwHour; ++b)
-    points.push_back({b->first, b->second.count, b->second.sum, b->second.min, b->second.max, b->second.values});
+    points.push_back({b->first, b->second.count, b->second.sum, b->second.min, b->second.max, b->second.values.ToVector()});
   if (points.empty()) return "";
   json dims = json::array();
   for (const auto& [n, v] : s->id.dims) dims.push_back({n, v});
@@ -127,19 +159,26 @@ bool CloudWatchMetrics::LoadHour(std::string_view doc) {
   try {
     CwMetricId id{j.at("ns").get<std::string>(), j.at("name").get<std::string>(), {}};
     for (const auto& d : j.at("dims")) id.dims.emplace_back(d.at(0).get<std::string>(), d.at(1).get<std::string>());
-    auto& s = series_[id.Key()];
+    std::vector<std::pair<EpochMs, CwBucket>> buckets;  // read whole before anything changes
+    for (const auto& p : j["points"])
+      buckets.emplace_back(p.at(0).get<EpochMs>(),
+                           CwBucket{p.at(1).get<double>(), p.at(2).get<double>(), p.at(3).get<double>(),
+                                    p.at(4).get<double>(), CwSample(p.at(5).get<std::vector<double>>())});
+    auto [it, added] = series_.try_emplace(id.Key());
+    CwSeries& s = it->second;
+    if (added) bytes_ += SeriesBytes(id);
     s.id = id;
     s.unit = j.value("unit", "None");
-    for (const auto& p : j["points"]) {
-      CwBucket b{p.at(1).get<double>(), p.at(2).get<double>(), p.at(3).get<double>(), p.at(4).get<double>(),
-                 p.at(5).get<std::vector<double>>()};
-      s.buckets[p.at(0).get<EpochMs>()].Merge(b);
-    }
+    const size_t before = s.buckets.size();
+    for (const auto& [t, b] : buckets) s.buckets[t].Merge(b);
+    bytes_ += (s.buckets.size() - before) * kCwBucketBytes;
   } catch (const json::exception&) {
     return false;
   }
   return true;
 }
+
+double CwPercentile(const CwSample& values, double p) { return CwPercentile(values.ToVector(), p); }
 
 double CwPercentile(std::vector<double> values, double p) {
   if (values.empty()) return std::nan("");

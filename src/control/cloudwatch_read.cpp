@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
+#include <set>
+#include <string_view>
 
 #include "control/state.h"
 
@@ -48,11 +51,10 @@ Statistic ParseStatistic(const std::string& stat) {
   return {Statistic::kPercentile, std::stod(stat.substr(1))};
 }
 
-// CwPercentile over at most kCloudWatchValuesPerBucket values, sorted in a copy on the stack.
-double Percentile(const std::vector<double>& values, double p) {
-  if (values.size() > kCloudWatchValuesPerBucket) return CwPercentile(values, p);
+// CwPercentile over a bucket's kept values, sorted in a copy on the stack.
+double Percentile(const CwSample& values, double p) {
   std::array<double, kCloudWatchValuesPerBucket> sorted;
-  std::copy(values.begin(), values.end(), sorted.begin());
+  for (size_t i = 0; i < values.size(); ++i) sorted[i] = values[i];
   std::sort(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(values.size()));
   const double rank = std::ceil(p / 100.0 * static_cast<double>(values.size()));
   return sorted[static_cast<size_t>(std::clamp(rank, 1.0, static_cast<double>(values.size()))) - 1];
@@ -95,18 +97,6 @@ void ForEachPeriod(It first, It last, EpochMs origin, EpochMs period, Fn&& fn) {
     alone = &first->second;
   }
   if (alone) fn(at, *alone);
-}
-
-// ForEachPeriod over a metric's points in [from, to), periods from `from`. State::cloudwatch's
-// series are read in place; a training job's are gathered first (they are few and not buckets).
-template <typename Fn>
-void ForEachMetricPeriod(const State& s, const CwMetricId& id, EpochMs from, EpochMs to, EpochMs period, Fn&& fn) {
-  if (const CwSeries* series = s.cloudwatch.Find(id.Key())) {
-    if (from < to) ForEachPeriod(series->buckets.lower_bound(from), series->buckets.lower_bound(to), from, period, fn);
-    return;
-  }
-  const CwPoints points = ReadCwMetric(s, id, from, to);
-  ForEachPeriod(points.buckets.begin(), points.buckets.end(), from, period, fn);
 }
 
 }  // namespace
@@ -164,6 +154,85 @@ std::map<EpochMs, CwBucket> CwByPeriod(const CwPoints& p, EpochMs origin, EpochM
   return out;
 }
 
+std::string ForEachCwPeriod(const State& s, const CwMetricId& id, EpochMs from, EpochMs to, EpochMs period,
+                            const std::function<void(EpochMs, const CwBucket&)>& fn) {
+  if (const CwSeries* series = s.cloudwatch.Find(id.Key())) {
+    if (from < to) ForEachPeriod(series->buckets.lower_bound(from), series->buckets.lower_bound(to), from, period, fn);
+    return series->unit;
+  }
+  const CwPoints points = ReadCwMetric(s, id, from, to);
+  ForEachPeriod(points.buckets.begin(), points.buckets.end(), from, period, fn);
+  return points.unit;
+}
+
+CwMetricOwner CwOwnerOf(const CwMetricId& id) {
+  if (id.ns == kSageMakerMetricNamespace) {
+    // A job's series has the one dimension Host "<job>/algo-<n>"; any other reads nothing.
+    if (id.dims.size() == 1 && id.dims[0].first == "Host") {
+      const std::string& host = id.dims[0].second;
+      return {CwMetricOwner::kTrainingJob, host.substr(0, host.rfind("/algo-"))};
+    }
+    return {};
+  }
+  if (id.ns == "AWS/Batch")
+    for (const auto& [n, v] : id.dims)
+      if (n == "JobQueueName") return {CwMetricOwner::kJobQueue, v};
+  return {};
+}
+
+uint64_t CwStoredPointsAtMost(EpochMs from, EpochMs to, EpochMs now) {
+  struct Tier {
+    EpochMs lo, hi, step;
+  };
+  const Tier tiers[] = {{now - kCwMinuteRetention, now + 2 * kCwHour, kCwMinute},
+                        {now - kCwFiveMinuteRetention, now - kCwMinuteRetention, kCwFiveMinutes},
+                        {now - kCwHourRetention, now - kCwFiveMinuteRetention, kCwHour}};
+  uint64_t n = 0;
+  for (const Tier& t : tiers) {
+    const EpochMs lo = std::max(from, t.lo), hi = std::min(to, t.hi);
+    if (lo < hi) n += static_cast<uint64_t>((hi - lo + t.step - 1) / t.step) + 1;  // +1: a bucket started before lo
+  }
+  return n;
+}
+
+StatusOr<uint64_t> CheckCwQueryCost(const std::vector<CwQuery>& queries, EpochMs from, EpochMs to, EpochMs grid_period,
+                                    EpochMs now) {
+  if (std::none_of(queries.begin(), queries.end(), [](const CwQuery& q) { return !q.expression.empty(); }))
+    return uint64_t{0};
+  const uint64_t window = static_cast<uint64_t>(std::max<EpochMs>(to - from, 0));
+  const uint64_t grid = (window + grid_period - 1) / grid_period;
+  const uint64_t stored = CwStoredPointsAtMost(from, to, now);
+  std::set<std::string_view> ids;
+  uint64_t metric_stats = 0, cost = 0;
+  for (const auto& q : queries) {
+    ids.insert(q.id);
+    if (!q.expression.empty()) continue;
+    ++metric_stats;
+    cost += std::min<uint64_t>((window + q.period - 1) / q.period, stored);
+  }
+  for (const auto& q : queries) {
+    if (q.expression.empty()) continue;
+    // Operands: each id named, and METRICS() as every MetricStat query (words as the parser reads them).
+    uint64_t operands = 0;
+    const std::string& e = q.expression;
+    for (size_t i = 0; i < e.size();) {
+      if (!std::isalnum(static_cast<unsigned char>(e[i])) && e[i] != '_') { ++i; continue; }
+      const size_t start = i;
+      while (i < e.size() && (std::isalnum(static_cast<unsigned char>(e[i])) || e[i] == '_')) ++i;
+      const std::string_view word(e.data() + start, i - start);
+      if (word == "METRICS") operands += metric_stats;
+      else if (ids.count(word)) ++operands;
+    }
+    cost += (operands + 1) * grid;
+  }
+  if (cost <= kMaxCwMathDatapoints) return cost;
+  return Status(Code::kFailedPrecondition,
+                "The MetricDataQueries would hold up to " + std::to_string(cost) + " datapoints (each MetricStat "
+                "query's, and each expression's operands and result over " + std::to_string(grid) +
+                " periods), which exceeds the limit of " + std::to_string(kMaxCwMathDatapoints) +
+                " for a request with expressions. Narrow the window, lengthen the Period or use fewer expressions.");
+}
+
 std::optional<double> CwStat(const CwBucket& b, const std::string& stat) { return StatOf(b, ParseStatistic(stat)); }
 
 bool IsCwPercentile(const std::string& s) {
@@ -183,7 +252,7 @@ bool IsCwPeriod(int64_t p) { return p == 1 || p == 5 || p == 10 || p == 30 || (p
 void ReadCwQuery(const State& s, const CwQuery& q, EpochMs from, EpochMs to,
                  const std::function<void(EpochMs, double)>& fn) {
   const Statistic st = ParseStatistic(q.stat);
-  ForEachMetricPeriod(s, q.metric, from, to, q.period, [&](EpochMs t, const CwBucket& b) {
+  ForEachCwPeriod(s, q.metric, from, to, q.period, [&](EpochMs t, const CwBucket& b) {
     if (auto v = StatOf(b, st)) fn(t, *v);
   });
 }
@@ -193,7 +262,7 @@ size_t CountCwQuery(const State& s, const CwQuery& q, EpochMs from, EpochMs to) 
   const Statistic::Kind kind = ParseStatistic(q.stat).kind;
   size_t n = 0;
   if (kind == Statistic::kNone) return n;
-  ForEachMetricPeriod(s, q.metric, from, to, q.period, [&](EpochMs, const CwBucket& b) {
+  ForEachCwPeriod(s, q.metric, from, to, q.period, [&](EpochMs, const CwBucket& b) {
     if (kind != Statistic::kPercentile || !b.values.empty()) ++n;
   });
   return n;

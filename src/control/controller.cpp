@@ -74,6 +74,7 @@ StatusOr<std::unique_ptr<Controller>> Controller::Open(const Config& config, con
     c->last_event_seq_ = c->event_log_->LastPublished();
     c->LoadState();
     c->state_.cloudwatch.set_max_series(static_cast<size_t>(config.cloudwatch.max_series));
+    c->state_.cloudwatch.set_max_bytes(static_cast<size_t>(config.cloudwatch.max_series_bytes));
     // Workspaces of pools that ended while the server was down between the commit and the removal.
     for (const auto& entry : fs::directory_iterator(fs::path(c->data_dir_) / "pools", ec)) {
       if (c->state_.warm_pools.count(entry.path().filename().string())) continue;

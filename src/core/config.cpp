@@ -380,8 +380,11 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     if (c.ha.name.size() > 200) return InvalidArgument("config: ha.name must be at most 200 characters");
   }
   if (auto* t = root["cloudwatch"].as_table()) {
-    TY_RETURN_IF_ERROR(CheckKeys(*t, {"max_series", "max_alarms"}, "[cloudwatch]"));
+    TY_RETURN_IF_ERROR(CheckKeys(*t, {"max_series", "max_series_bytes", "max_alarms"}, "[cloudwatch]"));
     TY_RETURN_IF_ERROR(Read(*t, "max_series", &c.cloudwatch.max_series, "cloudwatch."));
+    TY_RETURN_IF_ERROR(Read(*t, "max_series_bytes", &c.cloudwatch.max_series_bytes, "cloudwatch."));
+    if (c.cloudwatch.max_series_bytes < (int64_t{1} << 20) || c.cloudwatch.max_series_bytes > (int64_t{1} << 40))
+      return InvalidArgument("config: cloudwatch.max_series_bytes must be between 1048576 (1 MiB) and 1099511627776 (1 TiB)");
     TY_RETURN_IF_ERROR(Read(*t, "max_alarms", &c.cloudwatch.max_alarms, "cloudwatch."));
     if (c.cloudwatch.max_alarms < 1 || c.cloudwatch.max_alarms > 1000000)
       return InvalidArgument("config: cloudwatch.max_alarms must be between 1 and 1000000");

@@ -218,6 +218,9 @@ struct ConsoleConfig {
 // [cloudwatch] (docs/metrics.md, "The CloudWatch API"): the metrics stored for PutMetricData.
 struct CloudWatchConfig {
   int64_t max_series = 1000;  // metrics (namespace, name, dimensions); a put that adds one more is refused
+  // Memory the stored metrics may take (control/cloudwatch_metrics.h, kCwBucketBytes per minute
+  // bucket); a put that needs a new bucket past it is refused.
+  int64_t max_series_bytes = int64_t{256} << 20;
   int64_t max_alarms = 5000;  // PutMetricAlarm's alarms (docs/alarms.md); one past it is refused
 };
 

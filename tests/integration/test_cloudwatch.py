@@ -282,6 +282,69 @@ class TrainingJobMetricsTest(ServerTest):
         self.assertEqual(e.exception.response["Error"]["Code"], "InvalidParameterValue")
 
 
+TEAM_METRICS = {"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Action": ["cloudwatch:GetMetricData", "cloudwatch:GetMetricStatistics", "cloudwatch:ListMetrics",
+                                   "cloudwatch:PutMetricAlarm", "cloudwatch:DescribeAlarms"], "Resource": "*"},
+    {"Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
+     "Condition": {"StringLike": {"cloudwatch:namespace": "${aws:PrincipalTag/team}/*"}}},
+    {"Effect": "Allow", "Action": ["sagemaker:DescribeTrainingJob", "batch:DescribeJobQueues"], "Resource": "*",
+     "Condition": {"StringEquals": {"aws:ResourceTag/team": "${aws:PrincipalTag/team}"}}}]}
+
+
+class TeamMetricsTest(ServerTest):
+    """docs/security.md, "CloudWatch metrics": a training job's series are read as its describe, so a
+    team sees its own jobs' metrics and not another team's; PutMetricData honours cloudwatch:namespace."""
+
+    def test_a_team_reads_its_own_jobs_metrics_and_not_another_teams(self):
+        p = self.command_payload("team-a-job", "for i in 1 2 3; do echo loss=0.$i; done")
+        p["AlgorithmSpecification"]["MetricDefinitions"] = [{"Name": "loss", "Regex": "loss=([0-9.]+)"}]
+        p["Tags"] = [{"Key": "team", "Value": "a"}]
+        self.sm.create_training_job(**p)
+        self.assertEqual(self.wait_training("team-a-job")["TrainingJobStatus"], "Completed")
+        admin = lambda op, body: self.server.admin("admin/iam/" + op, body)
+        admin("CreatePolicy", {"PolicyName": "team-metrics", "PolicyDocument": json.dumps(TEAM_METRICS)})
+        cws = {}
+        for team in ("a", "b"):
+            admin("CreateUser", {"UserName": "member-" + team, "Tags": [{"Key": "team", "Value": team}]})
+            admin("AttachUserPolicy", {"UserName": "member-" + team, "PolicyName": "team-metrics"})
+            key = admin("CreateAccessKey", {"UserName": "member-" + team})["AccessKey"]
+            cws[team] = self.server.client("cloudwatch", key=key["AccessKeyId"], secret=key["SecretAccessKey"])
+        ns, host = "/aws/sagemaker/TrainingJobs", [{"Name": "Host", "Value": "team-a-job/algo-1"}]
+        metric = {"Namespace": ns, "MetricName": "loss", "Dimensions": host}
+        # Listing: team a sees its job's series, team b none of them.
+        self.assertIn(metric, cws["a"].list_metrics(Namespace=ns)["Metrics"])
+        self.assertEqual(cws["b"].list_metrics(Namespace=ns)["Metrics"], [])
+        self.assertNotIn(metric, cws["b"].list_metrics()["Metrics"])
+        # Reading: team a gets the points, team b is refused as DescribeTrainingJob would refuse it.
+        start = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=1)
+        end = start + datetime.timedelta(hours=2)
+        q = dict(MetricDataQueries=[{"Id": "m", "MetricStat": {"Metric": metric, "Period": 3600, "Stat": "SampleCount"}},
+                                    {"Id": "e", "Expression": "SUM(METRICS())"}], StartTime=start, EndTime=end)
+        self.assertEqual(sum(cws["a"].get_metric_data(**q)["MetricDataResults"][0]["Values"]), 3)
+        stats = dict(StartTime=start, EndTime=end, Period=3600, Statistics=["SampleCount"], **metric)
+        self.assertEqual(sum(d["SampleCount"] for d in cws["a"].get_metric_statistics(**stats)["Datapoints"]), 3)
+        for call in (lambda: cws["b"].get_metric_data(**q), lambda: cws["b"].get_metric_statistics(**stats),
+                     lambda: cws["b"].put_metric_alarm(AlarmName="peek", EvaluationPeriods=1, Threshold=1,
+                                                       ComparisonOperator="GreaterThanThreshold", Statistic="Maximum",
+                                                       Period=60, **metric)):
+            with self.assertRaises(ClientError) as e:
+                call()
+            self.assertEqual(e.exception.response["Error"]["Code"], "AccessDeniedException")
+            self.assertIn("sagemaker:DescribeTrainingJob", e.exception.response["Error"]["Message"])
+        # An alarm on the job's series is shown to team a only.
+        cws["a"].put_metric_alarm(AlarmName="loss-high", EvaluationPeriods=1, Threshold=1, Statistic="Maximum",
+                                  ComparisonOperator="GreaterThanThreshold", Period=60, **metric)
+        self.assertEqual([a["AlarmName"] for a in cws["a"].describe_alarms()["MetricAlarms"]], ["loss-high"])
+        self.assertEqual(cws["b"].describe_alarms()["MetricAlarms"], [])
+        # PutMetricData: a team writes under its own namespace prefix only (cloudwatch:namespace).
+        cws["b"].put_metric_data(Namespace="b/train", MetricData=[{"MetricName": "x", "Value": 1}])
+        with self.assertRaises(ClientError) as e:
+            cws["b"].put_metric_data(Namespace="a/train", MetricData=[{"MetricName": "x", "Value": 1}])
+        self.assertEqual(e.exception.response["Error"]["Code"], "AccessDeniedException")
+        self.assertEqual([m["Namespace"] for m in self.server.client("cloudwatch").list_metrics(MetricName="x")["Metrics"]],
+                         ["b/train"])
+
+
 class BatchMetricsTest(ServerTest):
     """AWS/Batch, sampled once a minute of the server's clock, equals what /metrics counts."""
     server_args = ["--clock=offset"]

@@ -4,6 +4,8 @@
 // the CBOR codec (tag-1 timestamps both ways, hostile bodies).
 #include <gtest/gtest.h>
 
+#include <malloc.h>
+
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -43,7 +45,7 @@ TEST(CloudWatchMetrics, StatisticSetsMergeAndPercentilesUseTheKeptValues) {
   EXPECT_EQ(control::CwPercentile(b.values, 50), 3);
   EXPECT_EQ(control::CwPercentile(b.values, 100), 10);
   EXPECT_EQ(control::CwPercentile(b.values, 1), 1);
-  EXPECT_TRUE(std::isnan(control::CwPercentile({}, 50)));
+  EXPECT_TRUE(std::isnan(control::CwPercentile(std::vector<double>{}, 50)));
   CwBucket many;
   for (int i = 0; i < 1000; ++i) many.Add(i);
   EXPECT_EQ(many.values.size(), control::kCloudWatchValuesPerBucket);  // bounded
@@ -118,6 +120,81 @@ TEST(CloudWatchMetrics, AnHourDocumentLoadsBackTheSameBuckets) {
   EXPECT_FALSE(loaded.LoadHour("not json"));
 }
 
+// Thirteen days of minute points with 16 values each (the most a bucket keeps), as a metric fed
+// every minute by 16 workers holds them.
+void FillThirteenDays(CloudWatchMetrics* cw, const CwMetricId& id, EpochMs now) {
+  std::set<std::pair<std::string, EpochMs>> dirty;
+  CwBucket b;
+  for (int k = 0; k < 16; ++k) b.Add(0.25 * k);
+  for (EpochMs t = now - 13 * kCwDay; t < now; t += kCwMinute) ASSERT_TRUE(cw->Put(id, "", t, b, &dirty).ok());
+}
+
+// A minute bucket takes no allocation of its own beside its map node, and kCwBucketBytes is what
+// the heap actually gives it: 13 days of 16-value minutes cost ~3 MB per metric (18,720 buckets
+// of 160 bytes), where a heap-held value list cost ~4.8 MB (256 bytes a bucket).
+TEST(CloudWatchMetrics, AMinuteBucketCostsWhatItIsCountedAs) {
+  const EpochMs now = 400 * kCwDay;
+  const size_t before = mallinfo2().uordblks;
+  {
+    CloudWatchMetrics cw;
+    FillThirteenDays(&cw, kLoss, now);
+    const size_t heap = mallinfo2().uordblks - before;
+    const size_t buckets = cw.Find(kLoss.Key())->buckets.size();
+    ASSERT_EQ(buckets, 13u * 1440);
+    EXPECT_LE(heap / buckets, 168u) << heap << " bytes for " << buckets << " buckets";
+    EXPECT_GE(cw.bytes() + cw.bytes() / 8, heap) << "the count must not undercount the heap by more than an eighth";
+    EXPECT_LE(cw.bytes(), 3'100'000u);
+  }
+}
+
+TEST(CloudWatchMetrics, RefusesABucketPastMaxBytesAndChangesNothing) {
+  CloudWatchMetrics cw(1000, CloudWatchMetrics::SeriesBytes(kLoss) + 3 * control::kCwBucketBytes);
+  std::set<std::pair<std::string, EpochMs>> dirty;
+  for (int m = 0; m < 3; ++m) ASSERT_TRUE(cw.Put(kLoss, "", kCwHour + m * kCwMinute, Values({1}), &dirty).ok());
+  const size_t held = cw.bytes();
+  Status st = cw.Put(kLoss, "", kCwHour + 3 * kCwMinute, Values({1}), &dirty);
+  EXPECT_EQ(st.code(), Code::kLimitExceeded);
+  EXPECT_NE(st.message().find("max_series_bytes"), std::string::npos) << st.message();
+  EXPECT_EQ(cw.bytes(), held);
+  EXPECT_EQ(cw.Find(kLoss.Key())->buckets.size(), 3u);
+  EXPECT_TRUE(cw.Put(kLoss, "", kCwHour + kCwMinute + 5000, Values({2}), &dirty).ok());  // a minute it has: no new bytes
+  CwMetricId other = kLoss;
+  other.name = "Accuracy";
+  EXPECT_EQ(cw.Put(other, "", kCwHour, Values({1}), &dirty).code(), Code::kLimitExceeded);
+  // What ages out is given back: past the retention the buckets go, and new minutes fit again.
+  cw.Compact(kCwHour + control::kCwHourRetention + kCwDay, &dirty);
+  EXPECT_EQ(cw.bytes(), 0u);
+  EXPECT_TRUE(cw.Put(other, "", kCwHour + control::kCwHourRetention + kCwDay, Values({1}), &dirty).ok());
+}
+
+TEST(CloudWatchMetrics, RollUpsAndLoadingKeepTheByteCount) {
+  const EpochMs now = 400 * kCwDay;
+  CloudWatchMetrics cw;
+  std::set<std::pair<std::string, EpochMs>> dirty;
+  for (EpochMs t = now - 20 * kCwDay; t < now; t += 7 * kCwMinute) ASSERT_TRUE(cw.Put(kLoss, "", t, Values({1}), &dirty).ok());
+  auto counted = [](const CloudWatchMetrics& c) {
+    size_t n = 0;
+    for (const auto& [k, s] : c.series()) n += CloudWatchMetrics::SeriesBytes(s.id) + s.buckets.size() * control::kCwBucketBytes;
+    return n;
+  };
+  EXPECT_EQ(cw.bytes(), counted(cw));
+  cw.Compact(now, &dirty);  // days 15 .. 20 back roll up into five-minute buckets
+  EXPECT_EQ(cw.bytes(), counted(cw));
+  CloudWatchMetrics loaded;
+  for (const auto& [key, hour] : dirty)
+    if (std::string doc = cw.EncodeHour(key, hour); !doc.empty()) ASSERT_TRUE(loaded.LoadHour(doc));
+  EXPECT_EQ(loaded.bytes(), counted(loaded));
+}
+
+TEST(CloudWatchMetrics, KeptValuesAreSingles) {
+  CwBucket b = Values({0.1, 123456789.0, 2.5});
+  EXPECT_EQ(b.values.size(), 3u);
+  EXPECT_EQ(b.values[0], static_cast<double>(0.1f));
+  EXPECT_EQ(b.values[2], 2.5);
+  EXPECT_EQ(b.max, 123456789.0);  // the statistic set stays exact
+  EXPECT_EQ(b.sum, 0.1 + 123456789.0 + 2.5);
+}
+
 class CloudWatchMath : public ::testing::Test {
  protected:
   StatusOr<CwTimeSeries> Eval(const std::string& e) { return control::EvaluateCwExpression(e, vars_, ids_, grid_); }
@@ -159,6 +236,55 @@ TEST_F(CloudWatchMath, RefusalsNameTheRule) {
   }
   EXPECT_NE(Eval("c + 1").status().message().find("no query has the id c"), std::string::npos);
   EXPECT_NE(Eval("LOG(a)").status().message().find("unknown function LOG"), std::string::npos);
+}
+
+// ---- What a read may cost ----
+
+std::vector<control::CwQuery> MetricStats(int n, EpochMs period) {
+  std::vector<control::CwQuery> qs;
+  for (int i = 0; i < n; ++i) {
+    CwMetricId id = kLoss;
+    id.dims[0].second = "r" + std::to_string(i);
+    qs.push_back(control::CwQuery{"m" + std::to_string(i), "", "", "Sum", id, period});
+  }
+  return qs;
+}
+
+// The finding's call: 20 metrics and 480 SUM(METRICS()) over 13 days of minutes took 23 s and
+// 400 MB. It is refused from the request alone: 20 x 18,720 + 480 x 21 x 18,720 points.
+TEST(CloudWatchCost, ManyExpressionsOverAWideWindowAreRefusedBeforeAnyWork) {
+  const EpochMs now = 400 * kCwDay, from = now - 13 * kCwDay;
+  std::vector<control::CwQuery> qs = MetricStats(20, kCwMinute);
+  for (int i = 0; i < 480; ++i) qs.push_back(control::CwQuery{"e" + std::to_string(i), "", "SUM(METRICS())", "", {}, 0});
+  auto cost = control::CheckCwQueryCost(qs, from, now, kCwMinute, now);
+  ASSERT_FALSE(cost.ok());
+  EXPECT_EQ(cost.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(cost.status().message().find(std::to_string(20 * 18720 + 480 * 21 * 18720)), std::string::npos)
+      << cost.status().message();
+  EXPECT_NE(cost.status().message().find("limit of 2000000"), std::string::npos);
+  // One expression over 499 metrics for a day fits: 499 x 1,440 + 500 x 1,440.
+  std::vector<control::CwQuery> day = MetricStats(499, kCwMinute);
+  day.push_back(control::CwQuery{"e", "", "SUM(METRICS())", "", {}, 0});
+  auto fits = control::CheckCwQueryCost(day, now - kCwDay, now, kCwMinute, now);
+  ASSERT_TRUE(fits.ok()) << fits.status().message();
+  EXPECT_EQ(*fits, 499u * 1440 + 500u * 1440);
+}
+
+TEST(CloudWatchCost, EachOperandCountsAndCallsWithoutExpressionsAreNotCounted) {
+  const EpochMs now = 400 * kCwDay, from = now - 14 * kCwDay;
+  std::vector<control::CwQuery> qs = MetricStats(1, kCwMinute);
+  EXPECT_EQ(*control::CheckCwQueryCost(qs, from, now, kCwMinute, now), 0u);  // streamed a page at a time
+  std::string e = "m0";
+  for (int i = 0; i < 120; ++i) e += " + m0";  // 121 operands of 20,160 points
+  qs.push_back(control::CwQuery{"e", "", e, "", {}, 0});
+  EXPECT_EQ(control::CheckCwQueryCost(qs, from, now, kCwMinute, now).status().code(), Code::kFailedPrecondition);
+  qs.back().expression = "m0 * 2";
+  EXPECT_EQ(*control::CheckCwQueryCost(qs, from, now, kCwMinute, now), 20160u + 2 * 20160u);
+  // A metric's points are bounded by what is stored: an hour a point past 63 days.
+  EXPECT_EQ(control::CwStoredPointsAtMost(now - 455 * kCwDay, now - 63 * kCwDay, now), 392u * 24 + 1);
+  EXPECT_EQ(control::CwStoredPointsAtMost(now - kCwDay, now, now), 1441u);
+  // Any window of one metric (GetMetricStatistics) stays below AWS's 50,850 queried points.
+  EXPECT_EQ(control::CwStoredPointsAtMost(0, 2000 * kCwDay, 1000 * kCwDay), 21721u + 13825 + 9409);
 }
 
 // A MetricStat query read in place gives what the copying read (ReadCwMetric, CwByPeriod, CwStat)
