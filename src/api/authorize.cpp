@@ -2,14 +2,18 @@
 
 #include <spdlog/spdlog.h>
 
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include <tuple>
 
 #include "control/cloudwatch_read.h"
+#include "api/service_model.h"
 #include "control/controller.h"
 #include "core/object_key.h"
 #include "core/strings.h"
+#include "core/thread_annotations.h"
 
 namespace ty::api {
 
@@ -55,7 +59,8 @@ constexpr OperationAccess kAccess[] = {
     {Api::kBatch, "DeleteComputeEnvironment", ResourceKind::kComputeEnvironment, "computeEnvironment"},
     {Api::kBatch, "DescribeComputeEnvironments", ResourceKind::kNone, "", "computeEnvironments",
      "batch:DescribeComputeEnvironments"},
-    {Api::kBatch, "SubmitJob", ResourceKind::kJobQueue, "jobQueue"},
+    {Api::kBatch, "SubmitJob", ResourceKind::kJobQueue, "jobQueue", "", "", ResourceKind::kSubmittedJobDefinition,
+     "jobDefinition"},
     {Api::kBatch, "DescribeJobs", ResourceKind::kNone, "", "jobs", "batch:DescribeJobs"},
     {Api::kBatch, "ListJobs", ResourceKind::kNone, "", "jobSummaryList", "batch:ListJobs"},
     {Api::kBatch, "CancelJob", ResourceKind::kContainerJob, "jobId"},
@@ -141,6 +146,7 @@ constexpr OperationAccess kAccess[] = {
     {Api::kTrainyard, "DetachUserPolicy", ResourceKind::kUser, "UserName"},
     {Api::kTrainyard, "CreateRole", ResourceKind::kRole, "RoleName"},
     {Api::kTrainyard, "GetRole", ResourceKind::kRole, "RoleName"},
+    {Api::kTrainyard, "UpdateAssumeRolePolicy", ResourceKind::kRole, "RoleName"},
     {Api::kTrainyard, "DeleteRole", ResourceKind::kRole, "RoleName"},
     {Api::kTrainyard, "ListRoles", ResourceKind::kNone},
     {Api::kTrainyard, "AttachRolePolicy", ResourceKind::kRole, "RoleName"},
@@ -444,7 +450,7 @@ std::string_view ActionPrefix(Api api) {
 Status Authorizer::Check(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
                          const json& request, std::vector<AccessDecision>* audit) const {
   TY_RETURN_IF_ERROR(CheckOperation(caller, ctx, api, operation, request, audit));
-  TY_RETURN_IF_ERROR(CheckJobRole(caller, ctx, api, operation, request, audit));
+  TY_RETURN_IF_ERROR(CheckRolesNamed(caller, ctx, api, operation, request, audit));
   return CheckJobData(caller, ctx, api, operation, request, audit);
 }
 
@@ -543,41 +549,133 @@ Status Authorizer::CheckTrainingData(const Principal& job, const CallContext& ct
   return Status::Ok();
 }
 
-// The role a new job names: CreateTrainingJob's RoleArn, or the RoleArn in SubmitServiceJob's
-// serviceRequestPayload. Once the account has a role, it must name one of them, and the caller must
-// be allowed iam:PassRole on it; before then RoleArn is recorded and not checked.
-Status Authorizer::CheckJobRole(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
-                                const json& request, std::vector<AccessDecision>* audit) const {
-  const bool training = api == Api::kSageMaker && operation == "CreateTrainingJob";
-  if (!training && !(api == Api::kBatch && operation == "SubmitServiceJob")) return Status::Ok();
-  auto dir = controller_.directory();
-  if (dir->roles.empty()) return Status::Ok();  // before the payload is parsed: submits stay cheap
-  std::string arn, field;
-  if (training) {
-    arn = StringMember(request, "RoleArn");
-    field = "RoleArn";
-  } else if (api == Api::kBatch && operation == "SubmitServiceJob") {
-    // The payload was checked as a CreateTrainingJob request by validation; a payload that does not
-    // parse here is refused by the handler.
-    json payload = json::parse(StringMember(request, "serviceRequestPayload"), nullptr, false);
-    if (!payload.is_object()) return Status::Ok();
-    arn = StringMember(payload, "RoleArn");
-    field = "serviceRequestPayload.RoleArn";
+namespace {
+
+constexpr CarriedRequest kCarried[] = {
+    // serviceType SAGEMAKER_TRAINING, the only one served: the payload is a CreateTrainingJob request.
+    {Api::kBatch, "SubmitServiceJob", "serviceRequestPayload", Api::kSageMaker, "CreateTrainingJob"},
+};
+
+const ServiceModel* ModelOf(Api api) {
+  if (api == Api::kBatch) return &ServiceModel::Batch();
+  if (api == Api::kSageMaker) return &ServiceModel::SageMaker();
+  return nullptr;
+}
+
+// The service principal that takes the roles a request of `api` names: a SageMaker request's run
+// as training jobs, a Batch request's (job definitions) as ECS tasks.
+std::string_view ServiceOf(Api api) {
+  return api == Api::kSageMaker ? control::kSageMakerPrincipal : control::kEcsTasksPrincipal;
+}
+
+// The string values at `steps` from `v` (list items and map values each), with their paths.
+void CollectAt(const json& v, const std::vector<std::string>& steps, size_t i, const std::string& where,
+               std::string_view service, std::vector<NamedRole>* out) {
+  if (i == steps.size()) {
+    if (v.is_string()) out->push_back({where, v.get<std::string>(), std::string(service)});
+    return;
   }
-  const std::string role = control::RoleNameOf(arn, controller_.config().account_id);
-  if (role.empty() || !dir->roles.count(role))
-    return InvalidArgument("1 validation error detected: Value '" + arn + "' at '" + field +
-                           "' failed to satisfy constraint: Member must name a role of account " +
-                           controller_.config().account_id + " (trainyard admin role list)");
-  iam::Request r;
-  r.action = "iam:PassRole";
-  r.resource = dir->roles.find(role)->second->role.arn;
-  SetCallerKeys(&r, caller, ctx);
-  std::string denial;
-  AccessDecision d = Decide(caller, r, &denial);
-  if (audit) audit->push_back(d);
-  if (d.allowed) return Status::Ok();
-  return Status(Code::kAccessDenied, std::move(denial));
+  const std::string& step = steps[i];
+  if (step == "[]") {
+    if (!v.is_array()) return;
+    for (size_t k = 0; k < v.size(); ++k) CollectAt(v[k], steps, i + 1, where + "[" + std::to_string(k) + "]", service, out);
+  } else if (step == "{}") {
+    if (!v.is_object()) return;
+    for (const auto& [key, item] : v.items()) CollectAt(item, steps, i + 1, where + "." + key, service, out);
+  } else {
+    if (!v.is_object()) return;
+    auto it = v.find(step);
+    if (it == v.end()) return;
+    CollectAt(*it, steps, i + 1, where.empty() ? step : where + "." + step, service, out);
+  }
+}
+
+void CollectRoles(Api api, std::string_view operation, const json& request, const std::string& prefix,
+                  std::vector<NamedRole>* out) {
+  for (const auto& steps : RoleArnMembers(api, operation)) CollectAt(request, steps, 0, prefix, ServiceOf(api), out);
+}
+
+}  // namespace
+
+const std::vector<std::vector<std::string>>& RoleArnMembers(Api api, std::string_view operation) {
+  static Mutex mu;
+  static std::map<std::pair<Api, std::string>, std::vector<std::vector<std::string>>, std::less<>> cache;  // guarded by mu
+  MutexLock lock(mu);
+  auto key = std::make_pair(api, std::string(operation));
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  std::vector<std::vector<std::string>> paths;
+  if (const ServiceModel* model = ModelOf(api))
+    if (const ServiceModel::Operation* op = model->FindOperation(operation); op && !op->input_shape.empty())
+      paths = model->MemberPathsEndingWith(op->input_shape, "RoleArn");
+  return cache.emplace(std::move(key), std::move(paths)).first->second;  // map nodes never move
+}
+
+std::span<const CarriedRequest> CarriedRequests() { return kCarried; }
+
+std::vector<NamedRole> RolesNamed(Api api, std::string_view operation, const json& request) {
+  std::vector<NamedRole> out;
+  if (!request.is_object()) return out;
+  CollectRoles(api, operation, request, "", &out);
+  for (const CarriedRequest& c : kCarried) {
+    if (c.api != api || c.operation != operation) continue;
+    auto it = request.find(c.member);
+    if (it == request.end() || !it->is_string()) continue;
+    json carried = json::parse(it->get<std::string>(), nullptr, false);
+    if (carried.is_object()) CollectRoles(c.carried_api, c.carried_operation, carried, std::string(c.member), &out);
+  }
+  return out;
+}
+
+// Once the account has a role, every role a request names must be one of them, the caller must be
+// allowed iam:PassRole on it, and its trust policy must admit the service that will take it; before
+// then RoleArn is recorded and not checked (a job naming no role of the account gets no
+// credentials). SubmitJob names the roles of the job definition it submits.
+Status Authorizer::CheckRolesNamed(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
+                                   const json& request, std::vector<AccessDecision>* audit) const {
+  if (api != Api::kBatch && api != Api::kSageMaker) return Status::Ok();
+  const bool submit_job = api == Api::kBatch && operation == "SubmitJob";
+  if (!submit_job && RoleArnMembers(api, operation).empty()) {
+    bool carries = false;
+    for (const CarriedRequest& c : kCarried) carries = carries || (c.api == api && c.operation == operation);
+    if (!carries) return Status::Ok();
+  }
+  auto dir = controller_.directory();
+  if (dir->roles.empty()) return Status::Ok();  // before any payload is parsed: submits stay cheap
+  std::vector<NamedRole> named = RolesNamed(api, operation, request);
+  if (submit_job) {
+    // The definition's own members, as registered: the roles its jobs will run as.
+    const std::string ref = StringMember(request, "jobDefinition");
+    std::string arn, spec;
+    controller_.Read([&](const State& s) {
+      if (const ty::JobDefinition* d = Controller::FindSubmittableDefinition(s, ref)) {
+        arn = d->arn;
+        spec = d->spec_json;
+      }
+      return 0;
+    });
+    json members = json::parse(spec, nullptr, false);
+    if (members.is_object()) CollectRoles(Api::kBatch, "RegisterJobDefinition", members, "jobDefinition(" + arn + ")", &named);
+  }
+  const std::string& account = controller_.config().account_id;
+  for (const NamedRole& n : named) {
+    const std::string role = control::RoleNameOf(n.arn, account);
+    auto entry = role.empty() ? dir->roles.end() : dir->roles.find(role);
+    if (entry == dir->roles.end())
+      return InvalidArgument("1 validation error detected: Value '" + n.arn.substr(0, 256) + "' at '" + n.field +
+                             "' failed to satisfy constraint: Member must name a role of account " + account +
+                             " (trainyard admin role list)");
+    iam::Request r;
+    r.action = "iam:PassRole";
+    r.resource = entry->second->role.arn;
+    SetCallerKeys(&r, caller, ctx);
+    std::string denial;
+    AccessDecision d = Decide(caller, r, &denial);
+    if (audit) audit->push_back(d);
+    if (!d.allowed) return Status(Code::kAccessDenied, denial + " (" + n.field + ")");
+    TY_RETURN_IF_ERROR(control::CheckServiceTrust(*entry->second, n.service, ctx.now));
+  }
+  return Status::Ok();
 }
 
 Status Authorizer::CheckOperation(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
@@ -597,7 +695,6 @@ Status Authorizer::CheckOperation(const Principal& caller, const CallContext& ct
     return Status(Code::kAccessDenied, "User: " + caller.arn + " is not authorized to perform: " + action +
                                            " on resource: * because this server has no access rule for it");
   }
-  const std::string name = StringMember(request, access->field);
   auto check_one = [&](const Target& t) -> Status {
     iam::Request r = base;
     SetResourceKeys(&r, t);
@@ -645,205 +742,215 @@ Status Authorizer::CheckOperation(const Principal& caller, const CallContext& ct
     });
   };
 
-  switch (access->resource) {
-    case ResourceKind::kNone:
-      return check_one(AnyResource());
-    case ResourceKind::kJobQueue:
-      return check_one(read_queue(name));
-    case ResourceKind::kNewQuotaShare: {
-      Target t = read_queue(name);
-      t.arn += "/quota-share/" + StringMember(request, "quotaShareName");
-      t.own_tags.clear();
-      return check_one(t);
-    }
-    case ResourceKind::kServiceJob:
-      return check_one(read_job(name));
-    case ResourceKind::kComputeEnvironment:
-    case ResourceKind::kContainerJob: {
-      Target t = controller_.Read([&](const State& s) {
-        Target t;
-        if (access->resource == ResourceKind::kComputeEnvironment) {
-          const ty::ComputeEnvironment* e = Controller::FindComputeEnvironment(s, name);
-          t.arn = e ? e->arn : StartsWith(name, "arn:") ? name : controller_.Arn("batch", "compute-environment/" + name);
-          if (e) t.own_tags = e->tags;
-        } else {
-          const ty::ContainerJob* j = s.FindContainerJob(name);
-          t.arn = j ? j->arn : StartsWith(name, "arn:") ? name : controller_.Arn("batch", "job/" + name);
-          if (j) {
-            t.own_tags = j->tags;
-            t.owner = j->owner;  // trainyard:JobOwner and batch:ShareIdentifier hold as for a service job
-            t.share = j->share_identifier;
-          }
-        }
-        return t;
-      });
-      return check_one(t);
-    }
-    case ResourceKind::kJobDefinition: {
-      // A new registration is checked on job-definition/<name> (its revision is not drawn yet); a
-      // revision, on its own ARN with its tags.
-      Target t = controller_.Read([&](const State& s) {
-        Target t;
-        if (const ty::JobDefinition* d = Controller::FindJobDefinition(s, name)) {
-          t.arn = d->arn;
-          t.own_tags = d->tags;
-        } else {
-          t.arn = StartsWith(name, "arn:") ? name : controller_.Arn("batch", "job-definition/" + name);
-        }
-        return t;
-      });
-      return check_one(t);
-    }
-    case ResourceKind::kServiceJobs: {  // each job named is checked; a refusal for one refuses all
-      auto it = request.find(access->field);
-      if (it == request.end() || !it->is_array()) return check_one(AnyResource());
-      for (const auto& ref : *it)
-        if (ref.is_string()) TY_RETURN_IF_ERROR(check_one(read_job(ref.get<std::string>())));
-      return Status::Ok();
-    }
-    case ResourceKind::kTrainingJob: {
-      Target t = controller_.Read([&](const State& s) {
-        Target t;
-        if (const TrainingJob* tj = s.FindTrainingJob(name)) {
-          SetTrainingJob(&t, s, *tj);
-        } else {
-          t.arn = controller_.Arn("sagemaker", "training-job/" + ToLower(name));
-        }
-        return t;
-      });
-      return check_one(t);
-    }
-    case ResourceKind::kTuningJob: {
-      Target t = controller_.Read([&](const State& s) {
-        Target t;
-        if (const control::TuningJob* tuning = s.FindTuningJob(name)) {
-          t.arn = tuning->arn;
-          t.tags = &tuning->tags;
-          t.owner = tuning->owner;
-        } else {
-          t.arn = controller_.Arn("sagemaker", "hyper-parameter-tuning-job/" + ToLower(name));
-        }
-        return t;
-      });
-      return check_one(t);
-    }
-    case ResourceKind::kLogGroup: {
-      Target t;
-      t.arn = "arn:aws:logs:" + region + ":" + account + ":log-group:" + RequestLogGroup(request);
-      return check_one(t);
-    }
-    case ResourceKind::kLogStream: {
-      // A training job's stream is named <training job>/algo-<n>-<epoch>, a container attempt's
-      // <definition>/default/<attempt id>: its tags and owner are its job's.
-      const std::string group = RequestLogGroup(request);
-      const std::string job = name.substr(0, name.find('/'));
-      Target t = controller_.Read([&](const State& s) {
-        Target t;
-        if (group == kBatchLogGroup) {
-          if (const ty::ContainerJob* j = ContainerJobOfStream(s, name)) {
-            t.own_tags = j->tags;  // copied: the lock ends with this read
-            t.owner = j->owner;
-          }
-        } else if (const TrainingJob* tj = s.FindTrainingJob(job)) {
-          SetTrainingJob(&t, s, *tj);
-        }
-        return t;
-      });
-      t.arn = "arn:aws:logs:" + region + ":" + account + ":log-group:" + group + ":log-stream:" + name;
-      return check_one(t);
-    }
-    case ResourceKind::kSchedulingPolicies: {
-      auto it = request.find(access->field);
-      if (it == request.end() || !it->is_array()) return check_one(AnyResource());
-      for (const auto& arn : *it) {
-        if (!arn.is_string()) continue;
+  // One resource of the call, as `kind` and the request member `field` name it.
+  auto check_resource = [&](ResourceKind kind, std::string_view field) -> Status {
+    const std::string name = StringMember(request, field);
+    switch (kind) {
+      case ResourceKind::kNone:
+        return check_one(AnyResource());
+      case ResourceKind::kJobQueue:
+        return check_one(read_queue(name));
+      case ResourceKind::kNewQuotaShare: {
+        Target t = read_queue(name);
+        t.arn += "/quota-share/" + StringMember(request, "quotaShareName");
+        t.own_tags.clear();
+        return check_one(t);
+      }
+      case ResourceKind::kServiceJob:
+        return check_one(read_job(name));
+      case ResourceKind::kComputeEnvironment:
+      case ResourceKind::kContainerJob: {
         Target t = controller_.Read([&](const State& s) {
           Target t;
-          t.arn = arn.get<std::string>();
-          if (const ty::SchedulingPolicy* p = Controller::FindPolicy(s, t.arn)) t.own_tags = p->tags;
+          if (kind == ResourceKind::kComputeEnvironment) {
+            const ty::ComputeEnvironment* e = Controller::FindComputeEnvironment(s, name);
+            t.arn = e ? e->arn : StartsWith(name, "arn:") ? name : controller_.Arn("batch", "compute-environment/" + name);
+            if (e) t.own_tags = e->tags;
+          } else {
+            const ty::ContainerJob* j = s.FindContainerJob(name);
+            t.arn = j ? j->arn : StartsWith(name, "arn:") ? name : controller_.Arn("batch", "job/" + name);
+            if (j) {
+              t.own_tags = j->tags;
+              t.owner = j->owner;  // trainyard:JobOwner and batch:ShareIdentifier hold as for a service job
+              t.share = j->share_identifier;
+            }
+          }
           return t;
         });
-          TY_RETURN_IF_ERROR(check_one(t));
+        return check_one(t);
       }
-      return Status::Ok();
-    }
-    case ResourceKind::kServiceEnvironment:
-    case ResourceKind::kSchedulingPolicy:
-    case ResourceKind::kQuotaShare:
-    case ResourceKind::kTaggedResource: {
-      Target t = controller_.Read([&](const State& s) {
-        Target t;
-        if (access->resource == ResourceKind::kServiceEnvironment) {
-          const ty::ServiceEnvironment* e = Controller::FindEnvironment(s, name);
-          t.arn = e ? e->arn : StartsWith(name, "arn:") ? name : controller_.Arn("batch", "service-environment/" + name);
-          if (e) t.own_tags = e->tags;
-        } else if (access->resource == ResourceKind::kSchedulingPolicy) {
-          t.arn = StartsWith(name, "arn:") ? name : controller_.Arn("batch", "scheduling-policy/" + name);
-          if (const ty::SchedulingPolicy* p = Controller::FindPolicy(s, t.arn)) t.own_tags = p->tags;
-        } else if (access->resource == ResourceKind::kQuotaShare) {
-          t.arn = name;
-          if (const ty::QuotaShare* q = Controller::FindQuotaShareByArn(s, name)) t.own_tags = q->tags;
-        } else {
-          // Any taggable ARN: a job (its tags, owner and share), a queue, an environment, a policy,
-          // a quota share, a training job.
-          t.arn = name;
-          if (name.find(":service-job/") != std::string::npos) {
-            if (const control::ServiceJobState* js = s.FindJob(NameOf(name))) {
-              SetTarget(&t, js->job);
-              t.own_tags = js->job.tags;  // copied: the lock ends with this read
-              t.tags = nullptr;
-            }
-          } else if (name.find(":training-job/") != std::string::npos) {
-            if (const TrainingJob* tj = s.FindTrainingJob(NameOf(name))) SetTrainingJob(&t, s, *tj);
-          } else if (name.find(":job-queue/") != std::string::npos && name.find("/quota-share/") == std::string::npos) {
-            if (const ty::JobQueue* q = Controller::FindQueue(s, name)) t.own_tags = q->tags;
-          } else if (const ty::QuotaShare* q = Controller::FindQuotaShareByArn(s, name)) {
-            t.own_tags = q->tags;
-          } else if (const ty::ServiceEnvironment* e = Controller::FindEnvironment(s, name)) {
-            t.own_tags = e->tags;
-          } else if (const ty::ComputeEnvironment* ce = Controller::FindComputeEnvironment(s, name)) {
-            t.own_tags = ce->tags;
-          } else if (const ty::ContainerJob* cj = name.find(":job/") != std::string::npos ? s.FindContainerJob(name) : nullptr) {
-            t.own_tags = cj->tags;
-          } else if (name.find(":job-definition/") != std::string::npos) {
-            if (const ty::JobDefinition* d = Controller::FindJobDefinition(s, name)) t.own_tags = d->tags;
-          } else if (const ty::SchedulingPolicy* p = Controller::FindPolicy(s, name)) {
-            t.own_tags = p->tags;
+      case ResourceKind::kJobDefinition:
+      case ResourceKind::kSubmittedJobDefinition: {
+        // A new registration is checked on job-definition/<name> (its revision is not drawn yet); a
+        // revision, on its own ARN with its tags; SubmitJob's bare name, on its latest ACTIVE revision.
+        Target t = controller_.Read([&](const State& s) {
+          Target t;
+          const ty::JobDefinition* d = kind == ResourceKind::kJobDefinition ? Controller::FindJobDefinition(s, name)
+                                                                            : Controller::FindSubmittableDefinition(s, name);
+          if (d) {
+            t.arn = d->arn;
+            t.own_tags = d->tags;
+          } else {
+            t.arn = StartsWith(name, "arn:") ? name : controller_.Arn("batch", "job-definition/" + name);
           }
+          return t;
+        });
+        return check_one(t);
+      }
+      case ResourceKind::kServiceJobs: {  // each job named is checked; a refusal for one refuses all
+        auto it = request.find(field);
+        if (it == request.end() || !it->is_array()) return check_one(AnyResource());
+        for (const auto& ref : *it)
+          if (ref.is_string()) TY_RETURN_IF_ERROR(check_one(read_job(ref.get<std::string>())));
+        return Status::Ok();
+      }
+      case ResourceKind::kTrainingJob: {
+        Target t = controller_.Read([&](const State& s) {
+          Target t;
+          if (const TrainingJob* tj = s.FindTrainingJob(name)) {
+            SetTrainingJob(&t, s, *tj);
+          } else {
+            t.arn = controller_.Arn("sagemaker", "training-job/" + ToLower(name));
+          }
+          return t;
+        });
+        return check_one(t);
+      }
+      case ResourceKind::kTuningJob: {
+        Target t = controller_.Read([&](const State& s) {
+          Target t;
+          if (const control::TuningJob* tuning = s.FindTuningJob(name)) {
+            t.arn = tuning->arn;
+            t.tags = &tuning->tags;
+            t.owner = tuning->owner;
+          } else {
+            t.arn = controller_.Arn("sagemaker", "hyper-parameter-tuning-job/" + ToLower(name));
+          }
+          return t;
+        });
+        return check_one(t);
+      }
+      case ResourceKind::kLogGroup: {
+        Target t;
+        t.arn = "arn:aws:logs:" + region + ":" + account + ":log-group:" + RequestLogGroup(request);
+        return check_one(t);
+      }
+      case ResourceKind::kLogStream: {
+        // A training job's stream is named <training job>/algo-<n>-<epoch>, a container attempt's
+        // <definition>/default/<attempt id>: its tags and owner are its job's.
+        const std::string group = RequestLogGroup(request);
+        const std::string job = name.substr(0, name.find('/'));
+        Target t = controller_.Read([&](const State& s) {
+          Target t;
+          if (group == kBatchLogGroup) {
+            if (const ty::ContainerJob* j = ContainerJobOfStream(s, name)) {
+              t.own_tags = j->tags;  // copied: the lock ends with this read
+              t.owner = j->owner;
+            }
+          } else if (const TrainingJob* tj = s.FindTrainingJob(job)) {
+            SetTrainingJob(&t, s, *tj);
+          }
+          return t;
+        });
+        t.arn = "arn:aws:logs:" + region + ":" + account + ":log-group:" + group + ":log-stream:" + name;
+        return check_one(t);
+      }
+      case ResourceKind::kSchedulingPolicies: {
+        auto it = request.find(field);
+        if (it == request.end() || !it->is_array()) return check_one(AnyResource());
+        for (const auto& arn : *it) {
+          if (!arn.is_string()) continue;
+          Target t = controller_.Read([&](const State& s) {
+            Target t;
+            t.arn = arn.get<std::string>();
+            if (const ty::SchedulingPolicy* p = Controller::FindPolicy(s, t.arn)) t.own_tags = p->tags;
+            return t;
+          });
+            TY_RETURN_IF_ERROR(check_one(t));
         }
-        return t;
-      });
-      return check_one(t);
+        return Status::Ok();
+      }
+      case ResourceKind::kServiceEnvironment:
+      case ResourceKind::kSchedulingPolicy:
+      case ResourceKind::kQuotaShare:
+      case ResourceKind::kTaggedResource: {
+        Target t = controller_.Read([&](const State& s) {
+          Target t;
+          if (kind == ResourceKind::kServiceEnvironment) {
+            const ty::ServiceEnvironment* e = Controller::FindEnvironment(s, name);
+            t.arn = e ? e->arn : StartsWith(name, "arn:") ? name : controller_.Arn("batch", "service-environment/" + name);
+            if (e) t.own_tags = e->tags;
+          } else if (kind == ResourceKind::kSchedulingPolicy) {
+            t.arn = StartsWith(name, "arn:") ? name : controller_.Arn("batch", "scheduling-policy/" + name);
+            if (const ty::SchedulingPolicy* p = Controller::FindPolicy(s, t.arn)) t.own_tags = p->tags;
+          } else if (kind == ResourceKind::kQuotaShare) {
+            t.arn = name;
+            if (const ty::QuotaShare* q = Controller::FindQuotaShareByArn(s, name)) t.own_tags = q->tags;
+          } else {
+            // Any taggable ARN: a job (its tags, owner and share), a queue, an environment, a policy,
+            // a quota share, a training job.
+            t.arn = name;
+            if (name.find(":service-job/") != std::string::npos) {
+              if (const control::ServiceJobState* js = s.FindJob(NameOf(name))) {
+                SetTarget(&t, js->job);
+                t.own_tags = js->job.tags;  // copied: the lock ends with this read
+                t.tags = nullptr;
+              }
+            } else if (name.find(":training-job/") != std::string::npos) {
+              if (const TrainingJob* tj = s.FindTrainingJob(NameOf(name))) SetTrainingJob(&t, s, *tj);
+            } else if (name.find(":job-queue/") != std::string::npos && name.find("/quota-share/") == std::string::npos) {
+              if (const ty::JobQueue* q = Controller::FindQueue(s, name)) t.own_tags = q->tags;
+            } else if (const ty::QuotaShare* q = Controller::FindQuotaShareByArn(s, name)) {
+              t.own_tags = q->tags;
+            } else if (const ty::ServiceEnvironment* e = Controller::FindEnvironment(s, name)) {
+              t.own_tags = e->tags;
+            } else if (const ty::ComputeEnvironment* ce = Controller::FindComputeEnvironment(s, name)) {
+              t.own_tags = ce->tags;
+            } else if (const ty::ContainerJob* cj = name.find(":job/") != std::string::npos ? s.FindContainerJob(name) : nullptr) {
+              t.own_tags = cj->tags;
+            } else if (name.find(":job-definition/") != std::string::npos) {
+              if (const ty::JobDefinition* d = Controller::FindJobDefinition(s, name)) t.own_tags = d->tags;
+            } else if (const ty::SchedulingPolicy* p = Controller::FindPolicy(s, name)) {
+              t.own_tags = p->tags;
+            }
+          }
+          return t;
+        });
+        return check_one(t);
+      }
+      case ResourceKind::kEventRule:
+      case ResourceKind::kEventConnection:
+      case ResourceKind::kEventApiDestination: {
+        const char* type = kind == ResourceKind::kEventRule         ? "rule/"
+                           : kind == ResourceKind::kEventConnection ? "connection/"
+                                                                                 : "api-destination/";
+        Target t;
+        t.arn = "arn:aws:events:" + region + ":" + account + ":" + type + name;
+        return check_one(t);
+      }
+      case ResourceKind::kUser: {
+        Target t;
+        t.arn = "arn:aws:iam::" + account + ":user/" + name;
+        if (auto dir = controller_.directory(); dir)
+          if (auto u = dir->users.find(name); u != dir->users.end()) t.own_tags = u->second->user.tags;
+        return check_one(t);
+      }
+      case ResourceKind::kRole: {
+        Target t;
+        t.arn = "arn:aws:iam::" + account + ":role/" + name;
+        return check_one(t);
+      }
+      case ResourceKind::kPolicy: {
+        Target t;
+        t.arn = StartsWith(name, "arn:") ? name : "arn:aws:iam::" + account + ":policy/" + name;
+        return check_one(t);
+      }
     }
-    case ResourceKind::kEventRule:
-    case ResourceKind::kEventConnection:
-    case ResourceKind::kEventApiDestination: {
-      const char* type = access->resource == ResourceKind::kEventRule         ? "rule/"
-                         : access->resource == ResourceKind::kEventConnection ? "connection/"
-                                                                               : "api-destination/";
-      Target t;
-      t.arn = "arn:aws:events:" + region + ":" + account + ":" + type + name;
-      return check_one(t);
-    }
-    case ResourceKind::kUser: {
-      Target t;
-      t.arn = "arn:aws:iam::" + account + ":user/" + name;
-      if (auto dir = controller_.directory(); dir)
-        if (auto u = dir->users.find(name); u != dir->users.end()) t.own_tags = u->second->user.tags;
-      return check_one(t);
-    }
-    case ResourceKind::kRole: {
-      Target t;
-      t.arn = "arn:aws:iam::" + account + ":role/" + name;
-      return check_one(t);
-    }
-    case ResourceKind::kPolicy: {
-      Target t;
-      t.arn = StartsWith(name, "arn:") ? name : "arn:aws:iam::" + account + ":policy/" + name;
-      return check_one(t);
-    }
-  }
-  return check_one(AnyResource());
+    return check_one(AnyResource());
+  };
+  TY_RETURN_IF_ERROR(check_resource(access->resource, access->field));
+  if (access->also == ResourceKind::kNone) return Status::Ok();
+  return check_resource(access->also, access->also_field);
 }
 
 Status Authorizer::CheckAction(const Principal& caller, const CallContext& ctx, const std::string& action,
@@ -856,6 +963,21 @@ Status Authorizer::CheckAction(const Principal& caller, const CallContext& ctx, 
   std::string denial;
   if (Decide(caller, r, &denial).allowed) return Status::Ok();
   return Status(Code::kAccessDenied, std::move(denial));
+}
+
+Status Authorizer::CheckTrust(const Principal& caller, const CallContext& ctx, const control::RoleEntry& role,
+                              const std::string& session_name) const {
+  iam::Request r;
+  r.action = "sts:AssumeRole";
+  r.resource = role.role.arn;
+  SetCallerKeys(&r, caller, ctx);
+  r.Set("sts:RoleSessionName", session_name);
+  r.principal_ids = {caller.arn, "arn:aws:iam::" + controller_.config().account_id + ":root"};
+  if (caller.type == Principal::Type::kRoleSession && caller.entry) r.principal_ids.push_back(caller.entry->user.arn);
+  if (control::TrustAdmits(role, r)) return Status::Ok();
+  return Status(Code::kAccessDenied, "User: " + caller.arn + " is not authorized to perform: sts:AssumeRole on resource: " +
+                                         role.role.arn + " because the role's trust policy (AssumeRolePolicyDocument) "
+                                         "does not admit the caller");
 }
 
 Status Authorizer::CheckS3(const Principal& caller, const CallContext& ctx, const std::string& action,

@@ -22,6 +22,7 @@ class Controller;
 struct PrincipalEntry;
 struct State;
 struct CwMetricOwner;
+struct RoleEntry;
 }  // namespace ty::control
 
 namespace ty::api {
@@ -62,6 +63,7 @@ enum class ResourceKind {
   kSchedulingPolicy,    // an ARN
   kSchedulingPolicies,  // an array of ARNs (each is checked)
   kJobDefinition,       // RegisterJobDefinition: a name (job-definition/<name>); else name:revision or ARN
+  kSubmittedJobDefinition,  // SubmitJob's: name:revision, ARN, or a bare name (its latest ACTIVE revision)
   kQuotaShare,          // an ARN
   kNewQuotaShare,       // CreateQuotaShare: the queue in `field`, the name in quotaShareName
   kComputeEnvironment,  // a name or ARN
@@ -91,7 +93,36 @@ struct OperationAccess {
   // `item_action` on its own ARN, and left out unless allowed ("" : the reply is not filtered).
   std::string_view list_member = {};
   std::string_view item_action = {};
+  // A second resource the call acts on, checked with the same action after the first (SubmitJob:
+  // the job definition's revision, beside the queue, as on AWS). kNone: none.
+  ResourceKind also = ResourceKind::kNone;
+  std::string_view also_field = {};
 };
+
+// A role a request names, wherever it names it (docs/security.md, "Roles for jobs").
+struct NamedRole {
+  std::string field;    // where: "TrainingJobDefinitions[1].RoleArn", "serviceRequestPayload.RoleArn"
+  std::string arn;      // as given
+  std::string service;  // the service principal that will take it (control::kSageMakerPrincipal, ...)
+};
+
+// The steps to every member of `operation`'s input whose name ends in "RoleArn" (any case), from
+// the embedded model (ServiceModel::MemberPathsEndingWith); computed once per operation. Empty
+// for an operation the model does not have, and for Api values without a model.
+const std::vector<std::vector<std::string>>& RoleArnMembers(Api api, std::string_view operation);
+// Request members that carry another operation's request as a JSON string, whose role members
+// count as the carrier's: SubmitServiceJob's serviceRequestPayload is a CreateTrainingJob request.
+struct CarriedRequest {
+  Api api;
+  std::string_view operation, member;
+  Api carried_api;
+  std::string_view carried_operation;
+};
+std::span<const CarriedRequest> CarriedRequests();
+// Every role `request` names for `operation`: the values of RoleArnMembers, then those of the
+// requests it carries, with their paths (list items with their index). Values that are not
+// strings are left out (validation refused them).
+std::vector<NamedRole> RolesNamed(Api api, std::string_view operation, const nlohmann::json& request);
 
 // The entry for an operation; null when it has none (a new operation without one is refused as
 // AccessDenied for everyone but root, and fails tests/unit/authorize_test.cpp).
@@ -139,6 +170,13 @@ class Authorizer {
   Status CheckAction(const Principal& caller, const CallContext& ctx, const std::string& action,
                      const std::string& resource = "*") const;
 
+  // STS AssumeRole, after CheckAction allowed sts:AssumeRole on the role: whether the role's trust
+  // policy admits the caller (by its ARN, its role's ARN for a role session, or its account's root
+  // ARN), with the caller's condition keys and sts:RoleSessionName. AccessDenied otherwise; the
+  // root credential is judged like anyone (the default trust policy admits it).
+  Status CheckTrust(const Principal& caller, const CallContext& ctx, const control::RoleEntry& role,
+                    const std::string& session_name) const;
+
   // The S3 endpoint (api/s3_api.cpp): `action` ("s3:GetObject") on `resource`
   // (arn:aws:s3:::bucket or arn:aws:s3:::bucket/key, or "*"), with the request's own condition
   // keys (s3:prefix, s3:delimiter, s3:max-keys). Root is allowed without evaluation.
@@ -149,9 +187,11 @@ class Authorizer {
  private:
   Status CheckOperation(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
                         const nlohmann::json& request, std::vector<AccessDecision>* audit) const;
-  // A new job's role: it must exist once the account has roles, and the caller must be allowed
-  // iam:PassRole on it (docs/security.md, "Roles for jobs").
-  Status CheckJobRole(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
+  // Every role the request names (RolesNamed, and for SubmitJob the roles of the job definition
+  // it submits): once the account has roles, each must exist, the caller must be allowed
+  // iam:PassRole on it and its trust policy must admit the service that will take it
+  // (docs/security.md, "Roles for jobs").
+  Status CheckRolesNamed(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
                       const nlohmann::json& request, std::vector<AccessDecision>* audit) const;
 
   // A new job's data in the embedded object store: its channels, output path, checkpoint prefix

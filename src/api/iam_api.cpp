@@ -74,11 +74,15 @@ json EncodeUser(const control::IamUser& u) {
           {"CreateDate", Seconds(u.created)}, {"Tags", EncodeTags(u.tags)}, {"AttachedPolicies", attached}};
 }
 
-json EncodeRole(const control::IamRole& r) {
+// A role stored before roles had trust policies has the default one (DefaultTrustPolicy).
+json EncodeRole(const control::IamRole& r, const std::string& account_id) {
   json attached = json::array();
   for (const auto& p : r.policies) attached.push_back(p);
   json j = {{"RoleName", r.name}, {"RoleId", r.role_id}, {"Arn", r.arn}, {"Path", "/"},
-            {"CreateDate", Seconds(r.created)}, {"AttachedPolicies", attached}};
+            {"CreateDate", Seconds(r.created)}, {"AttachedPolicies", attached},
+            {"AssumeRolePolicyDocument", r.assume_role_policy_document.empty()
+                                             ? control::DefaultTrustPolicy(account_id)
+                                             : r.assume_role_policy_document}};
   if (!r.description.empty()) j["Description"] = r.description;
   return j;
 }
@@ -95,6 +99,15 @@ json EncodePolicy(const control::IamPolicy& p, size_t attachments, bool with_doc
   if (!p.description.empty()) j["Description"] = p.description;
   if (with_document) j["PolicyDocument"] = p.document;
   return j;
+}
+
+// A document checked whole at the edge (the controller stores only documents that parse):
+// MalformedPolicyDocument naming the field and the rule, or LimitExceeded.
+Status CheckDocument(const StatusOr<iam::Policy>& parsed) {
+  if (parsed.ok()) return Status::Ok();
+  if (parsed.status().code() == Code::kLimitExceeded)
+    return LimitExceeded("MalformedPolicyDocument: " + parsed.status().message());
+  return InvalidArgument("MalformedPolicyDocument: " + parsed.status().message());
 }
 
 // PolicyArn or PolicyName, whichever is given.
@@ -117,7 +130,7 @@ bool IamAdminImplements(const std::string& op) {
                                              "CreateAccessKey", "ListAccessKeys", "DeleteAccessKey", "CreatePolicy",
                                              "GetPolicy", "ListPolicies", "DeletePolicy", "AttachUserPolicy",
                                              "DetachUserPolicy", "CreateRole", "GetRole", "DeleteRole", "ListRoles",
-                                             "AttachRolePolicy", "DetachRolePolicy"};
+                                             "AttachRolePolicy", "DetachRolePolicy", "UpdateAssumeRolePolicy"};
   return kOps.count(op) > 0;
 }
 
@@ -197,13 +210,7 @@ Response HandleIamAdmin(Controller& c, const std::string& op, const json& req) {
     if (doc.empty()) return InvalidArgument("PolicyDocument is required and must be a string holding the policy's JSON");
     std::string description = Str(req, "Description");
     if (description.size() > 1000) return InvalidArgument("Description must have at most 1000 characters");
-    // Checked whole here, at the edge: the controller stores only documents that parse.
-    auto parsed = iam::ParsePolicy(doc, Str(req, "PolicyName"));
-    if (!parsed.ok()) {
-      if (parsed.status().code() == Code::kLimitExceeded)
-        return LimitExceeded("MalformedPolicyDocument: " + parsed.status().message());
-      return InvalidArgument("MalformedPolicyDocument: " + parsed.status().message());
-    }
+    TY_RETURN_IF_ERROR(CheckDocument(iam::ParsePolicy(doc, Str(req, "PolicyName"))));
     auto p = c.CreatePolicy({Str(req, "PolicyName"), doc, description});
     if (!p.ok()) return p.status();
     return json{{"Policy", EncodePolicy(*p, 0, false)}};
@@ -252,21 +259,36 @@ Response HandleIamAdmin(Controller& c, const std::string& op, const json& req) {
     TY_RETURN_IF_ERROR(CheckName(req, "RoleName", 64));
     std::string description = Str(req, "Description");
     if (description.size() > 1000) return InvalidArgument("Description must have at most 1000 characters");
-    auto r = c.CreateRole({Str(req, "RoleName"), description, "AROA" + RandomAlnum(17, true)});
+    // AssumeRolePolicyDocument is optional here (IAM requires it): without one the role gets
+    // DefaultTrustPolicy(), what every role admitted before roles had trust policies.
+    if (req.contains("AssumeRolePolicyDocument") && !req["AssumeRolePolicyDocument"].is_string())
+      return InvalidArgument("AssumeRolePolicyDocument must be a string holding the trust policy's JSON");
+    const std::string trust = Str(req, "AssumeRolePolicyDocument");
+    if (!trust.empty()) TY_RETURN_IF_ERROR(CheckDocument(iam::ParseTrustPolicy(trust, Str(req, "RoleName"))));
+    auto r = c.CreateRole({Str(req, "RoleName"), description, "AROA" + RandomAlnum(17, true), trust});
     if (!r.ok()) return r.status();
-    return json{{"Role", EncodeRole(*r)}};
+    return json{{"Role", EncodeRole(*r, c.config().account_id)}};
+  }
+  if (op == "UpdateAssumeRolePolicy") {
+    TY_RETURN_IF_ERROR(CheckName(req, "RoleName", 64));
+    const std::string trust = Str(req, "PolicyDocument");
+    if (trust.empty()) return InvalidArgument("PolicyDocument is required and must be a string holding the trust policy's JSON");
+    TY_RETURN_IF_ERROR(CheckDocument(iam::ParseTrustPolicy(trust, Str(req, "RoleName"))));
+    auto r = c.UpdateAssumeRolePolicy({Str(req, "RoleName"), trust});
+    if (!r.ok()) return r.status();
+    return json::object();
   }
   if (op == "GetRole") {
     TY_RETURN_IF_ERROR(CheckName(req, "RoleName", 64));
     auto dir = c.directory();
     auto it = dir->roles.find(Str(req, "RoleName"));
     if (it == dir->roles.end()) return NotFound("The role with name " + Str(req, "RoleName") + " cannot be found.");
-    return json{{"Role", EncodeRole(it->second->role)}};
+    return json{{"Role", EncodeRole(it->second->role, c.config().account_id)}};
   }
   if (op == "ListRoles") {
     auto dir = c.directory();
     json roles = json::array();
-    for (const auto& [name, entry] : dir->roles) roles.push_back(EncodeRole(entry->role));
+    for (const auto& [name, entry] : dir->roles) roles.push_back(EncodeRole(entry->role, c.config().account_id));
     return json{{"Roles", roles}, {"IsTruncated", false}};
   }
   if (op == "DeleteRole") {

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <functional>
 #include <exception>
 #include <limits>
 #include <map>
@@ -1202,6 +1203,46 @@ std::vector<std::string> ServiceModel::MemberNames(std::string_view structure_sh
   size_t id = impl_->FindShape(structure_shape);
   if (id == kNoShape) return out;
   for (const Member& m : impl_->shapes[id].members) out.push_back(m.name);
+  return out;
+}
+
+std::vector<std::vector<std::string>> ServiceModel::MemberPathsEndingWith(std::string_view structure_shape,
+                                                                         std::string_view suffix) const {
+  std::vector<std::vector<std::string>> out;
+  const size_t root = impl_->FindShape(structure_shape);
+  if (root == kNoShape || impl_->shapes[root].type != Type::kStructure) return out;
+  auto ends_with = [&](const std::string& name) {
+    if (name.size() < suffix.size()) return false;
+    for (size_t i = 0; i < suffix.size(); ++i) {
+      char a = name[name.size() - suffix.size() + i], b = suffix[i];
+      if (a >= 'A' && a <= 'Z') a = static_cast<char>(a - 'A' + 'a');
+      if (b >= 'A' && b <= 'Z') b = static_cast<char>(b - 'A' + 'a');
+      if (a != b) return false;
+    }
+    return true;
+  };
+  std::vector<std::string> steps;
+  std::vector<size_t> on_path;
+  // Depth-first; a shape already on the path is not entered again (recursive shapes).
+  std::function<void(size_t)> walk = [&](size_t id) {
+    if (id == kNoShape || std::find(on_path.begin(), on_path.end(), id) != on_path.end()) return;
+    const Shape& shape = impl_->shapes[id];
+    on_path.push_back(id);
+    if (shape.type == Type::kStructure) {
+      for (const Member& m : shape.members) {
+        steps.push_back(m.name);
+        if (ends_with(m.name)) out.push_back(steps);
+        walk(m.shape);
+        steps.pop_back();
+      }
+    } else if (shape.type == Type::kList || shape.type == Type::kMap) {
+      steps.push_back(shape.type == Type::kList ? "[]" : "{}");
+      walk(shape.type == Type::kList ? shape.member : shape.value);
+      steps.pop_back();
+    }
+    on_path.pop_back();
+  };
+  walk(root);
   return out;
 }
 

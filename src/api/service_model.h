@@ -101,6 +101,13 @@ class ServiceModel {
     bool is_list = false;
   };
   std::vector<HttpMember> HttpMembers(std::string_view structure_shape) const;
+  // The members reachable from a structure shape whose wire name ends in `suffix`, compared
+  // ASCII case-insensitively ("RoleArn" finds jobRoleArn, taskRoleArn, ExecutionRoleARN), each as
+  // the steps that lead to it from the structure: member names, "[]" for every item of a list and
+  // "{}" for every value of a map (ecsProperties, taskProperties, [], taskRoleArn). A shape that
+  // contains itself is followed once per path. Empty when the shape is no structure.
+  std::vector<std::vector<std::string>> MemberPathsEndingWith(std::string_view structure_shape,
+                                                              std::string_view suffix) const;
   // All operation names, sorted.
   std::vector<std::string> OperationNames() const;
   bool HasShape(std::string_view shape_name) const;

@@ -160,6 +160,8 @@ StatusOr<std::string> AssumeRole(control::Controller& controller, const Authoriz
   if (entry == dir->roles.end())
     return InvalidArgument(ValidationError(*role_arn, "roleArn", "Member must name a role of account " + account +
                                                                      " (trainyard admin role list)"));
+  // The caller's own allow is not enough: the role's trust policy must admit it too.
+  TY_RETURN_IF_ERROR(authz.CheckTrust(caller, ctx, *entry->second, *session));
   control::RoleSession s =
       controller.role_sessions().MintAssumed(role, *session, account, duration_s * 1000, controller.Now());
   return "<Credentials>" + Element("AccessKeyId", s.access_key_id) + Element("SecretAccessKey", s.secret) +

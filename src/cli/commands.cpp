@@ -351,11 +351,37 @@ void AddIamCommands(CLI::App* admin, Common& common, std::function<int()>& run) 
                                                 "a role, every new job must name one, and its submitter needs iam:PassRole on it.");
     cmd->add_option("name", name, "Role name: 1-64 letters, digits and +=,.@_-")->required();
     cmd->add_option("--description", description, "What the role is for");
+    cmd->add_option("--trust-policy", document,
+                    "Its trust policy (AssumeRolePolicyDocument): text, file://PATH or @PATH. Without one it admits the "
+                    "account's principals and the job services (docs/security.md, \"Trust policies\")");
     AddCommon(cmd, common);
     cmd->callback([&run, post] {
       json body = {{"RoleName", name}};
       if (!description.empty()) body["Description"] = description;
+      if (!document.empty()) {
+        auto text = TextArg(document);
+        if (!text.ok()) {
+          run = [st = text.status()] { return Fail(st); };
+          return;
+        }
+        body["AssumeRolePolicyDocument"] = *text;
+      }
       run = post("CreateRole", body, [](const json& out) { std::printf("%s\n", out["Role"]["Arn"].get<std::string>().c_str()); });
+    });
+  }
+  {
+    auto* cmd = roles->add_subcommand("trust", "Replace a role's trust policy (UpdateAssumeRolePolicy).");
+    cmd->add_option("name", name, "Role name")->required();
+    cmd->add_option("document", document, "The trust policy's JSON: text, file://PATH or @PATH")->required();
+    AddCommon(cmd, common);
+    cmd->callback([&run, post] {
+      auto text = TextArg(document);
+      if (!text.ok()) {
+        run = [st = text.status()] { return Fail(st); };
+        return;
+      }
+      run = post("UpdateAssumeRolePolicy", {{"RoleName", name}, {"PolicyDocument", *text}},
+                 [](const json&) { std::printf("updated the trust policy of role %s\n", name.c_str()); });
     });
   }
   {

@@ -485,13 +485,22 @@ void Controller::StartContainerAttempt(Turn& t, ContainerJob& j, const std::stri
   a.started_at = t.now;
   j.attempts.push_back(a);
   state_.container_attempts[attempt_id] = j.seq;
+  SetContainerStatus(t, j, JobStatus::kStarting, "");
+  // jobRoleArn, judged on the owner's policies as they are now (an array child, a retry, a job
+  // that waited in its queue): refused, the attempt is not started and the job fails with why.
+  if (Status allowed = MayRunAsRole(*directory(), config_.account_id, j.owner, j.job_role_arn, kEcsTasksPrincipal, t.now);
+      !allowed.ok()) {
+    j.stop_reason = "the job may not run as its role: " + allowed.message();
+    if (j.stop_reason.size() > 1024) j.stop_reason.resize(1024);
+    RefuseAttempt(attempt_id, allowed, t.now);
+    return;
+  }
   const std::string role = RoleNameOf(j.job_role_arn, config_.account_id);
   if (!role.empty() && state_.principals.roles.count(role)) {
     if (j.credentials_token.empty()) j.credentials_token = RandomAlnum(48, false);
     role_sessions_.Mint(attempt_id, role, config_.account_id, t.now);
     role_sessions_.SetBearer(attempt_id, j.credentials_token);
   }
-  SetContainerStatus(t, j, JobStatus::kStarting, "");
   t.starts.emplace_back(attempt_id, BuildContainerSpec(j));
 }
 

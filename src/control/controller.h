@@ -212,6 +212,8 @@ class Controller {
   StatusOr<IamRole> CreateRole(const CreateRoleCommand& cmd);
   Status DeleteRole(const std::string& name);
   StatusOr<IamRole> AttachRolePolicy(const AttachRolePolicyCommand& cmd);
+  // Replaces a role's trust policy; applies to the next AssumeRole and the next job started.
+  StatusOr<IamRole> UpdateAssumeRolePolicy(const UpdateAssumeRolePolicyCommand& cmd);
   // The users, keys and policies as of the last commit (never null). Any thread; what it returns
   // stays valid and unchanged while held. A key or policy change is in it once acknowledged.
   std::shared_ptr<const PrincipalDirectory> directory() const EXCLUDES(directory_mu_);
@@ -494,6 +496,13 @@ class Controller {
   // A session for tj's role when its RoleArn names one of the account's roles (the attempt
   // starts or is re-adopted); none otherwise.
   void MintRoleSession(TrainingJob& tj, EpochMs now) REQUIRES(turn_mu_, state_mu_);
+  // Whether tj's owner may have it run as its RoleArn now (MayRunAsRole with SageMaker's
+  // principal): checked each time an attempt starts, so a trial, a retry or a queued job started
+  // long after it was submitted is judged on its owner's current policies.
+  Status TrainingJobRole(const TrainingJob& tj, EpochMs now) const;
+  // An attempt whose role was refused: it is not started, gets no credentials and ends at once
+  // (next turn) as failed, its reason naming the refusal.
+  void RefuseAttempt(const std::string& attempt_id, const Status& why, EpochMs now) REQUIRES(turn_mu_);
   std::string FileSystemPath(const std::string& id) const;  // [file_systems] entry, or ""
 
   // ---- constant after construction ----

@@ -18,7 +18,8 @@ using nlohmann::json;
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IamUser, name, arn, user_id, created, tags, policies)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IamAccessKey, id, secret, user, created)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IamPolicy, name, arn, document, description, created)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IamRole, name, arn, role_id, description, created, policies)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(IamRole, name, arn, role_id, description, created, policies,
+                                                assume_role_policy_document)
 
 namespace {
 
@@ -35,6 +36,12 @@ bool Decode(const std::string& doc, T* v) {
 }
 
 constexpr const char* kPrefix = "iam/";
+
+// The account of an IAM ARN (arn:aws:iam::ACCOUNT:...).
+std::string AccountOf(const std::string& arn) {
+  if (!StartsWith(arn, "arn:aws:iam::")) return "";
+  return arn.substr(13, arn.find(':', 13) - 13);
+}
 
 }  // namespace
 
@@ -93,6 +100,79 @@ JobPrincipal JobPrincipalOf(const PrincipalDirectory& dir, const std::string& ac
     if (auto it = dir.roles.find(rest.substr(0, rest.find('/'))); it != dir.roles.end()) p.entry = it->second->as_caller;
   }
   return p;
+std::string DefaultTrustPolicy(const std::string& account_id) {
+  return json{{"Version", "2012-10-17"},
+              {"Statement",
+               json::array({{{"Sid", "DefaultTrust"},
+                             {"Effect", "Allow"},
+                             {"Principal",
+                              {{"AWS", "arn:aws:iam::" + account_id + ":root"},
+                               {"Service", json::array({kSageMakerPrincipal, kEcsTasksPrincipal})}}},
+                             {"Action", "sts:AssumeRole"}}})}}
+      .dump();
+}
+
+void SetPrincipalKeys(iam::Request* r, const std::string& arn, const std::string& username, const PrincipalEntry* entry,
+                      bool role_session) {
+  r->principal = arn;
+  r->Set("aws:PrincipalArn", role_session && entry ? entry->user.arn : arn);
+  if (!username.empty()) r->Set("aws:username", username);
+  if (entry) {
+    r->Set("aws:userid", entry->user.user_id);
+    for (const auto& [k, v] : entry->user.tags) r->Set("aws:PrincipalTag/" + k, v);
+  }
+}
+
+bool TrustAdmits(const RoleEntry& role, const iam::Request& r) {
+  const iam::Policy* trust = role.trust.get();
+  return iam::Evaluate(r, std::span<const iam::Policy* const>(&trust, 1)).allowed();
+}
+
+Status CheckServiceTrust(const RoleEntry& role, std::string_view service, EpochMs now) {
+  iam::Request r;
+  r.principal = std::string(service);
+  r.action = "sts:AssumeRole";
+  r.resource = role.role.arn;
+  r.principal_ids = {"service:" + std::string(service)};
+  r.Set("aws:CurrentTime", FormatIso8601(now));
+  r.Set("aws:EpochTime", std::to_string(now / 1000));
+  if (TrustAdmits(role, r)) return Status::Ok();
+  return InvalidArgument("Could not assume role " + role.role.arn + ". Please ensure that the role exists and its trust "
+                         "policy (AssumeRolePolicyDocument) allows principal '" + std::string(service) +
+                         "' to assume the role.");
+}
+
+Status MayRunAsRole(const PrincipalDirectory& dir, const std::string& account_id, const std::string& owner,
+                    const std::string& role_arn, std::string_view service, EpochMs now) {
+  const std::string role = RoleNameOf(role_arn, account_id);
+  auto entry = role.empty() ? dir.roles.end() : dir.roles.find(role);
+  if (entry == dir.roles.end()) return Status::Ok();
+  const std::string root = "arn:aws:iam::" + account_id + ":root";
+  if (!owner.empty() && owner != root) {
+    iam::Request r;
+    r.action = "iam:PassRole";
+    r.resource = entry->second->role.arn;
+    r.Set("aws:CurrentTime", FormatIso8601(now));
+    r.Set("aws:EpochTime", std::to_string(now / 1000));
+    const std::string user_prefix = "arn:aws:iam::" + account_id + ":user/";
+    const std::string session_prefix = "arn:aws:sts::" + account_id + ":assumed-role/";
+    const PrincipalEntry* caller = nullptr;
+    if (StartsWith(owner, user_prefix)) {
+      const std::string name = owner.substr(owner.rfind('/') + 1);
+      if (auto u = dir.users.find(name); u != dir.users.end()) caller = u->second.get();
+      SetPrincipalKeys(&r, owner, name, caller, /*role_session=*/false);
+    } else if (StartsWith(owner, session_prefix)) {
+      const std::string rest = owner.substr(session_prefix.size());
+      if (auto o = dir.roles.find(rest.substr(0, rest.find('/'))); o != dir.roles.end()) caller = o->second->as_caller.get();
+      SetPrincipalKeys(&r, owner, "", caller, /*role_session=*/true);
+    } else {
+      SetPrincipalKeys(&r, owner, "", nullptr, /*role_session=*/false);
+    }
+    static const std::vector<const iam::Policy*> kNone;
+    iam::Decision d = iam::Evaluate(r, caller ? caller->policies : kNone);
+    if (!d.allowed()) return Status(Code::kAccessDenied, iam::DenialMessage(r, d));
+  }
+  return CheckServiceTrust(*entry->second, service, now);
 }
 
 std::shared_ptr<const PrincipalDirectory> BuildDirectory(const Principals& p) {
@@ -122,6 +202,14 @@ std::shared_ptr<const PrincipalDirectory> BuildDirectory(const Principals& p) {
   for (const auto& [name, role] : p.roles) {
     auto entry = std::make_shared<RoleEntry>();
     entry->role = role;
+    const std::string& document = role.assume_role_policy_document;
+    auto trust = iam::ParseTrustPolicy(document.empty() ? DefaultTrustPolicy(AccountOf(role.arn)) : document,
+                                       role.arn);
+    if (!trust.ok()) {
+      spdlog::warn("trust policy of role {} no longer parses and admits nobody: {}", name, trust.status().message());
+      trust = iam::Policy{role.arn, "2012-10-17", "", {}};
+    }
+    entry->trust = std::make_shared<const iam::Policy>(std::move(*trust));
     for (const auto& policy : role.policies)
       if (auto it = parsed.find(policy); it != parsed.end()) {
         entry->owned.push_back(it->second);
@@ -370,6 +458,8 @@ StatusOr<IamRole> Controller::CreateRole(const CreateRoleCommand& cmd) {
     r.role_id = cmd.role_id;
     r.description = cmd.description;
     r.created = t.now;
+    r.assume_role_policy_document =
+        cmd.assume_role_policy_document.empty() ? DefaultTrustPolicy(config_.account_id) : cmd.assume_role_policy_document;
     p.roles[r.name] = r;
     t.principals.insert(PrincipalStoreKey("role", r.name));
     return r;
@@ -387,6 +477,16 @@ Status Controller::DeleteRole(const std::string& name) {
     p.roles.erase(it);
     t.principals.insert(PrincipalStoreKey("role", name));
     return Status::Ok();
+  });
+}
+
+StatusOr<IamRole> Controller::UpdateAssumeRolePolicy(const UpdateAssumeRolePolicyCommand& cmd) {
+  return Execute<IamRole>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<IamRole> {
+    auto role = state_.principals.roles.find(cmd.role);
+    if (role == state_.principals.roles.end()) return NoSuchRole(cmd.role);
+    role->second.assume_role_policy_document = cmd.document;
+    t.principals.insert(PrincipalStoreKey("role", cmd.role));
+    return role->second;
   });
 }
 

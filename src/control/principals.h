@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/model.h"
+#include "core/status.h"
 #include "iam/evaluate.h"
 #include "iam/policy.h"
 
@@ -43,7 +44,7 @@ struct IamPolicy {
   EpochMs created = 0;
 };
 
-// A role a job runs as (RoleArn / jobRoleArn). Only jobs assume roles, so it has no trust policy.
+// A role jobs run as (RoleArn / jobRoleArn) and STS AssumeRole callers take on.
 struct IamRole {
   std::string name;
   std::string arn;      // arn:aws:iam::<account>:role/<name>
@@ -51,7 +52,21 @@ struct IamRole {
   std::string description;
   EpochMs created = 0;
   std::vector<std::string> policies;  // attached managed policies, by name, in attachment order
+  // Its trust policy (AssumeRolePolicyDocument) as accepted (it parsed with
+  // iam::ParseTrustPolicy). "" for a role stored before roles had one: it has
+  // DefaultTrustPolicy(), as does a role created without a document.
+  std::string assume_role_policy_document;
 };
+
+// The service principals jobs take their roles as: a training job's (and a tuning trial's, and a
+// service job's) is SageMaker's, a Batch container job's is ECS tasks', as on AWS.
+inline constexpr std::string_view kSageMakerPrincipal = "sagemaker.amazonaws.com";
+inline constexpr std::string_view kEcsTasksPrincipal = "ecs-tasks.amazonaws.com";
+
+// The trust policy of a role created without one: it admits the account's principals (each of
+// which still needs its own sts:AssumeRole allow) and both job services, which is what every role
+// did before roles had trust policies, so that existing scripts keep working.
+std::string DefaultTrustPolicy(const std::string& account_id);
 
 // The durable part, in State.
 struct Principals {
@@ -71,9 +86,11 @@ struct PrincipalEntry {
   std::vector<std::string> documents;
 };
 
-// A role as the request path sees it: its parsed policies.
+// A role as the request path sees it: its parsed policies and trust policy.
 struct RoleEntry {
   IamRole role;
+  // Never null. A stored document that no longer parses (it did when accepted) admits nobody.
+  std::shared_ptr<const iam::Policy> trust;
   std::vector<std::shared_ptr<const iam::Policy>> owned;
   std::vector<const iam::Policy*> policies;
   // The role as a caller (its sessions): user.arn is the role's ARN, user.user_id its RoleId.
@@ -114,6 +131,28 @@ struct JobPrincipal {
 };
 JobPrincipal JobPrincipalOf(const PrincipalDirectory& dir, const std::string& account_id, const std::string& owner,
                             const std::string& role_arn, const std::string& job_name);
+// The condition keys that describe a caller (docs/security.md, "Conditions"): aws:PrincipalArn
+// (a role session's is its role's ARN, as in IAM), aws:username (users only), aws:userid and
+// aws:PrincipalTag/*, and r->principal for messages. `entry` is null for the root credential.
+void SetPrincipalKeys(iam::Request* r, const std::string& arn, const std::string& username, const PrincipalEntry* entry,
+                      bool role_session);
+// Whether `role`'s trust policy admits the principal that `r` describes (r->principal_ids set)
+// to `r->action` (sts:AssumeRole). Pure.
+bool TrustAdmits(const RoleEntry& role, const iam::Request& r);
+// Why the trust policy of `role` keeps `service` (kSageMakerPrincipal, ...) from taking it, in
+// the words SageMaker uses; OK when it admits the service. Pure.
+Status CheckServiceTrust(const RoleEntry& role, std::string_view service, EpochMs now);
+
+// Whether a job recorded as submitted by `owner` (an ARN: the account root, a user, or a role
+// session arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION; "" for a job recorded before owners
+// were, taken as the root's) may run as `role_arn` taken by `service`, judged on the directory as
+// it is now: the owner's current policies must allow iam:PassRole on the role (the root's always
+// do; a user or role that no longer exists allows nothing), and the role's trust policy must
+// admit `service`. OK too when `role_arn` names none of the account's roles: such a job gets no
+// credentials. Else kAccessDenied naming iam:PassRole and the role, or kInvalidArgument naming
+// the trust policy. Pure: `now` is aws:CurrentTime.
+Status MayRunAsRole(const PrincipalDirectory& dir, const std::string& account_id, const std::string& owner,
+                    const std::string& role_arn, std::string_view service, EpochMs now);
 
 // The directory for `p`. Documents that no longer parse (they all did when accepted) are left
 // out of their users' policies, with a warning: they allow nothing.
@@ -160,6 +199,11 @@ struct CreateRoleCommand {
   std::string name;
   std::string description;
   std::string role_id;  // AROA + 17 characters, drawn by the caller
+  std::string assume_role_policy_document;  // "" : DefaultTrustPolicy(); else REQUIRES: parses with iam::ParseTrustPolicy
+};
+struct UpdateAssumeRolePolicyCommand {
+  std::string role;
+  std::string document;  // REQUIRES: parses with iam::ParseTrustPolicy
 };
 struct AttachRolePolicyCommand {
   std::string role;

@@ -444,6 +444,7 @@ void Controller::ReleaseCapacity(TrainingJob& tj) {
 }
 
 void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj, bool spot) {
+  const Status role = TrainingJobRole(tj, t.now);
   tj.launched = true;
   tj.run_launched_at = t.now;
   PriceRun(tj, spot);
@@ -462,9 +463,11 @@ void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj, bool spot) {
                         (tj.terms.checkpoints
                              ? "; the checkpoints are copied back from S3 before training resumes."
                              : "; the job has no CheckpointConfig, so it starts from scratch.");
-  } else {
+  } else if (role.ok()) {  // a refused attempt takes no warm pool and moves none aside
     message = AttachWarmPool(t, tj);
     if (tj.reused_from_job.empty()) MakeRoom(t, tj.instance_type, tj.instance_count, tj.name);
+  } else {
+    message = "Starting the training job.";
   }
   state_.host_in_use[CapacityKey(tj.instance_type, tj.on_spot)] += tj.instance_count;
   if (!tj.capacity_ladder.empty()) {
@@ -476,13 +479,41 @@ void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj, bool spot) {
                                          : ": the rungs before it have no free capacity.");
   }
   AddTransition(t, tj, SecondaryStatus::kStarting, message, t.now);
+  if (!role.ok()) {
+    RefuseAttempt(tj.name, role, t.now);
+    return;
+  }
   MintRoleSession(tj, t.now);
   t.starts.emplace_back(tj.name, BuildAttemptSpec(tj));
 }
 
-void Controller::MintRoleSession(TrainingJob& tj, EpochMs now) {
+namespace {
+std::string RoleArnOf(const TrainingJob& tj) {
   json req = json::parse(tj.request_json, nullptr, false);
-  const std::string role = req.is_object() ? RoleNameOf(req.value("RoleArn", ""), config_.account_id) : "";
+  return req.is_object() ? req.value("RoleArn", "") : "";
+}
+}  // namespace
+
+Status Controller::TrainingJobRole(const TrainingJob& tj, EpochMs now) const {
+  auto dir = directory();
+  if (dir->roles.empty()) return Status::Ok();  // no role to take: the request is not parsed
+  return MayRunAsRole(*dir, config_.account_id, tj.owner, RoleArnOf(tj), kSageMakerPrincipal, now);
+}
+
+void Controller::RefuseAttempt(const std::string& attempt_id, const Status& why, EpochMs now) {
+  spdlog::warn("attempt {} refused its role: {}", attempt_id, why.message());
+  exec::AttemptEvent e;
+  e.attempt_id = attempt_id;
+  e.phase = exec::Phase::kExited;
+  e.at = now;
+  e.exit_code = 1;
+  e.failure_kind = exec::FailureKind::kClient;
+  e.failure_reason = "ClientError: the job may not run as its role: " + why.message();
+  deferred_events_.push_back(std::move(e));
+}
+
+void Controller::MintRoleSession(TrainingJob& tj, EpochMs now) {
+  const std::string role = RoleNameOf(RoleArnOf(tj), config_.account_id);
   if (role.empty() || !state_.principals.roles.count(role)) return;
   // Drawn once per job and stored with it (the launch's commit), so that a re-adopted attempt's
   // environment still holds a token the server knows.
@@ -881,6 +912,10 @@ bool Controller::RestartAfterInfrastructureFailure(Turn& t, TrainingJob& tj, con
   CloseRun(tj, e.at);
   PriceRun(tj, tj.on_spot);
   tj.launched = true;  // it keeps its capacity
+  if (Status role = TrainingJobRole(tj, t.now); !role.ok()) {
+    RefuseAttempt(tj.name, role, t.now);  // the retry ends at once, as failed, without credentials
+    return true;
+  }
   MintRoleSession(tj, t.now);
   t.starts.emplace_back(tj.name, BuildAttemptSpec(tj));
   return true;

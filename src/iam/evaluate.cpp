@@ -138,14 +138,18 @@ class Evaluator {
       }
     }
     if (action == st.not_action) return false;
-    bool resource = false;
-    for (const Pattern& p : st.resources) {
-      if (ResourceMatches(p)) {
-        resource = true;
-        break;
+    if (st.trust) {
+      if (!PrincipalMatches(st)) return false;
+    } else {
+      bool resource = false;
+      for (const Pattern& p : st.resources) {
+        if (ResourceMatches(p)) {
+          resource = true;
+          break;
+        }
       }
+      if (resource == st.not_resource) return false;
     }
-    if (resource == st.not_resource) return false;
     for (const Condition& c : st.conditions) {
       if (!Holds(c)) return false;
     }
@@ -153,6 +157,15 @@ class Evaluator {
   }
 
  private:
+  bool PrincipalMatches(const Statement& st) const {
+    for (const std::string& p : st.principals) {
+      if (p == "*") return true;
+      for (const std::string& id : r_.principal_ids)
+        if (id == p) return true;
+    }
+    return false;
+  }
+
   bool ResourceMatches(const Pattern& p) {
     if (!p.has_variables) return p.compiled.MatchesArn(r_.resource);
     Wildcard w;

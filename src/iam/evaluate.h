@@ -17,6 +17,12 @@ struct Request {
   std::string principal;  // the caller's ARN (arn:aws:iam::000000000000:user/alice), for messages
   std::string action;     // service:Operation, e.g. batch:SubmitServiceJob
   std::string resource;   // the ARN acted on, or "*" for calls on no one resource (List*)
+  // For a trust policy (ParseTrustPolicy), in place of the resource: every name the caller goes
+  // by, each as a trust policy's Principal entries are kept: its own ARN, its role's ARN for a
+  // role session, its account's root ARN (arn:aws:iam::ACCOUNT:root), or "service:NAME" for a
+  // service principal. A trust statement applies when one of them is among its principals, or
+  // when it names "*".
+  std::vector<std::string> principal_ids;
 
   // Sets a condition key (names are case-insensitive, values are not). Keys with several values
   // (tag keys, for instance) take them all; Set replaces what was there.

@@ -72,7 +72,7 @@ constexpr Operators kOperators[] = {
 
 class Parser {
  public:
-  explicit Parser(const ParseLimits& limits) : limits_(limits) {}
+  Parser(const ParseLimits& limits, bool trust) : limits_(limits), trust_(trust) {}
 
   StatusOr<Policy> Parse(std::string_view text, std::string name) {
     if (text.size() > limits_.max_bytes) {
@@ -140,6 +140,8 @@ class Parser {
     bool effect_seen = false;
     const json* action = nullptr;
     const json* resource = nullptr;
+    const json* principal = nullptr;
+    st.trust = trust_;
     for (const auto& [key, value] : j.items()) {
       if (key == "Sid") {
         if (!value.is_string()) return InvalidArgument(where + ".Sid must be a string");
@@ -165,6 +167,10 @@ class Parser {
         }
         action = &value;
         st.not_action = key == "NotAction";
+      } else if (trust_ && (key == "Resource" || key == "NotResource")) {
+        return InvalidArgument(where + "." + key + " is not allowed in a trust policy (its resource is the role)");
+      } else if (trust_ && key == "Principal") {
+        principal = &value;
       } else if (key == "Resource" || key == "NotResource") {
         if (resource != nullptr) {
           return InvalidArgument(where + " must have exactly one of Resource and NotResource");
@@ -173,6 +179,9 @@ class Parser {
         st.not_resource = key == "NotResource";
       } else if (key == "Condition") {
         TY_RETURN_IF_ERROR(ParseConditions(value, where + ".Condition", &st.conditions));
+      } else if (trust_ && key == "NotPrincipal") {
+        return InvalidArgument(where + ".NotPrincipal is not supported in a trust policy; name the principals admitted "
+                                       "in Principal");
       } else if (key == "Principal" || key == "NotPrincipal") {
         return InvalidArgument(where + "." + key +
                                " is not allowed in an identity-based policy (the policy applies "
@@ -185,12 +194,90 @@ class Parser {
     }
     if (!effect_seen) return InvalidArgument(where + ".Effect is required");
     if (action == nullptr) return InvalidArgument(where + " must have Action or NotAction");
-    if (resource == nullptr) return InvalidArgument(where + " must have Resource or NotResource");
     std::string aname = where + (st.not_action ? ".NotAction" : ".Action");
     TY_RETURN_IF_ERROR(ParseList(*action, aname, /*is_action=*/true, &st.actions));
+    if (trust_) {
+      if (principal == nullptr) return InvalidArgument(where + ".Principal is required in a trust policy");
+      for (const Pattern& p : st.actions)
+        if (!StartsWith(Lower(p.text), "sts:"))
+          return InvalidArgument(aname + " " + Quote(p.text) +
+                                 " is not an sts: action; a trust policy admits principals to sts:AssumeRole and its "
+                                 "companions (sts:TagSession, ...)");
+      TY_RETURN_IF_ERROR(ParsePrincipal(*principal, where + ".Principal", &st.principals));
+      return st;
+    }
+    if (resource == nullptr) return InvalidArgument(where + " must have Resource or NotResource");
     std::string rname = where + (st.not_resource ? ".NotResource" : ".Resource");
     TY_RETURN_IF_ERROR(ParseList(*resource, rname, /*is_action=*/false, &st.resources));
     return st;
+  }
+
+  // A trust policy's Principal: "*" or {"AWS": ..., "Service": ...}, each a string or a non-empty
+  // array of strings.
+  Status ParsePrincipal(const json& j, const std::string& where, std::vector<std::string>* out) {
+    if (j.is_string()) {
+      if (j != "*") return InvalidArgument(where + " must be \"*\" or an object of AWS and Service principals");
+      out->push_back("*");
+      return Status::Ok();
+    }
+    if (!j.is_object() || j.empty()) return InvalidArgument(where + " must be \"*\" or an object of AWS and Service principals");
+    for (const auto& [type, value] : j.items()) {
+      const std::string at = where + "." + type;
+      if (type != "AWS" && type != "Service")
+        return InvalidArgument(at + ": principal type " + Quote(type) + " is not supported (AWS or Service)");
+      std::vector<const json*> items;
+      if (value.is_string()) {
+        items.push_back(&value);
+      } else if (value.is_array() && !value.empty()) {
+        for (const json& e : value) items.push_back(&e);
+      } else {
+        return InvalidArgument(at + " must be a string or a non-empty array of strings");
+      }
+      for (const json* e : items) {
+        if (!e->is_string()) return InvalidArgument(at + " entries must be strings");
+        const std::string& text = e->get_ref<const std::string&>();
+        TY_RETURN_IF_ERROR(CountPattern(at, text));
+        if (type == "Service") {
+          if (!EndsWith(text, ".amazonaws.com") || text.size() == 14 ||
+              !std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isalnum(c) || c == '.' || c == '-'; }))
+            return InvalidArgument(at + " " + Quote(text) + " must be a service principal such as sagemaker.amazonaws.com");
+          out->push_back("service:" + text);
+        } else if (text == "*") {
+          out->push_back("*");
+        } else if (text.size() == 12 && std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); })) {
+          out->push_back("arn:aws:iam::" + text + ":root");
+        } else {
+          TY_RETURN_IF_ERROR(CheckAwsPrincipal(at, text));
+          out->push_back(text);
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  // arn:aws:iam::ACCOUNT:root, ...:user/[PATH/]NAME or ...:role/[PATH/]NAME, or an STS session
+  // arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION. No wildcards: IAM matches principals exactly.
+  static Status CheckAwsPrincipal(const std::string& where, std::string_view a) {
+    auto bad = [&] {
+      return InvalidArgument(where + " " + Quote(a) +
+                             " must be \"*\", an account id or the ARN of an account root, a user or a role "
+                             "(arn:aws:iam::123456789012:role/NAME), without wildcards");
+    };
+    if (a.find_first_of("*?") != std::string_view::npos) return bad();
+    const bool iam = StartsWith(a, "arn:aws:iam::"), sts = StartsWith(a, "arn:aws:sts::");
+    if (!iam && !sts) return bad();
+    std::string_view rest = a.substr(13);
+    const size_t colon = rest.find(':');
+    if (colon != 12 || !std::all_of(rest.begin(), rest.begin() + 12, [](unsigned char c) { return std::isdigit(c); }))
+      return bad();
+    std::string_view resource = rest.substr(13);
+    if (iam && (resource == "root" || ((StartsWith(resource, "user/") || StartsWith(resource, "role/")) &&
+                                       resource.size() > 5 && resource.back() != '/')))
+      return Status::Ok();
+    if (sts && StartsWith(resource, "assumed-role/") && std::count(resource.begin(), resource.end(), '/') == 2 &&
+        resource.back() != '/')
+      return Status::Ok();
+    return bad();
   }
 
   Status CountPattern(const std::string& where, std::string_view text) {
@@ -410,6 +497,7 @@ class Parser {
   }
 
   const ParseLimits& limits_;
+  const bool trust_;  // a role's trust policy (ParseTrustPolicy)
   bool substitutes_ = false;
   size_t patterns_ = 0;
   size_t condition_values_ = 0;
@@ -418,7 +506,11 @@ class Parser {
 }  // namespace
 
 StatusOr<Policy> ParsePolicy(std::string_view document, std::string name, const ParseLimits& limits) {
-  return Parser(limits).Parse(document, std::move(name));
+  return Parser(limits, /*trust=*/false).Parse(document, std::move(name));
+}
+
+StatusOr<Policy> ParseTrustPolicy(std::string_view document, std::string name, const ParseLimits& limits) {
+  return Parser(limits, /*trust=*/true).Parse(document, std::move(name));
 }
 
 }  // namespace ty::iam

@@ -84,6 +84,12 @@ struct Statement {
   bool not_resource = false;   // NotResource: applies to every resource except these
   std::vector<Pattern> resources;
   std::vector<Condition> conditions;  // all must hold (AND)
+  // Trust policies only (ParseTrustPolicy): whom the statement is about, in place of a resource.
+  // Each entry is "*" (anyone), an AWS principal's ARN (an account as
+  // arn:aws:iam::ACCOUNT:root, which admits every principal of that account, as in IAM) or
+  // "service:" plus a service principal ("service:sagemaker.amazonaws.com").
+  bool trust = false;
+  std::vector<std::string> principals;
 };
 
 struct Policy {
@@ -115,5 +121,16 @@ struct ParseLimits {
 // `name` is stored in Policy::name.
 StatusOr<Policy> ParsePolicy(std::string_view document, std::string name = {},
                              const ParseLimits& limits = {});
+
+// Parses a role's trust policy (IAM's AssumeRolePolicyDocument), a resource-based policy whose
+// resource is the role: each statement has `Principal` ("*", or an object of `AWS` and `Service`,
+// each a string or an array of strings) in place of `Resource`, and actions of the `sts` service
+// (sts:AssumeRole, sts:TagSession, ...). `NotPrincipal`, `Resource`, `NotResource`, and the
+// `Federated` and `CanonicalUser` principal types are refused. An `AWS` entry is "*", an
+// account id (12 digits, kept as arn:aws:iam::ACCOUNT:root) or an IAM ARN of a user, a role or
+// an account root; a `Service` entry is a DNS name ending in ".amazonaws.com". Errors as
+// ParsePolicy's.
+StatusOr<Policy> ParseTrustPolicy(std::string_view document, std::string name = {},
+                                  const ParseLimits& limits = {});
 
 }  // namespace ty::iam

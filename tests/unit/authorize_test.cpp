@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <optional>
+#include <set>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "api/authorize.h"
@@ -55,7 +57,7 @@ TEST(OperationAccess, EveryLogsAndAdminOperationServedHasAMapping) {
   for (const char* op : {"CreateUser", "DeleteUser", "ListUsers", "TagUser", "UntagUser", "CreateAccessKey",
                          "ListAccessKeys", "DeleteAccessKey", "CreatePolicy", "GetPolicy", "ListPolicies",
                          "DeletePolicy", "AttachUserPolicy", "DetachUserPolicy", "CreateRole", "GetRole",
-                         "DeleteRole", "ListRoles", "AttachRolePolicy", "DetachRolePolicy"}) {
+                         "DeleteRole", "ListRoles", "AttachRolePolicy", "DetachRolePolicy", "UpdateAssumeRolePolicy"}) {
     EXPECT_TRUE(IamAdminImplements(op)) << op;
     EXPECT_NE(FindOperationAccess(Api::kTrainyard, op), nullptr) << "trainyard:" << op;
   }
@@ -338,6 +340,192 @@ TEST_F(AuthorizerTest, AJobsRoleMustExistAndBePassable) {
   EXPECT_TRUE(c_->DeleteRole("R").ok());
   EXPECT_EQ(c_->DeleteRole("R").code(), Code::kNotFound);
   EXPECT_FALSE(StartsWith(SubmitAs("member-b", "b"), "denied")) << "no roles left: RoleArn is not checked again";
+}
+
+// A request with `value` at `steps` (ServiceModel::MemberPathsEndingWith's form): a list holds one
+// item, a map one entry.
+json At(const std::vector<std::string>& steps, size_t i, const json& value) {
+  if (i == steps.size()) return value;
+  if (steps[i] == "[]") return json::array({At(steps, i + 1, value)});
+  if (steps[i] == "{}") return json{{"k", At(steps, i + 1, value)}};
+  return json{{steps[i], At(steps, i + 1, value)}};
+}
+
+std::string Joined(const std::vector<std::string>& steps) {
+  std::string out;
+  for (const auto& s : steps) out += (out.empty() || s == "[]" || s == "{}" ? "" : ".") + s;
+  return out;
+}
+
+// The rule for every field that names a role, derived from the models and not from a list kept
+// here: for every operation a handler serves, every input member (recursively, through lists,
+// maps and the requests another carries, such as SubmitServiceJob's serviceRequestPayload) whose
+// name ends in RoleArn, a caller allowed everything but iam:PassRole is refused with AccessDenied
+// naming iam:PassRole and the role; allowed iam:PassRole on it, it is not. A new role-naming
+// member of a served operation is covered by this test, and fails it if the check misses it.
+TEST_F(AuthorizerTest, EveryRoleNamingFieldOfAServedOperationNeedsPassRole) {
+  ASSERT_TRUE(c_->CreatePolicy({"everything-but-iam", R"({"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Action": ["batch:*", "sagemaker:*"], "Resource": "*"}]})", ""}).ok());
+  ASSERT_TRUE(c_->CreatePolicy({"pass-admin", R"({"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Action": "iam:PassRole", "Resource": "arn:aws:iam::000000000000:role/admin-role"}]})", ""}).ok());
+  ASSERT_TRUE(c_->CreateUser({"member-c", {{"team", "c"}}, "AIDA0000000000000000c"}).ok());
+  ASSERT_TRUE(c_->AttachPolicy({"member-c", "everything-but-iam"}).ok());
+  ASSERT_TRUE(c_->CreateRole({"admin-role", "", "AROA00000000000000009"}).ok());
+  const std::string role = "arn:aws:iam::000000000000:role/admin-role";
+
+  struct Case {
+    Api api;
+    std::string operation, field;
+    json request;
+  };
+  std::vector<Case> cases;
+  auto add = [&](Api api, const std::string& op, const ServiceModel& model) {
+    const ServiceModel::Operation* o = model.FindOperation(op);
+    if (!o || o->input_shape.empty()) return;
+    for (const auto& steps : model.MemberPathsEndingWith(o->input_shape, "RoleArn"))
+      cases.push_back({api, op, Joined(steps), At(steps, 0, role)});
+  };
+  for (const std::string& op : ServiceModel::Batch().OperationNames())
+    if (BatchImplements(op)) add(Api::kBatch, op, ServiceModel::Batch());
+  for (const std::string& op : ServiceModel::SageMaker().OperationNames())
+    if (SageMakerImplements(op)) add(Api::kSageMaker, op, ServiceModel::SageMaker());
+  // Requests carried inside others: each role member of the carried operation, inside its carrier.
+  bool payload_carried = false;
+  for (const CarriedRequest& carried : CarriedRequests()) {
+    payload_carried = payload_carried || (carried.operation == "SubmitServiceJob" && carried.member == "serviceRequestPayload" &&
+                                          carried.carried_operation == "CreateTrainingJob");
+    const ServiceModel& model = carried.carried_api == Api::kBatch ? ServiceModel::Batch() : ServiceModel::SageMaker();
+    const ServiceModel::Operation* o = model.FindOperation(carried.carried_operation);
+    ASSERT_NE(o, nullptr) << carried.carried_operation;
+    for (const auto& steps : model.MemberPathsEndingWith(o->input_shape, "RoleArn"))
+      cases.push_back({carried.api, std::string(carried.operation), std::string(carried.member) + "." + Joined(steps),
+                       json{{std::string(carried.member), At(steps, 0, role).dump()}}});
+  }
+  EXPECT_TRUE(payload_carried) << "SubmitServiceJob's serviceRequestPayload carries a CreateTrainingJob request";
+
+  std::set<std::string> operations, fields;
+  for (const Case& k : cases) {
+    operations.insert(k.operation);
+    fields.insert(k.operation + " " + k.field);
+    Status denied = authz().Check(As("member-c"), ctx(), k.api, k.operation, k.request);
+    EXPECT_EQ(denied.code(), Code::kAccessDenied) << k.operation << " " << k.field << ": " << denied.message();
+    EXPECT_NE(denied.message().find("iam:PassRole on resource: " + role), std::string::npos)
+        << k.operation << " " << k.field << ": " << denied.message();
+    EXPECT_NE(denied.message().find(k.field.substr(k.field.rfind('.') + 1)), std::string::npos)
+        << "the refusal names the field: " << denied.message();
+  }
+  ASSERT_TRUE(c_->AttachPolicy({"member-c", "pass-admin"}).ok());
+  for (const Case& k : cases) {
+    Status allowed = authz().Check(As("member-c"), ctx(), k.api, k.operation, k.request);
+    EXPECT_TRUE(allowed.ok()) << k.operation << " " << k.field << ": " << allowed.message();
+  }
+  // What the models hold today (a floor, so that a model update that hides the fields fails).
+  for (const char* op : {"CreateTrainingJob", "CreateHyperParameterTuningJob", "RegisterJobDefinition", "SubmitServiceJob"})
+    EXPECT_TRUE(operations.count(op)) << op;
+  for (const char* f : {"CreateHyperParameterTuningJob TrainingJobDefinition.RoleArn",
+                        "CreateHyperParameterTuningJob TrainingJobDefinitions[].RoleArn",
+                        "RegisterJobDefinition containerProperties.jobRoleArn",
+                        "RegisterJobDefinition containerProperties.executionRoleArn",
+                        "RegisterJobDefinition ecsProperties.taskProperties[].taskRoleArn",
+                        "RegisterJobDefinition nodeProperties.nodeRangeProperties[].container.jobRoleArn",
+                        "SubmitServiceJob serviceRequestPayload.RoleArn", "CreateTrainingJob RoleArn"})
+    EXPECT_TRUE(fields.count(f)) << f;
+}
+
+// SubmitJob acts on the job definition too (as on AWS): batch:SubmitJob on its revision's ARN, and
+// iam:PassRole on the role the definition names, since the job will run as it.
+TEST_F(AuthorizerTest, SubmitJobIsCheckedOnTheDefinitionAndItsRole) {
+  ASSERT_TRUE(c_->CreateRole({"admin-role", "", "AROA00000000000000009"}).ok());
+  json props = {{"image", "busybox"}, {"command", json::array({"true"})},
+                {"resourceRequirements", json::array({{{"type", "VCPU"}, {"value", "1"}}, {{"type", "MEMORY"}, {"value", "64"}}})},
+                {"jobRoleArn", "arn:aws:iam::000000000000:role/admin-role"}};
+  auto registered = HandleBatch(*c_, "RegisterJobDefinition",
+                                {{"jobDefinitionName", "a-def"}, {"type", "container"}, {"containerProperties", props}});
+  ASSERT_TRUE(registered.ok()) << registered.status().message();
+  ASSERT_TRUE(c_->CreatePolicy({"own-queue-and-definitions", R"({"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Action": "batch:SubmitJob",
+     "Resource": ["arn:aws:batch:*:*:job-queue/jq", "arn:aws:batch:*:*:job-definition/c-*"]}]})", ""}).ok());
+  ASSERT_TRUE(c_->CreateUser({"member-c", {{"team", "c"}}, "AIDA0000000000000000c"}).ok());
+  ASSERT_TRUE(c_->AttachPolicy({"member-c", "own-queue-and-definitions"}).ok());
+  const json submit = {{"jobName", "x"}, {"jobQueue", "jq"}, {"jobDefinition", "a-def"},
+                       {"containerOverrides", {{"command", json::array({"sh", "-c", "steal"})}}}};
+  Status other = authz().Check(As("member-c"), ctx(), Api::kBatch, "SubmitJob", submit);
+  EXPECT_EQ(other.code(), Code::kAccessDenied);
+  EXPECT_NE(other.message().find("batch:SubmitJob on resource: arn:aws:batch:us-east-1:000000000000:job-definition/a-def:1"),
+            std::string::npos)
+      << other.message();
+
+  ASSERT_TRUE(c_->CreatePolicy({"any-definition", R"({"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Action": "batch:SubmitJob", "Resource": "arn:aws:batch:*:*:job-definition/*"}]})", ""}).ok());
+  ASSERT_TRUE(c_->AttachPolicy({"member-c", "any-definition"}).ok());
+  Status role = authz().Check(As("member-c"), ctx(), Api::kBatch, "SubmitJob", submit);
+  EXPECT_EQ(role.code(), Code::kAccessDenied);
+  EXPECT_NE(role.message().find("iam:PassRole on resource: arn:aws:iam::000000000000:role/admin-role"), std::string::npos)
+      << role.message();
+  EXPECT_NE(role.message().find("jobRoleArn"), std::string::npos) << role.message();
+}
+
+// A role's trust policy says which services may take it for a job and whom STS admits.
+TEST_F(AuthorizerTest, ARolesTrustPolicyMustAdmitTheJobsService) {
+  auto ecs_only = c_->CreateRole({"ecs-only", "", "AROA00000000000000003", R"({"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Principal": {"Service": "ecs-tasks.amazonaws.com"}, "Action": "sts:AssumeRole"}]})"});
+  ASSERT_TRUE(ecs_only.ok()) << ecs_only.status().message();
+  const Principal root = Principal::Root("000000000000", "ROOT");
+  Status training = authz().Check(root, ctx(), Api::kSageMaker, "CreateTrainingJob",
+                                  {{"TrainingJobName", "t"}, {"RoleArn", ecs_only->arn}});
+  EXPECT_EQ(training.code(), Code::kInvalidArgument);
+  EXPECT_NE(training.message().find("sagemaker.amazonaws.com"), std::string::npos) << training.message();
+  EXPECT_TRUE(authz().Check(root, ctx(), Api::kBatch, "RegisterJobDefinition",
+                            {{"jobDefinitionName", "d"}, {"containerProperties", {{"jobRoleArn", ecs_only->arn}}}})
+                  .ok());
+  // A role created without a document admits both job services and the account's principals.
+  auto plain = c_->CreateRole({"plain", "", "AROA00000000000000004"});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->assume_role_policy_document, control::DefaultTrustPolicy("000000000000"));
+  EXPECT_TRUE(authz().Check(root, ctx(), Api::kSageMaker, "CreateTrainingJob", {{"TrainingJobName", "t"}, {"RoleArn", plain->arn}}).ok());
+  auto dir = c_->directory();
+  EXPECT_TRUE(authz().CheckTrust(As("member-a"), ctx(), *dir->roles.at("plain"), "s").ok());
+  EXPECT_EQ(authz().CheckTrust(As("member-a"), ctx(), *dir->roles.at("ecs-only"), "s").code(), Code::kAccessDenied);
+  // A role stored before roles had trust policies (no document) reads as the default.
+  control::IamRole old;
+  ASSERT_TRUE(control::DecodeDoc(R"({"name":"old","arn":"arn:aws:iam::000000000000:role/old","role_id":"AROAX"})", &old));
+  EXPECT_TRUE(old.assume_role_policy_document.empty());
+  control::Principals p;
+  p.roles["old"] = old;
+  auto built = control::BuildDirectory(p);
+  EXPECT_TRUE(control::CheckServiceTrust(*built->roles.at("old"), control::kSageMakerPrincipal, 0).ok());
+  EXPECT_TRUE(control::CheckServiceTrust(*built->roles.at("old"), control::kEcsTasksPrincipal, 0).ok());
+}
+
+// Checked again when a job starts: a queued job whose owner lost iam:PassRole on its role in the
+// meantime fails, its reason naming iam:PassRole and the role, and gets no credentials.
+TEST_F(AuthorizerTest, AJobsRoleIsCheckedAgainOnItsOwnersCurrentPoliciesWhenItStarts) {
+  MakeSharedQueue();
+  ASSERT_TRUE(c_->CreateRole({"R", "", "AROA00000000000000001"}).ok());
+  ASSERT_TRUE(c_->CreatePolicy({"pass-r", R"({"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Action": "iam:PassRole", "Resource": "arn:aws:iam::000000000000:role/R"}]})", ""}).ok());
+  ASSERT_TRUE(c_->AttachPolicy({"member-a", "pass-r"}).ok());
+  const std::string kept = SubmitAs("member-a", "a");  // training job j-a1
+  c_->Step();
+  c_->Step();
+  ASSERT_EQ(exec_->started(), std::vector<std::string>{"j-a1"});
+  EXPECT_EQ(c_->role_sessions().size(), 1u);
+  const std::string refused = SubmitAs("member-a", "a");  // j-a2, accepted while a may pass R
+  ASSERT_FALSE(StartsWith(refused, "denied")) << refused;
+  ASSERT_TRUE(c_->AttachPolicy({"member-a", "pass-r", /*attach=*/false}).ok());
+  for (int i = 0; i < 4; ++i) c_->Step();
+  EXPECT_EQ(exec_->started(), std::vector<std::string>{"j-a1"}) << "the refused attempt is never started";
+  EXPECT_EQ(c_->role_sessions().size(), 1u) << "and holds no session";
+  auto [status, reason, job_status] = c_->Read([&](const control::State& s) {
+    const TrainingJob* tj = s.FindTrainingJob("j-a2");
+    const control::ServiceJobState* js = s.FindJob(refused);
+    return std::make_tuple(tj ? tj->status : TrainingJobStatus::kInProgress, tj ? tj->failure_reason : "",
+                           js ? js->job.status : JobStatus::kSubmitted);
+  });
+  EXPECT_EQ(status, TrainingJobStatus::kFailed);
+  EXPECT_NE(reason.find("iam:PassRole on resource: arn:aws:iam::000000000000:role/R"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("user/member-a"), std::string::npos) << reason;
+  EXPECT_EQ(job_status, JobStatus::kFailed);
 }
 
 }  // namespace

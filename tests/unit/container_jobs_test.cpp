@@ -81,5 +81,39 @@ TEST_F(ContainerJobsTest, ARestartCountsTheChildrenTheSame) {
   EXPECT_TRUE(exec_->started().empty());  // the one vCPU is still held by the adopted child
 }
 
+// jobRoleArn is judged at each start on the owner's policies as they are then: an array child
+// started after the owner lost iam:PassRole on the role fails, naming it, and gets no credentials.
+TEST_F(ContainerJobsTest, AChildStartedAfterItsOwnerLostPassRoleFails) {
+  SetUpQueue(1);
+  ASSERT_TRUE(c_->CreateRole({"R", "", "AROA00000000000000001"}).ok());
+  ASSERT_TRUE(c_->CreatePolicy({"pass-r", R"({"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Action": "iam:PassRole", "Resource": "arn:aws:iam::000000000000:role/R"}]})", ""}).ok());
+  ASSERT_TRUE(c_->CreateUser({"u", {}, "AIDA00000000000000001"}).ok());
+  ASSERT_TRUE(c_->AttachPolicy({"u", "pass-r"}).ok());
+  json resources = json::array({{{"type", "VCPU"}, {"value", "1"}}, {{"type", "MEMORY"}, {"value", "64"}}});
+  json props = {{"image", "busybox"}, {"command", json::array({"true"})}, {"resourceRequirements", resources},
+                {"jobRoleArn", "arn:aws:iam::000000000000:role/R"}};
+  auto d = api::DecodeRegisterJobDefinition({{"jobDefinitionName", "r"}, {"type", "container"}, {"containerProperties", props}});
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  ASSERT_TRUE(c_->RegisterJobDefinition(*d).ok());
+  auto cmd = api::DecodeSubmitJob({{"jobName", "arr"}, {"jobQueue", "jq"}, {"jobDefinition", "r"}, {"arrayProperties", {{"size", 2}}}});
+  ASSERT_TRUE(cmd.ok()) << cmd.status().message();
+  cmd->owner = "arn:aws:iam::000000000000:user/u";
+  auto job = c_->SubmitJob(*cmd);
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  c_->Step();
+  const std::vector<std::string> first = exec_->started();
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(c_->role_sessions().size(), 1u) << "allowed: the first child holds a session";
+  ASSERT_TRUE(c_->AttachPolicy({"u", "pass-r", /*attach=*/false}).ok());
+  exec_->Push(first[0], exec::Phase::kExited, clock_.now_ms());
+  for (int i = 0; i < 3; ++i) c_->Step();
+  EXPECT_EQ(exec_->started(), first) << "the second child is never started";
+  EXPECT_EQ(c_->role_sessions().size(), 0u);
+  EXPECT_EQ(Summary(job->id), (std::map<JobStatus, int64_t>{{JobStatus::kSucceeded, 1}, {JobStatus::kFailed, 1}}));
+  const std::string reason = c_->Read([&](const State& s) { return s.FindContainerJob(job->id + ":1")->status_reason; });
+  EXPECT_NE(reason.find("iam:PassRole on resource: arn:aws:iam::000000000000:role/R"), std::string::npos) << reason;
+}
+
 }  // namespace
 }  // namespace ty::control

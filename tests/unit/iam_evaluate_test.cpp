@@ -416,5 +416,32 @@ TEST_F(ThreeTeams, AnAdminSeesAndDoesEverything) {
             Outcome::kAllow);
 }
 
+// A trust policy admits by principal, in place of a resource; Deny wins; conditions hold as usual.
+TEST(IamTrust, AdmitsByPrincipalAndDenyWins) {
+  auto trust = ParseTrustPolicy(R"({"Version":"2012-10-17","Statement":[
+    {"Effect":"Allow","Principal":{"AWS":"000000000000","Service":"sagemaker.amazonaws.com"},"Action":"sts:AssumeRole",
+     "Condition":{"StringNotEquals":{"aws:username":"mallory"}}},
+    {"Effect":"Deny","Principal":{"AWS":"arn:aws:iam::000000000000:user/eve"},"Action":"sts:AssumeRole"}]})");
+  ASSERT_TRUE(trust.ok()) << trust.status().message();
+  auto as = [&](const std::string& arn, const std::string& username) {
+    Request r = Req("sts:AssumeRole", "arn:aws:iam::000000000000:role/r");
+    r.principal = arn;
+    r.principal_ids = {arn, "arn:aws:iam::000000000000:root"};
+    if (!username.empty()) r.Set("aws:username", username);
+    return Decide(r, {&*trust});
+  };
+  EXPECT_EQ(as("arn:aws:iam::000000000000:user/alice", "alice"), Outcome::kAllow);
+  EXPECT_EQ(as("arn:aws:iam::000000000000:user/mallory", "mallory"), Outcome::kImplicitDeny);
+  EXPECT_EQ(as("arn:aws:iam::000000000000:user/eve", "eve"), Outcome::kExplicitDeny);
+  Request other = Req("sts:AssumeRole", "arn:aws:iam::000000000000:role/r");
+  other.principal_ids = {"arn:aws:iam::111111111111:user/alice", "arn:aws:iam::111111111111:root"};
+  EXPECT_EQ(Decide(other, {&*trust}), Outcome::kImplicitDeny);
+  Request service = Req("sts:AssumeRole", "arn:aws:iam::000000000000:role/r");
+  service.principal_ids = {"service:sagemaker.amazonaws.com"};
+  EXPECT_EQ(Decide(service, {&*trust}), Outcome::kAllow);
+  service.principal_ids = {"service:ecs-tasks.amazonaws.com"};
+  EXPECT_EQ(Decide(service, {&*trust}), Outcome::kImplicitDeny);
+}
+
 }  // namespace
 }  // namespace ty::iam

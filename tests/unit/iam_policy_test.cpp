@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "iam/policy.h"
 
@@ -204,6 +205,54 @@ TEST(IamPolicy, MessagesQuoteAtMostAShortPrefixOfAHostileValue) {
   std::string key = R"({"Statement":{"Effect":"Allow","Action":"*","Resource":"*","Condition":{"StringEquals":{")" +
                     std::string(5000, 'k') + R"(":"v"}}}})";
   EXPECT_EQ(Refused(key), "Statement.Condition.StringEquals has a condition key of 5000 characters; keys have 1 to 256");
+}
+
+// A role's trust policy: Principal in place of Resource, sts: actions only.
+TEST(IamTrustPolicy, ParsesPrincipalsAndKeepsAccountsAsTheirRootArn) {
+  auto p = ParseTrustPolicy(R"({"Version":"2012-10-17","Statement":[
+    {"Effect":"Allow","Principal":{"AWS":["123456789012","arn:aws:iam::000000000000:user/a",
+                                          "arn:aws:iam::000000000000:role/r"],
+                                   "Service":"sagemaker.amazonaws.com"},
+     "Action":["sts:AssumeRole","sts:TagSession"],"Condition":{"StringLike":{"sts:RoleSessionName":"ci-*"}}},
+    {"Effect":"Deny","Principal":"*","Action":"sts:*"}]})");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->statements.size(), 2u);
+  EXPECT_TRUE(p->statements[0].trust);
+  EXPECT_EQ(p->statements[0].principals,
+            (std::vector<std::string>{"arn:aws:iam::123456789012:root", "arn:aws:iam::000000000000:user/a",
+                                      "arn:aws:iam::000000000000:role/r", "service:sagemaker.amazonaws.com"}));
+  EXPECT_EQ(p->statements[1].principals, std::vector<std::string>{"*"});
+  EXPECT_TRUE(p->statements[0].resources.empty());
+}
+
+TEST(IamTrustPolicy, RefusalsNameTheStatementAndTheRule) {
+  auto refused = [](const std::string& statement) {
+    auto p = ParseTrustPolicy(R"({"Version":"2012-10-17","Statement":[)" + statement + "]}");
+    EXPECT_FALSE(p.ok()) << statement;
+    return p.ok() ? std::string() : p.status().message();
+  };
+  EXPECT_EQ(refused(R"({"Effect":"Allow","Action":"sts:AssumeRole"})"), "Statement[0].Principal is required in a trust policy");
+  EXPECT_NE(refused(R"({"Effect":"Allow","Principal":"*","Action":"sts:AssumeRole","Resource":"*"})")
+                .find("Statement[0].Resource is not allowed in a trust policy"),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"Effect":"Allow","NotPrincipal":{"AWS":"*"},"Action":"sts:AssumeRole"})").find("NotPrincipal"),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"Effect":"Allow","Principal":"*","Action":"batch:SubmitJob"})").find("is not an sts: action"),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"Effect":"Allow","Principal":{"Federated":"x"},"Action":"sts:AssumeRole"})")
+                .find("Statement[0].Principal.Federated: principal type \"Federated\" is not supported"),
+            std::string::npos);
+  for (const char* bad : {"bob", "arn:aws:iam::000000000000:user/*", "arn:aws:iam::0000:root", "arn:aws:s3:::bucket",
+                          "arn:aws:iam::000000000000:group/g"})
+    EXPECT_NE(refused(std::string(R"({"Effect":"Allow","Principal":{"AWS":")") + bad + R"("},"Action":"sts:AssumeRole"})")
+                  .find("Statement[0].Principal.AWS"),
+              std::string::npos)
+        << bad;
+  EXPECT_NE(refused(R"({"Effect":"Allow","Principal":{"Service":"evil.example.com"},"Action":"sts:AssumeRole"})")
+                .find("Statement[0].Principal.Service"),
+            std::string::npos);
+  // An identity policy still refuses Principal.
+  EXPECT_FALSE(ParsePolicy(R"({"Statement":{"Effect":"Allow","Principal":"*","Action":"*","Resource":"*"}})").ok());
 }
 
 }  // namespace
