@@ -13,6 +13,7 @@
 #include "control/training_request.h"
 #include "control/warm_pool_rules.h"
 #include "core/strings.h"
+#include "exec/attempt_spec.h"
 
 namespace ty::api {
 
@@ -977,8 +978,8 @@ Status CheckContainerProperties(const json& c) {
     const std::string name = env[i].value("name", "");
     const std::string where = "containerProperties.environment[" + std::to_string(i) + "]";
     if (name.empty()) return InvalidArgument(where + ".name: a name is required");
-    if (StartsWith(name, "AWS_BATCH"))
-      return InvalidArgument(where + ".name: " + name + ": names starting with AWS_BATCH are reserved for variables Batch sets");
+    if (const std::string rule = exec::ReservedEnvironmentRule(name); !rule.empty())
+      return InvalidArgument(where + ".name: " + name + " is reserved: " + rule);
     if (!env_names.insert(name).second) return InvalidArgument(where + ".name: " + name + " is given more than once");
   }
   const std::string role = c.value("jobRoleArn", "");
@@ -1240,8 +1241,8 @@ StatusOr<SubmitJobCommand> DecodeSubmitJob(const json& req) {
       const std::string name = Get<std::string>(env[i], "name", "");
       const std::string where = "containerOverrides.environment[" + std::to_string(i) + "]";
       if (name.empty()) return InvalidArgument(where + ".name is required");
-      if (StartsWith(name, "AWS_BATCH"))
-        return InvalidArgument(where + ".name: variables starting with AWS_BATCH are reserved for the service");
+      if (const std::string rule = exec::ReservedEnvironmentRule(name); !rule.empty())
+        return InvalidArgument(where + ".name: " + name + " is reserved: " + rule);
       c.environment[name] = Get<std::string>(env[i], "value", "");
     }
     if (Present(over, "vcpus")) {

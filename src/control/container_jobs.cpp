@@ -13,6 +13,7 @@
 #include "control/controller.h"
 #include "control/turn.h"
 #include "core/strings.h"
+#include "exec/image/reference.h"
 
 namespace ty::control {
 
@@ -145,6 +146,10 @@ StatusOr<ContainerJob> Controller::SubmitJob(const SubmitJobCommand& cmd) {
     if (!cmd.command)
       for (auto& a : props.value("command", json::array()))
         if (a.is_string()) command.push_back(a.get<std::string>());
+    if (!IsHostImage(config_.host_images, j.image))
+      if (auto ref = exec::image::ParseImageReference(j.image); ref.ok())
+        if (Status where = exec::image::CheckImageLocation(*ref, config_.image_dirs); !where.ok())
+          return InvalidArgument("containerProperties.image: " + where.message());
     if (command.empty() && IsHostImage(config_.host_images, j.image))
       return InvalidArgument("containerOverrides.command: neither the request nor job definition " + d->arn +
                              " gives a command, and image '" + j.image + "' runs with this host's software "

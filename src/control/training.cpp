@@ -16,6 +16,7 @@
 #include "core/strings.h"
 #include "exec/distribution.h"
 #include "exec/executor.h"
+#include "exec/image/reference.h"
 
 namespace ty::control {
 
@@ -174,6 +175,11 @@ Status CheckTrainingRequest(const json& req, const Config& config, const std::st
         "AlgorithmSpecification.ContainerEntrypoint: required unless HyperParameters.sagemaker_program selects "
         "script mode (TrainingImage '" + image + "' runs with this host's software (executor.host_images), "
         "which has no entry point of its own)");
+  // A path reference names a host file, which only executor.image_dirs may hold (docs/images.md).
+  if (!host_software)
+    if (auto ref = exec::image::ParseImageReference(image); ref.ok())
+      if (Status where = exec::image::CheckImageLocation(*ref, config.image_dirs); !where.ok())
+        return InvalidArgument("AlgorithmSpecification.TrainingImage: " + where.message());
   if (spec.contains("AlgorithmName") && !spec["AlgorithmName"].is_null())
     return InvalidArgument("AlgorithmSpecification.AlgorithmName: built-in and marketplace algorithms are not available here");
   if (script && hps.contains("sagemaker_submit_directory"))
@@ -187,6 +193,11 @@ Status CheckTrainingRequest(const json& req, const Config& config, const std::st
         if (v.is_string()) given[k] = v.get<std::string>();
     if (auto dist = exec::ParseDistribution(given); !dist.ok()) return dist.status();
   }
+  // The variables the server sets are its own (docs/security.md, "The job's environment").
+  if (const json env = req.value("Environment", json::object()); env.is_object())
+    for (const auto& item : env.items())
+      if (const std::string rule = exec::ReservedEnvironmentRule(item.key()); !rule.empty())
+        return InvalidArgument("Environment: the key '" + item.key() + "' is reserved: " + rule);
   const json rc = req.value("ResourceConfig", json::object());
   if (rc.contains("InstanceGroups") && !rc["InstanceGroups"].empty())
     return InvalidArgument("ResourceConfig.InstanceGroups: heterogeneous clusters are not supported yet; use InstanceType and InstanceCount");
@@ -727,8 +738,17 @@ void Controller::ReadoptAttempts() {
 void Controller::ApplyExecutorEvents(Turn& t, const std::vector<exec::AttemptEvent>& polled) {
   std::vector<exec::AttemptEvent> deferred;
   deferred.swap(deferred_events_);
-  for (const auto& e : deferred) ApplyEvent(t, e);
-  for (const auto& e : polled) ApplyEvent(t, e);
+  if (deferred.empty() && polled.empty()) return;
+  // What an executor says becomes a job's FailureReason, statusReason and transitions: the data
+  // directory is named in none of them (the executors leave it out; this is the backstop).
+  std::vector<exec::RedactedPath> paths;
+  exec::AddRedactedPath(&paths, data_dir_, "<data dir>");
+  auto apply = [&](exec::AttemptEvent e) {
+    for (std::string* text : {&e.message, &e.detail, &e.failure_reason}) *text = exec::RedactPaths(std::move(*text), paths);
+    ApplyEvent(t, e);
+  };
+  for (const auto& e : deferred) apply(e);
+  for (const auto& e : polled) apply(e);
 }
 
 void Controller::CountPreemptionLoss(ServiceJob& job, const TrainingJob& tj, EpochMs end) const {

@@ -493,7 +493,7 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
                                       "sandbox_binds", "spot_notice_seconds", "chaos_seed",
                                       "system_metrics_interval_seconds", "nvidia_smi", "job_user",
                                       "max_pids_per_instance", "cgroup_parent", "kind", "slurm", "host_images",
-                                      "image_fallback_to_host", "image_pull_timeout_seconds", "container_volume_gb"},
+                                      "image_dirs", "image_fallback_to_host", "image_pull_timeout_seconds", "container_volume_gb"},
                                  "[executor]"));
     TY_RETURN_IF_ERROR(Read(*e, "kind", &c.executor_kind, "executor."));
     if (c.executor_kind != "local" && c.executor_kind != "slurm")
@@ -537,6 +537,13 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
       }
     }
     TY_RETURN_IF_ERROR(ReadStrings(*e, "host_images", &c.host_images, "executor."));
+    TY_RETURN_IF_ERROR(ReadStrings(*e, "image_dirs", &c.image_dirs, "executor."));
+    for (const std::string& d : c.image_dirs) {
+      const bool dotdot = ("/" + d + "/").find("/../") != std::string::npos;
+      if (d.size() < 2 || d[0] != '/' || dotdot)
+        return InvalidArgument("config: executor.image_dirs must hold absolute directory paths other than / and "
+                               "without '..' segments, not '" + d + "'");
+    }
     TY_RETURN_IF_ERROR(Read(*e, "image_fallback_to_host", &c.image_fallback_to_host, "executor."));
     TY_RETURN_IF_ERROR(Read(*e, "image_pull_timeout_seconds", &c.image_pull_timeout_seconds, "executor."));
     if (c.image_pull_timeout_seconds < 1 || c.image_pull_timeout_seconds > 86400)

@@ -296,6 +296,10 @@ struct Config {
   // that cannot be copied (otherwise the job fails with CannotPullContainerError). Each skopeo or
   // umoci run may take image_pull_timeout_seconds.
   std::vector<std::string> host_images = {"local/*", "*.amazonaws.com/*"};
+  // The host directories whose OCI layouts and archives a job may name by path (oci:PATH,
+  // oci-archive:PATH, docker-archive:PATH; executor.image_dirs, absolute). Empty: none, and every
+  // path reference is refused (the server reads them as root; a job must not probe the host).
+  std::vector<std::string> image_dirs;
   bool image_fallback_to_host = false;
   int image_pull_timeout_seconds = 900;
   // The storage volume (its /tmp and $HOME) each attempt of a Batch container job gets, in GiB,

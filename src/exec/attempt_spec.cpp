@@ -237,4 +237,17 @@ void UseContainerImage(AttemptSpec* spec, std::string image, std::vector<std::st
   spec->image_command = ImageCommand::kCmd;
 }
 
+std::string ReservedEnvironmentRule(std::string_view name) {
+  static constexpr std::string_view kNames[] = {
+      "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_CA_BUNDLE",
+      "TRAINING_JOB_NAME", "TRAINING_JOB_ARN", "SAGEMAKER_SUBMIT_DIRECTORY", "SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"};
+  static constexpr std::string_view kPrefixes[] = {"AWS_CONTAINER_", "AWS_ENDPOINT_URL_", "AWS_BATCH", "SM_", "TRAINYARD_"};
+  for (std::string_view n : kNames)
+    if (name == n) return "the server sets " + std::string(n) + " for the job (its credentials, endpoint and identity rest on it)";
+  for (std::string_view p : kPrefixes)
+    if (name.substr(0, p.size()) == p)
+      return "names starting with " + std::string(p) + " are reserved for the variables the server sets for the job";
+  return "";
+}
+
 }  // namespace ty::exec

@@ -144,6 +144,18 @@ std::string Encode(const AttemptSpec& spec);
 // missing attempt_id or instance_type, or an instance_count below 1 is InvalidArgument.
 StatusOr<AttemptSpec> DecodeAttemptSpec(std::string_view json);
 
+// Whether the job's own environment (CreateTrainingJob Environment, a Batch container's
+// `environment` and its overrides) may name `name`: "" when it may, else the rule it breaks. The
+// reserved names are the variables the server sets for every job or for a role job, on which the
+// job's trust rests: where its credentials come from and which endpoint, region and CA it calls
+// (AWS_CONTAINER_*, AWS_ENDPOINT_URL*, AWS_REGION, AWS_DEFAULT_REGION, AWS_CA_BUNDLE), Batch's
+// AWS_BATCH*, the SageMaker variables the training toolkits read (SM_*, TRAINING_JOB_NAME,
+// TRAINING_JOB_ARN, SAGEMAKER_SUBMIT_DIRECTORY, SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY) and
+// trainyard's own (TRAINYARD_*: the checkpoint marker, the hosts file, the launcher's files).
+// Refused when a job is created; an attempt whose spec still names one (stored before the rule)
+// runs with the server's value (docs/security.md, "The job's environment").
+std::string ReservedEnvironmentRule(std::string_view name);
+
 // A Batch container job's terms: `image` runs with `command` in place of its Cmd, or with its
 // own Cmd when `command` is empty (image_command kCmd).
 void UseContainerImage(AttemptSpec* spec, std::string image, std::vector<std::string> command);

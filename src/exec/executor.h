@@ -51,6 +51,19 @@ enum class FailureKind {
 };
 
 const char* FailureKindName(FailureKind k);  // "None", "Algorithm", "Client", "Internal", "Capacity"
+
+// A server directory a job must never read the name of, and what it reads instead.
+struct RedactedPath {
+  std::string path;   // absolute; one of "" or "/" is never redacted
+  std::string label;  // e.g. "<data dir>"
+};
+// `text` with each occurrence of each path replaced by its label, the longest path first (an
+// attempt's directory inside the data directory reads "<attempt dir>", not "<data dir>/..."),
+// for every message a job can read: its FailureReason, its transitions, its log lines.
+std::string RedactPaths(std::string text, std::vector<RedactedPath> paths);
+// Adds `path` (made absolute and normal) with `label`, and its canonical form too where a link
+// on the way makes that differ; nothing for "".
+void AddRedactedPath(std::vector<RedactedPath>* paths, const std::string& path, const std::string& label);
 // The kind of a name FailureKindName gives; kNone for anything else.
 FailureKind ParseFailureKind(std::string_view name);
 

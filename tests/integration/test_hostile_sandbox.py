@@ -202,6 +202,35 @@ class HostileJobTest(ServerTest):
         tj = self.run_job("tmp", fill)
         self.assert_failed_with(tj, "storage volume", "VolumeSizeInGB 1")
 
+    def test_a_job_lists_no_mount_of_another_job(self):
+        # The holder keeps its storage volume mounted while the lister reads its own mount table.
+        gate = os.path.join(self.work_dir, "release-holder")
+        self.sm.create_training_job(**self.command_payload(
+            "mount-holder", f"while [ ! -e {gate} ]; do sleep 0.05; done"))
+        try:
+            self.wait_secondary("mount-holder", "Training", timeout=60)
+            lister = self.run_job("mount-lister", "cat /proc/self/mountinfo > /opt/ml/model/mountinfo")
+        finally:
+            open(gate, "w").close()
+        self.assertEqual(lister["TrainingJobStatus"], "Completed", lister.get("FailureReason"))
+        mounts = self.model_file("mount-lister", "mountinfo")
+        self.assertNotIn("mount-holder", mounts)
+        self.assertEqual(self.wait_training("mount-holder", timeout=60)["TrainingJobStatus"], "Completed")
+
+    def test_a_failure_reason_names_no_server_directory(self):
+        # The embedded store's message about a missing bucket gives its directory in the data dir.
+        p = self.command_payload("no-bucket", "true")
+        p["InputDataConfig"] = [{"ChannelName": "train", "DataSource": {"S3DataSource": {
+            "S3DataType": "S3Prefix", "S3Uri": "s3://no-such-bucket/data/", "S3DataDistributionType": "FullyReplicated"}}}]
+        self.sm.create_training_job(**p)
+        tj = self.wait_training("no-bucket", timeout=60)
+        self.assertEqual(tj["TrainingJobStatus"], "Failed")
+        self.assertIn("no-such-bucket", tj["FailureReason"])
+        said = [tj["FailureReason"]] + [t.get("StatusMessage", "") for t in tj["SecondaryStatusTransitions"]]
+        for directory in {self.data_dir, os.path.realpath(self.data_dir)}:
+            for text in said:
+                self.assertNotIn(directory, text)
+
     def test_a_pep517_backend_in_requirements_runs_as_the_job_in_its_sandbox(self):
         p = self.code_job("pep517", {
             "train.py": "import os, shutil\nshutil.copy(os.path.expanduser('~/backend-report'), "

@@ -6,10 +6,13 @@ nothing outside its root file system. The images are built offline (tiny_image.p
 import io
 import json
 import os
+import stat
 import tarfile
 import tempfile
 import time
 import unittest
+
+from botocore.exceptions import ClientError
 
 import tiny_image
 from harness import ServerTest
@@ -35,6 +38,12 @@ echo "$@" > /opt/ml/model/args.txt
 
 class ImageTest(ServerTest):
     server_config = '[executor]\nsandbox = "bwrap"\nstop_grace_seconds = 5\n'
+
+    def new_server(self, **kw):
+        # The layouts the tests build are under the work directory, the one image directory.
+        kw.setdefault("config", self.server_config.replace(
+            "[executor]\n", f'[executor]\nimage_dirs = ["{self.work_dir}"]\n'))
+        return super().new_server(**kw)
 
     def setUp(self):
         super().setUp()
@@ -139,6 +148,47 @@ class ImageTest(ServerTest):
         self.assertEqual(tj["TrainingJobStatus"], "Failed")
         self.assertIn("CannotPullContainerError", tj["FailureReason"])
         self.assertIn("transport 'dir:' is not supported", tj["FailureReason"])
+
+    def test_an_image_path_outside_the_image_directories_is_refused_whether_it_exists_or_not(self):
+        # skopeo reads a path reference as the server's user: outside executor.image_dirs, the
+        # refusal comes at create and reads the same for a file that exists and one that does not.
+        answers = {}
+        for path in ("/etc/passwd", "/etc/no-such-file-here"):
+            with self.assertRaises(ClientError) as e:
+                self.sm.create_training_job(**self.payload("img-probe", f"oci-archive:{path}"))
+            err = e.exception.response["Error"]
+            self.assertEqual(err["Code"], "ValidationException")
+            self.assertIn("AlgorithmSpecification.TrainingImage", err["Message"])
+            self.assertIn(f"executor.image_dirs: {self.work_dir}", err["Message"])
+            answers[path] = err["Message"].replace(path, "PATH")
+        self.assertEqual(answers["/etc/passwd"], answers["/etc/no-such-file-here"])
+        self.assertEqual(self.sm.list_training_jobs()["TrainingJobSummaries"], [])
+        # A Batch container job's image: refused at SubmitJob the same way.
+        self.batch.create_compute_environment(computeEnvironmentName="ce", type="UNMANAGED", unmanagedvCpus=2)
+        self.batch.create_job_queue(jobQueueName="jq", priority=1,
+                                    computeEnvironmentOrder=[{"order": 1, "computeEnvironment": "ce"}])
+        self.batch.register_job_definition(jobDefinitionName="probe", type="container", containerProperties={
+            "image": "oci:/etc:v1", "command": ["true"],
+            "resourceRequirements": [{"type": "VCPU", "value": "1"}, {"type": "MEMORY", "value": "256"}]})
+        with self.assertRaises(ClientError) as e:
+            self.batch.submit_job(jobName="j", jobQueue="jq", jobDefinition="probe")
+        self.assertEqual(e.exception.response["Error"]["Code"], "ClientException")
+        self.assertIn("executor.image_dirs", e.exception.response["Error"]["Message"])
+        for status in ("SUBMITTED", "PENDING", "RUNNABLE", "STARTING", "RUNNING", "SUCCEEDED", "FAILED"):
+            self.assertEqual(self.batch.list_jobs(jobQueue="jq", jobStatus=status)["jobSummaryList"], [], status)
+
+    def test_an_images_setuid_files_lose_the_bit_and_the_cache_is_private(self):
+        layout = os.path.join(self.images, "setuid")
+        tiny_image.build(layout, "v1", files={"usr/local/bin/train": ("#!/bin/sh\ntrue\n", 0o755),
+                                              "usr/bin/rootshell": ("#!/bin/sh\nid\n", 0o4755),
+                                              "usr/bin/groupshell": ("#!/bin/sh\nid\n", 0o2755)})
+        tj = self.run_job("img-setuid", f"oci:{layout}:v1")
+        self.assertEqual(tj["TrainingJobStatus"], "Completed", tj.get("FailureReason"))
+        rootfs = self.cache("rootfs", self.attempt_status("img-setuid")["image"]["digest"])
+        for name in ("rootshell", "groupshell"):
+            mode = os.lstat(os.path.join(rootfs, "usr/bin", name)).st_mode
+            self.assertEqual(stat.S_IMODE(mode), 0o755, name)
+        self.assertEqual(stat.S_IMODE(os.stat(self.cache()).st_mode), 0o700)
 
     def test_a_host_software_image_without_an_entry_point_is_refused_at_the_edge(self):
         with self.assertRaises(Exception) as e:

@@ -77,5 +77,51 @@ class JobCredentialsTest(ServerTest):
         self.assertEqual(gone.exception.response["Error"]["Code"], "UnrecognizedClientException")
 
 
+class ReservedEnvironmentTest(ServerTest):
+    """A job's own environment may not name a variable the server sets for it: the credentials
+    endpoint and token, the endpoint and region it calls, the SageMaker and trainyard variables.
+    Every way in is refused with the key and the rule, and nothing is created."""
+
+    def refusal(self, call, **kw):
+        with self.assertRaises(ClientError) as e:
+            call(**kw)
+        return e.exception.response["Error"]["Code"], e.exception.response["Error"]["Message"]
+
+    def test_the_servers_variables_are_refused_in_every_job_environment(self):
+        payload = {"TrainingJobName": "forged",
+                   "RoleArn": "arn:aws:iam::000000000000:role/SageMakerRole",
+                   "AlgorithmSpecification": {"TrainingImage": "local/shell", "TrainingInputMode": "File",
+                                              "ContainerEntrypoint": ["true"]},
+                   "OutputDataConfig": {"S3OutputPath": "s3://trainyard-test/output"},
+                   "ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": 1, "VolumeSizeInGB": 1},
+                   "StoppingCondition": {"MaxRuntimeInSeconds": 60},
+                   "Environment": {"AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://attacker.invalid/creds"}}
+        code, msg = self.refusal(self.sm.create_training_job, **payload)
+        self.assertEqual(code, "ValidationException")
+        self.assertIn("'AWS_CONTAINER_CREDENTIALS_FULL_URI' is reserved", msg)
+        self.assertEqual(self.sm.list_training_jobs()["TrainingJobSummaries"], [])
+
+        payload["Environment"] = {"SM_MODEL_DIR": "/tmp/elsewhere"}
+        code, msg = self.refusal(self.batch.submit_service_job, jobName="forged", jobQueue="q",
+                                 serviceJobType="SAGEMAKER_TRAINING", serviceRequestPayload=json.dumps(payload))
+        self.assertEqual(code, "ClientException")
+        self.assertIn("'SM_MODEL_DIR' is reserved", msg)
+
+        code, msg = self.refusal(self.batch.register_job_definition, jobDefinitionName="forged", type="container",
+                                 containerProperties={"image": "local/shell", "command": ["true"],
+                                                      "environment": [{"name": "AWS_ENDPOINT_URL", "value": "http://x"}],
+                                                      "resourceRequirements": [{"type": "VCPU", "value": "1"},
+                                                                               {"type": "MEMORY", "value": "256"}]})
+        self.assertEqual(code, "ClientException")
+        self.assertIn("AWS_ENDPOINT_URL is reserved", msg)
+        self.assertEqual(self.batch.describe_job_definitions()["jobDefinitions"], [])
+
+        code, msg = self.refusal(self.batch.submit_job, jobName="forged", jobQueue="jq", jobDefinition="d",
+                                 containerOverrides={"environment": [
+                                     {"name": "AWS_CONTAINER_AUTHORIZATION_TOKEN", "value": "forged"}]})
+        self.assertEqual(code, "ClientException")
+        self.assertIn("AWS_CONTAINER_AUTHORIZATION_TOKEN is reserved", msg)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -313,7 +313,8 @@ TEST_F(DecodeTest, SubmitJobRules) {
   EXPECT_EQ(with("dependsOn", {{{"type", "SEQUENTIAL"}, {"jobId", "x"}}}),
             "dependsOn[0]: a SEQUENTIAL dependency names no jobId (it orders the array's own children)");
   EXPECT_EQ(with("containerOverrides", {{"environment", {{{"name", "AWS_BATCH_X"}, {"value", "1"}}}}}),
-            "containerOverrides.environment[0].name: variables starting with AWS_BATCH are reserved for the service");
+            "containerOverrides.environment[0].name: AWS_BATCH_X is reserved: names starting with AWS_BATCH are reserved "
+            "for the variables the server sets for the job");
   EXPECT_EQ(with("containerOverrides", {{"resourceRequirements", {{{"type", "VCPU"}, {"value", "1.5"}}}}}),
             "containerOverrides.resourceRequirements[0].value must be a whole number, not '1.5'");
   EXPECT_EQ(with("nodeOverrides", json::object()),
@@ -423,6 +424,38 @@ TEST_F(DecodeTest, CreateTrainingJobReadsTheLadderFromItsTags) {
   EXPECT_EQ(cmd->capacity_ladder, "ml.m5.large ml.m5.xlarge");
   EXPECT_EQ(cmd->request.name, "tj");
   EXPECT_EQ(json::parse(cmd->request.json), req);
+}
+
+// A job's own environment may not name a variable the server sets for it (its credentials
+// endpoint and token, the endpoint and region it calls, the SageMaker and trainyard variables):
+// refused at create, naming the key and the rule, on every path a job's environment comes in by.
+json JobDefinition();  // below, with the RegisterJobDefinition tests
+
+TEST_F(DecodeTest, TheServersEnvironmentVariablesAreRefusedInEveryJobEnvironment) {
+  for (const char* key : {"AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN", "AWS_ENDPOINT_URL",
+                          "AWS_ENDPOINT_URL_S3", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_CA_BUNDLE", "SM_MODEL_DIR",
+                          "SM_HP_LR", "TRAINING_JOB_NAME", "TRAINYARD_HOSTS_FILE", "AWS_BATCH_JOB_ID"}) {
+    SCOPED_TRACE(key);
+    json req = Payload();
+    req["Environment"] = {{"STAGE", "x"}, {key, "http://attacker"}};
+    const std::string create = Error(DecodeCreateTrainingJob(req, {config_, "none"}));
+    EXPECT_EQ(create.rfind(std::string("Environment: the key '") + key + "' is reserved: ", 0), 0u) << create;
+    json submit = Submit();
+    submit["serviceRequestPayload"] = req.dump();
+    EXPECT_NE(Error(DecodeSubmit(submit)).find(std::string("'") + key + "' is reserved"), std::string::npos);
+    json def = JobDefinition();
+    def["containerProperties"]["environment"] = {{{"name", key}, {"value", "x"}}};
+    EXPECT_EQ(Error(DecodeRegisterJobDefinition(def)).rfind(std::string("containerProperties.environment[0].name: ") + key +
+                                                          " is reserved: ", 0), 0u);
+    json job = {{"jobName", "j"}, {"jobQueue", "jq"}, {"jobDefinition", "d"},
+                {"containerOverrides", {{"environment", {{{"name", "OK"}, {"value", "1"}}, {{"name", key}, {"value", "x"}}}}}}};
+    EXPECT_EQ(Error(DecodeSubmitJob(job)).rfind(std::string("containerOverrides.environment[1].name: ") + key + " is reserved: ", 0),
+              0u);
+  }
+  // Names that merely resemble them are the job's.
+  json req = Payload();
+  req["Environment"] = {{"AWS_REGIONAL", "x"}, {"MY_SM_VAR", "y"}, {"SMOKE", "z"}, {"AWS_ACCESS_KEY_ID", "k"}};
+  EXPECT_TRUE(DecodeCreateTrainingJob(req, {config_, "none"}).ok());
 }
 
 TEST_F(DecodeTest, StatesDecodeToTheEnum) {

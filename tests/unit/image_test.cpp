@@ -81,6 +81,35 @@ TEST(ImageReference, RefusesWhatNoRuleAccepts) {
   EXPECT_THAT(Refusal("dir:/x"), HasSubstr("use docker://host/repo:tag"));
 }
 
+// A path reference names a host file that skopeo reads as the server's user: only one inside
+// executor.image_dirs is taken, and the refusal reads the same whether the path exists or not.
+TEST(ImageLocation, APathReferenceMustBeInsideAnImageDirectory) {
+  const std::vector<std::string> dirs = {"/srv/images/", "/data/oci"};
+  EXPECT_TRUE(CheckImageLocation(Parsed("registry.example.com/team/train:v1"), {}).ok());
+  EXPECT_TRUE(CheckImageLocation(Parsed("oci:/srv/images/train:v1"), dirs).ok());
+  EXPECT_TRUE(CheckImageLocation(Parsed("oci-archive:/data/oci/sub/train.tar"), dirs).ok());
+  EXPECT_TRUE(CheckImageLocation(Parsed("docker-archive:/data/oci/x.tar:repo/x:v1"), dirs).ok());
+  for (const char* outside : {"oci:/etc", "oci:/srv/images", "oci:/srv/images-other/x:v1", "oci-archive:/data/ocifoo.tar",
+                              "docker-archive:/etc/shadow", "oci:/srv/x/../images/y"}) {
+    auto ref = ParseImageReference(outside);
+    if (!ref.ok()) continue;  // '..' is refused by the parser already
+    Status st = CheckImageLocation(*ref, dirs);
+    EXPECT_EQ(st.code(), Code::kInvalidArgument) << outside;
+    EXPECT_THAT(st.message(), HasSubstr("executor.image_dirs: /srv/images/, /data/oci")) << outside;
+  }
+  // Without image directories no path is taken at all.
+  Status none = CheckImageLocation(Parsed("oci:/srv/images/train:v1"), {});
+  EXPECT_EQ(none.code(), Code::kInvalidArgument);
+  EXPECT_THAT(none.message(), HasSubstr("executor.image_dirs is empty"));
+  // A file that exists and one that does not: the same answer but for the name.
+  auto message_for = [](const std::string& path) {
+    std::string m = CheckImageLocation(Parsed("oci-archive:" + path), {"/srv/images"}).message();
+    return m.replace(m.find(path), path.size(), "PATH");
+  };
+  ASSERT_TRUE(fs::exists("/etc/passwd"));
+  EXPECT_EQ(message_for("/etc/passwd"), message_for("/etc/no-such-file-here"));
+}
+
 class TempDir : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -185,6 +214,59 @@ TEST_F(RealTools, ConcurrentStartsUnpackOnceAndALeftoverIsSweptNotUsed) {
   EXPECT_EQ(std::distance(fs::directory_iterator(cache_dir + "/rootfs"), fs::directory_iterator()), 1);
   EXPECT_TRUE(fs::is_directory(results[0]->rootfs + "/opt/ml"));
   EXPECT_EQ(*ReadIndex(cache_dir + "/index.json"), (std::map<std::string, std::string>{{ref.Skopeo(), results[0]->digest}}));
+}
+
+// An image's set-user-ID root binary never becomes one on the host: the unpacked root keeps
+// no set-user-ID or set-group-ID bit, and the cache is the server's user's alone.
+TEST_F(RealTools, AnImagesSetuidFilesLoseTheBitAndTheCacheIsPrivate) {
+  std::string err;
+  ASSERT_TRUE(RunTool({"umoci", "init", "--layout", dir_ + "/src"}, 60, &err).ok()) << err;
+  ASSERT_TRUE(RunTool({"umoci", "new", "--image", dir_ + "/src:v1"}, 60, &err).ok()) << err;
+  const std::string payload = dir_ + "/payload";
+  std::ofstream(payload) << "#!/bin/sh\nid\n";
+  ASSERT_EQ(::chmod(payload.c_str(), 06755), 0);
+  for (const char* at : {"/usr/bin/su-like", "/usr/bin/sg-like"})
+    ASSERT_TRUE(RunTool({"umoci", "insert", "--image", dir_ + "/src:v1", payload, at}, 60, &err).ok()) << err;
+  const std::string cache_dir = dir_ + "/cache";
+  fs::create_directories(cache_dir);
+  ::chmod(cache_dir.c_str(), 0755);  // as an earlier version made it
+  auto got = ImageCache(cache_dir).Get(Parsed("oci:" + dir_ + "/src:v1"));
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  for (const char* at : {"/usr/bin/su-like", "/usr/bin/sg-like"}) {
+    struct stat sb {};
+    ASSERT_EQ(::lstat((got->rootfs + at).c_str(), &sb), 0) << at;
+    EXPECT_EQ(sb.st_mode & 07777, 0755u) << at;
+  }
+  struct stat cache {};
+  ASSERT_EQ(::stat(cache_dir.c_str(), &cache), 0);
+  EXPECT_EQ(cache.st_mode & 0777, 0700u);
+}
+
+using Privileges = TempDir;
+
+TEST_F(Privileges, SetuidAndSetgidBitsAreClearedWithoutFollowingLinks) {
+  const std::string root = dir_ + "/root";
+  fs::create_directories(root + "/bin");
+  fs::create_directories(root + "/shared");
+  std::ofstream(root + "/bin/suid") << "x";
+  std::ofstream(root + "/bin/sgid") << "x";
+  std::ofstream(dir_ + "/outside") << "x";
+  ASSERT_EQ(::chmod((root + "/bin/suid").c_str(), 04755), 0);
+  ASSERT_EQ(::chmod((root + "/bin/sgid").c_str(), 02711), 0);
+  ASSERT_EQ(::chmod((root + "/shared").c_str(), 02775), 0);
+  ASSERT_EQ(::chmod((dir_ + "/outside").c_str(), 04755), 0);
+  fs::create_symlink(dir_ + "/outside", root + "/bin/link");
+  fs::create_directory_symlink(dir_, root + "/up");
+  ASSERT_TRUE(DropPrivilegeBits(root).ok());
+  auto mode = [](const std::string& p) {
+    struct stat sb {};
+    EXPECT_EQ(::lstat(p.c_str(), &sb), 0) << p;
+    return sb.st_mode & 07777;
+  };
+  EXPECT_EQ(mode(root + "/bin/suid"), 0755u);
+  EXPECT_EQ(mode(root + "/bin/sgid"), 0711u);
+  EXPECT_EQ(mode(root + "/shared"), 0775u);
+  EXPECT_EQ(mode(dir_ + "/outside"), 04755u);  // a link's target outside the root is not touched
 }
 
 using MountPoints = TempDir;

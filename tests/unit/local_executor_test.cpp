@@ -1,4 +1,5 @@
 // The local executor with real supervisor processes (the `trainyard` binary from TRAINYARD_BIN).
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <linux/filter.h>
@@ -144,6 +145,7 @@ class LocalExecutorTest : public ::testing::TestWithParam<std::string> {
     // The embedded directory store rooted at root_: s3://out/<id>/ is root_/out/<id>/.
     o.host.object_dir_root = root_.string();
     o.host.object_cache_dir = (root_ / "cache").string();
+    o.host.data_dir = root_.string();  // as HostSettingsFor sets it: the buckets, the cache and the attempts are in it
     o.clock = &SystemClock::instance();
     return std::make_unique<LocalExecutor>(o);
   }
@@ -649,6 +651,26 @@ TEST_P(LocalExecutorTest, MissingChannelDataIsAClientFailure) {
   EXPECT_EQ(end.failure_reason.rfind("ClientError: input channel train:", 0), 0u) << end.failure_reason;
 }
 
+// What a job can read (its FailureReason, its transitions) names no directory of the server's:
+// the store's message about the missing bucket, which gives its directory in the data
+// directory, and the setup's, which points at a log in the attempt's directory.
+TEST_P(LocalExecutorTest, AFailureReasonNamesNoServerDirectory) {
+  json spec = Spec("paths", "true");
+  spec["channels"] = {{{"name", "train"}, {"uri", "s3://nobucket/nothing/"}}};
+  ASSERT_TRUE(StartSpec("paths", spec).ok());
+  std::vector<AttemptEvent> events = RunToEnd(*executor_, "paths");
+  json setup = Spec("paths-setup", "true");
+  setup["setup_command"] = "exit 1";
+  ASSERT_TRUE(StartSpec("paths-setup", setup).ok());
+  for (const AttemptEvent& e : RunToEnd(*executor_, "paths-setup")) events.push_back(e);
+  std::string reasons;
+  for (const AttemptEvent& e : events) reasons += e.failure_reason + "\n" + e.message + "\n" + e.detail + "\n";
+  EXPECT_THAT(reasons, ::testing::HasSubstr("nobucket"));
+  EXPECT_THAT(reasons, ::testing::HasSubstr("<attempt dir>"));
+  EXPECT_THAT(reasons, ::testing::Not(::testing::HasSubstr(root_.string()))) << reasons;
+  EXPECT_THAT(reasons, ::testing::Not(::testing::HasSubstr(fs::canonical(root_).string()))) << reasons;
+}
+
 TEST_P(LocalExecutorTest, AFailedInstanceSetupIsAnInternalFailure) {
   json spec = Spec("setup", "true");
   spec["setup_command"] = "exit 1";
@@ -719,6 +741,16 @@ TEST_P(LocalExecutorTest, DiscardLogsAndDiscardRemoveTheAttemptsFiles) {
   // The same id starts again from scratch (a restarted run).
   ASSERT_TRUE(StartSpec("gone", Spec("gone", "echo again")).ok());
   EXPECT_EQ(RunToEnd(*executor_, "gone").back().exit_code, 0);
+}
+
+TEST(RedactPathsTest, TheLongestPathIsReplacedFirstAndEveryOccurrence) {
+  const std::vector<RedactedPath> paths = {{"/var/lib/ty/", "<data dir>"}, {"/var/lib/ty/attempts/job-1", "<attempt dir>"},
+                                           {"/", "<root>"}, {"", "<empty>"}};
+  EXPECT_EQ(RedactPaths("cannot write /var/lib/ty/attempts/job-1/image.json; see /var/lib/ty/buckets/b and "
+                        "/var/lib/ty/attempts/job-1/x",
+                        paths),
+            "cannot write <attempt dir>/image.json; see <data dir>/buckets/b and <attempt dir>/x");
+  EXPECT_EQ(RedactPaths("nothing of the server's: /etc/hosts", paths), "nothing of the server's: /etc/hosts");
 }
 
 TEST(PhaseNameTest, NamesEveryPhase) {

@@ -205,7 +205,7 @@ TEST(OptMl, ResourceConfigNamesTheInstance) {
 
 TEST(OptMl, EnvironmentLayersInheritedThenSageMakerThenTheJobs) {
   AttemptSpec spec = ScriptSpec();
-  spec.environment = {{"SM_NUM_GPUS", "7"}, {"FOO", "bar"}};
+  spec.environment = {{"PYTHONPATH", "/job"}, {"FOO", "bar"}};
   spec.extra_env = {{"FOO", "server"}};
   spec.checkpoint = CheckpointConfig{"s3://b/ck", "/opt/ml/ckpt/"};
   OptMlLayout l;
@@ -219,7 +219,7 @@ TEST(OptMl, EnvironmentLayersInheritedThenSageMakerThenTheJobs) {
   auto env = InstanceEnvironment(spec, l, {{"PYTHONPATH", "/lib"}, {"HOME", "/root"}});
   EXPECT_EQ(env["PATH"], "/usr/local/bin:/usr/bin:/bin");
   EXPECT_EQ(env["HOME"], "/home/job");
-  EXPECT_EQ(env["PYTHONPATH"], "/ws/pylib:/lib");
+  EXPECT_EQ(env["PYTHONPATH"], "/job");  // the job's Environment wins over what it inherits
   EXPECT_EQ(env["SM_CURRENT_HOST"], "algo-2");
   EXPECT_EQ(env["RANK"], "1");
   EXPECT_EQ(env["WORLD_SIZE"], "3");
@@ -227,14 +227,46 @@ TEST(OptMl, EnvironmentLayersInheritedThenSageMakerThenTheJobs) {
   EXPECT_EQ(env["SM_HP_NAME"], "resnet");
   EXPECT_EQ(env["SM_HPS"], R"({"epochs":3,"name":"resnet"})");
   EXPECT_EQ(env["SM_USER_ARGS"], R"(["--epochs","3","--name","resnet"])");
-  EXPECT_EQ(env["SM_NUM_GPUS"], "7");  // the job's Environment wins over SageMaker's
-  EXPECT_EQ(env["FOO"], "server");     // and the server's extra variables over both
+  EXPECT_EQ(env["FOO"], "server");  // the server's extra variables win over the job's
   EXPECT_EQ(env["TRAINYARD_CHECKPOINT_MARKER"], "/opt/ml/ckpt/.trainyard-checkpoint");
   EXPECT_EQ(env.count("TRAINYARD_OPT_ML"), 0u);
   EXPECT_EQ(env.count("SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"), 0u);
   EXPECT_NE(env["SM_RESOURCE_CONFIG"], "{}");
   l.config_written = false;
   EXPECT_EQ(InstanceEnvironment(spec, l, {})["SM_RESOURCE_CONFIG"], "{}");
+}
+
+// A spec that names a variable the server sets (stored before create refused them) never
+// overrides it: the server's value stands, or the variable stays unset where the server sets
+// none (a job without a role gets no credentials endpoint from its own Environment).
+TEST(OptMl, TheJobsEnvironmentNeverOverridesTheServersVariables) {
+  AttemptSpec spec = ScriptSpec();
+  spec.region = "us-west-2";
+  spec.environment = {{"SM_NUM_GPUS", "7"}, {"SM_MODEL_DIR", "/tmp/elsewhere"}, {"AWS_REGION", "eu-north-1"},
+                      {"TRAINYARD_CHECKPOINT_MARKER", "/tmp/m"}, {"TRAINING_JOB_NAME", "other"},
+                      {"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://attacker/creds"},
+                      {"AWS_CONTAINER_AUTHORIZATION_TOKEN", "forged"}, {"AWS_ENDPOINT_URL_S3", "http://attacker"},
+                      {"STAGE", "dev"}};
+  OptMlLayout l;
+  l.opt_ml = "/opt/ml";
+  l.sandbox = true;
+  l.job_home = "/home/job";
+  auto env = InstanceEnvironment(spec, l, {});
+  EXPECT_EQ(env["SM_NUM_GPUS"], std::to_string(spec.gpus));
+  EXPECT_EQ(env["SM_MODEL_DIR"], "/opt/ml/model");
+  EXPECT_EQ(env["AWS_REGION"], "us-west-2");
+  EXPECT_EQ(env["TRAINYARD_CHECKPOINT_MARKER"], "/opt/ml/checkpoints/.trainyard-checkpoint");
+  EXPECT_EQ(env["TRAINING_JOB_NAME"], spec.training_job_name);
+  EXPECT_EQ(env.count("AWS_CONTAINER_CREDENTIALS_FULL_URI"), 0u);
+  EXPECT_EQ(env.count("AWS_CONTAINER_AUTHORIZATION_TOKEN"), 0u);
+  EXPECT_EQ(env.count("AWS_ENDPOINT_URL_S3"), 0u);
+  EXPECT_EQ(env["STAGE"], "dev");
+  // A role job: the server's credentials variables, whatever the spec's environment says.
+  spec.extra_env = {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://server/trainyard/v1/credentials"},
+                    {"AWS_CONTAINER_AUTHORIZATION_TOKEN", "minted"}};
+  env = InstanceEnvironment(spec, l, {});
+  EXPECT_EQ(env["AWS_CONTAINER_CREDENTIALS_FULL_URI"], "http://server/trainyard/v1/credentials");
+  EXPECT_EQ(env["AWS_CONTAINER_AUTHORIZATION_TOKEN"], "minted");
 }
 
 }  // namespace

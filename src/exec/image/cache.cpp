@@ -6,6 +6,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <openssl/sha.h>
@@ -229,6 +230,25 @@ Status MakeMountPoints(const std::string& rootfs, const std::string& working_dir
   return st;
 }
 
+Status DropPrivilegeBits(const std::string& rootfs) {
+  std::error_code ec;
+  // The iterator does not descend into a directory link; lstat and the entry's own type keep
+  // every change on the entry itself.
+  for (fs::recursive_directory_iterator it(rootfs, fs::directory_options::none, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string path = it->path().string();
+    struct stat sb;
+    if (::lstat(path.c_str(), &sb) != 0 || S_ISLNK(sb.st_mode)) continue;
+    if ((sb.st_mode & (S_ISUID | S_ISGID)) != 0 && ::chmod(path.c_str(), sb.st_mode & 07777 & ~(S_ISUID | S_ISGID)) != 0)
+      return Internal("cannot clear the set-user-ID bits of a file of the image: " + std::string(std::strerror(errno)));
+    if (S_ISREG(sb.st_mode) && ::lremovexattr(path.c_str(), "security.capability") != 0 && errno != ENODATA &&
+        errno != ENOTSUP)
+      return Internal("cannot drop the file capabilities of a file of the image: " + std::string(std::strerror(errno)));
+  }
+  if (ec) return Internal("cannot walk the unpacked image: " + ec.message());
+  return Status::Ok();
+}
+
 Status RunTool(const std::vector<std::string>& argv, int timeout_seconds, std::string* err) {
   err->clear();
   if (argv.empty()) return InvalidArgument("no command");
@@ -315,10 +335,16 @@ StatusOr<CachedImage> ImageCache::Lookup(const ImageReference& ref) const {
 }
 
 StatusOr<CachedImage> ImageCache::Get(const ImageReference& ref) {
-  if (auto hit = Lookup(ref); hit.ok() || hit.status().code() != Code::kNotFound) return hit;
   std::error_code ec;
-  for (const char* d : {"", "/rootfs", "/config", "/tmp"}) fs::create_directories(root_ + d, ec);
-  if (ec) return Internal("cannot make the image cache " + root_ + ": " + ec.message());
+  fs::create_directories(root_, ec);
+  // Only the server's user reaches the unpacked images on the host; also a cache an earlier
+  // version made 0755, whose images may still hold set-user-ID files.
+  if (ec || ::chmod(root_.c_str(), 0700) != 0)
+    return Internal("cannot make the image cache private: " + (ec ? ec.message() : std::string(std::strerror(errno))));
+  if (auto hit = Lookup(ref); hit.ok() || hit.status().code() != Code::kNotFound) return hit;
+  for (const char* d : {"/rootfs", "/config", "/tmp"}) fs::create_directories(root_ + d, ec);
+  if (ec) return Internal("cannot make the image cache: " + ec.message());
+
   CacheLock lock(root_ + "/lock");
   if (!lock.ok()) return Internal("cannot lock the image cache " + root_ + ": " + std::strerror(errno));
   // Another start may have fetched it while this one waited.
@@ -367,7 +393,9 @@ StatusOr<CachedImage> ImageCache::Get(const ImageReference& ref) {
       fs::remove_all(bundle, ec);
       return FailedPrecondition("cannot unpack the image: " + st.message());
     }
-    if (Status mp = MakeMountPoints(bundle + "/rootfs", img.config.working_dir); !mp.ok()) {
+    Status mp = DropPrivilegeBits(bundle + "/rootfs");
+    if (mp.ok()) mp = MakeMountPoints(bundle + "/rootfs", img.config.working_dir);
+    if (!mp.ok()) {
       fs::remove_all(bundle, ec);
       return mp;
     }

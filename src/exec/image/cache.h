@@ -1,4 +1,5 @@
-// The host's content-addressed image cache, <data_dir>/images/ (docs/images.md, "The cache"):
+// The host's content-addressed image cache, <data_dir>/images/ (docs/images.md, "The cache"),
+// made 0700 (the server's user alone may reach an unpacked image's files on the host):
 //
 //   layout/            one OCI layout that every copied image shares, so a layer is stored once;
 //                      each reference is a tag of its own there (ref-<sha256 of the reference>)
@@ -64,6 +65,12 @@ Status WriteIndex(const std::string& path, const std::map<std::string, std::stri
 // component that is a symbolic link or not a directory, or a WorkingDir with "..", is
 // FailedPrecondition naming it. Exposed for the tests.
 Status MakeMountPoints(const std::string& rootfs, const std::string& working_dir = "");
+
+// Clears the set-user-ID and set-group-ID bits and drops the file capabilities
+// (security.capability) of everything in an unpacked root file system, never following a link:
+// an image's setuid-root binary must not become one on the host, where the cache lives. Inside
+// the sandbox they would do nothing anyway (no_new_privs, nosuid binds). Exposed for the tests.
+Status DropPrivilegeBits(const std::string& rootfs);
 
 class ImageCache {
  public:

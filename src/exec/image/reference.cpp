@@ -88,6 +88,24 @@ std::string ImageReference::Skopeo() const {
   return name;
 }
 
+Status CheckImageLocation(const ImageReference& ref, const std::vector<std::string>& image_dirs) {
+  if (ref.transport == ImageReference::Transport::kDocker) return Status::Ok();
+  // ParseImageReference refused '..': a lexical prefix of whole components is containment.
+  for (std::string dir : image_dirs) {
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    if (dir.size() > 1 && ref.name.size() > dir.size() && ref.name.compare(0, dir.size(), dir) == 0 &&
+        ref.name[dir.size()] == '/')
+      return Status::Ok();
+  }
+  std::string dirs;
+  for (const std::string& d : image_dirs) dirs += (dirs.empty() ? "" : ", ") + d;
+  return InvalidArgument("image reference '" + ref.Skopeo() + "': " +
+                          (dirs.empty() ? std::string("this host takes no image by path (executor.image_dirs is empty); "
+                                                      "use a registry reference")
+                                        : "a path reference must name a file inside one of this host's image "
+                                          "directories (executor.image_dirs: " + dirs + ")"));
+}
+
 StatusOr<ImageReference> ParseImageReference(std::string_view text) {
   if (text.empty()) return Bad(text, "empty");
   if (text.size() > 4096) return Bad(text.substr(0, 64), "longer than 4096 characters");

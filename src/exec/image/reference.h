@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 
@@ -35,5 +36,12 @@ struct ImageReference {
 // (host/repo:tag, repo@sha256:<64 hex>). Anything else is InvalidArgument naming the rule it broke
 // (skopeo's other transports, such as dir: or containers-storage:, are refused by name).
 StatusOr<ImageReference> ParseImageReference(std::string_view text);
+
+// Whether this host lets a job name `ref`: a registry reference always; a path (oci:,
+// oci-archive:, docker-archive:) only inside one of `image_dirs` (executor.image_dirs: absolute
+// directories). Decided from the text alone, so the answer never depends on whether the path
+// exists: skopeo reads it as the server's user, and its errors would tell a job which host files
+// exist and what they hold. A refusal is InvalidArgument naming the reference and the rule.
+Status CheckImageLocation(const ImageReference& ref, const std::vector<std::string>& image_dirs);
 
 }  // namespace ty::exec::image

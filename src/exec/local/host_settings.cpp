@@ -34,8 +34,10 @@ std::string Encode(const HostSettings& h) {
               {"dir_root", h.object_dir_root},
               {"cache_dir", h.object_cache_dir}}},
             {"images", {{"cache_dir", h.image_cache_dir}, {"host_images", h.host_images},
+                        {"dirs", h.image_dirs},
                         {"fallback_to_host", h.image_fallback_to_host}, {"timeout_seconds", h.image_pull_timeout_seconds}}},
             {"notify_socket", h.notify_socket},
+            {"data_dir", h.data_dir},
             {"launcher", {{"kind", h.launcher}, {"agent_binary", h.agent_binary},
                           {"slurm_bin_dir", h.slurm_bin_dir}, {"slurm_conf", h.slurm_conf}}}};
   return o.dump();
@@ -76,9 +78,11 @@ StatusOr<HostSettings> DecodeHostSettings(std::string_view text) {
     const json im = o.value("images", json::object());
     h.image_cache_dir = im.value("cache_dir", "");
     h.host_images = im.value("host_images", std::vector<std::string>{});
+    h.image_dirs = im.value("dirs", std::vector<std::string>{});
     h.image_fallback_to_host = im.value("fallback_to_host", false);
     h.image_pull_timeout_seconds = im.value("timeout_seconds", h.image_pull_timeout_seconds);
     h.notify_socket = o.value("notify_socket", "");
+    h.data_dir = o.value("data_dir", "");
     const json l = o.value("launcher", json::object());
     h.launcher = l.value("kind", "local");
     h.agent_binary = l.value("agent_binary", "");
@@ -106,11 +110,13 @@ HostSettings HostSettingsFor(const Config& config, const std::string& data_dir, 
   h.pip_no_index = config.pip_no_index;
   h.object_store = config.object_store;
   if (h.object_store.region.empty()) h.object_store.region = config.region;
+  h.data_dir = data_dir;
   h.object_dir_root = data_dir + "/buckets";
   h.object_cache_dir = data_dir + "/cache/objects";
   h.notify_socket = data_dir + "/run/executor.sock";
   h.image_cache_dir = data_dir + "/images";
   h.host_images = config.host_images;
+  h.image_dirs = config.image_dirs;
   h.image_fallback_to_host = config.image_fallback_to_host;
   h.image_pull_timeout_seconds = config.image_pull_timeout_seconds;
   return h;

@@ -31,10 +31,12 @@ struct HostSettings {
   std::string pip_find_links;                      // for requirements.txt installs
   bool pip_no_index = false;
   // OCI images (docs/images.md): the cache (<data_dir>/images), the references run with the
-  // host's software (glob patterns), whether an image that cannot be copied falls back to it, and
-  // how long each skopeo or umoci run may take.
+  // host's software (glob patterns), the directories a path reference may name, whether an image
+  // that cannot be copied falls back to the host's software, and how long each skopeo or umoci
+  // run may take.
   std::string image_cache_dir;
   std::vector<std::string> host_images;
+  std::vector<std::string> image_dirs;
   bool image_fallback_to_host = false;
   int image_pull_timeout_seconds = 900;
   // Where s3:// URIs lead: the endpoint (with its keys), else the embedded directory store.
@@ -44,6 +46,9 @@ struct HostSettings {
   // Poked on each phase change: a unix datagram socket path, or "udp:<ipv4>:<port>" where the
   // server is on another machine (the Slurm executor); "" = none.
   std::string notify_socket;
+  // The server's data directory, named in no message a job can read (a failure reason or a
+  // transition's message says <data dir> in its place); "" = not known.
+  std::string data_dir;
   // How instances 2..N are started: "local" (forked here, with instance 1) or "slurm" (the
   // supervisor runs in a Slurm job's batch step on its first node; instance n runs on the
   // job's node n through srun, under `agent_binary --instance n <dir>`; docs/slurm.md).

@@ -219,7 +219,10 @@ std::map<std::string, std::string> InstanceEnvironment(const AttemptSpec& spec, 
   env["NODE_RANK"] = std::to_string(n - 1);
   if (!layout.sandbox) env["TRAINYARD_OPT_ML"] = ml;
   if (!layout.hosts_file.empty()) env["TRAINYARD_HOSTS_FILE"] = layout.hosts_file;
-  for (const auto& [k, v] : spec.environment) env[k] = v;
+  // The job's own variables, but never one the server sets (a spec stored before the rule was
+  // enforced at create may still name one): those keep the server's value, or stay unset.
+  for (const auto& [k, v] : spec.environment)
+    if (ReservedEnvironmentRule(k).empty()) env[k] = v;
   for (const auto& [k, v] : spec.extra_env) env[k] = v;
   return env;
 }

@@ -14,7 +14,9 @@
 #include <openssl/rand.h>
 #include <poll.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -253,8 +255,15 @@ class Supervisor {
     spec_ = std::move(spec).value();
     host_ = std::move(host).value();
     slurm_ = host_.launcher == "slurm";
+    server_paths_.clear();
+    AddRedactedPath(&server_paths_, dir_, "<attempt dir>");
+    AddRedactedPath(&server_paths_, fs::absolute(dir_).lexically_normal().parent_path().string(), "<attempts dir>");
+    AddRedactedPath(&server_paths_, host_.data_dir, "<data dir>");
     return true;
   }
+
+  // `text` as a job may read it: no directory of the server's named (exec/executor.h, RedactPaths).
+  std::string ForTheJob(std::string text) const { return RedactPaths(std::move(text), server_paths_); }
 
   bool Fenced() const {
     struct stat st;
@@ -378,6 +387,7 @@ class Supervisor {
       if (!user.ok()) throw std::runtime_error(user.status().message());
       job_user_ = *user;
       SweepOrphans();
+      PrivateMounts();
     }
 
     mover_ = std::make_unique<local::DataMover>(host_.object_store, host_.object_dir_root, host_.object_cache_dir,
@@ -428,7 +438,7 @@ class Supervisor {
     status_["exit_code"] = exit_code_;
     status_["stopped"] = stopped_;
     status_["max_runtime_exceeded"] = max_runtime_exceeded_;
-    status_["failure_reason"] = failure_;
+    status_["failure_reason"] = ForTheJob(failure_);
     // A non-zero exit nothing else explained is the job's own.
     if (failure_kind_ == FailureKind::kNone && exit_code_ != 0 && !stopped_ && !max_runtime_exceeded_)
       failure_kind_ = FailureKind::kAlgorithm;
@@ -473,8 +483,8 @@ class Supervisor {
   // `detail`: what `message` adds to the phase's fixed text (AttemptEvent::detail).
   void Enter(const std::string& phase, const std::string& message, const std::string& detail = "") {
     status_["phase"] = phase;
-    json tr = {{"phase", phase}, {"at", NowMs()}, {"message", message}};
-    if (!detail.empty()) tr["detail"] = detail;
+    json tr = {{"phase", phase}, {"at", NowMs()}, {"message", ForTheJob(message)}};
+    if (!detail.empty()) tr["detail"] = ForTheJob(detail);
     status_["transitions"].push_back(std::move(tr));
     // Only the outcome must survive a machine crash; earlier phases are progress reports.
     local::WriteFileAtomic(local::StatusPath(dir_), status_.dump(), phase == "Exited");
@@ -584,6 +594,11 @@ class Supervisor {
     auto ref = image::ParseImageReference(name);
     if (!ref.ok()) {
       *error = "CannotPullContainerError: " + ref.status().message();
+      return false;
+    }
+    // Also refused at create; a spec stored before executor.image_dirs changed is refused here.
+    if (Status where = image::CheckImageLocation(*ref, host_.image_dirs); !where.ok()) {
+      *error = "CannotPullContainerError: " + where.message();
       return false;
     }
     image::CacheOptions options;
@@ -1311,6 +1326,20 @@ class Supervisor {
     volumes_.clear();
   }
 
+  // Moves this supervisor (its main thread, and every process it starts from now on) into a mount
+  // namespace of its own, a slave of the host's: the storage volumes it mounts are in no other
+  // namespace, so another job's sandbox, which binds the host's root recursively, neither sees
+  // them nor lists them (with this attempt's name) in its /proc/self/mountinfo. They go with the
+  // namespace: when the supervisor and its instances are gone, even after a SIGKILL. Called before
+  // any thread is started (unshare moves the calling thread only). Without root there is no
+  // volume to keep apart.
+  void PrivateMounts() {
+    if (::geteuid() != 0 || slurm_) return;
+    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0)
+      Log(std::string("no mount namespace of its own (") + std::strerror(errno) +
+          "): the storage volumes are mounted in the host's, where other jobs' sandboxes list them");
+  }
+
   // Cgroups and volumes left by supervisors that were killed (their attempt's lock is free).
   void SweepOrphans() {
     const std::string root = fs::path(fs::absolute(dir_)).lexically_normal().parent_path().string();
@@ -1776,7 +1805,7 @@ class Supervisor {
     const std::string path = local::LogDir(dir_) + "/algo-" + std::to_string(n) + ".log";
     struct stat st {};
     if (max_log_bytes_ > 0 && ::stat(path.c_str(), &st) == 0 && st.st_size >= max_log_bytes_) return;
-    std::string line = std::to_string(NowMs()) + " " + text;
+    std::string line = std::to_string(NowMs()) + " " + ForTheJob(text);
     std::replace(line.begin(), line.end(), '\n', ' ');
     line += '\n';
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -1788,6 +1817,7 @@ class Supervisor {
   std::string dir_;
   AttemptSpec spec_;
   local::HostSettings host_;
+  std::vector<RedactedPath> server_paths_;  // set by Load()
   json status_;
   int lock_fd_ = -1;
   int count_ = 1;
