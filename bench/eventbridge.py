@@ -60,7 +60,8 @@ def main():
     url = f"http://127.0.0.1:{receiver.server_address[1]}/hook"
 
     data_dir = tempfile.mkdtemp(prefix="trainyard-bench-eb-")
-    server = Server(data_dir).start()
+    # The receiver listens on loopback, which API destinations may reach only when the operator allows it.
+    server = Server(data_dir, config="[events]\nallow_local_endpoints = true\n").start()
     try:
         events = server.client("events")
         conn = events.create_connection(Name="bench", AuthorizationType="API_KEY", AuthParameters={

@@ -1070,4 +1070,65 @@ Status Authorizer::CheckMetricOwner(const Principal& caller, const CallContext& 
   return Status(Code::kAccessDenied, std::move(denial));
 }
 
+bool Authorizer::MayReadEvent(const std::string& owner, const obs::EventReadCheck& check) const {
+  const std::string account = controller_.config().account_id;
+  if (owner == "arn:aws:iam::" + account + ":root") return true;
+  if (check.action.empty()) return false;
+  if (!check.put_by.empty() && check.put_by == owner) return true;
+  // The owner as a caller: a user, or a role's session (its role's policies; the session may have ended).
+  Principal p;
+  p.arn = owner;
+  auto dir = controller_.directory();
+  const std::string user_prefix = "arn:aws:iam::" + account + ":user/";
+  const std::string role_prefix = "arn:aws:sts::" + account + ":assumed-role/";
+  if (StartsWith(owner, user_prefix)) {
+    p.type = Principal::Type::kUser;
+    p.name = owner.substr(owner.rfind('/') + 1);
+    if (auto u = dir->users.find(p.name); u != dir->users.end()) p.entry = u->second;
+  } else if (StartsWith(owner, role_prefix)) {
+    p.type = Principal::Type::kRoleSession;
+    const std::string rest = owner.substr(role_prefix.size());
+    if (auto r = dir->roles.find(rest.substr(0, rest.find('/'))); r != dir->roles.end()) p.entry = r->second->as_caller;
+  }
+  if (!p.entry) return false;
+  iam::Request r;
+  r.action = check.action;
+  SetCallerKeys(&r, p, CallContext{"", false, controller_.Now()});
+  if (!check.put_by.empty()) {
+    r.resource = check.resource;
+    r.Set("events:source", check.source);
+    r.Set("events:detail-type", check.detail_type);
+    return Decide(p, r).allowed;
+  }
+  // The resource's keys, as the describe call reads them.
+  Target t = controller_.Read([&](const State& s) {
+    Target t;
+    t.arn = check.resource;
+    const std::string& arn = check.resource;
+    if (arn.find(":service-job/") != std::string::npos) {
+      if (const control::ServiceJobState* js = s.FindJob(NameOf(arn))) {
+        SetTarget(&t, js->job);
+        t.own_tags = js->job.tags;  // copied: the lock ends with this read
+        t.tags = nullptr;
+      }
+    } else if (arn.find(":training-job/") != std::string::npos) {
+      if (const TrainingJob* tj = s.FindTrainingJob(NameOf(arn))) SetTrainingJob(&t, s, *tj);
+    } else if (arn.find(":hyper-parameter-tuning-job/") != std::string::npos) {
+      if (const control::TuningJob* tuning = s.FindTuningJob(NameOf(arn))) {
+        t.own_tags = tuning->tags;
+        t.owner = tuning->owner;
+      }
+    } else if (arn.find(":job/") != std::string::npos) {
+      if (const ty::ContainerJob* j = s.FindContainerJob(arn)) {
+        t.own_tags = j->tags;
+        t.owner = j->owner;
+        t.share = j->share_identifier;
+      }
+    }
+    return t;
+  });
+  SetResourceKeys(&r, t);
+  return Decide(p, r).allowed;
+}
+
 }  // namespace ty::api

@@ -16,6 +16,7 @@
 #include "core/model.h"
 #include "core/status.h"
 #include "iam/evaluate.h"
+#include "obs/event_access.h"
 
 namespace ty::control {
 class Controller;
@@ -183,6 +184,14 @@ class Authorizer {
   Status CheckS3(const Principal& caller, const CallContext& ctx, const std::string& action, const std::string& resource,
                  const std::vector<std::pair<std::string, std::string>>& condition_keys,
                  std::vector<AccessDecision>* audit = nullptr) const;
+
+  // EventBridge delivery (docs/events.md, "Who receives which events"): whether the principal
+  // `owner` (the ARN of a rule's maker: the root, a user or a role session) may read an event, by
+  // its policies now and the event's resource as it is now (tags, trainyard:JobOwner), as the
+  // describe call on that resource would decide. A PutEvents event: its own putter may, and anyone
+  // allowed events:PutEvents on the bus for its events:source and events:detail-type. A user or
+  // role that no longer exists may read nothing.
+  bool MayReadEvent(const std::string& owner, const obs::EventReadCheck& check) const;
 
  private:
   Status CheckOperation(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,

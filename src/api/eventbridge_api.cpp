@@ -9,6 +9,7 @@
 
 #include <re2/re2.h>
 
+#include <cctype>
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,7 @@
 #include "core/strings.h"
 #include "obs/event_filter.h"
 #include "obs/input_transformer.h"
+#include "obs/outbound.h"
 
 namespace ty::api {
 
@@ -144,6 +146,51 @@ StatusOr<int64_t> RatePeriodMs(const std::string& expr) {
   return n * unit_ms;
 }
 
+// Members whose string value is JSON text that is parsed, matched or rendered (an entry's Detail,
+// a rule's EventPattern, a target's Input and InputTemplate): each is held to [server]
+// max_json_depth, like the request body, before anything parses it, wherever it is in the request.
+constexpr const char* kJsonTextMembers[] = {"Detail", "EventPattern", "Input", "InputTemplate"};
+
+// `req` is a parsed body, so its own depth is within the limit and so is this recursion.
+Status CheckEmbeddedJsonDepth(const json& req, const std::string& at, int limit) {
+  if (req.is_array()) {
+    for (size_t i = 0; i < req.size(); ++i)
+      TY_RETURN_IF_ERROR(CheckEmbeddedJsonDepth(req[i], at + "[" + std::to_string(i) + "]", limit));
+  } else if (req.is_object()) {
+    for (const auto& [key, value] : req.items()) {
+      const std::string member = at.empty() ? key : at + "." + key;
+      const bool text = std::find_if(std::begin(kJsonTextMembers), std::end(kJsonTextMembers),
+                                     [&](const char* m) { return key == m; }) != std::end(kJsonTextMembers);
+      if (text && value.is_string() && JsonDepth(value.get_ref<const std::string&>(), limit) > limit)
+        return InvalidArgument(member + ": nests JSON objects and arrays more than " + std::to_string(limit) +
+                               " deep (server.max_json_depth)");
+      TY_RETURN_IF_ERROR(CheckEmbeddedJsonDepth(value, member, limit));
+    }
+  }
+  return Status::Ok();
+}
+
+// The sources a PutEvents entry may not use: AWS's (aws.*) and the server's own ("trainyard", the
+// source of its own API calls' audit records), so a user's event never reads as the server's to a
+// rule or webhook that trusts a source. A strict character set makes the comparison exact: ASCII
+// letters, digits and . _ - / only, so no case, space, lookalike dot (U+2024, U+FF0E) or other
+// Unicode spelling can slip past it; then the prefixes are compared without case, with any
+// separator after them. AccessDenied: reserved (NotAuthorizedForSourceException); InvalidArgument:
+// outside the character set.
+Status CheckEventSource(const std::string& source) {
+  static const RE2 kSource("[A-Za-z0-9._/\\-]+");
+  if (!RE2::FullMatch(source, kSource))
+    return InvalidArgument("Parameter Source is not valid. Reason: only ASCII letters, digits and . _ - / may be used.");
+  const std::string lower = ToLower(source);
+  for (const std::string reserved : {"aws", "trainyard"}) {
+    if (!StartsWith(lower, reserved)) continue;
+    if (lower.size() == reserved.size() || !std::isalnum(static_cast<unsigned char>(lower[reserved.size()])))
+      return Status(Code::kAccessDenied, "Not authorized for the source " + source + " (sources named " + reserved +
+                                             " or starting with " + reserved + ". are the server's own).");
+  }
+  return Status::Ok();
+}
+
 StatusOr<control::EventRule> FindRule(Controller& c, const std::string& name) {
   return c.Read([&](const State& s) -> StatusOr<control::EventRule> {
     auto it = s.event_bus.rules.find(name);
@@ -152,9 +199,10 @@ StatusOr<control::EventRule> FindRule(Controller& c, const std::string& name) {
   });
 }
 
-Response PutRule(Controller& c, const json& req) {
+Response PutRule(Controller& c, const json& req, const std::string& caller) {
   TY_RETURN_IF_ERROR(CheckEventBus(c, req));
   control::PutRuleCommand cmd;
+  cmd.principal = caller;
   EB_ASSIGN_OR_RETURN(cmd.name, NameField(req, "Name"));
   EB_ASSIGN_OR_RETURN(cmd.schedule_expression, OptionalString(req, "ScheduleExpression", 256));
   if (!cmd.schedule_expression.empty()) {
@@ -530,6 +578,10 @@ Response CreateApiDestination(Controller& c, const json& req) {
   static const RE2 kUrl("((%[0-9A-Fa-f]{2}|[-()_.!~*';/?:@\\x26=+$,A-Za-z0-9])+)([).!';/?:,])?");
   if (!RE2::FullMatch(d.invocation_endpoint, kUrl))
     return InvalidArgument("InvocationEndpoint: has characters a URL may not have unencoded");
+  // A literal address or a localhost name now; a host name on what it resolves to, at each delivery.
+  obs::OutboundRules rules;
+  rules.allow_local = c.config().events_allow_local_endpoints;
+  TY_RETURN_IF_ERROR(obs::CheckOutboundUrl(d.invocation_endpoint, rules));
   EB_ASSIGN_OR_RETURN(d.http_method, OptionalString(req, "HttpMethod", 16));
   if (d.http_method != "POST" && d.http_method != "PUT")
     return InvalidArgument("HttpMethod: must be POST or PUT on this server" +
@@ -574,13 +626,14 @@ EntryOutcome RenderEntry(Controller& c, const json& e, EpochMs now) {
   auto str = [&](const char* f) { return e.contains(f) && e[f].is_string() ? e[f].get<std::string>() : std::string(); };
   const std::string source = str("Source"), detail_type = str("DetailType"), detail = str("Detail");
   if (source.empty()) return refuse("InvalidArgument", "Parameter Source is not valid. Reason: Source is a required argument.");
-  if (StartsWith(source, "aws."))
-    return refuse("NotAuthorizedForSourceException", "Not authorized for the source " + source + " (sources starting with aws. are AWS services').");
   if (source.size() > 256) return refuse("InvalidArgument", "Parameter Source is not valid. Reason: longer than 256 characters.");
+  if (Status st = CheckEventSource(source); !st.ok())
+    return refuse(st.code() == Code::kAccessDenied ? "NotAuthorizedForSourceException" : "InvalidArgument", st.message());
   if (detail_type.empty())
     return refuse("InvalidArgument", "Parameter DetailType is not valid. Reason: DetailType is a required argument.");
   if (detail_type.size() > 128) return refuse("InvalidArgument", "Parameter DetailType is not valid. Reason: longer than 128 characters.");
   if (detail.empty()) return refuse("InvalidArgument", "Parameter Detail is not valid. Reason: Detail is a required argument.");
+  // HandleEventBridge held Detail to [server] max_json_depth before this parse.
   json parsed = json::parse(detail, nullptr, false);
   if (parsed.is_discarded() || !parsed.is_object())
     return refuse("MalformedDetail", "Detail is malformed: it must be a JSON object.");
@@ -610,13 +663,14 @@ EntryOutcome RenderEntry(Controller& c, const json& e, EpochMs now) {
   return {std::move(event), "", ""};
 }
 
-Response PutEvents(Controller& c, const json& req) {
+Response PutEvents(Controller& c, const json& req, const std::string& caller) {
   auto entries = req.find("Entries");
   if (entries == req.end() || !entries->is_array() || entries->empty() || entries->size() > 10)
     return InvalidArgument("Entries: is required: a list of 1 to 10 entries");
   const EpochMs now = c.Now();
   std::vector<EntryOutcome> outcomes;
   control::PutEventsCommand cmd;
+  cmd.principal = caller;
   for (const auto& e : *entries) {
     outcomes.push_back(RenderEntry(c, e, now));
     if (!outcomes.back().event.is_null()) {
@@ -644,8 +698,9 @@ bool EventBridgeImplements(const std::string& operation) {
   return std::find(std::begin(kOperations), std::end(kOperations), operation) != std::end(kOperations);
 }
 
-Response HandleEventBridge(Controller& c, const std::string& operation, const json& req) {
-  if (operation == "PutRule") return PutRule(c, req);
+Response HandleEventBridge(Controller& c, const std::string& operation, const json& req, const std::string& caller) {
+  TY_RETURN_IF_ERROR(CheckEmbeddedJsonDepth(req, "", c.config().max_json_depth));
+  if (operation == "PutRule") return PutRule(c, req, caller);
   if (operation == "DescribeRule") return DescribeRule(c, req);
   if (operation == "ListRules") return ListRules(c, req);
   if (operation == "EnableRule") return SetRuleState(c, req, true);
@@ -660,7 +715,7 @@ Response HandleEventBridge(Controller& c, const std::string& operation, const js
   if (operation == "CreateApiDestination") return CreateApiDestination(c, req);
   if (operation == "DescribeApiDestination") return DescribeApiDestination(c, req);
   if (operation == "DeleteApiDestination") return DeleteApiDestination(c, req);
-  if (operation == "PutEvents") return PutEvents(c, req);
+  if (operation == "PutEvents") return PutEvents(c, req, caller);
   if (operation == "ListConnections") {
     return c.Read([&](const State& s) {
       return ListByName(req, s.event_bus.connections, "Connections",
@@ -697,7 +752,7 @@ std::vector<WebhookConfig> EventBridgeDeliveries(Controller& c) {
   c.Read([&](const State& s) {
     const control::EventBus& bus = s.event_bus;
     for (const auto& [name, rule] : bus.rules) {
-      if (!rule.enabled) continue;
+      if (!rule.enabled || rule.owner.empty()) continue;  // an ownerless rule may read nothing
       for (const auto& target : rule.targets) {
         auto d = std::find_if(bus.api_destinations.begin(), bus.api_destinations.end(),
                               [&](const auto& x) { return x.second.arn == target.arn; });
@@ -715,6 +770,7 @@ std::vector<WebhookConfig> EventBridgeDeliveries(Controller& c) {
         w.input_template = target.input_template;
         w.rule_name = name;
         w.rule_arn = rule.arn;
+        w.owner = rule.owner;
         w.max_attempts = target.maximum_retry_attempts + 1;  // the first try and its retries
         w.max_event_age_seconds = target.maximum_event_age_seconds;
         if (conn != bus.connections.end()) {

@@ -123,6 +123,8 @@ std::string RenderEvent(const Config& config, const State& s, const EventTrigger
       // PutEvents (api/eventbridge_api.cpp) rendered the whole event and answered with its id.
       json given = json::parse(e.data, nullptr, false);
       if (given.is_object()) event = std::move(given);
+      // Who put it decides who receives it (obs/event_access.h); the server's own have no "put_by".
+      if (!e.principal.empty()) stored["put_by"] = e.principal;
       break;
     }
   }

@@ -1,6 +1,9 @@
 #include "api/server.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <malloc.h>
+#include <netinet/in.h>
 #include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
@@ -113,7 +116,17 @@ struct ApiServer::Impl {
   http::RateLimiter signin_throttle;  // console sign-in attempts, per client address ([console] signin_rate)
   std::atomic<int64_t> throttled{0};  // requests refused by `throttle`, since start
   ReplayGuard replays;                 // forwarded requests already taken (api/forward.h)
+  // What an EventBridge rule's owner may read (api/authorize.h), for the webhook dispatcher.
+  struct RuleOwnerAccess : obs::EventAccess {
+    explicit RuleOwnerAccess(const Authorizer& a) : authz(a) {}
+    bool MayRead(const std::string& owner, const obs::EventReadCheck& check) const override {
+      return authz.MayReadEvent(owner, check);
+    }
+    const Authorizer& authz;
+  };
+  RuleOwnerAccess rule_owner_access{authz};
   std::unique_ptr<obs::WebhookDispatcher> webhooks;
+  std::vector<int> listener_ports;  // this server's, for the outbound rules (obs/outbound.h)
   std::unique_ptr<S3Endpoint> s3;      // the embedded buckets' S3 API (api/s3_api.h)
   std::unique_ptr<objstore::BucketSweeper> sweeper;  // their housekeeping thread; stopped before s3 goes
   ConsoleAssets console_assets;        // the web console's files (api/console.h), read at Bind
@@ -178,6 +191,26 @@ struct ApiServer::Impl {
       spdlog::error("EventBridge deliveries not updated: {}", st.message());
   }
   std::string NetworkMetrics() const;
+  // The outbound rules for API destinations: the operator's setting, this server's listener ports
+  // and this host's interface addresses (read now).
+  obs::OutboundRules OutboundRulesNow() const {
+    obs::OutboundRules rules;
+    rules.allow_local = controller.config().events_allow_local_endpoints;
+    rules.own_ports = listener_ports;
+    ifaddrs* list = nullptr;
+    if (getifaddrs(&list) == 0) {
+      for (ifaddrs* a = list; a; a = a->ifa_next) {
+        if (!a->ifa_addr || (a->ifa_addr->sa_family != AF_INET && a->ifa_addr->sa_family != AF_INET6)) continue;
+        char text[INET6_ADDRSTRLEN] = {};
+        const void* raw = a->ifa_addr->sa_family == AF_INET
+                              ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr)
+                              : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(a->ifa_addr)->sin6_addr);
+        if (inet_ntop(a->ifa_addr->sa_family, raw, text, sizeof text)) rules.own_addresses.push_back(text);
+      }
+      freeifaddrs(list);
+    }
+    return rules;
+  }
   // `authenticated`: the caller when a console session already named it (Console).
   http::Response Stream(const http::Request& req, const Principal* authenticated = nullptr);
   // The web console (api/console.h, docs/console.md): its pages, sign-in and the calls it makes.
@@ -546,7 +579,7 @@ struct ApiServer::Impl {
     } else if (protocol == Protocol::kLogsJson) {
       out = HandleLogs(controller, operation, *body);
     } else if (protocol == Protocol::kEventsJson) {
-      out = HandleEventBridge(controller, operation, *body);
+      out = HandleEventBridge(controller, operation, *body, caller->arn);
       if (out.ok()) SyncDeliveries(operation);
     } else if (IamAdminImplements(operation)) {
       out = HandleIamAdmin(controller, operation, *body);
@@ -1452,7 +1485,14 @@ ApiServer::~ApiServer() {
 
 StatusOr<int> ApiServer::Bind(const std::string& host, int port) {
   TY_RETURN_IF_ERROR(StartServices());
-  return impl_->http->Bind(host, port);
+  auto bound = impl_->http->Bind(host, port);
+  if (bound.ok()) NoteListenerPort(*bound);
+  return bound;
+}
+
+void ApiServer::NoteListenerPort(int port) {
+  impl_->listener_ports.push_back(port);
+  if (impl_->webhooks) impl_->webhooks->SetOutboundRules(impl_->OutboundRulesNow());
 }
 
 Status ApiServer::StartServices() {
@@ -1461,7 +1501,9 @@ Status ApiServer::StartServices() {
     impl_->console_assets.Load(config.console.assets_dir.empty() ? TRAINYARD_CONSOLE_DIR : config.console.assets_dir);
   // Also without configured webhooks: EventBridge rules made through the API deliver through it.
   if (impl_->controller.events() && config.events_enabled && !impl_->webhooks) {
-    auto d = std::make_unique<obs::WebhookDispatcher>(*impl_->controller.events(), EventBridgeDeliveries(impl_->controller));
+    auto d = std::make_unique<obs::WebhookDispatcher>(*impl_->controller.events(), EventBridgeDeliveries(impl_->controller),
+                                                      &impl_->rule_owner_access);
+    d->SetOutboundRules(impl_->OutboundRulesNow());
     Status st = d->Start();
     if (!st.ok()) return st;
     impl_->webhooks = std::move(d);

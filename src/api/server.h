@@ -59,6 +59,9 @@ class ApiServer {
 
   // Binds host:port (port 0 picks a free one) and returns the bound port.
   StatusOr<int> Bind(const std::string& host, int port);
+  // A port this server listens on, given by the caller that binds the listener (Bind notes its
+  // own): API destinations may not reach it on this host (obs/outbound.h).
+  void NoteListenerPort(int port);
   // Serves HTTPS with this PEM certificate and key (http::Server::UseTls). REQUIRES: before Run().
   Status UseTls(const std::string& certificate_file, const std::string& key_file);
   // Serves until Stop(). REQUIRES: Bind() succeeded.

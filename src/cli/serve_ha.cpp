@@ -233,6 +233,7 @@ class ReplicatedServer {
     controller_ = std::move(controller).value();
     WireController(*controller_, s_.offset_clock, s_.host, port_, s_.tls_files);
     api_ = std::make_unique<api::ApiServer>(*controller_, s_.root, &listener_);
+    api_->NoteListenerPort(port_);
     if (Status st = api_->StartServices(); !st.ok()) return PromotionFailed(st.message());
     {
       std::lock_guard lock(mu_);

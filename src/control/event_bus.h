@@ -51,6 +51,10 @@ struct EventRule {
   Tags tags;
   std::vector<EventTarget> targets;  // in the order added
   EpochMs created = 0;
+  // The ARN of the principal that made the rule: its targets get only the events it may read, by
+  // its policies at delivery (docs/events.md, "Who receives which events"). "" : a rule stored
+  // before owners were, which delivers nothing until a PutRule names its owner.
+  std::string owner;
 };
 
 // How an API destination authorizes itself. The secret parts are kept (they must be sent) but are
@@ -100,6 +104,7 @@ struct PutRuleCommand {
   std::string description;
   bool enabled = true;
   Tags tags;  // on create only, as AWS (tags of an existing rule change through TagResource)
+  std::string principal;  // the caller's ARN: the owner of a rule it creates (or of one without)
 };
 struct PutTargetsCommand {
   std::string rule;
@@ -119,6 +124,7 @@ struct CreateApiDestinationCommand {
 struct PutEventsCommand {
   std::vector<std::string> events;  // JSON objects
   std::vector<EpochMs> times;       // each event's time, for the log's retention
+  std::string principal;            // the caller's ARN: its own rules receive these events
 };
 
 std::string EncodeDoc(const EventRule& v);

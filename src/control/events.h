@@ -32,6 +32,7 @@ struct EventTrigger {
   std::string previous;   // alarm: the state before
   std::string data;       // alarm: JSON object (the rule and what it found); API call: the audit record;
                           // custom: the event
+  std::string principal;  // custom, from PutEvents: the ARN of the principal that put it ("" the server's)
   EpochMs at = 0;
 };
 

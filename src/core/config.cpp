@@ -210,11 +210,12 @@ Status ReadRegions(toml::table& root, const std::string& config_path, Config* c)
 // [events], [audit], [[webhooks]] and [[alarms]].
 Status ReadEvents(toml::table& root, Config* c) {
   if (auto* e = root["events"].as_table()) {
-    TY_RETURN_IF_ERROR(CheckKeys(*e, {"enabled", "retention_days", "max_events", "max_streams"}, "[events]"));
+    TY_RETURN_IF_ERROR(CheckKeys(*e, {"enabled", "retention_days", "max_events", "max_streams", "allow_local_endpoints"}, "[events]"));
     TY_RETURN_IF_ERROR(Read(*e, "enabled", &c->events_enabled, "events."));
     TY_RETURN_IF_ERROR(Read(*e, "retention_days", &c->events_retention_days, "events."));
     TY_RETURN_IF_ERROR(Read(*e, "max_events", &c->events_max, "events."));
     TY_RETURN_IF_ERROR(Read(*e, "max_streams", &c->events_max_streams, "events."));
+    TY_RETURN_IF_ERROR(Read(*e, "allow_local_endpoints", &c->events_allow_local_endpoints, "events."));
     if (c->events_retention_days < 0) return InvalidArgument("config: events.retention_days must be >= 0");
     if (c->events_max < 1) return InvalidArgument("config: events.max_events must be >= 1");
     if (c->events_max_streams < 0) return InvalidArgument("config: events.max_streams must be >= 0");

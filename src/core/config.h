@@ -149,6 +149,10 @@ struct WebhookConfig {
   // this old (seconds since it was stored); 0: never, as for a configuration-file webhook.
   int max_attempts = 0;
   int max_event_age_seconds = 0;
+  // An EventBridge rule's target: the ARN of the principal that made the rule. Only the events it
+  // may read are sent (obs/event_access.h), and only to addresses the outbound rules allow
+  // (obs/outbound.h). "" : a configuration-file webhook, the operator's own: every event, any address.
+  std::string owner;
   bool operator==(const WebhookConfig&) const = default;
 };
 
@@ -321,7 +325,10 @@ struct Config {
   bool events_enabled = true;
   int64_t events_retention_days = 7;
   int64_t events_max = 200000;
-  int events_max_streams = 8;  // concurrent event streams and waiting event reads (each holds an HTTP thread)
+  int events_max_streams = 8;
+  // API destinations may reach loopback, link-local and unspecified addresses and this server's own
+  // ports (obs/outbound.h); off, they are refused when made and at each delivery.
+  bool events_allow_local_endpoints = false;  // concurrent event streams and waiting event reads (each holds an HTTP thread)
   // [audit] (docs/security.md, "Audit"): records of mutating and refused API calls, stored with
   // the state; those older than retain_days go (0: keep forever), and the oldest once there are
   // more than max_records. record_reads records successful reads too. trusted_proxies: peer

@@ -3,8 +3,11 @@
 #include <curl/curl.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <set>
 #include <nlohmann/json.hpp>
 
@@ -41,9 +44,36 @@ int Abort(void* flags, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   return f->all->load() || f->one->load() ? 1 : 0;
 }
 
-// One POST; Ok on a 2xx answer.
-Status Post(CURL* curl, const WebhookConfig& w, const json& stored, const std::string& body, StopFlags* stopping) {
+// The connection of a delivery with an owner: every address curl is about to connect to (after
+// name resolution, each candidate of several) is checked; a refused one gets no socket, so curl
+// never connects to it. A proxy would be the address checked instead: none is used.
+struct OutboundCheck {
+  const OutboundRules* rules;
+  std::string refused;  // the last refusal
+};
+
+curl_socket_t OpenCheckedSocket(void* data, curlsocktype, struct curl_sockaddr* address) {
+  auto* check = static_cast<OutboundCheck*>(data);
+  Status st = CheckOutboundAddress(&address->addr, *check->rules);
+  if (!st.ok()) {
+    check->refused = st.message();
+    return CURL_SOCKET_BAD;
+  }
+  return ::socket(address->family, address->socktype, address->protocol);
+}
+
+// One POST; Ok on a 2xx answer, AccessDenied when the outbound rules refuse every address the
+// URL names (`rules` null: a configuration-file webhook, not checked).
+Status Post(CURL* curl, const WebhookConfig& w, const json& stored, const std::string& body, StopFlags* stopping,
+            const OutboundRules* rules) {
   curl_easy_reset(curl);
+  OutboundCheck check{rules, ""};
+  if (rules) {
+    curl_easy_setopt(curl, CURLOPT_OPENSOCKETFUNCTION, OpenCheckedSocket);
+    curl_easy_setopt(curl, CURLOPT_OPENSOCKETDATA, &check);
+    curl_easy_setopt(curl, CURLOPT_NOPROXY, "*");
+  }
+  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
   struct curl_slist* headers = nullptr;
   auto add = [&](const std::string& h) { headers = curl_slist_append(headers, h.c_str()); };
   add("Content-Type: application/json");
@@ -70,6 +100,7 @@ Status Post(CURL* curl, const WebhookConfig& w, const json& stored, const std::s
   long code = 0;
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
   curl_slist_free_all(headers);
+  if (rc != CURLE_OK && !check.refused.empty()) return Status(Code::kAccessDenied, w.method + " " + w.url + ": " + check.refused);
   if (rc != CURLE_OK) return Unavailable(std::string("POST ") + w.url + ": " + curl_easy_strerror(rc));
   if (code < 200 || code > 299) return Unavailable("POST " + w.url + ": HTTP " + std::to_string(code));
   return Status::Ok();
@@ -92,8 +123,13 @@ std::string BodyOf(const WebhookConfig& w, const json& stored) {
 
 }  // namespace
 
-WebhookDispatcher::WebhookDispatcher(store::EventLog& log, std::vector<WebhookConfig> hooks)
-    : log_(log), initial_(std::move(hooks)) {}
+WebhookDispatcher::WebhookDispatcher(store::EventLog& log, std::vector<WebhookConfig> hooks, const EventAccess* access)
+    : log_(log), initial_(std::move(hooks)), access_(access) {}
+
+void WebhookDispatcher::SetOutboundRules(OutboundRules rules) {
+  std::lock_guard lock(rules_mu_);
+  rules_ = std::move(rules);
+}
 
 WebhookDispatcher::~WebhookDispatcher() { Stop(); }
 
@@ -231,8 +267,20 @@ void WebhookDispatcher::Run(Hook& h) {
   auto last_save = std::chrono::steady_clock::now();
   std::vector<store::StoredEvent> batch;
   auto ending = [&] { return stopping_.load() || h.stop.load(); };
+  // Decisions of the owner's access, per resource, for one batch: a job's many events cost one
+  // decision, and a change of policy applies from the next batch on.
+  std::map<std::string, bool> readable;
+  auto may_read = [&](const json& doc) {
+    if (h.config.owner.empty()) return true;  // a configuration-file webhook
+    if (!access_) return false;
+    const EventReadCheck check = ReadCheckOf(doc);
+    auto [it, fresh] = readable.try_emplace(check.Key(), false);
+    if (fresh) it->second = access_->MayRead(h.config.owner, check);
+    return it->second;
+  };
   while (!ending()) {
     batch.clear();
+    readable.clear();
     Status st = log_.Read(cursor, 64, &batch);
     if (!st.ok()) {
       spdlog::warn("webhook {}: {}", h.config.name, st.message());
@@ -251,13 +299,18 @@ void WebhookDispatcher::Run(Hook& h) {
     }
     for (const auto& e : batch) {
       json doc = json::parse(e.doc, nullptr, false);
-      if (!doc.is_discarded() && h.filter.Matches(doc)) {
+      if (!doc.is_discarded() && h.filter.Matches(doc) && may_read(doc)) {
         const std::string body = BodyOf(h.config, doc);
         int64_t backoff = 1000;
         int attempts = 0;
         bool given_up = false;
         while (!ending()) {
-          Status sent = Post(curl, h.config, doc, body, &flags);
+          OutboundRules rules;
+          if (!h.config.owner.empty()) {
+            std::lock_guard lock(rules_mu_);
+            rules = rules_;
+          }
+          Status sent = Post(curl, h.config, doc, body, &flags, h.config.owner.empty() ? nullptr : &rules);
           if (sent.ok()) break;
           {
             std::lock_guard lock(h.mu);
@@ -268,7 +321,8 @@ void WebhookDispatcher::Run(Hook& h) {
           const int64_t age_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                      std::chrono::system_clock::now().time_since_epoch()).count() -
                                  doc.value("at", int64_t{0});
-          if ((h.config.max_attempts > 0 && attempts >= h.config.max_attempts) ||
+          // A refused address stays refused: the event is given up at once.
+          if (sent.code() == Code::kAccessDenied || (h.config.max_attempts > 0 && attempts >= h.config.max_attempts) ||
               (h.config.max_event_age_seconds > 0 && age_ms > int64_t{h.config.max_event_age_seconds} * 1000)) {
             spdlog::warn("webhook {}: event {} (id {}) given up after {} attempt(s), {} s old: {}", h.config.name, e.seq,
                          doc["event"].value("id", ""), attempts, age_ms / 1000, sent.message());

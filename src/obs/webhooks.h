@@ -18,6 +18,8 @@
 
 #include "core/config.h"
 #include "core/status.h"
+#include "obs/event_access.h"
+#include "obs/outbound.h"
 
 namespace ty::store {
 class EventLog;
@@ -37,7 +39,9 @@ struct WebhookStats {
 
 class WebhookDispatcher {
  public:
-  WebhookDispatcher(store::EventLog& log, std::vector<WebhookConfig> hooks);
+  // `access` decides which events a delivery with an owner (an EventBridge rule's) may send; null:
+  // such deliveries send nothing. It must outlive the dispatcher.
+  WebhookDispatcher(store::EventLog& log, std::vector<WebhookConfig> hooks, const EventAccess* access = nullptr);
   ~WebhookDispatcher();
 
   // Checks the filters (patterns), loads each cursor and starts the threads. A webhook seen for
@@ -50,6 +54,8 @@ class WebhookDispatcher {
   Status Sync(std::vector<WebhookConfig> hooks);
   void Stop();
   std::vector<WebhookStats> Stats() const;
+  // The addresses deliveries with an owner may connect to; from the next request on. Any thread.
+  void SetOutboundRules(OutboundRules rules);
 
  private:
   struct Hook;
@@ -66,6 +72,9 @@ class WebhookDispatcher {
   mutable std::mutex hooks_mu_;          // guards hooks_ (Stats reads it from other threads)
   std::vector<std::unique_ptr<Hook>> hooks_;
   std::vector<std::unique_ptr<Hook>> retiring_;  // stopped, maybe not ended yet; guarded by sync_mu_
+  const EventAccess* access_;           // constant after construction
+  mutable std::mutex rules_mu_;
+  OutboundRules rules_;                  // guarded by rules_mu_
   std::atomic<bool> stopping_{false};
   std::mutex mu_;
   std::condition_variable cv_;

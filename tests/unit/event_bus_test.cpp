@@ -24,13 +24,16 @@ class EventBusTest : public testing::ControllerFixture {
  protected:
   EventBusTest() : ControllerFixture("event-bus") {}
 
-  json Call(const std::string& op, const json& req) {
-    auto out = HandleEventBridge(*c_, op, req);
+  // The root's ARN, the caller unless a test says otherwise.
+  std::string Root() const { return "arn:aws:iam::" + config_.account_id + ":root"; }
+  json Call(const std::string& op, const json& req) { return CallAs(Root(), op, req); }
+  json CallAs(const std::string& caller, const std::string& op, const json& req) {
+    auto out = HandleEventBridge(*c_, op, req, caller);
     EXPECT_TRUE(out.ok()) << op << ": " << out.status().message();
     return out.ok() ? *out : json();
   }
   Status Refusal(const std::string& op, const json& req) {
-    auto out = HandleEventBridge(*c_, op, req);
+    auto out = HandleEventBridge(*c_, op, req, Root());
     EXPECT_FALSE(out.ok()) << op << " was accepted: " << req.dump();
     return out.status();
   }
@@ -42,7 +45,7 @@ class EventBusTest : public testing::ControllerFixture {
                                                                                         {"ApiKeyValue", "secret"}}}}}});
     json dest = Call("CreateApiDestination", {{"Name", name},
                                               {"ConnectionArn", conn["ConnectionArn"]},
-                                              {"InvocationEndpoint", "http://127.0.0.1:9/hook"},
+                                              {"InvocationEndpoint", "http://192.0.2.10:9/hook"},
                                               {"HttpMethod", "POST"}});
     return dest["ApiDestinationArn"];
   }
@@ -390,6 +393,129 @@ TEST_F(EventBusTest, ConfigurationFileWebhooksAreListedAndReadOnly) {
     EXPECT_NE(st.message().find("configuration file"), std::string::npos) << st.message();
   }
   EXPECT_EQ(EventBridgeDeliveries(*c_).size(), 1u);  // the webhook itself
+}
+
+TEST_F(EventBusTest, ARuleKeepsTheOwnerThatMadeItAcrossARestartAndItsDeliveriesCarryIt) {
+  const std::string dest = Destination();
+  const std::string c = "arn:aws:iam::" + config_.account_id + ":user/c";
+  CallAs(c, "PutRule", {{"Name", "c-all"}, {"EventPattern", R"({"account": [")" + config_.account_id + R"("]})"}});
+  CallAs(c, "PutTargets", {{"Rule", "c-all"}, {"Targets", {{{"Id", "t"}, {"Arn", dest}}}}});
+  // Changed by someone else (allowed to), it stays c's: it still sees only what c may read.
+  Call("PutRule", {{"Name", "c-all"}, {"EventPattern", kFailed}});
+  Open();
+  auto deliveries = EventBridgeDeliveries(*c_);
+  ASSERT_EQ(deliveries.size(), 1u);
+  EXPECT_EQ(deliveries[0].owner, c);
+}
+
+TEST_F(EventBusTest, ARuleStoredWithoutAnOwnerDeliversNothingUntilAPutRuleNamesOne) {
+  const std::string dest = Destination();
+  Call("PutRule", {{"Name", "old"}, {"EventPattern", kFailed}});
+  Call("PutTargets", {{"Rule", "old"}, {"Targets", {{{"Id", "t"}, {"Arn", dest}}}}});
+  {  // as a server before owners were recorded wrote it
+    std::lock_guard lock(data_->mu);
+    auto& doc = data_->docs[store::Kind::kMeta]["eventbus/rule/old"];
+    json j = json::parse(doc);
+    j.erase("owner");
+    doc = j.dump();
+  }
+  Open();
+  EXPECT_TRUE(EventBridgeDeliveries(*c_).empty());
+  Call("PutRule", {{"Name", "old"}, {"EventPattern", kFailed}});
+  ASSERT_EQ(EventBridgeDeliveries(*c_).size(), 1u);
+  EXPECT_EQ(EventBridgeDeliveries(*c_)[0].owner, Root());
+}
+
+TEST_F(EventBusTest, PutEventsRecordsWhoPutEachEvent) {
+  c_->SetEventRenderer([this](const control::State& s, const control::EventTrigger& e, uint64_t seq) {
+    return RenderEvent(c_->config(), s, e, seq);
+  });
+  const std::string c = "arn:aws:iam::" + config_.account_id + ":user/c";
+  CallAs(c, "PutEvents", {{"Entries", {{{"Source", "team.c"}, {"DetailType", "x"}, {"Detail", "{}"}}}}});
+  std::vector<store::StoredEvent> stored;
+  ASSERT_TRUE(c_->events()->Read(0, 100, &stored).ok());
+  ASSERT_FALSE(stored.empty());
+  EXPECT_EQ(json::parse(stored.back().doc)["put_by"], c);
+}
+
+// A JSON text `depth` levels deep: {"a":{"a":...{}...}}.
+std::string Nested(int depth) {
+  std::string s;
+  for (int i = 0; i < depth; ++i) s += "{\"a\":";
+  s += "1";
+  for (int i = 0; i < depth; ++i) s += "}";
+  return s;
+}
+
+TEST_F(EventBusTest, JsonTextNestedDeeperThanTheLimitIsRefusedNamingTheMember) {
+  const std::string dest = Destination();
+  Call("PutRule", {{"Name", "r"}, {"EventPattern", kFailed}});
+  const std::string deep = Nested(60'000);  // 120 KB: what ended the server in its renderer
+  struct Case {
+    const char* op;
+    json req;
+    const char* member;
+  };
+  const Case cases[] = {
+      {"PutEvents", {{"Entries", {{{"Source", "team.a"}, {"DetailType", "x"}, {"Detail", "{}"}},
+                                  {{"Source", "team.a"}, {"DetailType", "x"}, {"Detail", deep}}}}}, "Entries[1].Detail"},
+      {"PutRule", {{"Name", "deep"}, {"EventPattern", Nested(config_.max_json_depth + 1)}}, "EventPattern"},
+      {"PutTargets", {{"Rule", "r"}, {"Targets", {{{"Id", "t"}, {"Arn", dest}, {"Input", deep}}}}}, "Targets[0].Input"},
+      {"PutTargets", {{"Rule", "r"}, {"Targets", {{{"Id", "t"}, {"Arn", dest},
+                                                   {"InputTransformer", {{"InputTemplate", deep}}}}}}},
+       "Targets[0].InputTransformer.InputTemplate"},
+  };
+  for (const Case& c : cases) {
+    Status st = Refusal(c.op, c.req);
+    EXPECT_EQ(st.code(), Code::kInvalidArgument) << c.op;
+    EXPECT_EQ(st.message().rfind(std::string(c.member) + ": nests JSON", 0), 0u) << st.message();
+  }
+  // The limit itself is accepted.
+  json out = Call("PutEvents", {{"Entries", {{{"Source", "team.a"}, {"DetailType", "x"},
+                                              {"Detail", Nested(config_.max_json_depth)}}}}});
+  EXPECT_EQ(out["FailedEntryCount"], 0);
+  EXPECT_TRUE(Call("ListTargetsByRule", {{"Rule", "r"}})["Targets"].empty());
+}
+
+TEST_F(EventBusTest, SourcesThatReadAsAwsOrAsTheServersOwnAreRefusedInAnySpelling) {
+  const std::string reserved[] = {"aws.batch", "AWS.batch", "Aws.Sagemaker", "aws", "aws-batch", "aws_batch",
+                                  "trainyard", "Trainyard", "trainyard.events"};
+  const std::string invalid[] = {" aws.batch", "aws.batch ", "aws\u2024batch", "aws\uff0ebatch", "a\u0307ws.batch",
+                                 "tab\tsource", "team a", ""};
+  for (const std::string& source : reserved) {
+    json out = Call("PutEvents", {{"Entries", {{{"Source", source}, {"DetailType", "Batch Service Job State Change"},
+                                                {"Detail", "{}"}}}}});
+    EXPECT_EQ(out["Entries"][0].value("ErrorCode", ""), "NotAuthorizedForSourceException") << source;
+  }
+  for (const std::string& source : invalid) {
+    json out = Call("PutEvents", {{"Entries", {{{"Source", source}, {"DetailType", "x"}, {"Detail", "{}"}}}}});
+    EXPECT_EQ(out["Entries"][0].value("ErrorCode", ""), "InvalidArgument") << source;
+    EXPECT_NE(out["Entries"][0].value("ErrorMessage", "").find("Source"), std::string::npos) << source;
+  }
+  for (const std::string source : {"awsome.app", "team.a", "com.example/orders", "my-app_2"}) {
+    json out = Call("PutEvents", {{"Entries", {{{"Source", source}, {"DetailType", "x"}, {"Detail", "{}"}}}}});
+    EXPECT_EQ(out["FailedEntryCount"], 0) << source << ": " << out.dump();
+  }
+}
+
+TEST_F(EventBusTest, AnApiDestinationNamingThisHostIsRefusedUnlessTheOperatorAllowsIt) {
+  Destination("ok");  // a routable address
+  const std::string conn = Call("DescribeConnection", {{"Name", "ok-conn"}})["ConnectionArn"];
+  for (const std::string url : {"http://127.0.0.1:8080/internal/admin", "http://localhost:5432/", "http://127.0.0.2/",
+                                "http://0.0.0.0/", "http://[::1]/", "http://169.254.169.254/latest/meta-data/"}) {
+    Status st = Refusal("CreateApiDestination",
+                        {{"Name", "local"}, {"ConnectionArn", conn}, {"InvocationEndpoint", url}, {"HttpMethod", "PUT"}});
+    EXPECT_EQ(st.code(), Code::kInvalidArgument) << url;
+    EXPECT_EQ(st.message().rfind("InvocationEndpoint: ", 0), 0u) << st.message();
+  }
+  EXPECT_EQ(Call("ListApiDestinations", json::object())["ApiDestinations"].size(), 1u);
+
+  config_.events_allow_local_endpoints = true;
+  Open();
+  Call("CreateApiDestination", {{"Name", "local"},
+                                {"ConnectionArn", conn},
+                                {"InvocationEndpoint", "http://127.0.0.1:8080/hook"},
+                                {"HttpMethod", "POST"}});
 }
 
 }  // namespace
