@@ -8,8 +8,8 @@
 
 #include <tuple>
 
-#include "control/cloudwatch_read.h"
 #include "api/service_model.h"
+#include "control/cloudwatch_read.h"
 #include "control/controller.h"
 #include "core/object_key.h"
 #include "core/strings.h"
@@ -1078,18 +1078,10 @@ bool Authorizer::MayReadEvent(const std::string& owner, const obs::EventReadChec
   // The owner as a caller: a user, or a role's session (its role's policies; the session may have ended).
   Principal p;
   p.arn = owner;
-  auto dir = controller_.directory();
-  const std::string user_prefix = "arn:aws:iam::" + account + ":user/";
-  const std::string role_prefix = "arn:aws:sts::" + account + ":assumed-role/";
-  if (StartsWith(owner, user_prefix)) {
-    p.type = Principal::Type::kUser;
-    p.name = owner.substr(owner.rfind('/') + 1);
-    if (auto u = dir->users.find(p.name); u != dir->users.end()) p.entry = u->second;
-  } else if (StartsWith(owner, role_prefix)) {
-    p.type = Principal::Type::kRoleSession;
-    const std::string rest = owner.substr(role_prefix.size());
-    if (auto r = dir->roles.find(rest.substr(0, rest.find('/'))); r != dir->roles.end()) p.entry = r->second->as_caller;
-  }
+  control::ResolvedPrincipal who = control::ResolvePrincipal(*controller_.directory(), account, owner);
+  p.type = who.role_session ? Principal::Type::kRoleSession : Principal::Type::kUser;
+  p.name = std::move(who.username);
+  p.entry = std::move(who.entry);
   if (!p.entry) return false;
   iam::Request r;
   r.action = check.action;

@@ -73,6 +73,23 @@ iam::PrincipalKeys PrincipalKeysOf(const PrincipalEntry* entry, const std::strin
   return k;
 }
 
+ResolvedPrincipal ResolvePrincipal(const PrincipalDirectory& dir, const std::string& account_id,
+                                   const std::string& arn) {
+  ResolvedPrincipal p;
+  const std::string user_prefix = "arn:aws:iam::" + account_id + ":user/";
+  const std::string session_prefix = "arn:aws:sts::" + account_id + ":assumed-role/";
+  if (StartsWith(arn, user_prefix)) {
+    p.username = arn.substr(arn.rfind('/') + 1);
+    if (auto it = dir.users.find(p.username); it != dir.users.end()) p.entry = it->second;
+  } else if (StartsWith(arn, session_prefix)) {
+    // A role session (a job, or an STS caller) acts with its role's policies.
+    p.role_session = true;
+    const std::string rest = arn.substr(session_prefix.size());
+    if (auto it = dir.roles.find(rest.substr(0, rest.find('/'))); it != dir.roles.end()) p.entry = it->second->as_caller;
+  }
+  return p;
+}
+
 JobPrincipal JobPrincipalOf(const PrincipalDirectory& dir, const std::string& account_id, const std::string& owner,
                             const std::string& role_arn, const std::string& job_name) {
   JobPrincipal p;
@@ -88,18 +105,13 @@ JobPrincipal JobPrincipalOf(const PrincipalDirectory& dir, const std::string& ac
       return p;
     }
   p.arn = owner;
-  const std::string user_prefix = "arn:aws:iam::" + account_id + ":user/";
-  const std::string session_prefix = "arn:aws:sts::" + account_id + ":assumed-role/";
-  if (StartsWith(owner, user_prefix)) {
-    p.username = owner.substr(owner.rfind('/') + 1);
-    if (auto it = dir.users.find(p.username); it != dir.users.end()) p.entry = it->second;
-  } else if (StartsWith(owner, session_prefix)) {
-    // A job submitted by a role session (another job, or an STS caller) acts with that role.
-    p.role_session = true;
-    const std::string rest = owner.substr(session_prefix.size());
-    if (auto it = dir.roles.find(rest.substr(0, rest.find('/'))); it != dir.roles.end()) p.entry = it->second->as_caller;
-  }
+  ResolvedPrincipal who = ResolvePrincipal(dir, account_id, owner);
+  p.username = std::move(who.username);
+  p.role_session = who.role_session;
+  p.entry = std::move(who.entry);
   return p;
+}
+
 std::string DefaultTrustPolicy(const std::string& account_id) {
   return json{{"Version", "2012-10-17"},
               {"Statement",
@@ -110,17 +122,6 @@ std::string DefaultTrustPolicy(const std::string& account_id) {
                                {"Service", json::array({kSageMakerPrincipal, kEcsTasksPrincipal})}}},
                              {"Action", "sts:AssumeRole"}}})}}
       .dump();
-}
-
-void SetPrincipalKeys(iam::Request* r, const std::string& arn, const std::string& username, const PrincipalEntry* entry,
-                      bool role_session) {
-  r->principal = arn;
-  r->Set("aws:PrincipalArn", role_session && entry ? entry->user.arn : arn);
-  if (!username.empty()) r->Set("aws:username", username);
-  if (entry) {
-    r->Set("aws:userid", entry->user.user_id);
-    for (const auto& [k, v] : entry->user.tags) r->Set("aws:PrincipalTag/" + k, v);
-  }
 }
 
 bool TrustAdmits(const RoleEntry& role, const iam::Request& r) {
@@ -154,22 +155,10 @@ Status MayRunAsRole(const PrincipalDirectory& dir, const std::string& account_id
     r.resource = entry->second->role.arn;
     r.Set("aws:CurrentTime", FormatIso8601(now));
     r.Set("aws:EpochTime", std::to_string(now / 1000));
-    const std::string user_prefix = "arn:aws:iam::" + account_id + ":user/";
-    const std::string session_prefix = "arn:aws:sts::" + account_id + ":assumed-role/";
-    const PrincipalEntry* caller = nullptr;
-    if (StartsWith(owner, user_prefix)) {
-      const std::string name = owner.substr(owner.rfind('/') + 1);
-      if (auto u = dir.users.find(name); u != dir.users.end()) caller = u->second.get();
-      SetPrincipalKeys(&r, owner, name, caller, /*role_session=*/false);
-    } else if (StartsWith(owner, session_prefix)) {
-      const std::string rest = owner.substr(session_prefix.size());
-      if (auto o = dir.roles.find(rest.substr(0, rest.find('/'))); o != dir.roles.end()) caller = o->second->as_caller.get();
-      SetPrincipalKeys(&r, owner, "", caller, /*role_session=*/true);
-    } else {
-      SetPrincipalKeys(&r, owner, "", nullptr, /*role_session=*/false);
-    }
+    const ResolvedPrincipal caller = ResolvePrincipal(dir, account_id, owner);
+    iam::SetPrincipalKeys(&r, PrincipalKeysOf(caller.entry.get(), owner, caller.username));
     static const std::vector<const iam::Policy*> kNone;
-    iam::Decision d = iam::Evaluate(r, caller ? caller->policies : kNone);
+    iam::Decision d = iam::Evaluate(r, caller.entry ? caller.entry->policies : kNone);
     if (!d.allowed()) return Status(Code::kAccessDenied, iam::DenialMessage(r, d));
   }
   return CheckServiceTrust(*entry->second, service, now);

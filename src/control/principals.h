@@ -118,6 +118,16 @@ std::string RoleNameOf(const std::string& arn, const std::string& account_id);
 // aws:PrincipalArn is then its role's), `username` for users only.
 iam::PrincipalKeys PrincipalKeysOf(const PrincipalEntry* entry, const std::string& arn, const std::string& username);
 
+// The user or role behind a principal's ARN (arn:aws:iam::ACCOUNT:user/NAME, or a role session
+// arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION, which acts with its role's policies); `entry`
+// is null for any other ARN and for a user or role that no longer exists, which is allowed nothing.
+struct ResolvedPrincipal {
+  std::shared_ptr<const PrincipalEntry> entry;
+  std::string username;  // users only
+  bool role_session = false;
+};
+ResolvedPrincipal ResolvePrincipal(const PrincipalDirectory& dir, const std::string& account_id, const std::string& arn);
+
 // Whom a job's own reads and writes of the embedded object store are authorized as
 // (docs/security.md, "Jobs' data"): the session of the role it names when that role exists (as
 // assumed-role/<role>/<job name>), else the principal that submitted it. Root's jobs, and those
@@ -131,11 +141,6 @@ struct JobPrincipal {
 };
 JobPrincipal JobPrincipalOf(const PrincipalDirectory& dir, const std::string& account_id, const std::string& owner,
                             const std::string& role_arn, const std::string& job_name);
-// The condition keys that describe a caller (docs/security.md, "Conditions"): aws:PrincipalArn
-// (a role session's is its role's ARN, as in IAM), aws:username (users only), aws:userid and
-// aws:PrincipalTag/*, and r->principal for messages. `entry` is null for the root credential.
-void SetPrincipalKeys(iam::Request* r, const std::string& arn, const std::string& username, const PrincipalEntry* entry,
-                      bool role_session);
 // Whether `role`'s trust policy admits the principal that `r` describes (r->principal_ids set)
 // to `r->action` (sts:AssumeRole). Pure.
 bool TrustAdmits(const RoleEntry& role, const iam::Request& r);

@@ -112,6 +112,9 @@ constexpr const char* kOwnerOnly = R"({"Version": "2012-10-17", "Statement": [
   {"Effect": "Allow", "Action": "batch:DescribeServiceJob", "Resource": "*",
    "Condition": {"StringEquals": {"trainyard:JobOwner": "${aws:PrincipalArn}"}}}]})";
 
+constexpr const char* kDataPolicy = R"({"Version": "2012-10-17", "Statement": [
+  {"Effect": "Allow", "Action": "s3:*", "Resource": ["arn:aws:s3:::bucket", "arn:aws:s3:::bucket/*"]}]})";
+
 class AuthorizerTest : public testing::ControllerFixture {
  protected:
   AuthorizerTest() : ControllerFixture("authorize") {}
@@ -120,10 +123,13 @@ class AuthorizerTest : public testing::ControllerFixture {
     ASSERT_TRUE(c_->CreatePolicy({"team", kTeamPolicy, ""}).ok());
     ASSERT_TRUE(c_->CreatePolicy({"guard-rail", kGuardRail, ""}).ok());
     ASSERT_TRUE(c_->CreatePolicy({"owner-only", kOwnerOnly, ""}).ok());
+    // The jobs' output bucket: a job's data is checked as its submitter (no role exists here).
+    ASSERT_TRUE(c_->CreatePolicy({"data", kDataPolicy, ""}).ok());
     for (const char* team : {"a", "b"}) {
       std::string user = std::string("member-") + team;
       ASSERT_TRUE(c_->CreateUser({user, {{"team", team}}, "AIDA0000000000000000" + std::string(team)}).ok());
       ASSERT_TRUE(c_->AttachPolicy({user, "team"}).ok());
+      ASSERT_TRUE(c_->AttachPolicy({user, "data"}).ok());
       ASSERT_TRUE(c_->AttachPolicy({user, "guard-rail"}).ok());
       ASSERT_TRUE(c_->CreateAccessKey({user, std::string("AKIATEAM00000000000") + team, std::string(40, team[0])}).ok());
     }
@@ -180,7 +186,7 @@ TEST_F(AuthorizerTest, KeysAndPoliciesAreCommittedAndSurviveARestart) {
   ASSERT_EQ(dir->keys.count("AKIATEAM00000000000a"), 1u);
   EXPECT_EQ(dir->keys.find("AKIATEAM00000000000a")->second.secret, std::string(40, 'a'));
   EXPECT_EQ(dir->keys.find("AKIATEAM00000000000a")->second.principal->user.name, "member-a");
-  EXPECT_EQ(dir->users.at("member-a")->policies.size(), 2u);
+  EXPECT_EQ(dir->users.at("member-a")->policies.size(), 3u);
   EXPECT_EQ(dir->users.at("member-a")->user.tags.at("team"), "a");
 }
 
@@ -306,6 +312,7 @@ TEST_F(AuthorizerTest, AJobsRoleMustExistAndBePassable) {
   EXPECT_EQ(role->arn, "arn:aws:iam::000000000000:role/R");
   EXPECT_EQ(c_->CreateRole({"R", "", "AROA00000000000000002"}).status().code(), Code::kAlreadyExists);
   ASSERT_TRUE(c_->AttachRolePolicy({"R", "read-jobs"}).ok());
+  ASSERT_TRUE(c_->AttachRolePolicy({"R", "data"}).ok());  // the job's output, written as R
   EXPECT_EQ(c_->DeleteRole("R").code(), Code::kFailedPrecondition) << "policies still attached";
   EXPECT_EQ(c_->DeletePolicy("read-jobs").code(), Code::kFailedPrecondition) << "attached to a role";
 
@@ -335,8 +342,9 @@ TEST_F(AuthorizerTest, AJobsRoleMustExistAndBePassable) {
   auto dir = c_->directory();
   ASSERT_TRUE(dir->roles.count("R"));
   EXPECT_EQ(dir->roles.at("R")->role.role_id, "AROA00000000000000001");
-  EXPECT_EQ(dir->roles.at("R")->policies.size(), 1u);
+  EXPECT_EQ(dir->roles.at("R")->policies.size(), 2u);
   ASSERT_TRUE(c_->AttachRolePolicy({"R", "read-jobs", /*attach=*/false}).ok());
+  ASSERT_TRUE(c_->AttachRolePolicy({"R", "data", /*attach=*/false}).ok());
   EXPECT_TRUE(c_->DeleteRole("R").ok());
   EXPECT_EQ(c_->DeleteRole("R").code(), Code::kNotFound);
   EXPECT_FALSE(StartsWith(SubmitAs("member-b", "b"), "denied")) << "no roles left: RoleArn is not checked again";
@@ -502,18 +510,35 @@ TEST_F(AuthorizerTest, ARolesTrustPolicyMustAdmitTheJobsService) {
 TEST_F(AuthorizerTest, AJobsRoleIsCheckedAgainOnItsOwnersCurrentPoliciesWhenItStarts) {
   MakeSharedQueue();
   ASSERT_TRUE(c_->CreateRole({"R", "", "AROA00000000000000001"}).ok());
+  ASSERT_TRUE(c_->AttachRolePolicy({"R", "data"}).ok());  // the job's output, written as R
   ASSERT_TRUE(c_->CreatePolicy({"pass-r", R"({"Version": "2012-10-17", "Statement": [
     {"Effect": "Allow", "Action": "iam:PassRole", "Resource": "arn:aws:iam::000000000000:role/R"}]})", ""}).ok());
   ASSERT_TRUE(c_->AttachPolicy({"member-a", "pass-r"}).ok());
   const std::string kept = SubmitAs("member-a", "a");  // training job j-a1
   c_->Step();
+  clock_.advance_ms(1000);  // [scheduler] batch_ms: the arrival batch closes
   c_->Step();
   ASSERT_EQ(exec_->started(), std::vector<std::string>{"j-a1"});
   EXPECT_EQ(c_->role_sessions().size(), 1u);
-  const std::string refused = SubmitAs("member-a", "a");  // j-a2, accepted while a may pass R
+  // j-a2 is accepted while a may pass R, and waits for capacity (j-a1 holds the only instance)
+  // until a has lost iam:PassRole.
+  auto capacity = [&](int n) {
+    ASSERT_TRUE(HandleBatch(*c_, "UpdateServiceEnvironment",
+                            {{"serviceEnvironment", "env"},
+                             {"capacityLimits", {{{"capacityUnit", "NUM_INSTANCES"}, {"maxCapacity", n}}}}})
+                    .ok());
+  };
+  capacity(1);
+  const std::string refused = SubmitAs("member-a", "a");
   ASSERT_FALSE(StartsWith(refused, "denied")) << refused;
+  c_->Step();
+  ASSERT_EQ(exec_->started(), std::vector<std::string>{"j-a1"}) << "no room for j-a2 yet";
   ASSERT_TRUE(c_->AttachPolicy({"member-a", "pass-r", /*attach=*/false}).ok());
-  for (int i = 0; i < 4; ++i) c_->Step();
+  capacity(4);
+  for (int i = 0; i < 4; ++i) {
+    c_->Step();
+    clock_.advance_ms(1000);
+  }
   EXPECT_EQ(exec_->started(), std::vector<std::string>{"j-a1"}) << "the refused attempt is never started";
   EXPECT_EQ(c_->role_sessions().size(), 1u) << "and holds no session";
   auto [status, reason, job_status] = c_->Read([&](const control::State& s) {

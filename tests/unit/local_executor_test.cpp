@@ -467,7 +467,7 @@ print("epoch 2 loss=0.25", flush=True)
   EXPECT_EQ(env["SM_HOSTS"], "[\"algo-1\"]");
   EXPECT_EQ(env["SM_NUM_CPUS"], "2");
   EXPECT_EQ(env["SM_NUM_GPUS"], "0");
-  EXPECT_EQ(env["SM_LOG_LEVEL"], "10");  // the job's Environment wins over ours
+  EXPECT_EQ(env["SM_LOG_LEVEL"], "20");  // a reserved name in a stored spec never overrides the server's
   EXPECT_EQ(env["SM_USER_ENTRY_POINT"], "train.py");
   EXPECT_EQ(env["SM_USER_ARGS"], "[\"--layers\",\"[1,2]\",\"--lr\",\"0.1\",\"--name\",\"abc\"]");
   EXPECT_EQ(env["SM_OUTPUT_DATA_DIR"], ml + "/output/data");
