@@ -15,9 +15,12 @@ SERVICE_JOB = "Batch Service Job State Change"
 
 
 def team_policy(account, user):
-    """Everything on EventBridge; submit jobs; describe only the jobs it submitted."""
+    """Everything on EventBridge; submit jobs (writing their output to the test bucket); describe
+    only the jobs it submitted."""
     return {"Version": "2012-10-17",
             "Statement": [{"Effect": "Allow", "Action": "events:*", "Resource": "*"},
+                          {"Effect": "Allow", "Action": "s3:*",
+                           "Resource": ["arn:aws:s3:::trainyard-test", "arn:aws:s3:::trainyard-test/*"]},
                           {"Effect": "Allow", "Action": "batch:SubmitServiceJob", "Resource": "*"},
                           {"Effect": "Allow", "Action": ["batch:DescribeServiceJob", "batch:ListServiceJobs"],
                            "Resource": "*",

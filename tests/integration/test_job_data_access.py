@@ -175,8 +175,10 @@ class JobDataAccessTest(ServerTest):
 
     def tuning_definition(self, out):
         return {
-            "StaticHyperParameters": {"static_secret": SECRET},
-            "AlgorithmSpecification": {"TrainingImage": "local/shell", "TrainingInputMode": "File",
+            # Script mode from a's bucket; the trial need not run: what it names is what is read.
+            "StaticHyperParameters": {"static_secret": SECRET, "sagemaker_program": "objective.py",
+                                      "sagemaker_submit_directory": "s3://team-a-data/code/tune.tar.gz"},
+            "AlgorithmSpecification": {"TrainingImage": "local/python3", "TrainingInputMode": "File",
                                        "MetricDefinitions": [{"Name": "score", "Regex": "score=([-0-9.]+)"}]},
             "RoleArn": f"arn:aws:iam::{ACCOUNT}:role/SageMakerRole",
             "OutputDataConfig": {"S3OutputPath": out},
@@ -205,7 +207,6 @@ class JobDataAccessTest(ServerTest):
         a = self.clients["a", "sagemaker"]
         self.assertEqual(a.describe_training_job(TrainingJobName=trial)["HyperParameters"]["static_secret"], SECRET)
         self.assertIn(trial, [j["TrainingJobName"] for j in a.list_training_jobs()["TrainingJobSummaries"]])
-        self.sm.stop_hyper_parameter_tuning_job(HyperParameterTuningJobName="a-tune")
 
     def test_retries_carry_the_service_jobs_owner_and_tags(self):
         payload = self.job("a-retry", "exit 3", out="s3://team-a-data/out")

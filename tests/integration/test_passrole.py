@@ -38,11 +38,16 @@ class PassRoleTest(ServerTest):
         super().setUp()
         self.iam("CreatePolicy", {"PolicyName": "everything", "PolicyDocument": json.dumps(EVERYTHING)})
         self.iam("CreatePolicy", {"PolicyName": "team", "PolicyDocument": json.dumps(TEAM)})
+        # What the teams' jobs write: their outputs in the test bucket, as their roles.
+        self.iam("CreatePolicy", {"PolicyName": "scratch", "PolicyDocument": json.dumps({
+            "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": [
+                "arn:aws:s3:::trainyard-test", "arn:aws:s3:::trainyard-test/*"]}]})})
         self.iam("CreateRole", {"RoleName": "admin-role"})
         self.iam("AttachRolePolicy", {"RoleName": "admin-role", "PolicyName": "everything"})
         self.clients = {}
         for team in ("a", "c"):
             self.iam("CreateRole", {"RoleName": f"team-{team}"})
+            self.iam("AttachRolePolicy", {"RoleName": f"team-{team}", "PolicyName": "scratch"})
             self.iam("CreateUser", {"UserName": team, "Tags": [{"Key": "team", "Value": team}]})
             self.iam("AttachUserPolicy", {"UserName": team, "PolicyName": "team"})
             key = self.iam("CreateAccessKey", {"UserName": team})["AccessKey"]
@@ -65,8 +70,10 @@ class PassRoleTest(ServerTest):
         return err["Message"]
 
     def tuning_definition(self, role):
-        return {"StaticHyperParameters": {"epochs": "1"},
-                "AlgorithmSpecification": {"TrainingImage": "local/shell", "TrainingInputMode": "File",
+        # Script mode; the archive need not exist: the trial only has to be made.
+        return {"StaticHyperParameters": {"epochs": "1", "sagemaker_program": "objective.py",
+                                          "sagemaker_submit_directory": "s3://trainyard-test/code/tune.tar.gz"},
+                "AlgorithmSpecification": {"TrainingImage": "local/python3", "TrainingInputMode": "File",
                                            "MetricDefinitions": [{"Name": "score", "Regex": "score=([-0-9.]+)"}]},
                 "RoleArn": role,
                 "OutputDataConfig": {"S3OutputPath": "s3://trainyard-test/output"},
@@ -157,7 +164,7 @@ class PassRoleTest(ServerTest):
                          {"AWS": f"arn:aws:iam::{ACCOUNT}:root",
                           "Service": ["sagemaker.amazonaws.com", "ecs-tasks.amazonaws.com"]})
         sts = self.clients["c", "sts"]
-        sts.assume_role(RoleArn=f"arn:aws:iam::{ACCOUNT}:role/team-c", RoleSessionName="s")
+        sts.assume_role(RoleArn=f"arn:aws:iam::{ACCOUNT}:role/team-c", RoleSessionName="s1")
 
         # A trust policy that admits only user a: c's own allow is not enough.
         only_a = {"Version": "2012-10-17", "Statement": [
@@ -165,7 +172,7 @@ class PassRoleTest(ServerTest):
         self.iam("UpdateAssumeRolePolicy", {"RoleName": "team-c", "PolicyDocument": json.dumps(only_a)})
         self.assertEqual(json.loads(self.iam("GetRole", {"RoleName": "team-c"})["Role"]["AssumeRolePolicyDocument"]),
                          only_a)
-        self.refused(lambda: sts.assume_role(RoleArn=f"arn:aws:iam::{ACCOUNT}:role/team-c", RoleSessionName="s"),
+        self.refused(lambda: sts.assume_role(RoleArn=f"arn:aws:iam::{ACCOUNT}:role/team-c", RoleSessionName="s1"),
                      "AccessDenied", "trust policy")
         # Nor may a training job take it: SageMaker is not admitted.
         self.refused(lambda: self.clients["c", "sagemaker"].create_training_job(
@@ -177,7 +184,7 @@ class PassRoleTest(ServerTest):
             {"Effect": "Allow", "Principal": {"AWS": ACCOUNT, "Service": "sagemaker.amazonaws.com"},
              "Action": "sts:AssumeRole", "Condition": {"StringLike": {"sts:RoleSessionName": "c-*"}}}]}
         self.iam("UpdateAssumeRolePolicy", {"RoleName": "team-c", "PolicyDocument": json.dumps(both)})
-        self.refused(lambda: sts.assume_role(RoleArn=f"arn:aws:iam::{ACCOUNT}:role/team-c", RoleSessionName="s"),
+        self.refused(lambda: sts.assume_role(RoleArn=f"arn:aws:iam::{ACCOUNT}:role/team-c", RoleSessionName="s1"),
                      "AccessDenied", "trust policy")
         creds = sts.assume_role(RoleArn=f"arn:aws:iam::{ACCOUNT}:role/team-c", RoleSessionName="c-nightly")
         self.assertTrue(creds["Credentials"]["AccessKeyId"].startswith("ASIA"))
