@@ -696,6 +696,11 @@ exec::AttemptSpec Controller::BuildAttemptSpec(const TrainingJob& tj) const {
 std::optional<exec::DataAccess> Controller::JobDataAccess(const TrainingJob& tj, const std::string& role_arn) const {
   const JobPrincipal p = JobPrincipalOf(*directory(), config_.account_id, tj.owner, role_arn, tj.name);
   if (p.unrestricted) return std::nullopt;
+  // A principal this region does not know, on a server joined to regions, is one whose request
+  // entered through a peer that holds its user or role: its data was checked at create with the
+  // policies the forwarded request carried, and there is nothing here to check it against again
+  // (docs/security.md, "Jobs' data").
+  if (!p.entry && (config_.regions.enabled() || !config_.regions.peer_secret.empty())) return std::nullopt;
   exec::DataAccess access;
   access.principal = PrincipalKeysOf(p.entry.get(), p.arn, p.username);
   if (p.entry)  // documents[i] is the text of policies[i]
