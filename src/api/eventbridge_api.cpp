@@ -157,7 +157,9 @@ Status CheckEmbeddedJsonDepth(const json& req, const std::string& at, int limit)
     for (size_t i = 0; i < req.size(); ++i)
       TY_RETURN_IF_ERROR(CheckEmbeddedJsonDepth(req[i], at + "[" + std::to_string(i) + "]", limit));
   } else if (req.is_object()) {
-    for (const auto& [key, value] : req.items()) {
+    for (const auto& item : req.items()) {
+      const std::string& key = item.key();
+      const json& value = item.value();
       const std::string member = at.empty() ? key : at + "." + key;
       const bool text = std::find_if(std::begin(kJsonTextMembers), std::end(kJsonTextMembers),
                                      [&](const char* m) { return key == m; }) != std::end(kJsonTextMembers);

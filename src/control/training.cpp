@@ -748,12 +748,11 @@ void Controller::ApplyExecutorEvents(Turn& t, const std::vector<exec::AttemptEve
   // directory is named in none of them (the executors leave it out; this is the backstop).
   std::vector<exec::RedactedPath> paths;
   exec::AddRedactedPath(&paths, data_dir_, "<data dir>");
-  auto apply = [&](exec::AttemptEvent e) {
-    for (std::string* text : {&e.message, &e.detail, &e.failure_reason}) *text = exec::RedactPaths(std::move(*text), paths);
-    ApplyEvent(t, e);
-  };
-  for (const auto& e : deferred) apply(e);
-  for (const auto& e : polled) apply(e);
+  for (const std::vector<exec::AttemptEvent>* events : {static_cast<const std::vector<exec::AttemptEvent>*>(&deferred), &polled})
+    for (exec::AttemptEvent e : *events) {
+      for (std::string* text : {&e.message, &e.detail, &e.failure_reason}) *text = exec::RedactPaths(std::move(*text), paths);
+      ApplyEvent(t, e);
+    }
 }
 
 void Controller::CountPreemptionLoss(ServiceJob& job, const TrainingJob& tj, EpochMs end) const {
