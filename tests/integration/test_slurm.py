@@ -279,10 +279,6 @@ class SlurmDistributedTest(test_distributed.DistributedTest):
     def server_config(self):
         return slurm_config(CLUSTER)
 
-    @unittest.skip("known gap (docs/slurm.md): on Slurm a stop's SIGTERM reaches the remote MPI ranks through srun "
-                   "and may arrive after mpirun has already torn them down")
-    def test_a_stop_ends_every_mpi_rank(self):
-        pass
 
 
 if __name__ == "__main__":

@@ -13,6 +13,11 @@ inline std::string InterruptPath(const std::string& dir) { return dir + "/interr
 // Written by an executor that has given the attempt up (its Slurm node failed): every process of
 // the attempt is killed at once and nothing more is recorded as its outcome.
 inline std::string FencePath(const std::string& dir) { return dir + "/fence"; }
+// On Slurm: written by the supervisor when the instances on other nodes are to end (a stop, a
+// failed instance, MaxRuntimeInSeconds), with the grace in seconds. Each node agent looks for it
+// ten times a second. A signal cannot carry this: srun turns a SIGTERM into a SIGKILL of the
+// whole step, and passes other signals to every process of the step, the job's own included.
+inline std::string EndPath(const std::string& dir) { return dir + "/end"; }
 // On Slurm: the job's nodes in instance order, written by the supervisor before any instance
 // starts ({"names": [...], "addresses": [...]}).
 inline std::string NodesPath(const std::string& dir) { return dir + "/nodes.json"; }

@@ -101,7 +101,7 @@ struct Instance {
   int exit_code = 0;
   int64_t drain_deadline = 0;  // once exited: when to stop waiting for its pipe to close
   bool job_termed = false;     // sandboxed: the job's own process has had its SIGTERM (Signal)
-  bool remote = false;         // srun to another Slurm node: signals go to srun, which forwards them
+  bool remote = false;         // srun to another Slurm node: a stop goes through the end file
 };
 
 // How many objects of a channel are downloaded at once.
@@ -231,7 +231,7 @@ class Supervisor {
         Signal(SIGKILL);
         continue;
       }
-      if (!stopped_ && StopRequested()) {
+      if (!stopped_ && (StopRequested() || EndRequested())) {
         stopped_ = true;
         BeginStop();
       }
@@ -1537,10 +1537,11 @@ class Supervisor {
     for (auto& i : instances_) {
       if (i.exited || i.pid <= 0) continue;
       if (i.remote) {
-        // srun passes a SIGTERM on to the node agent, which treats it as this supervisor treats
-        // its own (and kills the instance after the grace). Once each.
+        // SIGKILL to srun ends the step at once. A SIGTERM goes through the end file, which the
+        // node agent treats as this supervisor treats its own SIGTERM (and kills the instance
+        // after the grace): srun would make it a SIGKILL of the step. Once each.
         if (sig == SIGKILL) ::kill(-i.pid, SIGKILL);
-        else if (!i.job_termed) ::kill(i.pid, sig);
+        else if (!i.job_termed) RequestRemoteEnd();
         i.job_termed = true;
         continue;
       }
@@ -1599,6 +1600,22 @@ class Supervisor {
     if (kill_deadline_ != 0) return;
     Signal(SIGTERM);
     kill_deadline_ = NowMs() + grace_ms_;
+  }
+
+  // The instances on other nodes are to end, with this supervisor's grace (EndPath).
+  void RequestRemoteEnd() {
+    if (end_requested_) return;
+    end_requested_ = true;
+    if (!local::WriteFileAtomic(local::EndPath(dir_), std::to_string(grace_ms_ / 1000), false))
+      Log("cannot write the end file: the instances on other nodes end with the grace's SIGKILL");
+  }
+
+  // On a node agent: the supervisor asked the instances on other nodes to end (EndPath).
+  bool EndRequested() {
+    std::string g;
+    if (!local::ReadFile(local::EndPath(dir_), &g)) return false;
+    if (!g.empty()) grace_ms_ = std::atoll(g.c_str()) * 1000;
+    return true;
   }
 
   // Once stopping: a sandboxed job that was not there yet at the stop gets its SIGTERM when it
@@ -1859,6 +1876,7 @@ class Supervisor {
     return env;
   }
   bool stopped_ = false;
+  bool end_requested_ = false;  // the end file is written (RequestRemoteEnd)
   bool max_runtime_exceeded_ = false;
   int exit_code_ = 0;
   // An object store that cannot be reached or answers 5xx, or a local disk that is full, is
