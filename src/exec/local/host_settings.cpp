@@ -1,6 +1,6 @@
 #include "exec/local/host_settings.h"
 
-
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -38,6 +38,7 @@ std::string Encode(const HostSettings& h) {
                         {"fallback_to_host", h.image_fallback_to_host}, {"timeout_seconds", h.image_pull_timeout_seconds}}},
             {"notify_socket", h.notify_socket},
             {"data_dir", h.data_dir},
+            {"disk_reserve_bytes", h.disk_reserve_bytes},
             {"launcher", {{"kind", h.launcher}, {"agent_binary", h.agent_binary},
                           {"slurm_bin_dir", h.slurm_bin_dir}, {"slurm_conf", h.slurm_conf}}}};
   return o.dump();
@@ -83,6 +84,7 @@ StatusOr<HostSettings> DecodeHostSettings(std::string_view text) {
     h.image_pull_timeout_seconds = im.value("timeout_seconds", h.image_pull_timeout_seconds);
     h.notify_socket = o.value("notify_socket", "");
     h.data_dir = o.value("data_dir", "");
+    h.disk_reserve_bytes = o.value("disk_reserve_bytes", int64_t{0});
     const json l = o.value("launcher", json::object());
     h.launcher = l.value("kind", "local");
     h.agent_binary = l.value("agent_binary", "");
@@ -111,6 +113,7 @@ HostSettings HostSettingsFor(const Config& config, const std::string& data_dir, 
   h.object_store = config.object_store;
   if (h.object_store.region.empty()) h.object_store.region = config.region;
   h.data_dir = data_dir;
+  h.disk_reserve_bytes = std::max<int64_t>(0, config.data_dir_reserve_mib) << 20;
   h.object_dir_root = data_dir + "/buckets";
   h.object_cache_dir = data_dir + "/cache/objects";
   h.notify_socket = data_dir + "/run/executor.sock";

@@ -49,6 +49,9 @@ struct HostSettings {
   // The server's data directory, named in no message a job can read (a failure reason or a
   // transition's message says <data dir> in its place); "" = not known.
   std::string data_dir;
+  // Free space the attempts' file system keeps ([server] data_dir_reserve_mib): a storage volume
+  // is allocated only when it leaves this much free; 0: none.
+  int64_t disk_reserve_bytes = 0;
   // How instances 2..N are started: "local" (forked here, with instance 1) or "slurm" (the
   // supervisor runs in a Slurm job's batch step on its first node; instance n runs on the
   // job's node n through srun, under `agent_binary --instance n <dir>`; docs/slurm.md).

@@ -18,6 +18,7 @@
 
 #include "exec/local/attempt_files.h"
 #include "exec/local/attempt_status.h"
+#include "exec/local/cgroup.h"
 #include "exec/local/sandbox.h"
 #include "exec/local/volume.h"
 
@@ -28,6 +29,10 @@ using nlohmann::json;
 
 namespace {
 constexpr EpochMs kStartupGraceMs = 10000;
+// Every attempt's status is read at least this often, poked or not.
+constexpr EpochMs kFullPollMs = 2000;
+// Pokes kept between two polls; past this the next poll reads every attempt.
+constexpr size_t kMaxPoked = 4096;
 
 // The startup grace is measured on the monotonic clock: the controller's clock may jump (a wall
 // clock step, or `serve --clock=offset` in tests) and must not turn a starting attempt into a
@@ -41,10 +46,14 @@ EpochMs SteadyMs() {
 
 LocalExecutor::LocalExecutor(Options options)
     : AttemptDirectoryExecutor(options.attempts_root), options_(std::move(options)) {
-  // Storage volumes of supervisors that died while the server was down (exec/local/volume.h).
-  local::SweepOrphanVolumes(options_.attempts_root, [this](const std::string& attempt) {
+  // Storage volumes and cgroups of supervisors that died while the server was down
+  // (exec/local/volume.h, cgroup.h). Afterwards each is released when its attempt's end is noticed
+  // (ReleaseLeftovers): a supervisor's start does not scan for them.
+  auto alive = [this](const std::string& attempt) {
     return local::SupervisorAlive(options_.attempts_root + "/" + attempt);
-  });
+  };
+  local::SweepOrphanVolumes(options_.attempts_root, alive);
+  local::SweepOrphanCgroups(options_.host.cgroup_parent, local::CgroupPrefix(options_.attempts_root), alive);
   std::error_code ec;
   fs::create_directories(options_.attempts_root, ec);
   const std::string& socket_path = options_.host.notify_socket;
@@ -76,7 +85,13 @@ void LocalExecutor::Listen() {
   while (!stopping_) {
     ssize_t n = ::recv(socket_fd_, buf, sizeof buf, 0);
     if (stopping_) break;
-    if (n >= 0 && options_.wake) options_.wake();
+    if (n < 0) continue;
+    {
+      MutexLock lock(poked_mu_);
+      if (poked_.size() >= kMaxPoked) poked_overflow_ = true;
+      else poked_.emplace(buf, static_cast<size_t>(n));
+    }
+    if (options_.wake) options_.wake();
   }
 }
 
@@ -178,9 +193,23 @@ std::vector<AttemptEvent> LocalExecutor::Poll() {
     it = ::waitpid(*it, &st, WNOHANG) == 0 ? std::next(it) : children_.erase(it);
   }
   EpochMs now = options_.clock ? options_.clock->now_ms() : 0;
+  std::set<std::string> poked;
+  // Without the listener (no notify socket) nothing is poked: every poll reads every attempt.
+  bool full = !listener_.joinable() || SteadyMs() - last_full_poll_ >= kFullPollMs;
+  {
+    MutexLock lock(poked_mu_);
+    poked.swap(poked_);
+    full = full || poked_overflow_;
+    poked_overflow_ = false;
+  }
+  if (full) last_full_poll_ = SteadyMs();
   for (auto it = tracked_.begin(); it != tracked_.end();) {
     const std::string& id = it->first;
     Tracked& t = it->second;
+    if (!full && !poked.count(id)) {
+      ++it;
+      continue;
+    }
     std::string dir = Dir(id);
     bool exists = false;
     bool done = local::ReadStatusEvents(id, dir, &t.cursor, false, &events, &exists);
@@ -191,7 +220,7 @@ std::vector<AttemptEvent> LocalExecutor::Poll() {
         // Its instances may have outlived it (children of a job's shell do not get the
         // supervisor's death signal): end their process groups.
         for (int pgid : local::RecordedInstanceGroups(dir)) ::kill(-pgid, SIGKILL);
-        ReleaseVolumesOfDeadSupervisors(dir);
+        ReleaseLeftovers(dir, true);
         AttemptEvent e;
         e.attempt_id = id;
         e.phase = Phase::kLost;
@@ -207,16 +236,25 @@ std::vector<AttemptEvent> LocalExecutor::Poll() {
 }
 
 
-// A supervisor that was killed leaves its instances' storage volumes mounted in its attempt
-// directory; they are unmounted before anything removes the directory (exec/local/volume.h).
-void LocalExecutor::ReleaseVolumesOfDeadSupervisors(const std::string& attempt_dir) {
+// A supervisor that was killed may leave its instances' storage volumes mounted in its attempt
+// directory (when it could not make a mount namespace of its own) and their cgroups; they go
+// before anything removes the directory (exec/local/volume.h, cgroup.h). Without `lost`, the
+// supervisor ended normally and removed its volumes' directories with its cgroups: when that is so
+// there is nothing to look for.
+void LocalExecutor::ReleaseLeftovers(const std::string& attempt_dir, bool lost) {
+  std::error_code ec;
+  if (!lost && (fs::is_empty(attempt_dir + "/volumes", ec) || ec)) return;
+  if (local::SupervisorAlive(attempt_dir)) return;
   const std::string root = fs::path(attempt_dir).parent_path().string();
-  local::SweepOrphanVolumes(root, [&root](const std::string& attempt) { return local::SupervisorAlive(root + "/" + attempt); });
+  const std::string attempt = fs::path(attempt_dir).filename().string();
+  auto alive = [&attempt](const std::string& other) { return other != attempt; };
+  local::SweepOrphanVolumes(root, alive);
+  local::SweepOrphanCgroups(options_.host.cgroup_parent, local::CgroupPrefix(root), alive);
 }
 
 Status LocalExecutor::Discard(const std::string& id) {
   tracked_.erase(id);
-  ReleaseVolumesOfDeadSupervisors(Dir(id));
+  ReleaseLeftovers(Dir(id), false);
   std::error_code ec;
   fs::remove_all(Dir(id), ec);
   if (ec) return Internal("cannot remove " + Dir(id) + ": " + ec.message());
@@ -224,7 +262,7 @@ Status LocalExecutor::Discard(const std::string& id) {
 }
 
 void LocalExecutor::Cleanup(const std::string& id) {
-  ReleaseVolumesOfDeadSupervisors(Dir(id));
+  ReleaseLeftovers(Dir(id), false);
   std::error_code ec;
   fs::remove_all(Dir(id) + "/hosts", ec);
 }

@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 
+#include "core/thread_annotations.h"
 #include "exec/executor.h"
 #include "exec/local/attempt_status.h"
 #include "exec/local/host_settings.h"
@@ -23,7 +25,10 @@ namespace ty::exec {
 //    also checks /proc/<pid>/stat's start time against status.json before signalling.
 //  - Poll() reports kLost when a supervisor is gone without an Exited status (10 s of grace for
 //    one that never wrote a status), and SIGKILLs the process groups it recorded.
-//  - The listener thread only calls wake(); the destructor ends it promptly.
+//  - A supervisor's poke names its attempt: Poll() reads the status of the attempts poked since
+//    the last call only, and every attempt's about every 2 s (a supervisor that was killed pokes
+//    no more), so its cost does not grow with the attempts running.
+//  - The listener thread only records pokes and calls wake(); the destructor ends it promptly.
 class LocalExecutor final : public local::AttemptDirectoryExecutor {
  public:
   struct Options {
@@ -59,7 +64,10 @@ class LocalExecutor final : public local::AttemptDirectoryExecutor {
   Status Discard(const std::string& attempt_id) override;
 
  private:
-  void ReleaseVolumesOfDeadSupervisors(const std::string& attempt_dir);
+  // What a supervisor that died (`lost`: without an outcome) left of `attempt_dir`: its volumes'
+  // mounts and images, and its instances' cgroups. No scan of the host's mount table for an
+  // attempt that ended normally and left nothing.
+  void ReleaseLeftovers(const std::string& attempt_dir, bool lost);
   struct Tracked {
     EpochMs since = 0;  // when tracking began, on the monotonic clock (a supervisor gets a moment to write its status)
     local::StatusCursor cursor;
@@ -72,7 +80,11 @@ class LocalExecutor final : public local::AttemptDirectoryExecutor {
   // ---- controller thread only ----
   std::map<std::string, Tracked> tracked_;
   std::vector<int> children_;  // supervisor pids started by this process, until reaped
+  EpochMs last_full_poll_ = 0;  // on the monotonic clock
   // ---- listener ----
+  Mutex poked_mu_;
+  std::set<std::string> poked_ GUARDED_BY(poked_mu_);  // attempts poked since the last Poll
+  bool poked_overflow_ GUARDED_BY(poked_mu_) = false;  // too many to keep: Poll reads them all
   int socket_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::thread listener_;

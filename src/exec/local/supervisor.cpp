@@ -386,7 +386,9 @@ class Supervisor {
       auto user = local::ResolveJobUser(host_.job_user);
       if (!user.ok()) throw std::runtime_error(user.status().message());
       job_user_ = *user;
-      SweepOrphans();
+      // On this host the server releases what a killed supervisor left (LocalExecutor), so a
+      // start does not scan every running attempt; on a Slurm node the server is elsewhere.
+      if (slurm_) SweepOrphans();
       PrivateMounts();
     }
 
@@ -399,7 +401,10 @@ class Supervisor {
       Fail(FailureKind::kInternal, error);
     } else if (!StopRequested()) {
       if (!Prepare(&error)) {
-        Fail(infrastructure_error_ ? FailureKind::kInternal : FailureKind::kClient, error);
+        Fail(capacity_error_          ? FailureKind::kCapacity
+             : infrastructure_error_ ? FailureKind::kInternal
+                                     : FailureKind::kClient,
+             error);
       } else if (!StopRequested()) {
         if (!Launch(&error)) {
           Fail(FailureKind::kInternal, error);
@@ -1257,8 +1262,21 @@ class Supervisor {
       cgroups_.push_back(nullptr);
     }
     const std::string vol_dir = fs::absolute(dir_ + "/volumes").string();
+    // The lock beside the executor's socket, out of the attempts directory (which holds attempts only).
+    const std::string run_dir = (host_.data_dir.empty() ? attempts_root + "/.." : host_.data_dir) + "/run";
+    std::error_code mk;
+    fs::create_directories(run_dir, mk);
+    const local::InstanceVolume::Space space{run_dir + "/volumes.lock", host_.disk_reserve_bytes};
     auto vol = local::InstanceVolume::Create(vol_dir + "/algo-" + std::to_string(n) + ".img",
-                                             vol_dir + "/algo-" + std::to_string(n), VolumeBytes(), dir_ + "/supervisor.log");
+                                             vol_dir + "/algo-" + std::to_string(n), VolumeBytes(), space,
+                                             dir_ + "/supervisor.log");
+    if (!vol.ok() && vol.status().code() == Code::kLimitExceeded) {
+      // Never into the space another job needs: the attempt ends as the host's lack of capacity,
+      // which a service job waits out (RUNNABLE again, after a backoff).
+      capacity_error_ = true;
+      *error = "CapacityError: algo-" + std::to_string(n) + ": " + vol.status().message();
+      return false;
+    }
     if (vol.ok()) {
       Log("algo-" + std::to_string(n) + ": storage volume of " + std::to_string(VolumeBytes()) + " bytes at " + (*vol)->path());
       Status st = (*vol)->BindInto("opt-ml", fs::absolute(local::HostDir(dir_, n)).string());
@@ -1877,6 +1895,7 @@ class Supervisor {
   }
   bool stopped_ = false;
   bool end_requested_ = false;  // the end file is written (RequestRemoteEnd)
+  bool capacity_error_ = false;  // an instance's volume did not fit on the host's disk
   bool max_runtime_exceeded_ = false;
   int exit_code_ = 0;
   // An object store that cannot be reached or answers 5xx, or a local disk that is full, is

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/loop.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/statvfs.h>
@@ -58,8 +59,34 @@ std::string AttachLoop(const std::string& image, int* loop_fd, std::string* erro
 
 }  // namespace
 
+// Allocates size_bytes to the open file fd when the file system keeps space.reserve_bytes free
+// after it. The check and the allocation are one step for every supervisor of the host (the lock
+// file), so concurrent volumes never count the same free space twice.
+Status AllocateWithin(int fd, int64_t size_bytes, const InstanceVolume::Space& space) {
+  int lock = space.lock_path.empty() ? -1 : ::open(space.lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock >= 0) ::flock(lock, LOCK_EX);
+  Status st;
+  struct statvfs sv {};
+  if (::fstatvfs(fd, &sv) == 0) {
+    const int64_t free_bytes = static_cast<int64_t>(sv.f_bavail) * static_cast<int64_t>(sv.f_frsize);
+    if (free_bytes - size_bytes < space.reserve_bytes)
+      st = LimitExceeded("a storage volume of " + std::to_string(size_bytes >> 20) + " MiB does not fit: the data dir's " +
+                         "file system has " + std::to_string(free_bytes >> 20) + " MiB free and keeps " +
+                         std::to_string(space.reserve_bytes >> 20) + " MiB ([server] data_dir_reserve_mib)");
+  }
+  if (st.ok()) {
+    // Allocated, not sparse: the volume's space is the job's for sure, and a host disk that fills
+    // up meanwhile can never turn the job's writes into I/O errors of the loop device.
+    int err = ::posix_fallocate(fd, 0, size_bytes);
+    if (err != 0) st = Unavailable("cannot allocate " + std::to_string(size_bytes) + " bytes: " + std::strerror(err));
+  }
+  if (lock >= 0) ::close(lock);  // releases the lock
+  return st;
+}
+
 StatusOr<std::unique_ptr<InstanceVolume>> InstanceVolume::Create(const std::string& image, const std::string& mount_at,
-                                                                 int64_t size_bytes, const std::string& log_path) {
+                                                                 int64_t size_bytes, const Space& space,
+                                                                 const std::string& log_path) {
   if (::geteuid() != 0) return Unavailable("storage volumes need root (loop devices)");
   if (::access("/dev/loop-control", W_OK) != 0) return Unavailable("no /dev/loop-control");
   std::error_code ec;
@@ -67,17 +94,18 @@ StatusOr<std::unique_ptr<InstanceVolume>> InstanceVolume::Create(const std::stri
   fs::create_directories(mount_at, ec);
   int fd = ::open(image.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Internal("cannot create " + image + ": " + std::strerror(errno));
-  // Allocated, not sparse: the volume's space is the job's for sure, and a host disk that fills
-  // up meanwhile can never turn the job's writes into I/O errors of the loop device.
-  int err = ::posix_fallocate(fd, 0, size_bytes);
+  Status allocated = AllocateWithin(fd, size_bytes, space);
   ::close(fd);
   std::unique_ptr<InstanceVolume> v(new InstanceVolume());
   v->image_ = image;
   v->mount_at_ = mount_at;
-  if (err != 0)
-    return Unavailable("cannot allocate " + std::to_string(size_bytes) + " bytes for " + image + ": " + std::strerror(err));
+  if (!allocated.ok()) return allocated;  // v removes the image
   // No reserved blocks (the job may use all of it); lost+found is not needed on a scratch volume.
-  if (RunCommand({"mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1", image}, log_path) != 0)
+  // nodiscard: mkfs would otherwise discard the whole image, which on a file punches holes in
+  // it and gives the allocated space back to the host: the volume would be sparse after all,
+  // and its space could be taken by others before the job writes it.
+  if (RunCommand({"mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", image},
+                 log_path) != 0)
     return Unavailable("mkfs.ext4 failed on " + image + " (see " + log_path + ")");
   std::string error;
   int loop = -1;

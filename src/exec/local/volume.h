@@ -17,10 +17,19 @@ namespace ty::exec::local {
 
 class InstanceVolume {
  public:
+  // Where a volume's space comes from: `lock_path`, a file every supervisor of the host locks
+  // while it checks and allocates, so that two volumes never count the same free space; and the
+  // free space the file system keeps (reserve_bytes: nothing is allocated into it).
+  struct Space {
+    std::string lock_path;
+    int64_t reserve_bytes = 0;
+  };
   // Creates `image` (size_bytes, allocated), makes an ext4 file system on it and mounts it at
-  // `mount_at`. Unavailable: not root, or no loop device could be had.
+  // `mount_at`. LimitExceeded: the file system has not size_bytes free above the reserve (the
+  // message says how much it has). Unavailable: not root, or no loop device could be had.
   static StatusOr<std::unique_ptr<InstanceVolume>> Create(const std::string& image, const std::string& mount_at,
-                                                          int64_t size_bytes, const std::string& log_path);
+                                                          int64_t size_bytes, const Space& space,
+                                                          const std::string& log_path);
   ~InstanceVolume();
   InstanceVolume(const InstanceVolume&) = delete;
   InstanceVolume& operator=(const InstanceVolume&) = delete;

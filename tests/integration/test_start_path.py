@@ -1,0 +1,148 @@
+"""The start path's promises that are counts, not timings: a running instance adds nothing to the
+host's mount table; a supervisor killed with SIGKILL leaves no mount and no loop device once the
+server has noticed; a storage volume larger than the free disk (above the data dir's reserve)
+waits with a capacity reason and disturbs no running job.
+
+The server runs as root with the default sandbox (bubblewrap), so each instance gets its cgroup
+and its loop-mounted volume of VolumeSizeInGB.
+"""
+import glob
+import json
+import os
+import shutil
+import signal
+import time
+import unittest
+
+from harness import ServerTest
+
+CONFIG = """[executor]
+sandbox = "bwrap"
+stop_grace_seconds = 2
+
+[[instance_types]]
+name = "ml.m5.large"
+count = 2
+vcpus = 1
+memory_mib = 256
+"""
+
+
+def setUpModule():
+    if os.geteuid() != 0:
+        raise unittest.SkipTest("storage volumes need the server to run as root")
+    if shutil.which("bwrap") is None or not os.access("/dev/loop-control", os.W_OK):
+        raise unittest.SkipTest("needs bubblewrap and loop devices")
+
+
+def host_mounts():
+    """The mount points of the host's mount namespace (this test runs in it)."""
+    with open("/proc/self/mountinfo") as f:
+        return [line.split()[4] for line in f]
+
+
+def loop_backing_files():
+    """The backing file of every attached loop device."""
+    files = []
+    for path in glob.glob("/sys/block/loop*/loop/backing_file"):
+        try:
+            with open(path) as f:
+                files.append(f.read().strip())
+        except OSError:
+            pass  # detached meanwhile
+    return files
+
+
+class StartPathTest(ServerTest):
+    server_config = CONFIG
+
+    def hold(self, name, **extra):
+        """Starts a job that runs until its gate file appears; returns the gate."""
+        gate = os.path.join(self.work_dir, "release-" + name)
+        self.sm.create_training_job(**self.command_payload(
+            name, f"while [ ! -e {gate} ]; do sleep 0.05; done", **extra))
+        return gate
+
+    def attempt_dir(self, name):
+        return os.path.join(self.data_dir, "attempts", name)
+
+    def test_a_running_instance_adds_nothing_to_the_host_mount_table(self):
+        before = host_mounts()
+        gate = self.hold("holder")
+        try:
+            self.wait_secondary("holder", "Training", timeout=60)
+            with open(os.path.join(self.attempt_dir("holder"), "supervisor.log")) as f:
+                self.assertIn("storage volume of", f.read())  # the volume is there, in its own namespace
+            during = host_mounts()
+        finally:
+            open(gate, "w").close()
+        self.assertEqual(len(during), len(before), sorted(set(during) - set(before)))
+        self.assertFalse([m for m in during if m.startswith(self.data_dir)])
+        self.assertEqual(self.wait_training("holder", timeout=60)["TrainingJobStatus"], "Completed")
+
+    def test_a_killed_supervisor_leaves_no_mount_and_no_loop_device(self):
+        gate = self.hold("victim")
+        self.wait_secondary("victim", "Training", timeout=60)
+        attempt = self.attempt_dir("victim")
+        with open(os.path.join(attempt, "status.json")) as f:
+            supervisor = json.load(f)["supervisor_pid"]
+        self.assertEqual(len([b for b in loop_backing_files() if b.startswith(attempt)]), 1)
+        os.kill(supervisor, signal.SIGKILL)
+        try:
+            tj = self.wait_training("victim", timeout=60)
+        finally:
+            open(gate, "w").close()
+        self.assertEqual(tj["TrainingJobStatus"], "Failed")
+        self.assertIn("supervisor exited without recording an outcome", tj["FailureReason"])
+        # The server noticed: it ended the instance, so the namespace that held the volume went.
+        # The kernel detaches the loop device when its last mount goes (autoclear), which it
+        # finishes on its own work queue: a moment after the instance's last process ends.
+        deadline = time.time() + 10
+        while [b for b in loop_backing_files() if b.startswith(attempt)] and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertEqual([b for b in loop_backing_files() if b.startswith(attempt)], [])
+        self.assertFalse([m for m in host_mounts() if m.startswith(attempt)])
+
+    def test_a_volume_larger_than_the_free_disk_waits_and_no_running_job_is_disturbed(self):
+        # The reserve is set so that 14 GiB is free above it: a running job's 6 GiB volume fits,
+        # and then an 11 GiB volume does not, until that job has ended. Each way the margin is
+        # 3 GiB, against the rest of the machine freeing or taking space meanwhile.
+        free = shutil.disk_usage(self.data_dir).free
+        if free < 20 << 30:
+            self.skipTest("needs 20 GiB free in the data dir's file system")
+        self.server.stop()
+        reserve_mib = (free >> 20) - 14 * 1024
+        self.server = self.new_server(config=CONFIG + f"\n[server]\ndata_dir_reserve_mib = {reserve_mib}\n")
+        self.batch, self.sm = self.server.client("batch"), self.server.client("sagemaker")
+        queue = self.create_queue("q", capacity=2)
+        gate = self.hold("small", ResourceConfig={"InstanceType": "ml.m5.large", "InstanceCount": 1,
+                                                  "VolumeSizeInGB": 6})
+        self.wait_secondary("small", "Training", timeout=60)
+        big = self.submit(queue, self.command_payload("big", "echo ran", ResourceConfig={
+            "InstanceType": "ml.m5.large", "InstanceCount": 1, "VolumeSizeInGB": 11}))
+        deadline = time.time() + 60
+        while True:
+            job = self.describe_raw(big)
+            if job["status"] == "RUNNABLE" and job.get("attempts"):
+                break
+            if time.time() > deadline:
+                with open(os.path.join(self.attempt_dir("big"), "supervisor.log")) as f:
+                    self.fail(f"the big job did not come back to wait: {job}\n{f.read()}")
+            time.sleep(0.1)
+        self.assertIn("capacity", job["statusReason"].lower())
+        first = self.sm.describe_training_job(TrainingJobName="big")
+        self.assertIn("CapacityError", first["FailureReason"])
+        self.assertIn("does not fit", first["FailureReason"])
+        self.assertIn("data_dir_reserve_mib", first["FailureReason"])
+        # The running job was not touched: still training, with its volume.
+        small = self.sm.describe_training_job(TrainingJobName="small")
+        self.assertEqual((small["TrainingJobStatus"], small["SecondaryStatus"]), ("InProgress", "Training"))
+        open(gate, "w").close()
+        self.assertEqual(self.wait_training("small", timeout=60)["TrainingJobStatus"], "Completed")
+        # Its space back, the big job runs (after its capacity backoff) and succeeds.
+        [done] = self.wait_jobs([big], timeout=120)
+        self.assertEqual(done["status"], "SUCCEEDED", done)
+
+
+if __name__ == "__main__":
+    unittest.main()
