@@ -104,22 +104,24 @@ class StartPathTest(ServerTest):
         self.assertFalse([m for m in host_mounts() if m.startswith(attempt)])
 
     def test_a_volume_larger_than_the_free_disk_waits_and_no_running_job_is_disturbed(self):
-        # The reserve is set so that 14 GiB is free above it: a running job's 6 GiB volume fits,
-        # and then an 11 GiB volume does not, until that job has ended. Each way the margin is
-        # 3 GiB, against the rest of the machine freeing or taking space meanwhile.
+        # The reserve is set so that 30 GiB is free above it: a running job's 14 GiB volume fits,
+        # and then a 24 GiB volume does not, until that job has ended. Each way the margin is
+        # 6 GiB or more, against the rest of the machine (other tests run beside this one)
+        # freeing or taking space meanwhile. Allocating is instant (fallocate) and nothing is
+        # written into the volumes.
         free = shutil.disk_usage(self.data_dir).free
-        if free < 20 << 30:
-            self.skipTest("needs 20 GiB free in the data dir's file system")
+        if free < 40 << 30:
+            self.skipTest("needs 40 GiB free in the data dir's file system")
         self.server.stop()
-        reserve_mib = (free >> 20) - 14 * 1024
+        reserve_mib = (free >> 20) - 30 * 1024
         self.server = self.new_server(config=CONFIG + f"\n[server]\ndata_dir_reserve_mib = {reserve_mib}\n")
         self.batch, self.sm = self.server.client("batch"), self.server.client("sagemaker")
         queue = self.create_queue("q", capacity=2)
         gate = self.hold("small", ResourceConfig={"InstanceType": "ml.m5.large", "InstanceCount": 1,
-                                                  "VolumeSizeInGB": 6})
+                                                  "VolumeSizeInGB": 14})
         self.wait_secondary("small", "Training", timeout=60)
         big = self.submit(queue, self.command_payload("big", "echo ran", ResourceConfig={
-            "InstanceType": "ml.m5.large", "InstanceCount": 1, "VolumeSizeInGB": 11}))
+            "InstanceType": "ml.m5.large", "InstanceCount": 1, "VolumeSizeInGB": 24}))
         deadline = time.time() + 60
         while True:
             job = self.describe_raw(big)
