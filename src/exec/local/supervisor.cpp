@@ -1266,7 +1266,8 @@ class Supervisor {
     const std::string run_dir = (host_.data_dir.empty() ? attempts_root + "/.." : host_.data_dir) + "/run";
     std::error_code mk;
     fs::create_directories(run_dir, mk);
-    const local::InstanceVolume::Space space{run_dir + "/volumes.lock", host_.disk_reserve_bytes};
+    const local::InstanceVolume::Space space{run_dir + "/volumes.lock", host_.disk_reserve_bytes,
+                                             run_dir + "/volume-templates"};
     auto vol = local::InstanceVolume::Create(vol_dir + "/algo-" + std::to_string(n) + ".img",
                                              vol_dir + "/algo-" + std::to_string(n), VolumeBytes(), space,
                                              dir_ + "/supervisor.log");

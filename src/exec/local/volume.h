@@ -23,9 +23,11 @@ class InstanceVolume {
   struct Space {
     std::string lock_path;
     int64_t reserve_bytes = 0;
+    // Where each size's file system is made once and kept (a sparse file of a few MiB each).
+    std::string template_dir;
   };
-  // Creates `image` (size_bytes, allocated), makes an ext4 file system on it and mounts it at
-  // `mount_at`. LimitExceeded: the file system has not size_bytes free above the reserve (the
+  // Creates `image` (size_bytes, allocated), puts an ext4 file system on it (a copy of the one
+  // made for its size, in space.template_dir) and mounts it at `mount_at`. LimitExceeded: the file system has not size_bytes free above the reserve (the
   // message says how much it has). Unavailable: not root, or no loop device could be had.
   static StatusOr<std::unique_ptr<InstanceVolume>> Create(const std::string& image, const std::string& mount_at,
                                                           int64_t size_bytes, const Space& space,
