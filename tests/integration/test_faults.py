@@ -101,7 +101,10 @@ class DiskFullTest(ServerTest):
         self.data_dir_parent = self.mnt
         # No disk reserve: these tests are about what a full disk does to the job that fills it
         # (the reserve would hold every start back on a 20 MiB disk; test_hostile_resources has it).
-        self.server_config = ("[server]\ndata_dir_reserve_mib = 0\n\n[executor]\nstop_grace_seconds = 2\n\n"
+        # No sandbox: a sandboxed root server gives each instance a volume allocated in full,
+        # which a 20 MiB disk cannot hold, so there the job never shares the disk it could fill.
+        self.server_config = ("[server]\ndata_dir_reserve_mib = 0\n\n[executor]\nstop_grace_seconds = 2\n"
+                              "sandbox = \"none\"\n\n"
                               + self.moto.object_store_toml(["remote"]))
         super().setUp()
 

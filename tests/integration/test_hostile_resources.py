@@ -112,8 +112,9 @@ class MetricFloodTest(ServerTest):
         logs.close()
 
 
-# Fills /opt/ml/model until the disk is full and goes on trying, as a hostile job would.
-FILLER = ("python3 -c \"\nimport os, time\nb = os.urandom(1 << 20)\nf = open('/opt/ml/model/fill', 'wb', 0)\n"
+# Fills the model directory until the disk is full and goes on trying, as a hostile job would.
+FILLER = ("python3 -c \"\nimport os, time\nb = os.urandom(1 << 20)\n"
+          "f = open(os.path.join(os.environ['SM_MODEL_DIR'], 'fill'), 'wb', 0)\n"
           "while True:\n    try:\n        f.write(b)\n    except OSError:\n        time.sleep(0.05)\n\"")
 
 RESERVE_MIB = 16
@@ -121,7 +122,10 @@ RESERVE_MIB = 16
 
 @unittest.skipUnless(os.geteuid() == 0, "mounting a small tmpfs for the data dir needs root")
 class DataDirFillerTest(ServerTest):
-    server_config = f"[server]\ndata_dir_reserve_mib = {RESERVE_MIB}\n"
+    # No sandbox: a sandboxed root server gives each instance a volume allocated in full, above the
+    # reserve, which a 64 MiB disk cannot hold; there a job can fill only its own volume. Without
+    # the sandbox (or without root) a job writes straight into the data dir, which these tests fill.
+    server_config = f"[server]\ndata_dir_reserve_mib = {RESERVE_MIB}\n\n[executor]\nsandbox = \"none\"\n"
 
     def setUp(self):
         self.mount = tempfile.mkdtemp(prefix="trainyard-smallfs-")

@@ -159,6 +159,8 @@ class LocalExecutorTest : public ::testing::TestWithParam<std::string> {
             {"instance_count", instances},
             {"vcpus", 2},
             {"gpus", 0},
+            // As root each instance's volume is allocated in full: the smallest SageMaker allows.
+            {"volume_size_gb", 1},
             {"command", {"/bin/sh", "-c", command}},
             {"hyperparameters", {{"epochs", "3"}}},
             {"environment", {{"FOO", "bar"}}},
