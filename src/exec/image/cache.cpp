@@ -19,6 +19,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "exec/file_lock.h"
+
 namespace ty::exec::image {
 
 namespace fs = std::filesystem;
@@ -101,24 +103,6 @@ std::string String(const json& o, const char* key) {
   if (!it->is_string()) throw std::runtime_error(std::string(key) + " must be a string");
   return it->get<std::string>();
 }
-
-// An exclusive flock on <root>/lock for the scope.
-class CacheLock {
- public:
-  explicit CacheLock(const std::string& path) {
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd_ < 0) return;
-    while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
-    }
-  }
-  ~CacheLock() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  bool ok() const { return fd_ >= 0; }
-
- private:
-  int fd_ = -1;
-};
 
 // The blob `digest` of the layout, read as text (a manifest or a config: small).
 StatusOr<std::string> Blob(const std::string& layout, const std::string& digest) {
@@ -345,7 +329,7 @@ StatusOr<CachedImage> ImageCache::Get(const ImageReference& ref) {
   for (const char* d : {"/rootfs", "/config", "/tmp"}) fs::create_directories(root_ + d, ec);
   if (ec) return Internal("cannot make the image cache: " + ec.message());
 
-  CacheLock lock(root_ + "/lock");
+  FileLock lock(root_ + "/lock");
   if (!lock.ok()) return Internal("cannot lock the image cache " + root_ + ": " + std::strerror(errno));
   // Another start may have fetched it while this one waited.
   if (auto hit = Lookup(ref); hit.ok() || hit.status().code() != Code::kNotFound) return hit;

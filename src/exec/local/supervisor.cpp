@@ -527,14 +527,19 @@ class Supervisor {
   bool StopRequested() {
     if (stop_requested_) return true;
     DrainSignals();
-    struct stat st;
     if (signal_seen_) stop_requested_ = true;
-    if (::stat(local::StopPath(dir_).c_str(), &st) == 0) {
-      std::string g;
-      if (local::ReadFile(local::StopPath(dir_), &g) && !g.empty()) grace_ms_ = std::atoll(g.c_str()) * 1000;
-      stop_requested_ = true;
-    }
+    if (ReadGraceFile(local::StopPath(dir_))) stop_requested_ = true;
     return stop_requested_;
+  }
+
+  // True when the file at `path` (the stop or end file) exists; the grace in seconds it holds,
+  // when any, becomes this supervisor's.
+  bool ReadGraceFile(const std::string& path) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return false;
+    std::string g;
+    if (local::ReadFile(path, &g) && !g.empty()) grace_ms_ = std::atoll(g.c_str()) * 1000;
+    return true;
   }
 
   void DrainSignals() {
@@ -1630,12 +1635,7 @@ class Supervisor {
   }
 
   // On a node agent: the supervisor asked the instances on other nodes to end (EndPath).
-  bool EndRequested() {
-    std::string g;
-    if (!local::ReadFile(local::EndPath(dir_), &g)) return false;
-    if (!g.empty()) grace_ms_ = std::atoll(g.c_str()) * 1000;
-    return true;
-  }
+  bool EndRequested() { return ReadGraceFile(local::EndPath(dir_)); }
 
   // Once stopping: a sandboxed job that was not there yet at the stop gets its SIGTERM when it
   // appears (Signal: once, never the programs it starts on it), and whatever is left at the end

@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/loop.h>
-#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/statvfs.h>
@@ -16,6 +15,7 @@
 #include <sstream>
 #include <vector>
 
+#include "exec/file_lock.h"
 #include "exec/local/run_command.h"
 
 namespace ty::exec::local {
@@ -63,8 +63,7 @@ std::string AttachLoop(const std::string& image, int* loop_fd, std::string* erro
 // after it. The check and the allocation are one step for every supervisor of the host (the lock
 // file), so concurrent volumes never count the same free space twice.
 Status AllocateWithin(int fd, int64_t size_bytes, const InstanceVolume::Space& space) {
-  int lock = space.lock_path.empty() ? -1 : ::open(space.lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock >= 0) ::flock(lock, LOCK_EX);
+  FileLock lock(space.lock_path);
   Status st;
   struct statvfs sv {};
   if (::fstatvfs(fd, &sv) == 0) {
@@ -80,7 +79,6 @@ Status AllocateWithin(int fd, int64_t size_bytes, const InstanceVolume::Space& s
     int err = ::posix_fallocate(fd, 0, size_bytes);
     if (err != 0) st = Unavailable("cannot allocate " + std::to_string(size_bytes) + " bytes: " + std::strerror(err));
   }
-  if (lock >= 0) ::close(lock);  // releases the lock
   return st;
 }
 
@@ -92,28 +90,23 @@ StatusOr<std::string> Template(const std::string& dir, int64_t size_bytes, const
                                const std::string& log_path) {
   const std::string path = dir + "/" + std::to_string(size_bytes) + ".ext4";
   if (::access(path.c_str(), R_OK) == 0) return path;
-  int lock = lock_path.empty() ? -1 : ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock >= 0) ::flock(lock, LOCK_EX);
-  Status st;
-  if (::access(path.c_str(), R_OK) != 0) {
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    const std::string tmp = path + ".tmp";
+  FileLock lock(lock_path);
+  if (::access(path.c_str(), R_OK) == 0) return path;  // made while this one waited
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const std::string tmp = path + ".tmp";
+  ::unlink(tmp.c_str());
+  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  const bool sized = fd >= 0 && ::ftruncate(fd, size_bytes) == 0;
+  if (fd >= 0) ::close(fd);
+  // No reserved blocks (the job may use all of it). nodiscard: a discard would punch holes
+  // in the image it is run on; lazy inode tables and journal: they read as zeros in a copy.
+  if (!sized || RunCommand({"mkfs.ext4", "-q", "-F", "-m", "0", "-E",
+                            "lazy_itable_init=1,lazy_journal_init=1,nodiscard", tmp}, log_path) != 0 ||
+      ::rename(tmp.c_str(), path.c_str()) != 0) {
     ::unlink(tmp.c_str());
-    int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    const bool sized = fd >= 0 && ::ftruncate(fd, size_bytes) == 0;
-    if (fd >= 0) ::close(fd);
-    // No reserved blocks (the job may use all of it). nodiscard: a discard would punch holes
-    // in the image it is run on; lazy inode tables and journal: they read as zeros in a copy.
-    if (!sized || RunCommand({"mkfs.ext4", "-q", "-F", "-m", "0", "-E",
-                              "lazy_itable_init=1,lazy_journal_init=1,nodiscard", tmp}, log_path) != 0 ||
-        ::rename(tmp.c_str(), path.c_str()) != 0) {
-      ::unlink(tmp.c_str());
-      st = Unavailable("mkfs.ext4 failed for a volume of " + std::to_string(size_bytes) + " bytes (see " + log_path + ")");
-    }
+    return Unavailable("mkfs.ext4 failed for a volume of " + std::to_string(size_bytes) + " bytes (see " + log_path + ")");
   }
-  if (lock >= 0) ::close(lock);
-  if (!st.ok()) return st;
   return path;
 }
 
