@@ -1448,6 +1448,17 @@ http::BodyPlan ApiServer::Impl::PlanBody(const http::Request& head) {
   http::BodyPlan plan;
   plan.limit = service == "s3" && s3->IsUpload(head) ? std::max(c.s3.max_upload_bytes, c.max_request_bytes)
                                                      : c.max_request_bytes;
+  // An aws-chunked upload declares its data's length: its encoding is at most that plus its
+  // framing (chunks of 8 KiB at least but the last, about 100 bytes each, and the trailer). The
+  // limit, and so what a body sent without Content-Length holds of the caller's share, is that
+  // bound rather than the largest upload allowed: several parts of one upload_file go at once.
+  if (const std::string* decoded = head.Header("x-amz-decoded-content-length")) {
+    int64_t n = -1;
+    if (!decoded->empty() && decoded->size() <= 18 &&
+        std::all_of(decoded->begin(), decoded->end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+      n = std::stoll(*decoded);
+    if (n >= 0) plan.limit = std::min(plan.limit, n + n / 64 + 8192);
+  }
   if (IsPeerRequest(head)) {
     auto sent = VerifyPeerHead(head, c.regions.peer_secret, now, int64_t{c.regions.replay_window_seconds} * 1000);
     if (!sent.ok()) plan.withhold_body = true;

@@ -254,6 +254,12 @@ class S3OverTlsTest(ServerTest):
         s3.download_file("tls", "big.bin", back)
         with open(path, "rb") as a, open(back, "rb") as b:
             self.assertEqual(hashlib.sha256(a.read()).digest(), hashlib.sha256(b.read()).digest())
+        # Many parts at once, each sent without Content-Length: each holds of the caller's share of
+        # the request budget what its declared length needs, not the largest upload allowed.
+        many = boto3.s3.transfer.TransferConfig(multipart_threshold=5 * MIB, multipart_chunksize=5 * MIB,
+                                                max_concurrency=8)
+        s3.upload_file(path, "tls", "parallel.bin", Config=many)
+        self.assertEqual(s3.head_object(Bucket="tls", Key="parallel.bin")["ContentLength"], 18 * MIB)
 
 
 if __name__ == "__main__":
