@@ -894,6 +894,74 @@ TEST(SystemSamplerTest, SamplesAProcessTreeIntoJsonLines) {
   fs::remove_all(dir);
 }
 
+TEST(SystemSamplerTest, CgroupCountersParseInBothLayouts) {
+  EXPECT_EQ(local::ParseCgroupCpuNs(1, "123456789\n"), 123456789);
+  EXPECT_EQ(local::ParseCgroupCpuNs(2, "usage_usec 1500\nuser_usec 1000\nsystem_usec 500\n"), 1'500'000);
+  EXPECT_EQ(local::ParseCgroupCpuNs(2, "user_usec 1000\n"), -1);
+  EXPECT_EQ(local::ParseCgroupCpuNs(1, "garbage"), -1);
+  const std::string v1 =
+      "cache 4096\nrss 8192\nrss_huge 0\nmapped_file 4096\ntotal_cache 4096\ntotal_rss 12288\ntotal_mapped_file 8192\n";
+  EXPECT_EQ(local::ParseCgroupRssBytes(1, v1), 12288 + 8192);  // the hierarchy's totals, not rss_huge
+  EXPECT_EQ(local::ParseCgroupRssBytes(1, "rss_huge 7\nrss 8192\nmapped_file 4096\n"), 8192 + 4096);
+  EXPECT_EQ(local::ParseCgroupRssBytes(2, "anon_thp 0\nanon 65536\nfile 4096\nfile_mapped 1024\n"), 65536 + 1024);
+  EXPECT_EQ(local::ParseCgroupRssBytes(2, "file 4096\n"), -1);
+}
+
+// With a cgroup, the sampler reads its counters and walks no process table: a busy process in
+// the instance's cgroup counts although it is outside the (idle) process tree rooted at the pid.
+TEST(SystemSamplerTest, AnInstanceWithACgroupIsMeasuredByItsCounters) {
+  auto cg = local::InstanceCgroup::Create("ty-sampler-test-" + std::to_string(::getpid()), "", {});
+  if (!cg.ok()) GTEST_SKIP() << "no writable cgroup here: " << cg.status().message();
+  local::CgroupUsageFiles files = (*cg)->UsageFiles();
+  if (files.cpu.empty()) GTEST_SKIP() << "no CPU accounting controller mounted";
+  fs::path dir = fs::temp_directory_path() / ("ty-sampler-cg-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  pid_t idle = ::fork();
+  if (idle == 0) {
+    ::execl("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  pid_t busy = ::fork();
+  if (busy == 0) {
+    if (!(*cg)->JoinFromChild()) ::_exit(126);
+    // 64 MiB held in a shell variable, then a spin.
+    ::execl("/bin/sh", "sh", "-c", "x=$(head -c 67108864 /dev/zero | tr '\\0' a); while :; do :; done",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ASSERT_GT(idle, 0);
+  ASSERT_GT(busy, 0);
+  local::SystemSampler::Instance inst;
+  inst.pid = idle;
+  for (int i = 0; i < 100 && local::ProcStartTime(idle).empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  inst.start_time = local::ProcStartTime(idle);
+  inst.opt_ml_dir = dir.string();
+  inst.out_path = (dir / "algo-1.system.jsonl").string();
+  inst.cgroup = files;
+  local::SystemSampler sampler({inst}, {.interval_ms = 300, .nvidia_smi = ""});
+  sampler.Start();
+  std::vector<json> lines;
+  auto held = [&] { return !lines.empty() && lines.back().value("MemoryUtilization", 0.0) > 0; };
+  for (int i = 0; i < 300 && (lines.size() < 2 || !held()); ++i) {  // polled, 30 s at most
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    lines.clear();
+    std::istringstream in(Slurp(inst.out_path));
+    for (std::string l; std::getline(in, l);) lines.push_back(json::parse(l));
+  }
+  sampler.Stop();
+  for (pid_t p : {idle, busy}) {
+    ::kill(p, SIGKILL);
+    ::waitpid(p, nullptr, 0);
+  }
+  (*cg)->Remove();
+  fs::remove_all(dir);
+  ASSERT_GE(lines.size(), 2u);
+  // A spinning shell on a machine with other work: well above the idle tree's 0 %.
+  EXPECT_GT(lines.back().value("CPUUtilization", 0.0), 10) << lines.back().dump();
+  EXPECT_GT(lines.back().value("MemoryUtilization", 0.0), 0) << lines.back().dump();
+}
+
 INSTANTIATE_TEST_SUITE_P(Sandboxes, LocalExecutorTest, ::testing::Values("none", "bwrap"));
 
 }  // namespace

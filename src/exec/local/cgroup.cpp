@@ -51,7 +51,8 @@ Hierarchies Discover() {
     if (right[0] == "cgroup2" && h.v2_mount.empty()) h.v2_mount = left[4];
     if (right[0] == "cgroup")
       for (const auto& opt : Split(right[2], ','))
-        if (opt == "memory" || opt == "pids" || opt == "cpu" || opt == "devices") h.v1_mount.emplace(opt, left[4]);
+        if (opt == "memory" || opt == "pids" || opt == "cpu" || opt == "cpuacct" || opt == "devices")
+          h.v1_mount.emplace(opt, left[4]);
   }
   std::ifstream cg("/proc/self/cgroup");
   for (std::string line; std::getline(cg, line);) {
@@ -151,10 +152,15 @@ StatusOr<std::unique_ptr<InstanceCgroup>> InstanceCgroup::Create(const std::stri
     if (!h.v1_mount.count("memory") || !h.v1_mount.count("pids"))
       return Unavailable("no writable cgroup hierarchy with the memory and pids controllers");
     cg->version_ = 1;
-    for (const char* ctrl : {"memory", "pids", "cpu", "devices"}) {
+    for (const char* ctrl : {"memory", "pids", "cpu", "devices", "cpuacct"}) {
       if (!h.v1_mount.count(ctrl)) continue;
       std::string group = Join(h.v1_mount[ctrl], h.v1_path[ctrl], parent) + "/" + kGroupDir;
       std::string dir = group + "/" + name;
+      // cpuacct (the CPU time the system metrics read) is often mounted together with cpu.
+      if (std::string(ctrl) == "cpuacct" && h.v1_mount.count("cpu") && h.v1_mount["cpu"] == h.v1_mount["cpuacct"]) {
+        cg->cpuacct_dir_ = dir;
+        continue;
+      }
       ::mkdir(group.c_str(), 0755);
       if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
         Status st = Unavailable("cannot create the cgroup " + dir + ": " + std::strerror(errno));
@@ -172,6 +178,8 @@ StatusOr<std::unique_ptr<InstanceCgroup>> InstanceCgroup::Create(const std::stri
       } else if (c == "cpu" && limits.vcpus > 0) {
         WriteValue(dir + "/cpu.cfs_period_us", "100000");
         WriteValue(dir + "/cpu.cfs_quota_us", std::to_string(limits.vcpus * 100000));
+      } else if (c == "cpuacct") {
+        cg->cpuacct_dir_ = dir;
       } else if (c == "devices") {
         if (!WriteValue(dir + "/devices.deny", "a")) return Fail(dir, "devices.deny");
         std::vector<std::string> allow = {"c 1:3 rwm", "c 1:5 rwm", "c 1:7 rwm", "c 1:8 rwm", "c 1:9 rwm",
@@ -216,6 +224,16 @@ int64_t InstanceCgroup::MemoryPeak() const {
   if (dirs_.empty()) return 0;
   std::string v = ReadValue(dirs_.front() + (version_ == 2 ? "/memory.peak" : "/memory.max_usage_in_bytes"));
   return v.empty() ? 0 : std::atoll(v.c_str());
+}
+
+CgroupUsageFiles InstanceCgroup::UsageFiles() const {
+  CgroupUsageFiles f;
+  if (dirs_.empty()) return f;
+  f.version = version_;
+  f.memory_stat = dirs_.front() + "/memory.stat";
+  if (version_ == 2) f.cpu = dirs_.front() + "/cpu.stat";
+  else if (!cpuacct_dir_.empty()) f.cpu = cpuacct_dir_ + "/cpuacct.usage";
+  return f;
 }
 
 std::string InstanceCgroup::Describe() const {

@@ -31,6 +31,15 @@ struct CgroupLimits {
   std::vector<std::string> device_nodes;
 };
 
+// Where an instance's use of CPU and memory can be read (SystemSampler), without a walk of
+// /proc: v2 cpu.stat and memory.stat of its cgroup; v1 cpuacct.usage (where the cpuacct
+// controller is mounted) and the memory controller's memory.stat. "" for a file not there.
+struct CgroupUsageFiles {
+  int version = 0;  // 0: no cgroup
+  std::string cpu;
+  std::string memory_stat;
+};
+
 class InstanceCgroup {
  public:
   // Creates the instance's cgroup `name` (a file name) with `limits`. `parent`: a path inside
@@ -48,6 +57,7 @@ class InstanceCgroup {
   bool OomKilled() const;
   // The peak of memory use in bytes where the kernel records it (0: unknown).
   int64_t MemoryPeak() const;
+  CgroupUsageFiles UsageFiles() const;
   // "cgroup v1 at /sys/fs/cgroup/memory/...": for the supervisor's log.
   std::string Describe() const;
   // Kills whatever is left in it and removes it (also done by the destructor).
@@ -56,7 +66,8 @@ class InstanceCgroup {
  private:
   InstanceCgroup() = default;
   int version_ = 0;
-  std::vector<std::string> dirs_;  // v2: one; v1: memory first, then pids, cpu, devices
+  std::vector<std::string> dirs_;  // v2: one; v1: memory first, then pids, cpu, devices, cpuacct
+  std::string cpuacct_dir_;        // v1: where cpuacct.usage is (a dir of dirs_, or cpu's when mounted with it)
   std::vector<int> procs_fds_;
   bool removed_ = false;
 };

@@ -1067,6 +1067,8 @@ class Supervisor {
       t.opt_ml_dir = local::HostDir(dir_, i.n);
       t.out_path = local::SystemMetricsPath(dir_, i.n);
       t.gpus = local::VisibleGpus(cuda_visible_[static_cast<size_t>(i.n - 1)]);
+      if (static_cast<size_t>(i.n - 1) < cgroups_.size() && cgroups_[static_cast<size_t>(i.n - 1)])
+        t.cgroup = cgroups_[static_cast<size_t>(i.n - 1)]->UsageFiles();
       targets.push_back(std::move(t));
     }
     local::SystemSampler::Options options;

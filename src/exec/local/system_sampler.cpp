@@ -178,6 +178,51 @@ TreeUsage SumTree(const std::vector<ProcStat>& procs, int root) {
   return u;
 }
 
+namespace {
+// The number after `key` at the start of a line of a flat-keyed file; -1 when there is none.
+int64_t LineValue(std::string_view text, std::string_view key) {
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(at, end - at);
+    if (line.size() > key.size() && line.substr(0, key.size()) == key && line[key.size()] == ' ') {
+      std::string digits(line.substr(key.size() + 1, 24));
+      char* stop = nullptr;
+      long long v = std::strtoll(digits.c_str(), &stop, 10);
+      return stop == digits.c_str() || v < 0 ? -1 : v;
+    }
+    at = end + 1;
+  }
+  return -1;
+}
+}  // namespace
+
+int64_t ParseCgroupCpuNs(int version, std::string_view text) {
+  if (version == 2) {
+    int64_t us = LineValue(text, "usage_usec");
+    return us < 0 ? -1 : us * 1000;
+  }
+  std::string digits(text.substr(0, 24));
+  char* stop = nullptr;
+  long long v = std::strtoll(digits.c_str(), &stop, 10);
+  return stop == digits.c_str() || v < 0 ? -1 : v;
+}
+
+int64_t ParseCgroupRssBytes(int version, std::string_view text) {
+  int64_t anon = -1, mapped = -1;
+  if (version == 2) {
+    anon = LineValue(text, "anon");
+    mapped = LineValue(text, "file_mapped");
+  } else {
+    anon = LineValue(text, "total_rss");
+    mapped = LineValue(text, "total_mapped_file");
+    if (anon < 0) anon = LineValue(text, "rss");
+    if (mapped < 0) mapped = LineValue(text, "mapped_file");
+  }
+  return anon < 0 ? -1 : anon + std::max<int64_t>(0, mapped);
+}
+
 int64_t ParseMemTotalBytes(std::string_view meminfo) {
   auto at = meminfo.find("MemTotal:");
   if (at == std::string_view::npos) return 0;
@@ -265,13 +310,14 @@ SystemSampler::SystemSampler(std::vector<Instance> instances, Options options)
   if (ReadFile("/proc/meminfo", &meminfo)) mem_total_bytes_ = ParseMemTotalBytes(meminfo);
   if (long t = ::sysconf(_SC_CLK_TCK); t > 0) ticks_per_second_ = t;
   if (long p = ::sysconf(_SC_PAGESIZE); p > 0) page_size_ = p;
-  last_ticks_.assign(instances_.size(), -1);
+  last_cpu_ns_.assign(instances_.size(), 0);
 }
 
 SystemSampler::~SystemSampler() { Stop(); }
 
 void SystemSampler::Start() {
   if (options_.interval_ms <= 0 || instances_.empty() || thread_.joinable()) return;
+  last_at_us_ = MonotonicUs();
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -286,7 +332,6 @@ void SystemSampler::Stop() {
 }
 
 void SystemSampler::Run() {
-  SampleOnce();  // the baseline: CPU time is a difference over the interval
   std::unique_lock lock(mu_);
   while (!stop_) {
     cv_.wait_for(lock, std::chrono::milliseconds(options_.interval_ms), [this] { return stop_; });
@@ -303,12 +348,13 @@ void SystemSampler::Run() {
 void SystemSampler::SampleOnce() {
   const int64_t at_us = MonotonicUs();
   const int64_t now = NowMs();
-  const double elapsed_s = last_at_us_ > 0 ? static_cast<double>(at_us - last_at_us_) / 1e6 : 0;
+  const double elapsed_s = static_cast<double>(at_us - last_at_us_) / 1e6;
   last_at_us_ = at_us;
-  const std::vector<ProcStat> procs = ReadProcesses();
+  // Read once per sample, and only for an instance without cgroup counters.
+  std::optional<std::vector<ProcStat>> procs;
   std::vector<GpuReading> gpus;
   bool have_gpus = false;
-  if (!options_.nvidia_smi.empty() && elapsed_s > 0) {
+  if (!options_.nvidia_smi.empty()) {
     if (auto out = RunNvidiaSmi(options_.nvidia_smi)) {
       gpus = ParseNvidiaSmi(*out);
       have_gpus = !gpus.empty();
@@ -318,18 +364,31 @@ void SystemSampler::SampleOnce() {
     const Instance& inst = instances_[k];
     // A pid of an instance that has exited may already name another process.
     if (ProcStartTime(inst.pid) != inst.start_time) continue;
-    TreeUsage u = SumTree(procs, inst.pid);
-    if (u.processes == 0) continue;
-    const int64_t last = last_ticks_[k];
-    last_ticks_[k] = u.cpu_ticks;
-    if (last < 0 || elapsed_s <= 0) continue;
+    int64_t cpu_ns = -1, rss_bytes = -1;
+    if (inst.cgroup.version != 0 && !inst.cgroup.cpu.empty()) {
+      std::string cpu, mem;
+      if (ReadFile(inst.cgroup.cpu, &cpu) && ReadFile(inst.cgroup.memory_stat, &mem)) {
+        cpu_ns = ParseCgroupCpuNs(inst.cgroup.version, cpu);
+        rss_bytes = ParseCgroupRssBytes(inst.cgroup.version, mem);
+      }
+    }
+    if (cpu_ns < 0 || rss_bytes < 0) {
+      if (!procs) procs = ReadProcesses();
+      TreeUsage u = SumTree(*procs, inst.pid);
+      if (u.processes == 0) continue;
+      cpu_ns = u.cpu_ticks * (1'000'000'000 / ticks_per_second_);
+      rss_bytes = u.rss_pages * page_size_;
+    }
+    const int64_t last = last_cpu_ns_[k];
+    last_cpu_ns_[k] = cpu_ns;
+    if (elapsed_s <= 0) continue;
     // A member that left the tree (reparented away) takes its time with it: never below zero.
-    const double cpu_s = static_cast<double>(std::max<int64_t>(0, u.cpu_ticks - last)) / static_cast<double>(ticks_per_second_);
+    const double cpu_s = static_cast<double>(std::max<int64_t>(0, cpu_ns - last)) / 1e9;
     std::string line = "{\"Timestamp\":" + std::to_string(now);
     AppendNumber(&line, "CPUUtilization", cpu_s / elapsed_s * 100.0);
     if (mem_total_bytes_ > 0)
       AppendNumber(&line, "MemoryUtilization",
-                   static_cast<double>(u.rss_pages) * static_cast<double>(page_size_) / static_cast<double>(mem_total_bytes_) * 100.0);
+                   static_cast<double>(rss_bytes) / static_cast<double>(mem_total_bytes_) * 100.0);
     struct statvfs vfs {};
     if (::statvfs(inst.opt_ml_dir.c_str(), &vfs) == 0 && vfs.f_blocks > 0)
       AppendNumber(&line, "DiskUtilization",

@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "exec/local/cgroup.h"
+
 namespace ty::exec::local {
 
 // The fields of /proc/<pid>/stat the sampler uses.
@@ -43,6 +45,15 @@ struct TreeUsage {
   int processes = 0;  // 0: root is not among `procs`
 };
 TreeUsage SumTree(const std::vector<ProcStat>& procs, int root);
+
+// The CPU time, in nanoseconds, in a cgroup's CPU file: v1 cpuacct.usage (nanoseconds), v2
+// cpu.stat (its usage_usec line). -1 when the text is not in that format.
+int64_t ParseCgroupCpuNs(int version, std::string_view text);
+// The resident memory, in bytes, in a cgroup's memory.stat, as a process's RSS counts it:
+// anonymous memory plus mapped files. v1 total_rss + total_mapped_file (the cgroup and its
+// descendants; rss + mapped_file where the kernel has no hierarchy), v2 anon + file_mapped.
+// -1 when there is no anonymous memory line.
+int64_t ParseCgroupRssBytes(int version, std::string_view text);
 
 // MemTotal of /proc/meminfo, in bytes; 0 when the text has none.
 int64_t ParseMemTotalBytes(std::string_view meminfo);
@@ -75,7 +86,8 @@ GpuSums SumGpus(const std::vector<GpuReading>& gpus, const std::optional<std::se
 // when it holds a '/' and is executable, else the first executable match on PATH; "" when none.
 std::string ResolveNvidiaSmi(const std::string& setting);
 
-// Samples each instance every `interval_ms` and appends one JSON line per instance and sample to
+// Samples each instance every `interval_ms` (the first sample `interval_ms` after Start, its CPU
+// measured from 0 at Start: an instance is started just before) and appends one JSON line per instance and sample to
 // its file: {"Timestamp": <epoch ms>, "CPUUtilization": .., "MemoryUtilization": ..,
 // "DiskUtilization": .., "GPUUtilization": .., "GPUMemoryUtilization": ..}; the GPU fields only
 // when nvidia-smi answered. An instance whose process is gone gets no more lines.
@@ -88,6 +100,9 @@ class SystemSampler {
     std::string opt_ml_dir;       // on the host: the disk measured is the one holding it
     std::string out_path;         // the JSON-lines file
     std::optional<std::set<int>> gpus;  // VisibleGpus of its environment
+    // Its cgroup's counters, read instead of a walk of every process on the host (which grows
+    // with the jobs running) when both files read; else its process tree in /proc.
+    CgroupUsageFiles cgroup;
   };
   struct Options {
     int64_t interval_ms = 10000;
@@ -117,8 +132,8 @@ class SystemSampler {
   long ticks_per_second_ = 100;
   long page_size_ = 4096;
   // ---- sampler thread only (read by the owner after Stop) ----
-  std::vector<int64_t> last_ticks_;   // per instance, -1: no baseline yet
-  int64_t last_at_us_ = 0;            // monotonic time of the baseline
+  std::vector<int64_t> last_cpu_ns_;  // per instance, at the last sample (0 at Start)
+  int64_t last_at_us_ = 0;            // monotonic time of the last sample (of Start before the first)
   int64_t samples_ = 0;
   int64_t sample_us_ = 0;
   // ---- guarded by mu_ ----
