@@ -17,12 +17,12 @@ from harness import ServerTest
 CONFIG = """
 [[instance_types]]
 name = "ml.m5.large"
-count = 2
+count = 4
 vcpus = 1
 
 [[instance_types]]
 name = "ml.g5.2xlarge"
-count = 2
+count = 4
 vcpus = 1
 gpus = 2
 """
@@ -102,7 +102,8 @@ rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
 report = {"rank": rank, "size": int(os.environ["OMPI_COMM_WORLD_SIZE"]),
           "local_rank": int(os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]),
           "host": socket.gethostname(), "option": os.environ.get("CUSTOM_OPTION"),
-          "sm_current_host": os.environ.get("SM_CURRENT_HOST")}
+          "sm_current_host": os.environ.get("SM_CURRENT_HOST"),
+          "instance_rank": [os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "NODE_RANK")]}
 secret = os.stat(os.path.join(os.environ["SM_INPUT_CONFIG_DIR"], "trainyard-shell-secret"))
 report["secret"] = [oct(secret.st_mode & 0o777), secret.st_uid == os.getuid()]
 if rank == 0:
@@ -110,7 +111,7 @@ if rank == 0:
     for line in open(os.environ.get("TRAINYARD_HOSTS_FILE", "/dev/null")):
         if line.split()[1:] == ["algo-2"]:
             algo2 = line.split()[0]
-    s = socket.create_connection((algo2, 7779))
+    s = socket.create_connection((algo2, int(os.environ["TRAINYARD_MPI_SHELL_PORT"])))
     f = s.makefile("rb")
     kind, n = struct.unpack(">cI", f.read(5)); f.read(n)
     req = json.dumps({"kind": "shell", "command": "touch /tmp/owned", "proof": "0" * 64}).encode()
@@ -160,7 +161,9 @@ class DistributedTest(ServerTest):
             self.assertEqual(r["LOCAL_RANK"], str(rank % 2))
             self.assertEqual((r["GROUP_RANK"], r["NODE_RANK"]), (str(rank // 2), str(rank // 2)))
             master = "algo-1" if self.sandboxed else "127.0.0.1"  # algo-1 resolves in the sandbox only
-            self.assertEqual((r["MASTER_ADDR"], r["MASTER_PORT"]), (master, "7777"))
+            # The attempt's own port, chosen free on the host: the same for every rank.
+            self.assertEqual((r["MASTER_ADDR"], r["MASTER_PORT"]), (master, reports[0]["MASTER_PORT"]))
+            self.assertTrue(1 <= int(r["MASTER_PORT"]) <= 65535)
             self.assertEqual(r["SM_CURRENT_HOST"], host)
             self.assertEqual(json.loads(r["SM_HOSTS"]), ["algo-1", "algo-2"])
             self.assertEqual(r["SM_NETWORK_INTERFACE_NAME"], "lo")
@@ -212,7 +215,33 @@ class DistributedTest(ServerTest):
             # In the sandbox each instance has its own host name; without it, the host's.
             self.assertEqual(r["host"], r["sm_current_host"] if self.sandboxed else socket.gethostname())
             self.assertEqual(r["secret"], ["0o600", True])
+            # MPI's own rank variables only: not the instance's place among the instances.
+            self.assertEqual(r["instance_rank"], [None, None, None])
         self.assertEqual(reports[0]["unauthenticated"], "R:not authenticated")
+
+    def test_four_distributed_jobs_share_the_host(self):
+        # Two torch and two MPI jobs at once, each with its own ports (a fixed port made three of
+        # four fail with "Address already in use"); the MPI ones with SageMaker's example options,
+        # which name a parameter trainyard also sets.
+        outs = {}
+        for i in range(2):
+            p, outs[f"par-torch-{i}"] = self.job(f"par-torch-{i}", ALLREDUCE, {"sagemaker_torch_distributed_enabled": "true"},
+                                                 instance_type="ml.g5.2xlarge")
+            self.sm.create_training_job(**p)
+            p, outs[f"par-mpi-{i}"] = self.job(f"par-mpi-{i}", MPI_RANK, {
+                "sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2",
+                "sagemaker_mpi_custom_mpi_options": "-verbose -x NCCL_DEBUG=INFO -x CUSTOM_OPTION=given "
+                                                    "-mca btl_vader_single_copy_mechanism none"})
+            self.sm.create_training_job(**p)
+        for name, out in outs.items():
+            tj = self.wait_training(name, timeout=180)
+            self.assertEqual(tj["TrainingJobStatus"], "Completed", f"{name}: {tj.get('FailureReason')}")
+            self.assertEqual(len(glob.glob(os.path.join(out, "*.json"))), 4, name)
+        ports = set()
+        for i in range(2):
+            with open(os.path.join(outs[f"par-torch-{i}"], "rank-0.json")) as f:
+                ports.add(json.load(f)["MASTER_PORT"])
+        self.assertEqual(len(ports), 2)
 
     def test_a_stop_ends_every_mpi_rank(self):
         p, out = self.job("mpi-stop", MPI_STOPPABLE, {

@@ -145,6 +145,28 @@ TEST(Mpirun, EveryHostWithItsSlotsThroughTheAgent) {
   EXPECT_EQ((Argv{argv.end() - 4, argv.end()}), (Argv{"-x", "A=1", "python3", "t.py"}));
 }
 
+// SageMaker's own examples pass -mca btl_vader_single_copy_mechanism none, which trainyard also
+// sets: mpirun refuses a parameter listed twice, so the user's replaces the default.
+TEST(Mpirun, ACustomOptionReplacesTheDefaultOfTheSameName) {
+  Argv custom = {"-mca", "btl_vader_single_copy_mechanism", "cma", "--mca", "btl_tcp_if_include", "eth1",
+                 "-x", "NCCL_SOCKET_IFNAME=eth1", "--bind-to", "core", "-mca", "plm_rsh_agent", "ssh"};
+  Argv argv = MpirunArgv({"algo-1"}, 1, "lo", custom, "/l rsh", {"t"});
+  auto values = [&argv](const std::string& name) {
+    Argv v;
+    for (size_t i = 0; i + 2 < argv.size(); ++i)
+      if ((argv[i] == "-mca" || argv[i] == "--mca") && argv[i + 1] == name) v.push_back(argv[i + 2]);
+    return v;
+  };
+  EXPECT_EQ(values("btl_vader_single_copy_mechanism"), Argv{"cma"});
+  EXPECT_EQ(values("btl_tcp_if_include"), Argv{"eth1"});
+  EXPECT_EQ(values("oob_tcp_if_include"), Argv{"lo"});  // not named: the default stays
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "NCCL_SOCKET_IFNAME=lo"), 0);
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "-bind-to"), 0);
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "-map-by"), 1);
+  // The launch's wiring is kept (the user's follows it, as given).
+  EXPECT_EQ(values("plm_rsh_agent"), (Argv{"/l rsh", "ssh"}));
+}
+
 TEST(ShellFrames, RoundTripAndWaitForTheWholeFrame) {
   std::string wire = EncodeFrame(FrameType::kStdout, "hello") + EncodeFrame(FrameType::kExit, "3");
   std::string buffer = wire.substr(0, 7);

@@ -1,11 +1,14 @@
 #include "exec/local/launch.h"
 
+#include "exec/local/ports.h"
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 namespace ty::exec::local {
@@ -46,6 +49,7 @@ StatusOr<TorchNode> TorchNodeFromEnvironment(const std::map<std::string, std::st
   if (!gpus.empty() && gpus.find_first_not_of("0123456789") == std::string::npos && gpus.size() < 6) g = std::stoi(gpus);
   node.local_world_size = std::max(1, g);
   node.master_addr = get("MASTER_ADDR").empty() ? node.hosts[0] : get("MASTER_ADDR");
+  if (int port = ParsePort(get("MASTER_PORT")); port > 0) node.master_port = port;
   return node;
 }
 
@@ -66,6 +70,27 @@ std::map<std::string, std::string> TorchRankEnvironment(const TorchNode& node, i
           {"MASTER_PORT", std::to_string(node.master_port)}};
 }
 
+namespace {
+
+// The names the custom options set: "mca:<param>" for -mca/--mca/-gmca P V, "x:<VAR>" for
+// -x VAR[=value], "flag:<name>" for a single-valued option such as --bind-to (one or two dashes).
+std::set<std::string> NamesSet(const std::vector<std::string>& options) {
+  static const std::set<std::string> kValued = {"bind-to", "map-by", "rank-by", "report-bindings"};
+  std::set<std::string> names;
+  for (size_t i = 0; i < options.size(); ++i) {
+    std::string o = options[i];
+    if (o.rfind("--", 0) == 0) o = o.substr(2);
+    else if (o.rfind("-", 0) == 0) o = o.substr(1);
+    else continue;
+    if ((o == "mca" || o == "gmca") && i + 1 < options.size()) names.insert("mca:" + options[i + 1]);
+    else if (o == "x" && i + 1 < options.size()) names.insert("x:" + options[i + 1].substr(0, options[i + 1].find('=')));
+    else if (kValued.count(o)) names.insert("flag:" + o);
+  }
+  return names;
+}
+
+}  // namespace
+
 std::vector<std::string> MpirunArgv(const std::vector<std::string>& hosts, int processes_per_host,
                                     const std::string& interface, const std::vector<std::string>& custom_options,
                                     const std::string& rsh_agent, const std::vector<std::string>& cmd) {
@@ -73,23 +98,32 @@ std::vector<std::string> MpirunArgv(const std::vector<std::string>& hosts, int p
   for (const std::string& h : hosts) host_list += (host_list.empty() ? "" : ",") + h + ":" + std::to_string(processes_per_host);
   std::vector<std::string> argv = {
       "mpirun", "--host", host_list, "-np", std::to_string(processes_per_host * static_cast<int>(hosts.size())),
-      "--allow-run-as-root", "--tag-output",
-      "-mca", "plm_rsh_agent", rsh_agent,
-      "-mca", "plm_rsh_no_tree_spawn", "1",
-      // The remote daemon stays in its shell session rather than daemonizing, so a session's end
-      // is the daemon's end (the worker instance then ends), and a worker's end is its daemon's.
-      "-mca", "orte_leave_session_attached", "1",
-      "-mca", "btl_tcp_if_include", interface,
-      "-mca", "oob_tcp_if_include", interface,
-      "-bind-to", "none", "-map-by", "slot",
-      // Open MPI's rtc/hwloc maps the node's topology into shared memory at an address it found
-      // free a moment before; when another process of the host takes it first (daemons starting
-      // together), orted crashes in hwloc_shmem_topology_write. Nothing is bound here anyway.
-      "-mca", "rtc", "^hwloc",
-      "-mca", "pml", "ob1", "-mca", "btl", "^openib",
-      "-mca", "orte_abort_on_non_zero_status", "1",
-      "-mca", "btl_vader_single_copy_mechanism", "none",
-      "-x", "NCCL_SOCKET_IFNAME=" + interface};
+      "--allow-run-as-root", "--tag-output"};
+  // A default the custom options also set is left out: mpirun refuses an MCA parameter given
+  // twice ("listed multiple times"), and SageMaker's toolkit lets the user's win. The launch's
+  // own wiring (how algo-1 reaches the other instances) is not a default and always goes first.
+  const std::set<std::string> custom = NamesSet(custom_options);
+  auto mca = [&](const std::string& name, const std::string& value, bool wiring = false) {
+    if (wiring || !custom.count("mca:" + name)) argv.insert(argv.end(), {"-mca", name, value});
+  };
+  mca("plm_rsh_agent", rsh_agent, true);
+  mca("plm_rsh_no_tree_spawn", "1", true);
+  // The remote daemon stays in its shell session rather than daemonizing, so a session's end
+  // is the daemon's end (the worker instance then ends), and a worker's end is its daemon's.
+  mca("orte_leave_session_attached", "1", true);
+  mca("btl_tcp_if_include", interface);
+  mca("oob_tcp_if_include", interface);
+  if (!custom.count("flag:bind-to")) argv.insert(argv.end(), {"-bind-to", "none"});
+  if (!custom.count("flag:map-by")) argv.insert(argv.end(), {"-map-by", "slot"});
+  // Open MPI's rtc/hwloc maps the node's topology into shared memory at an address it found
+  // free a moment before; when another process of the host takes it first (daemons starting
+  // together), orted crashes in hwloc_shmem_topology_write. Nothing is bound here anyway.
+  mca("rtc", "^hwloc");
+  mca("pml", "ob1");
+  mca("btl", "^openib");
+  mca("orte_abort_on_non_zero_status", "1");
+  mca("btl_vader_single_copy_mechanism", "none");
+  if (!custom.count("x:NCCL_SOCKET_IFNAME")) argv.insert(argv.end(), {"-x", "NCCL_SOCKET_IFNAME=" + interface});
   for (const std::string& o : custom_options) argv.push_back(o);
   for (const std::string& a : cmd) argv.push_back(a);
   return argv;

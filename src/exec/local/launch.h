@@ -34,7 +34,7 @@ struct TorchNode {
   int node_rank = 0;               // SM_CURRENT_HOST's index in SM_HOSTS
   int local_world_size = 1;        // max(1, SM_NUM_GPUS)
   std::string master_addr;         // MASTER_ADDR as set for the instance (algo-1)
-  int master_port = kTorchMasterPort;
+  int master_port = kTorchMasterPort;  // MASTER_PORT when it is a port
 };
 // InvalidArgument when SM_HOSTS is not a JSON list of names or SM_CURRENT_HOST is not in it.
 StatusOr<TorchNode> TorchNodeFromEnvironment(const std::map<std::string, std::string>& env);
@@ -44,7 +44,9 @@ std::map<std::string, std::string> TorchRankEnvironment(const TorchNode& node, i
 
 // mpirun's command line as SageMaker's toolkit builds it: every host with `processes_per_host`
 // slots, -np hosts*P, TCP over `interface`, no tree spawn (only algo-1 starts remote daemons,
-// through `rsh_agent`), then the custom options and `cmd`. No SM_* variable is exported with -x
+// through `rsh_agent`), then the custom options and `cmd`. A default the custom options set
+// again (an MCA parameter by name, -x of a variable, --bind-to, --map-by) is left out, so the
+// user's wins, as in SageMaker's toolkit; the rsh wiring is always trainyard's. No SM_* variable is exported with -x
 // (the toolkit exports algo-1's): each remote daemon runs in its own instance's environment, so
 // every rank sees its own instance's SM_CURRENT_HOST, paths and PATH.
 std::vector<std::string> MpirunArgv(const std::vector<std::string>& hosts, int processes_per_host,

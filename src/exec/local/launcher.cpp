@@ -25,6 +25,7 @@
 #include <sstream>
 
 #include "exec/local/launch.h"
+#include "exec/local/ports.h"
 #include "exec/local/opt_ml.h"
 
 extern char** environ;
@@ -286,12 +287,20 @@ std::optional<Frame> ReadFrame(int fd, std::string* buffer) {
   }
 }
 
+// The port of the instances' remote shells: the attempt's own (TRAINYARD_MPI_SHELL_PORT, chosen
+// free by the supervisor, the same for every instance), else the fixed default.
+int ShellPort() {
+  const char* v = std::getenv("TRAINYARD_MPI_SHELL_PORT");
+  int port = v ? ParsePort(v) : 0;
+  return port > 0 ? port : kMpiShellPort;
+}
+
 // Opens an authenticated request of `kind` to host's launcher; the socket, or -1 with *error.
 int OpenSession(const std::string& host, const std::string& secret, const std::string& kind,
                 const std::string& command, std::string* buffer, std::string* error) {
-  int fd = ConnectPatiently(host, kMpiShellPort, kConnectPatience);
+  int fd = ConnectPatiently(host, ShellPort(), kConnectPatience);
   if (fd < 0) {
-    *error = "cannot reach " + host + ":" + std::to_string(kMpiShellPort);
+    *error = "cannot reach " + host + ":" + std::to_string(ShellPort());
     return -1;
   }
   auto nonce = ReadFrame(fd, buffer);
@@ -378,10 +387,10 @@ class ShellServer {
     listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int one = 1;
     ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in a = Address(*ip, kMpiShellPort);
+    sockaddr_in a = Address(*ip, ShellPort());
     if (listen_fd_ < 0 || ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
         ::listen(listen_fd_, 16) != 0) {
-      *error = "cannot listen on " + *ip + ":" + std::to_string(kMpiShellPort) + ": " + std::strerror(errno);
+      *error = "cannot listen on " + *ip + ":" + std::to_string(ShellPort()) + ": " + std::strerror(errno);
       return false;
     }
     return true;

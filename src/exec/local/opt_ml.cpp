@@ -213,10 +213,19 @@ std::map<std::string, std::string> InstanceEnvironment(const AttemptSpec& spec, 
   // A torch-distributed launch listens where SageMaker's toolkit has torchrun listen.
   auto dist = ParseDistribution(spec.hyperparameters);
   const bool torch = dist.ok() && dist->kind == Distribution::Kind::kTorch;
-  env["MASTER_PORT"] = torch ? std::to_string(kTorchMasterPort) : "29500";
-  env["WORLD_SIZE"] = std::to_string(layout.count);
-  env["RANK"] = std::to_string(n - 1);
-  env["NODE_RANK"] = std::to_string(n - 1);
+  env["MASTER_PORT"] = layout.master_port > 0 ? std::to_string(layout.master_port)
+                       : torch                ? std::to_string(kTorchMasterPort)
+                                              : "29500";
+  if (layout.shell_port > 0 && dist.ok() && dist->kind == Distribution::Kind::kMpi)
+    env["TRAINYARD_MPI_SHELL_PORT"] = std::to_string(layout.shell_port);
+  // An instance's place among the instances, for a job that starts its own processes. Not for
+  // MPI: its ranks have MPI's own (OMPI_COMM_WORLD_RANK, ...), and a RANK of the instance would
+  // mislead a framework that reads RANK first (torch's env:// rendezvous does).
+  if (!(dist.ok() && dist->kind == Distribution::Kind::kMpi)) {
+    env["WORLD_SIZE"] = std::to_string(layout.count);
+    env["RANK"] = std::to_string(n - 1);
+    env["NODE_RANK"] = std::to_string(n - 1);
+  }
   if (!layout.sandbox) env["TRAINYARD_OPT_ML"] = ml;
   if (!layout.hosts_file.empty()) env["TRAINYARD_HOSTS_FILE"] = layout.hosts_file;
   // The job's own variables, but never one the server sets (a spec stored before the rule was

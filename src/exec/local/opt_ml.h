@@ -64,6 +64,10 @@ struct OptMlLayout {
   // Outside the sandbox, the attempt's hosts file, where the launcher finds algo-<n>
   // (TRAINYARD_HOSTS_FILE); "" in the sandbox, whose /etc/hosts has them.
   std::string hosts_file;
+  // The attempt's ports (exec/local/ports.h), 0 for the defaults: MASTER_PORT and, for an MPI
+  // job, TRAINYARD_MPI_SHELL_PORT (where each instance's launcher takes mpirun's remote shell).
+  int master_port = 0;
+  int shell_port = 0;
 };
 
 // The server's variables a job inherits (PATH, HOME, LANG, CUDA_VISIBLE_DEVICES, ...), as set.

@@ -58,6 +58,7 @@
 #include "exec/local/run_command.h"
 #include "exec/local/sandbox.h"
 #include "exec/local/sandbox_plan.h"
+#include "exec/local/ports.h"
 #include "exec/local/system_sampler.h"
 #include "exec/local/volume.h"
 #include "exec/local/supervisor.h"
@@ -178,6 +179,7 @@ class Supervisor {
     slurm_ = true;
     grace_ms_ = spec_.stop_grace_seconds * 1000;
     ReadNodes();
+    ReadPorts();
     try {
       if (sandbox_) {
         auto user = local::ResolveJobUser(host_.job_user);
@@ -406,7 +408,7 @@ class Supervisor {
                                      : FailureKind::kClient,
              error);
       } else if (!StopRequested()) {
-        if (!Launch(&error)) {
+        if (!HoldPorts(&error) || !Launch(&error)) {
           Fail(FailureKind::kInternal, error);
           BeginStop();
         }
@@ -1131,6 +1133,50 @@ class Supervisor {
     return st.ok();
   }
 
+  // The attempt's rendezvous ports (exec/local/ports.h), free on this host and held until the
+  // supervisor ends; written to the attempt's ports file, where the node agents on Slurm read
+  // them. MASTER_PORT for every job (a job may run its own torch.distributed), the MPI shell's
+  // for an MPI job.
+  bool HoldPorts(std::string* error) {
+    auto master = local::HeldPort::Hold();
+    if (!master.ok()) {
+      *error = master.status().message();
+      return false;
+    }
+    master_port_ = master->port();
+    held_ports_.push_back(std::move(master).value());
+    auto dist = ParseDistribution(spec_.hyperparameters);
+    if (dist.ok() && dist->kind == Distribution::Kind::kMpi) {
+      auto shell = local::HeldPort::Hold();
+      if (!shell.ok()) {
+        *error = shell.status().message();
+        return false;
+      }
+      shell_port_ = shell->port();
+      held_ports_.push_back(std::move(shell).value());
+    }
+    json ports = {{"master_port", master_port_}, {"shell_port", shell_port_}};
+    if (!local::WriteFileAtomic(dir_ + "/ports.json", ports.dump(), false)) {
+      *error = "cannot write " + dir_ + "/ports.json";
+      return false;
+    }
+    Log("ports: MASTER_PORT " + std::to_string(master_port_) +
+        (shell_port_ ? ", MPI shell " + std::to_string(shell_port_) : std::string()));
+    return true;
+  }
+  void ReadPorts() {
+    std::string text;
+    if (!local::ReadFile(dir_ + "/ports.json", &text)) return;
+    json ports = json::parse(text, nullptr, false);
+    if (!ports.is_object()) return;
+    auto port = [&ports](const char* key) {
+      auto it = ports.find(key);
+      return it != ports.end() && it->is_number_integer() ? local::ParsePort(std::to_string(it->get<int64_t>())) : 0;
+    };
+    master_port_ = port("master_port");
+    shell_port_ = port("shell_port");
+  }
+
   // Instance n's environment (exec/local/opt_ml.h).
   std::map<std::string, std::string> Environment(int n) {
     local::OptMlLayout layout;
@@ -1145,6 +1191,8 @@ class Supervisor {
     layout.has_pylib = !image_ && fs::exists(layout.workspace + "/pylib");
     layout.config_written = configured_[static_cast<size_t>(n - 1)];
     layout.network_interface = kNetworkInterface;
+    layout.master_port = master_port_;
+    layout.shell_port = shell_port_;
     if (!sandbox_) layout.hosts_file = fs::absolute(dir_ + "/hosts-file").string();
     // In an image its own Env is the base (PATH, ...), not the host's; the job's variables win.
     auto env = local::InstanceEnvironment(spec_, layout, image_ ? image::ImageEnvironment(image_->config)
@@ -1869,6 +1917,8 @@ class Supervisor {
   // Per instance (index n - 1), in the sandbox: its cgroup and storage volume, each null where
   // the host offers none (set up by ConfineInstance, released by ReleaseInstances).
   std::vector<std::unique_ptr<local::InstanceCgroup>> cgroups_;
+  std::vector<local::HeldPort> held_ports_;
+  int master_port_ = 0, shell_port_ = 0;
   std::vector<std::unique_ptr<local::InstanceVolume>> volumes_;
   local::JobUser job_user_;
   std::vector<std::optional<std::string>> cuda_visible_;  // per instance: its CUDA_VISIBLE_DEVICES, if set
