@@ -165,6 +165,9 @@ TEST(Mpirun, ACustomOptionReplacesTheDefaultOfTheSameName) {
   EXPECT_EQ(std::count(argv.begin(), argv.end(), "-map-by"), 1);
   // The launch's wiring is kept (the user's follows it, as given).
   EXPECT_EQ(values("plm_rsh_agent"), (Argv{"/l rsh", "ssh"}));
+  EXPECT_EQ(values("btl"), Argv{"^openib"});
+  Argv shared_name = MpirunArgv({"algo-1", "algo-2"}, 2, "lo", {}, "/l rsh", {"t"}, false);
+  EXPECT_NE(std::find(shared_name.begin(), shared_name.end(), "^openib,vader"), shared_name.end());
 }
 
 TEST(ShellFrames, RoundTripAndWaitForTheWholeFrame) {

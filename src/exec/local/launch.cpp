@@ -93,7 +93,8 @@ std::set<std::string> NamesSet(const std::vector<std::string>& options) {
 
 std::vector<std::string> MpirunArgv(const std::vector<std::string>& hosts, int processes_per_host,
                                     const std::string& interface, const std::vector<std::string>& custom_options,
-                                    const std::string& rsh_agent, const std::vector<std::string>& cmd) {
+                                    const std::string& rsh_agent, const std::vector<std::string>& cmd,
+                                    bool shared_memory) {
   std::string host_list;
   for (const std::string& h : hosts) host_list += (host_list.empty() ? "" : ",") + h + ":" + std::to_string(processes_per_host);
   std::vector<std::string> argv = {
@@ -120,7 +121,10 @@ std::vector<std::string> MpirunArgv(const std::vector<std::string>& hosts, int p
   // together), orted crashes in hwloc_shmem_topology_write. Nothing is bound here anyway.
   mca("rtc", "^hwloc");
   mca("pml", "ob1");
-  mca("btl", "^openib");
+  // vader names its segments by host name, job and local rank: two instances with one host name
+  // (no sandbox) made the same ones, and a rank crashed in the other instance's (SIGSEGV in
+  // mca_btl_vader_poll_handle_frag). Those ranks talk over loopback TCP instead.
+  mca("btl", shared_memory ? "^openib" : "^openib,vader");
   mca("orte_abort_on_non_zero_status", "1");
   mca("btl_vader_single_copy_mechanism", "none");
   if (!custom.count("x:NCCL_SOCKET_IFNAME")) argv.insert(argv.end(), {"-x", "NCCL_SOCKET_IFNAME=" + interface});

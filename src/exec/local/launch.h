@@ -46,12 +46,15 @@ std::map<std::string, std::string> TorchRankEnvironment(const TorchNode& node, i
 // slots, -np hosts*P, TCP over `interface`, no tree spawn (only algo-1 starts remote daemons,
 // through `rsh_agent`), then the custom options and `cmd`. A default the custom options set
 // again (an MCA parameter by name, -x of a variable, --bind-to, --map-by) is left out, so the
-// user's wins, as in SageMaker's toolkit; the rsh wiring is always trainyard's. No SM_* variable is exported with -x
-// (the toolkit exports algo-1's): each remote daemon runs in its own instance's environment, so
-// every rank sees its own instance's SM_CURRENT_HOST, paths and PATH.
+// user's wins, as in SageMaker's toolkit; the rsh wiring is always trainyard's. No SM_* variable
+// is exported with -x (the toolkit exports algo-1's): each remote daemon runs in its own
+// instance's environment, so every rank sees its own instance's SM_CURRENT_HOST, paths and PATH.
+// `shared_memory` false leaves out Open MPI's shared-memory transport (vader): instances that
+// share the host's name (no sandbox) would name their segments alike and crash in each other's.
 std::vector<std::string> MpirunArgv(const std::vector<std::string>& hosts, int processes_per_host,
                                     const std::string& interface, const std::vector<std::string>& custom_options,
-                                    const std::string& rsh_agent, const std::vector<std::string>& cmd);
+                                    const std::string& rsh_agent, const std::vector<std::string>& cmd,
+                                    bool shared_memory = true);
 
 // Remote shell frames: a type byte, a 4-byte big-endian length, the payload.
 enum class FrameType : char {

@@ -595,7 +595,10 @@ int RunMpi(int processes_per_host, const std::vector<std::string>& options, cons
   if (master) {
     std::string iface = Get(env, "SM_NETWORK_INTERFACE_NAME");
     if (iface.empty()) iface = "eth0";
-    auto argv = MpirunArgv(node->hosts, processes_per_host, iface, options, SelfExe() + " rsh", cmd);
+    // Outside the sandbox (the hosts file stands in for its /etc/hosts) every instance has the
+    // host's name.
+    const bool own_host_names = std::getenv("TRAINYARD_HOSTS_FILE") == nullptr;
+    auto argv = MpirunArgv(node->hosts, processes_per_host, iface, options, SelfExe() + " rsh", cmd, own_host_names);
     Say("mpi: " + std::to_string(node->hosts.size()) + " hosts, " + std::to_string(processes_per_host) +
         " processes each");
     auto mpirun_env = env;

@@ -1,0 +1,169 @@
+"""Real training through the distributed launches (docs/distributed.md): PyTorch DDP over gloo
+with the torch-distributed launch, and an mpi4py allreduce through mpirun with SageMaker's own
+example options, on 2 instances x 2 processes, in the sandbox and without it. Each fails if the
+ranks end with different parameters or a different sum.
+
+Needs Debian's python3-torch and python3-mpi4py (scripts/install-deps installs them)."""
+import glob
+import json
+import os
+import subprocess
+import unittest
+
+from harness import ServerTest
+
+CONFIG = """
+[[instance_types]]
+name = "ml.m5.large"
+count = 2
+vcpus = 1
+
+[[instance_types]]
+name = "ml.g5.2xlarge"
+count = 2
+vcpus = 1
+gpus = 2
+"""
+
+# Debian's interpreter, where python3-torch and python3-mpi4py are, ahead of any other on PATH.
+DEBIAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+
+# A linear model on generated data: every rank draws its own batches, DDP averages the gradients,
+# so every rank must end with the same parameters. The model's start is seeded alike everywhere
+# (DDP also broadcasts rank 0's).
+DDP = r'''
+import hashlib, json, os, sys
+import torch
+import torch.distributed as dist
+out = sys.argv[sys.argv.index("--out") + 1]
+dist.init_process_group("gloo")  # env://: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE from the launch
+rank, world = dist.get_rank(), dist.get_world_size()
+torch.manual_seed(0)
+model = torch.nn.Linear(8, 1)
+ddp = torch.nn.parallel.DistributedDataParallel(model)
+opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+data = torch.Generator().manual_seed(1000 + rank)
+w_true = torch.arange(8, dtype=torch.float32)
+losses = []
+for step in range(80):
+    x = torch.randn(32, 8, generator=data)
+    y = x @ w_true + 0.5
+    loss = torch.nn.functional.mse_loss(ddp(x).squeeze(1), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    losses.append(loss.item())
+    if rank == 0 and step % 10 == 0:
+        print(f"step={step} loss={loss.item():.6f}", flush=True)
+params = torch.cat([p.detach().flatten() for p in model.parameters()])
+with open(os.path.join(out, f"ddp-{rank}.json"), "w") as f:
+    json.dump({"rank": rank, "world": world, "losses": losses, "params": params.tolist(),
+               "digest": hashlib.sha256(params.numpy().tobytes()).hexdigest(),
+               "host": os.environ["SM_CURRENT_HOST"]}, f)
+dist.destroy_process_group()
+'''
+
+# An allreduce of each rank's number, and of a vector, with mpi4py.
+MPI = r'''
+import array, json, os, sys
+from mpi4py import MPI
+out = sys.argv[sys.argv.index("--out") + 1]
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+total = comm.allreduce(rank + 1, op=MPI.SUM)
+send = array.array("d", [rank, 1.0, rank * rank])
+recv = array.array("d", [0.0, 0.0, 0.0])
+comm.Allreduce(send, recv, op=MPI.SUM)
+with open(os.path.join(out, f"mpi-{rank}.json"), "w") as f:
+    json.dump({"rank": rank, "size": size, "total": total, "vector": list(recv),
+               "host": os.environ["SM_CURRENT_HOST"], "RANK": os.environ.get("RANK")}, f)
+'''
+
+
+def debian_has(module):
+    return subprocess.run(["/usr/bin/python3", "-c", f"import {module}"], capture_output=True).returncode == 0
+
+
+class RealTrainingTest(ServerTest):
+    server_config = CONFIG
+
+    def job(self, name, program, hyperparameters, instance_type):
+        out = os.path.join(self.work_dir, name)
+        os.makedirs(out)
+        os.chmod(out, 0o1777)  # jobs run as an unprivileged user
+        p = self.code_job(name, {"train.py": program})
+        p["HyperParameters"].update(hyperparameters)
+        p["HyperParameters"]["out"] = out
+        p["ResourceConfig"].update({"InstanceType": instance_type, "InstanceCount": 2})
+        p["Environment"] = {"PATH": DEBIAN_PATH}
+        return p, out
+
+    def instance_logs(self, name):
+        """The job's instance logs from the Logs API, for a failure's message."""
+        logs = self.server.client("logs")
+        text = []
+        streams = logs.describe_log_streams(logGroupName="/aws/sagemaker/TrainingJobs", logStreamNamePrefix=name + "/")
+        for s in streams.get("logStreams", []):
+            events = logs.get_log_events(logGroupName="/aws/sagemaker/TrainingJobs", logStreamName=s["logStreamName"],
+                                         startFromHead=True)["events"]
+            text.append(f"--- {s['logStreamName']}\n" + "\n".join(e["message"] for e in events[-40:]))
+        return "\n".join(text)
+
+    def reports(self, out, prefix):
+        found = {}
+        for path in glob.glob(os.path.join(out, f"{prefix}-*.json")):
+            with open(path) as f:
+                r = json.load(f)
+            found[r["rank"]] = r
+        return found
+
+    def test_pytorch_ddp_over_two_instances_trains_one_model(self):
+        if not debian_has("torch"):
+            self.skipTest("python3-torch is not installed (scripts/install-deps installs it)")
+        p, out = self.job("ddp", DDP, {"sagemaker_torch_distributed_enabled": "true"}, "ml.g5.2xlarge")
+        self.sm.create_training_job(**p)
+        tj = self.wait_training("ddp", timeout=300)
+        if tj["TrainingJobStatus"] != "Completed":
+            self.fail(f"{tj.get('FailureReason')}\n{self.instance_logs('ddp')}")
+        reports = self.reports(out, "ddp")
+        self.assertEqual(sorted(reports), [0, 1, 2, 3])
+        self.assertEqual(sorted(r["host"] for r in reports.values()), ["algo-1", "algo-1", "algo-2", "algo-2"])
+        for rank, r in reports.items():
+            self.assertEqual(r["world"], 4)
+            # Every rank holds the very same parameters: DDP averaged every step's gradients.
+            self.assertEqual(r["digest"], reports[0]["digest"], f"rank {rank}: {r['params']} vs {reports[0]['params']}")
+            losses = r["losses"]
+            self.assertLess(sum(losses[-10:]) / 10, sum(losses[:10]) / 10 / 20, f"rank {rank}: the loss did not fall")
+        # The model learned the generating weights (w = 0..7, b = 0.5).
+        for got, want in zip(reports[0]["params"], [float(i) for i in range(8)] + [0.5]):
+            self.assertAlmostEqual(got, want, delta=0.25)
+
+    def test_mpi4py_allreduce_over_two_instances_with_sagemakers_options(self):
+        if not debian_has("mpi4py"):
+            self.skipTest("python3-mpi4py is not installed (scripts/install-deps installs it)")
+        p, out = self.job("mpi4py", MPI, {
+            "sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2",
+            # As in SageMaker's examples: one of these names a parameter trainyard also sets.
+            "sagemaker_mpi_custom_mpi_options": "-verbose -x NCCL_DEBUG=INFO -mca btl_vader_single_copy_mechanism none"},
+            "ml.m5.large")
+        self.sm.create_training_job(**p)
+        tj = self.wait_training("mpi4py", timeout=300)
+        if tj["TrainingJobStatus"] != "Completed":
+            self.fail(f"{tj.get('FailureReason')}\n{self.instance_logs('mpi4py')}")
+        reports = self.reports(out, "mpi")
+        self.assertEqual(sorted(reports), [0, 1, 2, 3])
+        self.assertEqual(sorted(r["host"] for r in reports.values()), ["algo-1", "algo-1", "algo-2", "algo-2"])
+        for r in reports.values():
+            self.assertEqual(r["size"], 4)
+            self.assertEqual(r["total"], 1 + 2 + 3 + 4)
+            self.assertEqual(r["vector"], [0 + 1 + 2 + 3, 4, 0 + 1 + 4 + 9])
+            self.assertIsNone(r["RANK"])
+
+
+class RealTrainingWithoutSandboxTest(RealTrainingTest):
+    """The same with executor.sandbox = "none"."""
+    server_config = CONFIG + '\n[executor]\nsandbox = "none"\n'
+
+
+if __name__ == "__main__":
+    unittest.main()
