@@ -12,6 +12,7 @@ import time
 import unittest
 
 import test_distributed
+import test_real_training
 from harness import ServerTest
 from slurm_cluster import SlurmCluster
 
@@ -279,6 +280,13 @@ class SlurmDistributedTest(test_distributed.DistributedTest):
     def server_config(self):
         return slurm_config(CLUSTER)
 
+
+class SlurmRealTrainingTest(test_real_training.RealTrainingTest):
+    """PyTorch DDP and an mpi4py allreduce for real, each instance on its own Slurm node."""
+
+    @property
+    def server_config(self):
+        return slurm_config(CLUSTER)
 
 
 if __name__ == "__main__":
