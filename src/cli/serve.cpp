@@ -23,6 +23,7 @@
 #include "control/controller.h"
 #include "core/config.h"
 #include "core/strings.h"
+#include "exec/local/gpus.h"
 #include "exec/local/host_settings.h"
 #include "exec/local/local_executor.h"
 #include "exec/slurm/slurm_executor.h"
@@ -162,6 +163,24 @@ StatusOr<std::unique_ptr<control::Controller>> OpenController(Config config, con
     eo.host = exec::local::HostSettingsFor(config, dir, sandbox->mode);
     eo.wake = wake;
     eo.clock = &clock;
+    // The GPU inventory (docs/gpus.md): configured, else the device nodes found.
+    const std::set<int> out_of_service(config.gpus_out_of_service.begin(), config.gpus_out_of_service.end());
+    if (config.gpus) {
+      for (int g : *config.gpus)
+        if (!out_of_service.count(g)) eo.gpus.push_back(g);
+    } else {
+      const char* cuda = std::getenv("CUDA_VISIBLE_DEVICES");
+      eo.gpus = exec::local::DiscoverGpus(config.gpu_device_dir, cuda ? std::optional<std::string>(cuda) : std::nullopt,
+                                          out_of_service);
+    }
+    int64_t wanted = 0;
+    for (const auto& t : config.instance_types) wanted += static_cast<int64_t>(t.count) * t.gpus;
+    if (!eo.gpus.empty())
+      spdlog::info("GPUs: {} in service ({}), each given to one instance at a time", eo.gpus.size(),
+                   exec::local::GpuList(eo.gpus));
+    if (wanted > static_cast<int64_t>(eo.gpus.size()) && !eo.gpus.empty())
+      spdlog::warn("the instance types declare {} GPUs but the host has {} in service: an instance that finds none "
+                   "free fails to start with a CapacityError", wanted, eo.gpus.size());
     ports.executor = std::make_unique<exec::LocalExecutor>(eo);
   }
 

@@ -494,7 +494,8 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
                                       "sandbox_binds", "spot_notice_seconds", "chaos_seed",
                                       "system_metrics_interval_seconds", "nvidia_smi", "job_user",
                                       "max_pids_per_instance", "cgroup_parent", "kind", "slurm", "host_images",
-                                      "image_dirs", "image_fallback_to_host", "image_pull_timeout_seconds", "container_volume_gb"},
+                                      "image_dirs", "image_fallback_to_host", "image_pull_timeout_seconds", "container_volume_gb",
+                                      "gpus", "gpus_out_of_service", "gpu_device_dir"},
                                  "[executor]"));
     TY_RETURN_IF_ERROR(Read(*e, "kind", &c.executor_kind, "executor."));
     if (c.executor_kind != "local" && c.executor_kind != "slurm")
@@ -537,6 +538,23 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
         c.sandbox_binds.push_back(d.as_string()->get());
       }
     }
+    for (const char* key : {"gpus", "gpus_out_of_service"}) {
+      const toml::node* g = e->get(key);
+      if (!g) continue;
+      const std::string what = std::string("config: executor.") + key + " must be an array of GPU indices (0 to 1023)";
+      auto* arr = g->as_array();
+      if (!arr) return InvalidArgument(what);
+      std::vector<int> indices;
+      for (const auto& v : *arr) {
+        if (!v.is_integer() || v.as_integer()->get() < 0 || v.as_integer()->get() > 1023) return InvalidArgument(what);
+        indices.push_back(static_cast<int>(v.as_integer()->get()));
+      }
+      if (std::string(key) == "gpus") c.gpus = indices;
+      else c.gpus_out_of_service = indices;
+    }
+    TY_RETURN_IF_ERROR(Read(*e, "gpu_device_dir", &c.gpu_device_dir, "executor."));
+    if (c.gpu_device_dir.empty() || c.gpu_device_dir[0] != '/')
+      return InvalidArgument("config: executor.gpu_device_dir must be an absolute path");
     TY_RETURN_IF_ERROR(ReadStrings(*e, "host_images", &c.host_images, "executor."));
     TY_RETURN_IF_ERROR(ReadStrings(*e, "image_dirs", &c.image_dirs, "executor."));
     for (const std::string& d : c.image_dirs) {

@@ -344,6 +344,13 @@ struct Config {
   // a bare name is looked up on PATH).
   int system_metrics_interval_seconds = 10;
   std::string nvidia_smi = "nvidia-smi";
+  // The host's GPUs (docs/gpus.md): the indices the local executor gives instances, each to one
+  // instance at a time. Unset: discovered, every /dev/nvidia<N> (within the server's
+  // CUDA_VISIBLE_DEVICES when it names indices). gpus_out_of_service are never given out (a GPU
+  // that failed); gpu_device_dir is where the nvidia<N> nodes are (stand-ins in tests).
+  std::optional<std::vector<int>> gpus;
+  std::vector<int> gpus_out_of_service;
+  std::string gpu_device_dir = "/dev";
 
   // Whether the listener speaks TLS under this configuration (server.tls resolved against listen).
   bool TlsEnabled() const;

@@ -24,6 +24,7 @@
 #include "exec/local/attempt_files.h"
 #include "exec/local/host_settings.h"
 #include "exec/local/sandbox.h"
+#include "exec/local/gpus.h"
 #include "exec/local/system_sampler.h"
 #include "exec/local/local_executor.h"
 
@@ -960,6 +961,56 @@ TEST(SystemSamplerTest, AnInstanceWithACgroupIsMeasuredByItsCounters) {
   // A spinning shell on a machine with other work: well above the idle tree's 0 %.
   EXPECT_GT(lines.back().value("CPUUtilization", 0.0), 10) << lines.back().dump();
   EXPECT_GT(lines.back().value("MemoryUtilization", 0.0), 0) << lines.back().dump();
+}
+
+TEST(GpuInventoryTest, NoIndexIsGivenTwiceUntilItIsReleased) {
+  local::GpuInventory inv({3, 1, 0, 2, 2});
+  EXPECT_EQ(inv.in_service(), (std::vector<int>{0, 1, 2, 3}));
+  auto a = inv.Allocate("a", 1, 1);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(*a, (std::vector<std::vector<int>>{{0}}));
+  auto b = inv.Allocate("b", 1, 2);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(*b, (std::vector<std::vector<int>>{{1, 2}}));
+  EXPECT_EQ(*inv.Allocate("a", 1, 1), *a);  // asked again: the same ones
+  auto c = inv.Allocate("c", 2, 1);         // two instances, one left
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("1 of the host's 4 are free"), std::string::npos) << c.status().message();
+  EXPECT_EQ(inv.free_count(), 1);           // the refusal held nothing
+  inv.Release("b");
+  auto c2 = inv.Allocate("c", 2, 1);
+  ASSERT_TRUE(c2.ok());
+  EXPECT_EQ(*c2, (std::vector<std::vector<int>>{{1}, {2}}));
+  auto none = inv.Allocate("cpu", 3, 0);    // a type without GPUs: an empty set per instance
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(*none, (std::vector<std::vector<int>>{{}, {}, {}}));
+}
+
+TEST(GpuInventoryTest, ARestoredAttemptKeepsWhatItHeldAndNothingTwice) {
+  local::GpuInventory inv({0, 1, 2});
+  inv.Restore("x", {{2}, {7}});  // 7 is not in service (taken out since)
+  inv.Restore("y", {{2}});       // already x's
+  EXPECT_EQ(inv.free_count(), 2);
+  auto z = inv.Allocate("z", 1, 2);
+  ASSERT_TRUE(z.ok());
+  EXPECT_EQ(*z, (std::vector<std::vector<int>>{{0, 1}}));
+  EXPECT_FALSE(inv.Allocate("w", 1, 1).ok());
+}
+
+TEST(GpuInventoryTest, DiscoveryReadsTheNodesWithinVisibleDevicesLessThoseOutOfService) {
+  fs::path dir = fs::temp_directory_path() / ("ty-gpus-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* n : {"nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidiactl", "nvidia-uvm", "nvidia12x"})
+    std::ofstream(dir / n) << "";
+  EXPECT_EQ(local::DiscoverGpus(dir.string(), std::nullopt, {}, true), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(local::DiscoverGpus(dir.string(), std::string("1,3"), {3}, true), (std::vector<int>{1}));
+  EXPECT_TRUE(local::DiscoverGpus(dir.string(), std::nullopt, {}, false).empty());  // regular files are no GPUs
+  fs::remove_all(dir);
+  EXPECT_EQ(*local::PlacedGpus(R"({"attempt":{},"gpus":[[0,1],[],[2,"x",-1]]})"),
+            (std::vector<std::vector<int>>{{0, 1}, {}, {2}}));
+  EXPECT_FALSE(local::PlacedGpus(R"({"attempt":{}})").has_value());
+  EXPECT_EQ(local::GpuList({0, 2}), "0,2");
 }
 
 INSTANTIATE_TEST_SUITE_P(Sandboxes, LocalExecutorTest, ::testing::Values("none", "bwrap"));

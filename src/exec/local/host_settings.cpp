@@ -20,6 +20,7 @@ std::string Encode(const HostSettings& h) {
             {"cgroup_parent", h.cgroup_parent},
             {"log_max_bytes", h.log_max_bytes},
             {"system_metrics", {{"interval_seconds", h.system_metrics_interval_seconds}, {"nvidia_smi", h.nvidia_smi}}},
+            {"gpu_device_dir", h.gpu_device_dir},
             {"pip", {{"find_links", h.pip_find_links}, {"no_index", h.pip_no_index}}},
             {"object_store",
              {{"endpoint", os.endpoint},
@@ -60,6 +61,7 @@ StatusOr<HostSettings> DecodeHostSettings(std::string_view text) {
     const json sm = o.value("system_metrics", json::object());
     h.system_metrics_interval_seconds = sm.value("interval_seconds", 0.0);
     h.nvidia_smi = sm.value("nvidia_smi", "");
+    h.gpu_device_dir = o.value("gpu_device_dir", "/dev");
     const json pip = o.value("pip", json::object());
     h.pip_find_links = pip.value("find_links", "");
     h.pip_no_index = pip.value("no_index", false);
@@ -108,6 +110,7 @@ HostSettings HostSettingsFor(const Config& config, const std::string& data_dir, 
   h.log_max_bytes = config.logs_max_bytes_per_stream;
   h.system_metrics_interval_seconds = config.system_metrics_interval_seconds;
   h.nvidia_smi = config.nvidia_smi;
+  h.gpu_device_dir = config.gpu_device_dir;
   h.pip_find_links = config.pip_find_links;
   h.pip_no_index = config.pip_no_index;
   h.object_store = config.object_store;

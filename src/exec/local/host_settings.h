@@ -28,6 +28,7 @@ struct HostSettings {
   int64_t log_max_bytes = 0;                       // per instance log; 0 = no cap
   double system_metrics_interval_seconds = 0;      // 0 = not sampled
   std::string nvidia_smi;                          // "" = no GPU metrics
+  std::string gpu_device_dir = "/dev";             // where the GPUs' nvidia<N> nodes are
   std::string pip_find_links;                      // for requirements.txt installs
   bool pip_no_index = false;
   // OCI images (docs/images.md): the cache (<data_dir>/images), the references run with the

@@ -45,7 +45,7 @@ EpochMs SteadyMs() {
 }  // namespace
 
 LocalExecutor::LocalExecutor(Options options)
-    : AttemptDirectoryExecutor(options.attempts_root), options_(std::move(options)) {
+    : AttemptDirectoryExecutor(options.attempts_root), options_(std::move(options)), gpus_(options_.gpus) {
   // Storage volumes and cgroups of supervisors that died while the server was down
   // (exec/local/volume.h, cgroup.h). Afterwards each is released when its attempt's end is noticed
   // (ReleaseLeftovers): a supervisor's start does not scan for them.
@@ -113,8 +113,19 @@ Status LocalExecutor::Start(const std::string& id, const AttemptSpec& spec) {
   if (ec) return Internal("cannot create " + dir + ": " + ec.message());
   // The job's spec and this host's settings, side by side (docs/design/attempt-spec.md). 0600:
   // the host settings carry the object store's credentials.
-  const std::string text = "{\"attempt\":" + Encode(spec) + ",\"host\":" + local::Encode(options_.host) + "}";
-  if (!local::WriteFileAtomic(local::SpecPath(dir), text, true, 0600)) return Internal("cannot write the spec of " + id);
+  std::string text = "{\"attempt\":" + Encode(spec) + ",\"host\":" + local::Encode(options_.host);
+  // Each instance's own GPUs (none for a type without), never the same index to two running
+  // instances; released when the attempt's end is noticed.
+  if (!gpus_.empty()) {
+    auto held = gpus_.Allocate(id, std::max(1, spec.instance_count), spec.gpus);
+    if (!held.ok()) return LimitExceeded("no GPUs free for " + id + ": " + held.status().message());
+    text += ",\"gpus\":" + nlohmann::json(*held).dump();
+  }
+  text += "}";
+  if (!local::WriteFileAtomic(local::SpecPath(dir), text, true, 0600)) {
+    gpus_.Release(id);
+    return Internal("cannot write the spec of " + id);
+  }
 
   // posix_spawn (vfork-like: cheap even for a large, multi-threaded server) in a new session.
   // If the server dies, the supervisor is re-parented and goes on; while the server lives, it
@@ -144,7 +155,10 @@ Status LocalExecutor::Start(const std::string& id, const AttemptSpec& spec) {
   int rc = posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
-  if (rc != 0) return Internal("cannot start the supervisor " + options_.supervisor_binary + ": " + std::strerror(rc));
+  if (rc != 0) {
+    gpus_.Release(id);
+    return Internal("cannot start the supervisor " + options_.supervisor_binary + ": " + std::strerror(rc));
+  }
   children_.push_back(pid);
   tracked_[id] = Tracked{SteadyMs(), {}};
   return Status::Ok();
@@ -182,6 +196,10 @@ Status LocalExecutor::Adopt(const std::string& id) {
   bool has_status = fs::exists(local::StatusPath(dir));
   if (!has_status && !local::SupervisorAlive(dir)) return NotFound("attempt " + id + " was never started");
   tracked_[id] = Tracked{SteadyMs(), {}};
+  // What it holds is held again (until its end is noticed).
+  std::string spec_text;
+  if (!gpus_.empty() && local::ReadFile(local::SpecPath(dir), &spec_text))
+    if (auto held = local::PlacedGpus(spec_text)) gpus_.Restore(id, *held);
   return Status::Ok();
 }
 
@@ -230,6 +248,7 @@ std::vector<AttemptEvent> LocalExecutor::Poll() {
         done = true;
       }
     }
+    if (done) gpus_.Release(id);
     it = done ? tracked_.erase(it) : std::next(it);
   }
   return events;
@@ -254,6 +273,7 @@ void LocalExecutor::ReleaseLeftovers(const std::string& attempt_dir, bool lost) 
 
 Status LocalExecutor::Discard(const std::string& id) {
   tracked_.erase(id);
+  gpus_.Release(id);
   ReleaseLeftovers(Dir(id), false);
   std::error_code ec;
   fs::remove_all(Dir(id), ec);

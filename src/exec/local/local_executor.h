@@ -12,6 +12,7 @@
 #include "core/thread_annotations.h"
 #include "exec/executor.h"
 #include "exec/local/attempt_status.h"
+#include "exec/local/gpus.h"
 #include "exec/local/host_settings.h"
 
 namespace ty::exec {
@@ -38,6 +39,9 @@ class LocalExecutor final : public local::AttemptDirectoryExecutor {
     // poke on each phase change.
     local::HostSettings host;
     std::function<void()> wake;     // called (from a listener thread) when a supervisor pokes
+    // The host's GPUs in service (docs/gpus.md): each instance of a GPU type is given its own
+    // indices, written into its spec.json; empty: none placed.
+    std::vector<int> gpus;
     const Clock* clock = nullptr;
   };
 
@@ -77,6 +81,8 @@ class LocalExecutor final : public local::AttemptDirectoryExecutor {
 
   // ---- constant after construction ----
   Options options_;
+  // ---- thread-safe ----
+  local::GpuInventory gpus_;
   // ---- controller thread only ----
   std::map<std::string, Tracked> tracked_;
   std::vector<int> children_;  // supervisor pids started by this process, until reaped

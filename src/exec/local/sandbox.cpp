@@ -145,7 +145,9 @@ Status Sandbox::Bind(const std::string& host, const std::string& dest, bool read
   return Status::Ok();
 }
 
-void Sandbox::DeviceBind(const std::string& path) { args_.insert(args_.end(), {"--dev-bind", path, path}); }
+void Sandbox::DeviceBind(const std::string& path, const std::string& dest) {
+  args_.insert(args_.end(), {"--dev-bind", path, dest});
+}
 
 void Sandbox::Tmpfs(const std::string& dest, int64_t size_bytes) {
   if (size_bytes > 0) args_.insert(args_.end(), {"--size", std::to_string(size_bytes)});

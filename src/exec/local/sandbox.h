@@ -56,8 +56,8 @@ class Sandbox {
 
   // Mount `host` at `dest` (read-only or not), from a descriptor opened now as the supervisor.
   Status Bind(const std::string& host, const std::string& dest, bool read_only);
-  // Bind a device node (the GPUs) at the same path.
-  void DeviceBind(const std::string& path);
+  // Bind a device node (the GPUs) at `dest` in the sandbox.
+  void DeviceBind(const std::string& path, const std::string& dest);
   // A private tmpfs at `dest`; size_bytes > 0 bounds it.
   void Tmpfs(const std::string& dest, int64_t size_bytes = 0);
   // Any other bubblewrap arguments (in order).

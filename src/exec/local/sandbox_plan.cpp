@@ -27,7 +27,9 @@ std::vector<SandboxStep> SandboxSteps(const AttemptSpec& spec, const HostSetting
   } else {
     for (const char* a : {"--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"}) steps.push_back(Arg(a));
   }
-  for (const std::string& node : layout.gpu_nodes) steps.push_back({SandboxStep::Kind::kDevBind, node, "", false});
+  // Each under /dev in the sandbox, wherever the host keeps it (gpu_device_dir).
+  for (const std::string& node : layout.gpu_nodes)
+    steps.push_back({SandboxStep::Kind::kDevBind, node, "/dev/" + node.substr(node.rfind('/') + 1), false});
   for (const char* t : {"/tmp", "/var/tmp"})
     if (image || is_dir(t)) steps.push_back(Bind(layout.scratch + "/tmp", t, false));
   if (!image) {
@@ -70,7 +72,7 @@ std::vector<std::string> BwrapArgv(const std::vector<SandboxStep>& steps) {
   for (const SandboxStep& s : steps) {
     switch (s.kind) {
       case SandboxStep::Kind::kArg: argv.push_back(s.source); break;
-      case SandboxStep::Kind::kDevBind: argv.insert(argv.end(), {"--dev-bind", s.source, s.source}); break;
+      case SandboxStep::Kind::kDevBind: argv.insert(argv.end(), {"--dev-bind", s.source, s.dest.empty() ? s.source : s.dest}); break;
       case SandboxStep::Kind::kTmpfs: argv.insert(argv.end(), {"--tmpfs", s.dest}); break;
       case SandboxStep::Kind::kBind: argv.insert(argv.end(), {s.read_only ? "--ro-bind" : "--bind", s.source, s.dest}); break;
     }
@@ -82,7 +84,7 @@ Status ApplySandboxSteps(const std::vector<SandboxStep>& steps, Sandbox* sb) {
   for (const SandboxStep& s : steps) {
     switch (s.kind) {
       case SandboxStep::Kind::kArg: sb->Arg(s.source); break;
-      case SandboxStep::Kind::kDevBind: sb->DeviceBind(s.source); break;
+      case SandboxStep::Kind::kDevBind: sb->DeviceBind(s.source, s.dest.empty() ? s.source : s.dest); break;
       case SandboxStep::Kind::kTmpfs: sb->Tmpfs(s.dest); break;
       case SandboxStep::Kind::kBind: TY_RETURN_IF_ERROR(sb->Bind(s.source, s.dest, s.read_only)); break;
     }

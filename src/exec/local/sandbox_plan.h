@@ -22,7 +22,7 @@ class Sandbox;
 struct SandboxStep {
   enum class Kind {
     kArg,       // a bubblewrap argument as it is (`source`)
-    kDevBind,   // a device node at the same path (`source`)
+    kDevBind,   // a device node `source` at `dest` ("" = the same path)
     kTmpfs,     // an empty private tmpfs at `dest`
     kBind,      // `source` of the host at `dest`, opened by the supervisor (Sandbox::Bind)
   };

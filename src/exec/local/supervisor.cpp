@@ -58,6 +58,7 @@
 #include "exec/local/run_command.h"
 #include "exec/local/sandbox.h"
 #include "exec/local/sandbox_plan.h"
+#include "exec/local/gpus.h"
 #include "exec/local/ports.h"
 #include "exec/local/system_sampler.h"
 #include "exec/local/volume.h"
@@ -256,6 +257,7 @@ class Supervisor {
     if (!spec.ok() || !host.ok()) return false;
     spec_ = std::move(spec).value();
     host_ = std::move(host).value();
+    placed_gpus_ = local::PlacedGpus(text);
     slurm_ = host_.launcher == "slurm";
     server_paths_.clear();
     AddRedactedPath(&server_paths_, dir_, "<attempt dir>");
@@ -1197,6 +1199,16 @@ class Supervisor {
     // In an image its own Env is the base (PATH, ...), not the host's; the job's variables win.
     auto env = local::InstanceEnvironment(spec_, layout, image_ ? image::ImageEnvironment(image_->config)
                                                                 : local::InheritedEnvironment());
+    // The GPUs placed for the instance, and only those (unless the job names its own).
+    if (placed_gpus_) {
+      const size_t i = static_cast<size_t>(n - 1);
+      const std::string list = i < placed_gpus_->size() ? local::GpuList((*placed_gpus_)[i]) : "";
+      for (const char* var : {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"}) {
+        if (spec_.environment.count(var)) continue;
+        if (list.empty()) env.erase(var);
+        else env[var] = list;
+      }
+    }
     // Without the sandbox's /etc/hosts, algo-1 is reached at its node's address.
     if (slurm_ && !sandbox_ && !node_addrs_.empty()) env["MASTER_ADDR"] = node_addrs_.front();
     // Without the sandbox the instances share the host's /tmp: each gets a TMPDIR of its own
@@ -1224,7 +1236,7 @@ class Supervisor {
     layout.opt_ml = fs::absolute(local::HostDir(dir_, n)).string();
     layout.hosts_file = fs::absolute(dir_ + "/hosts-file").string();
     layout.hidden_dirs = HiddenDirs();
-    layout.gpu_nodes = GpuNodes();
+    layout.gpu_nodes = GpuNodes(n);
     layout.is_directory = [](const std::string& p) {
       std::error_code dec;
       return fs::is_directory(p, dec);
@@ -1253,10 +1265,27 @@ class Supervisor {
     return image_ || fs::is_directory("/home", ec) ? "/home/job" : "/tmp/.home/job";
   }
 
-  // The device nodes of the GPUs this host gives the job: /dev/nvidiaN for each index in the
-  // server's CUDA_VISIBLE_DEVICES (every GPU when it is unset; never the job's own setting),
-  // plus the control nodes every CUDA process needs. Other GPUs' nodes are not in the sandbox.
-  static std::vector<std::string> GpuNodes() {
+  // The device nodes of instance n's GPUs: those the executor placed for it (exec/local/gpus.h)
+  // under the host's gpu_device_dir, plus the control nodes every CUDA process needs; none for an
+  // instance without GPUs. Without a placement (no inventory, or Slurm, whose step cgroup holds
+  // the job's GPUs), every GPU the supervisor sees.
+  std::vector<std::string> GpuNodes(int n) const {
+    if (!placed_gpus_) return VisibleGpuNodes();
+    const size_t i = static_cast<size_t>(n - 1);
+    if (i >= placed_gpus_->size() || (*placed_gpus_)[i].empty()) return {};
+    std::vector<std::string> nodes;
+    std::error_code ec;
+    for (int g : (*placed_gpus_)[i]) nodes.push_back(host_.gpu_device_dir + "/nvidia" + std::to_string(g));
+    for (fs::directory_iterator it(host_.gpu_device_dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (name == "nvidiactl" || name.rfind("nvidia-uvm", 0) == 0 || name == "nvidia-modeset") nodes.push_back(it->path().string());
+    }
+    std::sort(nodes.begin(), nodes.end());
+    return nodes;
+  }
+  // /dev/nvidiaN for each index in the server's CUDA_VISIBLE_DEVICES (every GPU when it is unset;
+  // never the job's own setting), plus the control nodes. Other GPUs' nodes are not in the sandbox.
+  static std::vector<std::string> VisibleGpuNodes() {
     const char* cuda = std::getenv("CUDA_VISIBLE_DEVICES");
     auto visible = local::VisibleGpus(cuda ? std::optional<std::string>(cuda) : std::nullopt);
     std::vector<std::string> nodes;
@@ -1306,7 +1335,7 @@ class Supervisor {
     limits.memory_bytes = spec_.memory_mib << 20;
     limits.pids_max = host_.pids_max;
     limits.vcpus = spec_.vcpus;
-    limits.device_nodes = GpuNodes();
+    limits.device_nodes = GpuNodes(n);
     auto cg = local::InstanceCgroup::Create(name, host_.cgroup_parent, limits);
     if (cg.ok()) {
       Log("algo-" + std::to_string(n) + ": " + (*cg)->Describe() + " (memory " + std::to_string(limits.memory_bytes) +
@@ -1918,6 +1947,7 @@ class Supervisor {
   // the host offers none (set up by ConfineInstance, released by ReleaseInstances).
   std::vector<std::unique_ptr<local::InstanceCgroup>> cgroups_;
   std::vector<local::HeldPort> held_ports_;
+  std::optional<std::vector<std::vector<int>>> placed_gpus_;  // per instance, from spec.json (exec/local/gpus.h)
   int master_port_ = 0, shell_port_ = 0;
   std::vector<std::unique_ptr<local::InstanceVolume>> volumes_;
   local::JobUser job_user_;
