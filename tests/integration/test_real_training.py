@@ -8,6 +8,7 @@ import glob
 import json
 import os
 import subprocess
+import time
 import unittest
 
 from harness import ServerTest
@@ -98,15 +99,15 @@ class RealTrainingTest(ServerTest):
         p["Environment"] = {"PATH": DEBIAN_PATH}
         return p, out
 
-    def instance_logs(self, name):
-        """The job's instance logs from the Logs API, for a failure's message."""
+    def instance_logs(self, name, tail=40):
+        """The job's instance logs from the Logs API (the last `tail` lines of each stream)."""
         logs = self.server.client("logs")
         text = []
         streams = logs.describe_log_streams(logGroupName="/aws/sagemaker/TrainingJobs", logStreamNamePrefix=name + "/")
         for s in streams.get("logStreams", []):
             events = logs.get_log_events(logGroupName="/aws/sagemaker/TrainingJobs", logStreamName=s["logStreamName"],
                                          startFromHead=True)["events"]
-            text.append(f"--- {s['logStreamName']}\n" + "\n".join(e["message"] for e in events[-40:]))
+            text.append(f"--- {s['logStreamName']}\n" + "\n".join(e["message"] for e in events[-tail:]))
         return "\n".join(text)
 
     def reports(self, out, prefix):
@@ -158,6 +159,123 @@ class RealTrainingTest(ServerTest):
             self.assertEqual(r["total"], 1 + 2 + 3 + 4)
             self.assertEqual(r["vector"], [0 + 1 + 2 + 3, 4, 0 + 1 + 4 + 9])
             self.assertIsNone(r["RANK"])
+
+
+# Deterministic training that checkpoints every step with torch.save (to /opt/ml/checkpoints, the
+# SageMaker local path) and resumes from the checkpoint it finds. A step's data depends on the
+# step alone, so a run interrupted and resumed must end where an uninterrupted one ends.
+RESUMABLE = r'''
+import json, os, signal, sys, time
+import torch
+out = sys.argv[sys.argv.index("--out") + 1]
+ckpt_dir = os.path.join(os.environ.get("TRAINYARD_OPT_ML", "/opt/ml"), "checkpoints")
+ckpt = os.path.join(ckpt_dir, "model.pt")
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # every step is saved already
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+opt = torch.optim.Adam(model.parameters(), lr=0.01)
+step, losses = 0, []
+if os.path.exists(ckpt):
+    state = torch.load(ckpt)
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["opt"])
+    step, losses = state["step"], state["losses"]
+    print(f"resumed at step {step}", flush=True)
+w_true = torch.linspace(-1, 1, 8)
+while step < 120:
+    g = torch.Generator().manual_seed(step)
+    x = torch.randn(64, 8, generator=g)
+    y = torch.tanh(x @ w_true).unsqueeze(1)
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    step += 1
+    losses.append(loss.item())
+    print(f"step={step} loss={loss.item():.8f}", flush=True)
+    os.makedirs(ckpt_dir, exist_ok=True)
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "losses": losses}, ckpt + ".tmp")
+    os.replace(ckpt + ".tmp", ckpt)
+    with open(os.path.join(out, "step.tmp"), "w") as f:
+        f.write(str(step))
+    os.replace(os.path.join(out, "step.tmp"), os.path.join(out, "step"))
+    time.sleep(0.05)
+params = torch.cat([p.detach().flatten() for p in model.parameters()])
+with open(os.path.join(out, "final.json"), "w") as f:
+    json.dump({"params": params.tolist(), "losses": losses}, f)
+'''
+
+RESUME_CONFIG = """
+[executor]
+stop_grace_seconds = 5
+spot_notice_seconds = 5
+
+[object_store]
+checkpoint_sync_seconds = 1
+
+[[instance_types]]
+name = "ml.m5.xlarge"
+count = 2
+spot_count = 2
+vcpus = 1
+"""
+
+
+class ExactResumeTest(RealTrainingTest):
+    """A PyTorch job interrupted as a managed spot job resumes from its torch.save checkpoint and
+    ends with the parameters of an uninterrupted run, to 1e-6."""
+    server_config = RESUME_CONFIG
+
+    def run_resumable(self, name, interrupt_at=None):
+        p, out = self.job(name, RESUMABLE, {}, "ml.m5.xlarge")
+        p["ResourceConfig"]["InstanceCount"] = 1
+        p["EnableManagedSpotTraining"] = True
+        p["StoppingCondition"] = {"MaxRuntimeInSeconds": 600, "MaxWaitTimeInSeconds": 1200}
+        p["CheckpointConfig"] = {"S3Uri": f"s3://trainyard-test/ckpt/{name}"}
+        p["AlgorithmSpecification"]["MetricDefinitions"] = [{"Name": "loss", "Regex": "loss=([0-9.]+)"}]
+        self.sm.create_training_job(**p)
+        if interrupt_at is not None:
+            deadline = time.time() + 120
+            while True:
+                try:
+                    with open(os.path.join(out, "step")) as f:
+                        if int(f.read() or 0) >= interrupt_at:
+                            break
+                except (OSError, ValueError):
+                    pass
+                self.assertLess(time.time(), deadline, f"{name} never reached step {interrupt_at}")
+                time.sleep(0.05)
+            self.server.admin("admin/interrupt", {"TrainingJobName": name})
+        tj = self.wait_training(name, timeout=300)
+        if tj["TrainingJobStatus"] != "Completed":
+            self.fail(f"{name}: {tj.get('FailureReason')}\n{self.instance_logs(name)}")
+        with open(os.path.join(out, "final.json")) as f:
+            return tj, json.load(f)
+
+    # Not the distributed tests again.
+    test_pytorch_ddp_over_two_instances_trains_one_model = None
+    test_mpi4py_allreduce_over_two_instances_with_sagemakers_options = None
+
+    def test_an_interrupted_pytorch_job_resumes_exactly(self):
+        if not debian_has("torch"):
+            self.skipTest("python3-torch is not installed (scripts/install-deps installs it)")
+        _, reference = self.run_resumable("straight")
+        tj, resumed = self.run_resumable("interrupted", interrupt_at=40)
+        statuses = [t["Status"] for t in tj["SecondaryStatusTransitions"]]
+        self.assertIn("Interrupted", statuses)
+        self.assertIn("resumed at step", self.instance_logs("interrupted", tail=1000))
+        self.assertEqual(len(resumed["params"]), len(reference["params"]))
+        for got, want in zip(resumed["params"], reference["params"]):
+            self.assertAlmostEqual(got, want, delta=1e-6)
+        # One curve: a loss per step, the same as the uninterrupted run's, and falling.
+        self.assertEqual(len(resumed["losses"]), 120)
+        for got, want in zip(resumed["losses"], reference["losses"]):
+            self.assertAlmostEqual(got, want, delta=1e-6)
+        self.assertLess(sum(resumed["losses"][-10:]), sum(resumed["losses"][:10]) / 5)
+
+
+class ExactResumeWithoutSandboxTest(ExactResumeTest):
+    server_config = RESUME_CONFIG.replace("[executor]\n", '[executor]\nsandbox = "none"\n')
 
 
 class RealTrainingWithoutSandboxTest(RealTrainingTest):

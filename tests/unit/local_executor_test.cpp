@@ -25,6 +25,7 @@
 #include "exec/local/host_settings.h"
 #include "exec/local/sandbox.h"
 #include "exec/local/gpus.h"
+#include "exec/local/run_command.h"
 #include "exec/local/system_sampler.h"
 #include "exec/local/local_executor.h"
 
@@ -961,6 +962,16 @@ TEST(SystemSamplerTest, AnInstanceWithACgroupIsMeasuredByItsCounters) {
   // A spinning shell on a machine with other work: well above the idle tree's 0 %.
   EXPECT_GT(lines.back().value("CPUUtilization", 0.0), 10) << lines.back().dump();
   EXPECT_GT(lines.back().value("MemoryUtilization", 0.0), 0) << lines.back().dump();
+}
+
+// Without the sandbox a job's command is looked up on the instance's own PATH (execvpe would
+// search the supervisor's).
+TEST(FindOnPathTest, SearchesTheGivenPathOnlyAndSkipsDirectories) {
+  EXPECT_EQ(local::FindOnPath("sh", "/nonexistent:/bin"), "/bin/sh");
+  EXPECT_EQ(local::FindOnPath("sh", "/nonexistent"), "");
+  EXPECT_EQ(local::FindOnPath("sh", ""), "");
+  EXPECT_EQ(local::FindOnPath("bin", "/"), "");  // a directory named so is no command
+  EXPECT_EQ(local::FindOnPath("/bin/sh", "/nonexistent"), "/bin/sh");
 }
 
 TEST(GpuInventoryTest, NoIndexIsGivenTwiceUntilItIsReleased) {

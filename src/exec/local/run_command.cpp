@@ -1,6 +1,7 @@
 #include "exec/local/run_command.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +14,23 @@
 extern char** environ;
 
 namespace ty::exec::local {
+
+std::string FindOnPath(const std::string& name, const std::string& path) {
+  if (name.empty()) return "";
+  if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0 ? name : "";
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    const std::string dir = path.substr(start, end - start);
+    start = end + 1;
+    if (dir.empty()) continue;
+    const std::string candidate = dir + "/" + name;
+    struct stat sb {};
+    if (::access(candidate.c_str(), X_OK) == 0 && ::stat(candidate.c_str(), &sb) == 0 && S_ISREG(sb.st_mode)) return candidate;
+  }
+  return "";
+}
 
 int RunCommand(const std::vector<std::string>& argv, const std::string& log_path) {
   if (argv.empty()) return -1;

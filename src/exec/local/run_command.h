@@ -7,6 +7,10 @@
 
 namespace ty::exec::local {
 
+// The first executable `name` in the directories of `path` (a PATH value, ':'-separated); "" when
+// there is none. `name` is used as it is when it holds a '/'.
+std::string FindOnPath(const std::string& name, const std::string& path);
+
 // Runs argv (searched on PATH) with its stdout and stderr appended to log_path and waits for it.
 // Returns its exit status, or -1 when it could not be started or was killed by a signal.
 int RunCommand(const std::vector<std::string>& argv, const std::string& log_path);

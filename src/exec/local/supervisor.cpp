@@ -1467,6 +1467,15 @@ class Supervisor {
     const bool limit_files = sandbox_ && (static_cast<size_t>(n - 1) >= volumes_.size() || !volumes_[static_cast<size_t>(n - 1)]);
     const rlim_t file_limit = static_cast<rlim_t>(VolumeBytes());
     const local::JobUser user = job_user_;
+    // execvpe searches the supervisor's PATH, not the one in `envp`: a bare command is looked up
+    // on the instance's own PATH here, before the fork (in the sandbox bubblewrap does that, with
+    // the environment it is given).
+    std::string resolved;
+    if (!sb && args[0] != nullptr && std::strchr(args[0], '/') == nullptr) {
+      for (char* e : envp)
+        if (e && std::strncmp(e, "PATH=", 5) == 0) resolved = local::FindOnPath(args[0], e + 5);
+      if (!resolved.empty()) args[0] = resolved.data();
+    }
     // Every signal is blocked across the fork until the child has put back the default actions:
     // a stop's SIGTERM to the instance's group that reached the child before that ran the
     // supervisor's own handler there, and was lost (the job then ran until the grace's SIGKILL).

@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "exec/local/attempt_files.h"
+#include "exec/local/run_command.h"
 
 namespace ty::exec::local {
 
@@ -288,20 +289,8 @@ GpuSums SumGpus(const std::vector<GpuReading>& gpus, const std::optional<std::se
 
 std::string ResolveNvidiaSmi(const std::string& setting) {
   if (setting.empty()) return "";
-  if (setting.find('/') != std::string::npos) return ::access(setting.c_str(), X_OK) == 0 ? setting : "";
   const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    std::string d = dirs.substr(start, end - start);
-    start = end + 1;
-    if (d.empty()) continue;
-    std::string candidate = d + "/" + setting;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
+  return FindOnPath(setting, path ? path : "/usr/local/bin:/usr/bin:/bin");
 }
 
 SystemSampler::SystemSampler(std::vector<Instance> instances, Options options)
