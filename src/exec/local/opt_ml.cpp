@@ -142,6 +142,10 @@ std::map<std::string, std::string> InstanceEnvironment(const AttemptSpec& spec, 
   if (layout.sandbox) {
     env["HOME"] = layout.job_home;  // writable: pip install --user, caches
     env["USER"] = "job";
+    // Debian's Python refuses every pip install outside a virtual environment (PEP 668), --user
+    // included. In the sandbox the system's packages are read-only and $HOME is the instance's
+    // own, so an install can only land in $HOME/.local (a plain `pip install` falls back to it).
+    env["PIP_BREAK_SYSTEM_PACKAGES"] = "1";
   }
   const std::string& ml = layout.opt_ml;
   const std::vector<std::string> hosts = HostNames(layout.count);
@@ -188,7 +192,13 @@ std::map<std::string, std::string> InstanceEnvironment(const AttemptSpec& spec, 
   env["SM_USER_ARGS"] = user_args.dump();
   env["SAGEMAKER_SUBMIT_DIRECTORY"] = ml + "/code";
   // The cache exists only with a warm pool, and the variable only then.
-  if (spec.warm_pool) env["SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"] = ml + "/sagemaker/warmpoolcache";
+  if (spec.warm_pool) {
+    env["SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"] = ml + "/sagemaker/warmpoolcache";
+    // With a warm pool, what `pip install --user` installs is kept in the persistent cache, and
+    // the next job on the pool imports it without installing again.
+    if (layout.sandbox && !spec.environment.count("PYTHONUSERBASE"))
+      env["PYTHONUSERBASE"] = ml + "/sagemaker/warmpoolcache/python-user";
+  }
   const std::string& ws = layout.workspace;
   if (layout.has_venv) {
     env["VIRTUAL_ENV"] = ws + "/venv";
