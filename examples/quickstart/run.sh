@@ -82,4 +82,11 @@ fi
 echo "== and through the trainyard SDK (python/): ModelTrainer and TrainingQueue, as the SageMaker SDK names them"
 AWS_ENDPOINT_URL="$endpoint" python3 "$root/examples/sdk/run_sdk.py" --queue quickstart-queue
 
+echo "== PyTorch, for real: one instance, DDP over two, and a tuning job over the DDP job (examples/pytorch/run.py)"
+if /usr/bin/env python3 -c 'import torch' 2>/dev/null || /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  AWS_ENDPOINT_URL="$endpoint" python3 "$root/examples/pytorch/run.py" --endpoint-url "$endpoint" --epochs 20
+else
+  echo "   (PyTorch is not installed: scripts/install-deps installs python3-torch; skipped)"
+fi
+
 echo "== done. The server stops now; start your own with: $bin serve"

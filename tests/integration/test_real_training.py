@@ -8,6 +8,7 @@ import glob
 import json
 import os
 import subprocess
+import sys
 import time
 import unittest
 
@@ -276,6 +277,24 @@ class ExactResumeTest(RealTrainingTest):
 
 class ExactResumeWithoutSandboxTest(ExactResumeTest):
     server_config = RESUME_CONFIG.replace("[executor]\n", '[executor]\nsandbox = "none"\n')
+
+
+class PyTorchExampleTest(ServerTest):
+    """examples/pytorch/run.py, as docs/distributed.md and the quick start run it, against a server
+    with the embedded defaults: script mode, DDP over two instances, and a tuning job over it."""
+
+    def test_the_pytorch_example_runs_as_documented(self):
+        if not debian_has("torch"):
+            self.skipTest("python3-torch is not installed (scripts/install-deps installs it)")
+        key, secret = self.server.credentials()
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=key, AWS_SECRET_ACCESS_KEY=secret, AWS_DEFAULT_REGION="us-east-1")
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "pytorch", "run.py")
+        p = subprocess.run([sys.executable, script, "--endpoint-url", self.server.url, "--epochs", "8"],
+                           env=env, capture_output=True, text=True, timeout=600)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        for line in ("pytorch-single: Completed", "pytorch-ddp: Completed", "pytorch-tune: Completed, best pytorch-tune-"):
+            self.assertIn(line, p.stdout)
+        self.assertIn("epoch=8 loss=", p.stdout)
 
 
 class RealTrainingWithoutSandboxTest(RealTrainingTest):
