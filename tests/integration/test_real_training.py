@@ -226,9 +226,10 @@ class ExactResumeTest(RealTrainingTest):
     """A PyTorch job interrupted as a managed spot job resumes from its torch.save checkpoint and
     ends with the parameters of an uninterrupted run, to 1e-6."""
     server_config = RESUME_CONFIG
+    resume_type = "ml.m5.xlarge"
 
     def run_resumable(self, name, interrupt_at=None):
-        p, out = self.job(name, RESUMABLE, {}, "ml.m5.xlarge")
+        p, out = self.job(name, RESUMABLE, {}, self.resume_type)
         p["ResourceConfig"]["InstanceCount"] = 1
         p["EnableManagedSpotTraining"] = True
         p["StoppingCondition"] = {"MaxRuntimeInSeconds": 600, "MaxWaitTimeInSeconds": 1200}

@@ -289,5 +289,24 @@ class SlurmRealTrainingTest(test_real_training.RealTrainingTest):
         return slurm_config(CLUSTER)
 
 
+class SlurmExactResumeTest(test_real_training.ExactResumeTest):
+    """A PyTorch job interrupted as managed spot on Slurm resumes exactly from its checkpoint."""
+    resume_type = "ml.c5.xlarge"
+
+    @property
+    def server_config(self):
+        return slurm_config(CLUSTER, """
+[[instance_types]]
+name = "ml.c5.xlarge"
+count = 2
+spot_count = 2
+vcpus = 1
+memory_mib = 2048
+
+[object_store]
+checkpoint_sync_seconds = 1
+""")
+
+
 if __name__ == "__main__":
     unittest.main()
