@@ -82,6 +82,26 @@ with open(os.path.join(out, f"mpi-{rank}.json"), "w") as f:
 '''
 
 
+# The DDP script on GPUs: NCCL, one GPU per rank (LOCAL_RANK among the instance's own GPUs).
+DDP_NCCL = (DDP.replace('dist.init_process_group("gloo")', 'dist.init_process_group("nccl")')
+            .replace("ddp = torch.nn.parallel.DistributedDataParallel(model)",
+                     "local = int(os.environ['LOCAL_RANK'])\ntorch.cuda.set_device(local)\nmodel = model.cuda(local)\n"
+                     "ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local])")
+            .replace("w_true = torch.arange(8, dtype=torch.float32)",
+                     "w_true = torch.arange(8, dtype=torch.float32).cuda(local)")
+            .replace("    x = torch.randn(32, 8, generator=data)", "    x = torch.randn(32, 8, generator=data).cuda(local)")
+            .replace("params.numpy()", "params.cpu().numpy()")
+            .replace('"params": params.tolist()', '"params": params.cpu().tolist(), '
+                     '"visible": os.environ.get("CUDA_VISIBLE_DEVICES")'))
+
+
+def gpus_for_torch():
+    """How many GPUs Debian's PyTorch can use here (0: none, or a build without CUDA)."""
+    p = subprocess.run(["/usr/bin/python3", "-c", "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"],
+                       capture_output=True, text=True)
+    return int(p.stdout.strip() or 0) if p.returncode == 0 else 0
+
+
 def debian_has(module):
     return subprocess.run(["/usr/bin/python3", "-c", f"import {module}"], capture_output=True).returncode == 0
 
@@ -139,6 +159,24 @@ class RealTrainingTest(ServerTest):
         # The model learned the generating weights (w = 0..7, b = 0.5).
         for got, want in zip(reports[0]["params"], [float(i) for i in range(8)] + [0.5]):
             self.assertAlmostEqual(got, want, delta=0.25)
+
+    def test_pytorch_ddp_with_nccl_one_gpu_per_rank(self):
+        # 2 instances x 2 GPUs: needs 4 GPUs that PyTorch can use.
+        if gpus_for_torch() < 4:
+            self.skipTest("needs 4 GPUs that PyTorch can use: none here, or Debian's python3-torch (built without "
+                          "CUDA); run it on a GPU machine with a CUDA build of PyTorch")
+        p, out = self.job("ddp-nccl", DDP_NCCL, {"sagemaker_torch_distributed_enabled": "true"}, "ml.g5.2xlarge")
+        self.sm.create_training_job(**p)
+        tj = self.wait_training("ddp-nccl", timeout=600)
+        if tj["TrainingJobStatus"] != "Completed":
+            self.fail(f"{tj.get('FailureReason')}\n{self.instance_logs('ddp-nccl')}")
+        reports = self.reports(out, "ddp")
+        self.assertEqual(sorted(reports), [0, 1, 2, 3])
+        for r in reports.values():
+            self.assertEqual(r["digest"], reports[0]["digest"])
+        # The two instances were given different GPUs.
+        by_host = {r["host"]: r["visible"] for r in reports.values()}
+        self.assertEqual(len(set(by_host.values())), 2, by_host)
 
     def test_mpi4py_allreduce_over_two_instances_with_sagemakers_options(self):
         if not debian_has("mpi4py"):
@@ -257,6 +295,7 @@ class ExactResumeTest(RealTrainingTest):
     # Not the distributed tests again.
     test_pytorch_ddp_over_two_instances_trains_one_model = None
     test_mpi4py_allreduce_over_two_instances_with_sagemakers_options = None
+    test_pytorch_ddp_with_nccl_one_gpu_per_rank = None
 
     def test_an_interrupted_pytorch_job_resumes_exactly(self):
         if not debian_has("torch"):
