@@ -1,6 +1,8 @@
 // Training jobs: creation, launch, executor events, stopping, timeouts and metrics.
 #include <re2/re2.h>
 #include <spdlog/spdlog.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -212,6 +214,23 @@ Status CheckTrainingRequest(const json& req, const Config& config, const std::st
     if (count > 1)
       return InvalidArgument("EnableNetworkIsolation: a network-isolated job runs each instance without a network, so "
                              "its instances could not reach each other; use ResourceConfig.InstanceCount 1");
+  }
+  // Every instance of an attempt on this host has a storage volume of VolumeSizeInGB, allocated
+  // in full above the data directory's reserve (exec/local/volume.h). Volumes that could not fit
+  // even on an empty disk are refused now, rather than waiting for capacity that never comes.
+  if (sandbox == "bwrap" && config.executor_kind == "local" && ::geteuid() == 0) {
+    const int64_t gb = rc.value("VolumeSizeInGB", int64_t{30});
+    struct statvfs fs {};
+    if (gb > 0 && ::statvfs(config.data_dir.c_str(), &fs) == 0) {
+      const int64_t disk = static_cast<int64_t>(fs.f_blocks) * static_cast<int64_t>(fs.f_frsize);
+      const int64_t room = disk - (std::max<int64_t>(0, config.data_dir_reserve_mib) << 20);
+      if (count * (gb << 30) > room)
+        return InvalidArgument("ResourceConfig.VolumeSizeInGB: " + std::to_string(count) + " instance(s) x " +
+                               std::to_string(gb) + " GB can never fit on this host: each instance's volume is "
+                               "allocated in full, and the data directory's file system holds " +
+                               std::to_string(disk >> 30) + " GiB in all, " + std::to_string(room >> 30) +
+                               " GiB above [server] data_dir_reserve_mib");
+    }
   }
   const InstanceTypeSpec* it = config.FindInstanceType(type);
   int64_t offered = it ? it->count : 0;

@@ -14,6 +14,8 @@ import signal
 import time
 import unittest
 
+from botocore.exceptions import ClientError
+
 from harness import ServerTest
 
 CONFIG = """[executor]
@@ -102,6 +104,24 @@ class StartPathTest(ServerTest):
             time.sleep(0.05)
         self.assertEqual([b for b in loop_backing_files() if b.startswith(attempt)], [])
         self.assertFalse([m for m in host_mounts() if m.startswith(attempt)])
+
+    def test_volumes_that_could_never_fit_are_refused_at_create(self):
+        # Larger than the whole file system: no amount of waiting would make room.
+        disk_gb = shutil.disk_usage(self.data_dir).total >> 30
+        for count, gb in ((1, disk_gb + 1), (2, disk_gb // 2 + 1)):
+            p = self.command_payload(f"huge-{count}", "true", ResourceConfig={
+                "InstanceType": "ml.m5.large", "InstanceCount": count, "VolumeSizeInGB": gb})
+            with self.assertRaises(ClientError) as e:
+                self.sm.create_training_job(**p)
+            error = e.exception.response["Error"]
+            self.assertEqual(error["Code"], "ValidationException")
+            self.assertIn("ResourceConfig.VolumeSizeInGB", error["Message"])
+            self.assertIn("can never fit", error["Message"])
+        self.assertEqual(self.sm.list_training_jobs()["TrainingJobSummaries"], [])
+        # One that fits an empty disk is taken (and waits, if it must, as below).
+        self.sm.create_training_job(**self.command_payload("fits", "true", ResourceConfig={
+            "InstanceType": "ml.m5.large", "InstanceCount": 1, "VolumeSizeInGB": 1}))
+        self.assertEqual(self.wait_training("fits", timeout=60)["TrainingJobStatus"], "Completed")
 
     def test_a_volume_larger_than_the_free_disk_waits_and_no_running_job_is_disturbed(self):
         # The reserve is set so that 30 GiB is free above it: a running job's 14 GiB volume fits,
