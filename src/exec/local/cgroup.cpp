@@ -226,6 +226,14 @@ int64_t InstanceCgroup::MemoryPeak() const {
   return v.empty() ? 0 : std::atoll(v.c_str());
 }
 
+std::vector<pid_t> InstanceCgroup::Processes() const {
+  std::vector<pid_t> out;
+  if (dirs_.empty() || removed_) return out;
+  std::istringstream procs(ReadValue(dirs_.front() + "/cgroup.procs"));
+  for (pid_t pid; procs >> pid;) out.push_back(pid);
+  return out;
+}
+
 CgroupUsageFiles InstanceCgroup::UsageFiles() const {
   CgroupUsageFiles f;
   if (dirs_.empty()) return f;

@@ -58,6 +58,8 @@ class InstanceCgroup {
   // The peak of memory use in bytes where the kernel records it (0: unknown).
   int64_t MemoryPeak() const;
   CgroupUsageFiles UsageFiles() const;
+  // The processes in it now (its first controller's cgroup.procs); empty once removed.
+  std::vector<pid_t> Processes() const;
   // "cgroup v1 at /sys/fs/cgroup/memory/...": for the supervisor's log.
   std::string Describe() const;
   // Kills whatever is left in it and removes it (also done by the destructor).

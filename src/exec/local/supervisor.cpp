@@ -1666,9 +1666,18 @@ class Supervisor {
         pid_t pid, ppid;
       };
       std::vector<Member> members;
-      std::error_code ec;
-      for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
-        std::string name = it->path().filename().string();
+      // The instance's cgroup lists its processes; without one, every process of the host is
+      // looked at (a cost that grows with the jobs running).
+      std::vector<std::string> candidates;
+      const size_t k = static_cast<size_t>(i.n - 1);
+      if (k < cgroups_.size() && cgroups_[k]) {
+        for (pid_t p : cgroups_[k]->Processes()) candidates.push_back(std::to_string(p));
+      } else {
+        std::error_code ec;
+        for (fs::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec))
+          candidates.push_back(it->path().filename().string());
+      }
+      for (const std::string& name : candidates) {
         if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
         pid_t pid = std::atoi(name.c_str());
         if (pid == i.pid) continue;
