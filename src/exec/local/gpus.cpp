@@ -47,6 +47,19 @@ std::optional<std::vector<std::vector<int>>> PlacedGpus(const std::string& spec_
   return out;
 }
 
+std::vector<std::string> GpuDeviceNodes(const std::string& device_dir, const std::vector<int>& indices) {
+  std::vector<std::string> nodes;
+  if (indices.empty()) return nodes;
+  for (int g : indices) nodes.push_back(device_dir + "/nvidia" + std::to_string(g));
+  std::error_code ec;
+  for (fs::directory_iterator it(device_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name == "nvidiactl" || name.rfind("nvidia-uvm", 0) == 0 || name == "nvidia-modeset") nodes.push_back(it->path().string());
+  }
+  std::sort(nodes.begin(), nodes.end());
+  return nodes;
+}
+
 std::string GpuList(const std::vector<int>& indices) {
   std::string s;
   for (int i : indices) s += (s.empty() ? "" : ",") + std::to_string(i);

@@ -27,6 +27,11 @@ std::vector<int> DiscoverGpus(const std::string& device_dir, const std::optional
 // host, or the Slurm executor), and then the instance sees the GPUs the supervisor itself sees.
 std::optional<std::vector<std::vector<int>>> PlacedGpus(const std::string& spec_text);
 
+// The device nodes an instance with GPUs `indices` needs: `<device_dir>/nvidia<N>` for each, plus
+// the control nodes every CUDA process opens (nvidiactl, nvidia-uvm*, nvidia-modeset) found
+// there; sorted. None for no indices.
+std::vector<std::string> GpuDeviceNodes(const std::string& device_dir, const std::vector<int>& indices);
+
 // "0,2": the indices as CUDA_VISIBLE_DEVICES lists them.
 std::string GpuList(const std::vector<int>& indices);
 

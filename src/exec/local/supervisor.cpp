@@ -1270,37 +1270,12 @@ class Supervisor {
   // instance without GPUs. Without a placement (no inventory, or Slurm, whose step cgroup holds
   // the job's GPUs), every GPU the supervisor sees.
   std::vector<std::string> GpuNodes(int n) const {
-    if (!placed_gpus_) return VisibleGpuNodes();
+    if (!placed_gpus_) {
+      const char* cuda = std::getenv("CUDA_VISIBLE_DEVICES");
+      return local::GpuDeviceNodes("/dev", local::DiscoverGpus("/dev", cuda ? std::optional<std::string>(cuda) : std::nullopt, {}));
+    }
     const size_t i = static_cast<size_t>(n - 1);
-    if (i >= placed_gpus_->size() || (*placed_gpus_)[i].empty()) return {};
-    std::vector<std::string> nodes;
-    std::error_code ec;
-    for (int g : (*placed_gpus_)[i]) nodes.push_back(host_.gpu_device_dir + "/nvidia" + std::to_string(g));
-    for (fs::directory_iterator it(host_.gpu_device_dir, ec), end; !ec && it != end; it.increment(ec)) {
-      const std::string name = it->path().filename().string();
-      if (name == "nvidiactl" || name.rfind("nvidia-uvm", 0) == 0 || name == "nvidia-modeset") nodes.push_back(it->path().string());
-    }
-    std::sort(nodes.begin(), nodes.end());
-    return nodes;
-  }
-  // /dev/nvidiaN for each index in the server's CUDA_VISIBLE_DEVICES (every GPU when it is unset;
-  // never the job's own setting), plus the control nodes. Other GPUs' nodes are not in the sandbox.
-  static std::vector<std::string> VisibleGpuNodes() {
-    const char* cuda = std::getenv("CUDA_VISIBLE_DEVICES");
-    auto visible = local::VisibleGpus(cuda ? std::optional<std::string>(cuda) : std::nullopt);
-    std::vector<std::string> nodes;
-    std::error_code ec;
-    for (fs::directory_iterator it("/dev", ec), end; !ec && it != end; it.increment(ec)) {
-      std::string name = it->path().filename().string();
-      if (name.rfind("nvidia", 0) != 0) continue;
-      std::string rest = name.substr(6);
-      bool gpu = !rest.empty() && rest.find_first_not_of("0123456789") == std::string::npos;
-      if (gpu && visible && !visible->count(std::atoi(rest.c_str()))) continue;
-      if (gpu || name == "nvidiactl" || name.rfind("nvidia-uvm", 0) == 0 || name == "nvidia-modeset")
-        nodes.push_back(it->path().string());
-    }
-    std::sort(nodes.begin(), nodes.end());
-    return nodes;
+    return local::GpuDeviceNodes(host_.gpu_device_dir, i < placed_gpus_->size() ? (*placed_gpus_)[i] : std::vector<int>{});
   }
 
   // ---- Limits per instance (docs/user-guide.md, "The sandbox") ----
