@@ -31,6 +31,7 @@
 #include "api/console.h"
 #include "api/forward.h"
 #include "control/controller.h"
+#include "core/steady_clock.h"
 #include "core/strings.h"
 
 namespace ty::cli {
@@ -40,10 +41,6 @@ using nlohmann::json;
 
 constexpr int kDeposedExit = 75;
 constexpr std::string_view kForwardedBy = "X-Trainyard-Forwarded-By";
-
-int64_t SteadyMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 [[noreturn]] void Deposed(const std::string& why) {
   spdlog::error("no longer the leader: {}; exiting (status {}) so that a restart rejoins as a follower", why, kDeposedExit);

@@ -503,7 +503,8 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
     if (const toml::node* sn = e->get("slurm")) {
       const toml::table* s = sn->as_table();
       if (!s) return InvalidArgument("config: executor.slurm must be a table");
-      TY_RETURN_IF_ERROR(CheckKeys(*s, {"partition", "account", "bin_dir", "conf", "sbatch_args", "poll_interval_ms", "notify_address"},
+      TY_RETURN_IF_ERROR(CheckKeys(*s, {"partition", "account", "bin_dir", "conf", "sbatch_args", "poll_interval_ms", "notify_address",
+                                       "hold_max_allocations", "hold_keep_alive_seconds", "hold_sbatch_args"},
                                    "[executor.slurm]"));
       SlurmConfig& sc = c.slurm;
       TY_RETURN_IF_ERROR(Read(*s, "partition", &sc.partition, "executor.slurm."));
@@ -515,6 +516,13 @@ StatusOr<Config> LoadConfigFile(const std::string& path, Config c) {
       if (sc.notify_address.empty() || sc.notify_address.find_first_not_of("0123456789.") != std::string::npos)
         return InvalidArgument("config: executor.slurm.notify_address must be an IPv4 address");
       TY_RETURN_IF_ERROR(ReadStrings(*s, "sbatch_args", &sc.sbatch_args, "executor.slurm."));
+      TY_RETURN_IF_ERROR(Read(*s, "hold_max_allocations", &sc.hold_max_allocations, "executor.slurm."));
+      TY_RETURN_IF_ERROR(Read(*s, "hold_keep_alive_seconds", &sc.hold_keep_alive_seconds, "executor.slurm."));
+      TY_RETURN_IF_ERROR(ReadStrings(*s, "hold_sbatch_args", &sc.hold_sbatch_args, "executor.slurm."));
+      if (sc.hold_max_allocations < 0 || sc.hold_max_allocations > 10000)
+        return InvalidArgument("config: executor.slurm.hold_max_allocations must be from 0 to 10000");
+      if (sc.hold_keep_alive_seconds < 1 || sc.hold_keep_alive_seconds > 3600)
+        return InvalidArgument("config: executor.slurm.hold_keep_alive_seconds must be from 1 to 3600");
       if (!ValidSlurmPartitionName(sc.partition))
         return InvalidArgument("config: executor.slurm.partition must be 1 to 64 letters, digits, '_', '-' or '.'");
       if (!sc.account.empty() && !ValidSlurmPartitionName(sc.account))

@@ -82,6 +82,12 @@ struct SlurmConfig {
   // The IPv4 address the nodes reach this server at: supervisors poke it over UDP (any free
   // port) on each phase change, so the server need not wait for its next look.
   std::string notify_address = "127.0.0.1";
+  // Held allocations (docs/slurm.md, "Held allocations"): a single-instance attempt runs in an
+  // allocation trainyard keeps, which then waits hold_keep_alive_seconds for the next attempt of
+  // the same shape before Slurm gets it back. At most hold_max_allocations at once; 0 turns them off.
+  int hold_max_allocations = 64;
+  int hold_keep_alive_seconds = 15;
+  std::vector<std::string> hold_sbatch_args;  // appended to a held allocation's sbatch (e.g. a QOS)
 };
 
 struct ObjectStoreConfig {

@@ -17,6 +17,31 @@ from harness import ServerTest
 from slurm_cluster import SlurmCluster
 
 CLUSTER = None
+HOLD_KEEP_ALIVE = 8  # seconds an idle held allocation waits for the next attempt
+
+
+ALIVE = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
+
+
+def held_jobs(data_dir, states=ALIVE):
+    """The held allocations in Slurm of the server on data_dir (their working directories are
+    inside it): job id -> state, in `states` (None: any)."""
+    out = CLUSTER.cmd("squeue", "-h", "-t", "all", "-o", "%i|%j|%T|%Z")
+    jobs = {}
+    for line in out.splitlines():
+        job_id, name, state, workdir = line.strip().split("|", 3)
+        if name.startswith("ty-hold-") and workdir.startswith(data_dir + "/") and (states is None or state in states):
+            jobs[job_id] = state
+    return jobs
+
+
+def wait_no_held_jobs(test, timeout):
+    """Waits until no held allocation of the test's server is left in Slurm; the seconds it took."""
+    t0 = time.time()
+    while held_jobs(test.data_dir):
+        test.assertLess(time.time(), t0 + timeout, f"held allocations still in Slurm: {held_jobs(test.data_dir)}")
+        time.sleep(0.1)
+    return time.time() - t0
 
 
 def slurm_config(cluster, extra=""):
@@ -30,6 +55,7 @@ partition = "main"
 bin_dir = "{cluster.bin_dir}"
 conf = "{cluster.conf_path}"
 poll_interval_ms = 200
+hold_keep_alive_seconds = {HOLD_KEEP_ALIVE}
 
 [[instance_types]]
 name = "ml.m5.large"
@@ -177,6 +203,7 @@ class SlurmTest(ServerTest):
         job_id = self.submit(queue, self.command_payload("nodefail", "trap 'exit 0' TERM; sleep 1000 & wait"),
                              retryStrategy={"attempts": 1})
         _, first = self.running_attempt(job_id)
+        self.assertIn(self.slurm_job_of(first), held_jobs(self.data_dir))  # in a held allocation
         node = self.attempt_nodes(first)["names"][0]
         CLUSTER.kill_slurmd(node)
         try:
@@ -202,12 +229,19 @@ class SlurmTest(ServerTest):
         out = CLUSTER.cmd("squeue", "-h", "-t", "all", "-n", "ty-" + name, "-o", "%i %T")
         return [line.split() for line in out.splitlines() if line.strip()]
 
+    def slurm_job_of(self, attempt):
+        with open(os.path.join(self.data_dir, "attempts", attempt, "slurm_job_id")) as f:
+            return f.read().strip()
+
     def test_kill_9_of_the_server_leaves_every_slurm_job_accounted_for(self):
-        # One job that ends while the server is down, one that runs on, one stopped after the restart.
+        # One job that ends while the server is down, one that runs on, one stopped after the
+        # restart; each single-instance attempt runs in a held allocation of its own.
         self.sm.create_training_job(**self.command_payload("brief", "sleep 3; echo done"))
         self.sm.create_training_job(**self.command_payload("long", "trap 'exit 0' TERM; sleep 1000 & wait"))
         self.wait_secondary("brief", "Training", timeout=60)
         self.wait_secondary("long", "Training", timeout=60)
+        before = held_jobs(self.data_dir)
+        self.assertEqual(len(before), 2, before)
         self.server.kill9()
         time.sleep(5)  # "brief" ends on Slurm while no server watches
         self.server = self.new_server()
@@ -215,13 +249,61 @@ class SlurmTest(ServerTest):
         tj = self.wait_training("brief", timeout=60)
         self.assertEqual(tj["TrainingJobStatus"], "Completed", tj.get("FailureReason"))
         self.assertEqual(self.sm.describe_training_job(TrainingJobName="long")["SecondaryStatus"], "Training")
-        # Each attempt is still one Slurm job: the restart started none twice.
-        for name in ("brief", "long"):
-            self.assertEqual(len(self.slurm_jobs_named(name)), 1, self.slurm_jobs_named(name))
+        # The restart submitted nothing twice: the same two allocations, each attempt in its own.
+        self.assertEqual(set(held_jobs(self.data_dir, states=None)), set(before))
+        self.assertEqual({self.slurm_job_of("brief"), self.slurm_job_of("long")}, set(before))
         self.sm.stop_training_job(TrainingJobName="long")
         tj = self.wait_training("long", timeout=60)
         self.assertEqual(tj["TrainingJobStatus"], "Stopped")
-        self.assertEqual(self.slurm_jobs_named("long")[0][1], "COMPLETED")
+        # Both allocations, now idle, go back to Slurm after the keep-alive: nothing is orphaned.
+        wait_no_held_jobs(self, HOLD_KEEP_ALIVE + 5)
+
+    def test_held_allocations_grow_with_the_queue_are_reused_and_go_back_when_idle(self):
+        for i in range(3):
+            self.sm.create_training_job(**self.command_payload(f"held-{i}", "sleep 2; echo ok"))
+        for i in range(3):
+            tj = self.wait_training(f"held-{i}", timeout=90)
+            self.assertEqual(tj["TrainingJobStatus"], "Completed", tj.get("FailureReason"))
+        # Three at once: three allocations, one each, none of them a Slurm job of the attempt's own.
+        held = {self.slurm_job_of(f"held-{i}") for i in range(3)}
+        self.assertEqual(len(held), 3)
+        self.assertEqual(set(held_jobs(self.data_dir, states=None)), held)
+        self.assertEqual(self.slurm_jobs_named("held-0"), [])
+        # The next job of the same shape runs in one of them, with no sbatch.
+        t0 = time.time()
+        self.sm.create_training_job(**self.command_payload("held-next", "echo next"))
+        first_line = self.first_line_after("held-next", t0)
+        tj = self.wait_training("held-next", timeout=60)
+        self.assertEqual(tj["TrainingJobStatus"], "Completed", tj.get("FailureReason"))
+        self.assertIn(self.slurm_job_of("held-next"), held)
+        self.assertEqual(set(held_jobs(self.data_dir, states=None)), held)
+        # Idle, each goes back to Slurm once its keep-alive has run out.
+        released = wait_no_held_jobs(self, HOLD_KEEP_ALIVE + 5)
+        print(f"\nheld allocation on Slurm: first line {first_line * 1000:.0f} ms after CreateTrainingJob; "
+              f"the last allocation given back {released:.1f} s after its last job ended (keep-alive {HOLD_KEEP_ALIVE} s)")
+
+    def test_stop_and_the_runtime_limit_reach_an_attempt_in_a_held_allocation(self):
+        self.sm.create_training_job(**self.command_payload("held-stop", "trap 'exit 0' TERM; sleep 1000 & wait"))
+        self.wait_secondary("held-stop", "Training", timeout=60)
+        self.sm.stop_training_job(TrainingJobName="held-stop")
+        self.assertEqual(self.wait_training("held-stop", timeout=60)["TrainingJobStatus"], "Stopped")
+        limited = self.command_payload("held-limit", "sleep 1000")
+        limited["StoppingCondition"] = {"MaxRuntimeInSeconds": 2}
+        self.sm.create_training_job(**limited)
+        tj = self.wait_training("held-limit", timeout=60)
+        self.assertEqual((tj["TrainingJobStatus"], tj["SecondaryStatus"]), ("Stopped", "MaxRuntimeExceeded"))
+        # Both ran in the same allocation, which outlived them.
+        self.assertEqual(self.slurm_job_of("held-stop"), self.slurm_job_of("held-limit"))
+        self.assertEqual(held_jobs(self.data_dir), {self.slurm_job_of("held-limit"): "RUNNING"})
+
+    def test_a_multi_instance_attempt_is_one_slurm_job_of_its_own(self):
+        payload = self.command_payload("pair", "echo $SM_CURRENT_HOST")
+        payload["ResourceConfig"]["InstanceCount"] = 2
+        self.sm.create_training_job(**payload)
+        tj = self.wait_training("pair", timeout=120)
+        self.assertEqual(tj["TrainingJobStatus"], "Completed", tj.get("FailureReason"))
+        self.assertEqual(self.slurm_jobs_named("pair"), [[self.slurm_job_of("pair"), "COMPLETED"]])
+        self.assertEqual(held_jobs(self.data_dir, states=None), {})
 
     def first_line_after(self, name, t0, timeout=60):
         """Seconds from t0 (epoch) to the job's first log line (its own timestamp)."""

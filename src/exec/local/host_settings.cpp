@@ -38,6 +38,7 @@ std::string Encode(const HostSettings& h) {
                         {"dirs", h.image_dirs},
                         {"fallback_to_host", h.image_fallback_to_host}, {"timeout_seconds", h.image_pull_timeout_seconds}}},
             {"notify_socket", h.notify_socket},
+            {"notify_file", h.notify_file},
             {"data_dir", h.data_dir},
             {"disk_reserve_bytes", h.disk_reserve_bytes},
             {"launcher", {{"kind", h.launcher}, {"agent_binary", h.agent_binary},
@@ -85,6 +86,7 @@ StatusOr<HostSettings> DecodeHostSettings(std::string_view text) {
     h.image_fallback_to_host = im.value("fallback_to_host", false);
     h.image_pull_timeout_seconds = im.value("timeout_seconds", h.image_pull_timeout_seconds);
     h.notify_socket = o.value("notify_socket", "");
+    h.notify_file = o.value("notify_file", "");
     h.data_dir = o.value("data_dir", "");
     h.disk_reserve_bytes = o.value("disk_reserve_bytes", int64_t{0});
     const json l = o.value("launcher", json::object());

@@ -47,6 +47,9 @@ struct HostSettings {
   // Poked on each phase change: a unix datagram socket path, or "udp:<ipv4>:<port>" where the
   // server is on another machine (the Slurm executor); "" = none.
   std::string notify_socket;
+  // A file that, when it holds "udp:<ipv4>:<port>", replaces notify_socket: written by the server
+  // that leads now, so that pokes follow it after a failover (the Slurm executor); "" = none.
+  std::string notify_file;
   // The server's data directory, named in no message a job can read (a failure reason or a
   // transition's message says <data dir> in its place); "" = not known.
   std::string data_dir;

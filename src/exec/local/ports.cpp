@@ -1,12 +1,16 @@
 #include "exec/local/ports.h"
 
+#include <ifaddrs.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace ty::exec::local {
 
@@ -51,6 +55,27 @@ int ParsePort(const std::string& text) {
   if (text.empty() || text.size() > 5 || text.find_first_not_of("0123456789") != std::string::npos) return 0;
   int p = std::stoi(text);
   return p >= 1 && p <= 65535 ? p : 0;
+}
+
+std::string InterfaceHolding(const std::string& address) {
+  // A host name (Slurm's NodeAddr defaults to the node's name) stands for its IPv4 addresses.
+  std::vector<in_addr_t> wanted;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* found = nullptr;
+  if (address.empty() || ::getaddrinfo(address.c_str(), nullptr, &hints, &found) != 0) return "";
+  for (addrinfo* a = found; a; a = a->ai_next)
+    wanted.push_back(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr);
+  ::freeaddrinfo(found);
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return "";
+  std::string name;
+  for (ifaddrs* i = list; i && name.empty(); i = i->ifa_next)
+    if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+        std::count(wanted.begin(), wanted.end(), reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr))
+      name = i->ifa_name;
+  ::freeifaddrs(list);
+  return name;
 }
 
 }  // namespace ty::exec::local

@@ -8,6 +8,8 @@
 // binds it beside the held socket, which is allowed while the held one does not listen.
 #pragma once
 
+#include <string>
+
 #include "core/status.h"
 
 namespace ty::exec::local {
@@ -33,5 +35,9 @@ class HeldPort {
 
 // The port number in `text` (1..65535, digits only); 0 when it is not one.
 int ParsePort(const std::string& text);
+
+// The name of this host's network interface that holds `address` (an IPv4 address, or a host
+// name for its IPv4 addresses), e.g. "eth0", "ib0", "lo"; "" when none does.
+std::string InterfaceHolding(const std::string& address);
 
 }  // namespace ty::exec::local

@@ -501,7 +501,12 @@ class Supervisor {
   }
 
   void Notify() {
-    const std::string& path = host_.notify_socket;
+    std::string path = host_.notify_socket;
+    // On Slurm, the server that leads now (after a failover, not the one that started the attempt).
+    if (std::string now; !host_.notify_file.empty() && local::ReadFile(host_.notify_file, &now)) {
+      while (!now.empty() && (now.back() == '\n' || now.back() == ' ')) now.pop_back();
+      if (now.rfind("udp:", 0) == 0) path = now;
+    }
     if (path.rfind("udp:", 0) == 0) {
       // udp:<ipv4>:<port>: the server is on another machine.
       auto colon = path.rfind(':');
@@ -560,8 +565,14 @@ class Supervisor {
     fs::path p = fs::read_symlink("/proc/self/exe", ec);
     return ec ? std::string(local::kLauncherPath) : p.string();
   }
-  // On one host every algo-<n> is a loopback address (EtcHosts).
-  static constexpr const char* kNetworkInterface = "lo";
+  // The interface that carries the instances' addresses (SM_NETWORK_INTERFACE_NAME): on Slurm,
+  // the one of this node that holds its NodeAddr (the nodes of a cluster name theirs alike); on
+  // one host every algo-<n> is a loopback address (EtcHosts).
+  std::string NetworkInterface() const {
+    if (!node_addrs_.empty())
+      if (std::string name = local::InterfaceHolding(node_addrs_[0]); !name.empty()) return name;
+    return "lo";
+  }
 
   // An MPI launch's remote shell secret, the same in every instance's input/config (0600; made
   // the job user's with the rest of the instance's tree).
@@ -744,7 +755,7 @@ class Supervisor {
                               "checkpoints", "sagemaker"})
         fs::create_directories(h / sub, ec);
       if (!PrepareWorkspace(n, error)) return false;
-      std::ofstream(h / "input/config/resourceconfig.json") << local::ResourceConfig(spec_, n, count_, kNetworkInterface);
+      std::ofstream(h / "input/config/resourceconfig.json") << local::ResourceConfig(spec_, n, count_, NetworkInterface());
       if (!WriteShellSecret(h / "input/config", error)) return false;
       std::ofstream(h / "input/config/hyperparameters.json") << local::HyperparametersJson(spec_);
       std::ofstream(h / "input/config/inputdataconfig.json") << local::InputDataConfig(spec_);
@@ -1192,7 +1203,7 @@ class Supervisor {
     layout.has_venv = !image_ && fs::exists(layout.workspace + "/venv/bin");
     layout.has_pylib = !image_ && fs::exists(layout.workspace + "/pylib");
     layout.config_written = configured_[static_cast<size_t>(n - 1)];
-    layout.network_interface = kNetworkInterface;
+    layout.network_interface = NetworkInterface();
     layout.master_port = master_port_;
     layout.shell_port = shell_port_;
     if (!sandbox_) layout.hosts_file = fs::absolute(dir_ + "/hosts-file").string();
@@ -2007,37 +2018,6 @@ class Supervisor {
 }  // namespace
 
 int RunSupervisor(const std::string& attempt_dir) { return Supervisor(attempt_dir).Run(); }
-
-int RunPoolHolder(const std::string& workspace, const std::string& first_attempt_dir) {
-  ::signal(SIGPIPE, SIG_IGN);
-  // The longest a pool is kept (KeepAlivePeriodInSeconds is at most 3600) and a margin.
-  constexpr int64_t kMaxIdleMs = (3600 + 120) * 1000;
-  const fs::path attempts_root = fs::absolute(first_attempt_dir).lexically_normal().parent_path();
-  const std::string next_path = workspace + "/next";
-  int64_t idle_since = NowMs();
-  while (true) {
-    struct stat st;
-    if (::stat(workspace.c_str(), &st) != 0) return 0;  // the pool ended: the allocation goes
-    std::string next;
-    if (local::ReadFile(next_path, &next)) {
-      ::unlink(next_path.c_str());
-      while (!next.empty() && (next.back() == '\n' || next.back() == ' ')) next.pop_back();
-      // Only a sibling of the pool's first attempt: an attempt directory of the same server.
-      const fs::path dir = fs::path(next).lexically_normal();
-      if (dir.parent_path() == attempts_root && fs::is_directory(dir)) {
-        pid_t pid = ::fork();
-        if (pid == 0) ::_exit(RunSupervisor(dir.string()));
-        int status;
-        while (pid > 0 && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-        }
-      }
-      idle_since = NowMs();
-      continue;
-    }
-    if (NowMs() - idle_since > kMaxIdleMs) return 0;
-    ::poll(nullptr, 0, 50);
-  }
-}
 
 int RunInstanceAgent(const std::string& attempt_dir, int instance) {
   return Supervisor(attempt_dir).RunInstanceAgent(instance);

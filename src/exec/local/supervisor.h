@@ -15,10 +15,4 @@ int RunSupervisor(const std::string& attempt_dir);
 // instance's exit code (125 when it could not be started).
 int RunInstanceAgent(const std::string& attempt_dir, int instance);
 
-// On Slurm, after an attempt on a warm pool: keeps the Slurm job's allocation, running the
-// supervisor of each attempt the executor hands over (<workspace>/next names its directory, a
-// sibling of first_attempt_dir), until the pool's directory is removed or an hour passes idle
-// (`trainyard-supervisor --hold WORKSPACE FIRST_ATTEMPT_DIR`; docs/slurm.md, "Warm pools").
-int RunPoolHolder(const std::string& workspace, const std::string& first_attempt_dir);
-
 }  // namespace ty::exec

@@ -4,9 +4,11 @@
 // trainyard-supervisor --instance N DIR: on Slurm, instance N of the attempt on this node.
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "exec/local/allocation_holder.h"
 #include "exec/local/launcher.h"
 #include "exec/local/supervisor.h"
 
@@ -15,6 +17,8 @@ constexpr const char* kUsage =
     "usage: trainyard-supervisor ATTEMPT_DIR\n"
     "       trainyard-supervisor --instance N ATTEMPT_DIR   (on a Slurm node: instance N of the attempt)\n"
     "       trainyard-supervisor --hold POOL_DIR ATTEMPT_DIR (on Slurm: keep a warm pool's allocation)\n"
+    "       trainyard-supervisor --held DIR ATTEMPTS_DIR IDLE_SECONDS\n"
+    "                                                 (on Slurm: keep an allocation held for trainyard)\n"
     "(started by the trainyard server; see docs/design/attempt-spec.md and docs/slurm.md)\n";
 }
 
@@ -33,7 +37,21 @@ int main(int argc, char** argv) {
     }
     return ty::exec::RunInstanceAgent(argv[3], n);
   }
-  if (argc == 4 && std::string(argv[1]) == "--hold") return ty::exec::RunPoolHolder(argv[2], argv[3]);
+  if (argc == 4 && std::string(argv[1]) == "--hold") {
+    // A warm pool's allocation, after its first attempt: kept up to the longest keep-alive
+    // (KeepAlivePeriodInSeconds is at most 3600) and a margin.
+    return ty::exec::RunAllocationHolder(argv[2], std::filesystem::path(argv[3]).lexically_normal().parent_path(),
+                                         (3600 + 120) * 1000);
+  }
+  if (argc == 5 && std::string(argv[1]) == "--held") {
+    char* end = nullptr;
+    long long idle = std::strtoll(argv[4], &end, 10);
+    if (!end || *end || idle < 1) {
+      std::fprintf(stderr, "%s", kUsage);
+      return 2;
+    }
+    return ty::exec::RunAllocationHolder(argv[2], argv[3], idle * 1000);
+  }
   if (argc != 2) {
     std::fprintf(stderr, "%s", kUsage);
     return 2;

@@ -6,8 +6,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
+#include <random>
 
+#include "core/steady_clock.h"
 #include "exec/local/attempt_files.h"
 #include "exec/local/run_command.h"
 #include "exec/slurm/slurm_nodes.h"
@@ -17,11 +20,6 @@ namespace ty::exec {
 namespace fs = std::filesystem;
 
 namespace {
-
-int64_t SteadyMs() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
-}
 
 // How long an attempt may go unseen by squeue after its submission before it counts as gone
 // (squeue and sbatch race; a job submitted a moment ago may be missing from a listing begun
@@ -76,29 +74,35 @@ std::vector<SlurmJobState> ParseSqueue(const std::string& text) {
   return jobs;
 }
 
+std::vector<std::string> SlurmResourceArgs(const AttemptSpec& spec, const InstanceTypeSpec* type, const SlurmConfig& slurm) {
+  std::vector<std::string> args;
+  const std::string partition = type && !type->slurm_partition.empty() ? type->slurm_partition : slurm.partition;
+  args.push_back("--partition=" + partition);
+  if (!slurm.account.empty()) args.push_back("--account=" + slurm.account);
+  if (type && type->slurm_whole_node) {
+    args.push_back("--exclusive");
+  } else {
+    args.push_back("--cpus-per-task=" + std::to_string(std::max(1, spec.vcpus)));
+    if (spec.memory_mib > 0) args.push_back("--mem=" + std::to_string(spec.memory_mib) + "M");
+    if (spec.gpus > 0) args.push_back("--gres=gpu:" + std::to_string(spec.gpus));
+  }
+  if (type && !type->slurm_constraint.empty()) args.push_back("--constraint=" + type->slurm_constraint);
+  return args;
+}
+
 SbatchPlan PlanSbatch(const AttemptSpec& spec, const InstanceTypeSpec* type, const SlurmConfig& slurm,
                       const std::string& dir, const std::string& supervisor_binary) {
   SbatchPlan p;
-  const std::string partition = type && !type->slurm_partition.empty() ? type->slurm_partition : slurm.partition;
   p.argv = {"--parsable",
             "--job-name=ty-" + spec.attempt_id,
             "--comment=trainyard",
-            "--partition=" + partition,
             "--nodes=" + std::to_string(std::max(1, spec.instance_count)),
             "--ntasks-per-node=1",
             "--no-requeue",
             "--export=PATH,LANG,LC_ALL,HOME",
             "--output=" + dir + "/slurm-%j.out",
             "--chdir=" + dir};
-  if (!slurm.account.empty()) p.argv.push_back("--account=" + slurm.account);
-  if (type && type->slurm_whole_node) {
-    p.argv.push_back("--exclusive");
-  } else {
-    p.argv.push_back("--cpus-per-task=" + std::to_string(std::max(1, spec.vcpus)));
-    if (spec.memory_mib > 0) p.argv.push_back("--mem=" + std::to_string(spec.memory_mib) + "M");
-    if (spec.gpus > 0) p.argv.push_back("--gres=gpu:" + std::to_string(spec.gpus));
-  }
-  if (type && !type->slurm_constraint.empty()) p.argv.push_back("--constraint=" + type->slurm_constraint);
+  for (auto& a : SlurmResourceArgs(spec, type, slurm)) p.argv.push_back(std::move(a));
   if (spec.max_runtime_seconds > 0 && !spec.warm_pool) {
     // Slurm's limit is a backstop behind the supervisor's own: the runtime, the grace and a margin.
     int64_t minutes = (spec.max_runtime_seconds + spec.stop_grace_seconds + 300 + 59) / 60;
@@ -118,6 +122,30 @@ SbatchPlan PlanSbatch(const AttemptSpec& spec, const InstanceTypeSpec* type, con
   return p;
 }
 
+SbatchPlan PlanHold(const std::string& name, const std::vector<std::string>& resources, const SlurmConfig& slurm,
+                    const std::string& hold_dir, const std::string& attempts_root, const std::string& supervisor_binary) {
+  SbatchPlan p;
+  p.argv = {"--parsable",
+            "--job-name=" + name,
+            "--comment=trainyard",
+            "--nodes=1",
+            "--ntasks-per-node=1",
+            "--no-requeue",
+            "--export=PATH,LANG,LC_ALL,HOME",
+            "--output=" + hold_dir + "/slurm-%j.out",
+            "--chdir=" + hold_dir};
+  p.argv.insert(p.argv.end(), resources.begin(), resources.end());
+  for (const auto& a : slurm.sbatch_args) p.argv.push_back(a);
+  for (const auto& a : slurm.hold_sbatch_args) p.argv.push_back(a);
+  p.argv.push_back(hold_dir + "/batch.sh");
+  // The holder ends by itself a minute after the server would have given the allocation back:
+  // only when no server is there to do it.
+  p.script = "#!/bin/sh\n# trainyard held allocation (docs/slurm.md, \"Held allocations\")\nexec " + Quote(supervisor_binary) +
+             " --held " + Quote(hold_dir) + " " + Quote(attempts_root) + " " +
+             std::to_string(slurm.hold_keep_alive_seconds + 60) + "\n";
+  return p;
+}
+
 SlurmExecutor::SlurmExecutor(Options options)
     : AttemptDirectoryExecutor(options.attempts_root), options_(std::move(options)) {
   std::error_code ec;
@@ -126,6 +154,17 @@ SlurmExecutor::SlurmExecutor(Options options)
   options_.host.agent_binary = options_.supervisor_binary;
   options_.host.slurm_bin_dir = options_.slurm.bin_dir;
   options_.host.slurm_conf = options_.slurm.conf;
+  // Held allocations live beside the attempts, on the same shared file system. Their Slurm jobs
+  // carry a tag of this directory, so that a server tells its own from another server's.
+  const fs::path slurm_dir = fs::absolute(options_.attempts_root).lexically_normal().parent_path() / "slurm";
+  holds_root_ = (slurm_dir / "holds").string();
+  fs::create_directories(holds_root_, ec);
+  uint32_t tag = 2166136261u;  // FNV-1a of the directory's path
+  for (unsigned char c : holds_root_) tag = (tag ^ c) * 16777619u;
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", tag);
+  hold_prefix_ = std::string("ty-hold-") + hex + "-";
+  AdoptHolds();
   // Supervisors on the nodes poke this server over UDP (a unix socket does not cross machines).
   udp_fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
@@ -140,6 +179,9 @@ SlurmExecutor::SlurmExecutor(Options options)
     timeval tv{0, 200000};
     ::setsockopt(udp_fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     threads_.emplace_back([this] { ListenLoop(); });
+    // Running supervisors poke whichever server wrote this last: the one that leads now.
+    options_.host.notify_file = (slurm_dir / "notify").string();
+    local::WriteFileAtomic(options_.host.notify_file, options_.host.notify_socket + "\n");
   }
   // sbatch answers in tens of milliseconds; a few at once keep a burst of starts moving.
   for (int i = 0; i < 4; ++i) threads_.emplace_back([this] { SubmitLoop(); });
@@ -370,6 +412,7 @@ Status SlurmExecutor::Start(const std::string& id, const AttemptSpec& spec) {
       return Status::Ok();
     }
   }
+  if (StartHeld(id, spec, type)) return Status::Ok();
   // The pool's directory holds its allocation's job id (and the holder waits on it).
   if (spec.warm_pool) fs::create_directories(spec.warm_pool->workspace, ec);
   {
@@ -465,6 +508,10 @@ std::vector<AttemptEvent> SlurmExecutor::Poll() {
           local::WriteFileAtomic(local::FencePath(Dir(id)), t.fence_reason + "\n");
         } else if (!Alive(job->state)) {
           gone = true;
+        } else if (held_in_.count(id) && !HeldAttemptPending(id)) {
+          // Its allocation lives on, but its holder is past it: the supervisor ended, with or
+          // without an outcome.
+          gone = true;
         }
       } else if (read_at > t.since + (t.job_id.empty() ? 3 : 1) * kUnseenGraceMs) {
         // Not listed by squeue long after its submission, or adopted without a job id and not
@@ -513,7 +560,168 @@ std::vector<AttemptEvent> SlurmExecutor::Poll() {
     for (size_t i = first; i < events.size(); ++i) Classify(t, &events[i]);
     it = done ? tracked_.erase(it) : std::next(it);
   }
+  TendHolds(events, now_steady, read_at, submitted, by_name);
   return events;
+}
+
+bool SlurmExecutor::StartHeld(const std::string& id, const AttemptSpec& spec, const InstanceTypeSpec* type) {
+  if (options_.slurm.hold_max_allocations <= 0 || spec.warm_pool || spec.instance_count > 1) return false;
+  std::string key;
+  for (const std::string& a : SlurmResourceArgs(spec, type, options_.slurm)) key += a + " ";
+  const std::string attempt_dir = fs::absolute(Dir(id)).lexically_normal().string();
+  // An idle allocation of the same shape that Slurm says runs: handed over, no sbatch, no wait.
+  for (auto& [hold_id, h] : holds_) {
+    if (!h.attempt.empty() || h.key != key) continue;
+    auto job = JobOf(h.job_id);
+    if (!job || job->state != "RUNNING") continue;
+    if (!local::WriteFileAtomic(HoldDir(hold_id) + "/next", attempt_dir + "\n")) continue;
+    local::WriteFileAtomic(Dir(id) + "/slurm_job_id", h.job_id + "\n");
+    tracked_[id].job_id = h.job_id;
+    h.attempt = id;
+    held_in_[id] = hold_id;
+    return true;
+  }
+  // None: the idle ones of other shapes go back first (this attempt may need their nodes), then
+  // a new one is asked for, this attempt its first.
+  std::vector<std::string> idle;
+  for (const auto& [hold_id, h] : holds_)
+    if (h.attempt.empty()) idle.push_back(hold_id);
+  for (const std::string& hold_id : idle) ReleaseHold(hold_id);
+  if (static_cast<int>(holds_.size()) >= options_.slurm.hold_max_allocations) return false;
+  static std::mt19937_64 rng{std::random_device{}()};
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(rng()));
+  const std::string hold_id = hex;
+  const std::string dir = HoldDir(hold_id);
+  std::error_code ec;
+  if (!fs::create_directory(dir, ec) || ec) return false;
+  SbatchPlan plan = PlanHold(HoldName(hold_id), SlurmResourceArgs(spec, type, options_.slurm), options_.slurm, dir,
+                             fs::absolute(options_.attempts_root).lexically_normal().string(), options_.supervisor_binary);
+  if (!local::WriteFileAtomic(dir + "/key", key + "\n") || !local::WriteFileAtomic(dir + "/batch.sh", plan.script, true, 0755) ||
+      !local::WriteFileAtomic(dir + "/next", attempt_dir + "\n")) {
+    fs::remove_all(dir, ec);
+    return false;
+  }
+  holds_[hold_id] = Hold{key, "", id, SteadyMs(), 0};
+  held_in_[id] = hold_id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    submitted_.erase(id);
+    queue_.push_back({id, std::move(plan), dir});
+  }
+  cv_.notify_all();
+  return true;
+}
+
+bool SlurmExecutor::HeldAttemptPending(const std::string& id) const {
+  auto in = held_in_.find(id);
+  if (in == held_in_.end()) return false;
+  const std::string dir = HoldDir(in->second);
+  // The holder writes `running` before it removes `next`: one of them names the attempt until
+  // its supervisor has ended.
+  std::string text;
+  for (const char* f : {"/running", "/next"})
+    if (local::ReadFile(dir + f, &text) && fs::path(Trim(text)).filename() == id) return true;
+  return false;
+}
+
+void SlurmExecutor::AdoptHolds() {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(holds_root_, ec)) {
+    if (!entry.is_directory(ec)) continue;
+    const std::string hold_id = entry.path().filename().string();
+    const std::string dir = entry.path().string();
+    Hold h;
+    h.since = h.idle_since = SteadyMs();
+    std::string text;
+    if (local::ReadFile(dir + "/key", &text)) h.key = text.substr(0, text.find('\n'));
+    if (local::ReadFile(dir + "/slurm_job_id", &text)) h.job_id = Trim(text);
+    for (const char* f : {"/running", "/next"})
+      if (h.attempt.empty() && local::ReadFile(dir + f, &text)) h.attempt = fs::path(Trim(text)).filename().string();
+    if (h.key.empty()) {
+      fs::remove_all(dir, ec);  // never finished being made
+      continue;
+    }
+    if (!h.attempt.empty()) held_in_[h.attempt] = hold_id;
+    holds_[hold_id] = std::move(h);
+  }
+}
+
+void SlurmExecutor::ReleaseHold(const std::string& hold_id) {
+  auto it = holds_.find(hold_id);
+  if (it == holds_.end()) return;
+  std::error_code ec;
+  fs::remove_all(HoldDir(hold_id), ec);
+  // One still waiting in Slurm's queue never started its holder: it is cancelled there.
+  if (auto job = JobOf(it->second.job_id); job && job->state == "PENDING") {
+    std::string out;
+    RunSlurm("scancel", {job->id}, &out);
+  }
+  if (!it->second.attempt.empty()) held_in_.erase(it->second.attempt);
+  holds_.erase(it);
+}
+
+void SlurmExecutor::TendHolds(const std::vector<AttemptEvent>& events, int64_t now_steady, int64_t read_at,
+                              const std::map<std::string, Submitted>& submitted,
+                              const std::map<std::string, std::string>& by_name) {
+  for (const AttemptEvent& e : events) {
+    if (e.phase != Phase::kExited && e.phase != Phase::kLost) continue;
+    auto in = held_in_.find(e.attempt_id);
+    if (in == held_in_.end()) continue;
+    auto h = holds_.find(in->second);
+    if (h != holds_.end() && h->second.attempt == e.attempt_id) {
+      h->second.attempt.clear();
+      h->second.idle_since = now_steady;
+    }
+    held_in_.erase(in);
+  }
+  std::vector<std::string> release;
+  for (auto& [hold_id, h] : holds_) {
+    if (h.job_id.empty()) {
+      auto s = std::find_if(submitted.begin(), submitted.end(),
+                            [&](const auto& kv) { return held_in_.count(kv.first) && held_in_.at(kv.first) == hold_id; });
+      if (s != submitted.end()) {
+        h.job_id = s->second.job_id;  // "" when sbatch failed: the attempt failed with it
+      } else if (auto n = by_name.find(HoldName(hold_id)); n != by_name.end() && read_at > h.since) {
+        h.job_id = n->second;  // adopted before its sbatch's answer was written down
+      }
+      if (h.job_id.empty()) {
+        bool waiting = false;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          for (const auto& q : queue_) waiting = waiting || q.pool_workspace == HoldDir(hold_id);
+        }
+        if (s != submitted.end() || (!waiting && read_at > h.since + 3 * kUnseenGraceMs)) release.push_back(hold_id);
+        continue;
+      }
+    }
+    auto job = JobOf(h.job_id);
+    if (job ? !Alive(job->state) : read_at > h.since + kUnseenGraceMs) {
+      release.push_back(hold_id);  // Slurm ended it (its node failed, its time ran out, scancel)
+      continue;
+    }
+    // Busy with an attempt no longer tracked (it ended before a restart): idle once its holder is past it.
+    if (!h.attempt.empty() && !tracked_.count(h.attempt) && !HeldAttemptPending(h.attempt)) {
+      held_in_.erase(h.attempt);
+      h.attempt.clear();
+      h.idle_since = now_steady;
+    }
+    if (h.attempt.empty() && now_steady - h.idle_since >= int64_t{options_.slurm.hold_keep_alive_seconds} * 1000)
+      release.push_back(hold_id);
+  }
+  for (const std::string& hold_id : release) ReleaseHold(hold_id);
+  // A job of this server's holds that it does not know (made just before a crash, or given back a
+  // moment ago and not yet gone) is cancelled, once.
+  for (const auto& [name, job_id] : by_name) {
+    if (name.rfind(hold_prefix_, 0) != 0 || cancelled_.count(job_id)) continue;
+    const std::string hold_id = name.substr(hold_prefix_.size());
+    if (holds_.count(hold_id) || fs::exists(HoldDir(hold_id))) continue;
+    auto job = JobOf(job_id);
+    if (!job || !Alive(job->state)) continue;
+    std::string out;
+    RunSlurm("scancel", {job_id}, &out);
+    cancelled_.insert(job_id);
+  }
 }
 
 Status SlurmExecutor::Discard(const std::string& id) {

@@ -26,6 +26,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,6 +57,17 @@ struct SbatchPlan {
 };
 SbatchPlan PlanSbatch(const AttemptSpec& spec, const InstanceTypeSpec* type, const SlurmConfig& slurm,
                       const std::string& attempt_dir, const std::string& supervisor_binary);
+
+// What one instance of `spec` asks Slurm for (partition, account, CPUs, memory, GPUs, features):
+// the shape of an allocation. Two attempts with the same arguments can run in the same one.
+std::vector<std::string> SlurmResourceArgs(const AttemptSpec& spec, const InstanceTypeSpec* type, const SlurmConfig& slurm);
+
+// The sbatch of a held allocation named `name` of one node with `resources` (docs/slurm.md,
+// "Held allocations"): its batch step runs `trainyard-supervisor --held`, no time limit of its
+// own (the partition's applies; every attempt in it keeps its own), [executor.slurm]
+// hold_sbatch_args last.
+SbatchPlan PlanHold(const std::string& name, const std::vector<std::string>& resources, const SlurmConfig& slurm,
+                    const std::string& hold_dir, const std::string& attempts_root, const std::string& supervisor_binary);
 
 class SlurmExecutor final : public local::AttemptDirectoryExecutor {
  public:
@@ -108,6 +120,15 @@ class SlurmExecutor final : public local::AttemptDirectoryExecutor {
     std::string job_id;  // "" on failure
     std::string error;
   };
+  // An allocation trainyard holds (docs/slurm.md, "Held allocations"): a one-node Slurm job whose
+  // batch step runs the attempts handed to it (<holds>/<id>/next), one at a time.
+  struct Hold {
+    std::string key;          // its shape: SlurmResourceArgs, joined
+    std::string job_id;       // "" until sbatch answered
+    std::string attempt;      // the attempt handed to it last; "" when idle
+    int64_t since = 0;        // steady ms: submitted or adopted
+    int64_t idle_since = 0;   // steady ms: when it became idle
+  };
 
   void SubmitLoop();
   void MonitorLoop();
@@ -120,10 +141,32 @@ class SlurmExecutor final : public local::AttemptDirectoryExecutor {
   void Classify(const Tracked& t, AttemptEvent* e) const;
   std::optional<SlurmJobState> JobOf(const std::string& job_id) const;  // as squeue last said
 
+  // Held allocations (controller thread).
+  std::string HoldDir(const std::string& hold_id) const { return holds_root_ + "/" + hold_id; }
+  std::string HoldName(const std::string& hold_id) const { return hold_prefix_ + hold_id; }
+  // Runs a single-instance attempt in a held allocation of its shape: an idle one Slurm says is
+  // running, else a new one submitted for it. False when it must go to Slurm on its own.
+  bool StartHeld(const std::string& attempt_id, const AttemptSpec& spec, const InstanceTypeSpec* type);
+  // Holds left by an earlier server process, from their directories.
+  void AdoptHolds();
+  // After Poll's events: idles the holds whose attempt ended, gives back the ones idle past their
+  // keep-alive, drops the ones Slurm ended, cancels jobs of this server's holds it does not know.
+  void TendHolds(const std::vector<AttemptEvent>& events, int64_t now_steady, int64_t read_at,
+                 const std::map<std::string, Submitted>& submitted, const std::map<std::string, std::string>& by_name);
+  // Gives the hold back: its directory goes, so its holder ends and Slurm frees the allocation.
+  void ReleaseHold(const std::string& hold_id);
+  // True while the holder of the attempt's hold still has it to run or runs it.
+  bool HeldAttemptPending(const std::string& attempt_id) const;
+
   // ---- constant after construction ----
   Options options_;
   // ---- controller thread only ----
   std::map<std::string, Tracked> tracked_;
+  std::map<std::string, Hold> holds_;          // hold id -> hold
+  std::map<std::string, std::string> held_in_;  // attempt id -> its hold's id
+  std::set<std::string> cancelled_;            // job ids of unknown holds already scancelled
+  std::string holds_root_;                     // <data-dir>/slurm/holds: shared with every node
+  std::string hold_prefix_;                    // Slurm job name of this server's holds, before the id
   // ---- shared with the threads ----
   mutable std::mutex mu_;
   std::condition_variable cv_;
