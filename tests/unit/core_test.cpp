@@ -246,6 +246,23 @@ TEST(Config, ConsoleWhatIfMaxJobsIsReadAndBounded) {
   }
 }
 
+TEST(Config, SlurmHeldAllocationsAreReadAndBounded) {
+  EXPECT_EQ(DefaultConfig().slurm.hold_max_allocations, 64);
+  EXPECT_EQ(DefaultConfig().slurm.hold_keep_alive_seconds, 15);
+  auto c = LoadConfigFile(WriteTemp("[executor.slurm]\nhold_max_allocations = 0\nhold_keep_alive_seconds = 300\n"
+                                    "hold_sbatch_args = [\"--qos=hold\"]\n"),
+                          DefaultConfig());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->slurm.hold_max_allocations, 0);
+  EXPECT_EQ(c->slurm.hold_keep_alive_seconds, 300);
+  EXPECT_EQ(c->slurm.hold_sbatch_args, std::vector<std::string>{"--qos=hold"});
+  for (const char* bad : {"hold_max_allocations = -1", "hold_max_allocations = 10001", "hold_keep_alive_seconds = 0",
+                          "hold_keep_alive_seconds = 3601", "hold_sbatch_args = \"--qos=hold\""}) {
+    auto r = LoadConfigFile(WriteTemp(std::string("[executor.slurm]\n") + bad + "\n"), DefaultConfig());
+    EXPECT_FALSE(r.ok()) << bad;
+  }
+}
+
 TEST(Config, HaSettingsAreReadAndBounded) {
   EXPECT_EQ(DefaultConfig().ha.lease_seconds, 3);
   auto c = LoadConfigFile(WriteTemp("[ha]\nlease_seconds = 1.5\nname = \"ctl-a\"\n"
