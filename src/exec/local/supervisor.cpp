@@ -46,6 +46,7 @@
 #include <thread>
 #include <vector>
 
+#include "exec/local/allocation_holder.h"
 #include "exec/local/archive.h"
 #include "exec/local/attempt_files.h"
 #include "exec/local/cgroup.h"
@@ -295,7 +296,10 @@ class Supervisor {
     }
     slurm_job_id_ = job;
     std::string out, err;
-    if (local::CaptureCommand({SlurmCommand("scontrol"), "show", "hostnames", list}, SlurmEnv(), &out, &err) != 0) {
+    // One plain name (a held allocation's one node) needs no expanding.
+    if (std::string_view(list).find_first_of("[,") == std::string_view::npos && *list) {
+      out = std::string(list) + "\n";
+    } else if (local::CaptureCommand({SlurmCommand("scontrol"), "show", "hostnames", list}, SlurmEnv(), &out, &err) != 0) {
       *error = "scontrol show hostnames " + std::string(list) + ": " + err;
       return false;
     }
@@ -316,6 +320,12 @@ class Supervisor {
       out.clear();
       err.clear();
       std::string addr = name;
+      // Known to the holder of a held allocation from its first attempt (RunAllocationHolder).
+      const char* known = std::getenv(local::kHeldNodeAddressEnv);
+      if (known && std::string_view(known).substr(0, name.size() + 1) == name + "=") {
+        node_addrs_.push_back(known + name.size() + 1);
+        continue;
+      }
       if (local::CaptureCommand({SlurmCommand("scontrol"), "show", "node", "--oneliner", name}, SlurmEnv(), &out, &err) == 0) {
         auto at = out.find(" NodeAddr=");
         if (at != std::string::npos) {
