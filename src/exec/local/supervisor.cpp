@@ -1326,7 +1326,7 @@ class Supervisor {
     std::error_code mk;
     fs::create_directories(run_dir, mk);
     const local::InstanceVolume::Space space{run_dir + "/volumes.lock", host_.disk_reserve_bytes,
-                                             run_dir + "/volume-templates"};
+                                             run_dir + "/volume-templates", local::VolumePoolDir(run_dir)};
     auto vol = local::InstanceVolume::Create(vol_dir + "/algo-" + std::to_string(n) + ".img",
                                              vol_dir + "/algo-" + std::to_string(n), VolumeBytes(), space,
                                              dir_ + "/supervisor.log");
@@ -1338,7 +1338,8 @@ class Supervisor {
       return false;
     }
     if (vol.ok()) {
-      Log("algo-" + std::to_string(n) + ": storage volume of " + std::to_string(VolumeBytes()) + " bytes at " + (*vol)->path());
+      Log("algo-" + std::to_string(n) + ": storage volume of " + std::to_string(VolumeBytes()) + " bytes at " +
+          (*vol)->path() + ((*vol)->reused() ? " (a wiped image from the pool)" : ""));
       Status st = (*vol)->BindInto("opt-ml", fs::absolute(local::HostDir(dir_, n)).string());
       if (st.ok() && !HasWarmPool()) st = (*vol)->BindInto("workspace", Workspace(n));
       volumes_.push_back(std::move(vol).value());
