@@ -1891,7 +1891,8 @@ class Supervisor {
     auto pack = [&](const std::string& name, const char* sub) {
       if (spec_.output_prefix.empty()) return false;
       SkipReport skipped(this, std::string("/opt/ml/") + sub);
-      local::OutputUpload out{dir_, count_, sub, name, spec_.output_prefix, spec_.compress};
+      local::OutputUpload out{dir_, !volumes_.empty() && volumes_[0] ? volumes_[0]->path() : "", count_, sub, name,
+                              spec_.output_prefix, spec_.compress};
       Status st = local::UploadOutput(*mover_, out, [&](int n, const std::string& rel, const std::string& why) {
         skipped(n, ShownRel(sub, rel), why);
       });
