@@ -3,21 +3,33 @@
 #include <fnmatch.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
 #include <openssl/sha.h>
+#include <sys/random.h>
 
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <stdexcept>
 
 namespace ty {
 
 namespace {
+// The kernel's CSPRNG (getrandom(2), which blocks only until it is first seeded), which OpenSSL's
+// own generator is seeded from: as strong, and it spares a process whose only use of OpenSSL is
+// a random name (a supervisor's upload into the embedded store) the library's initialisation,
+// its configuration file and provider included.
 void RandomBytes(unsigned char* out, size_t n) {
-  if (RAND_bytes(out, static_cast<int>(n)) != 1) throw std::runtime_error("RAND_bytes failed");
+  while (n > 0) {
+    ssize_t got = ::getrandom(out, n, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) throw std::runtime_error(std::string("getrandom failed: ") + std::strerror(errno));
+    out += got;
+    n -= static_cast<size_t>(got);
+  }
 }
 }  // namespace
 

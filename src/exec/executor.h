@@ -174,6 +174,10 @@ class Executor {
   // Forgets an attempt's workspace files (keeps logs). Called when an attempt's records are final.
   virtual void Cleanup(const std::string& attempt_id) = 0;
 
+  // Frees the disk space the executor keeps only to start later attempts faster (the local
+  // executor's pool of storage volume images); called when the data dir runs short. The bytes freed.
+  virtual int64_t ReleaseIdleSpace() { return 0; }
+
   // Forgets everything of an attempt that is not running (workspace, status, logs), so that the
   // same id can be started again (a restarted or resumed run). Idempotent.
   virtual Status Discard(const std::string& attempt_id) { return Status::Ok(); }

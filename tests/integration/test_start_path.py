@@ -1,7 +1,8 @@
 """The start path's promises that are counts, not timings: a running instance adds nothing to the
 host's mount table; a supervisor killed with SIGKILL leaves no mount and no loop device once the
 server has noticed; a storage volume larger than the free disk (above the data dir's reserve)
-waits with a capacity reason and disturbs no running job.
+waits with a capacity reason and disturbs no running job; a volume image reused from the pool
+holds nothing of the job that used it before.
 
 The server runs as root with the default sandbox (bubblewrap), so each instance gets its cgroup
 and its loop-mounted volume of VolumeSizeInGB.
@@ -55,6 +56,21 @@ def loop_backing_files():
     return files
 
 
+def pooled_images(data_dir):
+    """The volume images waiting for reuse in the data dir's pool."""
+    return glob.glob(os.path.join(data_dir, "run", "volume-pool", "*", "*", "*.img"))
+
+
+def marker_count(path, marker):
+    """How many times `marker` is in the file (read whole: a wiped image is unwritten extents)."""
+    count, tail = 0, b""
+    with open(path, "rb") as f:
+        while chunk := f.read(16 << 20):
+            count += (tail + chunk).count(marker)
+            tail = chunk[-(len(marker) - 1):]
+    return count
+
+
 class StartPathTest(ServerTest):
     server_config = CONFIG
 
@@ -104,6 +120,36 @@ class StartPathTest(ServerTest):
             time.sleep(0.05)
         self.assertEqual([b for b in loop_backing_files() if b.startswith(attempt)], [])
         self.assertFalse([m for m in host_mounts() if m.startswith(attempt)])
+
+    def test_a_pooled_volume_image_holds_nothing_of_the_job_that_used_it(self):
+        # The first job writes a marker onto its volume; its image, still in its attempt dir while
+        # it runs, holds it. Once the job ends the image waits in the pool, wiped: not one copy of
+        # the marker is left in it, and the next job's volume is that image, with a fresh file system.
+        marker = b"trainyard-pool-marker-" + os.urandom(8).hex().encode()
+        gate = os.path.join(self.work_dir, "release-first")
+        self.sm.create_training_job(**self.command_payload(
+            "first", f"for i in $(seq 4096); do echo {marker.decode()}; done > /tmp/secret && sync && "
+                     f"while [ ! -e {gate} ]; do sleep 0.05; done"))
+        self.wait_secondary("first", "Training", timeout=60)
+        image = os.path.join(self.attempt_dir("first"), "volumes", "algo-1.img")
+        deadline = time.time() + 30
+        while marker_count(image, marker) == 0 and time.time() < deadline:
+            time.sleep(0.1)  # the job's write reaches the image when it syncs
+        self.assertGreater(marker_count(image, marker), 0)
+        open(gate, "w").close()
+        self.assertEqual(self.wait_training("first", timeout=60)["TrainingJobStatus"], "Completed")
+        deadline = time.time() + 30
+        while not pooled_images(self.data_dir) and time.time() < deadline:
+            time.sleep(0.05)  # the supervisor wipes and pools the image after recording the outcome
+        [pooled] = pooled_images(self.data_dir)
+        self.assertEqual(os.path.getsize(pooled), 1 << 30)
+        self.assertEqual(marker_count(pooled, marker), 0)
+        self.assertFalse(os.path.exists(image))
+        self.sm.create_training_job(**self.command_payload(
+            "second", "test ! -e /tmp/secret"))
+        self.assertEqual(self.wait_training("second", timeout=60)["TrainingJobStatus"], "Completed")
+        with open(os.path.join(self.attempt_dir("second"), "supervisor.log")) as f:
+            self.assertIn("a wiped image from the pool", f.read())
 
     def test_volumes_that_could_never_fit_are_refused_at_create(self):
         # Larger than the whole file system: no amount of waiting would make room.

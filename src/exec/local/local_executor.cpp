@@ -54,6 +54,7 @@ LocalExecutor::LocalExecutor(Options options)
   };
   local::SweepOrphanVolumes(options_.attempts_root, alive);
   local::SweepOrphanCgroups(options_.host.cgroup_parent, local::CgroupPrefix(options_.attempts_root), alive);
+  local::DiscardVolumePool(RunDir(), RunDir() + "/volumes.lock", false);
   std::error_code ec;
   fs::create_directories(options_.attempts_root, ec);
   const std::string& socket_path = options_.host.notify_socket;
@@ -255,15 +256,27 @@ std::vector<AttemptEvent> LocalExecutor::Poll() {
 }
 
 
+// Where the supervisors keep what the host's volumes share (their lock, templates and pool), as
+// the supervisor finds it.
+std::string LocalExecutor::RunDir() const {
+  if (!options_.host.data_dir.empty()) return options_.host.data_dir + "/run";
+  return fs::path(fs::absolute(options_.attempts_root)).lexically_normal().parent_path().string() + "/run";
+}
+
+int64_t LocalExecutor::ReleaseIdleSpace() {
+  return local::DiscardVolumePool(RunDir(), RunDir() + "/volumes.lock", true);
+}
+
 // A supervisor that was killed may leave its instances' storage volumes mounted in its attempt
-// directory (when it could not make a mount namespace of its own) and their cgroups; they go
-// before anything removes the directory (exec/local/volume.h, cgroup.h). Without `lost`, the
-// supervisor ended normally and removed its volumes' directories with its cgroups: when that is so
-// there is nothing to look for.
+// directory (when it could not make a mount namespace of its own), their images (pooled ones stay
+// linked while in use) and their cgroups; they go before anything removes the directory
+// (exec/local/volume.h, cgroup.h). Without `lost`, the supervisor ended normally and removed its
+// volumes' directories and images with its cgroups: when that is so there is nothing to look for.
 void LocalExecutor::ReleaseLeftovers(const std::string& attempt_dir, bool lost) {
   std::error_code ec;
   if (!lost && (fs::is_empty(attempt_dir + "/volumes", ec) || ec)) return;
   if (local::SupervisorAlive(attempt_dir)) return;
+  local::RemoveLeftoverImages(attempt_dir);
   const std::string root = fs::path(attempt_dir).parent_path().string();
   const std::string attempt = fs::path(attempt_dir).filename().string();
   auto alive = [&attempt](const std::string& other) { return other != attempt; };

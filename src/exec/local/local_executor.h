@@ -65,6 +65,7 @@ class LocalExecutor final : public local::AttemptDirectoryExecutor {
   std::vector<AttemptEvent> Poll() override;
   bool Sandboxed() const override { return options_.host.sandbox == "bwrap"; }
   void Cleanup(const std::string& attempt_id) override;
+  int64_t ReleaseIdleSpace() override;
   Status Discard(const std::string& attempt_id) override;
 
  private:
@@ -72,6 +73,7 @@ class LocalExecutor final : public local::AttemptDirectoryExecutor {
   // mounts and images, and its instances' cgroups. No scan of the host's mount table for an
   // attempt that ended normally and left nothing.
   void ReleaseLeftovers(const std::string& attempt_dir, bool lost);
+  std::string RunDir() const;
   struct Tracked {
     EpochMs since = 0;  // when tracking began, on the monotonic clock (a supervisor gets a moment to write its status)
     local::StatusCursor cursor;

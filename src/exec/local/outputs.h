@@ -14,7 +14,12 @@ namespace ty::exec::local {
 class DataMover;
 
 struct OutputUpload {
-  std::string attempt_dir;  // the archive is packed here, then removed
+  std::string attempt_dir;  // each instance's tree is under it; the archive is packed here when not in pack_dir
+  // Where the archive is packed first, then removed: a directory off the host's file system that
+  // the job cannot reach (the root of the first instance's storage volume), so that an upload
+  // creates and deletes no file on the host's disk; "": attempt_dir. Packing falls back to
+  // attempt_dir when it fails there (the job filled its volume).
+  std::string pack_dir;
   int count = 1;            // instances, each with its tree at HostDir(attempt_dir, n)
   std::string sub;          // under /opt/ml: "model" or "output/data"
   std::string name;         // the archive's name: "model.tar.gz" or "output.tar.gz"

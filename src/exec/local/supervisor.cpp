@@ -1347,7 +1347,7 @@ class Supervisor {
     std::error_code mk;
     fs::create_directories(run_dir, mk);
     const local::InstanceVolume::Space space{run_dir + "/volumes.lock", host_.disk_reserve_bytes,
-                                             run_dir + "/volume-templates"};
+                                             run_dir + "/volume-templates", local::VolumePoolDir(run_dir)};
     auto vol = local::InstanceVolume::Create(vol_dir + "/algo-" + std::to_string(n) + ".img",
                                              vol_dir + "/algo-" + std::to_string(n), VolumeBytes(), space,
                                              dir_ + "/supervisor.log");
@@ -1359,7 +1359,8 @@ class Supervisor {
       return false;
     }
     if (vol.ok()) {
-      Log("algo-" + std::to_string(n) + ": storage volume of " + std::to_string(VolumeBytes()) + " bytes at " + (*vol)->path());
+      Log("algo-" + std::to_string(n) + ": storage volume of " + std::to_string(VolumeBytes()) + " bytes at " +
+          (*vol)->path() + ((*vol)->reused() ? " (a wiped image from the pool)" : ""));
       Status st = (*vol)->BindInto("opt-ml", fs::absolute(local::HostDir(dir_, n)).string());
       if (st.ok() && !HasWarmPool()) st = (*vol)->BindInto("workspace", Workspace(n));
       volumes_.push_back(std::move(vol).value());
@@ -1911,7 +1912,8 @@ class Supervisor {
     auto pack = [&](const std::string& name, const char* sub) {
       if (spec_.output_prefix.empty()) return false;
       SkipReport skipped(this, std::string("/opt/ml/") + sub);
-      local::OutputUpload out{dir_, count_, sub, name, spec_.output_prefix, spec_.compress};
+      local::OutputUpload out{dir_, !volumes_.empty() && volumes_[0] ? volumes_[0]->path() : "", count_, sub, name,
+                              spec_.output_prefix, spec_.compress};
       Status st = local::UploadOutput(*mover_, out, [&](int n, const std::string& rel, const std::string& why) {
         skipped(n, ShownRel(sub, rel), why);
       });
