@@ -39,6 +39,10 @@ from slurm_cluster import SlurmCluster  # noqa: E402
 
 INSTANCE_TYPE = "ml.m5.large"
 JOB_MEM_MIB = 256  # each job (and each trainyard instance) is 1 CPU and this much memory
+# How often (b) looks whether every job has ended, on both sides: often enough to add at most
+# 1% to a run of a few seconds, seldom enough that the looking (a squeue, or a ListTrainingJobs
+# through boto3) does not take CPU from the jobs on a small machine.
+POLL = 0.05
 
 
 def pct(xs, p):
@@ -54,13 +58,13 @@ def summary(xs):
     return {"n": len(xs), "p50": pct(xs, 50), "p90": pct(xs, 90), "min": min(xs), "max": max(xs)}
 
 
-def wait_for(predicate, timeout, what):
+def wait_for(predicate, timeout, what, interval=0.005):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         v = predicate()
         if v:
             return v
-        time.sleep(0.005)
+        time.sleep(interval)
     raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
 
 
@@ -125,10 +129,10 @@ class SbatchSide:
         t0 = time.monotonic()
         run_parallel(n, threads, lambda i: self.sbatch("-J", "tput", "-o", "/dev/null", "--wrap", f"touch {marks}/{i}"))
         submitted = time.monotonic() - t0
-        wait_for(lambda: len(os.listdir(marks)) >= n, 3600, f"{n} sbatch jobs")
+        wait_for(lambda: len(os.listdir(marks)) >= n, 3600, f"{n} sbatch jobs", POLL)
         # A job is over when slurmctld says so, not when its script ran its last line.
         wait_for(lambda: not self.c.cmd("squeue", "-h", "-n", "tput", "-t", "PD,R,CG,CF", "-o", "%i").strip(),
-                 600, "the sbatch jobs to leave the queue")
+                 600, "the sbatch jobs to leave the queue", POLL)
         return n / (time.monotonic() - t0), submitted, n
 
 
@@ -207,8 +211,9 @@ class TrainyardSide:
         out = self.c.cmd("squeue", "-h", "-t", "PD,R,CF,CG", "-o", "%j|%Z")
         return [line for line in out.splitlines() if line.startswith("ty-hold-") and self.data + "/" in line]
 
-    def cold_first_line_ms(self, tag):
+    def cold_first_line_ms(self, tag, rng):
         wait_for(lambda: not self.held(), 60, "the held allocations to go back to Slurm")
+        time.sleep(rng.random())  # as before every sample: not locked onto slurmctld's tick
         return self.first_line_ms(tag)
 
     def in_progress(self):
@@ -218,7 +223,7 @@ class TrainyardSide:
         t0 = time.monotonic()
         run_parallel(n, threads, lambda i: self.create(f"tput-{i}", "true"))
         submitted = time.monotonic() - t0
-        wait_for(lambda: not self.in_progress(), 3600, f"{n} training jobs")
+        wait_for(lambda: not self.in_progress(), 3600, f"{n} training jobs", POLL)
         elapsed = time.monotonic() - t0
         done, token = 0, None
         while True:
@@ -315,8 +320,9 @@ def main():
             print(f"[{time.strftime('%H:%M:%S')}] measuring trainyard from cold", file=sys.stderr)
             side = TrainyardSide(cluster, work, args.bin, args.nodes * args.cpus, keep_alive=1, tag="trainyard-cold")
             try:
-                side.cold_first_line_ms("warmup")
-                results["trainyard_cold"] = {"latency_ms": summary([side.cold_first_line_ms(str(i))
+                rng = random.Random(args.seed)
+                side.cold_first_line_ms("warmup", rng)
+                results["trainyard_cold"] = {"latency_ms": summary([side.cold_first_line_ms(str(i), rng)
                                                                     for i in range(args.cold_samples)])}
             finally:
                 side.stop()
