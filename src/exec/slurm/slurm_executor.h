@@ -130,6 +130,8 @@ class SlurmExecutor final : public local::AttemptDirectoryExecutor {
     int64_t idle_since = 0;   // steady ms: when it became idle
   };
 
+  // sbatch with `args`, from an environment of the server's PATH, LANG, LC_ALL, HOME only.
+  int RunSbatch(const std::vector<std::string>& args, std::string* out, std::string* err) const;
   void SubmitLoop();
   void MonitorLoop();
   void ListenLoop();
