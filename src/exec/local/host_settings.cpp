@@ -42,7 +42,8 @@ std::string Encode(const HostSettings& h) {
             {"data_dir", h.data_dir},
             {"disk_reserve_bytes", h.disk_reserve_bytes},
             {"launcher", {{"kind", h.launcher}, {"agent_binary", h.agent_binary},
-                          {"slurm_bin_dir", h.slurm_bin_dir}, {"slurm_conf", h.slurm_conf}}}};
+                          {"slurm_bin_dir", h.slurm_bin_dir}, {"slurm_conf", h.slurm_conf},
+                          {"slurm_node_addresses", h.slurm_node_addresses}}}};
   return o.dump();
 }
 
@@ -94,6 +95,7 @@ StatusOr<HostSettings> DecodeHostSettings(std::string_view text) {
     h.agent_binary = l.value("agent_binary", "");
     h.slurm_bin_dir = l.value("slurm_bin_dir", "");
     h.slurm_conf = l.value("slurm_conf", "");
+    h.slurm_node_addresses = l.value("slurm_node_addresses", "");
     if (h.launcher != "local" && h.launcher != "slurm") return InvalidArgument("host settings: launcher.kind must be local or slurm");
     return h;
   } catch (const json::exception& e) {

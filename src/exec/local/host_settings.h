@@ -63,6 +63,9 @@ struct HostSettings {
   std::string agent_binary;                        // trainyard-supervisor, at the same path on every node
   std::string slurm_bin_dir;                       // srun and scontrol; "" = PATH
   std::string slurm_conf;                          // SLURM_CONF; "" = Slurm's default
+  // {"<node name>": "<NodeAddr>", ...} of the cluster's nodes, kept by the server from its reads
+  // of the nodes: a supervisor looks its nodes up there before asking slurmctld; "" = none.
+  std::string slurm_node_addresses;
 };
 
 std::string Encode(const HostSettings& host);

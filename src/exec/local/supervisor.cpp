@@ -316,14 +316,24 @@ class Supervisor {
     }
     node_names_.resize(static_cast<size_t>(count_));
     node_addrs_.clear();
+    json listed = json::object();
+    if (std::string text; !host_.slurm_node_addresses.empty() && local::ReadFile(host_.slurm_node_addresses, &text)) {
+      listed = json::parse(text, nullptr, false);
+      if (!listed.is_object()) listed = json::object();
+    }
     for (const std::string& name : node_names_) {
       out.clear();
       err.clear();
       std::string addr = name;
-      // Known to the holder of a held allocation from its first attempt (RunAllocationHolder).
+      // Known to the holder of a held allocation from its first attempt (RunAllocationHolder),
+      // or to the server from its last read of the nodes.
       const char* known = std::getenv(local::kHeldNodeAddressEnv);
       if (known && std::string_view(known).substr(0, name.size() + 1) == name + "=") {
         node_addrs_.push_back(known + name.size() + 1);
+        continue;
+      }
+      if (auto it = listed.find(name); it != listed.end() && it->is_string() && !it->get<std::string>().empty()) {
+        node_addrs_.push_back(it->get<std::string>());
         continue;
       }
       if (local::CaptureCommand({SlurmCommand("scontrol"), "show", "node", "--oneliner", name}, SlurmEnv(), &out, &err) == 0) {

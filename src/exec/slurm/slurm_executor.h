@@ -178,6 +178,7 @@ class SlurmExecutor final : public local::AttemptDirectoryExecutor {
   std::map<std::string, std::string> by_name_;     // job name -> newest job id
   int64_t jobs_read_at_ = 0;                       // steady ms of the last squeue that succeeded
   std::shared_ptr<const CapacityReport> capacity_;  // the last capacity read
+  std::string node_addresses_written_;             // the monitor's last host.slurm_node_addresses
   bool stopping_ = false;
   std::vector<std::thread> threads_;
   int udp_fd_ = -1;
