@@ -457,9 +457,11 @@ Status SlurmExecutor::Stop(const std::string& id, int grace_seconds) {
   if (it == tracked_.end()) return Status::Ok();
   it->second.stop_requested = true;
   // A job still waiting in Slurm's queue never started its supervisor: it is cancelled there.
+  // Only while it still waits (--state): the listing may be older than its start, and a held
+  // allocation that started holds more than this attempt.
   if (auto job = JobOf(it->second.job_id); job && job->state == "PENDING") {
     std::string out;
-    RunSlurm("scancel", {job->id}, &out);
+    RunSlurm("scancel", {"--state=PENDING", job->id}, &out);
   }
   return Status::Ok();
 }
@@ -597,7 +599,13 @@ bool SlurmExecutor::StartHeld(const std::string& id, const AttemptSpec& spec, co
   for (auto& [hold_id, h] : holds_) {
     if (!h.attempt.empty() || h.key != key) continue;
     auto job = JobOf(h.job_id);
-    if (!job || job->state != "RUNNING") continue;
+    bool running = job && job->state == "RUNNING";
+    if (!running && job && Alive(job->state)) {
+      // The monitor's listing may be older than the allocation's start: ask about this one job.
+      std::string out;
+      running = RunSlurm("squeue", {"-h", "-j", h.job_id, "-o", "%T"}, &out) == 0 && Trim(out) == "RUNNING";
+    }
+    if (!running) continue;
     if (!local::WriteFileAtomic(HoldDir(hold_id) + "/next", attempt_dir + "\n")) continue;
     local::WriteFileAtomic(Dir(id) + "/slurm_job_id", h.job_id + "\n");
     tracked_[id].job_id = h.job_id;
@@ -676,10 +684,11 @@ void SlurmExecutor::ReleaseHold(const std::string& hold_id) {
   if (it == holds_.end()) return;
   std::error_code ec;
   fs::remove_all(HoldDir(hold_id), ec);
-  // One still waiting in Slurm's queue never started its holder: it is cancelled there.
+  // One still waiting in Slurm's queue never started its holder: it is cancelled there (only
+  // while it waits: one that started ends by itself once its directory is gone).
   if (auto job = JobOf(it->second.job_id); job && job->state == "PENDING") {
     std::string out;
-    RunSlurm("scancel", {job->id}, &out);
+    RunSlurm("scancel", {"--state=PENDING", job->id}, &out);
   }
   if (!it->second.attempt.empty()) held_in_.erase(it->second.attempt);
   holds_.erase(it);
