@@ -414,8 +414,6 @@ Status SlurmExecutor::Start(const std::string& id, const AttemptSpec& spec) {
   const InstanceTypeSpec* type = nullptr;
   for (const auto& it : options_.instance_types)
     if (it.name == spec.instance_type) type = &it;
-  SbatchPlan plan = PlanSbatch(spec, type, options_.slurm, fs::absolute(dir).string(), options_.supervisor_binary);
-  if (!local::WriteFileAtomic(dir + "/batch.sh", plan.script, true, 0755)) return Internal("cannot write the batch script of " + id);
   tracked_[id] = Tracked{{}, SteadyMs(), "", false, 0, ""};
   if (spec.warm_pool && !spec.warm_pool->reused_from.empty()) {
     // The pool's allocation is still held by its batch step: the attempt runs there, as a new
@@ -437,6 +435,12 @@ Status SlurmExecutor::Start(const std::string& id, const AttemptSpec& spec) {
     }
   }
   if (StartHeld(id, spec, type)) return Status::Ok();
+  // A Slurm job of its own: only now is its batch script needed.
+  SbatchPlan plan = PlanSbatch(spec, type, options_.slurm, fs::absolute(dir).string(), options_.supervisor_binary);
+  if (!local::WriteFileAtomic(dir + "/batch.sh", plan.script, true, 0755)) {
+    tracked_.erase(id);
+    return Internal("cannot write the batch script of " + id);
+  }
   // The pool's directory holds its allocation's job id (and the holder waits on it).
   if (spec.warm_pool) fs::create_directories(spec.warm_pool->workspace, ec);
   {
