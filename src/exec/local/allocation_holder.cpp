@@ -9,9 +9,7 @@
 
 #include <cerrno>
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 
 #include "core/steady_clock.h"
 #include "exec/local/attempt_files.h"
@@ -37,21 +35,6 @@ void WaitForChange(int watch_fd, int ms) {
     while (::read(watch_fd, buf, sizeof buf) > 0) {
     }
   }
-}
-
-// The node's address as the first attempt's supervisor looked it up (nodes.json), for the next.
-void RememberNodeAddress(const std::string& attempt_dir) {
-  std::string text;
-  if (!local::ReadFile(local::NodesPath(attempt_dir), &text)) return;
-  auto nodes = nlohmann::json::parse(text, nullptr, false);
-  if (!nodes.is_object() || !nodes["names"].is_array() || !nodes["addresses"].is_array() || nodes["names"].size() != 1 ||
-      nodes["addresses"].size() != 1 || !nodes["names"][0].is_string() || !nodes["addresses"][0].is_string())
-    return;
-  const std::string name = nodes["names"][0].get<std::string>();
-  const std::string addr = nodes["addresses"][0].get<std::string>();
-  const char* self = std::getenv("SLURMD_NODENAME");
-  if (name.empty() || addr.empty() || (self && name != self)) return;
-  ::setenv(local::kHeldNodeAddressEnv, (name + "=" + addr).c_str(), 1);
 }
 
 }  // namespace
@@ -88,7 +71,6 @@ int RunAllocationHolder(const std::string& dir, const std::string& attempts_root
         while (pid > 0 && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
         }
         ::unlink(running_path.c_str());
-        if (!std::getenv(local::kHeldNodeAddressEnv)) RememberNodeAddress(attempt.string());
       }
       idle_since = SteadyMs();
       continue;

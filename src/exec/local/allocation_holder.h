@@ -16,13 +16,6 @@
 
 namespace ty::exec {
 
-namespace local {
-// "<node>=<NodeAddr>" of the allocation's node, set by the holder for the supervisors it starts
-// once its first attempt has looked it up (in that attempt's nodes.json), so that the next ones
-// need not ask slurmctld again.
-inline constexpr const char* kHeldNodeAddressEnv = "TRAINYARD_HELD_NODE_ADDRESS";
-}  // namespace local
-
 // Runs until the holder's directory is removed or it has been idle for max_idle_ms. Only an
 // attempt directory directly inside attempts_root is run. Returns the process's exit code.
 int RunAllocationHolder(const std::string& dir, const std::string& attempts_root, int64_t max_idle_ms);

@@ -46,7 +46,6 @@
 #include <thread>
 #include <vector>
 
-#include "exec/local/allocation_holder.h"
 #include "exec/local/archive.h"
 #include "exec/local/attempt_files.h"
 #include "exec/local/cgroup.h"
@@ -325,13 +324,7 @@ class Supervisor {
       out.clear();
       err.clear();
       std::string addr = name;
-      // Known to the holder of a held allocation from its first attempt (RunAllocationHolder),
-      // or to the server from its last read of the nodes.
-      const char* known = std::getenv(local::kHeldNodeAddressEnv);
-      if (known && std::string_view(known).substr(0, name.size() + 1) == name + "=") {
-        node_addrs_.push_back(known + name.size() + 1);
-        continue;
-      }
+      // Known to the server from its last read of the nodes.
       if (auto it = listed.find(name); it != listed.end() && it->is_string() && !it->get<std::string>().empty()) {
         node_addrs_.push_back(it->get<std::string>());
         continue;
