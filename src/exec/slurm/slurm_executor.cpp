@@ -715,8 +715,9 @@ void SlurmExecutor::TendHolds(const std::vector<AttemptEvent>& events, int64_t n
   std::vector<std::string> release;
   for (auto& [hold_id, h] : holds_) {
     if (h.job_id.empty()) {
+      const std::string& id = hold_id;  // a structured binding is not captured before C++20's clang 16
       auto s = std::find_if(submitted.begin(), submitted.end(),
-                            [&](const auto& kv) { return held_in_.count(kv.first) && held_in_.at(kv.first) == hold_id; });
+                            [&](const auto& kv) { return held_in_.count(kv.first) && held_in_.at(kv.first) == id; });
       if (s != submitted.end()) {
         h.job_id = s->second.job_id;  // "" when sbatch failed: the attempt failed with it
       } else if (auto n = by_name.find(HoldName(hold_id)); n != by_name.end() && read_at > h.since) {
