@@ -7,7 +7,7 @@ JOBS ?= $(shell nproc)
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 20
 
-.PHONY: all deps configure build test test-postgres fuzz quickstart bench clean
+.PHONY: all deps configure build test test-quick test-postgres fuzz quickstart bench clean
 
 all: build
 
@@ -24,9 +24,17 @@ build: configure
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# The integration suite again with the state in a private PostgreSQL ([store] url) instead of SQLite.
+# The fast tier, for every edit: unit tests, scenarios, the fuzz regressions and the integration
+# tests labelled smoke (one server per area: Batch, SageMaker, containers, restart); a few minutes.
+test-quick: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L '^(unit|scenario|fuzz|smoke)$$'
+
+# The integration suite again with the state in a private PostgreSQL ([store] url) instead of
+# SQLite. Tests labelled store_neutral (tests/CMakeLists.txt says why each is) exercise the same
+# store calls as the rest and run once, in `make test`; PG_ALL=1 runs them here too.
 test-postgres: build
-	cd $(BUILD) && TRAINYARD_TEST_STORE=postgres ctest --output-on-failure -j $(JOBS) -L integration
+	cd $(BUILD) && TRAINYARD_TEST_STORE=postgres ctest --output-on-failure -j $(JOBS) -L integration \
+	  $(if $(PG_ALL),,-LE store_neutral)
 
 fuzz: deps
 	@test -f $(FUZZ_BUILD)/build.ninja || CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja \
