@@ -16,6 +16,7 @@ namespace ty::cli {
 using nlohmann::json;
 
 struct Client::Impl {
+  std::string endpoint;
   std::string host_header;
   std::unique_ptr<httplib::Client> http;
   api::Credential cred;
@@ -24,11 +25,32 @@ struct Client::Impl {
 
 namespace {
 
-Status Unreachable(httplib::Error error) {
-  if (error == httplib::Error::SSLServerVerification)
-    return Unavailable("the server's TLS certificate is not trusted: pass its certificate (or the CA that signed it) "
-                       "with --ca-bundle or AWS_CA_BUNDLE, or --data-dir for the server's own self-signed one");
-  return Unavailable("cannot reach the server: " + httplib::to_string(error));
+// What went wrong in words, with the endpoint and what to check: httplib's own names ("Connection",
+// "Read") say neither.
+Status Unreachable(httplib::Error error, const std::string& endpoint) {
+  using E = httplib::Error;
+  switch (error) {
+    case E::SSLServerVerification:
+      return Unavailable("the TLS certificate of " + endpoint + " is not trusted: pass its certificate (or the CA that "
+                         "signed it) with --ca-bundle or AWS_CA_BUNDLE, or --data-dir for the server's own "
+                         "self-signed one");
+    case E::Connection:
+      return Unavailable("cannot reach the server at " + endpoint +
+                         ": the connection was refused or the host is unreachable (is `trainyard serve` running "
+                         "there? --endpoint-url or TRAINYARD_ENDPOINT_URL names another)");
+    case E::ConnectionTimeout:
+      return Unavailable("cannot reach the server at " + endpoint + ": connecting timed out");
+    case E::Read:
+      return Unavailable("the server at " + endpoint + " closed the connection or sent no answer in time");
+    case E::Write:
+      return Unavailable("the request could not be sent to the server at " + endpoint + " (the connection closed)");
+    case E::SSLConnection:
+      return Unavailable("no TLS connection with " + endpoint + " (is it an http:// endpoint?)");
+    case E::BindIPAddress:
+      return Unavailable("cannot reach the server at " + endpoint + " (" + httplib::to_string(error) + " failed)");
+    default:
+      return Unavailable("cannot reach the server at " + endpoint + ": " + httplib::to_string(error) + " error");
+  }
 }
 
 }  // namespace
@@ -48,6 +70,7 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions opts) {
   std::string hostport = opts.endpoint.substr(https ? 8 : 7);
   while (EndsWith(hostport, "/")) hostport.pop_back();
   impl->host_header = hostport;
+  impl->endpoint = opts.endpoint;
   if (opts.data_dir.empty()) {
     const char* d = std::getenv("TRAINYARD_DATA_DIR");
     opts.data_dir = d && *d ? d : "trainyard-data";
@@ -100,7 +123,7 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions opts) {
 
 StatusOr<std::string> Client::GetText(const std::string& path) {
   auto res = impl_->http->Get(path);
-  if (!res) return Unreachable(res.error());
+  if (!res) return Unreachable(res.error(), impl_->endpoint);
   if (res->status != 200) return Unavailable("GET " + path + " answered " + std::to_string(res->status));
   return res->body;
 }
@@ -109,7 +132,7 @@ StatusOr<std::pair<int, std::string>> Client::GetAny(const std::string& path, co
   httplib::Headers headers;
   if (!bearer.empty()) headers.emplace("Authorization", "Bearer " + bearer);
   auto res = impl_->http->Get(path, headers);
-  if (!res) return Unreachable(res.error());
+  if (!res) return Unreachable(res.error(), impl_->endpoint);
   return std::make_pair(res->status, res->body);
 }
 
@@ -128,7 +151,7 @@ StatusOr<json> Client::Post(const std::string& service, const std::string& path,
   for (const auto& [k, v] : req.headers)
     if (ToLower(k) != "host" && ToLower(k) != "content-type") headers.emplace(k, v);
   auto res = impl_->http->Post(path, headers, payload, content_type);
-  if (!res) return Unreachable(res.error());
+  if (!res) return Unreachable(res.error(), impl_->endpoint);
   json out = json::parse(res->body.empty() ? "{}" : res->body, nullptr, false);
   if (res->status != 200) {
     std::string type = res->get_header_value("x-amzn-ErrorType");

@@ -6,6 +6,7 @@ binary (build/bench/) and the scripts in bench/; fuzz targets are left out.
 """
 import os
 import re
+import socket
 import subprocess
 import unittest
 
@@ -79,3 +80,19 @@ class HelpTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class UnreachableServerTest(unittest.TestCase):
+    def test_a_command_against_no_server_says_where_and_why(self):
+        # A bound socket that does not listen refuses every connection, and keeps its port ours.
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            endpoint = f"http://127.0.0.1:{s.getsockname()[1]}"
+            env = dict(os.environ, AWS_ACCESS_KEY_ID="AKIDEXAMPLE", AWS_SECRET_ACCESS_KEY="secret")
+            for argv in (["jobs", "-q", "q"], ["describe", "some-job"]):
+                with self.subTest(command=argv[0]):
+                    r = subprocess.run([BIN, *argv, "--endpoint-url", endpoint], capture_output=True, text=True,
+                                       timeout=60, env=env, stdin=subprocess.DEVNULL)
+                    self.assertNotEqual(r.returncode, 0)
+                    self.assertIn(f"cannot reach the server at {endpoint}: the connection was refused", r.stderr)
+                    self.assertIn("trainyard serve", r.stderr)
