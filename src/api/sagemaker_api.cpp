@@ -12,6 +12,7 @@
 #include "api/handlers.h"
 #include "control/controller.h"
 #include "core/strings.h"
+#include "core/training_spec_json.h"
 
 namespace ty::api {
 
@@ -67,7 +68,7 @@ Response ListTags(Controller& c, const json& req) {
 
 // for_event: an event's detail, which carries the job's Tags too (SageMaker's training job state-change events).
 json EncodeDescribe(const TrainingJob& tj, EpochMs now, bool for_event = false) {
-  json req = json::parse(tj.request_json);
+  const json req = EchoTrainingRequest(json::parse(tj.request_json, nullptr, false), tj.spec);
   json j;
   if (for_event && !tj.tags.empty()) j["Tags"] = EncodeTagList(tj.tags);
   j["TrainingJobName"] = tj.name;
@@ -416,10 +417,9 @@ Response HandleMetricSeries(Controller& c, const json& req) {
     const TrainingJob* tj = s.FindTrainingJob(name);
     if (!tj) return NotFound("Requested resource not found: training job " + name);
     // Every defined metric is listed, in definition order, even before it has a value.
-    json defs = json::parse(tj->request_json).value("AlgorithmSpecification", json::object()).value("MetricDefinitions", json::array());
     std::vector<std::string> order;
-    for (const auto& d : defs) {
-      std::string n = d.value("Name", "");
+    for (const auto& d : tj->spec.metric_definitions) {
+      const std::string& n = d.name;
       if ((metric.empty() || n == metric) && std::find(order.begin(), order.end(), n) == order.end()) order.push_back(n);
     }
     if (!metric.empty() && order.empty())

@@ -3,7 +3,6 @@
 // (docs/warm-pools.md).
 #include <spdlog/spdlog.h>
 
-#include <nlohmann/json.hpp>
 
 #include <set>
 
@@ -13,7 +12,6 @@
 
 namespace ty::control {
 
-using nlohmann::json;
 
 // A pool counts where its latest job came from (a quota share's pool counts against that share).
 void Controller::SetPoolOrigin(WarmPool& p, const TrainingJob& tj) const {
@@ -28,8 +26,7 @@ void Controller::SetPoolOrigin(WarmPool& p, const TrainingJob& tj) const {
 
 std::string Controller::AttachWarmPool(Turn& t, TrainingJob& tj) {
   if (tj.keep_alive_seconds <= 0) return "Launching requested ML instances on this host (cold start).";
-  const json req = json::parse(tj.request_json);
-  const std::string key = WarmPoolMatchKey(req, tj.owner);
+  const std::string key = WarmPoolMatchKey(tj.spec, tj.owner);
   // The oldest matching Available pool: creation order is total.
   WarmPool* match = nullptr;
   for (auto& [id, p] : state_.warm_pools)
@@ -77,19 +74,17 @@ void Controller::MakeRoom(Turn& t, const std::string& type, int64_t count, const
   if (!short_of_room()) return;
   // Pools that a waiting job would take over go last: the oldest of the others first.
   std::set<std::string> wanted;
-  auto want = [&](const std::string& request, const std::string& owner) {
-    if (request.find("KeepAlivePeriodInSeconds") == std::string::npos) return;  // cheap: most jobs
-    json req = json::parse(request, nullptr, false);
-    if (!req.is_discarded() && KeepAliveOf(req) > 0) wanted.insert(WarmPoolMatchKey(req, owner));
+  auto want = [&](const TrainingSpec& spec, const std::string& owner) {
+    if (spec.keep_alive_seconds > 0) wanted.insert(WarmPoolMatchKey(spec, owner));
   };
   for (const auto& [seq, name] : state_.live_training_jobs) {
     const TrainingJob& w = state_.training_jobs.at(name);
-    if (!w.launched && w.name != for_job) want(w.request_json, w.owner);
+    if (!w.launched && w.name != for_job) want(w.spec, w.owner);
   }
   for (const auto& [qname, q] : state_.queues)
     for (uint64_t seq : state_.JobsIn(qname, JobStatus::kRunnable)) {
       const ServiceJob& j = state_.jobs.at(seq).job;
-      want(j.payload, j.owner);
+      want(j.spec, j.owner);
     }
   while (short_of_room()) {
     const WarmPool* victim = nullptr;
@@ -185,9 +180,7 @@ StatusOr<TrainingJob> Controller::UpdateTrainingJob(const UpdateTrainingJobComma
                              "is Available; the warm pool of " + tj->name + " is " +
                              (tj->warm_pool_status == WarmPoolStatus::kNone ? "absent" : ToWire(tj->warm_pool_status)));
     WarmPool& p = state_.warm_pools.at(tj->warm_pool_id);
-    json stored = json::parse(tj->request_json);
-    stored["ResourceConfig"]["KeepAlivePeriodInSeconds"] = keep;
-    tj->request_json = stored.dump();
+    tj->spec.keep_alive_seconds = keep;
     tj->keep_alive_seconds = keep;
     tj->last_modified_time = t.now;
     t.training_jobs.insert(tj->name);
