@@ -3,7 +3,7 @@
 // is accepted (api/) or a stored document is loaded (core/model.cpp); the controller holds it and
 // never sees the request's JSON. A capacity-ladder rung and a tuning trial are new spec values
 // (a copy with fields changed); warm-pool matching is a function of it. The request text itself
-// is kept beside it only to be echoed (docs/design/training-spec.md).
+// is kept beside it only to be echoed (docs/design/layout.md, "The training spec").
 //
 // The codec is in training_spec.cpp (ty_model); the JSON forms are declared in
 // training_spec_json.h so that this header stays free of nlohmann.

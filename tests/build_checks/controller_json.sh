@@ -1,5 +1,5 @@
 #!/bin/sh
-# The controller holds typed values, never wire JSON (docs/design/training-spec.md):
+# The controller holds typed values, never wire JSON (docs/design/layout.md, "The training spec"):
 #   1. no header of src/control/ names nlohmann, so no JSON type reaches the controller's interface;
 #   2. no source of src/control/ calls json::parse, except the stored-document decoders counted in
 #      ALLOWED below, which run when the state is loaded (Controller::Open, before the controller
