@@ -111,7 +111,7 @@ json EncodeDescribe(const TrainingJob& tj, EpochMs now, bool for_event = false) 
     j["BillableTimeInSeconds"] = WholeSeconds(tj.BillableSeconds(now));
   }
   // trainyard extensions: spot interruptions, and what the current (or last) run holds.
-  if (tj.managed_spot || tj.interruptions > 0) {
+  if (tj.spec.managed_spot || tj.interruptions > 0) {
     j["SpotInterruptions"] = tj.interruptions;
     j["InterruptionLossInstanceSeconds"] = static_cast<double>(tj.interruption_lost_instance_ms) / 1000.0;
   }
@@ -350,7 +350,7 @@ Response HandleCostReport(Controller& c, const json& req) {
                   {"Share", share},
                   {"InstanceType", tj.instance_type},
                   {"InstanceCount", tj.instance_count},
-                  {"ManagedSpot", tj.managed_spot},
+                  {"ManagedSpot", tj.spec.managed_spot},
                   {"SpotInterruptions", tj.interruptions},
                   {"InterruptionLossInstanceSeconds", static_cast<double>(tj.interruption_lost_instance_ms) / 1000.0},
                   {"TrainingTimeInSeconds", WholeSeconds(training)},

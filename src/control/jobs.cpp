@@ -619,9 +619,6 @@ void Controller::StartServiceJob(Turn& t, ServiceJobState& js, const std::string
   tj.last_modified_time = t.now;
   tj.instance_type = rung.type;
   tj.instance_count = job.instance_count;
-  tj.keep_alive_seconds = spec.keep_alive_seconds;
-  tj.managed_spot = rung.spot;
-  tj.max_wait_seconds = spec.max_wait_seconds;
   tj.capacity_ladder = job.capacity_ladder;
   tj.fallback_after_interruptions = job.fallback_after_interruptions;
   if (!job.capacity_ladder.empty()) tj.rung = std::max(js.placement_rung, 0);
@@ -637,7 +634,7 @@ void Controller::StartServiceJob(Turn& t, ServiceJobState& js, const std::string
   t.training_jobs.insert(name);
   TrainingJobEvent(t, name, SecondaryStatus::kStarting, "Starting the training job.", t.now);
   TrainingJob& launched = state_.training_jobs.at(name);
-  LaunchTrainingJob(t, launched, launched.managed_spot);
+  LaunchTrainingJob(t, launched, launched.spec.managed_spot);
 }
 
 namespace {

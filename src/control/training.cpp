@@ -89,9 +89,6 @@ StatusOr<TrainingJob> Controller::CreateTrainingJob(const CreateTrainingJobComma
   tj.tags = req.spec.tags;
   tj.instance_type = req.spec.instance_type;
   tj.instance_count = req.spec.instance_count;
-  tj.keep_alive_seconds = req.spec.keep_alive_seconds;
-  tj.managed_spot = req.spec.managed_spot;
-  tj.max_wait_seconds = req.spec.max_wait_seconds;
   tj.capacity_ladder = cmd.capacity_ladder;
   tj.fallback_after_interruptions = cmd.fallback_after_interruptions;
   return Execute<TrainingJob>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<TrainingJob> {
@@ -276,8 +273,8 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
   for (const auto& [seq, name] : state_.live_training_jobs) {
     TrainingJob* tj = &state_.training_jobs.at(name);
     // MaxWaitTimeInSeconds: a spot job's time waiting for capacity plus its run time (SageMaker's managed spot training).
-    if (tj->managed_spot && tj->status == TrainingJobStatus::kInProgress && tj->max_wait_seconds > 0 &&
-        t.now - tj->creation_time >= tj->max_wait_seconds * 1000) {
+    if (tj->spec.managed_spot && tj->status == TrainingJobStatus::kInProgress && tj->spec.max_wait_seconds > 0 &&
+        t.now - tj->creation_time >= tj->spec.max_wait_seconds * 1000) {
       out_of_wait.push_back(name);
       continue;
     }
@@ -287,7 +284,7 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
     if (!tj->service_job_id.empty() && !interrupted) continue;
     // The first rung of its ladder with room (its own type when it has no ladder).
     const Ladder ladder = tj->capacity_ladder.empty()
-                              ? Ladder{{Rung{tj->instance_type, tj->managed_spot}}, 2}
+                              ? Ladder{{Rung{tj->instance_type, tj->spec.managed_spot}}, 2}
                               : LadderFromText(tj->capacity_ladder, tj->fallback_after_interruptions);
     if (disk_low_) {
       const std::string reason = "Waiting: " + DiskReserveReason() + ".";
@@ -308,7 +305,7 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
       continue;
     }
     // Until spot capacity frees, a spot job stays Starting (never launched) or Interrupted.
-    if (tj->managed_spot || interrupted) continue;
+    if (tj->spec.managed_spot || interrupted) continue;
     // The request is parsed only once a job has pended for the smallest MaxPendingTimeInSeconds.
     if (t.now - tj->creation_time >= kMinMaxPendingSeconds * 1000) {
       const int64_t max_pending = tj->spec.max_pending_seconds;

@@ -780,9 +780,6 @@ Status Controller::StartTrial(Turn& t, TuningJob& tuning, const tune::Suggestion
   tj.tuning_job_arn = tuning.arn;
   tj.instance_type = spec.instance_type;
   tj.instance_count = spec.instance_count;
-  tj.keep_alive_seconds = spec.keep_alive_seconds;
-  tj.managed_spot = spec.managed_spot;
-  tj.max_wait_seconds = spec.max_wait_seconds;
   tj.spec = std::move(spec);
   tj.seq = state_.next_seq++;
   tj.creation_time = tj.last_modified_time = t.now;

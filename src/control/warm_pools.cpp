@@ -25,7 +25,7 @@ void Controller::SetPoolOrigin(WarmPool& p, const TrainingJob& tj) const {
 }
 
 std::string Controller::AttachWarmPool(Turn& t, TrainingJob& tj) {
-  if (tj.keep_alive_seconds <= 0) return "Launching requested ML instances on this host (cold start).";
+  if (tj.spec.keep_alive_seconds <= 0) return "Launching requested ML instances on this host (cold start).";
   const std::string key = WarmPoolMatchKey(tj.spec, tj.owner);
   // The oldest matching Available pool: creation order is total.
   WarmPool* match = nullptr;
@@ -65,7 +65,7 @@ std::string Controller::AttachWarmPool(Turn& t, TrainingJob& tj) {
   t.warm_pools.insert(p.id);
   state_.warm_pools[p.id] = std::move(p);
   return "Launching requested ML instances on this host (cold start; a warm pool is kept for " +
-         std::to_string(tj.keep_alive_seconds) + " s afterwards).";
+         std::to_string(tj.spec.keep_alive_seconds) + " s afterwards).";
 }
 
 void Controller::MakeRoom(Turn& t, const std::string& type, int64_t count, const std::string& for_job) {
@@ -114,7 +114,7 @@ void Controller::SettleWarmPool(Turn& t, TrainingJob& tj) {
       why = "Not kept: the job failed with an infrastructure error, which may leave the instances unhealthy.";
       break;
   }
-  const EpochMs expires = WarmPoolExpiry(t.now, tj.keep_alive_seconds, p.created_at);
+  const EpochMs expires = WarmPoolExpiry(t.now, tj.spec.keep_alive_seconds, p.created_at);
   if (why.empty() && expires <= t.now)
     why = "Not kept: the warm pool reached its maximum lifetime of 28 days.";
   const InstanceTypeSpec* spec = config_.FindInstanceType(p.instance_type);
@@ -181,7 +181,6 @@ StatusOr<TrainingJob> Controller::UpdateTrainingJob(const UpdateTrainingJobComma
                              (tj->warm_pool_status == WarmPoolStatus::kNone ? "absent" : ToWire(tj->warm_pool_status)));
     WarmPool& p = state_.warm_pools.at(tj->warm_pool_id);
     tj->spec.keep_alive_seconds = keep;
-    tj->keep_alive_seconds = keep;
     tj->last_modified_time = t.now;
     t.training_jobs.insert(tj->name);
     if (keep == 0) {

@@ -184,9 +184,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     TrainingJob, name, arn, request_json, tags, status, secondary_status, transitions, failure_reason,
     creation_time, training_start_time, training_end_time, last_modified_time, final_metrics,
     model_artifacts, instance_type, instance_count, service_job_id, attempt_number, seq, launched,
-    stop_requested, stop_cause, stop_grace_seconds, keep_alive_seconds, warm_pool_id, warm_pool_status,
+    stop_requested, stop_cause, stop_grace_seconds, warm_pool_id, warm_pool_status,
     reused_by_job, reused_from_job, warm_pool_available_since, warm_pool_retained_seconds,
-    warm_pool_end_reason, last_checkpoint_time, managed_spot, max_wait_seconds, capacity_ladder,
+    warm_pool_end_reason, last_checkpoint_time, capacity_ladder,
     fallback_after_interruptions, rung, on_spot, interruptions, run_launched_at, interruption_lost_instance_ms, billed_seconds, cost_usd,
     on_demand_cost_usd, billed_until, run_price_per_hour, run_on_demand_per_hour, owner,
     credentials_token, tuning_job_arn)

@@ -454,11 +454,10 @@ struct TrainingJob {
   StopCause stop_cause = StopCause::kNone;
   int stop_grace_seconds = 0;
   EpochMs last_checkpoint_time = 0;  // when the attempt last completed a checkpoint; 0: never
-  // Managed spot (docs/spot.md). managed_spot: EnableManagedSpotTraining; on_spot: the current (or
-  // last) run holds spot capacity. A spot interruption sets stop_cause kInterrupt while the job
-  // stays InProgress; once the run has ended the job waits (not launched) for spot capacity again.
-  bool managed_spot = false;
-  int64_t max_wait_seconds = 0;  // StoppingCondition.MaxWaitTimeInSeconds (spot jobs)
+  // Managed spot (docs/spot.md): spec.managed_spot and spec.max_wait_seconds are the request's;
+  // on_spot: the current (or last) run holds spot capacity. A spot interruption sets stop_cause
+  // kInterrupt while the job stays InProgress; once the run has ended the job waits (not
+  // launched) for spot capacity again.
   // The capacity ladder ("" none; docs/spot.md) and the rung the current run is on: instance_type
   // and on_spot follow the rung.
   std::string capacity_ladder;
@@ -489,9 +488,8 @@ struct TrainingJob {
   double BillableSeconds(EpochMs now) const;
   double CostUsd(EpochMs now) const;
   double OnDemandCostUsd(EpochMs now) const;
-  // Managed warm pools (docs/warm-pools.md). keep_alive_seconds is
-  // ResourceConfig.KeepAlivePeriodInSeconds, changed by UpdateTrainingJob.
-  int64_t keep_alive_seconds = 0;
+  // Managed warm pools (docs/warm-pools.md); the keep-alive is spec.keep_alive_seconds, which
+  // UpdateTrainingJob changes.
   std::string warm_pool_id;         // the pool this job runs on or left behind ("" none)
   WarmPoolStatus warm_pool_status = WarmPoolStatus::kNone;
   std::string reused_by_job;        // WarmPoolStatus.ReusedByJob
