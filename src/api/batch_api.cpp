@@ -919,7 +919,7 @@ Response HandleBatch(Controller& c, const std::string& op, const json& req, cons
     const ServiceModel::Operation* op_ctj = sm.FindOperation("CreateTrainingJob");
     Status st = sm.ValidateShape(op_ctj->input_shape, payload, "serviceRequestPayload");
     if (!st.ok()) return st;
-    return Decoded(DecodeSubmitServiceJob(req, {c.config(), c.sandbox()}), [&](auto cmd) {
+    return Decoded(DecodeSubmitServiceJob(req, {c.config(), c.sandbox()}, &payload), [&](auto cmd) {
       cmd.owner = caller;
       return c.SubmitServiceJob(cmd);
     });

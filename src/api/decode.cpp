@@ -439,7 +439,7 @@ StatusOr<DeleteQuotaShareCommand> DecodeDeleteQuotaShare(const json& req) {
   return DeleteQuotaShareCommand{Get<std::string>(req, "quotaShareArn", "")};
 }
 
-StatusOr<SubmitServiceJobCommand> DecodeSubmitServiceJob(const json& req, const HostFacts& host) {
+StatusOr<SubmitServiceJobCommand> DecodeSubmitServiceJob(const json& req, const HostFacts& host, const json* parsed) {
   SubmitServiceJobCommand c;
   c.name = Get<std::string>(req, "jobName", "");
   c.queue = Get<std::string>(req, "jobQueue", "");
@@ -449,7 +449,9 @@ StatusOr<SubmitServiceJobCommand> DecodeSubmitServiceJob(const json& req, const 
   if (static_cast<int64_t>(c.payload.size()) > host.config.max_submit_payload_bytes)
     return InvalidArgument("serviceRequestPayload is " + std::to_string(c.payload.size()) +
                            " bytes; the limit is " + std::to_string(host.config.max_submit_payload_bytes));
-  json payload = json::parse(c.payload, nullptr, false);
+  json own;
+  if (!parsed) own = json::parse(c.payload, nullptr, false);
+  const json& payload = parsed ? *parsed : own;
   if (payload.is_discarded() || !payload.is_object())
     return InvalidArgument("serviceRequestPayload must be a JSON object (a CreateTrainingJob request)");
   auto training = AcceptTrainingRequest(payload, host.config, host.sandbox);
@@ -585,6 +587,7 @@ StatusOr<CreateTrainingJobCommand> DecodeCreateTrainingJob(const json& req, cons
   if (!request.ok()) return request.status();
   CreateTrainingJobCommand c;
   c.request = *std::move(request);
+  c.request.json = req.dump();
   const TrainingSpec& spec = c.request.spec;
   TY_RETURN_IF_ERROR(CheckTags(spec.tags, "Tags"));
   auto ladder = ParseLadder(spec.tags, {spec.instance_type, spec.managed_spot}, spec.instance_count, host.config);

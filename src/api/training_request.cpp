@@ -290,7 +290,6 @@ StatusOr<control::TrainingRequest> AcceptTrainingRequest(const json& req, const 
   // Decoding reads a member of the wrong type as absent; the check refuses it first.
   if (!DecodeTrainingSpec(req, &r.spec)) return InvalidArgument("the training request must be a JSON object");
   TY_RETURN_IF_ERROR(CheckTrainingRequest(req, r.spec, config, sandbox));
-  r.json = req.dump();
   return r;
 }
 

@@ -15,7 +15,8 @@
 
 namespace ty::api {
 
-// `req` checked and decoded. `sandbox` is the resolved sandbox mode ("bwrap" or "none";
+// `req` checked and decoded into the request's spec (its `json` is left to the caller: a service
+// job keeps its payload as submitted). `sandbox` is the resolved sandbox mode ("bwrap" or "none";
 // Controller::sandbox()).
 StatusOr<control::TrainingRequest> AcceptTrainingRequest(const nlohmann::json& req, const Config& config,
                                                          const std::string& sandbox);

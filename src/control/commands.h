@@ -22,7 +22,7 @@ namespace ty::control {
 // A CreateTrainingJob request (also a service job's serviceRequestPayload), checked against the
 // host (api/training_request.h) and decoded once: the controller reads only `spec`.
 struct TrainingRequest {
-  std::string json;  // the request as accepted (normalised JSON), only to be echoed by Describe
+  std::string json;  // CreateTrainingJob's request as accepted, only to be echoed ("" for a payload)
   TrainingSpec spec;
 };
 
