@@ -13,7 +13,6 @@
 
 namespace ty::control {
 
-
 namespace {
 // When the job last entered `status` (0: never).
 EpochMs LastEntered(const ServiceJobState& js, const char* status) {

@@ -1,10 +1,8 @@
 // Training jobs: creation, launch, executor events, stopping, timeouts and metrics.
 #include <re2/re2.h>
 #include <spdlog/spdlog.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <fstream>
 
 #include "control/controller.h"
@@ -13,15 +11,10 @@
 #include "control/system_metrics.h"
 #include "control/turn.h"
 #include "control/warm_pool_rules.h"
-#include "core/object_key.h"
 #include "core/strings.h"
-#include "exec/distribution.h"
 #include "exec/executor.h"
-#include "exec/image/reference.h"
 
 namespace ty::control {
-
-namespace fs = std::filesystem;
 
 namespace {
 

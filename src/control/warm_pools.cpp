@@ -3,7 +3,6 @@
 // (docs/warm-pools.md).
 #include <spdlog/spdlog.h>
 
-
 #include <set>
 
 #include "control/controller.h"
@@ -11,7 +10,6 @@
 #include "control/warm_pool_rules.h"
 
 namespace ty::control {
-
 
 // A pool counts where its latest job came from (a quota share's pool counts against that share).
 void Controller::SetPoolOrigin(WarmPool& p, const TrainingJob& tj) const {
