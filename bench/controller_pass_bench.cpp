@@ -207,7 +207,7 @@ int main(int argc, char** argv) {
         const int64_t per_queue = i / 3;
         SubmitServiceJobCommand cmd = i % 3 == 0 ? fifo_cmd : i % 3 == 1 ? fair_cmd : quota_cmd;
         cmd.name = "job-" + std::to_string(i);
-        if (per_queue % 10 == 9) cmd.training.instance_count = 2;
+        if (per_queue % 10 == 9) cmd.training.spec.instance_count = 2;
         if (i % 3 == 1) {
           double u = std::uniform_real_distribution<double>(0, zipf_cum.back())(rng);
           cmd.share_identifier = "team" + std::to_string(std::lower_bound(zipf_cum.begin(), zipf_cum.end(), u) - zipf_cum.begin());

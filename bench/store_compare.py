@@ -12,6 +12,7 @@ on), measured one after the other, --rounds times alternating, with build/bench/
     python3 bench/store_compare.py [--jobs 5000] [--latency-jobs 100] [--rounds 2]
 """
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -66,19 +67,26 @@ def loadgen(args, mode, url, key, secret, queue, jobs, connections):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def measure(args, config):
-    proc, data, url, key, secret = start(args.bin, config)
+@contextlib.contextmanager
+def running(bin_path, config):
+    """A fresh server with the queues of setup(); yields (url, key, secret) and removes it after."""
+    proc, data, url, key, secret = start(bin_path, config)
     try:
         setup(url, key, secret)
+        yield url, key, secret
+    finally:
+        proc.terminate()
+        proc.wait(60)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def measure(args, config):
+    with running(args.bin, config) as (url, key, secret):
         r = {}
         for c in (4, 16):
             r[f"submit_{c}"] = loadgen(args, "submit", url, key, secret, "parked", args.jobs, c)
         r["latency"] = loadgen(args, "latency", url, key, secret, "idle", args.latency_jobs, 1)
         return r
-    finally:
-        proc.terminate()
-        proc.wait(60)
-        shutil.rmtree(data, ignore_errors=True)
 
 
 def main():

@@ -10,6 +10,7 @@
 #include "api/service_model.h"
 #include "control/controller.h"
 #include "core/strings.h"
+#include "core/training_spec_json.h"
 
 namespace ty::api {
 
@@ -421,7 +422,10 @@ json EncodeJobDetail(const State& s, const ServiceJobState& js, bool for_event =
   // startedAt is a required member in the model, yet AWS leaves it out until the job starts (a 0
   // would read as 1970-01-01 in every SDK); EncodeJobSummary puts it in once it is known.
   j["isTerminated"] = job.is_terminated;
-  if (!for_event) j["serviceRequestPayload"] = job.payload;
+  // A tuning trial's payload is its tuning job's training definition; its spec has the trial's values.
+  if (!for_event)
+    j["serviceRequestPayload"] =
+        job.tuning_job_arn.empty() ? job.payload : EchoTrainingRequest(json::parse(job.payload, nullptr, false), job.spec).dump();
   if (job.has_scheduling_priority) j["schedulingPriority"] = job.scheduling_priority;
   if (!job.retry_strategy_json.empty()) j["retryStrategy"] = json::parse(job.retry_strategy_json);
   if (!job.timeout_config_json.empty()) j["timeoutConfig"] = json::parse(job.timeout_config_json);
@@ -915,7 +919,7 @@ Response HandleBatch(Controller& c, const std::string& op, const json& req, cons
     const ServiceModel::Operation* op_ctj = sm.FindOperation("CreateTrainingJob");
     Status st = sm.ValidateShape(op_ctj->input_shape, payload, "serviceRequestPayload");
     if (!st.ok()) return st;
-    return Decoded(DecodeSubmitServiceJob(req, {c.config(), c.sandbox()}), [&](auto cmd) {
+    return Decoded(DecodeSubmitServiceJob(req, {c.config(), c.sandbox()}, &payload), [&](auto cmd) {
       cmd.owner = caller;
       return c.SubmitServiceJob(cmd);
     });

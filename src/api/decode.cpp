@@ -10,9 +10,10 @@
 
 #include "api/service_model.h"
 #include "control/ladder.h"
-#include "control/training_request.h"
+#include "api/training_request.h"
 #include "control/warm_pool_rules.h"
 #include "core/strings.h"
+#include "core/training_spec_json.h"
 #include "exec/attempt_spec.h"
 
 namespace ty::api {
@@ -270,25 +271,6 @@ Status CheckRetryStrategy(const json& req) {
   return Status::Ok();
 }
 
-// The typed form of a request that CheckTrainingRequest accepted.
-TrainingRequest DecodeTrainingRequest(const json& req) {
-  TrainingRequest r;
-  r.json = req.dump();
-  r.name = Get<std::string>(req, "TrainingJobName", "");
-  const json rc = Get<json>(req, "ResourceConfig", json::object());
-  r.instance_type = rc.is_object() ? Get<std::string>(rc, "InstanceType", "") : "";
-  r.instance_count = rc.is_object() ? Get<int64_t>(rc, "InstanceCount", 1) : 1;
-  r.managed_spot = Get<bool>(req, "EnableManagedSpotTraining", false);
-  const json sc = Get<json>(req, "StoppingCondition", json::object());
-  if (sc.is_object()) {
-    r.max_runtime_seconds = Get<int64_t>(sc, "MaxRuntimeInSeconds", 0);
-    r.max_wait_seconds = Get<int64_t>(sc, "MaxWaitTimeInSeconds", 0);
-  }
-  r.keep_alive_seconds = KeepAliveOf(req);
-  r.tags = RequestTags(req);
-  return r;
-}
-
 }  // namespace
 
 StatusOr<CreateServiceEnvironmentCommand> DecodeCreateServiceEnvironment(const json& req) {
@@ -457,7 +439,7 @@ StatusOr<DeleteQuotaShareCommand> DecodeDeleteQuotaShare(const json& req) {
   return DeleteQuotaShareCommand{Get<std::string>(req, "quotaShareArn", "")};
 }
 
-StatusOr<SubmitServiceJobCommand> DecodeSubmitServiceJob(const json& req, const HostFacts& host) {
+StatusOr<SubmitServiceJobCommand> DecodeSubmitServiceJob(const json& req, const HostFacts& host, const json* parsed) {
   SubmitServiceJobCommand c;
   c.name = Get<std::string>(req, "jobName", "");
   c.queue = Get<std::string>(req, "jobQueue", "");
@@ -467,12 +449,15 @@ StatusOr<SubmitServiceJobCommand> DecodeSubmitServiceJob(const json& req, const 
   if (static_cast<int64_t>(c.payload.size()) > host.config.max_submit_payload_bytes)
     return InvalidArgument("serviceRequestPayload is " + std::to_string(c.payload.size()) +
                            " bytes; the limit is " + std::to_string(host.config.max_submit_payload_bytes));
-  json payload = json::parse(c.payload, nullptr, false);
+  json own;
+  if (!parsed) own = json::parse(c.payload, nullptr, false);
+  const json& payload = parsed ? *parsed : own;
   if (payload.is_discarded() || !payload.is_object())
     return InvalidArgument("serviceRequestPayload must be a JSON object (a CreateTrainingJob request)");
-  TY_RETURN_IF_ERROR(CheckTrainingRequest(payload, host.config, host.sandbox));
-  c.training = DecodeTrainingRequest(payload);
-  c.training.instance_count = std::max<int64_t>(1, c.training.instance_count);
+  auto training = AcceptTrainingRequest(payload, host.config, host.sandbox);
+  if (!training.ok()) return training.status();
+  c.training = *std::move(training);
+  c.training.spec.instance_count = std::max<int64_t>(1, c.training.spec.instance_count);
   if (Present(req, "schedulingPriority")) {
     if (!req["schedulingPriority"].is_number_integer())
       return InvalidArgument("schedulingPriority must be an integer between 0 and 9999");
@@ -502,15 +487,15 @@ StatusOr<SubmitServiceJobCommand> DecodeSubmitServiceJob(const json& req, const 
     if (!ParseRetryStrategy(c.retry_strategy_json, &rs)) return InvalidArgument("retryStrategy must be an object");
     c.retry_strategy = std::move(rs);
   }
-  TY_RETURN_IF_ERROR(CheckTags(c.training.tags, "serviceRequestPayload.Tags"));
+  const TrainingSpec& spec = c.training.spec;
+  TY_RETURN_IF_ERROR(CheckTags(spec.tags, "serviceRequestPayload.Tags"));
   {
     // The capacity ladder: the service job's tags, over those of its payload.
-    Tags tags = c.training.tags;
+    Tags tags = spec.tags;
     for (const auto& [k, v] : c.tags) tags[k] = v;
-    auto ladder = ParseLadder(tags, {c.training.instance_type, c.training.managed_spot}, c.training.instance_count,
-                              host.config);
+    auto ladder = ParseLadder(tags, {spec.instance_type, spec.managed_spot}, spec.instance_count, host.config);
     if (!ladder.ok()) return InvalidArgument("tags: " + ladder.status().message());
-    if (!ladder->rungs.empty() && c.training.keep_alive_seconds > 0)
+    if (!ladder->rungs.empty() && spec.keep_alive_seconds > 0)
       return InvalidArgument("serviceRequestPayload.ResourceConfig.KeepAlivePeriodInSeconds: a job with a capacity ladder "
                              "(tag " + std::string(kLadderTag) + ") cannot use warm pools");
     c.capacity_ladder = LadderText(*ladder);
@@ -598,12 +583,14 @@ StatusOr<UpdateServiceJobCommand> DecodeUpdateServiceJob(const json& req) {
 }
 
 StatusOr<CreateTrainingJobCommand> DecodeCreateTrainingJob(const json& req, const HostFacts& host) {
-  TY_RETURN_IF_ERROR(CheckTrainingRequest(req, host.config, host.sandbox));
+  auto request = AcceptTrainingRequest(req, host.config, host.sandbox);
+  if (!request.ok()) return request.status();
   CreateTrainingJobCommand c;
-  c.request = DecodeTrainingRequest(req);
-  TY_RETURN_IF_ERROR(CheckTags(c.request.tags, "Tags"));
-  auto ladder = ParseLadder(c.request.tags, {c.request.instance_type, c.request.managed_spot}, c.request.instance_count,
-                            host.config);
+  c.request = *std::move(request);
+  c.request.json = req.dump();
+  const TrainingSpec& spec = c.request.spec;
+  TY_RETURN_IF_ERROR(CheckTags(spec.tags, "Tags"));
+  auto ladder = ParseLadder(spec.tags, {spec.instance_type, spec.managed_spot}, spec.instance_count, host.config);
   if (!ladder.ok()) return InvalidArgument("Tags: " + ladder.status().message());
   c.capacity_ladder = LadderText(*ladder);
   c.fallback_after_interruptions = ladder->fallback_after_interruptions;
@@ -873,13 +860,14 @@ StatusOr<CreateTuningJobCommand> DecodeCreateHyperParameterTuningJob(const json&
   training["HyperParameters"] = statics.is_object() ? statics : json::object();
   if (!Present(def, "ResourceConfig")) return InvalidArgument("TrainingJobDefinition.ResourceConfig is required");
   c.training_request_json = training.dump();
+  DecodeTrainingSpec(training, &c.training_spec);
   json probe = training;
   probe["TrainingJobName"] = c.name + "-001-00000000";
   for (const auto& r : s.ranges)
     probe["HyperParameters"][r.name] = r.kind == tune::Range::Kind::kCategorical ? r.values.front() : std::to_string(r.min);
   if (s.strategy == tune::Strategy::kHyperband) probe["HyperParameters"][c.resource_hyperparameter] = std::to_string(s.max_resource);
-  if (Status st = CheckTrainingRequest(probe, host.config, host.sandbox); !st.ok())
-    return InvalidArgument("TrainingJobDefinition: " + st.message());
+  if (auto probed = AcceptTrainingRequest(probe, host.config, host.sandbox); !probed.ok())
+    return InvalidArgument("TrainingJobDefinition: " + probed.status().message());
   // SageMaker's Tags: a list of {Key, Value} (Batch's map-shaped `tags` is not this API's).
   const json tag_list = Get<json>(req, "Tags", json::array());
   for (size_t i = 0; i < tag_list.size(); ++i) {

@@ -49,7 +49,9 @@ StatusOr<control::StopJobCommand> DecodeStopJob(const nlohmann::json& req, bool 
 StatusOr<control::CreateQuotaShareCommand> DecodeCreateQuotaShare(const nlohmann::json& req);
 StatusOr<control::UpdateQuotaShareCommand> DecodeUpdateQuotaShare(const nlohmann::json& req);
 StatusOr<control::DeleteQuotaShareCommand> DecodeDeleteQuotaShare(const nlohmann::json& req);
-StatusOr<control::SubmitServiceJobCommand> DecodeSubmitServiceJob(const nlohmann::json& req, const HostFacts& host);
+// `payload`: serviceRequestPayload already parsed by the caller (nullptr: parsed here).
+StatusOr<control::SubmitServiceJobCommand> DecodeSubmitServiceJob(const nlohmann::json& req, const HostFacts& host,
+                                                                  const nlohmann::json* payload = nullptr);
 StatusOr<control::TerminateServiceJobCommand> DecodeTerminateServiceJob(const nlohmann::json& req);
 StatusOr<control::UpdateServiceJobCommand> DecodeUpdateServiceJob(const nlohmann::json& req);
 // Tags. Batch TagResource and UntagResource: `req` holds the members bound to the URI

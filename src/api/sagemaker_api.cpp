@@ -12,6 +12,7 @@
 #include "api/handlers.h"
 #include "control/controller.h"
 #include "core/strings.h"
+#include "core/training_spec_json.h"
 
 namespace ty::api {
 
@@ -67,7 +68,7 @@ Response ListTags(Controller& c, const json& req) {
 
 // for_event: an event's detail, which carries the job's Tags too (SageMaker's training job state-change events).
 json EncodeDescribe(const TrainingJob& tj, EpochMs now, bool for_event = false) {
-  json req = json::parse(tj.request_json);
+  const json req = EchoTrainingRequest(json::parse(tj.request_json, nullptr, false), tj.spec);
   json j;
   if (for_event && !tj.tags.empty()) j["Tags"] = EncodeTagList(tj.tags);
   j["TrainingJobName"] = tj.name;
@@ -110,7 +111,7 @@ json EncodeDescribe(const TrainingJob& tj, EpochMs now, bool for_event = false) 
     j["BillableTimeInSeconds"] = WholeSeconds(tj.BillableSeconds(now));
   }
   // trainyard extensions: spot interruptions, and what the current (or last) run holds.
-  if (tj.managed_spot || tj.interruptions > 0) {
+  if (tj.spec.managed_spot || tj.interruptions > 0) {
     j["SpotInterruptions"] = tj.interruptions;
     j["InterruptionLossInstanceSeconds"] = static_cast<double>(tj.interruption_lost_instance_ms) / 1000.0;
   }
@@ -349,7 +350,7 @@ Response HandleCostReport(Controller& c, const json& req) {
                   {"Share", share},
                   {"InstanceType", tj.instance_type},
                   {"InstanceCount", tj.instance_count},
-                  {"ManagedSpot", tj.managed_spot},
+                  {"ManagedSpot", tj.spec.managed_spot},
                   {"SpotInterruptions", tj.interruptions},
                   {"InterruptionLossInstanceSeconds", static_cast<double>(tj.interruption_lost_instance_ms) / 1000.0},
                   {"TrainingTimeInSeconds", WholeSeconds(training)},
@@ -416,10 +417,9 @@ Response HandleMetricSeries(Controller& c, const json& req) {
     const TrainingJob* tj = s.FindTrainingJob(name);
     if (!tj) return NotFound("Requested resource not found: training job " + name);
     // Every defined metric is listed, in definition order, even before it has a value.
-    json defs = json::parse(tj->request_json).value("AlgorithmSpecification", json::object()).value("MetricDefinitions", json::array());
     std::vector<std::string> order;
-    for (const auto& d : defs) {
-      std::string n = d.value("Name", "");
+    for (const auto& d : tj->spec.metric_definitions) {
+      const std::string& n = d.name;
       if ((metric.empty() || n == metric) && std::find(order.begin(), order.end(), n) == order.end()) order.push_back(n);
     }
     if (!metric.empty() && order.empty())

@@ -20,17 +20,10 @@
 namespace ty::control {
 
 // A CreateTrainingJob request (also a service job's serviceRequestPayload), checked against the
-// host (control/training_request.h) and reduced to what the controller schedules by.
+// host (api/training_request.h) and decoded once: the controller reads only `spec`.
 struct TrainingRequest {
-  std::string json;  // the request as accepted (normalised JSON), for the executor and Describe
-  std::string name;  // TrainingJobName
-  std::string instance_type;
-  int64_t instance_count = 1;
-  bool managed_spot = false;           // EnableManagedSpotTraining
-  int64_t max_runtime_seconds = 0;     // StoppingCondition.MaxRuntimeInSeconds; 0: absent
-  int64_t max_wait_seconds = 0;        // StoppingCondition.MaxWaitTimeInSeconds; 0: absent
-  int64_t keep_alive_seconds = 0;      // ResourceConfig.KeepAlivePeriodInSeconds
-  Tags tags;                           // Tags ([{Key, Value}] on the wire)
+  std::string json;  // CreateTrainingJob's request as accepted, only to be echoed ("" for a payload)
+  TrainingSpec spec;
 };
 
 // ---- Batch: service environments ----
@@ -242,6 +235,7 @@ struct CreateTuningJobCommand {
   std::string name;
   std::string request_json;           // the request as accepted, for Describe
   std::string training_request_json;  // the trials' CreateTrainingJob request, without a name
+  TrainingSpec training_spec;          // the same, decoded
   std::string objective_metric;
   std::string resource_hyperparameter;  // Hyperband only
   tune::SearchConfig search;            // with its seed (RandomSeed, or drawn by api/)

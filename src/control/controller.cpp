@@ -7,7 +7,6 @@
 #include <cassert>
 
 #include <filesystem>
-#include <nlohmann/json.hpp>
 
 #include "control/ladder.h"
 #include "control/share_standings.h"
@@ -20,7 +19,6 @@
 
 namespace ty::control {
 
-using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
@@ -114,11 +112,8 @@ void Controller::LoadState() {
     if (DecodeDoc(doc, &q)) s.quota_shares[key] = q;
   }));
   must(store_->LoadAll(store::Kind::kServiceJob, [&](const std::string&, const std::string& doc) {
-    auto j = json::parse(doc, nullptr, false);
     ServiceJobState js;
-    if (j.is_discarded() || !DecodeDoc(j["job"].dump(), &js.job)) return;
-    js.service_environment = j.value("service_environment", "");
-    for (auto& h : j.value("history", json::array())) js.history.emplace_back(h[0].get<std::string>(), h[1].get<EpochMs>());
+    if (!DecodeServiceJobRow(doc, &js.job, &js.service_environment, &js.history)) return;
     uint64_t seq = js.job.seq;
     s.job_seq_by_id[js.job.id] = seq;
     if (!js.job.client_token.empty()) s.job_seq_by_token[js.job.client_token] = seq;
@@ -132,9 +127,6 @@ void Controller::LoadState() {
   must(store_->LoadAll(store::Kind::kTrainingJob, [&](const std::string&, const std::string& doc) {
     TrainingJob t;
     if (!DecodeDoc(doc, &t)) return;
-    // Stored before training jobs kept their own tags: they are the request's.
-    if (t.tags.empty() && !json::parse(doc, nullptr, false).contains("tags"))
-      t.tags = RequestTags(json::parse(t.request_json, nullptr, false));
     s.next_seq = std::max(s.next_seq, t.seq + 1);
     bool live = IsLive(t.status);
     if (live && t.launched) s.host_in_use[CapacityKey(t.instance_type, t.on_spot)] += t.instance_count;
@@ -461,11 +453,7 @@ void Controller::RunTurn(std::deque<std::pair<Command, Ack>>& batch) {
       auto found = state_.jobs.find(seq);
       if (found == state_.jobs.end()) continue;
       const ServiceJobState& js = found->second;
-      json extra = {{"service_environment", js.service_environment}, {"history", json::array()}};
-      for (auto& [st, at] : js.history) extra["history"].push_back({st, at});
-      std::string doc = extra.dump();
-      doc.insert(1, "\"job\":" + EncodeDoc(js.job) + ",");  // {"job":{...},"history":...}
-      writes.push_back({store::Kind::kServiceJob, js.job.id, std::move(doc)});
+      writes.push_back({store::Kind::kServiceJob, js.job.id, EncodeServiceJobRow(js.job, js.service_environment, js.history)});
     }
     for (const auto& n : t.training_jobs)
       if (auto it = state_.training_jobs.find(n); it != state_.training_jobs.end())

@@ -2,7 +2,6 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
-#include <nlohmann/json.hpp>
 
 #include "control/controller.h"
 #include "control/ladder.h"
@@ -13,8 +12,6 @@
 #include "sched/sched.h"
 
 namespace ty::control {
-
-using nlohmann::json;
 
 namespace {
 // When the job last entered `status` (0: never).
@@ -118,10 +115,11 @@ StatusOr<ServiceJob> Controller::SubmitServiceJob(const SubmitServiceJobCommand&
   job.owner = cmd.owner;
   const std::string& queue_ref = cmd.queue;
   job.payload = cmd.payload;
-  job.instance_type = cmd.training.instance_type;
-  job.instance_count = std::max<int64_t>(1, cmd.training.instance_count);
-  job.managed_spot = cmd.training.managed_spot;
-  job.max_runtime_ms = cmd.training.max_runtime_seconds * 1000;
+  job.spec = cmd.training.spec;
+  job.instance_type = job.spec.instance_type;
+  job.instance_count = std::max<int64_t>(1, job.spec.instance_count);
+  job.managed_spot = job.spec.managed_spot;
+  job.max_runtime_ms = job.spec.max_runtime_seconds * 1000;
   if (cmd.scheduling_priority) {
     job.scheduling_priority = *cmd.scheduling_priority;
     job.has_scheduling_priority = true;
@@ -591,8 +589,7 @@ void Controller::StartServiceJob(Turn& t, ServiceJobState& js, const std::string
   SetJobStatus(t, js, JobStatus::kScheduled, "");
 
   int attempt = static_cast<int>(job.attempts.size()) + 1;
-  json payload = json::parse(job.payload);
-  std::string base = payload.value("TrainingJobName", job.name);
+  const std::string& base = job.spec.training_job_name.empty() ? job.name : job.spec.training_job_name;
   std::string name = attempt == 1 ? base : base + "-attempt-" + std::to_string(attempt);
   if (state_.FindTrainingJob(name)) {
     SetJobStatus(t, js, JobStatus::kFailed,
@@ -600,46 +597,34 @@ void Controller::StartServiceJob(Turn& t, ServiceJobState& js, const std::string
                  "AWS account and region, and a training job with this name already exists (" + name + ")");
     return;
   }
-  payload["TrainingJobName"] = name;
+  TrainingSpec spec = job.spec;
+  spec.training_job_name = name;
   Rung rung{job.instance_type, job.managed_spot};
   if (!job.capacity_ladder.empty()) {
     // The attempt runs on the rung the pass placed it on, and carries the whole ladder, so that
     // its restarts after spot interruptions climb it again from the top.
     const Ladder ladder = LadderFromText(job.capacity_ladder, job.fallback_after_interruptions);
     rung = ladder.rungs[static_cast<size_t>(std::max(js.placement_rung, 0))];
-    payload["ResourceConfig"]["InstanceType"] = rung.type;
-    payload["EnableManagedSpotTraining"] = rung.spot;
-    if (!rung.spot && payload.contains("StoppingCondition") && payload["StoppingCondition"].is_object())
-      payload["StoppingCondition"].erase("MaxWaitTimeInSeconds");
-    json tags = json::array();
-    for (const auto& tag : payload.value("Tags", json::array()))
-      if (!(tag.is_object() && (tag.value("Key", "") == kLadderTag || tag.value("Key", "") == kFallbackTag))) tags.push_back(tag);
-    tags.push_back({{"Key", kLadderTag}, {"Value", job.capacity_ladder}});
-    tags.push_back({{"Key", kFallbackTag}, {"Value", std::to_string(job.fallback_after_interruptions)}});
-    payload["Tags"] = tags;
+    spec = OnRung(std::move(spec), ladder, rung);
   }
   job.attempt_capacity_key = rung.Key();
   TrainingJob tj;
   tj.name = name;
   tj.arn = Arn("sagemaker", "training-job/" + ToLower(name));
   tj.owner = job.owner;
-  tj.request_json = payload.dump();
-  tj.tags = RequestTags(payload);
-  ParseTrainingTerms(tj.request_json, &tj.terms);  // an object: it was parsed just above
+  tj.request_json = job.payload;
+  tj.tags = spec.tags;
   tj.creation_time = t.now;
   tj.last_modified_time = t.now;
-  tj.instance_type = job.instance_type;
-  tj.instance_count = job.instance_count;
-  tj.keep_alive_seconds = KeepAliveOf(payload);
   tj.instance_type = rung.type;
-  tj.managed_spot = rung.spot;
-  tj.max_wait_seconds = payload.value("StoppingCondition", json::object()).value("MaxWaitTimeInSeconds", int64_t{0});
+  tj.instance_count = job.instance_count;
   tj.capacity_ladder = job.capacity_ladder;
   tj.fallback_after_interruptions = job.fallback_after_interruptions;
   if (!job.capacity_ladder.empty()) tj.rung = std::max(js.placement_rung, 0);
   tj.service_job_id = job.id;
   tj.tuning_job_arn = job.tuning_job_arn;
   tj.attempt_number = attempt;
+  tj.spec = std::move(spec);
   tj.seq = state_.next_seq++;
   tj.transitions.push_back({SecondaryStatus::kStarting, t.now, 0, "Starting the training job."});
   tj.secondary_status = SecondaryStatus::kStarting;
@@ -648,7 +633,7 @@ void Controller::StartServiceJob(Turn& t, ServiceJobState& js, const std::string
   t.training_jobs.insert(name);
   TrainingJobEvent(t, name, SecondaryStatus::kStarting, "Starting the training job.", t.now);
   TrainingJob& launched = state_.training_jobs.at(name);
-  LaunchTrainingJob(t, launched, launched.managed_spot);
+  LaunchTrainingJob(t, launched, launched.spec.managed_spot);
 }
 
 namespace {
@@ -827,7 +812,7 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
 
   // The Available warm pools of this queue hold their shares' instances until something waiting
   // may use them (sched::IdleHold); another share reclaiming its quota releases them
-  // (docs/warm-pools.md). Whether a waiting job would take a pool over is read from payloads here.
+  // (docs/warm-pools.md). Whether a waiting job would take a pool over is read from its spec.
   std::map<uint64_t, std::string> pool_by_seq;
   std::set<std::string> waiting_keys;
   bool keys_read = false;
@@ -839,9 +824,7 @@ void Controller::ScheduleQuotaQueue(Turn& t, const JobQueue& q) {
       keys_read = true;
       for (uint64_t seq : runnable) {
         const ServiceJob& j = state_.jobs.at(seq).job;
-        if (j.payload.find("KeepAlivePeriodInSeconds") == std::string::npos) continue;  // cheap: most jobs
-        json payload = json::parse(j.payload, nullptr, false);
-        if (!payload.is_discarded() && KeepAliveOf(payload) > 0) waiting_keys.insert(WarmPoolMatchKey(payload, j.owner));
+        if (j.spec.keep_alive_seconds > 0) waiting_keys.insert(WarmPoolMatchKey(j.spec, j.owner));
       }
     }
     snap.idle_holds.push_back({p.seq, it->second, p.instance_type, p.instance_count, p.expires_at,

@@ -1,7 +1,5 @@
 #include "control/ladder.h"
 
-#include <nlohmann/json.hpp>
-
 #include <sstream>
 
 namespace ty::control {
@@ -68,13 +66,13 @@ Ladder LadderFromText(const std::string& text, int fallback_after_interruptions)
   return l;
 }
 
-Tags RequestTags(const nlohmann::json& req) {
-  Tags tags;
-  if (!req.is_object() || !req.contains("Tags") || !req["Tags"].is_array()) return tags;
-  for (const auto& t : req["Tags"])
-    if (t.is_object() && t.contains("Key") && t["Key"].is_string() && t.value("Value", nlohmann::json("")).is_string())
-      tags[t["Key"].get<std::string>()] = t.value("Value", "");
-  return tags;
+TrainingSpec OnRung(TrainingSpec spec, const Ladder& ladder, const Rung& rung) {
+  spec.instance_type = rung.type;
+  spec.managed_spot = rung.spot;
+  if (!rung.spot) spec.max_wait_seconds = 0;
+  spec.tags[kLadderTag] = LadderText(ladder);
+  spec.tags[kFallbackTag] = std::to_string(ladder.fallback_after_interruptions);
+  return spec;
 }
 
 }  // namespace ty::control

@@ -8,14 +8,13 @@
 // training job its later runs skip the spot rungs.
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <string>
 #include <vector>
 
 #include "core/config.h"
 #include "core/model.h"
 #include "core/status.h"
+#include "core/training_spec.h"
 
 namespace ty::control {
 
@@ -59,7 +58,9 @@ int PickRung(const Ladder& l, int64_t count, int interruptions, FreeFn free) {
   return -1;
 }
 
-// Tags of a CreateTrainingJob request ([{"Key", "Value"}]; malformed entries are skipped).
-Tags RequestTags(const nlohmann::json& request);
+// The spec of a run on `rung` of `ladder`: its instance type and market, no MaxWaitTimeInSeconds
+// off spot, and the whole ladder in its tags, so that the restarts of a job made from it (after
+// spot interruptions) climb the ladder again from the top.
+TrainingSpec OnRung(TrainingSpec spec, const Ladder& ladder, const Rung& rung);
 
 }  // namespace ty::control

@@ -56,7 +56,7 @@ Status Controller::InterruptTrainingJob(const std::string& name) {
   return ExecuteStatus([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> Status {
     TrainingJob* tj = state_.FindTrainingJob(name);
     if (!tj) return NotFound("Requested resource not found: training job " + name);
-    if (!tj->managed_spot && tj->capacity_ladder.find(":spot") == std::string::npos)
+    if (!tj->spec.managed_spot && tj->capacity_ladder.find(":spot") == std::string::npos)
       return FailedPrecondition("The training job " + name + " does not use managed spot training (EnableManagedSpotTraining), "
                                 "so it has no spot capacity to reclaim");
     if (tj->status != TrainingJobStatus::kInProgress)

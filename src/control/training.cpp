@@ -1,57 +1,24 @@
 // Training jobs: creation, launch, executor events, stopping, timeouts and metrics.
 #include <re2/re2.h>
 #include <spdlog/spdlog.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "control/controller.h"
 #include "control/ladder.h"
+#include "control/metric_regex.h"
 #include "control/system_metrics.h"
-#include "control/training_request.h"
 #include "control/turn.h"
 #include "control/warm_pool_rules.h"
-#include "core/object_key.h"
 #include "core/strings.h"
-#include "exec/distribution.h"
 #include "exec/executor.h"
-#include "exec/image/reference.h"
 
 namespace ty::control {
-
-using nlohmann::json;
-namespace fs = std::filesystem;
 
 namespace {
 
 constexpr const char* kSmPrefix = "Received status from SageMaker: ";
-
-// `uri` is an s3:// URI whose bucket and key follow core/object_key.h's rules; the error names
-// `field` and the rule.
-Status CheckS3Uri(const std::string& field, const std::string& uri, KeyUse use) {
-  auto loc = ParseS3Uri(uri, use);
-  return loc.ok() ? Status::Ok() : InvalidArgument(field + ": " + loc.status().message());
-}
-
-// The RE2 a MetricDefinitions Regex compiles to: the same options when the request is checked and
-// when the log is read, so a regex accepted at creation is the one that runs.
-std::unique_ptr<RE2> CompileMetricRegex(const std::string& regex) {
-  RE2::Options opts;
-  opts.set_log_errors(false);
-  return std::make_unique<RE2>(regex, opts);
-}
-
-std::string Unquote(const std::string& v) {
-  // The SageMaker Python SDK JSON-encodes hyperparameter values ("\"s3://...\"").
-  if (v.size() >= 2 && v.front() == '"' && v.back() == '"') {
-    auto j = json::parse(v, nullptr, false);
-    if (!j.is_discarded() && j.is_string()) return j.get<std::string>();
-  }
-  return v;
-}
 
 // The action of the first evaluateOnExit entry whose conditions all match the attempt's status
 // reason; an entry without onStatusReason matches any reason. No entry matching means RETRY
@@ -63,43 +30,6 @@ ExitRule::Action RetryActionFor(const std::vector<ExitRule>& rules, const std::s
     return r.action;
   }
   return ExitRule::Action::kRetry;
-}
-
-constexpr int64_t kMaxRuntimeLimitSeconds = 28 * 86400;  // SageMaker's 28-day ceiling
-constexpr int64_t kMinMaxPendingSeconds = 7200;           // MaxPendingTimeInSeconds 7200..2419200
-constexpr int64_t kMaxMaxPendingSeconds = 2419200;
-
-// StoppingCondition (SageMaker API reference). Service-job payloads reach here without model
-// validation, so every bound of the model is checked here too.
-Status CheckStoppingCondition(const json& req) {
-  if (!req.contains("StoppingCondition") || req["StoppingCondition"].is_null()) return Status::Ok();
-  const json& sc = req["StoppingCondition"];
-  if (!sc.is_object()) return InvalidArgument("StoppingCondition must be an object");
-  auto field = [&](const char* name) { return sc.contains(name) ? sc[name] : json(); };
-  const json runtime = field("MaxRuntimeInSeconds"), wait = field("MaxWaitTimeInSeconds"),
-             pending = field("MaxPendingTimeInSeconds");
-  if (!runtime.is_null() && (!runtime.is_number_integer() || runtime.get<int64_t>() < 1 ||
-                             runtime.get<int64_t>() > kMaxRuntimeLimitSeconds))
-    return InvalidArgument("StoppingCondition.MaxRuntimeInSeconds must be an integer between 1 and " +
-                           std::to_string(kMaxRuntimeLimitSeconds) + " (28 days), not " + runtime.dump());
-  if (!pending.is_null() &&
-      (!pending.is_number_integer() || pending.get<int64_t>() < kMinMaxPendingSeconds ||
-       pending.get<int64_t>() > kMaxMaxPendingSeconds))
-    return InvalidArgument("StoppingCondition.MaxPendingTimeInSeconds must be an integer between " +
-                           std::to_string(kMinMaxPendingSeconds) + " and " + std::to_string(kMaxMaxPendingSeconds) +
-                           ", not " + pending.dump());
-  if (!wait.is_null()) {
-    if (!wait.is_number_integer() || wait.get<int64_t>() < 1)
-      return InvalidArgument("StoppingCondition.MaxWaitTimeInSeconds must be a positive integer, not " + wait.dump());
-    if (!req.value("EnableManagedSpotTraining", false))
-      return InvalidArgument("StoppingCondition.MaxWaitTimeInSeconds applies only to managed spot training "
-                             "(EnableManagedSpotTraining=true)");
-    const int64_t bound = runtime.is_null() ? 86400 : runtime.get<int64_t>();
-    if (wait.get<int64_t>() < bound)
-      return InvalidArgument("StoppingCondition.MaxWaitTimeInSeconds (" + wait.dump() +
-                             ") must be greater than or equal to MaxRuntimeInSeconds (" + std::to_string(bound) + ")");
-  }
-  return Status::Ok();
 }
 
 int PhaseRank(SecondaryStatus secondary) {
@@ -141,233 +71,17 @@ void Controller::SweepLogs(EpochMs now, std::vector<std::string>* jobs) {
   }
 }
 
-Status CheckTrainingRequest(const json& req, const Config& config, const std::string& sandbox) {
-  auto file_system_path = [&](const std::string& id) -> std::string {
-    for (const auto& [name, dir] : config.file_systems)
-      if (name == id) return dir;
-    return "";
-  };
-  // Service-job payloads reach here too; the name becomes a directory name and part of paths.
-  static const RE2 kTrainingJobName("[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}");
-  const json name = req.value("TrainingJobName", json());
-  if (!name.is_string() || !RE2::FullMatch(name.get<std::string>(), kTrainingJobName))
-    return InvalidArgument("TrainingJobName " + name.dump() +
-                           " must be 1 to 63 letters, digits and hyphens, starting and ending with a letter or digit");
-  const json spec = req.value("AlgorithmSpecification", json::object());
-  const json metrics = spec.value("MetricDefinitions", json::array());
-  for (size_t i = 0; i < metrics.size(); ++i) {
-    const std::string where = "AlgorithmSpecification.MetricDefinitions[" + std::to_string(i) + "]";
-    const std::string metric = metrics[i].is_object() ? metrics[i].value("Name", "") : "";
-    auto re = CompileMetricRegex(metrics[i].is_object() ? metrics[i].value("Regex", "") : "");
-    if (!re->ok())
-      return InvalidArgument(where + " (Name '" + metric + "'): the Regex does not compile: " + re->error());
-    if (re->NumberOfCapturingGroups() < 1)
-      return InvalidArgument(where + " (Name '" + metric + "'): the Regex has no capturing group, so it cannot "
-                             "capture the metric's value; put the number in parentheses, e.g. loss=([0-9.]+)");
-  }
-  auto hps = req.value("HyperParameters", json::object());
-  bool has_entry = spec.contains("ContainerEntrypoint") && !spec["ContainerEntrypoint"].empty();
-  bool script = hps.contains("sagemaker_program");
-  // An image runs its own entry point (`train`); an image this host maps to its own software has none.
-  const std::string image = spec.contains("TrainingImage") && spec["TrainingImage"].is_string()
-                                ? spec["TrainingImage"].get<std::string>() : "";
-  const bool host_software = IsHostImage(config.host_images, image);
-  if (!has_entry && !script && host_software)
-    return InvalidArgument(
-        "AlgorithmSpecification.ContainerEntrypoint: required unless HyperParameters.sagemaker_program selects "
-        "script mode (TrainingImage '" + image + "' runs with this host's software (executor.host_images), "
-        "which has no entry point of its own)");
-  // A path reference names a host file, which only executor.image_dirs may hold (docs/images.md).
-  if (!host_software)
-    if (auto ref = exec::image::ParseImageReference(image); ref.ok())
-      if (Status where = exec::image::CheckImageLocation(*ref, config.image_dirs); !where.ok())
-        return InvalidArgument("AlgorithmSpecification.TrainingImage: " + where.message());
-  if (spec.contains("AlgorithmName") && !spec["AlgorithmName"].is_null())
-    return InvalidArgument("AlgorithmSpecification.AlgorithmName: built-in and marketplace algorithms are not available here");
-  if (script && hps.contains("sagemaker_submit_directory"))
-    TY_RETURN_IF_ERROR(CheckS3Uri("HyperParameters.sagemaker_submit_directory (an s3://bucket/key URI of a tar.gz)",
-                                  Unquote(hps["sagemaker_submit_directory"].get<std::string>()), KeyUse::kObject));
-  {
-    // The distributed launch the hyperparameters ask for (docs/distributed.md).
-    std::map<std::string, std::string> given;
-    if (hps.is_object())
-      for (const auto& [k, v] : hps.items())
-        if (v.is_string()) given[k] = v.get<std::string>();
-    if (auto dist = exec::ParseDistribution(given); !dist.ok()) return dist.status();
-  }
-  // The variables the server sets are its own (docs/security.md, "The job's environment").
-  if (const json env = req.value("Environment", json::object()); env.is_object())
-    for (const auto& item : env.items())
-      if (const std::string rule = exec::ReservedEnvironmentRule(item.key()); !rule.empty())
-        return InvalidArgument("Environment: the key '" + item.key() + "' is reserved: " + rule);
-  const json rc = req.value("ResourceConfig", json::object());
-  if (rc.contains("InstanceGroups") && !rc["InstanceGroups"].empty())
-    return InvalidArgument("ResourceConfig.InstanceGroups: heterogeneous clusters are not supported yet; use InstanceType and InstanceCount");
-  std::string type = rc.value("InstanceType", "");
-  int64_t count = rc.value("InstanceCount", int64_t{1});
-  if (type.empty()) return InvalidArgument("ResourceConfig.InstanceType is required");
-  if (count < 1) return InvalidArgument("ResourceConfig.InstanceCount must be at least 1");
-  if (req.value("EnableNetworkIsolation", false)) {
-    if (sandbox != "bwrap")
-      return InvalidArgument("EnableNetworkIsolation: this host runs jobs without a sandbox (executor.sandbox = \"none\" "
-                             "or bubblewrap unavailable), which cannot cut a job off the network");
-    if (count > 1)
-      return InvalidArgument("EnableNetworkIsolation: a network-isolated job runs each instance without a network, so "
-                             "its instances could not reach each other; use ResourceConfig.InstanceCount 1");
-  }
-  // Every instance of an attempt on this host has a storage volume of VolumeSizeInGB, allocated
-  // in full above the data directory's reserve (exec/local/volume.h). Volumes that could not fit
-  // even on an empty disk are refused now, rather than waiting for capacity that never comes.
-  if (sandbox == "bwrap" && config.executor_kind == "local" && ::geteuid() == 0) {
-    const int64_t gb = rc.value("VolumeSizeInGB", int64_t{30});
-    struct statvfs fs {};
-    if (gb > 0 && ::statvfs(config.data_dir.c_str(), &fs) == 0) {
-      const int64_t disk = static_cast<int64_t>(fs.f_blocks) * static_cast<int64_t>(fs.f_frsize);
-      const int64_t room = disk - (std::max<int64_t>(0, config.data_dir_reserve_mib) << 20);
-      if (count * (gb << 30) > room)
-        return InvalidArgument("ResourceConfig.VolumeSizeInGB: " + std::to_string(count) + " instance(s) x " +
-                               std::to_string(gb) + " GB can never fit on this host: each instance's volume is "
-                               "allocated in full, and the data directory's file system holds " +
-                               std::to_string(disk >> 30) + " GiB in all, " + std::to_string(room >> 30) +
-                               " GiB above [server] data_dir_reserve_mib");
-    }
-  }
-  const InstanceTypeSpec* it = config.FindInstanceType(type);
-  int64_t offered = it ? it->count : 0;
-  const bool spot_request = req.contains("EnableManagedSpotTraining") && req["EnableManagedSpotTraining"] == true;
-  if (count > offered && !spot_request)
-    return LimitExceeded("The account-level service limit '" + type + " for training job usage' is " +
-                         std::to_string(offered) + " Instances, with current utilization of 0 Instances and a "
-                         "request delta of " + std::to_string(count) + " Instances. This host's instance "
-                         "catalogue sets the limit (see [[instance_types]] in the configuration).");
-  TY_RETURN_IF_ERROR(CheckS3Uri("OutputDataConfig.S3OutputPath",
-                                req.value("OutputDataConfig", json::object()).value("S3OutputPath", ""), KeyUse::kPrefix));
-  std::string compression = req.value("OutputDataConfig", json::object()).value("CompressionType", "GZIP");
-  if (compression != "GZIP" && compression != "NONE")
-    return InvalidArgument("OutputDataConfig.CompressionType must be GZIP or NONE, not '" + compression + "'");
-  auto channels = req.value("InputDataConfig", json::array());
-  std::set<std::string> names;
-  for (size_t i = 0; i < channels.size(); ++i) {
-    std::string where = "InputDataConfig[" + std::to_string(i) + "]";
-    const json& ch = channels[i];
-    const std::string name = ch.value("ChannelName", "");
-    // The channel's files are staged in /opt/ml/input/data/<ChannelName>/: "." and ".." match
-    // SageMaker's pattern but would put them beside it.
-    static const RE2 kChannelName("[A-Za-z0-9.\\-_]{1,64}");
-    if (!RE2::FullMatch(name, kChannelName) || name == "." || name == "..")
-      return InvalidArgument(where + ".ChannelName '" + name + "' must be 1 to 64 letters, digits, '.', '-' or '_', "
-                             "and not '.' or '..' (it names a folder under /opt/ml/input/data/)");
-    if (!names.insert(name).second) return InvalidArgument(where + ".ChannelName '" + name + "' is used twice");
-    const json ds = ch.value("DataSource", json::object());
-    std::string mode = ch.value("InputMode", spec.value("TrainingInputMode", "File"));
-    if (mode != "File" && mode != "FastFile")
-      return InvalidArgument(where + ".InputMode: " + mode + " mode is not supported here; use File or FastFile");
-    if (ds.contains("FileSystemDataSource")) {
-      const json f = ds["FileSystemDataSource"];
-      std::string id = f.value("FileSystemId", "");
-      if (file_system_path(id).empty())
-        return InvalidArgument(where + ".DataSource.FileSystemDataSource.FileSystemId: '" + id +
-                               "' is not a file system of this host (see [file_systems] in the configuration)");
-      std::string access = f.value("FileSystemAccessMode", "");
-      if (access != "ro" && access != "rw")
-        return InvalidArgument(where + ".DataSource.FileSystemDataSource.FileSystemAccessMode must be ro or rw");
-      std::string type = f.value("FileSystemType", "");
-      if (type != "EFS" && type != "FSxLustre")
-        return InvalidArgument(where + ".DataSource.FileSystemDataSource.FileSystemType must be EFS or FSxLustre");
-      std::string dir = f.value("DirectoryPath", "");
-      if (dir.empty() || dir.front() != '/')
-        return InvalidArgument(where + ".DataSource.FileSystemDataSource.DirectoryPath must be an absolute path");
-      for (const auto& seg : Split(dir, '/'))
-        if (seg == "..") return InvalidArgument(where + ".DataSource.FileSystemDataSource.DirectoryPath must not contain '..'");
-      if (mode != "File")
-        return InvalidArgument(where + ".InputMode: FileSystemDataSource channels must use File mode");
-      continue;
-    }
-    if (!ds.contains("S3DataSource"))
-      return InvalidArgument(where + ".DataSource: S3DataSource or FileSystemDataSource is required");
-    const json s3 = ds["S3DataSource"];
-    std::string type = s3.value("S3DataType", "");
-    if (type != "S3Prefix" && type != "ManifestFile")
-      return InvalidArgument(where + ".DataSource.S3DataSource.S3DataType: '" + type +
-                             "' is not supported here; use S3Prefix or ManifestFile");
-    TY_RETURN_IF_ERROR(CheckS3Uri(where + ".DataSource.S3DataSource.S3Uri", s3.value("S3Uri", ""),
-                                  type == "ManifestFile" ? KeyUse::kObject : KeyUse::kPrefix));
-    for (const char* unsupported : {"AttributeNames", "InstanceGroupNames"})
-      if (s3.contains(unsupported) && !s3[unsupported].empty())
-        return InvalidArgument(where + ".DataSource.S3DataSource." + unsupported + " is not supported here");
-    std::string dist = s3.value("S3DataDistributionType", "FullyReplicated");
-    if (dist != "FullyReplicated" && dist != "ShardedByS3Key")
-      return InvalidArgument(where + ".DataSource.S3DataSource.S3DataDistributionType must be FullyReplicated or ShardedByS3Key");
-    if (mode == "FastFile" && type != "S3Prefix")
-      return InvalidArgument(where + ".InputMode: FastFile mode supports S3DataType S3Prefix only");
-    if (ch.contains("ShuffleConfig") && !ch["ShuffleConfig"].is_null() &&
-        !ch["ShuffleConfig"].value("Seed", json()).is_number_integer())
-      return InvalidArgument(where + ".ShuffleConfig.Seed is required and must be an integer");
-    if (ch.value("CompressionType", "None") != "None")
-      return InvalidArgument(where + ".CompressionType: only Pipe mode reads compressed input; use None");
-  }
-  if (req.contains("CheckpointConfig") && !req["CheckpointConfig"].is_null()) {
-    TY_RETURN_IF_ERROR(CheckS3Uri("CheckpointConfig.S3Uri", req["CheckpointConfig"].value("S3Uri", ""), KeyUse::kPrefix));
-    std::string lp = req["CheckpointConfig"].value("LocalPath", "/opt/ml/checkpoints");
-    if (lp.rfind("/opt/ml/", 0) != 0 || lp.size() <= 8 || lp.find("/../") != std::string::npos ||
-        EndsWith(lp, "/.."))
-      return InvalidArgument("CheckpointConfig.LocalPath must be a directory under /opt/ml/ on this host, not '" + lp + "'");
-  }
-  TY_RETURN_IF_ERROR(CheckStoppingCondition(req));
-  if (req.contains("RetryStrategy") && !req["RetryStrategy"].is_null()) {
-    const json& r = req["RetryStrategy"];
-    const json n = r.is_object() && r.contains("MaximumRetryAttempts") ? r["MaximumRetryAttempts"] : json();
-    if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > 30)
-      return InvalidArgument("RetryStrategy.MaximumRetryAttempts is required and must be an integer between 1 and 30, not " +
-                             (n.is_null() ? std::string("absent") : n.dump()));
-  }
-  if (req.contains("EnableManagedSpotTraining") && !req["EnableManagedSpotTraining"].is_boolean())
-    return InvalidArgument("EnableManagedSpotTraining must be a boolean");
-  if (req.value("EnableManagedSpotTraining", false)) {
-    // Managed spot (docs/spot.md).
-    if (req.value("StoppingCondition", json::object()).value("MaxWaitTimeInSeconds", json()).is_null())
-      return InvalidArgument("StoppingCondition.MaxWaitTimeInSeconds is required when EnableManagedSpotTraining is true "
-                             "(the time to wait for spot capacity plus the run time)");
-    if (KeepAliveOf(req) > 0)
-      return InvalidArgument("ResourceConfig.KeepAlivePeriodInSeconds: managed spot training cannot use warm pools");
-    const int64_t spot = it ? it->spot_count : 0;
-    if (count > spot)
-      return LimitExceeded("The account-level service limit '" + type + " for spot training job usage' is " +
-                           std::to_string(spot) + " Instances, with current utilization of 0 Instances and a request "
-                           "delta of " + std::to_string(count) + " Instances. This host's instance catalogue sets the "
-                           "limit (spot_count under [[instance_types]] in the configuration).");
-  }
-  {
-    auto ladder = ParseLadder(RequestTags(req), {type, spot_request}, count, config);
-    if (!ladder.ok()) return InvalidArgument("Tags: " + ladder.status().message());
-    if (!ladder->rungs.empty() && KeepAliveOf(req) > 0)
-      return InvalidArgument("ResourceConfig.KeepAlivePeriodInSeconds: a job with a capacity ladder (tag " +
-                             std::string(kLadderTag) + ") cannot use warm pools");
-  }
-  // Service-job payloads reach here without model validation, so the range is checked again.
-  if (rc.contains("KeepAlivePeriodInSeconds") && !rc["KeepAlivePeriodInSeconds"].is_null()) {
-    const json& k = rc["KeepAlivePeriodInSeconds"];
-    if (!k.is_number_integer() || k.get<int64_t>() < 0 || k.get<int64_t>() > kMaxKeepAliveSeconds)
-      return InvalidArgument("ResourceConfig.KeepAlivePeriodInSeconds must be an integer between 0 and " +
-                             std::to_string(kMaxKeepAliveSeconds) + ", not " + k.dump());
-  }
-  return Status::Ok();
-}
-
 StatusOr<TrainingJob> Controller::CreateTrainingJob(const CreateTrainingJobCommand& cmd) {
   const TrainingRequest& req = cmd.request;
   TrainingJob tj;
-  tj.name = req.name;
+  tj.name = req.spec.training_job_name;
   tj.arn = Arn("sagemaker", "training-job/" + ToLower(tj.name));
   tj.owner = cmd.owner;
   tj.request_json = req.json;
-  tj.tags = req.tags;
-  if (!ParseTrainingTerms(tj.request_json, &tj.terms)) return Internal("CreateTrainingJob: the accepted request is not a JSON object");
-  tj.instance_type = req.instance_type;
-  tj.instance_count = req.instance_count;
-  tj.keep_alive_seconds = req.keep_alive_seconds;
-  tj.managed_spot = req.managed_spot;
-  tj.max_wait_seconds = req.max_wait_seconds;
+  tj.spec = req.spec;
+  tj.tags = req.spec.tags;
+  tj.instance_type = req.spec.instance_type;
+  tj.instance_count = req.spec.instance_count;
   tj.capacity_ladder = cmd.capacity_ladder;
   tj.fallback_after_interruptions = cmd.fallback_after_interruptions;
   return Execute<TrainingJob>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<TrainingJob> {
@@ -490,7 +204,7 @@ void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj, bool spot) {
     message = tj.interruptions == 0
                   ? "Launching requested spot instances on this host."
                   : "Spot capacity is available again: restarting after interruption " + std::to_string(tj.interruptions) +
-                        (tj.terms.checkpoints
+                        (tj.spec.checkpoint
                              ? "; the checkpoints are copied back from S3 before training resumes."
                              : "; the job has no CheckpointConfig, so it starts from scratch.");
   } else if (role.ok()) {  // a refused attempt takes no warm pool and moves none aside
@@ -517,17 +231,10 @@ void Controller::LaunchTrainingJob(Turn& t, TrainingJob& tj, bool spot) {
   t.starts.emplace_back(tj.name, BuildAttemptSpec(tj));
 }
 
-namespace {
-std::string RoleArnOf(const TrainingJob& tj) {
-  json req = json::parse(tj.request_json, nullptr, false);
-  return req.is_object() ? req.value("RoleArn", "") : "";
-}
-}  // namespace
-
 Status Controller::TrainingJobRole(const TrainingJob& tj, EpochMs now) const {
   auto dir = directory();
-  if (dir->roles.empty()) return Status::Ok();  // no role to take: the request is not parsed
-  return MayRunAsRole(*dir, config_.account_id, tj.owner, RoleArnOf(tj), kSageMakerPrincipal, now);
+  if (dir->roles.empty()) return Status::Ok();  // no role to take
+  return MayRunAsRole(*dir, config_.account_id, tj.owner, tj.spec.role_arn, kSageMakerPrincipal, now);
 }
 
 void Controller::RefuseAttempt(const std::string& attempt_id, const Status& why, EpochMs now) {
@@ -543,7 +250,7 @@ void Controller::RefuseAttempt(const std::string& attempt_id, const Status& why,
 }
 
 void Controller::MintRoleSession(TrainingJob& tj, EpochMs now) {
-  const std::string role = RoleNameOf(RoleArnOf(tj), config_.account_id);
+  const std::string role = RoleNameOf(tj.spec.role_arn, config_.account_id);
   if (role.empty() || !state_.principals.roles.count(role)) return;
   // Drawn once per job and stored with it (the launch's commit), so that a re-adopted attempt's
   // environment still holds a token the server knows.
@@ -559,8 +266,8 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
   for (const auto& [seq, name] : state_.live_training_jobs) {
     TrainingJob* tj = &state_.training_jobs.at(name);
     // MaxWaitTimeInSeconds: a spot job's time waiting for capacity plus its run time (SageMaker's managed spot training).
-    if (tj->managed_spot && tj->status == TrainingJobStatus::kInProgress && tj->max_wait_seconds > 0 &&
-        t.now - tj->creation_time >= tj->max_wait_seconds * 1000) {
+    if (tj->spec.managed_spot && tj->status == TrainingJobStatus::kInProgress && tj->spec.max_wait_seconds > 0 &&
+        t.now - tj->creation_time >= tj->spec.max_wait_seconds * 1000) {
       out_of_wait.push_back(name);
       continue;
     }
@@ -570,7 +277,7 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
     if (!tj->service_job_id.empty() && !interrupted) continue;
     // The first rung of its ladder with room (its own type when it has no ladder).
     const Ladder ladder = tj->capacity_ladder.empty()
-                              ? Ladder{{Rung{tj->instance_type, tj->managed_spot}}, 2}
+                              ? Ladder{{Rung{tj->instance_type, tj->spec.managed_spot}}, 2}
                               : LadderFromText(tj->capacity_ladder, tj->fallback_after_interruptions);
     if (disk_low_) {
       const std::string reason = "Waiting: " + DiskReserveReason() + ".";
@@ -591,10 +298,10 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
       continue;
     }
     // Until spot capacity frees, a spot job stays Starting (never launched) or Interrupted.
-    if (tj->managed_spot || interrupted) continue;
+    if (tj->spec.managed_spot || interrupted) continue;
     // The request is parsed only once a job has pended for the smallest MaxPendingTimeInSeconds.
     if (t.now - tj->creation_time >= kMinMaxPendingSeconds * 1000) {
-      const int64_t max_pending = tj->terms.max_pending_seconds;
+      const int64_t max_pending = tj->spec.max_pending_seconds;
       if (max_pending > 0 && t.now - tj->creation_time >= max_pending * 1000) {
         overdue.push_back(name);
         continue;
@@ -623,12 +330,9 @@ void Controller::StartPendingTrainingJobs(Turn& t) {
 }
 
 exec::AttemptSpec Controller::BuildAttemptSpec(const TrainingJob& tj) const {
-  // The request passed CheckTrainingRequest and the service model: members have their types.
   // Only the job's terms go in; how this host runs it is the executor's (LocalExecutor::Options).
-  json req = json::parse(tj.request_json);
-  const json alg = req.value("AlgorithmSpecification", json::object());
+  const TrainingSpec& req = tj.spec;
   const InstanceTypeSpec* it = config_.FindInstanceType(tj.instance_type);
-  auto as_string = [](const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
   exec::AttemptSpec spec;
   spec.attempt_id = tj.name;
   spec.training_job_name = tj.name;
@@ -639,25 +343,25 @@ exec::AttemptSpec Controller::BuildAttemptSpec(const TrainingJob& tj) const {
   spec.vcpus = it ? it->vcpus : 1;
   spec.gpus = it ? it->gpus : 0;
   spec.memory_mib = it ? it->memory_mib : 1024;
-  spec.volume_size_gb = req.value("ResourceConfig", json::object()).value("VolumeSizeInGB", int64_t{30});
+  spec.volume_size_gb = req.volume_size_gb.value_or(30);
   spec.setup_command = it ? it->setup_command : "";
-  spec.network_isolation = req.value("EnableNetworkIsolation", false);
-  for (auto& a : alg.value("ContainerEntrypoint", json::array())) spec.command.push_back(as_string(a));
-  for (auto& a : alg.value("ContainerArguments", json::array())) spec.command.push_back(as_string(a));
+  spec.network_isolation = req.network_isolation;
+  spec.command = req.container_entrypoint;
+  spec.command.insert(spec.command.end(), req.container_arguments.begin(), req.container_arguments.end());
   // The image runs `train`, ContainerEntrypoint in place of its Entrypoint, or its Entrypoint with
   // ContainerArguments in place of `train` (docs/images.md); the executor decides which images
   // run with the host's software.
-  if (alg.contains("TrainingImage") && alg["TrainingImage"].is_string()) spec.image = alg["TrainingImage"].get<std::string>();
-  if (alg.value("ContainerEntrypoint", json::array()).empty() && !spec.command.empty())
-    spec.image_command = exec::ImageCommand::kCmd;
-  const json hps = req.value("HyperParameters", json::object());
-  for (auto& [k, v] : hps.items()) spec.hyperparameters[k] = as_string(v);
+  spec.image = req.training_image;
+  if (req.container_entrypoint.empty() && !spec.command.empty()) spec.image_command = exec::ImageCommand::kCmd;
+  spec.hyperparameters = req.hyperparameters;
   if (spec.command.empty() && (spec.image.empty() || spec.hyperparameters.count("sagemaker_program"))) {
-    auto hp = [&](const char* k) { auto f = spec.hyperparameters.find(k); return f == spec.hyperparameters.end() ? "" : Unquote(f->second); };
+    auto hp = [&](const char* k) {
+      auto f = spec.hyperparameters.find(k);
+      return f == spec.hyperparameters.end() ? "" : UnquoteHyperParameter(f->second);
+    };
     spec.script_mode = exec::ScriptMode{hp("sagemaker_program"), hp("sagemaker_submit_directory")};
   }
-  const json env = req.value("Environment", json::object());
-  for (auto& [k, v] : env.items()) spec.environment[k] = as_string(v);
+  spec.environment = req.environment;
   if (!tj.service_job_id.empty()) {
     auto seq = state_.job_seq_by_id.find(tj.service_job_id);
     if (seq != state_.job_seq_by_id.end()) {
@@ -674,35 +378,26 @@ exec::AttemptSpec Controller::BuildAttemptSpec(const TrainingJob& tj) const {
   // server with the attempt's bearer token, and calls go back to this server (docs/security.md,
   // "Roles for jobs"). The sandbox shares the host's network unless EnableNetworkIsolation.
   AddRoleEnvironment(spec, tj.credentials_token);
-  for (auto& ch : req.value("InputDataConfig", json::array())) {
+  for (const auto& ch : req.channels) {
     exec::Channel c;
-    c.name = ch["ChannelName"].get<std::string>();
-    c.content_type = ch.value("ContentType", "");
-    c.input_mode = ch.value("InputMode", alg.value("TrainingInputMode", "File"));
-    c.record_wrapper = ch.value("RecordWrapperType", "None");
-    if (ch["DataSource"].contains("FileSystemDataSource")) {
-      const json f = ch["DataSource"]["FileSystemDataSource"];
-      c.file_system = exec::FileSystemSource{f.value("FileSystemId", ""), f.value("DirectoryPath", "/"),
-                                             f.value("FileSystemAccessMode", "ro") == "ro"};
+    c.name = ch.name;
+    c.content_type = ch.content_type;
+    c.input_mode = ch.input_mode.empty() ? req.training_input_mode : ch.input_mode;
+    c.record_wrapper = ch.record_wrapper;
+    if (ch.file_system) {
+      c.file_system = exec::FileSystemSource{ch.file_system->id, ch.file_system->directory_path, ch.file_system->read_only};
     } else {
-      const json s3 = ch["DataSource"]["S3DataSource"];
-      c.uri = s3["S3Uri"].get<std::string>();
-      c.data_type = s3.value("S3DataType", "S3Prefix");
-      c.distribution = s3.value("S3DataDistributionType", "FullyReplicated");
-      if (ch.contains("ShuffleConfig") && ch["ShuffleConfig"].is_object() && ch["ShuffleConfig"].value("Seed", json()).is_number_integer())
-        c.shuffle_seed = ch["ShuffleConfig"]["Seed"].get<int64_t>();
+      c.uri = ch.s3_uri;
+      c.data_type = ch.s3_data_type;
+      c.distribution = ch.distribution;
+      c.shuffle_seed = ch.shuffle_seed;
     }
     spec.channels.push_back(std::move(c));
   }
-  const json out = req["OutputDataConfig"];
-  std::string prefix = out.value("S3OutputPath", "");
-  while (EndsWith(prefix, "/")) prefix.pop_back();
-  spec.output_prefix = prefix + "/" + tj.name + "/output/";
-  spec.compress = out.value("CompressionType", "GZIP") != "NONE";
-  if (req.contains("CheckpointConfig") && !req["CheckpointConfig"].is_null())
-    spec.checkpoint = exec::CheckpointConfig{req["CheckpointConfig"]["S3Uri"].get<std::string>(),
-                                             req["CheckpointConfig"].value("LocalPath", "/opt/ml/checkpoints")};
-  spec.data_access = JobDataAccess(tj, req.value("RoleArn", ""));
+  spec.output_prefix = req.OutputPathTrimmed() + "/" + tj.name + "/output/";
+  spec.compress = req.compressed_output;
+  if (req.checkpoint) spec.checkpoint = exec::CheckpointConfig{req.checkpoint->s3_uri, req.checkpoint->local_path};
+  spec.data_access = JobDataAccess(tj, req.role_arn);
   // The instance workspace (docs/warm-pools.md): kept in the pool's directory when the job has a
   // warm pool, else in the attempt's own directory.
   if (!tj.warm_pool_id.empty())
@@ -881,8 +576,8 @@ void Controller::ApplyEvent(Turn& t, const exec::AttemptEvent& e) {
   t.reschedule = true;
   tj.training_end_time = e.at;
   if (e.phase == exec::Phase::kExited && e.model_uploaded) {
-    tj.model_artifacts = tj.terms.s3_output_path + "/" + tj.name +
-                         (tj.terms.compressed_output ? "/output/model.tar.gz" : "/output/model/");
+    tj.model_artifacts = tj.spec.OutputPathTrimmed() + "/" + tj.name +
+                         (tj.spec.compressed_output ? "/output/model.tar.gz" : "/output/model/");
   }
   if (e.phase == exec::Phase::kLost) {
     tj.status = TrainingJobStatus::kFailed;
@@ -934,7 +629,7 @@ bool Controller::RestartAfterInfrastructureFailure(Turn& t, TrainingJob& tj, con
   // ended with InternalServerError (the object store unreachable, a full disk, a failed instance
   // setup). The executor reports kLost only after it has ended the run's process groups, and
   // kExited only once the run's instances are gone, so the new run never overlaps the old one.
-  const int64_t allowed = tj.terms.max_retry_attempts;
+  const int64_t allowed = tj.spec.max_retry_attempts;
   int64_t used = 0;
   for (const auto& tr : tj.transitions)
     if (tr.status == SecondaryStatus::kRestarting) ++used;
@@ -967,7 +662,7 @@ bool Controller::RestartAfterInfrastructureFailure(Turn& t, TrainingJob& tj, con
 int64_t Controller::RemainingRuntimeSeconds(const TrainingJob& tj, EpochMs now) const {
   // MaxRuntimeInSeconds bounds the total over the runs of one training job (with RetryStrategy,
   // SageMaker API reference): the time already spent downloading, training and uploading counts.
-  const int64_t max_runtime = tj.terms.max_runtime_seconds;
+  const int64_t max_runtime = tj.spec.MaxRuntimeSeconds();
   EpochMs spent = 0;
   for (const auto& tr : tj.transitions)
     if (tr.status == SecondaryStatus::kDownloading || tr.status == SecondaryStatus::kTraining || tr.status == SecondaryStatus::kUploading)
@@ -1196,7 +891,7 @@ void Controller::TailJobMetrics(Turn& t, TrainingJob& tj, int64_t max_bytes) {
   auto& tail = tails_[name];
   if (!tail) {
     tail = std::make_unique<Tail>();
-    for (const auto& md : tj.terms.metric_definitions) {
+    for (const auto& md : tj.spec.metric_definitions) {
       auto re = CompileMetricRegex(md.regex);
       if (re->ok() && re->NumberOfCapturingGroups() >= 1) tail->metrics.emplace_back(md.name, std::move(re));
     }

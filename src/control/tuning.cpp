@@ -249,10 +249,9 @@ StatusOr<TrialQueue> ParseTrialQueue(const Tags& tags) {
 }
 
 std::string TrialCheckpointUri(const TuningJob& tuning, int index) {
-  const json req = json::parse(tuning.training_request_json, nullptr, false);
-  if (!req.is_object() || !req.contains("CheckpointConfig") || !req["CheckpointConfig"].is_object()) return "";
-  std::string uri = req["CheckpointConfig"].value("S3Uri", "");
-  if (uri.empty()) return "";
+  const auto& checkpoint = tuning.training_spec.checkpoint;
+  if (!checkpoint || checkpoint->s3_uri.empty()) return "";
+  std::string uri = checkpoint->s3_uri;
   // A promotion continues its parent's lineage: the first trial of the chain names the prefix.
   while (index >= 0 && static_cast<size_t>(index) < tuning.trials.size() && tuning.trials[static_cast<size_t>(index)].parent >= 0 &&
          tuning.trials[static_cast<size_t>(index)].parent < index)
@@ -399,6 +398,7 @@ bool DecodeTuningJob(const std::string& doc, TuningJob* out) {
     t.seq = j.value("seq", uint64_t{0});
     t.request_json = j.value("request_json", "{}");
     t.training_request_json = j.value("training_request_json", "{}");
+    if (!DecodeTrainingSpec(t.training_request_json, &t.training_spec)) return false;
     t.objective_metric = j.value("objective_metric", "");
     t.resource_hyperparameter = j.value("resource_hyperparameter", "");
     t.search = DecodeConfig(j.value("search", json::object()));
@@ -458,6 +458,7 @@ StatusOr<TuningJob> Controller::CreateTuningJob(const CreateTuningJobCommand& cm
   tuning.arn = Arn("sagemaker", "hyper-parameter-tuning-job/" + ToLower(cmd.name));
   tuning.request_json = cmd.request_json;
   tuning.training_request_json = cmd.training_request_json;
+  tuning.training_spec = cmd.training_spec;
   tuning.objective_metric = cmd.objective_metric;
   tuning.resource_hyperparameter = cmd.resource_hyperparameter;
   tuning.search = cmd.search;
@@ -479,7 +480,7 @@ StatusOr<TuningJob> Controller::CreateTuningJob(const CreateTuningJobCommand& cm
     }
     if (!tuning.queue.queue.empty()) {
       // The queue and its shares, as SubmitServiceJob checks them, in the tags' words.
-      const bool spot = json::parse(tuning.training_request_json, nullptr, false).value("EnableManagedSpotTraining", false);
+      const bool spot = tuning.training_spec.managed_spot;
       auto q = CheckPlacement(tuning.queue.queue, tuning.queue.share_identifier, tuning.queue.quota_share_name, spot,
                               kTrialQueueFields);
       if (!q.ok()) return q.status();
@@ -728,36 +729,32 @@ Status Controller::StartTrial(Turn& t, TuningJob& tuning, const tune::Suggestion
   rec.resource = suggestion.resource;
   rec.parent = suggestion.parent;
 
-  json req = json::parse(tuning.training_request_json);
-  req["TrainingJobName"] = rec.training_job;
-  json& hps = req["HyperParameters"];
-  if (!hps.is_object()) hps = json::object();
-  for (const auto& [k, v] : suggestion.assignment) hps[k] = v;
+  TrainingSpec spec = tuning.training_spec;
+  spec.training_job_name = rec.training_job;
+  for (const auto& [k, v] : suggestion.assignment) spec.hyperparameters[k] = v;
   if (suggestion.resource > 0 && !tuning.resource_hyperparameter.empty())
-    hps[tuning.resource_hyperparameter] = std::to_string(suggestion.resource);
+    spec.hyperparameters[tuning.resource_hyperparameter] = std::to_string(suggestion.resource);
   {
     // Its own checkpoint prefix (a promotion: its parent's), read before the record is added.
     tuning.trials.push_back(rec);
     const std::string checkpoint = TrialCheckpointUri(tuning, index);
     tuning.trials.pop_back();
-    if (!checkpoint.empty()) req["CheckpointConfig"]["S3Uri"] = checkpoint;
+    if (!checkpoint.empty()) spec.checkpoint->s3_uri = checkpoint;
   }
   if (!tuning.queue.queue.empty()) {
     auto q = CheckPlacement(tuning.queue.queue, tuning.queue.share_identifier, tuning.queue.quota_share_name,
-                            req.value("EnableManagedSpotTraining", false), kTrialQueueFields);
+                            spec.managed_spot, kTrialQueueFields);
     if (!q.ok()) return q.status();
-    json tags = json::array();
-    for (const auto& [k, v] : tuning.tags) tags.push_back({{"Key", k}, {"Value", v}});
-    if (!tags.empty()) req["Tags"] = tags;
+    if (!tuning.tags.empty()) spec.tags = tuning.tags;
     ServiceJob job;
     job.name = rec.training_job;
     job.owner = tuning.owner;
-    job.payload = req.dump();
-    const json rc = req.value("ResourceConfig", json::object());
-    job.instance_type = rc.value("InstanceType", "");
-    job.instance_count = std::max<int64_t>(1, rc.value("InstanceCount", int64_t{1}));
-    job.managed_spot = req.value("EnableManagedSpotTraining", false);
-    job.max_runtime_ms = req.value("StoppingCondition", json::object()).value("MaxRuntimeInSeconds", int64_t{0}) * 1000;
+    job.payload = tuning.training_request_json;
+    job.instance_type = spec.instance_type;
+    job.instance_count = std::max<int64_t>(1, spec.instance_count);
+    job.managed_spot = spec.managed_spot;
+    job.max_runtime_ms = spec.max_runtime_seconds * 1000;
+    job.spec = spec;
     if (tuning.queue.scheduling_priority) {
       job.scheduling_priority = *tuning.queue.scheduling_priority;
       job.has_scheduling_priority = true;
@@ -778,16 +775,12 @@ Status Controller::StartTrial(Turn& t, TuningJob& tuning, const tune::Suggestion
   tj.name = rec.training_job;
   tj.arn = Arn("sagemaker", "training-job/" + ToLower(tj.name));
   tj.owner = tuning.owner;
-  tj.request_json = req.dump();
+  tj.request_json = tuning.training_request_json;
   tj.tags = tuning.tags;
   tj.tuning_job_arn = tuning.arn;
-  ParseTrainingTerms(tj.request_json, &tj.terms);
-  const json rc = req.value("ResourceConfig", json::object());
-  tj.instance_type = rc.value("InstanceType", "");
-  tj.instance_count = rc.value("InstanceCount", int64_t{1});
-  tj.keep_alive_seconds = rc.value("KeepAlivePeriodInSeconds", int64_t{0});
-  tj.managed_spot = req.value("EnableManagedSpotTraining", false);
-  tj.max_wait_seconds = req.value("StoppingCondition", json::object()).value("MaxWaitTimeInSeconds", int64_t{0});
+  tj.instance_type = spec.instance_type;
+  tj.instance_count = spec.instance_count;
+  tj.spec = std::move(spec);
   tj.seq = state_.next_seq++;
   tj.creation_time = tj.last_modified_time = t.now;
   tj.transitions.push_back({SecondaryStatus::kStarting, t.now, 0, "Starting the training job."});

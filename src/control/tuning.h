@@ -71,6 +71,7 @@ struct TuningJob {
   // The CreateTrainingJob request each trial starts from: the definition's members, its static
   // hyperparameters, no TrainingJobName. Trials add the name and their tuned hyperparameters.
   std::string training_request_json;
+  TrainingSpec training_spec;  // training_request_json decoded (not stored: decoded on load)
   std::string objective_metric;  // HyperParameterTuningJobObjective.MetricName
   // Hyperband: the static hyperparameter that carries each trial's resource ("epochs", ...).
   std::string resource_hyperparameter;

@@ -1,8 +1,6 @@
 // Managed warm pools: the rules that need no state (docs/warm-pools.md).
-// Pure functions over a CreateTrainingJob request and times; unit-tested in warm_pool_test.
+// Pure functions over a training spec and times; unit-tested in warm_pool_test.
 #pragma once
-
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -10,6 +8,7 @@
 
 #include "core/clock.h"
 #include "core/model.h"
+#include "core/training_spec.h"
 
 namespace ty::control {
 
@@ -17,37 +16,7 @@ namespace ty::control {
 constexpr EpochMs kWarmPoolMaxLifetimeMs = 28LL * 24 * 3600 * 1000;
 constexpr int64_t kMaxKeepAliveSeconds = 21600;  // ResourceConfig.KeepAlivePeriodInSeconds
 
-inline int64_t KeepAliveOf(const nlohmann::json& req) {
-  auto rc = req.find("ResourceConfig");
-  if (rc == req.end() || !rc->is_object()) return 0;
-  auto k = rc->find("KeepAlivePeriodInSeconds");
-  return k == rc->end() || !k->is_number_integer() ? 0 : k->get<int64_t>();
-}
-
-// The matching criteria as one comparable string: the job's owner (the principal that submitted
-// it, trainyard:JobOwner), so that a pool, whose workspaces and caches hold what its jobs left, is
-// only ever taken over by a job of the same owner; then SageMaker's: RoleArn; ResourceConfig
-// InstanceCount, InstanceType, VolumeKmsKeyId, VolumeSizeInGB; VpcConfig SecurityGroupIds and
-// Subnets (as sets); EnableInterContainerTrafficEncryption; EnableNetworkIsolation.
-// Hyperparameters, data, image and Environment are not part of it.
-inline std::string WarmPoolMatchKey(const nlohmann::json& req, const std::string& owner) {
-  using nlohmann::json;
-  const json rc = req.value("ResourceConfig", json::object());
-  json vpc = req.contains("VpcConfig") && req["VpcConfig"].is_object() ? req["VpcConfig"] : json::object();
-  auto sorted = [](json a) {
-    if (!a.is_array()) return json::array();
-    std::vector<std::string> v;
-    for (auto& x : a) v.push_back(x.is_string() ? x.get<std::string>() : x.dump());
-    std::sort(v.begin(), v.end());
-    return json(v);
-  };
-  json key = json::array({owner, req.value("RoleArn", ""), rc.value("InstanceType", ""), rc.value("InstanceCount", int64_t{1}),
-                          rc.value("VolumeKmsKeyId", ""), rc.value("VolumeSizeInGB", int64_t{0}),
-                          sorted(vpc.value("SecurityGroupIds", json::array())), sorted(vpc.value("Subnets", json::array())),
-                          req.value("EnableInterContainerTrafficEncryption", false),
-                          req.value("EnableNetworkIsolation", false)});
-  return key.dump();
-}
+// The matching criteria are a function of the training spec: WarmPoolMatchKey (core/training_spec.h).
 
 // How a training job ended, as far as its warm pool is concerned.
 enum class PoolOutcome {

@@ -3,8 +3,6 @@
 // (docs/warm-pools.md).
 #include <spdlog/spdlog.h>
 
-#include <nlohmann/json.hpp>
-
 #include <set>
 
 #include "control/controller.h"
@@ -12,8 +10,6 @@
 #include "control/warm_pool_rules.h"
 
 namespace ty::control {
-
-using nlohmann::json;
 
 // A pool counts where its latest job came from (a quota share's pool counts against that share).
 void Controller::SetPoolOrigin(WarmPool& p, const TrainingJob& tj) const {
@@ -27,9 +23,8 @@ void Controller::SetPoolOrigin(WarmPool& p, const TrainingJob& tj) const {
 }
 
 std::string Controller::AttachWarmPool(Turn& t, TrainingJob& tj) {
-  if (tj.keep_alive_seconds <= 0) return "Launching requested ML instances on this host (cold start).";
-  const json req = json::parse(tj.request_json);
-  const std::string key = WarmPoolMatchKey(req, tj.owner);
+  if (tj.spec.keep_alive_seconds <= 0) return "Launching requested ML instances on this host (cold start).";
+  const std::string key = WarmPoolMatchKey(tj.spec, tj.owner);
   // The oldest matching Available pool: creation order is total.
   WarmPool* match = nullptr;
   for (auto& [id, p] : state_.warm_pools)
@@ -68,7 +63,7 @@ std::string Controller::AttachWarmPool(Turn& t, TrainingJob& tj) {
   t.warm_pools.insert(p.id);
   state_.warm_pools[p.id] = std::move(p);
   return "Launching requested ML instances on this host (cold start; a warm pool is kept for " +
-         std::to_string(tj.keep_alive_seconds) + " s afterwards).";
+         std::to_string(tj.spec.keep_alive_seconds) + " s afterwards).";
 }
 
 void Controller::MakeRoom(Turn& t, const std::string& type, int64_t count, const std::string& for_job) {
@@ -77,19 +72,17 @@ void Controller::MakeRoom(Turn& t, const std::string& type, int64_t count, const
   if (!short_of_room()) return;
   // Pools that a waiting job would take over go last: the oldest of the others first.
   std::set<std::string> wanted;
-  auto want = [&](const std::string& request, const std::string& owner) {
-    if (request.find("KeepAlivePeriodInSeconds") == std::string::npos) return;  // cheap: most jobs
-    json req = json::parse(request, nullptr, false);
-    if (!req.is_discarded() && KeepAliveOf(req) > 0) wanted.insert(WarmPoolMatchKey(req, owner));
+  auto want = [&](const TrainingSpec& spec, const std::string& owner) {
+    if (spec.keep_alive_seconds > 0) wanted.insert(WarmPoolMatchKey(spec, owner));
   };
   for (const auto& [seq, name] : state_.live_training_jobs) {
     const TrainingJob& w = state_.training_jobs.at(name);
-    if (!w.launched && w.name != for_job) want(w.request_json, w.owner);
+    if (!w.launched && w.name != for_job) want(w.spec, w.owner);
   }
   for (const auto& [qname, q] : state_.queues)
     for (uint64_t seq : state_.JobsIn(qname, JobStatus::kRunnable)) {
       const ServiceJob& j = state_.jobs.at(seq).job;
-      want(j.payload, j.owner);
+      want(j.spec, j.owner);
     }
   while (short_of_room()) {
     const WarmPool* victim = nullptr;
@@ -119,7 +112,7 @@ void Controller::SettleWarmPool(Turn& t, TrainingJob& tj) {
       why = "Not kept: the job failed with an infrastructure error, which may leave the instances unhealthy.";
       break;
   }
-  const EpochMs expires = WarmPoolExpiry(t.now, tj.keep_alive_seconds, p.created_at);
+  const EpochMs expires = WarmPoolExpiry(t.now, tj.spec.keep_alive_seconds, p.created_at);
   if (why.empty() && expires <= t.now)
     why = "Not kept: the warm pool reached its maximum lifetime of 28 days.";
   const InstanceTypeSpec* spec = config_.FindInstanceType(p.instance_type);
@@ -185,10 +178,7 @@ StatusOr<TrainingJob> Controller::UpdateTrainingJob(const UpdateTrainingJobComma
                              "is Available; the warm pool of " + tj->name + " is " +
                              (tj->warm_pool_status == WarmPoolStatus::kNone ? "absent" : ToWire(tj->warm_pool_status)));
     WarmPool& p = state_.warm_pools.at(tj->warm_pool_id);
-    json stored = json::parse(tj->request_json);
-    stored["ResourceConfig"]["KeepAlivePeriodInSeconds"] = keep;
-    tj->request_json = stored.dump();
-    tj->keep_alive_seconds = keep;
+    tj->spec.keep_alive_seconds = keep;
     tj->last_modified_time = t.now;
     t.training_jobs.insert(tj->name);
     if (keep == 0) {

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/training_spec_json.h"
+
 #include <algorithm>
 #include <climits>
 
@@ -182,9 +184,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     TrainingJob, name, arn, request_json, tags, status, secondary_status, transitions, failure_reason,
     creation_time, training_start_time, training_end_time, last_modified_time, final_metrics,
     model_artifacts, instance_type, instance_count, service_job_id, attempt_number, seq, launched,
-    stop_requested, stop_cause, stop_grace_seconds, keep_alive_seconds, warm_pool_id, warm_pool_status,
+    stop_requested, stop_cause, stop_grace_seconds, warm_pool_id, warm_pool_status,
     reused_by_job, reused_from_job, warm_pool_available_since, warm_pool_retained_seconds,
-    warm_pool_end_reason, last_checkpoint_time, managed_spot, max_wait_seconds, capacity_ladder,
+    warm_pool_end_reason, last_checkpoint_time, capacity_ladder,
     fallback_after_interruptions, rung, on_spot, interruptions, run_launched_at, interruption_lost_instance_ms, billed_seconds, cost_usd,
     on_demand_cost_usd, billed_until, run_price_per_hour, run_on_demand_per_hour, owner,
     credentials_token, tuning_job_arn)
@@ -226,15 +228,18 @@ std::string Encode(const T& v) {
   return nlohmann::json(v).dump();
 }
 template <typename T>
-bool Decode(const std::string& doc, T* v) {
-  auto j = nlohmann::json::parse(doc, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return false;
+bool Decode(const nlohmann::json& j, T* v) {
+  if (!j.is_object()) return false;
   try {
     *v = j.get<T>();
   } catch (const nlohmann::json::exception&) {
     return false;
   }
   return true;
+}
+template <typename T>
+bool Decode(const std::string& doc, T* v) {
+  return Decode(nlohmann::json::parse(doc, nullptr, /*allow_exceptions=*/false), v);
 }
 }  // namespace
 
@@ -272,35 +277,6 @@ bool ParseRetryStrategy(const std::string& text, RetryStrategy* out) {
     if (reason != r.end() && reason->is_string()) rule.on_status_reason = reason->get<std::string>();
     out->evaluate_on_exit.push_back(std::move(rule));
   }
-  return true;
-}
-
-bool ParseTrainingTerms(const std::string& request_json, TrainingTerms* out) {
-  auto j = ParseObject(request_json);
-  if (!j) return false;
-  *out = TrainingTerms{};
-  auto object = [&](const char* key) {
-    auto it = j->find(key);
-    return it != j->end() && it->is_object() ? *it : nlohmann::json::object();
-  };
-  auto string_or = [](const nlohmann::json& o, const char* key, const std::string& fallback) {
-    auto it = o.find(key);
-    return it != o.end() && it->is_string() ? it->get<std::string>() : fallback;
-  };
-  const nlohmann::json stopping = object("StoppingCondition");
-  out->max_runtime_seconds = IntOr(stopping, "MaxRuntimeInSeconds", 86400);
-  out->max_pending_seconds = IntOr(stopping, "MaxPendingTimeInSeconds", 0);
-  out->max_retry_attempts = IntOr(object("RetryStrategy"), "MaximumRetryAttempts", 0);
-  out->checkpoints = j->contains("CheckpointConfig");
-  const nlohmann::json output = object("OutputDataConfig");
-  out->s3_output_path = string_or(output, "S3OutputPath", "");
-  while (!out->s3_output_path.empty() && out->s3_output_path.back() == '/') out->s3_output_path.pop_back();
-  out->compressed_output = string_or(output, "CompressionType", "GZIP") != "NONE";
-  const nlohmann::json algorithm = object("AlgorithmSpecification");
-  auto defs = algorithm.find("MetricDefinitions");
-  if (defs != algorithm.end() && defs->is_array())
-    for (const auto& d : *defs)
-      if (d.is_object()) out->metric_definitions.push_back({string_or(d, "Name", ""), string_or(d, "Regex", "")});
   return true;
 }
 
@@ -371,14 +347,33 @@ bool DecodeDoc(const std::string& doc, SchedulingPolicy* v) {
   return true;
 }
 std::string EncodeDoc(const JobQueue& v) { return Encode(v); }
-std::string EncodeDoc(const ServiceJob& v) { return Encode(v); }
-std::string EncodeDoc(const TrainingJob& v) { return Encode(v); }
+namespace {
+nlohmann::json ServiceJobJson(const ServiceJob& v) {
+  nlohmann::json j = v;
+  if (!v.tuning_job_arn.empty()) j["spec"] = EncodeTrainingSpec(v.spec);
+  return j;
+}
+}  // namespace
+std::string EncodeDoc(const ServiceJob& v) { return ServiceJobJson(v).dump(); }
+std::string EncodeDoc(const TrainingJob& v) {
+  nlohmann::json j = v;
+  j["spec"] = EncodeTrainingSpec(v.spec);
+  return j.dump();
+}
+std::string EncodeServiceJobRow(const ServiceJob& job, const std::string& service_environment, const StatusHistory& history) {
+  nlohmann::json row = {{"job", ServiceJobJson(job)}, {"service_environment", service_environment}, {"history", nlohmann::json::array()}};
+  for (const auto& [status, at] : history) row["history"].push_back({status, at});
+  return row.dump();
+}
 bool DecodeDoc(const std::string& doc, ServiceEnvironment* v) { return Decode(doc, v); }
 bool DecodeDoc(const std::string& doc, JobQueue* v) {
   return Decode(doc, v) && ParseTimeLimitActions(v->job_state_time_limit_actions_json, &v->time_limit_actions);
 }
-bool DecodeDoc(const std::string& doc, ServiceJob* v) {
-  if (!Decode(doc, v)) return false;
+namespace {
+bool DecodeServiceJob(const nlohmann::json& j, ServiceJob* v) {
+  if (!Decode(j, v)) return false;
+  auto spec = j.find("spec");
+  if (!(spec != j.end() ? DecodeTrainingSpec(*spec, &v->spec) : DecodeTrainingSpec(v->payload, &v->spec))) return false;
   // Parses `text` into `out` when it is not "" (absent).
   auto parse = [](const std::string& text, auto& out, auto fn) {
     out.reset();
@@ -392,8 +387,31 @@ bool DecodeDoc(const std::string& doc, ServiceJob* v) {
          parse(v->timeout_config_json, v->timeout, ParseTimeoutConfig) &&
          parse(v->preemption_configuration_json, v->preemption, ParsePreemptionConfig);
 }
+}  // namespace
+bool DecodeDoc(const std::string& doc, ServiceJob* v) {
+  return DecodeServiceJob(nlohmann::json::parse(doc, nullptr, false), v);
+}
+bool DecodeServiceJobRow(const std::string& doc, ServiceJob* job, std::string* service_environment, StatusHistory* history) {
+  const auto row = nlohmann::json::parse(doc, nullptr, false);
+  if (!row.is_object() || !row.contains("job") || !DecodeServiceJob(row["job"], job)) return false;
+  auto env = row.find("service_environment");
+  *service_environment = env != row.end() && env->is_string() ? env->get<std::string>() : "";
+  history->clear();
+  if (auto h = row.find("history"); h != row.end() && h->is_array())
+    for (const auto& e : *h)
+      if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_number_integer())
+        history->emplace_back(e[0].get<std::string>(), e[1].get<EpochMs>());
+  return true;
+}
 bool DecodeDoc(const std::string& doc, TrainingJob* v) {
-  return Decode(doc, v) && ParseTrainingTerms(v->request_json, &v->terms);
+  const auto j = nlohmann::json::parse(doc, nullptr, false);
+  if (!Decode(j, v)) return false;
+  if (auto spec = j.find("spec"); spec != j.end()) return DecodeTrainingSpec(*spec, &v->spec);
+  // Stored before jobs kept their spec: the request as the controller had edited it (the rung,
+  // the trial's values) holds the spec; and before jobs kept their own tags, they were its Tags.
+  if (!DecodeTrainingSpec(v->request_json, &v->spec)) return false;
+  if (!j.contains("tags")) v->tags = v->spec.tags;
+  return true;
 }
 std::string EncodeDoc(const WarmPool& v) { return Encode(v); }
 bool DecodeDoc(const std::string& doc, WarmPool* v) { return Decode(doc, v); }

@@ -12,10 +12,9 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/training_spec.h"  // also Tags
 
 namespace ty {
-
-using Tags = std::map<std::string, std::string>;
 
 // The state of a service environment, job queue or quota share (AWS ServiceEnvironmentState,
 // JQState, QuotaShareState): a disabled one takes no new work.
@@ -296,7 +295,10 @@ struct ServiceJob {
   std::optional<PreemptionConfig> preemption;
   Tags tags;
   std::string owner;         // the submitting principal's ARN (trainyard:JobOwner); "" before users existed
-  std::string payload;       // serviceRequestPayload, verbatim
+  std::string payload;       // serviceRequestPayload, verbatim (only echoed; see `spec`)
+  // The payload decoded (a tuning trial's: the tuning job's training definition with the trial's
+  // values). Stored only for trials; any other job's is decoded from its payload on load.
+  TrainingSpec spec;
   std::string client_token;  // "" when absent
   std::string request_hash;  // sha256 of the submit request, for idempotency checks
   bool is_terminated = false;
@@ -416,33 +418,20 @@ enum class StopCause {
 const char* StopCauseName(StopCause c);
 std::optional<StopCause> ParseStopCause(std::string_view s);
 
-// The terms of a CreateTrainingJob request that the controller acts on while the job lives,
-// parsed from its request_json once: when the job is created and when its document is loaded
-// (not stored). The request passed CheckTrainingRequest, so a member of the wrong type reads as
-// absent.
-struct TrainingTerms {
-  int64_t max_runtime_seconds = 86400;  // StoppingCondition.MaxRuntimeInSeconds (AWS's default: one day)
-  int64_t max_pending_seconds = 0;      // StoppingCondition.MaxPendingTimeInSeconds; 0: none
-  int64_t max_retry_attempts = 0;       // RetryStrategy.MaximumRetryAttempts
-  bool checkpoints = false;             // CheckpointConfig is present
-  std::string s3_output_path;           // OutputDataConfig.S3OutputPath, without trailing '/'
-  bool compressed_output = true;        // OutputDataConfig.CompressionType is not NONE
-  struct MetricDefinition {
-    std::string name, regex;
-  };
-  std::vector<MetricDefinition> metric_definitions;  // AlgorithmSpecification.MetricDefinitions
-};
-// False: `request_json` is not a JSON object.
-bool ParseTrainingTerms(const std::string& request_json, TrainingTerms* out);
-
 struct TrainingJob {
   std::string name;
   std::string arn;
-  std::string request_json;  // the CreateTrainingJob request as accepted (normalised JSON)
-  // Its tags: the request's Tags, then as AddTags and DeleteTags change them (request_json keeps
-  // the request as it was made).
+  // The request it was made from, as accepted: a CreateTrainingJob request, its service job's
+  // serviceRequestPayload or its tuning job's training definition. Kept only to be echoed
+  // (EchoTrainingRequest, core/training_spec_json.h); the controller reads `spec`.
+  std::string request_json;
+  // What the job runs: the request decoded, then given its ladder rung, tuning trial values or
+  // updated keep-alive. Stored beside request_json (a row stored before specs were has none, and
+  // its request_json, which the controller then edited, is decoded instead).
+  TrainingSpec spec;
+  // Its tags: the request's Tags, then as AddTags and DeleteTags change them (spec.tags keeps
+  // them as they were made).
   Tags tags;
-  TrainingTerms terms;       // request_json, parsed (not stored: DecodeDoc parses it)
   TrainingJobStatus status = TrainingJobStatus::kInProgress;
   SecondaryStatus secondary_status = SecondaryStatus::kStarting;
   std::vector<StatusTransition> transitions;
@@ -465,11 +454,10 @@ struct TrainingJob {
   StopCause stop_cause = StopCause::kNone;
   int stop_grace_seconds = 0;
   EpochMs last_checkpoint_time = 0;  // when the attempt last completed a checkpoint; 0: never
-  // Managed spot (docs/spot.md). managed_spot: EnableManagedSpotTraining; on_spot: the current (or
-  // last) run holds spot capacity. A spot interruption sets stop_cause kInterrupt while the job
-  // stays InProgress; once the run has ended the job waits (not launched) for spot capacity again.
-  bool managed_spot = false;
-  int64_t max_wait_seconds = 0;  // StoppingCondition.MaxWaitTimeInSeconds (spot jobs)
+  // Managed spot (docs/spot.md): spec.managed_spot and spec.max_wait_seconds are the request's;
+  // on_spot: the current (or last) run holds spot capacity. A spot interruption sets stop_cause
+  // kInterrupt while the job stays InProgress; once the run has ended the job waits (not
+  // launched) for spot capacity again.
   // The capacity ladder ("" none; docs/spot.md) and the rung the current run is on: instance_type
   // and on_spot follow the rung.
   std::string capacity_ladder;
@@ -500,9 +488,8 @@ struct TrainingJob {
   double BillableSeconds(EpochMs now) const;
   double CostUsd(EpochMs now) const;
   double OnDemandCostUsd(EpochMs now) const;
-  // Managed warm pools (docs/warm-pools.md). keep_alive_seconds is
-  // ResourceConfig.KeepAlivePeriodInSeconds, changed by UpdateTrainingJob.
-  int64_t keep_alive_seconds = 0;
+  // Managed warm pools (docs/warm-pools.md); the keep-alive is spec.keep_alive_seconds, which
+  // UpdateTrainingJob changes.
   std::string warm_pool_id;         // the pool this job runs on or left behind ("" none)
   WarmPoolStatus warm_pool_status = WarmPoolStatus::kNone;
   std::string reused_by_job;        // WarmPoolStatus.ReusedByJob
@@ -548,6 +535,10 @@ bool DecodeDoc(const std::string& doc, QuotaShare* v);
 bool DecodeDoc(const std::string& doc, SchedulingPolicy* v);
 std::string EncodeDoc(const JobQueue& v);
 std::string EncodeDoc(const ServiceJob& v);
+// A service job's stored row: {"job": <EncodeDoc>, "service_environment", "history": [[status, at]]}.
+using StatusHistory = std::vector<std::pair<std::string, EpochMs>>;
+std::string EncodeServiceJobRow(const ServiceJob& job, const std::string& service_environment, const StatusHistory& history);
+bool DecodeServiceJobRow(const std::string& doc, ServiceJob* job, std::string* service_environment, StatusHistory* history);
 std::string EncodeDoc(const TrainingJob& v);
 bool DecodeDoc(const std::string& doc, ServiceEnvironment* v);
 bool DecodeDoc(const std::string& doc, JobQueue* v);

@@ -13,6 +13,7 @@
 #include "control/controller.h"
 #include "control/system_metrics.h"
 #include "control/warm_pool_rules.h"
+#include "core/training_spec_json.h"
 #include "testing/controller_fixture.h"
 #include "testing/fakes.h"
 
@@ -359,9 +360,10 @@ TEST_F(ControllerTest, ATrainingJobsTagsAreItsOwnAfterItsRequestsAcrossARestart)
   ASSERT_TRUE(c_->UntagResource({"sagemaker", tj->arn, {"team"}}).ok());
   Open();
   EXPECT_EQ(*c_->TagsOf("sagemaker", tj->arn), Tags{});
-  // A document stored before training jobs kept their own tags reads them from its request.
+  // A document stored before training jobs kept their own tags (or their spec) reads them from its request.
   json doc = json::parse(data_->Get(store::Kind::kTrainingJob, "tj"));
   doc.erase("tags");
+  doc.erase("spec");
   data_->docs[store::Kind::kTrainingJob]["tj"] = doc.dump();
   Open();
   EXPECT_EQ(*c_->TagsOf("sagemaker", tj->arn), (Tags{{"team", "a"}}));
@@ -485,17 +487,31 @@ json WarmRequest() {
           {"VpcConfig", {{"SecurityGroupIds", {"sg-1", "sg-2"}}, {"Subnets", {"subnet-1"}}}}};
 }
 
+// The match key of a request's spec, decoded as the API edge decodes it.
+std::string MatchKey(const json& request, const std::string& owner) {
+  TrainingSpec spec;
+  EXPECT_TRUE(DecodeTrainingSpec(request, &spec));
+  return WarmPoolMatchKey(spec, owner);
+}
+
+TEST(WarmPoolRules, MatchKeyKeepsTheFormStoredPoolsHold) {
+  // WarmPool::match_key is stored: a pool kept across an upgrade must still match.
+  EXPECT_EQ(MatchKey(WarmRequest(), "arn:aws:iam::000000000000:user/a"),
+            R"(["arn:aws:iam::000000000000:user/a","arn:aws:iam::000000000000:role/R","ml.m5.large",1,"",1,)"
+            R"(["sg-1","sg-2"],["subnet-1"],false,false])");
+}
+
 TEST(WarmPoolRules, MatchKeyIgnoresHyperparametersKeepAliveAndListOrder) {
   json a = WarmRequest(), b = WarmRequest();
   b["HyperParameters"]["epochs"] = "7";
   b["ResourceConfig"]["KeepAlivePeriodInSeconds"] = 60;
   b["VpcConfig"]["SecurityGroupIds"] = {"sg-2", "sg-1"};
   b["Environment"] = {{"X", "1"}};
-  EXPECT_EQ(WarmPoolMatchKey(a, "u"), WarmPoolMatchKey(b, "u"));
+  EXPECT_EQ(MatchKey(a, "u"), MatchKey(b, "u"));
 }
 
 TEST(WarmPoolRules, EveryMatchingCriterionSeparatesPools) {
-  const std::string base = WarmPoolMatchKey(WarmRequest(), "arn:aws:iam::000000000000:user/a");
+  const std::string base = MatchKey(WarmRequest(), "arn:aws:iam::000000000000:user/a");
   std::vector<std::function<void(json&)>> changes = {
       [](json& r) { r["RoleArn"] = "arn:aws:iam::000000000000:role/Other"; },
       [](json& r) { r["ResourceConfig"]["InstanceType"] = "ml.m5.xlarge"; },
@@ -510,7 +526,7 @@ TEST(WarmPoolRules, EveryMatchingCriterionSeparatesPools) {
   for (size_t i = 0; i < changes.size(); ++i) {
     json r = WarmRequest();
     changes[i](r);
-    EXPECT_NE(WarmPoolMatchKey(r, "arn:aws:iam::000000000000:user/a"), base) << "change " << i;
+    EXPECT_NE(MatchKey(r, "arn:aws:iam::000000000000:user/a"), base) << "change " << i;
   }
 }
 
@@ -552,8 +568,8 @@ TEST(JobPrincipal, AnExistingRoleIsTheJobsSessionElseTheSubmitter) {
 
 TEST(WarmPoolRules, APoolMatchesOnlyJobsOfItsOwner) {
   // Same request, another submitter: the pool's workspaces hold what the first one's jobs left.
-  EXPECT_NE(WarmPoolMatchKey(WarmRequest(), "arn:aws:iam::000000000000:user/c"),
-            WarmPoolMatchKey(WarmRequest(), "arn:aws:iam::000000000000:user/a"));
+  EXPECT_NE(MatchKey(WarmRequest(), "arn:aws:iam::000000000000:user/c"),
+            MatchKey(WarmRequest(), "arn:aws:iam::000000000000:user/a"));
 }
 
 TEST(WarmPoolRules, PoolsAreKeptAfterSuccessStopsAndAlgorithmErrorsOnly) {
@@ -572,8 +588,6 @@ TEST(WarmPoolRules, ExpiryIsTheKeepAliveCappedAt28DaysFromCreation) {
   EXPECT_EQ(WarmPoolExpiry(created + 5000, 600, created), created + 5000 + 600'000);
   const EpochMs late = created + kWarmPoolMaxLifetimeMs - 3'600'000;  // 1 h before the cap
   EXPECT_EQ(WarmPoolExpiry(late, 21600, created), created + kWarmPoolMaxLifetimeMs);
-  EXPECT_EQ(KeepAliveOf(WarmRequest()), 600);
-  EXPECT_EQ(KeepAliveOf(json::object()), 0);
 }
 
 

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -14,6 +16,7 @@
 #include "core/model.h"
 #include "core/object_key.h"
 #include "core/strings.h"
+#include "core/training_spec_json.h"
 
 namespace ty {
 namespace {
@@ -168,6 +171,90 @@ TEST(Uuid, HasVersion4Shape) {
   ASSERT_EQ(u.size(), 36u);
   EXPECT_EQ(u[14], '4');
   EXPECT_NE(NewUuid(), u);
+}
+
+// ---- The training spec (core/training_spec.h) ----
+
+nlohmann::json SpecRequest() {
+  return nlohmann::json::parse(R"j({
+    "TrainingJobName": "tj", "RoleArn": "arn:aws:iam::000000000000:role/R",
+    "AlgorithmSpecification": {"TrainingImage": "img", "TrainingInputMode": "FastFile",
+                               "ContainerEntrypoint": ["python3"], "ContainerArguments": ["train.py", 3],
+                               "MetricDefinitions": [{"Name": "loss", "Regex": "loss=(\\S+)"}]},
+    "HyperParameters": {"epochs": "3", "lr": "0.1"}, "Environment": {"A": "1"},
+    "InputDataConfig": [{"ChannelName": "train", "DataSource": {"S3DataSource": {"S3Uri": "s3://b/train/",
+                          "S3DataType": "ManifestFile"}}, "ShuffleConfig": {"Seed": 7}},
+                        {"ChannelName": "fsx", "DataSource": {"FileSystemDataSource": {"FileSystemId": "fs-1",
+                          "DirectoryPath": "/d", "FileSystemAccessMode": "rw", "FileSystemType": "EFS"}}}],
+    "OutputDataConfig": {"S3OutputPath": "s3://b/out/", "CompressionType": "NONE"},
+    "CheckpointConfig": {"S3Uri": "s3://b/ckpt"},
+    "ResourceConfig": {"InstanceType": "ml.m5.large", "InstanceCount": 2, "VolumeSizeInGB": 5,
+                       "KeepAlivePeriodInSeconds": 60},
+    "VpcConfig": {"SecurityGroupIds": ["sg-2", "sg-1"], "Subnets": ["s-1"]},
+    "StoppingCondition": {"MaxRuntimeInSeconds": 600, "MaxPendingTimeInSeconds": 7200},
+    "RetryStrategy": {"MaximumRetryAttempts": 2}, "EnableNetworkIsolation": true,
+    "Tags": [{"Key": "team", "Value": "a"}], "DebugHookConfig": {"S3OutputPath": "s3://b/debug"}})j");
+}
+
+TEST(TrainingSpec, DecodesEveryMemberTheControllerReads) {
+  TrainingSpec s;
+  ASSERT_TRUE(DecodeTrainingSpec(SpecRequest(), &s));
+  EXPECT_EQ(s.training_job_name, "tj");
+  EXPECT_EQ(s.container_arguments, (std::vector<std::string>{"train.py", "3"}));  // a number as its text
+  EXPECT_EQ(s.training_input_mode, "FastFile");
+  ASSERT_EQ(s.channels.size(), 2u);
+  EXPECT_EQ(s.channels[0].s3_data_type, "ManifestFile");
+  EXPECT_EQ(s.channels[0].shuffle_seed, 7);
+  ASSERT_TRUE(s.channels[1].file_system);
+  EXPECT_FALSE(s.channels[1].file_system->read_only);
+  EXPECT_EQ(s.OutputPathTrimmed(), "s3://b/out");
+  ASSERT_TRUE(s.checkpoint);
+  EXPECT_EQ(s.checkpoint->local_path, "/opt/ml/checkpoints");
+  EXPECT_EQ(s.volume_size_gb, 5);
+  EXPECT_EQ(s.security_group_ids, (std::vector<std::string>{"sg-1", "sg-2"}));  // a set: sorted
+  EXPECT_EQ(s.MaxRuntimeSeconds(), 600);
+  EXPECT_EQ(s.max_retry_attempts, 2);
+  EXPECT_TRUE(s.network_isolation);
+  EXPECT_EQ(s.tags, (Tags{{"team", "a"}}));
+}
+
+TEST(TrainingSpec, TheStoredFormDecodesToTheSameSpec) {
+  TrainingSpec s, back;
+  ASSERT_TRUE(DecodeTrainingSpec(SpecRequest(), &s));
+  ASSERT_TRUE(DecodeTrainingSpec(EncodeTrainingSpec(s), &back));
+  EXPECT_EQ(back, s);
+}
+
+TEST(TrainingSpec, TheEchoIsTheRequestUnlessTheSpecWasGivenNewValues) {
+  const nlohmann::json request = SpecRequest();
+  TrainingSpec s;
+  ASSERT_TRUE(DecodeTrainingSpec(request, &s));
+  EXPECT_EQ(EchoTrainingRequest(request, s), request);  // members the spec does not hold stay too
+  // A trial's values and a rung's.
+  s.training_job_name = "tj-001";
+  s.hyperparameters["lr"] = "0.5";
+  s.checkpoint->s3_uri = "s3://b/ckpt/tj-001";
+  s.instance_type = "ml.m5.xlarge";
+  s.keep_alive_seconds = 0;
+  nlohmann::json echo = EchoTrainingRequest(request, s);
+  EXPECT_EQ(echo["TrainingJobName"], "tj-001");
+  EXPECT_EQ(echo["HyperParameters"], (nlohmann::json{{"epochs", "3"}, {"lr", "0.5"}}));
+  EXPECT_EQ(echo["CheckpointConfig"]["S3Uri"], "s3://b/ckpt/tj-001");
+  EXPECT_EQ(echo["ResourceConfig"]["InstanceType"], "ml.m5.xlarge");
+  EXPECT_EQ(echo["ResourceConfig"]["KeepAlivePeriodInSeconds"], 0);
+  EXPECT_EQ(echo["DebugHookConfig"], request["DebugHookConfig"]);
+  TrainingSpec again;
+  ASSERT_TRUE(DecodeTrainingSpec(echo, &again));
+  EXPECT_EQ(again, s);
+}
+
+TEST(TrainingSpec, HyperparameterValuesTheSdkQuotedAreUnquoted) {
+  EXPECT_EQ(UnquoteHyperParameter(R"("s3://b/code.tar.gz")"), "s3://b/code.tar.gz");
+  EXPECT_EQ(UnquoteHyperParameter(R"("a\"b\\c\u00e9\ud83d\ude00")"), "a\"b\\c\xc3\xa9\xf0\x9f\x98\x80");
+  EXPECT_EQ(UnquoteHyperParameter("train.py"), "train.py");
+  EXPECT_EQ(UnquoteHyperParameter(R"("a"b")"), R"("a"b")");  // not one string literal: as given
+  EXPECT_EQ(UnquoteHyperParameter(R"("a\x")"), R"("a\x")");
+  EXPECT_EQ(UnquoteHyperParameter(R"("\ud83d")"), R"("\ud83d")");  // a lone surrogate
 }
 
 TEST(Model, ServiceJobRoundTripsThroughItsDocument) {

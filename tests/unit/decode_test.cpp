@@ -9,6 +9,7 @@
 #include "api/http_binding.h"
 #include "api/service_model.h"
 #include "core/model.h"
+#include "core/training_spec_json.h"
 
 namespace ty::api {
 namespace {
@@ -61,11 +62,11 @@ TEST_F(DecodeTest, SubmitCarriesTheTypedRequestAndTheVerbatimEchoes) {
   EXPECT_EQ(cmd->queue, "q");
   EXPECT_EQ(cmd->scheduling_priority, 7);
   EXPECT_EQ(cmd->share_identifier, "teamA");
-  EXPECT_EQ(cmd->training.name, "tj");
-  EXPECT_EQ(cmd->training.instance_type, "ml.m5.large");
-  EXPECT_EQ(cmd->training.instance_count, 2);
-  EXPECT_EQ(cmd->training.max_runtime_seconds, 3600);
-  EXPECT_FALSE(cmd->training.managed_spot);
+  EXPECT_EQ(cmd->training.spec.training_job_name, "tj");
+  EXPECT_EQ(cmd->training.spec.instance_type, "ml.m5.large");
+  EXPECT_EQ(cmd->training.spec.instance_count, 2);
+  EXPECT_EQ(cmd->training.spec.max_runtime_seconds, 3600);
+  EXPECT_FALSE(cmd->training.spec.managed_spot);
   ASSERT_TRUE(cmd->retry_strategy);
   EXPECT_EQ(cmd->retry_strategy->attempts, 3);
   ASSERT_EQ(cmd->retry_strategy->evaluate_on_exit.size(), 2u);
@@ -422,7 +423,7 @@ TEST_F(DecodeTest, CreateTrainingJobReadsTheLadderFromItsTags) {
   auto cmd = DecodeCreateTrainingJob(req, {config_, "none"});
   ASSERT_TRUE(cmd.ok()) << cmd.status().message();
   EXPECT_EQ(cmd->capacity_ladder, "ml.m5.large ml.m5.xlarge");
-  EXPECT_EQ(cmd->request.name, "tj");
+  EXPECT_EQ(cmd->request.spec.training_job_name, "tj");
   EXPECT_EQ(json::parse(cmd->request.json), req);
 }
 
@@ -597,30 +598,39 @@ TEST(WireEnums, StoredDocumentsKeepTheWireSpellings) {
   EXPECT_NE(qdoc.find(R"("in_share_preemption":"ENABLED")"), std::string::npos) << qdoc;
 }
 
-TEST(StoredText, TrainingJobDocumentsParseTheirRequestTermsAtLoad) {
-  // A document as the previous version wrote it: the request only as text.
+TEST(StoredText, TrainingJobDocumentsStoredBeforeSpecsDecodeTheirRequestAtLoad) {
+  // A document as an earlier version wrote it: the request (as the controller had edited it) only
+  // as text, and no tags of the job's own.
   TrainingJob tj;
-  ASSERT_TRUE(DecodeDoc(R"({"name":"t","request_json":"{\"StoppingCondition\":{\"MaxRuntimeInSeconds\":600,\"MaxPendingTimeInSeconds\":7200},\"RetryStrategy\":{\"MaximumRetryAttempts\":2},\"CheckpointConfig\":{\"S3Uri\":\"s3://b/c\"},\"OutputDataConfig\":{\"S3OutputPath\":\"s3://b/out//\",\"CompressionType\":\"NONE\"},\"AlgorithmSpecification\":{\"MetricDefinitions\":[{\"Name\":\"loss\",\"Regex\":\"loss=(\\\\S+)\"}]}}"})",
+  ASSERT_TRUE(DecodeDoc(R"({"name":"t","request_json":"{\"StoppingCondition\":{\"MaxRuntimeInSeconds\":600,\"MaxPendingTimeInSeconds\":7200},\"RetryStrategy\":{\"MaximumRetryAttempts\":2},\"CheckpointConfig\":{\"S3Uri\":\"s3://b/c\"},\"OutputDataConfig\":{\"S3OutputPath\":\"s3://b/out//\",\"CompressionType\":\"NONE\"},\"AlgorithmSpecification\":{\"MetricDefinitions\":[{\"Name\":\"loss\",\"Regex\":\"loss=(\\\\S+)\"}]},\"Tags\":[{\"Key\":\"team\",\"Value\":\"a\"}]}"})",
                         &tj));
-  EXPECT_EQ(tj.terms.max_runtime_seconds, 600);
-  EXPECT_EQ(tj.terms.max_pending_seconds, 7200);
-  EXPECT_EQ(tj.terms.max_retry_attempts, 2);
-  EXPECT_TRUE(tj.terms.checkpoints);
-  EXPECT_EQ(tj.terms.s3_output_path, "s3://b/out");
-  EXPECT_FALSE(tj.terms.compressed_output);
-  ASSERT_EQ(tj.terms.metric_definitions.size(), 1u);
-  EXPECT_EQ(tj.terms.metric_definitions[0].name, "loss");
-  EXPECT_EQ(tj.terms.metric_definitions[0].regex, "loss=(\\S+)");
-  EXPECT_EQ(EncodeDoc(tj).find("\"terms\""), std::string::npos);  // derived, not stored
-  // Absent members take AWS's defaults.
-  ASSERT_TRUE(ParseTrainingTerms(R"({"OutputDataConfig":{"S3OutputPath":"s3://b"}})", &tj.terms));
-  EXPECT_EQ(tj.terms.max_runtime_seconds, 86400);
-  EXPECT_EQ(tj.terms.max_pending_seconds, 0);
-  EXPECT_EQ(tj.terms.max_retry_attempts, 0);
-  EXPECT_FALSE(tj.terms.checkpoints);
-  EXPECT_TRUE(tj.terms.compressed_output);
-  EXPECT_TRUE(tj.terms.metric_definitions.empty());
-  EXPECT_FALSE(ParseTrainingTerms("[1]", &tj.terms));
+  EXPECT_EQ(tj.spec.MaxRuntimeSeconds(), 600);
+  EXPECT_EQ(tj.spec.max_pending_seconds, 7200);
+  EXPECT_EQ(tj.spec.max_retry_attempts, 2);
+  ASSERT_TRUE(tj.spec.checkpoint);
+  EXPECT_EQ(tj.spec.checkpoint->s3_uri, "s3://b/c");
+  EXPECT_EQ(tj.spec.OutputPathTrimmed(), "s3://b/out");
+  EXPECT_FALSE(tj.spec.compressed_output);
+  ASSERT_EQ(tj.spec.metric_definitions.size(), 1u);
+  EXPECT_EQ(tj.spec.metric_definitions[0].name, "loss");
+  EXPECT_EQ(tj.spec.metric_definitions[0].regex, "loss=(\\S+)");
+  EXPECT_EQ(tj.tags, (Tags{{"team", "a"}}));
+  // Stored again, the spec is its own member, and loads back equal.
+  TrainingJob again;
+  ASSERT_TRUE(DecodeDoc(EncodeDoc(tj), &again));
+  EXPECT_EQ(again.spec, tj.spec);
+}
+
+TEST(StoredText, AbsentRequestMembersTakeAwsDefaults) {
+  TrainingSpec spec;
+  ASSERT_TRUE(DecodeTrainingSpec(std::string(R"({"OutputDataConfig":{"S3OutputPath":"s3://b"}})"), &spec));
+  EXPECT_EQ(spec.MaxRuntimeSeconds(), 86400);
+  EXPECT_EQ(spec.max_pending_seconds, 0);
+  EXPECT_EQ(spec.max_retry_attempts, 0);
+  EXPECT_FALSE(spec.checkpoint);
+  EXPECT_TRUE(spec.compressed_output);
+  EXPECT_TRUE(spec.metric_definitions.empty());
+  EXPECT_FALSE(DecodeTrainingSpec(std::string("[1]"), &spec));
 }
 
 // ---- Stored text: documents written before these fields were typed load into the typed form. ----

@@ -11,6 +11,7 @@
 
 #include "api/decode.h"
 #include "control/controller.h"
+#include "core/training_spec_json.h"
 #include "testing/controller_fixture.h"
 #include "testing/fakes.h"
 
@@ -76,8 +77,12 @@ class TuningControllerTest : public testing::ControllerFixture {
     const std::vector<std::string> stopped = exec_->stopped();
     return std::find(stopped.begin(), stopped.end(), job) != stopped.end();
   }
+  // The trial's request as DescribeTrainingJob echoes it.
   json TrainingRequest(const std::string& job) {
-    return json::parse(c_->Read([&](const State& s) { return s.FindTrainingJob(job)->request_json; }));
+    return c_->Read([&](const State& s) {
+      const TrainingJob* tj = s.FindTrainingJob(job);
+      return EchoTrainingRequest(json::parse(tj->request_json), tj->spec);
+    });
   }
 
 };
