@@ -1058,6 +1058,8 @@ StatusOr<control::RegisterJobDefinitionCommand> DecodeRegisterJobDefinition(cons
                         "platformCapabilities", "schedulingPriority"})
     if (req.contains(m)) spec[m] = req[m];
   c.spec_json = spec.dump();
+  if (!ParseContainerTemplate(c.spec_json, &c.container))
+    return InvalidArgument("containerProperties: the job definition does not decode");
   return c;
 }
 

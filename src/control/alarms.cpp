@@ -21,6 +21,26 @@ struct Finding {
 
 bool QueueMatches(const AlarmConfig& a, const std::string& queue) { return a.queue.empty() || a.queue == queue; }
 
+const AlarmConfig* ConfiguredRule(const Config& c, const std::string& name) {
+  for (const auto& a : c.alarms)
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+// The event data of a configuration-file rule: the rule's settings and the queue it watches.
+json RuleAlarmEventData(const AlarmConfig& a) {
+  json rule = {{"rule", a.rule}, {"queue", a.queue}};
+  if (a.rule == "runnable_longer_than" || a.rule == "warm_pool_expiring" || a.rule == "idle_capacity_while_waiting")
+    rule["seconds"] = a.seconds;
+  if (a.rule == "failure_ratio" || a.rule == "idle_capacity_while_waiting") rule["threshold"] = a.threshold;
+  if (a.rule == "failure_ratio") {
+    rule["windowSeconds"] = a.window_seconds;
+    rule["minJobs"] = a.min_jobs;
+  }
+  if (!a.instance_type.empty()) rule["instanceType"] = a.instance_type;
+  return json{{"configuration", rule}, {"queue", a.queue}};
+}
+
 // The event data of a metric alarm: its configuration as CloudWatch's state-change event shows
 // it, and the job queue it watches (a JobQueueName dimension), for the event log's queue filter.
 json MetricAlarmEventData(const MetricAlarmDefinition& d) {
@@ -179,17 +199,7 @@ void Controller::EvaluateAlarms(Turn& t) {
     const std::string value = f.holds ? "ALARM" : "OK";
     if (value == st.value) continue;
     if (!f.holds) f.reason = "resolved: " + f.reason;
-    json rule = {{"rule", a.rule}, {"queue", a.queue}};
-    if (a.rule == "runnable_longer_than" || a.rule == "warm_pool_expiring" || a.rule == "idle_capacity_while_waiting")
-      rule["seconds"] = a.seconds;
-    if (a.rule == "failure_ratio" || a.rule == "idle_capacity_while_waiting") rule["threshold"] = a.threshold;
-    if (a.rule == "failure_ratio") {
-      rule["windowSeconds"] = a.window_seconds;
-      rule["minJobs"] = a.min_jobs;
-    }
-    if (!a.instance_type.empty()) rule["instanceType"] = a.instance_type;
-    ChangeAlarmState(t, a.name, st, value, f.reason, f.found.dump(),
-                     json{{"configuration", rule}, {"queue", a.queue}}.dump());
+    ChangeAlarmState(t, a.name, st, value, f.reason, f.found.dump());
   }
   EvaluateMetricAlarms(t);
 }
@@ -202,15 +212,16 @@ void Controller::EvaluateMetricAlarms(Turn& t) {
     if (!st.metric) continue;
     AlarmVerdict v = EvaluateMetricAlarm(state_, *st.metric, st.value, t.now);
     if (v.value == st.value) continue;
-    ChangeAlarmState(t, name, st, v.value, v.reason, v.reason_data, MetricAlarmEventData(*st.metric).dump());
+    ChangeAlarmState(t, name, st, v.value, v.reason, v.reason_data);
   }
 }
 
 void Controller::ChangeAlarmState(Turn& t, const std::string& name, AlarmState& st, const std::string& value,
-                                  const std::string& reason, const std::string& reason_data,
-                                  const std::string& event_data) {
-  json data = json::parse(event_data, nullptr, false);
-  if (!data.is_object()) data = json::object();
+                                  const std::string& reason, const std::string& reason_data) {
+  // What CloudWatch's state-change event carries: the alarm's configuration, built from its
+  // definition (a metric alarm) or its configuration-file rule.
+  const AlarmConfig* rule = st.metric ? nullptr : ConfiguredRule(config_, name);
+  json data = st.metric ? MetricAlarmEventData(*st.metric) : rule ? RuleAlarmEventData(*rule) : json::object();
   data["reasonData"] = reason_data;
   data["previous"] = {{"reason", st.reason}, {"timestamp", st.since}};
   EventTrigger e;
@@ -251,12 +262,6 @@ void Controller::ChangeAlarmState(Turn& t, const std::string& name, AlarmState& 
 // ---- Commands ----
 
 namespace {
-
-const AlarmConfig* ConfiguredRule(const Config& c, const std::string& name) {
-  for (const auto& a : c.alarms)
-    if (a.name == name) return &a;
-  return nullptr;
-}
 
 Status IsRule(const std::string& name) {
   return InvalidArgument("The alarm " + name + " is a rule of the configuration file ([[alarms]] name = \"" + name +
@@ -333,10 +338,7 @@ Status Controller::SetAlarmState(const std::string& name, const std::string& val
       t.alarms.insert(name);
       return Status::Ok();
     }
-    const std::string data = st.metric ? MetricAlarmEventData(*st.metric).dump()
-                                       : json{{"configuration", {{"rule", rule->rule}, {"queue", rule->queue}}},
-                                              {"queue", rule->queue}}.dump();
-    ChangeAlarmState(t, name, st, value, reason, reason_data, data);
+    ChangeAlarmState(t, name, st, value, reason, reason_data);
     return Status::Ok();
   });
 }

@@ -115,7 +115,8 @@ struct DeleteSchedulingPolicyCommand {
 struct RegisterJobDefinitionCommand {
   std::string name;
   std::string type;       // "container"
-  std::string spec_json;  // JobDefinition::spec_json
+  std::string spec_json;        // JobDefinition::spec_json
+  ContainerTemplate container;  // spec_json, decoded (ParseContainerTemplate)
   Tags tags;
 };
 struct DeregisterJobDefinitionCommand {

@@ -7,7 +7,6 @@
 // that has been made.
 #include <algorithm>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "control/controller.h"
@@ -16,8 +15,6 @@
 #include "exec/image/reference.h"
 
 namespace ty::control {
-
-using nlohmann::json;
 
 namespace {
 
@@ -57,20 +54,6 @@ std::string SubstituteRefs(const std::string& arg, const std::map<std::string, s
     out += arg[i++];
   }
   return out;
-}
-
-// "4", 4 or 4.0 as a whole number (resourceRequirements values are strings; vcpus/memory numbers).
-int64_t WholeOf(const json& v, int64_t fallback) {
-  if (v.is_number_integer()) return v.get<int64_t>();
-  if (v.is_number()) return static_cast<int64_t>(v.get<double>());
-  if (v.is_string()) {
-    try {
-      return static_cast<int64_t>(std::stod(v.get<std::string>()));
-    } catch (...) {
-      return fallback;
-    }
-  }
-  return fallback;
 }
 
 }  // namespace
@@ -128,24 +111,17 @@ StatusOr<ContainerJob> Controller::SubmitJob(const SubmitJobCommand& cmd) {
         return InvalidArgument(where + ": an N_TO_N dependency joins two array jobs of the same size (" +
                                std::to_string(cmd.array_size) + " and " + std::to_string(other->array_size) + ")");
     }
-    // The definition (accepted by RegisterJobDefinition), overlaid by the request.
-    const json spec = json::parse(d->spec_json, nullptr, false);
-    const json props = spec.is_object() ? spec.value("containerProperties", json::object()) : json::object();
+    // The definition (decoded when it was registered or loaded), overlaid by the request.
+    const ContainerTemplate& def = d->container;
     ContainerJob j;
     j.name = cmd.name;
     j.queue = q->name;
     j.job_definition = d->arn;
-    j.image = props.value("image", "");
-    j.job_role_arn = props.value("jobRoleArn", "");
-    std::map<std::string, std::string> params;
-    const json defined = spec.is_object() ? spec.value("parameters", json::object()) : json::object();
-    for (auto& [k, v] : defined.items())
-      if (v.is_string()) params[k] = v.get<std::string>();
+    j.image = def.image;
+    j.job_role_arn = def.job_role_arn;
+    std::map<std::string, std::string> params = def.parameters;
     for (const auto& [k, v] : cmd.parameters) params[k] = v;
-    std::vector<std::string> command = cmd.command ? *cmd.command : std::vector<std::string>{};
-    if (!cmd.command)
-      for (auto& a : props.value("command", json::array()))
-        if (a.is_string()) command.push_back(a.get<std::string>());
+    const std::vector<std::string>& command = cmd.command ? *cmd.command : def.command;
     if (!IsHostImage(config_.host_images, j.image))
       if (auto ref = exec::image::ParseImageReference(j.image); ref.ok())
         if (Status where = exec::image::CheckImageLocation(*ref, config_.image_dirs); !where.ok())
@@ -154,41 +130,18 @@ StatusOr<ContainerJob> Controller::SubmitJob(const SubmitJobCommand& cmd) {
       return InvalidArgument("containerOverrides.command: neither the request nor job definition " + d->arn +
                              " gives a command, and image '" + j.image + "' runs with this host's software "
                              "(executor.host_images), which has no Cmd of its own");
-    for (auto& a : command) j.command.push_back(SubstituteRefs(a, params));
-    for (auto& e : props.value("environment", json::array()))
-      if (e.is_object() && e.value("name", json()).is_string()) j.environment[e["name"].get<std::string>()] = e.value("value", "");
+    for (const auto& a : command) j.command.push_back(SubstituteRefs(a, params));
+    j.environment = def.environment;
     for (const auto& [k, v] : cmd.environment) j.environment[k] = v;
-    j.vcpus = WholeOf(props.value("vcpus", json()), 1);
-    j.memory_mib = WholeOf(props.value("memory", json()), 2048);
-    for (auto& r : props.value("resourceRequirements", json::array())) {
-      if (!r.is_object()) continue;
-      const std::string type = r.value("type", "");
-      if (type == "VCPU") j.vcpus = WholeOf(r.value("value", json()), j.vcpus);
-      if (type == "MEMORY") j.memory_mib = WholeOf(r.value("value", json()), j.memory_mib);
-      if (type == "GPU") j.gpus = WholeOf(r.value("value", json()), j.gpus);
-    }
-    if (cmd.vcpus) j.vcpus = *cmd.vcpus;
-    if (cmd.memory_mib) j.memory_mib = *cmd.memory_mib;
-    if (cmd.gpus) j.gpus = *cmd.gpus;
-    const json retry = spec.is_object() ? spec.value("retryStrategy", json::object()) : json::object();
-    j.retry_attempts = static_cast<int>(WholeOf(retry.value("attempts", json()), 1));
-    for (auto& r : retry.value("evaluateOnExit", json::array())) {
-      if (!r.is_object()) continue;
-      ContainerExitRule rule;
-      rule.retry = ToUpper(r.value("action", "RETRY")) == "RETRY";
-      rule.on_exit_code = r.value("onExitCode", "");
-      rule.on_reason = r.value("onReason", "");
-      rule.on_status_reason = r.value("onStatusReason", "");
-      j.evaluate_on_exit.push_back(rule);
-    }
-    if (cmd.retry_attempts) j.retry_attempts = *cmd.retry_attempts;
-    if (cmd.evaluate_on_exit) j.evaluate_on_exit = *cmd.evaluate_on_exit;
-    j.attempt_duration_seconds = spec.is_object() ? WholeOf(spec.value("timeout", json::object()).value("attemptDurationSeconds", json()), 0) : 0;
-    if (cmd.attempt_duration_seconds) j.attempt_duration_seconds = *cmd.attempt_duration_seconds;
+    j.vcpus = cmd.vcpus.value_or(def.vcpus);
+    j.memory_mib = cmd.memory_mib.value_or(def.memory_mib);
+    j.gpus = cmd.gpus.value_or(def.gpus);
+    j.retry_attempts = cmd.retry_attempts.value_or(def.retry_attempts);
+    j.evaluate_on_exit = cmd.evaluate_on_exit ? *cmd.evaluate_on_exit : def.evaluate_on_exit;
+    j.attempt_duration_seconds = cmd.attempt_duration_seconds.value_or(def.attempt_duration_seconds);
     j.share_identifier = cmd.share_identifier;
-    j.scheduling_priority = spec.is_object() ? static_cast<int>(WholeOf(spec.value("schedulingPriority", json()), 0)) : 0;
-    if (cmd.scheduling_priority) j.scheduling_priority = *cmd.scheduling_priority;
-    j.propagate_tags = cmd.propagate_tags ? *cmd.propagate_tags : spec.is_object() && spec.value("propagateTags", false);
+    j.scheduling_priority = cmd.scheduling_priority.value_or(def.scheduling_priority);
+    j.propagate_tags = cmd.propagate_tags.value_or(def.propagate_tags);
     j.tags = cmd.tags;
     j.depends_on = cmd.depends_on;
     j.array_size = cmd.array_size;

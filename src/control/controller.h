@@ -437,11 +437,11 @@ class Controller {
   // EventBridge rules with a rate() schedule (event_bus.cpp): a "Scheduled Event" for each rule
   // whose next period the clock has reached since the last tick (one, however far it moved).
   void FireScheduledRules(Turn& t) REQUIRES(turn_mu_, state_mu_);
-  // Moves alarm `name` to `value`: its state, a StateUpdate history item, an event, and an Action
+  // Moves alarm `name` to `value`: its state, a StateUpdate history item, an event (whose data is
+  // the alarm's configuration, from its definition or its configuration-file rule), and an Action
   // history item per action of the new state (actions are not run: docs/alarms.md).
   void ChangeAlarmState(Turn& t, const std::string& name, AlarmState& st, const std::string& value,
-                        const std::string& reason, const std::string& reason_data, const std::string& event_data)
-      REQUIRES(turn_mu_, state_mu_);
+                        const std::string& reason, const std::string& reason_data) REQUIRES(turn_mu_, state_mu_);
   // A service job reached SUCCEEDED or FAILED (for failure_ratio).
   void NoteEnding(const ServiceJob& job, EpochMs at) REQUIRES(turn_mu_, state_mu_);
   // Renders the turn's event triggers into store writes (sequence numbers from next_event_seq_).

@@ -36,6 +36,7 @@ StatusOr<JobDefinition> Controller::RegisterJobDefinition(const RegisterJobDefin
   d.name = cmd.name;
   d.type = cmd.type;
   d.spec_json = cmd.spec_json;
+  d.container = cmd.container;
   d.tags = cmd.tags;
   return Execute<JobDefinition>([&](Turn& t) REQUIRES(turn_mu_, state_mu_) -> StatusOr<JobDefinition> {
     auto& revisions = state_.job_definitions[d.name];

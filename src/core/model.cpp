@@ -2,10 +2,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/strings.h"
 #include "core/training_spec_json.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
+#include <cmath>
+#include <cstdlib>
 
 namespace ty {
 
@@ -294,6 +298,83 @@ bool ParsePreemptionConfig(const std::string& text, PreemptionConfig* out) {
   return true;
 }
 
+namespace {
+// A whole number given as a number or as a numeric string ("2", "2.0"); `fallback` otherwise.
+int64_t WholeOf(const nlohmann::json& v, int64_t fallback) {
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number()) return static_cast<int64_t>(v.get<double>());
+  if (v.is_string()) {
+    const std::string& s = v.get_ref<const std::string&>();
+    char* end = nullptr;
+    errno = 0;
+    const double d = std::strtod(s.c_str(), &end);
+    if (end == s.c_str() || errno == ERANGE || !std::isfinite(d) || d < -9.2e18 || d > 9.2e18) return fallback;
+    return static_cast<int64_t>(d);
+  }
+  return fallback;
+}
+std::string StringOf(const nlohmann::json& object, const char* member) {
+  auto it = object.find(member);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
+}
+const nlohmann::json& MemberOf(const nlohmann::json& object, const char* member) {
+  static const nlohmann::json kNull;
+  auto it = object.find(member);
+  return it != object.end() ? *it : kNull;
+}
+}  // namespace
+
+bool ParseContainerTemplate(const std::string& spec_json, ContainerTemplate* out) {
+  const nlohmann::json spec = nlohmann::json::parse(spec_json, nullptr, false);
+  if (!spec.is_object()) return false;
+  ContainerTemplate c;
+  const nlohmann::json& props = MemberOf(spec, "containerProperties");
+  if (props.is_object()) {
+    c.image = StringOf(props, "image");
+    c.job_role_arn = StringOf(props, "jobRoleArn");
+    if (const auto& cmd = MemberOf(props, "command"); cmd.is_array())
+      for (const auto& a : cmd)
+        if (a.is_string()) c.command.push_back(a.get<std::string>());
+    if (const auto& env = MemberOf(props, "environment"); env.is_array())
+      for (const auto& e : env)
+        if (e.is_object() && MemberOf(e, "name").is_string()) c.environment[e["name"].get<std::string>()] = StringOf(e, "value");
+    c.vcpus = WholeOf(MemberOf(props, "vcpus"), c.vcpus);
+    c.memory_mib = WholeOf(MemberOf(props, "memory"), c.memory_mib);
+    if (const auto& reqs = MemberOf(props, "resourceRequirements"); reqs.is_array())
+      for (const auto& r : reqs) {
+        if (!r.is_object()) continue;
+        const std::string type = StringOf(r, "type");
+        if (type == "VCPU") c.vcpus = WholeOf(MemberOf(r, "value"), c.vcpus);
+        if (type == "MEMORY") c.memory_mib = WholeOf(MemberOf(r, "value"), c.memory_mib);
+        if (type == "GPU") c.gpus = WholeOf(MemberOf(r, "value"), c.gpus);
+      }
+  }
+  if (const auto& params = MemberOf(spec, "parameters"); params.is_object())
+    for (const auto& [k, v] : params.items())
+      if (v.is_string()) c.parameters[k] = v.get<std::string>();
+  if (const auto& retry = MemberOf(spec, "retryStrategy"); retry.is_object()) {
+    c.retry_attempts = static_cast<int>(std::clamp<int64_t>(WholeOf(MemberOf(retry, "attempts"), 1), 0, 1000));
+    if (const auto& rules = MemberOf(retry, "evaluateOnExit"); rules.is_array())
+      for (const auto& r : rules) {
+        if (!r.is_object()) continue;
+        ContainerExitRule rule;
+        const std::string action = StringOf(r, "action");
+        rule.retry = action.empty() || ToUpper(action) == "RETRY";
+        rule.on_exit_code = StringOf(r, "onExitCode");
+        rule.on_reason = StringOf(r, "onReason");
+        rule.on_status_reason = StringOf(r, "onStatusReason");
+        c.evaluate_on_exit.push_back(std::move(rule));
+      }
+  }
+  if (const auto& timeout = MemberOf(spec, "timeout"); timeout.is_object())
+    c.attempt_duration_seconds = WholeOf(MemberOf(timeout, "attemptDurationSeconds"), 0);
+  c.scheduling_priority = static_cast<int>(std::clamp<int64_t>(WholeOf(MemberOf(spec, "schedulingPriority"), 0), INT_MIN, INT_MAX));
+  const auto& propagate = MemberOf(spec, "propagateTags");
+  c.propagate_tags = propagate.is_boolean() && propagate.get<bool>();
+  *out = std::move(c);
+  return true;
+}
+
 bool ParseFairSharePolicy(const std::string& text, FairSharePolicy* out) {
   auto j = ParseObject(text);
   if (!j) return false;
@@ -336,7 +417,9 @@ std::string EncodeDoc(const ComputeEnvironment& v) { return Encode(v); }
 bool DecodeDoc(const std::string& doc, ComputeEnvironment* v) { return Decode(doc, v) && !v->name.empty(); }
 std::string EncodeDoc(const ContainerJob& v) { return Encode(v); }
 bool DecodeDoc(const std::string& doc, ContainerJob* v) { return Decode(doc, v) && !v->id.empty(); }
-bool DecodeDoc(const std::string& doc, JobDefinition* v) { return Decode(doc, v) && !v->name.empty() && v->revision > 0; }
+bool DecodeDoc(const std::string& doc, JobDefinition* v) {
+  return Decode(doc, v) && !v->name.empty() && v->revision > 0 && ParseContainerTemplate(v->spec_json, &v->container);
+}
 bool DecodeDoc(const std::string& doc, SchedulingPolicy* v) {
   if (!Decode(doc, v)) return false;
   v->fairshare.reset();

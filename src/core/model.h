@@ -105,6 +105,33 @@ struct SchedulingPolicy {
   uint64_t seq = 0;
 };
 
+// One evaluateOnExit entry of a container job's retryStrategy: globs on the attempt's exit code,
+// container reason and status reason (absent: any matches).
+struct ContainerExitRule {
+  bool retry = true;  // action RETRY, else EXIT
+  std::string on_exit_code, on_reason, on_status_reason;  // "" absent
+};
+
+// What a container job takes from its job definition unless its SubmitJob overrides it: the
+// definition's members decoded once, when it is registered or loaded, so that a submit reads
+// typed values (ParseContainerTemplate). Numbers given as strings ("2") read as numbers, as AWS
+// reads resourceRequirements' values; members of the wrong type read as absent.
+struct ContainerTemplate {
+  std::string image;                               // containerProperties.image
+  std::string job_role_arn;                        // containerProperties.jobRoleArn
+  std::vector<std::string> command;                // containerProperties.command
+  std::map<std::string, std::string> environment;  // containerProperties.environment
+  std::map<std::string, std::string> parameters;   // parameters (Ref::name substitutions)
+  int64_t vcpus = 1;                               // vcpus, or resourceRequirements VCPU
+  int64_t memory_mib = 2048;                       // memory, or resourceRequirements MEMORY
+  int64_t gpus = 0;                                // resourceRequirements GPU
+  int retry_attempts = 1;                          // retryStrategy.attempts
+  std::vector<ContainerExitRule> evaluate_on_exit;  // retryStrategy.evaluateOnExit
+  int64_t attempt_duration_seconds = 0;            // timeout.attemptDurationSeconds; 0: none
+  int scheduling_priority = 0;                     // schedulingPriority
+  bool propagate_tags = false;                     // propagateTags
+};
+
 // One revision of a Batch job definition (RegisterJobDefinition; docs/user-guide.md, "Job
 // definitions"). Registering a name again adds the next revision; DeregisterJobDefinition makes
 // one INACTIVE and it is kept, as AWS keeps it. Only type "container" is accepted.
@@ -116,8 +143,9 @@ struct JobDefinition {
   std::string type;    // "container"
   // The accepted request's members that describe the job (parameters, containerProperties,
   // retryStrategy, timeout, propagateTags, platformCapabilities, schedulingPriority), as given,
-  // a JSON object. Nothing acts on them until container jobs are submitted.
+  // a JSON object, echoed by DescribeJobDefinitions.
   std::string spec_json;
+  ContainerTemplate container;  // spec_json, decoded (not stored: DecodeDoc decodes it)
   Tags tags;
   uint64_t seq = 0;
 };
@@ -198,12 +226,6 @@ inline bool IsActive(JobStatus s) {  // holds capacity
   return s == JobStatus::kScheduled || s == JobStatus::kStarting || s == JobStatus::kRunning;
 }
 
-// One evaluateOnExit entry of a container job's retryStrategy: globs on the attempt's exit code,
-// container reason and status reason (absent: any matches).
-struct ContainerExitRule {
-  bool retry = true;  // action RETRY, else EXIT
-  std::string on_exit_code, on_reason, on_status_reason;  // "" absent
-};
 
 struct ContainerAttempt {
   bool has_exit_code = false;  // the container ran and exited
@@ -525,6 +547,8 @@ bool ParseRetryStrategy(const std::string& text, RetryStrategy* out);
 bool ParseTimeoutConfig(const std::string& text, TimeoutConfig* out);
 bool ParsePreemptionConfig(const std::string& text, PreemptionConfig* out);
 bool ParseFairSharePolicy(const std::string& text, FairSharePolicy* out);
+// A job definition's spec_json (JobDefinition) decoded. False: not a JSON object.
+bool ParseContainerTemplate(const std::string& spec_json, ContainerTemplate* out);
 bool ParseTimeLimitActions(const std::string& text, std::vector<TimeLimitAction>* out);
 
 // Durable encodings (JSON documents). Decode errors return false.

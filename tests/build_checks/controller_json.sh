@@ -20,9 +20,7 @@ fi
 
 # file count: why
 ALLOWED='
-alarms.cpp 1: ChangeAlarmState reads an alarm action event'"'"'s data (controller thread; not yet typed)
 cloudwatch_metrics.cpp 1: CloudWatchMetrics::LoadHour (load)
-container_jobs.cpp 1: SubmitJob reads its job definition'"'"'s container properties (controller thread; not yet typed)
 event_bus.cpp 3: DecodeDoc of rules, connections and API destinations (load)
 metric_alarms.cpp 1: DecodeAlarmDoc (load)
 metric_series.cpp 1: DecodeMetricSeries (load)

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <vector>
 
 #include "core/clock.h"
@@ -194,6 +195,52 @@ nlohmann::json SpecRequest() {
     "StoppingCondition": {"MaxRuntimeInSeconds": 600, "MaxPendingTimeInSeconds": 7200},
     "RetryStrategy": {"MaximumRetryAttempts": 2}, "EnableNetworkIsolation": true,
     "Tags": [{"Key": "team", "Value": "a"}], "DebugHookConfig": {"S3OutputPath": "s3://b/debug"}})j");
+}
+
+TEST(ContainerTemplate, DecodesWhatASubmitInheritsFromItsJobDefinition) {
+  const std::string spec = R"({
+    "parameters": {"epochs": "3", "ignored": 7},
+    "containerProperties": {"image": "busybox", "jobRoleArn": "arn:aws:iam::0:role/r",
+      "command": ["train", "Ref::epochs", 5], "environment": [{"name": "A", "value": "1"}, {"value": "no name"}],
+      "vcpus": 2, "memory": 512,
+      "resourceRequirements": [{"type": "VCPU", "value": "4"}, {"type": "GPU", "value": "1.0"}, {"type": "MEMORY", "value": "x"}]},
+    "retryStrategy": {"attempts": 3, "evaluateOnExit": [{"action": "exit", "onExitCode": "1*"}, {"onReason": "Out*"}]},
+    "timeout": {"attemptDurationSeconds": 120}, "schedulingPriority": 9, "propagateTags": true})";
+  ty::ContainerTemplate c;
+  ASSERT_TRUE(ty::ParseContainerTemplate(spec, &c));
+  EXPECT_EQ(c.image, "busybox");
+  EXPECT_EQ(c.job_role_arn, "arn:aws:iam::0:role/r");
+  EXPECT_EQ(c.command, (std::vector<std::string>{"train", "Ref::epochs"}));  // a number is not a string
+  EXPECT_EQ(c.environment, (std::map<std::string, std::string>{{"A", "1"}}));
+  EXPECT_EQ(c.parameters, (std::map<std::string, std::string>{{"epochs", "3"}}));
+  EXPECT_EQ(c.vcpus, 4);         // resourceRequirements over vcpus; a string value reads as a number
+  EXPECT_EQ(c.memory_mib, 512);  // "x" is not a number: memory stays
+  EXPECT_EQ(c.gpus, 1);
+  EXPECT_EQ(c.retry_attempts, 3);
+  ASSERT_EQ(c.evaluate_on_exit.size(), 2u);
+  EXPECT_FALSE(c.evaluate_on_exit[0].retry);  // action EXIT, any case
+  EXPECT_EQ(c.evaluate_on_exit[0].on_exit_code, "1*");
+  EXPECT_TRUE(c.evaluate_on_exit[1].retry);   // no action: RETRY
+  EXPECT_EQ(c.evaluate_on_exit[1].on_reason, "Out*");
+  EXPECT_EQ(c.attempt_duration_seconds, 120);
+  EXPECT_EQ(c.scheduling_priority, 9);
+  EXPECT_TRUE(c.propagate_tags);
+}
+
+TEST(ContainerTemplate, DefaultsAndMembersOfTheWrongTypeReadAsAbsent) {
+  ty::ContainerTemplate c;
+  ASSERT_TRUE(ty::ParseContainerTemplate(
+      R"({"containerProperties": {"image": 5, "command": "not a list", "vcpus": "1e400"}, "propagateTags": "yes",
+          "retryStrategy": [], "timeout": 3})", &c));
+  EXPECT_EQ(c.image, "");
+  EXPECT_TRUE(c.command.empty());
+  EXPECT_EQ(c.vcpus, 1);  // out of range: the default
+  EXPECT_EQ(c.memory_mib, 2048);
+  EXPECT_EQ(c.retry_attempts, 1);
+  EXPECT_EQ(c.attempt_duration_seconds, 0);
+  EXPECT_FALSE(c.propagate_tags);
+  EXPECT_FALSE(ty::ParseContainerTemplate("[1]", &c));
+  EXPECT_FALSE(ty::ParseContainerTemplate("{", &c));
 }
 
 TEST(TrainingSpec, DecodesEveryMemberTheControllerReads) {
