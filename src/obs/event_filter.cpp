@@ -136,6 +136,20 @@ bool MatchField(const json& matchers, const json* have) {
 
 Status CheckEventPattern(const json& pattern) { return Check(pattern, "", 1); }
 
+namespace {
+// A nested pattern against the event's value at its key: an object matches as a whole; an array
+// (of objects, or of arrays of them) matches when one element does, so that every field the
+// pattern names is matched within the same element, as EventBridge matches arrays of objects
+// ({"Tags": {"Key": ["owner"], "Value": ["alice"]}} needs one tag that is both).
+bool MatchesNested(const json& pattern, const json& have) {
+  if (have.is_object()) return MatchesEventPattern(pattern, have);
+  if (have.is_array())
+    for (const auto& e : have)
+      if (MatchesNested(pattern, e)) return true;
+  return false;
+}
+}  // namespace
+
 bool MatchesEventPattern(const json& pattern, const json& event) {
   for (const auto& [k, v] : pattern.items()) {
     if (k == "$or") {
@@ -146,8 +160,7 @@ bool MatchesEventPattern(const json& pattern, const json& event) {
     }
     const json* have = event.is_object() && event.contains(k) ? &event[k] : nullptr;
     if (v.is_object()) {
-      if (!have || !have->is_object()) return false;
-      if (!MatchesEventPattern(v, *have)) return false;
+      if (!have || !MatchesNested(v, *have)) return false;
     } else if (!MatchField(v, have)) {
       return false;
     }

@@ -97,6 +97,23 @@ class EventBridgeTest(ServerTest):
         self.assertNotIn(API_KEY, json.dumps(described, default=str))
         self.assertNotIn(API_KEY, self.server.read_log())
 
+    def test_a_rule_on_a_tag_inside_the_tags_array_delivers_only_that_owners_job(self):
+        # detail.Tags is an array of {Key, Value}: the pattern's Key and Value must hold in one tag.
+        dest = self.destination()
+        pattern = {"source": ["aws.sagemaker"], "detail-type": ["SageMaker Training Job State Change"],
+                   "detail": {"TrainingJobStatus": ["Completed"], "Tags": {"Key": ["owner"], "Value": ["alice"]}}}
+        self.events.put_rule(Name="alices-jobs", EventPattern=json.dumps(pattern))
+        self.events.put_targets(Rule="alices-jobs", Targets=[{"Id": "alice", "Arn": dest}])
+        sm = self.server.client("sagemaker")
+        # Bob's job names alice in another tag: no single tag is owner=alice.
+        for name, tags in (("bobs-job", [{"Key": "owner", "Value": "bob"}, {"Key": "team", "Value": "alice"}]),
+                           ("alices-job", [{"Key": "team", "Value": "nlp"}, {"Key": "owner", "Value": "alice"}])):
+            sm.create_training_job(**self.command_payload(name, "true", Tags=tags))
+            self.assertEqual(self.wait_training(name)["TrainingJobStatus"], "Completed")
+        # Delivery is in event order: Bob's completion came first and was not delivered.
+        got = self.receiver.wait(lambda ev: len(ev) >= 1, what="Alice's completion")
+        self.assertEqual([e["detail"]["TrainingJobName"] for e in got], ["alices-job"])
+
     def test_rules_and_targets_survive_a_restart(self):
         dest = self.destination()
         self.events.put_rule(Name="durable", EventPattern=SERVICE_JOB_FAILED, State="DISABLED")

@@ -31,6 +31,23 @@ TEST(EventPattern, ExactValuesNestedFieldsAndArrays) {
   EXPECT_FALSE(Match(R"({"detail":{"status":{"nested":["x"]}}})"));  // not an object in the event
 }
 
+TEST(EventPattern, ANestedObjectMatchesOneElementOfAnArrayOfObjectsAsAWhole) {
+  const json event = json::parse(R"({"detail": {"Tags": [{"Key": "team", "Value": "nlp"}, {"Key": "owner", "Value": "alice"}],
+                                                "Grid": [[{"x": 1}], [{"x": 2, "y": 3}]]}})");
+  auto match = [&](const char* pattern) {
+    json p = json::parse(pattern);
+    EXPECT_TRUE(CheckEventPattern(p).ok()) << pattern;
+    return MatchesEventPattern(p, event);
+  };
+  EXPECT_TRUE(match(R"({"detail": {"Tags": {"Key": ["owner"], "Value": ["alice"]}}})"));
+  EXPECT_TRUE(match(R"({"detail": {"Tags": {"Value": [{"prefix": "ali"}]}}})"));
+  // Both fields from one element: owner's value is not nlp, and no tag has both.
+  EXPECT_FALSE(match(R"({"detail": {"Tags": {"Key": ["owner"], "Value": ["nlp"]}}})"));
+  EXPECT_FALSE(match(R"({"detail": {"Tags": {"Key": ["manager"]}}})"));
+  EXPECT_TRUE(match(R"({"detail": {"Grid": {"x": [2], "y": [3]}}})"));  // arrays of arrays of objects
+  EXPECT_FALSE(match(R"({"detail": {"Grid": {"x": [1], "y": [3]}}})"));
+}
+
 TEST(EventPattern, Matchers) {
   EXPECT_TRUE(Match(R"({"detail":{"jobName":[{"prefix":"train-"}]}})"));
   EXPECT_FALSE(Match(R"({"detail":{"jobName":[{"prefix":"eval-"}]}})"));
