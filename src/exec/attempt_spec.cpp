@@ -109,6 +109,7 @@ Channel DecodeChannel(const json& o) {
 std::string Encode(const AttemptSpec& s) {
   json o;
   o["attempt_id"] = s.attempt_id;
+  if (s.kind == AttemptKind::kContainer) o["kind"] = "container";  // absent: a training job's
   o["training_job_name"] = s.training_job_name;
   o["training_job_arn"] = s.training_job_arn;
   o["region"] = s.region;
@@ -157,6 +158,11 @@ StatusOr<AttemptSpec> DecodeAttemptSpec(std::string_view text) {
     AttemptSpec s;
     s.attempt_id = Str(o, "attempt_id");
     if (s.attempt_id.empty()) throw BadSpec("attempt_id is required");
+    if (const std::string kind = Str(o, "kind", "training"); kind == "container") {
+      s.kind = AttemptKind::kContainer;
+    } else if (kind != "training") {
+      throw BadSpec("kind must be training or container, not " + kind);
+    }
     s.training_job_name = Str(o, "training_job_name");
     s.training_job_arn = Str(o, "training_job_arn");
     s.region = Str(o, "region");
@@ -235,6 +241,7 @@ void UseContainerImage(AttemptSpec* spec, std::string image, std::vector<std::st
   spec->command = std::move(command);
   spec->script_mode.reset();
   spec->image_command = ImageCommand::kCmd;
+  spec->kind = AttemptKind::kContainer;
 }
 
 std::string ReservedEnvironmentRule(std::string_view name) {

@@ -95,8 +95,14 @@ enum class ImageCommand {
   kCmd,
 };
 
+// What an attempt runs for: a SageMaker training job (the /opt/ml contract and SageMaker's
+// environment: SM_*, TRAINING_JOB_NAME, RANK, ...) or a Batch container job, whose container gets
+// what ECS gives a Batch task (AWS_BATCH_* in extra_env, the region) and nothing of SageMaker's.
+enum class AttemptKind { kTraining, kContainer };
+
 struct AttemptSpec {
   std::string attempt_id;                   // unique; the local executor's directory name
+  AttemptKind kind = AttemptKind::kTraining;
   std::string training_job_name;
   std::string training_job_arn;
   std::string region;
@@ -156,8 +162,8 @@ StatusOr<AttemptSpec> DecodeAttemptSpec(std::string_view json);
 // runs with the server's value (docs/security.md, "The job's environment").
 std::string ReservedEnvironmentRule(std::string_view name);
 
-// A Batch container job's terms: `image` runs with `command` in place of its Cmd, or with its
-// own Cmd when `command` is empty (image_command kCmd).
+// A Batch container job's terms (kind kContainer): `image` runs with `command` in place of its
+// Cmd, or with its own Cmd when `command` is empty (image_command kCmd).
 void UseContainerImage(AttemptSpec* spec, std::string image, std::vector<std::string> command);
 
 }  // namespace ty::exec

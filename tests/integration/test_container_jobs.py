@@ -121,6 +121,11 @@ class ContainerJobTest(ServerTest):
         self.assertEqual(env["AWS_BATCH_JQ_NAME"], "jq")
         self.assertEqual(env["AWS_BATCH_CE_NAME"], "ce")
         self.assertNotIn("AWS_BATCH_JOB_ARRAY_INDEX", env)
+        self.assertEqual(env["AWS_REGION"], env["AWS_DEFAULT_REGION"])
+        # Batch's environment only: nothing of a SageMaker training job's.
+        sagemakers = sorted(k for k in env if k.startswith(("SM_", "SAGEMAKER_", "TRAINING_JOB_")) or
+                            k in ("RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT"))
+        self.assertEqual(sagemakers, [])
         listed = self.batch.list_jobs(jobQueue="jq", jobStatus="SUCCEEDED")["jobSummaryList"]
         self.assertEqual([s["jobId"] for s in listed], [job_id])
         self.assertEqual(self.batch.list_jobs(jobQueue="jq")["jobSummaryList"], [])  # RUNNING by default

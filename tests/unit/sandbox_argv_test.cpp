@@ -269,5 +269,38 @@ TEST(OptMl, TheJobsEnvironmentNeverOverridesTheServersVariables) {
   EXPECT_EQ(env["AWS_CONTAINER_AUTHORIZATION_TOKEN"], "minted");
 }
 
+TEST(InstanceEnvironment, ABatchContainerGetsBatchsVariablesAndNothingOfSageMakers) {
+  AttemptSpec spec = ScriptSpec();
+  spec.region = "us-west-2";
+  UseContainerImage(&spec, "busybox", {"env"});
+  spec.environment = {{"STAGE", "dev"}, {"SM_MODEL_DIR", "/tmp/x"}, {"AWS_BATCH_JOB_ID", "forged"}};
+  spec.extra_env = {{"AWS_BATCH_JOB_ID", "job-1"}, {"AWS_BATCH_JQ_NAME", "jq"}};
+  OptMlLayout l;
+  l.opt_ml = "/opt/ml";
+  l.sandbox = true;
+  l.job_home = "/home/job";
+  auto env = InstanceEnvironment(spec, l, {{"PATH", "/usr/bin"}});
+  EXPECT_EQ(env["AWS_BATCH_JOB_ID"], "job-1");
+  EXPECT_EQ(env["AWS_BATCH_JQ_NAME"], "jq");
+  EXPECT_EQ(env["AWS_REGION"], spec.region);
+  EXPECT_EQ(env["AWS_DEFAULT_REGION"], spec.region);
+  EXPECT_EQ(env["STAGE"], "dev");
+  EXPECT_EQ(env["HOME"], "/home/job");
+  for (const auto& [k, v] : env) {
+    EXPECT_NE(k.rfind("SM_", 0), 0u) << k;
+    EXPECT_NE(k.rfind("SAGEMAKER_", 0), 0u) << k;
+    EXPECT_NE(k.rfind("TRAINING_JOB_", 0), 0u) << k;
+    for (const char* torch : {"RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT"}) EXPECT_NE(k, torch);
+  }
+  // The kind travels to the supervisor with the rest of the spec.
+  spec.attempt_id = "job-1";
+  auto decoded = DecodeAttemptSpec(Encode(spec));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_EQ(decoded->kind, AttemptKind::kContainer);
+  spec = ScriptSpec();
+  spec.attempt_id = "tj";
+  EXPECT_EQ(DecodeAttemptSpec(Encode(spec))->kind, AttemptKind::kTraining);
+}
+
 }  // namespace
 }  // namespace ty::exec::local

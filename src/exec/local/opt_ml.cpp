@@ -147,6 +147,17 @@ std::map<std::string, std::string> InstanceEnvironment(const AttemptSpec& spec, 
     // own, so an install can only land in $HOME/.local (a plain `pip install` falls back to it).
     env["PIP_BREAK_SYSTEM_PACKAGES"] = "1";
   }
+  if (spec.kind == AttemptKind::kContainer) {
+    // A Batch container: what ECS gives a Batch task (the region; AWS_BATCH_* and the role's
+    // credentials provider come in extra_env), the job's own variables, none of SageMaker's.
+    env["AWS_REGION"] = spec.region;
+    env["AWS_DEFAULT_REGION"] = spec.region;
+    if (!layout.hosts_file.empty()) env["TRAINYARD_HOSTS_FILE"] = layout.hosts_file;
+    for (const auto& [k, v] : spec.environment)
+      if (ReservedEnvironmentRule(k).empty()) env[k] = v;
+    for (const auto& [k, v] : spec.extra_env) env[k] = v;
+    return env;
+  }
   const std::string& ml = layout.opt_ml;
   const std::vector<std::string> hosts = HostNames(layout.count);
   json channels = json::array();
