@@ -469,6 +469,14 @@ class ServerTest(unittest.TestCase):
                                 "sagemaker_submit_directory": f"s3://trainyard-test/code/{name}.tar.gz"}
         return p
 
+    def supervisor_log(self, attempt):
+        """The supervisor's log of an attempt (attempts/<name>/supervisor.log), for failure messages."""
+        try:
+            with open(os.path.join(self.data_dir, "attempts", attempt, "supervisor.log"), errors="replace") as f:
+                return f.read()[-4000:]
+        except OSError as e:
+            return f"(unreadable: {e})"
+
     def command_payload(self, name, command, bucket="trainyard-test", **extra):
         payload = {
             "TrainingJobName": name,

@@ -157,7 +157,9 @@ class HostileOutputsTest(ServerTest):
             self.assertLess(time.time(), deadline, "the warm pool never became available")
             time.sleep(0.05)
         second = self.run_command("pool-next", "true", **pooled)
-        self.assertEqual(second["TrainingJobStatus"], "Completed", second.get("FailureReason"))
+        self.assertEqual(second["TrainingJobStatus"], "Completed",
+                         f'{second.get("FailureReason")}; the job log: {self.job_log("pool-next")!r}; '
+                         f'the supervisor log: {self.supervisor_log("pool-next")!r}')
         self.assertEqual(self.sm.describe_training_job(TrainingJobName="pool-plant")["WarmPoolStatus"]["Status"],
                          "Reused")
         with open(victim) as f:
