@@ -167,6 +167,31 @@ TEST_F(AuthorizerTest, SubmitIsAllowedOnlyToTheCallersShare) {
             "identity-based policy allows the batch:SubmitServiceJob action");
 }
 
+// The request a submit carries is parsed once, by the request path (ParseCarried), and that parse
+// is what both authorization and the handler read: Check takes it, and never parses the text again.
+TEST_F(AuthorizerTest, ASubmitsPayloadIsAuthorizedAsTheRequestPathParsedIt) {
+  MakeSharedQueue();
+  ASSERT_TRUE(c_->CreatePolicy({"small-jobs", R"({"Version": "2012-10-17", "Statement": [
+    {"Sid": "AtMostFour", "Effect": "Deny", "Action": "batch:SubmitServiceJob", "Resource": "*",
+     "Condition": {"NumericGreaterThan": {"trainyard:InstanceCount": "4"}}}]})", ""}).ok());
+  ASSERT_TRUE(c_->AttachPolicy({"member-a", "small-jobs"}).ok());
+  const json req = {{"jobName", "j"}, {"jobQueue", "shared"}, {"serviceJobType", "SAGEMAKER_TRAINING"},
+                    {"shareIdentifier", "a"},
+                    {"serviceRequestPayload", json{{"ResourceConfig", {{"InstanceCount", 1}}}}.dump()}};
+  const Operation* submit = BatchOperations().Find("SubmitServiceJob");
+  ASSERT_NE(submit, nullptr);
+  const json parsed = ParseCarried(submit, req);
+  EXPECT_EQ(parsed, (json{{"ResourceConfig", {{"InstanceCount", 1}}}}));
+  EXPECT_TRUE(authz().Check(As("member-a"), ctx(), Api::kBatch, "SubmitServiceJob", req, parsed).ok());
+  // Handed another parse than the text's, Check reads the parse: trainyard:InstanceCount is 8.
+  const json eight = {{"ResourceConfig", {{"InstanceCount", 8}}}};
+  Status denied = authz().Check(As("member-a"), ctx(), Api::kBatch, "SubmitServiceJob", req, eight);
+  EXPECT_EQ(denied.code(), Code::kAccessDenied) << denied.message();
+  // A payload that is not a JSON object carries nothing (the handler refuses it, naming the member).
+  EXPECT_TRUE(ParseCarried(submit, {{"serviceRequestPayload", "[1]"}}).is_null());
+  EXPECT_TRUE(ParseCarried(BatchOperations().Find("SubmitJob"), req).is_null());
+}
+
 TEST_F(AuthorizerTest, JobsAreDescribedAndTerminatedByTheirTeamOnly) {
   MakeSharedQueue();
   const std::string job_a = SubmitAs("member-a", "a");
