@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "api/operations.h"
 #include "control/controller.h"
 #include "core/strings.h"
 #include "http/server.h"
@@ -24,40 +25,6 @@ constexpr size_t kMaxResources = 20;
 constexpr size_t kMaxMessageChars = 1024;
 
 std::string Capped(std::string_view s, size_t n) { return std::string(s.substr(0, n)); }
-
-// The members that name a request's resources, by service, in the order they are recorded.
-struct ResourceMember {
-  const char* service;
-  const char* member;
-  const char* type;
-};
-constexpr ResourceMember kResourceMembers[] = {
-    {"batch", "jobQueue", "AWS::Batch::JobQueue"},
-    {"batch", "jobQueueName", "AWS::Batch::JobQueue"},
-    {"batch", "jobId", "AWS::Batch::ServiceJob"},
-    {"batch", "jobIds", "AWS::Batch::ServiceJob"},
-    {"batch", "jobs", "AWS::Batch::ServiceJob"},  // TerminateServiceJobs
-    {"batch", "jobName", "AWS::Batch::ServiceJob"},
-    {"batch", "serviceEnvironment", "AWS::Batch::ServiceEnvironment"},
-    {"batch", "serviceEnvironmentName", "AWS::Batch::ServiceEnvironment"},
-    {"batch", "computeEnvironment", "AWS::Batch::ComputeEnvironment"},
-    {"batch", "computeEnvironmentName", "AWS::Batch::ComputeEnvironment"},
-    {"batch", "quotaShareArn", "AWS::Batch::QuotaShare"},
-    {"batch", "quotaShareName", "AWS::Batch::QuotaShare"},
-    {"batch", "arn", "AWS::Batch::SchedulingPolicy"},
-    {"batch", "name", "AWS::Batch::SchedulingPolicy"},
-    {"batch", "jobDefinitionName", "AWS::Batch::JobDefinition"},
-    {"batch", "jobDefinition", "AWS::Batch::JobDefinition"},
-    {"batch", "resourceArn", "ARN"},
-    {"sagemaker", "TrainingJobName", "AWS::SageMaker::TrainingJob"},
-    {"sagemaker", "ResourceArn", "ARN"},
-    {"logs", "logGroupName", "AWS::Logs::LogGroup"},
-    {"events", "Name", "AWS::Events::Resource"},  // a rule, connection or API destination: see the operation
-    {"events", "Rule", "AWS::Events::Rule"},
-    {"logs", "logStreamName", "AWS::Logs::LogStream"},
-    {"trainyard", "TrainingJobName", "AWS::SageMaker::TrainingJob"},
-    {"trainyard", "JobQueue", "AWS::Batch::JobQueue"},
-};
 
 bool IsAddressChar(char c) { return std::isxdigit(static_cast<unsigned char>(c)) || c == '.' || c == ':'; }
 
@@ -134,15 +101,16 @@ bool IsDenied(const std::string& error_type) {
 }
 
 std::vector<AuditResource> ResourcesOf(const std::string& service, const std::string& operation, const json& body) {
-  (void)operation;  // the members name the resources alike in every operation of a service
   std::vector<AuditResource> out;
-  if (!body.is_object()) return out;
-  for (const auto& m : kResourceMembers) {
-    if (service != m.service) continue;
+  const std::optional<Api> api = ApiOfPrefix(service);
+  const Operation* row = api ? FindOperation(*api, operation) : nullptr;
+  if (!row || !body.is_object()) return out;
+  for (const AuditMember& m : row->audit) {
     auto it = body.find(m.member);
     if (it == body.end()) continue;
     auto add = [&](const json& v) {
-      if (v.is_string() && out.size() < kMaxResources) out.push_back({m.type, Capped(v.get_ref<const std::string&>(), kMaxNameChars)});
+      if (v.is_string() && out.size() < kMaxResources)
+        out.push_back({std::string(m.type), Capped(v.get_ref<const std::string&>(), kMaxNameChars)});
     };
     if (it->is_array()) {
       for (const auto& v : *it) add(v);

@@ -59,8 +59,8 @@ bool IsReadOnly(const std::string& operation);
 // Refusals for the caller's credentials, permissions or rate: AccessDenied*, the signature and
 // key errors, ThrottlingException.
 bool IsDenied(const std::string& error_type);
-// The resources a request names, from the members that name them (jobQueue, jobId, jobIds,
-// serviceEnvironment, TrainingJobName, logGroupName, resourceArn, ...), in that order.
+// The resources a request names: the members its operation's row lists (Operation::audit,
+// api/operations.h), in the row's order; none for an operation without a row (STS, CloudWatch).
 std::vector<AuditResource> ResourcesOf(const std::string& service, const std::string& operation,
                                        const nlohmann::json& body);
 // The client's address: the peer's, or, when the peer is one of `trusted_proxies`, the last

@@ -8,6 +8,7 @@
 
 #include <tuple>
 
+#include "api/operations.h"
 #include "api/service_model.h"
 #include "control/cloudwatch_read.h"
 #include "control/controller.h"
@@ -25,133 +26,6 @@ namespace {
 
 constexpr std::string_view kLogGroup = "/aws/sagemaker/TrainingJobs";
 constexpr std::string_view kBatchLogGroup = "/aws/batch/job";
-
-// Every operation the server routes. tests/unit/authorize_test.cpp walks the handler tables and
-// fails for an operation missing here.
-constexpr OperationAccess kAccess[] = {
-    // ---- Batch ----
-    {Api::kBatch, "CreateServiceEnvironment", ResourceKind::kServiceEnvironment, "serviceEnvironmentName"},
-    {Api::kBatch, "UpdateServiceEnvironment", ResourceKind::kServiceEnvironment, "serviceEnvironment"},
-    {Api::kBatch, "DeleteServiceEnvironment", ResourceKind::kServiceEnvironment, "serviceEnvironment"},
-    {Api::kBatch, "DescribeServiceEnvironments", ResourceKind::kNone, "", "serviceEnvironments",
-     "batch:DescribeServiceEnvironments"},
-    {Api::kBatch, "CreateJobQueue", ResourceKind::kJobQueue, "jobQueueName"},
-    {Api::kBatch, "UpdateJobQueue", ResourceKind::kJobQueue, "jobQueue"},
-    {Api::kBatch, "DeleteJobQueue", ResourceKind::kJobQueue, "jobQueue"},
-    {Api::kBatch, "DescribeJobQueues", ResourceKind::kNone, "", "jobQueues", "batch:DescribeJobQueues"},
-    {Api::kBatch, "GetJobQueueSnapshot", ResourceKind::kJobQueue, "jobQueue"},
-    {Api::kBatch, "CreateSchedulingPolicy", ResourceKind::kSchedulingPolicy, "name"},
-    {Api::kBatch, "UpdateSchedulingPolicy", ResourceKind::kSchedulingPolicy, "arn"},
-    {Api::kBatch, "DeleteSchedulingPolicy", ResourceKind::kSchedulingPolicy, "arn"},
-    {Api::kBatch, "DescribeSchedulingPolicies", ResourceKind::kSchedulingPolicies, "arns"},
-    {Api::kBatch, "ListSchedulingPolicies", ResourceKind::kNone, "", "schedulingPolicies",
-     "batch:DescribeSchedulingPolicies"},
-    {Api::kBatch, "RegisterJobDefinition", ResourceKind::kJobDefinition, "jobDefinitionName"},
-    {Api::kBatch, "DeregisterJobDefinition", ResourceKind::kJobDefinition, "jobDefinition"},
-    {Api::kBatch, "DescribeJobDefinitions", ResourceKind::kNone},
-    {Api::kBatch, "CreateQuotaShare", ResourceKind::kNewQuotaShare, "jobQueue"},
-    {Api::kBatch, "UpdateQuotaShare", ResourceKind::kQuotaShare, "quotaShareArn"},
-    {Api::kBatch, "DeleteQuotaShare", ResourceKind::kQuotaShare, "quotaShareArn"},
-    {Api::kBatch, "DescribeQuotaShare", ResourceKind::kQuotaShare, "quotaShareArn"},
-    {Api::kBatch, "ListQuotaShares", ResourceKind::kJobQueue, "jobQueue", "quotaShares", "batch:DescribeQuotaShare"},
-    {Api::kBatch, "CreateComputeEnvironment", ResourceKind::kComputeEnvironment, "computeEnvironmentName"},
-    {Api::kBatch, "UpdateComputeEnvironment", ResourceKind::kComputeEnvironment, "computeEnvironment"},
-    {Api::kBatch, "DeleteComputeEnvironment", ResourceKind::kComputeEnvironment, "computeEnvironment"},
-    {Api::kBatch, "DescribeComputeEnvironments", ResourceKind::kNone, "", "computeEnvironments",
-     "batch:DescribeComputeEnvironments"},
-    {Api::kBatch, "SubmitJob", ResourceKind::kJobQueue, "jobQueue", "", "", ResourceKind::kSubmittedJobDefinition,
-     "jobDefinition"},
-    {Api::kBatch, "DescribeJobs", ResourceKind::kNone, "", "jobs", "batch:DescribeJobs"},
-    {Api::kBatch, "ListJobs", ResourceKind::kNone, "", "jobSummaryList", "batch:ListJobs"},
-    {Api::kBatch, "CancelJob", ResourceKind::kContainerJob, "jobId"},
-    {Api::kBatch, "TerminateJob", ResourceKind::kContainerJob, "jobId"},
-    {Api::kBatch, "SubmitServiceJob", ResourceKind::kJobQueue, "jobQueue"},
-    {Api::kBatch, "DescribeServiceJob", ResourceKind::kServiceJob, "jobId"},
-    {Api::kBatch, "ListServiceJobs", ResourceKind::kNone, "", "jobSummaryList", "batch:DescribeServiceJob"},
-    {Api::kBatch, "TerminateServiceJob", ResourceKind::kServiceJob, "jobId"},
-    {Api::kBatch, "UpdateServiceJob", ResourceKind::kServiceJob, "jobId"},
-    {Api::kBatch, "TerminateServiceJobs", ResourceKind::kServiceJobs, "jobs"},
-    {Api::kBatch, "TagResource", ResourceKind::kTaggedResource, "resourceArn"},
-    {Api::kBatch, "UntagResource", ResourceKind::kTaggedResource, "resourceArn"},
-    {Api::kBatch, "ListTagsForResource", ResourceKind::kTaggedResource, "resourceArn"},
-    // ---- SageMaker ----
-    {Api::kSageMaker, "CreateTrainingJob", ResourceKind::kTrainingJob, "TrainingJobName"},
-    {Api::kSageMaker, "DescribeTrainingJob", ResourceKind::kTrainingJob, "TrainingJobName"},
-    {Api::kSageMaker, "StopTrainingJob", ResourceKind::kTrainingJob, "TrainingJobName"},
-    {Api::kSageMaker, "UpdateTrainingJob", ResourceKind::kTrainingJob, "TrainingJobName"},
-    {Api::kSageMaker, "ListTrainingJobs", ResourceKind::kNone, "", "TrainingJobSummaries",
-     "sagemaker:DescribeTrainingJob"},
-    {Api::kSageMaker, "CreateHyperParameterTuningJob", ResourceKind::kTuningJob, "HyperParameterTuningJobName"},
-    {Api::kSageMaker, "DescribeHyperParameterTuningJob", ResourceKind::kTuningJob, "HyperParameterTuningJobName"},
-    {Api::kSageMaker, "ListHyperParameterTuningJobs", ResourceKind::kNone, "", "HyperParameterTuningJobSummaries",
-     "sagemaker:DescribeHyperParameterTuningJob"},
-    {Api::kSageMaker, "ListTrainingJobsForHyperParameterTuningJob", ResourceKind::kTuningJob,
-     "HyperParameterTuningJobName"},
-    {Api::kSageMaker, "StopHyperParameterTuningJob", ResourceKind::kTuningJob, "HyperParameterTuningJobName"},
-    {Api::kSageMaker, "DeleteHyperParameterTuningJob", ResourceKind::kTuningJob, "HyperParameterTuningJobName"},
-    {Api::kSageMaker, "AddTags", ResourceKind::kTaggedResource, "ResourceArn"},
-    {Api::kSageMaker, "DeleteTags", ResourceKind::kTaggedResource, "ResourceArn"},
-    {Api::kSageMaker, "ListTags", ResourceKind::kTaggedResource, "ResourceArn"},
-    // ---- CloudWatch Logs (the training jobs' instance logs) ----
-    {Api::kLogs, "DescribeLogGroups", ResourceKind::kNone},
-    {Api::kLogs, "DescribeLogStreams", ResourceKind::kLogGroup, "logGroupName", "logStreams", "logs:DescribeLogStreams"},
-    {Api::kLogs, "GetLogEvents", ResourceKind::kLogStream, "logStreamName"},
-    {Api::kLogs, "FilterLogEvents", ResourceKind::kLogGroup, "logGroupName", "events", "logs:FilterLogEvents"},
-    // ---- EventBridge (rules on the default event bus, API destinations) ----
-    {Api::kEvents, "PutRule", ResourceKind::kEventRule, "Name"},
-    {Api::kEvents, "DescribeRule", ResourceKind::kEventRule, "Name"},
-    {Api::kEvents, "ListRules", ResourceKind::kNone, "", "Rules", "events:DescribeRule"},
-    {Api::kEvents, "EnableRule", ResourceKind::kEventRule, "Name"},
-    {Api::kEvents, "DisableRule", ResourceKind::kEventRule, "Name"},
-    {Api::kEvents, "DeleteRule", ResourceKind::kEventRule, "Name"},
-    {Api::kEvents, "PutTargets", ResourceKind::kEventRule, "Rule"},
-    {Api::kEvents, "RemoveTargets", ResourceKind::kEventRule, "Rule"},
-    {Api::kEvents, "ListTargetsByRule", ResourceKind::kEventRule, "Rule"},
-    {Api::kEvents, "CreateConnection", ResourceKind::kEventConnection, "Name"},
-    {Api::kEvents, "DescribeConnection", ResourceKind::kEventConnection, "Name"},
-    {Api::kEvents, "ListConnections", ResourceKind::kNone, "", "Connections", "events:DescribeConnection"},
-    {Api::kEvents, "DeleteConnection", ResourceKind::kEventConnection, "Name"},
-    {Api::kEvents, "CreateApiDestination", ResourceKind::kEventApiDestination, "Name"},
-    {Api::kEvents, "DescribeApiDestination", ResourceKind::kEventApiDestination, "Name"},
-    {Api::kEvents, "ListApiDestinations", ResourceKind::kNone, "", "ApiDestinations",
-     "events:DescribeApiDestination"},
-    {Api::kEvents, "DeleteApiDestination", ResourceKind::kEventApiDestination, "Name"},
-    {Api::kEvents, "PutEvents", ResourceKind::kNone},
-    // ---- trainyard's own endpoints ----
-    {Api::kTrainyard, "GetLogs", ResourceKind::kTrainingJob, "trainingJobName"},
-    {Api::kTrainyard, "MetricSeries", ResourceKind::kTrainingJob, "TrainingJobName"},
-    {Api::kTrainyard, "SystemMetrics", ResourceKind::kTrainingJob, "TrainingJobName"},
-    {Api::kTrainyard, "Interrupt", ResourceKind::kTrainingJob, "TrainingJobName"},
-    {Api::kTrainyard, "AdvanceClock", ResourceKind::kNone},
-    {Api::kTrainyard, "CostReport", ResourceKind::kNone},
-    {Api::kTrainyard, "WhatIf", ResourceKind::kNone},
-    {Api::kTrainyard, "DescribeCapacity", ResourceKind::kNone},
-    {Api::kTrainyard, "QueueStandings", ResourceKind::kNone},
-    {Api::kTrainyard, "ShareHistory", ResourceKind::kNone},
-    {Api::kTrainyard, "Events", ResourceKind::kNone},
-    {Api::kTrainyard, "LookupAuditEvents", ResourceKind::kNone},
-    {Api::kTrainyard, "CreateUser", ResourceKind::kUser, "UserName"},
-    {Api::kTrainyard, "DeleteUser", ResourceKind::kUser, "UserName"},
-    {Api::kTrainyard, "TagUser", ResourceKind::kUser, "UserName"},
-    {Api::kTrainyard, "UntagUser", ResourceKind::kUser, "UserName"},
-    {Api::kTrainyard, "ListUsers", ResourceKind::kNone},
-    {Api::kTrainyard, "CreateAccessKey", ResourceKind::kUser, "UserName"},
-    {Api::kTrainyard, "DeleteAccessKey", ResourceKind::kUser, "UserName"},
-    {Api::kTrainyard, "ListAccessKeys", ResourceKind::kUser, "UserName"},
-    {Api::kTrainyard, "CreatePolicy", ResourceKind::kPolicy, "PolicyName"},
-    {Api::kTrainyard, "GetPolicy", ResourceKind::kPolicy, "PolicyName"},
-    {Api::kTrainyard, "DeletePolicy", ResourceKind::kPolicy, "PolicyName"},
-    {Api::kTrainyard, "ListPolicies", ResourceKind::kNone},
-    {Api::kTrainyard, "AttachUserPolicy", ResourceKind::kUser, "UserName"},
-    {Api::kTrainyard, "DetachUserPolicy", ResourceKind::kUser, "UserName"},
-    {Api::kTrainyard, "CreateRole", ResourceKind::kRole, "RoleName"},
-    {Api::kTrainyard, "GetRole", ResourceKind::kRole, "RoleName"},
-    {Api::kTrainyard, "UpdateAssumeRolePolicy", ResourceKind::kRole, "RoleName"},
-    {Api::kTrainyard, "DeleteRole", ResourceKind::kRole, "RoleName"},
-    {Api::kTrainyard, "ListRoles", ResourceKind::kNone},
-    {Api::kTrainyard, "AttachRolePolicy", ResourceKind::kRole, "RoleName"},
-    {Api::kTrainyard, "DetachRolePolicy", ResourceKind::kRole, "RoleName"},
-};
 
 // What a request acts on: an ARN and what the conditions may ask of it.
 struct Target {
@@ -242,8 +116,26 @@ void SetCallerKeys(iam::Request* r, const Principal& caller, const CallContext& 
   r->Set("aws:EpochTime", std::to_string(ctx.now / 1000));
 }
 
-// The request's own keys: tags it sets, the share it submits to, the instances it asks for.
-void SetRequestKeys(iam::Request* r, const std::string& operation, const json& req) {
+// The value at a '.'-separated member path: a string as it is, an integer as its decimal text;
+// "" for anything else.
+std::string KeyValueAt(const json& from, std::string_view path) {
+  const json* at = &from;
+  for (size_t begin = 0; begin <= path.size();) {
+    const size_t end = std::min(path.find('.', begin), path.size());
+    if (!at->is_object()) return "";
+    auto it = at->find(path.substr(begin, end - begin));
+    if (it == at->end()) return "";
+    at = &*it;
+    begin = end + 1;
+  }
+  if (at->is_string()) return at->get<std::string>();
+  if (at->is_number_integer()) return std::to_string(at->get<int64_t>());
+  return "";
+}
+
+// The request's own keys: the tags it sets, and those its row names (the share it submits to, the
+// instances it asks for).
+void SetRequestKeys(iam::Request* r, const OperationAccess* access, const json& req, const json& carried) {
   Tags tags = RequestTags(req);
   if (!tags.empty()) {
     std::vector<std::string> keys;
@@ -253,17 +145,9 @@ void SetRequestKeys(iam::Request* r, const std::string& operation, const json& r
     }
     r->Set("aws:TagKeys", std::move(keys));
   }
-  if (operation == "SubmitServiceJob") {
-    if (std::string share = StringMember(req, "shareIdentifier"); !share.empty()) r->Set("batch:ShareIdentifier", share);
-    if (std::string q = StringMember(req, "quotaShareName"); !q.empty()) r->Set("trainyard:QuotaShare", q);
-    json payload = json::parse(StringMember(req, "serviceRequestPayload"), nullptr, false);
-    if (payload.is_object() && payload.contains("ResourceConfig") && payload["ResourceConfig"].is_object())
-      if (auto c = payload["ResourceConfig"].find("InstanceCount"); c != payload["ResourceConfig"].end() && c->is_number_integer())
-        r->Set("trainyard:InstanceCount", std::to_string(c->get<int64_t>()));
-  }
-  if (operation == "CreateTrainingJob" && req.contains("ResourceConfig") && req["ResourceConfig"].is_object())
-    if (auto c = req["ResourceConfig"].find("InstanceCount"); c != req["ResourceConfig"].end() && c->is_number_integer())
-      r->Set("trainyard:InstanceCount", std::to_string(c->get<int64_t>()));
+  if (!access) return;
+  for (const RequestKey& key : access->request_keys)
+    if (std::string v = KeyValueAt(key.in_carried ? carried : req, key.path); !v.empty()) r->Set(std::string(key.key), v);
 }
 
 // The keys of the resource acted on. A job's share comes from the job when the request does not
@@ -352,68 +236,66 @@ const ty::ContainerJob* ContainerJobOfStream(const State& s, const std::string& 
   return nullptr;
 }
 
-// The resource an item of a List or Describe-many reply stands for. Call under Read().
-Target ItemTarget(const State& s, const std::string& operation, const json& item, const std::string& logs_prefix) {
+// The resource an item of a List or Describe-many reply stands for, as the row's access says
+// (`item`, found in state by the member `item_name`, its ARN in `item_arn`). Call under Read().
+Target ItemTarget(const State& s, const OperationAccess& a, const json& item, const std::string& logs_prefix) {
   Target t;
-  if (operation == "ListServiceJobs") {
-    if (const control::ServiceJobState* js = s.FindJob(item.value("jobId", ""))) {
-      SetTarget(&t, js->job);
-    } else {
-      t.arn = item.value("jobArn", "");
-    }
-  } else if (operation == "ListTrainingJobs") {
-    if (const TrainingJob* tj = s.FindTrainingJob(item.value("TrainingJobName", ""))) {
-      SetTrainingJob(&t, s, *tj);
-    } else {
-      t.arn = item.value("TrainingJobArn", "");
-    }
-  } else if (operation == "ListHyperParameterTuningJobs") {
-    t.arn = item.value("HyperParameterTuningJobArn", "");
-    if (const control::TuningJob* tuning = s.FindTuningJob(item.value("HyperParameterTuningJobName", ""))) {
-      t.tags = &tuning->tags;
-      t.owner = tuning->owner;
-    }
-  } else if (operation == "DescribeLogStreams" || operation == "FilterLogEvents") {
-    // A training job's stream is <job>/algo-<n>-<epoch>, a container attempt's
-    // <definition>/default/<attempt id>: each carries its job's tags and owner.
-    std::string stream = item.value("logStreamName", "");
-    if (stream.find("/default/") != std::string::npos) {
-      if (const ty::ContainerJob* j = ContainerJobOfStream(s, stream)) {
+  auto text = [&](std::string_view member) {
+    auto it = member.empty() ? item.end() : item.find(member);
+    return it != item.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  const std::string name = text(a.item_name);
+  t.arn = text(a.item_arn);
+  switch (a.item) {
+    case ResourceKind::kServiceJob:
+      if (const control::ServiceJobState* js = s.FindJob(name)) SetTarget(&t, js->job);
+      break;
+    case ResourceKind::kTrainingJob:
+      if (const TrainingJob* tj = s.FindTrainingJob(name)) SetTrainingJob(&t, s, *tj);
+      break;
+    case ResourceKind::kTuningJob:
+      if (const control::TuningJob* tuning = s.FindTuningJob(name)) {
+        t.tags = &tuning->tags;
+        t.owner = tuning->owner;
+      }
+      break;
+    case ResourceKind::kLogStream:
+      // A training job's stream is <job>/algo-<n>-<epoch>, a container attempt's
+      // <definition>/default/<attempt id>: each carries its job's tags and owner.
+      if (name.find("/default/") != std::string::npos) {
+        if (const ty::ContainerJob* j = ContainerJobOfStream(s, name)) {
+          t.tags = &j->tags;
+          t.owner = j->owner;
+        }
+        t.arn = logs_prefix + std::string(kBatchLogGroup) + ":log-stream:" + name;
+      } else {
+        if (const TrainingJob* tj = s.FindTrainingJob(name.substr(0, name.find('/')))) SetTrainingJob(&t, s, *tj);
+        t.arn = logs_prefix + std::string(kLogGroup) + ":log-stream:" + name;
+      }
+      break;
+    case ResourceKind::kJobQueue:
+      if (const ty::JobQueue* q = Controller::FindQueue(s, t.arn)) t.tags = &q->tags;
+      break;
+    case ResourceKind::kServiceEnvironment:
+      if (const ty::ServiceEnvironment* e = Controller::FindEnvironment(s, t.arn)) t.tags = &e->tags;
+      break;
+    case ResourceKind::kSchedulingPolicy:
+      if (const ty::SchedulingPolicy* p = Controller::FindPolicy(s, t.arn)) t.tags = &p->tags;
+      break;
+    case ResourceKind::kComputeEnvironment:
+      if (const ty::ComputeEnvironment* e = Controller::FindComputeEnvironment(s, t.arn)) t.tags = &e->tags;
+      break;
+    case ResourceKind::kContainerJob:
+      if (const ty::ContainerJob* j = s.FindContainerJob(name)) {
         t.tags = &j->tags;
         t.owner = j->owner;
       }
-      t.arn = logs_prefix + std::string(kBatchLogGroup) + ":log-stream:" + stream;
-    } else {
-      if (const TrainingJob* tj = s.FindTrainingJob(stream.substr(0, stream.find('/')))) SetTrainingJob(&t, s, *tj);
-      t.arn = logs_prefix + std::string(kLogGroup) + ":log-stream:" + stream;
-    }
-  } else if (operation == "DescribeJobQueues") {
-    t.arn = item.value("jobQueueArn", "");
-    if (const ty::JobQueue* q = Controller::FindQueue(s, t.arn)) t.tags = &q->tags;
-  } else if (operation == "DescribeServiceEnvironments") {
-    t.arn = item.value("serviceEnvironmentArn", "");
-    if (const ty::ServiceEnvironment* e = Controller::FindEnvironment(s, t.arn)) t.tags = &e->tags;
-  } else if (operation == "ListSchedulingPolicies") {
-    t.arn = item.value("arn", "");
-    if (const ty::SchedulingPolicy* p = Controller::FindPolicy(s, t.arn)) t.tags = &p->tags;
-  } else if (operation == "DescribeComputeEnvironments") {
-    t.arn = item.value("computeEnvironmentArn", "");
-    if (const ty::ComputeEnvironment* e = Controller::FindComputeEnvironment(s, t.arn)) t.tags = &e->tags;
-  } else if (operation == "DescribeJobs" || operation == "ListJobs") {
-    t.arn = item.value("jobArn", "");
-    if (const ty::ContainerJob* j = s.FindContainerJob(item.value("jobId", ""))) {
-      t.tags = &j->tags;
-      t.owner = j->owner;
-    }
-  } else if (operation == "ListRules") {
-    t.arn = item.value("Arn", "");
-  } else if (operation == "ListConnections") {
-    t.arn = item.value("ConnectionArn", "");
-  } else if (operation == "ListApiDestinations") {
-    t.arn = item.value("ApiDestinationArn", "");
-  } else if (operation == "ListQuotaShares") {
-    t.arn = item.value("quotaShareArn", "");
-    if (const ty::QuotaShare* q = Controller::FindQuotaShareByArn(s, t.arn)) t.tags = &q->tags;
+      break;
+    case ResourceKind::kQuotaShare:
+      if (const ty::QuotaShare* q = Controller::FindQuotaShareByArn(s, t.arn)) t.tags = &q->tags;
+      break;
+    default:  // EventBridge's rules, connections and API destinations: their ARN alone
+      break;
   }
   return t;
 }
@@ -428,12 +310,9 @@ Principal Principal::Root(const std::string& account_id, const std::string& acce
   return p;
 }
 
-std::span<const OperationAccess> AllOperationAccess() { return kAccess; }
-
 const OperationAccess* FindOperationAccess(Api api, std::string_view operation) {
-  for (const OperationAccess& a : kAccess)
-    if (a.api == api && a.operation == operation) return &a;
-  return nullptr;
+  const Operation* row = FindOperation(api, operation);
+  return row ? &row->access : nullptr;
 }
 
 std::string_view ActionPrefix(Api api) {
@@ -448,35 +327,29 @@ std::string_view ActionPrefix(Api api) {
 }
 
 Status Authorizer::Check(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
-                         const json& request, std::vector<AccessDecision>* audit) const {
-  TY_RETURN_IF_ERROR(CheckOperation(caller, ctx, api, operation, request, audit));
-  TY_RETURN_IF_ERROR(CheckRolesNamed(caller, ctx, api, operation, request, audit));
-  return CheckJobData(caller, ctx, api, operation, request, audit);
+                         const json& request, const json& carried, std::vector<AccessDecision>* audit) const {
+  const OperationAccess* access = FindOperationAccess(api, operation);
+  TY_RETURN_IF_ERROR(CheckOperation(caller, ctx, api, operation, access, request, carried, audit));
+  TY_RETURN_IF_ERROR(CheckRolesNamed(caller, ctx, api, operation, access, request, carried, audit));
+  return CheckJobData(caller, ctx, access, request, carried, audit);
 }
 
-Status Authorizer::CheckJobData(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
-                                const json& request, std::vector<AccessDecision>* audit) const {
+Status Authorizer::Check(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
+                         const json& request, std::vector<AccessDecision>* audit) const {
+  return Check(caller, ctx, api, operation, request, ParseCarried(FindOperation(api, operation), request), audit);
+}
+
+Status Authorizer::CheckJobData(const Principal& caller, const CallContext& ctx, const OperationAccess* access,
+                                const json& request, const json& carried, std::vector<AccessDecision>* audit) const {
   if (caller.is_root()) return Status::Ok();  // root's jobs are allowed everything
-  // Each definition with the name its principal's session would carry and its fields' prefix.
-  std::vector<std::tuple<json, std::string, std::string>> defs;
-  if (api == Api::kSageMaker && operation == "CreateTrainingJob") {
-    defs.emplace_back(request, StringMember(request, "TrainingJobName"), "");
-  } else if (api == Api::kBatch && operation == "SubmitServiceJob") {
-    json payload = json::parse(StringMember(request, "serviceRequestPayload"), nullptr, false);
-    if (payload.is_object()) defs.emplace_back(std::move(payload), StringMember(request, "jobName"), "serviceRequestPayload.");
-  } else if (api == Api::kSageMaker && operation == "CreateHyperParameterTuningJob") {
-    const std::string name = StringMember(request, "HyperParameterTuningJobName");
-    if (auto d = request.find("TrainingJobDefinition"); d != request.end() && d->is_object())
-      defs.emplace_back(*d, name, "TrainingJobDefinition.");
-    if (auto ds = request.find("TrainingJobDefinitions"); ds != request.end() && ds->is_array())
-      for (size_t i = 0; i < ds->size(); ++i)
-        if ((*ds)[i].is_object()) defs.emplace_back((*ds)[i], name, "TrainingJobDefinitions[" + std::to_string(i) + "].");
-  }
+  if (!access || !access->training_definitions) return Status::Ok();
+  const std::vector<TrainingDefinition> defs = access->training_definitions(request, carried);
   if (defs.empty()) return Status::Ok();
   auto dir = controller_.directory();
-  for (const auto& [def, job_name, prefix] : defs) {
+  for (const TrainingDefinition& d : defs) {
+    const json& def = *d.definition;
     const control::JobPrincipal p =
-        control::JobPrincipalOf(*dir, controller_.config().account_id, caller.arn, StringMember(def, "RoleArn"), job_name);
+        control::JobPrincipalOf(*dir, controller_.config().account_id, caller.arn, StringMember(def, "RoleArn"), d.job_name);
     if (p.unrestricted) continue;
     // Without a role in force the job is the caller's, whose policies the request carries (a
     // request forwarded from a peer region names a user this server may not know).
@@ -487,7 +360,7 @@ Status Authorizer::CheckJobData(const Principal& caller, const CallContext& ctx,
       job.name.clear();
       job.entry = p.entry;
     }
-    TY_RETURN_IF_ERROR(CheckTrainingData(job, ctx, def, prefix, audit));
+    TY_RETURN_IF_ERROR(CheckTrainingData(job, ctx, def, d.field_prefix, audit));
   }
   return Status::Ok();
 }
@@ -551,11 +424,6 @@ Status Authorizer::CheckTrainingData(const Principal& job, const CallContext& ct
 
 namespace {
 
-constexpr CarriedRequest kCarried[] = {
-    // serviceType SAGEMAKER_TRAINING, the only one served: the payload is a CreateTrainingJob request.
-    {Api::kBatch, "SubmitServiceJob", "serviceRequestPayload", Api::kSageMaker, "CreateTrainingJob"},
-};
-
 const ServiceModel* ModelOf(Api api) {
   if (api == Api::kBatch) return &ServiceModel::Batch();
   if (api == Api::kSageMaker) return &ServiceModel::SageMaker();
@@ -611,19 +479,13 @@ const std::vector<std::vector<std::string>>& RoleArnMembers(Api api, std::string
   return cache.emplace(std::move(key), std::move(paths)).first->second;  // map nodes never move
 }
 
-std::span<const CarriedRequest> CarriedRequests() { return kCarried; }
-
-std::vector<NamedRole> RolesNamed(Api api, std::string_view operation, const json& request) {
+std::vector<NamedRole> RolesNamed(Api api, std::string_view operation, const json& request, const json& carried) {
   std::vector<NamedRole> out;
   if (!request.is_object()) return out;
   CollectRoles(api, operation, request, "", &out);
-  for (const CarriedRequest& c : kCarried) {
-    if (c.api != api || c.operation != operation) continue;
-    auto it = request.find(c.member);
-    if (it == request.end() || !it->is_string()) continue;
-    json carried = json::parse(it->get<std::string>(), nullptr, false);
-    if (carried.is_object()) CollectRoles(c.carried_api, c.carried_operation, carried, std::string(c.member), &out);
-  }
+  const OperationAccess* access = FindOperationAccess(api, operation);
+  if (access && !access->carries.member.empty() && carried.is_object())
+    CollectRoles(access->carries.api, access->carries.operation, carried, std::string(access->carries.member), &out);
   return out;
 }
 
@@ -632,20 +494,18 @@ std::vector<NamedRole> RolesNamed(Api api, std::string_view operation, const jso
 // then RoleArn is recorded and not checked (a job naming no role of the account gets no
 // credentials). SubmitJob names the roles of the job definition it submits.
 Status Authorizer::CheckRolesNamed(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
-                                   const json& request, std::vector<AccessDecision>* audit) const {
+                                   const OperationAccess* access, const json& request, const json& carried,
+                                   std::vector<AccessDecision>* audit) const {
   if (api != Api::kBatch && api != Api::kSageMaker) return Status::Ok();
-  const bool submit_job = api == Api::kBatch && operation == "SubmitJob";
-  if (!submit_job && RoleArnMembers(api, operation).empty()) {
-    bool carries = false;
-    for (const CarriedRequest& c : kCarried) carries = carries || (c.api == api && c.operation == operation);
-    if (!carries) return Status::Ok();
-  }
+  const bool definition_roles = access && !access->definition_roles.empty();
+  const bool carries = access && !access->carries.member.empty();
+  if (!definition_roles && !carries && RoleArnMembers(api, operation).empty()) return Status::Ok();
   auto dir = controller_.directory();
-  if (dir->roles.empty()) return Status::Ok();  // before any payload is parsed: submits stay cheap
-  std::vector<NamedRole> named = RolesNamed(api, operation, request);
-  if (submit_job) {
+  if (dir->roles.empty()) return Status::Ok();  // before any role is collected: submits stay cheap
+  std::vector<NamedRole> named = RolesNamed(api, operation, request, carried);
+  if (definition_roles) {
     // The definition's own members, as registered: the roles its jobs will run as.
-    const std::string ref = StringMember(request, "jobDefinition");
+    const std::string ref = StringMember(request, access->definition_roles);
     std::string arn, spec;
     controller_.Read([&](const State& s) {
       if (const ty::JobDefinition* d = Controller::FindSubmittableDefinition(s, ref)) {
@@ -679,14 +539,14 @@ Status Authorizer::CheckRolesNamed(const Principal& caller, const CallContext& c
 }
 
 Status Authorizer::CheckOperation(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
-                                  const json& request, std::vector<AccessDecision>* audit) const {
+                                  const OperationAccess* access, const json& request, const json& carried,
+                                  std::vector<AccessDecision>* audit) const {
   if (caller.is_root() && !audit) return Status::Ok();  // nothing to evaluate, nothing to record
-  const OperationAccess* access = FindOperationAccess(api, operation);
   const std::string action = std::string(ActionPrefix(api)) + ":" + operation;
   iam::Request base;
   base.action = action;
   SetCallerKeys(&base, caller, ctx);
-  SetRequestKeys(&base, operation, request);
+  SetRequestKeys(&base, access, request, carried);
   const std::string account = controller_.config().account_id;
   const std::string region = controller_.config().region;
   if (!access) {
@@ -1014,7 +874,7 @@ void Authorizer::FilterReply(const Principal& caller, const CallContext& ctx, Ap
     controller_.Read([&](const State& s) {
       json kept = json::array();
       for (auto& item : *items) {
-        Target t = ItemTarget(s, operation, item, logs_prefix);
+        Target t = ItemTarget(s, *access, item, logs_prefix);
         if (t.arn.empty()) continue;  // an item that cannot be placed is left out, never shown
         iam::Request r = base;
         SetResourceKeys(&r, t);
@@ -1025,9 +885,8 @@ void Authorizer::FilterReply(const Principal& caller, const CallContext& ctx, Ap
     });
   };
   filter(&*list);
-  // FilterLogEvents also names the streams it searched.
-  if (operation == "FilterLogEvents")
-    if (auto searched = reply->find("searchedLogStreams"); searched != reply->end() && searched->is_array()) filter(&*searched);
+  if (!access->also_list_member.empty())
+    if (auto also = reply->find(access->also_list_member); also != reply->end() && also->is_array()) filter(&*also);
 }
 
 // ---- CloudWatch ----

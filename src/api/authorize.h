@@ -1,7 +1,7 @@
-// Who may do what: every operation the server answers, mapped onto an IAM action, the ARNs it
-// acts on and the condition keys of the request, then checked against the caller's policies
-// (src/iam). One place, called from the request path right after validation; docs/security.md
-// ("Users and keys", "Actions and resources") is the user-facing table.
+// Who may do what: each operation's row (api/operations.h) maps it onto an IAM action, the ARNs
+// it acts on and the condition keys of the request (OperationAccess); the Authorizer checks them
+// against the caller's policies (src/iam). Called from the request path right after validation;
+// docs/security.md ("Users and keys", "Actions and resources") is the user-facing table.
 #pragma once
 
 #include <memory>
@@ -84,20 +84,63 @@ enum class ResourceKind {
   kEventApiDestination, // an EventBridge API destination name
 };
 
-// How one operation is checked.
+// A request member whose string value is another operation's request, as JSON text: the roles
+// and the data that request names count as the carrier's. Parsed once per request
+// (ParseCarried, api/operations.h) and handed to both authorization and the handler.
+struct CarriedRequest {
+  std::string_view member = {};  // "" : the operation carries none
+  Api api = Api::kSageMaker;
+  std::string_view operation = {};
+};
+
+// A condition key the request itself gives a value for (beside aws:RequestTag/*, which every
+// request that sets tags carries): a string member, or an integer member as its decimal text.
+struct RequestKey {
+  std::string_view key;   // "batch:ShareIdentifier"
+  std::string_view path;  // the member, '.' between steps: "ResourceConfig.InstanceCount"
+  bool in_carried = false;  // read from the carried request (CarriedRequest), not the body
+};
+
+// One training job's definition that a request starts, for the check of the job's data
+// (Authorizer::CheckJobData): the definition, the name the job's role session would carry and the
+// prefix its fields are named with in a refusal. Borrows from the request.
+struct TrainingDefinition {
+  const nlohmann::json* definition;
+  std::string job_name;
+  std::string field_prefix;
+};
+using TrainingDefinitionsOf = std::vector<TrainingDefinition> (*)(const nlohmann::json& request,
+                                                                  const nlohmann::json& carried);
+
+// How one operation is checked: a column of its row in its service's operation table
+// (api/operations.h). The action is "<ActionPrefix(api)>:<operation>".
 struct OperationAccess {
-  Api api;
-  std::string_view operation;  // as routed: "SubmitServiceJob", "CreateUser", ...
   ResourceKind resource = ResourceKind::kNone;
   std::string_view field = {};  // the request member naming the resource ("" for kNone)
-  // For List and Describe-many calls: the reply's array of items, each checked again with
-  // `item_action` on its own ARN, and left out unless allowed ("" : the reply is not filtered).
-  std::string_view list_member = {};
-  std::string_view item_action = {};
   // A second resource the call acts on, checked with the same action after the first (SubmitJob:
   // the job definition's revision, beside the queue, as on AWS). kNone: none.
   ResourceKind also = ResourceKind::kNone;
   std::string_view also_field = {};
+  // For List and Describe-many calls: the reply's array of items, each checked again with
+  // `item_action` on its own ARN, and left out unless allowed ("" : the reply is not filtered).
+  // `item` is what each item stands for; `item_name` the item's member that finds it in state (an
+  // id or name; a log stream's name), `item_arn` the one holding its ARN.
+  std::string_view list_member = {};
+  std::string_view item_action = {};
+  ResourceKind item = ResourceKind::kNone;
+  std::string_view item_name = {};
+  std::string_view item_arn = {};
+  // A second array of the same kind of items, filtered alike (FilterLogEvents names the streams it
+  // searched in searchedLogStreams).
+  std::string_view also_list_member = {};
+  CarriedRequest carries = {};
+  std::vector<RequestKey> request_keys = {};
+  // The training definitions the request starts, whose data the job's principal must be allowed
+  // (null: it starts none).
+  TrainingDefinitionsOf training_definitions = nullptr;
+  // The member naming a job definition whose registered roles the new job runs as (SubmitJob):
+  // they are checked like the roles the request names itself.
+  std::string_view definition_roles = {};
 };
 
 // A role a request names, wherever it names it (docs/security.md, "Roles for jobs").
@@ -111,24 +154,15 @@ struct NamedRole {
 // the embedded model (ServiceModel::MemberPathsEndingWith); computed once per operation. Empty
 // for an operation the model does not have, and for Api values without a model.
 const std::vector<std::vector<std::string>>& RoleArnMembers(Api api, std::string_view operation);
-// Request members that carry another operation's request as a JSON string, whose role members
-// count as the carrier's: SubmitServiceJob's serviceRequestPayload is a CreateTrainingJob request.
-struct CarriedRequest {
-  Api api;
-  std::string_view operation, member;
-  Api carried_api;
-  std::string_view carried_operation;
-};
-std::span<const CarriedRequest> CarriedRequests();
 // Every role `request` names for `operation`: the values of RoleArnMembers, then those of the
-// requests it carries, with their paths (list items with their index). Values that are not
-// strings are left out (validation refused them).
-std::vector<NamedRole> RolesNamed(Api api, std::string_view operation, const nlohmann::json& request);
+// request it carries (`carried`, ParseCarried's), with their paths (list items with their index).
+// Values that are not strings are left out (validation refused them).
+std::vector<NamedRole> RolesNamed(Api api, std::string_view operation, const nlohmann::json& request,
+                                  const nlohmann::json& carried);
 
-// The entry for an operation; null when it has none (a new operation without one is refused as
-// AccessDenied for everyone but root, and fails tests/unit/authorize_test.cpp).
+// The access column of an operation's row; null when it has no row (refused as AccessDenied for
+// everyone but root).
 const OperationAccess* FindOperationAccess(Api api, std::string_view operation);
-std::span<const OperationAccess> AllOperationAccess();
 // "batch", "sagemaker", "logs", "trainyard", "events".
 std::string_view ActionPrefix(Api api);
 
@@ -146,8 +180,13 @@ class Authorizer {
  public:
   explicit Authorizer(control::Controller& controller) : controller_(controller) {}
 
-  // Allowed, or AccessDeniedException with IAM's message. `request` passed model validation.
-  // Root is allowed without evaluation. Appends each decision to *audit when given.
+  // Allowed, or AccessDeniedException with IAM's message. `request` passed model validation;
+  // `carried` is the request it carries, as ParseCarried (api/operations.h) parsed it for the
+  // handler too. Root is allowed without evaluation. Appends each decision to *audit when given.
+  Status Check(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
+               const nlohmann::json& request, const nlohmann::json& carried,
+               std::vector<AccessDecision>* audit = nullptr) const;
+  // The same for a caller that has not parsed the carried request (tests, the event stream).
   Status Check(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
                const nlohmann::json& request, std::vector<AccessDecision>* audit = nullptr) const;
 
@@ -195,20 +234,23 @@ class Authorizer {
 
  private:
   Status CheckOperation(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
-                        const nlohmann::json& request, std::vector<AccessDecision>* audit) const;
+                        const OperationAccess* access, const nlohmann::json& request, const nlohmann::json& carried,
+                        std::vector<AccessDecision>* audit) const;
   // Every role the request names (RolesNamed, and for SubmitJob the roles of the job definition
   // it submits): once the account has roles, each must exist, the caller must be allowed
   // iam:PassRole on it and its trust policy must admit the service that will take it
   // (docs/security.md, "Roles for jobs").
   Status CheckRolesNamed(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
-                      const nlohmann::json& request, std::vector<AccessDecision>* audit) const;
+                         const OperationAccess* access, const nlohmann::json& request, const nlohmann::json& carried,
+                         std::vector<AccessDecision>* audit) const;
 
   // A new job's data in the embedded object store: its channels, output path, checkpoint prefix
   // and script-mode source, each checked with the S3 action the job will use, as the job's
   // principal (control::JobPrincipalOf; docs/security.md, "Jobs' data"). CreateTrainingJob,
   // SubmitServiceJob's payload and a tuning job's training definitions; AccessDenied names the field.
-  Status CheckJobData(const Principal& caller, const CallContext& ctx, Api api, const std::string& operation,
-                      const nlohmann::json& request, std::vector<AccessDecision>* audit) const;
+  Status CheckJobData(const Principal& caller, const CallContext& ctx, const OperationAccess* access,
+                      const nlohmann::json& request, const nlohmann::json& carried,
+                      std::vector<AccessDecision>* audit) const;
   // One training definition (`def`, whose fields are named after `field_prefix`) as `job`.
   Status CheckTrainingData(const Principal& job, const CallContext& ctx, const nlohmann::json& def,
                            const std::string& field_prefix, std::vector<AccessDecision>* audit) const;

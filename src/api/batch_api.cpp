@@ -1,12 +1,11 @@
 // AWS Batch (rest-json) operations for service environments, job queues and service jobs.
 #include <algorithm>
 #include <charconv>
-#include <set>
 
 #include "api/decode.h"
 #include "api/errors.h"
 #include "api/encode.h"
-#include "api/handlers.h"
+#include "api/operations.h"
 #include "api/service_model.h"
 #include "control/controller.h"
 #include "core/strings.h"
@@ -774,20 +773,6 @@ Response TerminateServiceJobs(Controller& c, const json& req) {
 
 json EncodeServiceJobEventDetail(const State& s, const ServiceJobState& js) { return EncodeJobDetail(s, js, true); }
 
-bool BatchImplements(const std::string& op) {
-  static const std::set<std::string> kOps = {
-      "CreateServiceEnvironment", "DescribeServiceEnvironments", "UpdateServiceEnvironment",
-      "DeleteServiceEnvironment", "CreateJobQueue", "DescribeJobQueues", "UpdateJobQueue", "DeleteJobQueue",
-      "SubmitServiceJob", "DescribeServiceJob", "ListServiceJobs", "TerminateServiceJob", "UpdateServiceJob",
-      "GetJobQueueSnapshot", "CreateSchedulingPolicy", "UpdateSchedulingPolicy", "DeleteSchedulingPolicy",
-      "DescribeSchedulingPolicies", "ListSchedulingPolicies", "CreateQuotaShare", "UpdateQuotaShare",
-      "DeleteQuotaShare", "DescribeQuotaShare", "ListQuotaShares", "TagResource", "UntagResource",
-      "ListTagsForResource", "TerminateServiceJobs", "RegisterJobDefinition", "DescribeJobDefinitions",
-      "DeregisterJobDefinition", "CreateComputeEnvironment", "UpdateComputeEnvironment", "DeleteComputeEnvironment",
-      "DescribeComputeEnvironments", "SubmitJob", "DescribeJobs", "ListJobs", "CancelJob", "TerminateJob"};
-  return kOps.count(op) > 0;
-}
-
 namespace {
 // The small replies of mutating operations.
 Response Reply(const StatusOr<ServiceEnvironment>& e) {
@@ -833,121 +818,264 @@ Response Decoded(const StatusOr<Cmd>& cmd, Run run) {
   if (!cmd.ok()) return cmd.status();
   return Reply(run(*cmd));
 }
+
+// A row's handler that decodes the request with `Decode` and runs the command with the
+// controller's `Run`, answering its small reply.
+template <auto Decode, auto Run>
+Response Command(const OperationCall& x) {
+  return Decoded(Decode(x.request), [&](const auto& cmd) { return (x.controller.*Run)(cmd); });
+}
+
+std::string Text(const json& req, const char* member) {
+  auto it = req.find(member);
+  return it != req.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+Response UpdateSchedulingPolicy(const OperationCall& x) {
+  auto cmd = DecodeUpdateSchedulingPolicy(x.request);
+  if (!cmd.ok()) return cmd.status();
+  auto p = x.controller.UpdateSchedulingPolicy(*cmd);
+  if (!p.ok()) return p.status();
+  return json::object();
+}
+
+Response SubmitJob(const OperationCall& x) {
+  return Decoded(DecodeSubmitJob(x.request), [&](auto cmd) {
+    cmd.owner = x.caller;
+    return x.controller.SubmitJob(cmd);
+  });
+}
+
+Response DescribeQuotaShare(Controller& c, const json& req) {
+  std::string arn = req.value("quotaShareArn", "");
+  return c.Read([&](const State& s) -> Response {
+    const QuotaShare* q = Controller::FindQuotaShareByArn(s, arn);
+    if (!q) return InvalidArgument("quotaShareArn: quota share " + arn + " does not exist");
+    return EncodeQuotaShare(s, *q);
+  });
+}
+
+Response ListQuotaShares(Controller& c, const json& req) {
+  std::string queue_ref = req.value("jobQueue", "");
+  return c.Read([&](const State& s) -> Response {
+    const JobQueue* q = Controller::FindQueue(s, queue_ref);
+    if (!q) return InvalidArgument("jobQueue: job queue " + queue_ref + " does not exist");
+    json list = json::array();
+    for (const auto& [key, share] : s.quota_shares)
+      if (share.queue == q->name) list.push_back(EncodeQuotaShare(s, share));
+    return json{{"quotaShares", list}};
+  });
+}
+
+// `x.carried` is serviceRequestPayload, parsed once for authorization and for this handler.
+Response SubmitServiceJob(const OperationCall& x) {
+  const json& req = x.request;
+  // The job name is the training job's name when the payload has none, and shows in paths.
+  const json name = req.value("jobName", json());
+  if (name.is_string() && !IsBatchJobName(name.get<std::string>()))
+    return InvalidArgument("jobName " + name.dump() +
+                           " must be up to 128 letters (upper and lower case), digits, hyphens and underscores, "
+                           "starting with a letter or digit");
+  // Beyond AWS: the payload is checked against CreateTrainingJob's shape now, not at dispatch.
+  if (!x.carried.is_object())
+    return InvalidArgument("serviceRequestPayload must be a JSON object holding a CreateTrainingJob request");
+  const ServiceModel& sm = ServiceModel::SageMaker();
+  const ServiceModel::Operation* op_ctj = sm.FindOperation("CreateTrainingJob");
+  TY_RETURN_IF_ERROR(sm.ValidateShape(op_ctj->input_shape, x.carried, "serviceRequestPayload"));
+  return Decoded(DecodeSubmitServiceJob(req, {x.controller.config(), x.controller.sandbox()}, &x.carried), [&](auto cmd) {
+    cmd.owner = x.caller;
+    return x.controller.SubmitServiceJob(cmd);
+  });
+}
+
+// The training job a submit starts: its payload, named after the service job.
+std::vector<TrainingDefinition> SubmitServiceJobDefinitions(const json& request, const json& carried) {
+  if (!carried.is_object()) return {};
+  return {{&carried, Text(request, "jobName"), "serviceRequestPayload."}};
+}
+
+Response DescribeServiceJob(Controller& c, const json& req) {
+  std::string id = req.value("jobId", "");
+  return c.ReadServiceJob(id, [&](const State& s) -> Response {
+    const ServiceJobState* js = s.FindJob(id);
+    if (!js) return InvalidArgument("jobId: service job " + id + " does not exist");
+    return EncodeJobDetail(s, *js);
+  });
+}
+
+Response ListTagsForResource(Controller& c, const json& req) {
+  auto tags = c.TagsOf("batch", req.value("resourceArn", ""));
+  if (!tags.ok()) return tags.status();
+  return json{{"tags", EncodeTags(*tags)}};
+}
+
+Response StopJob(const OperationCall& x, bool terminate) {
+  return Decoded(DecodeStopJob(x.request, terminate), [&](const auto& cmd) { return x.controller.StopJob(cmd); });
+}
+
+// CloudTrail's resource types of what Batch requests name.
+constexpr std::string_view kQueueType = "AWS::Batch::JobQueue";
+constexpr std::string_view kServiceJobType = "AWS::Batch::ServiceJob";
+constexpr std::string_view kContainerJobType = "AWS::Batch::Job";
+constexpr std::string_view kEnvironmentType = "AWS::Batch::ServiceEnvironment";
+constexpr std::string_view kComputeType = "AWS::Batch::ComputeEnvironment";
+constexpr std::string_view kQuotaShareType = "AWS::Batch::QuotaShare";
+constexpr std::string_view kPolicyType = "AWS::Batch::SchedulingPolicy";
+constexpr std::string_view kDefinitionType = "AWS::Batch::JobDefinition";
+
+OperationTable BatchTable() {
+  using RK = ResourceKind;
+  using C = Controller;
+  const OperationAccess environment{.resource = RK::kServiceEnvironment, .field = "serviceEnvironment"};
+  const OperationAccess queue{.resource = RK::kJobQueue, .field = "jobQueue"};
+  const OperationAccess policy{.resource = RK::kSchedulingPolicy, .field = "arn"};
+  const OperationAccess quota_share{.resource = RK::kQuotaShare, .field = "quotaShareArn"};
+  const OperationAccess compute{.resource = RK::kComputeEnvironment, .field = "computeEnvironment"};
+  const OperationAccess container_job{.resource = RK::kContainerJob, .field = "jobId"};
+  const OperationAccess service_job{.resource = RK::kServiceJob, .field = "jobId"};
+  const OperationAccess tagged{.resource = RK::kTaggedResource, .field = "resourceArn"};
+  const std::vector<AuditMember> environment_audit = {{"serviceEnvironment", kEnvironmentType}};
+  const std::vector<AuditMember> queue_audit = {{"jobQueue", kQueueType}};
+  const std::vector<AuditMember> policy_audit = {{"arn", kPolicyType}};
+  const std::vector<AuditMember> quota_share_audit = {{"quotaShareArn", kQuotaShareType}};
+  const std::vector<AuditMember> compute_audit = {{"computeEnvironment", kComputeType}};
+  const std::vector<AuditMember> container_job_audit = {{"jobId", kContainerJobType}};
+  const std::vector<AuditMember> service_job_audit = {{"jobId", kServiceJobType}};
+  const std::vector<AuditMember> tagged_audit = {{"resourceArn", "ARN"}};
+  return OperationTable(Api::kBatch, "batch", &ServiceModel::Batch(), {
+      // ---- Service environments ----
+      {.name = "CreateServiceEnvironment",
+       .handle = Command<DecodeCreateServiceEnvironment, &C::CreateServiceEnvironment>,
+       .access = {.resource = RK::kServiceEnvironment, .field = "serviceEnvironmentName"},
+       .audit = {{"serviceEnvironmentName", kEnvironmentType}}},
+      {.name = "DescribeServiceEnvironments", .handle = Plain<DescribeEnvironments>,
+       .access = {.list_member = "serviceEnvironments", .item_action = "batch:DescribeServiceEnvironments",
+                  .item = RK::kServiceEnvironment, .item_arn = "serviceEnvironmentArn"},
+       .audit = {{"serviceEnvironments", kEnvironmentType}}},
+      {.name = "UpdateServiceEnvironment",
+       .handle = Command<DecodeUpdateServiceEnvironment, &C::UpdateServiceEnvironment>, .access = environment,
+       .audit = environment_audit},
+      {.name = "DeleteServiceEnvironment",
+       .handle = Command<DecodeDeleteServiceEnvironment, &C::DeleteServiceEnvironment>, .access = environment,
+       .audit = environment_audit},
+      // ---- Job queues ----
+      {.name = "CreateJobQueue", .handle = Command<DecodeCreateJobQueue, &C::CreateJobQueue>,
+       .access = {.resource = RK::kJobQueue, .field = "jobQueueName"}, .audit = {{"jobQueueName", kQueueType}}},
+      {.name = "DescribeJobQueues", .handle = Plain<DescribeQueues>,
+       .access = {.list_member = "jobQueues", .item_action = "batch:DescribeJobQueues", .item = RK::kJobQueue,
+                  .item_arn = "jobQueueArn"},
+       .audit = {{"jobQueues", kQueueType}}},
+      {.name = "UpdateJobQueue", .handle = Command<DecodeUpdateJobQueue, &C::UpdateJobQueue>, .access = queue,
+       .audit = queue_audit},
+      {.name = "DeleteJobQueue", .handle = Command<DecodeDeleteJobQueue, &C::DeleteJobQueue>, .access = queue,
+       .audit = queue_audit},
+      {.name = "GetJobQueueSnapshot", .handle = Plain<Snapshot>, .access = queue, .audit = queue_audit},
+      // ---- Scheduling policies ----
+      {.name = "CreateSchedulingPolicy", .handle = Command<DecodeCreateSchedulingPolicy, &C::CreateSchedulingPolicy>,
+       .access = {.resource = RK::kSchedulingPolicy, .field = "name"}, .audit = {{"name", kPolicyType}}},
+      {.name = "UpdateSchedulingPolicy", .handle = UpdateSchedulingPolicy, .access = policy, .audit = policy_audit},
+      {.name = "DeleteSchedulingPolicy", .handle = Command<DecodeDeleteSchedulingPolicy, &C::DeleteSchedulingPolicy>,
+       .access = policy, .audit = policy_audit},
+      {.name = "DescribeSchedulingPolicies", .handle = Plain<DescribePolicies>,
+       .access = {.resource = RK::kSchedulingPolicies, .field = "arns"}, .audit = {{"arns", kPolicyType}}},
+      {.name = "ListSchedulingPolicies", .handle = Plain<ListPolicies>,
+       .access = {.list_member = "schedulingPolicies", .item_action = "batch:DescribeSchedulingPolicies",
+                  .item = RK::kSchedulingPolicy, .item_arn = "arn"}},
+      // ---- Quota shares ----
+      {.name = "CreateQuotaShare", .handle = Command<DecodeCreateQuotaShare, &C::CreateQuotaShare>,
+       .access = {.resource = RK::kNewQuotaShare, .field = "jobQueue"},
+       .audit = {{"jobQueue", kQueueType}, {"quotaShareName", kQuotaShareType}}},
+      {.name = "UpdateQuotaShare", .handle = Command<DecodeUpdateQuotaShare, &C::UpdateQuotaShare>,
+       .access = quota_share, .audit = quota_share_audit},
+      {.name = "DeleteQuotaShare", .handle = Command<DecodeDeleteQuotaShare, &C::DeleteQuotaShare>,
+       .access = quota_share, .audit = quota_share_audit},
+      {.name = "DescribeQuotaShare", .handle = Plain<DescribeQuotaShare>, .access = quota_share,
+       .audit = quota_share_audit},
+      {.name = "ListQuotaShares", .handle = Plain<ListQuotaShares>,
+       .access = {.resource = RK::kJobQueue, .field = "jobQueue", .list_member = "quotaShares",
+                  .item_action = "batch:DescribeQuotaShare", .item = RK::kQuotaShare, .item_arn = "quotaShareArn"},
+       .audit = queue_audit},
+      // ---- Service jobs ----
+      // Placeable: trainyard:candidate-regions may send it to another region (docs/regions.md).
+      {.name = "SubmitServiceJob", .handle = SubmitServiceJob,
+       .access = {.resource = RK::kJobQueue, .field = "jobQueue",
+                  // serviceType SAGEMAKER_TRAINING, the only one served: the payload is a
+                  // CreateTrainingJob request, whose roles and data are the submitter's to pass.
+                  .carries = {"serviceRequestPayload", Api::kSageMaker, "CreateTrainingJob"},
+                  // Team policies condition a submit on the share it charges and on its size.
+                  .request_keys = {{"batch:ShareIdentifier", "shareIdentifier"},
+                                   {"trainyard:QuotaShare", "quotaShareName"},
+                                   {"trainyard:InstanceCount", "ResourceConfig.InstanceCount", true}},
+                  .training_definitions = SubmitServiceJobDefinitions},
+       .audit = {{"jobQueue", kQueueType}, {"jobName", kServiceJobType}}, .placeable = true},
+      {.name = "DescribeServiceJob", .handle = Plain<DescribeServiceJob>, .access = service_job,
+       .audit = service_job_audit},
+      {.name = "ListServiceJobs", .handle = Plain<ListServiceJobs>,
+       .access = {.list_member = "jobSummaryList", .item_action = "batch:DescribeServiceJob", .item = RK::kServiceJob,
+                  .item_name = "jobId", .item_arn = "jobArn"},
+       .audit = queue_audit},
+      {.name = "TerminateServiceJob", .handle = Command<DecodeTerminateServiceJob, &C::TerminateServiceJob>,
+       .access = service_job, .audit = service_job_audit},
+      {.name = "TerminateServiceJobs", .handle = Plain<TerminateServiceJobs>,
+       .access = {.resource = RK::kServiceJobs, .field = "jobs"}, .audit = {{"jobs", kServiceJobType}}},
+      {.name = "UpdateServiceJob", .handle = Command<DecodeUpdateServiceJob, &C::UpdateServiceJob>,
+       .access = service_job, .audit = service_job_audit},
+      // ---- Job definitions, compute environments and container jobs (docs/batch-jobs.md) ----
+      {.name = "RegisterJobDefinition", .handle = Command<DecodeRegisterJobDefinition, &C::RegisterJobDefinition>,
+       .access = {.resource = RK::kJobDefinition, .field = "jobDefinitionName"},
+       .audit = {{"jobDefinitionName", kDefinitionType}}},
+      {.name = "DeregisterJobDefinition",
+       .handle = Command<DecodeDeregisterJobDefinition, &C::DeregisterJobDefinition>,
+       .access = {.resource = RK::kJobDefinition, .field = "jobDefinition"},
+       .audit = {{"jobDefinition", kDefinitionType}}},
+      {.name = "DescribeJobDefinitions", .handle = Plain<DescribeJobDefinitions>,
+       .audit = {{"jobDefinitions", kDefinitionType}, {"jobDefinitionName", kDefinitionType}}},
+      {.name = "CreateComputeEnvironment",
+       .handle = Command<DecodeCreateComputeEnvironment, &C::CreateComputeEnvironment>,
+       .access = {.resource = RK::kComputeEnvironment, .field = "computeEnvironmentName"},
+       .audit = {{"computeEnvironmentName", kComputeType}}},
+      {.name = "UpdateComputeEnvironment",
+       .handle = Command<DecodeUpdateComputeEnvironment, &C::UpdateComputeEnvironment>, .access = compute,
+       .audit = compute_audit},
+      {.name = "DeleteComputeEnvironment",
+       .handle = Command<DecodeDeleteComputeEnvironment, &C::DeleteComputeEnvironment>, .access = compute,
+       .audit = compute_audit},
+      {.name = "DescribeComputeEnvironments", .handle = Plain<DescribeComputeEnvironments>,
+       .access = {.list_member = "computeEnvironments", .item_action = "batch:DescribeComputeEnvironments",
+                  .item = RK::kComputeEnvironment, .item_arn = "computeEnvironmentArn"},
+       .audit = {{"computeEnvironments", kComputeType}}},
+      // The queue, then the job definition's revision, as on AWS; the job runs as the roles the
+      // definition registered, so those are checked like roles the request names.
+      {.name = "SubmitJob", .handle = SubmitJob,
+       .access = {.resource = RK::kJobQueue, .field = "jobQueue", .also = RK::kSubmittedJobDefinition,
+                  .also_field = "jobDefinition", .definition_roles = "jobDefinition"},
+       .audit = {{"jobQueue", kQueueType}, {"jobName", kContainerJobType}, {"jobDefinition", kDefinitionType}}},
+      {.name = "DescribeJobs", .handle = Plain<DescribeJobs>,
+       .access = {.list_member = "jobs", .item_action = "batch:DescribeJobs", .item = RK::kContainerJob,
+                  .item_name = "jobId", .item_arn = "jobArn"},
+       .audit = {{"jobs", kContainerJobType}}},
+      {.name = "ListJobs", .handle = Plain<ListJobs>,
+       .access = {.list_member = "jobSummaryList", .item_action = "batch:ListJobs", .item = RK::kContainerJob,
+                  .item_name = "jobId", .item_arn = "jobArn"},
+       .audit = {{"jobQueue", kQueueType}, {"arrayJobId", kContainerJobType}}},
+      {.name = "CancelJob", .handle = [](const OperationCall& x) { return StopJob(x, false); },
+       .access = container_job, .audit = container_job_audit},
+      {.name = "TerminateJob", .handle = [](const OperationCall& x) { return StopJob(x, true); },
+       .access = container_job, .audit = container_job_audit},
+      // ---- Tags of any Batch resource ----
+      {.name = "TagResource", .handle = Command<DecodeTagResource, &C::TagResource>, .access = tagged,
+       .audit = tagged_audit},
+      {.name = "UntagResource", .handle = Command<DecodeUntagResource, &C::UntagResource>, .access = tagged,
+       .audit = tagged_audit},
+      {.name = "ListTagsForResource", .handle = Plain<ListTagsForResource>, .access = tagged, .audit = tagged_audit},
+  });
+}
+
 }  // namespace
 
-Response HandleBatch(Controller& c, const std::string& op, const json& req, const std::string& caller) {
-  if (op == "CreateServiceEnvironment")
-    return Decoded(DecodeCreateServiceEnvironment(req), [&](const auto& cmd) { return c.CreateServiceEnvironment(cmd); });
-  if (op == "UpdateServiceEnvironment")
-    return Decoded(DecodeUpdateServiceEnvironment(req), [&](const auto& cmd) { return c.UpdateServiceEnvironment(cmd); });
-  if (op == "DeleteServiceEnvironment")
-    return Decoded(DecodeDeleteServiceEnvironment(req), [&](const auto& cmd) { return c.DeleteServiceEnvironment(cmd); });
-  if (op == "DescribeServiceEnvironments") return DescribeEnvironments(c, req);
-  if (op == "CreateJobQueue") return Decoded(DecodeCreateJobQueue(req), [&](const auto& cmd) { return c.CreateJobQueue(cmd); });
-  if (op == "UpdateJobQueue") return Decoded(DecodeUpdateJobQueue(req), [&](const auto& cmd) { return c.UpdateJobQueue(cmd); });
-  if (op == "DeleteJobQueue") return Decoded(DecodeDeleteJobQueue(req), [&](const auto& cmd) { return c.DeleteJobQueue(cmd); });
-  if (op == "DescribeJobQueues") return DescribeQueues(c, req);
-  if (op == "CreateSchedulingPolicy")
-    return Decoded(DecodeCreateSchedulingPolicy(req), [&](const auto& cmd) { return c.CreateSchedulingPolicy(cmd); });
-  if (op == "UpdateSchedulingPolicy") {
-    auto cmd = DecodeUpdateSchedulingPolicy(req);
-    if (!cmd.ok()) return cmd.status();
-    auto p = c.UpdateSchedulingPolicy(*cmd);
-    if (!p.ok()) return p.status();
-    return json::object();
-  }
-  if (op == "DeleteSchedulingPolicy")
-    return Decoded(DecodeDeleteSchedulingPolicy(req), [&](const auto& cmd) { return c.DeleteSchedulingPolicy(cmd); });
-  if (op == "DescribeSchedulingPolicies") return DescribePolicies(c, req);
-  if (op == "ListSchedulingPolicies") return ListPolicies(c, req);
-  if (op == "RegisterJobDefinition")
-    return Decoded(DecodeRegisterJobDefinition(req), [&](const auto& cmd) { return c.RegisterJobDefinition(cmd); });
-  if (op == "DeregisterJobDefinition")
-    return Decoded(DecodeDeregisterJobDefinition(req), [&](const auto& cmd) { return c.DeregisterJobDefinition(cmd); });
-  if (op == "DescribeJobDefinitions") return DescribeJobDefinitions(c, req);
-  if (op == "CreateComputeEnvironment")
-    return Decoded(DecodeCreateComputeEnvironment(req), [&](const auto& cmd) { return c.CreateComputeEnvironment(cmd); });
-  if (op == "UpdateComputeEnvironment")
-    return Decoded(DecodeUpdateComputeEnvironment(req), [&](const auto& cmd) { return c.UpdateComputeEnvironment(cmd); });
-  if (op == "DeleteComputeEnvironment")
-    return Decoded(DecodeDeleteComputeEnvironment(req), [&](const auto& cmd) { return c.DeleteComputeEnvironment(cmd); });
-  if (op == "DescribeComputeEnvironments") return DescribeComputeEnvironments(c, req);
-  if (op == "SubmitJob")
-    return Decoded(DecodeSubmitJob(req), [&](auto cmd) {
-      cmd.owner = caller;
-      return c.SubmitJob(cmd);
-    });
-  if (op == "DescribeJobs") return DescribeJobs(c, req);
-  if (op == "ListJobs") return ListJobs(c, req);
-  if (op == "CancelJob") return Decoded(DecodeStopJob(req, false), [&](const auto& cmd) { return c.StopJob(cmd); });
-  if (op == "TerminateJob") return Decoded(DecodeStopJob(req, true), [&](const auto& cmd) { return c.StopJob(cmd); });
-  if (op == "CreateQuotaShare") return Decoded(DecodeCreateQuotaShare(req), [&](const auto& cmd) { return c.CreateQuotaShare(cmd); });
-  if (op == "UpdateQuotaShare") return Decoded(DecodeUpdateQuotaShare(req), [&](const auto& cmd) { return c.UpdateQuotaShare(cmd); });
-  if (op == "DeleteQuotaShare") return Decoded(DecodeDeleteQuotaShare(req), [&](const auto& cmd) { return c.DeleteQuotaShare(cmd); });
-  if (op == "DescribeQuotaShare") {
-    std::string arn = req.value("quotaShareArn", "");
-    return c.Read([&](const State& s) -> Response {
-      const QuotaShare* q = Controller::FindQuotaShareByArn(s, arn);
-      if (!q) return InvalidArgument("quotaShareArn: quota share " + arn + " does not exist");
-      return EncodeQuotaShare(s, *q);
-    });
-  }
-  if (op == "ListQuotaShares") {
-    std::string queue_ref = req.value("jobQueue", "");
-    return c.Read([&](const State& s) -> Response {
-      const JobQueue* q = Controller::FindQueue(s, queue_ref);
-      if (!q) return InvalidArgument("jobQueue: job queue " + queue_ref + " does not exist");
-      json list = json::array();
-      for (const auto& [key, share] : s.quota_shares)
-        if (share.queue == q->name) list.push_back(EncodeQuotaShare(s, share));
-      return json{{"quotaShares", list}};
-    });
-  }
-  if (op == "SubmitServiceJob") {
-    // The job name is the training job's name when the payload has none, and shows in paths.
-    const json name = req.value("jobName", json());
-    if (name.is_string() && !IsBatchJobName(name.get<std::string>()))
-      return InvalidArgument("jobName " + name.dump() +
-                             " must be up to 128 letters (upper and lower case), digits, hyphens and underscores, "
-                             "starting with a letter or digit");
-    // Beyond AWS: the payload is checked against CreateTrainingJob's shape now, not at dispatch.
-    std::string payload_text = req.value("serviceRequestPayload", "");
-    json payload = json::parse(payload_text, nullptr, false);
-    if (payload.is_discarded() || !payload.is_object())
-      return InvalidArgument("serviceRequestPayload must be a JSON object holding a CreateTrainingJob request");
-    const ServiceModel& sm = ServiceModel::SageMaker();
-    const ServiceModel::Operation* op_ctj = sm.FindOperation("CreateTrainingJob");
-    Status st = sm.ValidateShape(op_ctj->input_shape, payload, "serviceRequestPayload");
-    if (!st.ok()) return st;
-    return Decoded(DecodeSubmitServiceJob(req, {c.config(), c.sandbox()}, &payload), [&](auto cmd) {
-      cmd.owner = caller;
-      return c.SubmitServiceJob(cmd);
-    });
-  }
-  if (op == "DescribeServiceJob") {
-    std::string id = req.value("jobId", "");
-    return c.ReadServiceJob(id, [&](const State& s) -> Response {
-      const ServiceJobState* js = s.FindJob(id);
-      if (!js) return InvalidArgument("jobId: service job " + id + " does not exist");
-      return EncodeJobDetail(s, *js);
-    });
-  }
-  if (op == "ListServiceJobs") return ListServiceJobs(c, req);
-  if (op == "TerminateServiceJob")
-    return Decoded(DecodeTerminateServiceJob(req), [&](const auto& cmd) { return c.TerminateServiceJob(cmd); });
-  if (op == "UpdateServiceJob")
-    return Decoded(DecodeUpdateServiceJob(req), [&](const auto& cmd) { return c.UpdateServiceJob(cmd); });
-  if (op == "GetJobQueueSnapshot") return Snapshot(c, req);
-  if (op == "TagResource") return Decoded(DecodeTagResource(req), [&](const auto& cmd) { return c.TagResource(cmd); });
-  if (op == "UntagResource")
-    return Decoded(DecodeUntagResource(req), [&](const auto& cmd) { return c.UntagResource(cmd); });
-  if (op == "ListTagsForResource") {
-    auto tags = c.TagsOf("batch", req.value("resourceArn", ""));
-    if (!tags.ok()) return tags.status();
-    return json{{"tags", EncodeTags(*tags)}};
-  }
-  if (op == "TerminateServiceJobs") return TerminateServiceJobs(c, req);
-  return Status(Code::kUnknownOperation, "Operation " + op + " is not supported by this server");
+const OperationTable& BatchOperations() {
+  static const OperationTable kTable = BatchTable();
+  return kTable;
 }
 
 }  // namespace ty::api

@@ -510,26 +510,29 @@ StatusOr<json> SetActions(control::Controller& c, const json& req, bool enabled)
 
 }  // namespace
 
-bool IsAlarmOperation(const std::string& op) {
-  return op == "PutMetricAlarm" || op == "DescribeAlarms" || op == "DescribeAlarmsForMetric" ||
-         op == "DescribeAlarmHistory" || op == "SetAlarmState" || op == "DeleteAlarms" || op == "EnableAlarmActions" ||
-         op == "DisableAlarmActions";
-}
-
-bool ChangesAlarms(const std::string& op) {
-  return op == "PutMetricAlarm" || op == "SetAlarmState" || op == "DeleteAlarms" || op == "EnableAlarmActions" ||
-         op == "DisableAlarmActions";
-}
-
-StatusOr<json> ServeAlarmOperation(control::Controller& c, const std::string& op, const json& req,
-                                   const MetricReadCheck& may_read) {
-  if (op == "PutMetricAlarm") return PutMetricAlarm(c, req, may_read);
-  if (op == "DescribeAlarms") return DescribeAlarms(c, req, may_read);
-  if (op == "DescribeAlarmsForMetric") return DescribeAlarmsForMetric(c, req, may_read);
-  if (op == "DescribeAlarmHistory") return DescribeAlarmHistory(c, req);
-  if (op == "SetAlarmState") return SetAlarmState(c, req);
-  if (op == "DeleteAlarms") return DeleteAlarms(c, req);
-  return SetActions(c, req, op == "EnableAlarmActions");
+std::span<const Operation> AlarmOperations() {
+  // Each row's handler, given the series check; the history and the changes read no series.
+  static const Operation kRows[] = {
+      {"PutMetricAlarm", PutMetricAlarm, {}, "LimitExceededFault"},
+      {"DescribeAlarms", DescribeAlarms},
+      {"DescribeAlarmsForMetric", DescribeAlarmsForMetric},
+      {"DescribeAlarmHistory", [](control::Controller& c, const json& req, const MetricReadCheck&) {
+         return DescribeAlarmHistory(c, req);
+       }},
+      {"SetAlarmState", [](control::Controller& c, const json& req, const MetricReadCheck&) {
+         return SetAlarmState(c, req);
+       }},
+      {"DeleteAlarms", [](control::Controller& c, const json& req, const MetricReadCheck&) {
+         return DeleteAlarms(c, req);
+       }},
+      {"EnableAlarmActions", [](control::Controller& c, const json& req, const MetricReadCheck&) {
+         return SetActions(c, req, true);
+       }},
+      {"DisableAlarmActions", [](control::Controller& c, const json& req, const MetricReadCheck&) {
+         return SetActions(c, req, false);
+       }},
+  };
+  return kRows;
 }
 
 }  // namespace ty::api::cw

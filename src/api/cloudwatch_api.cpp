@@ -46,7 +46,6 @@ constexpr int64_t kListPage = 500;
 constexpr int64_t kMaxDatapointsLimit = 100800;
 constexpr int64_t kMaxStatisticsDatapoints = 1440;
 
-const std::set<std::string> kOperations = {"PutMetricData", "ListMetrics", "GetMetricStatistics", "GetMetricData"};
 
 // ---- The codec ----
 
@@ -605,11 +604,12 @@ std::string QueryCode(const std::string& type) {
 }
 
 // The error of `operation`: CloudWatch's own type for the status (api/errors.cpp), except where
-// the operation's model names another. PutMetricAlarm's limit error is LimitExceededFault (code
-// LimitExceeded), which boto3 raises as cw.exceptions.LimitExceededFault; PutMetricData models none.
+// the operation's row names its model's (cw::Operation::limit_exceeded_type).
 WireError CloudWatchError(const Status& st, const std::string& operation) {
   WireError e = ToWireError(Protocol::kCloudWatch, st);
-  if (st.code() == Code::kLimitExceeded && operation == "PutMetricAlarm") e.type = "LimitExceededFault";
+  if (st.code() == Code::kLimitExceeded)
+    if (const cw::Operation* row = cw::FindOperation(operation); row && !row->limit_exceeded_type.empty())
+      e.type = std::string(row->limit_exceeded_type);
   return e;
 }
 
@@ -636,6 +636,30 @@ http::Response ErrorAnswer(bool cbor, const Status& st, const std::string& reque
 }
 
 }  // namespace
+
+std::span<const cw::Operation> cw::Operations() {
+  static const std::vector<Operation> kRows = [] {
+    std::vector<Operation> rows = {
+        // cloudwatch:namespace, as in AWS: a policy may hold a caller to its own namespaces.
+        {"PutMetricData", [](control::Controller& c, const json& req, const MetricReadCheck&) {
+           return PutMetricData(c, req);
+         }, "Namespace"},
+        {"ListMetrics", ListMetrics},
+        {"GetMetricStatistics", GetMetricStatistics},
+        {"GetMetricData", GetMetricData},
+    };
+    for (const Operation& alarm : AlarmOperations()) rows.push_back(alarm);
+    return rows;
+  }();
+  return kRows;
+}
+
+const cw::Operation* cw::FindOperation(std::string_view name) {
+  for (const Operation& row : Operations())
+    if (row.name == name) return &row;
+  return nullptr;
+}
+
 
 json CwTimestamp(double epoch_seconds) {
   std::vector<uint8_t> bytes(sizeof(double));
@@ -680,7 +704,7 @@ http::Response ServeCloudWatch(const http::Request& req, control::Controller& co
   const std::string* content_type = req.Header("Content-Type");
   const bool query = !cbor && !req.Header("X-Amz-Target") &&
                      (req.method == "GET" || (content_type && StartsWith(*content_type, "application/x-www-form-urlencoded")));
-  auto is_known = [](const std::string& op) { return kOperations.count(op) > 0 || cw::IsAlarmOperation(op); };
+  auto is_known = [](const std::string& op) { return cw::FindOperation(op) != nullptr; };
   AuditedCall call(controller, req, Protocol::kCloudWatch, "cloudwatch",
                    is_known(operation) ? operation : "UnknownOperation");
   auto fail = [&](const Status& st) {
@@ -709,11 +733,12 @@ http::Response ServeCloudWatch(const http::Request& req, control::Controller& co
     if (is_known(operation)) call.record().operation = operation;
     if (body.ok() && operation.empty()) return fail(Status(Code::kUnknownOperation, "The request has no Action parameter"));
   }
-  if (!is_known(operation))
-    return fail(Status(Code::kUnknownOperation,
-                       "This server answers the CloudWatch operations PutMetricData, ListMetrics, GetMetricStatistics, "
-                       "GetMetricData, PutMetricAlarm, DescribeAlarms, DescribeAlarmsForMetric, DescribeAlarmHistory, "
-                       "SetAlarmState, DeleteAlarms, EnableAlarmActions and DisableAlarmActions, not '" + operation.substr(0, 100) + "'"));
+  if (!is_known(operation)) {
+    std::string served;
+    for (const cw::Operation& row : cw::Operations()) served += std::string(served.empty() ? "" : ", ") + std::string(row.name);
+    return fail(Status(Code::kUnknownOperation, "This server answers the CloudWatch operations " + served + ", not '" +
+                                                    operation.substr(0, 100) + "'"));
+  }
   if (!query && !raw.empty()) {
     if (cbor) {
       body = DecodeCbor(raw, depth);
@@ -729,9 +754,10 @@ http::Response ServeCloudWatch(const http::Request& req, control::Controller& co
   call.SetBody(*body);
   // PutMetricData carries cloudwatch:namespace, as in AWS; a read is checked again per series it
   // reads (may_read: a training job's or a queue's series as the describe of that job or queue).
+  const cw::Operation& row = *cw::FindOperation(operation);
   std::string put_ns;
-  if (operation == "PutMetricData" && body->contains("Namespace") && (*body)["Namespace"].is_string())
-    put_ns = (*body)["Namespace"].get<std::string>();
+  if (!row.namespace_member.empty())
+    if (auto ns = body->find(row.namespace_member); ns != body->end() && ns->is_string()) put_ns = ns->get<std::string>();
   if (Status allowed = authz.CheckCloudWatch(*caller, ctx, "cloudwatch:" + operation, put_ns); !allowed.ok())
     return fail(allowed);
   std::map<control::CwMetricOwner, Status> decided;  // per owner, for this request
@@ -743,17 +769,10 @@ http::Response ServeCloudWatch(const http::Request& req, control::Controller& co
     return it->second;
   };
   StatusOr<json> result = json::object();
-  if (operation == "PutMetricData") {
-    auto scope = call.OfferToCommand();  // the record is stored with the put's own commit
-    result = PutMetricData(controller, *body);
-  } else if (cw::ChangesAlarms(operation)) {
-    auto scope = call.OfferToCommand();
-    result = cw::ServeAlarmOperation(controller, operation, *body, may_read);
-  } else if (cw::IsAlarmOperation(operation)) {
-    result = cw::ServeAlarmOperation(controller, operation, *body, may_read);
-  } else if (operation == "ListMetrics") result = ListMetrics(controller, *body, may_read);
-  else if (operation == "GetMetricStatistics") result = GetMetricStatistics(controller, *body, may_read);
-  else result = GetMetricData(controller, *body, may_read);
+  {
+    auto scope = call.OfferToCommand();  // a change's record is stored with its own commit
+    result = row.serve(controller, *body, may_read);
+  }
   if (!result.ok()) return fail(result.status());
   call.Finish(result.status());
   http::Response res;

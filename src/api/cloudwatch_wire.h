@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -49,12 +50,28 @@ namespace ty::api::cw {
 // state read; one check may remember its answers for the rest of its request.
 using MetricReadCheck = std::function<Status(const control::State&, const control::CwMetricId&)>;
 
-// The alarm operations (api/cloudwatch_alarms.cpp). PutMetricAlarm is refused for a metric the
-// caller may not read; DescribeAlarms and DescribeAlarmsForMetric leave out the alarms on one.
-bool IsAlarmOperation(const std::string& op);
-bool ChangesAlarms(const std::string& op);  // stored with the command's own commit (audit)
-StatusOr<nlohmann::json> ServeAlarmOperation(control::Controller& c, const std::string& op, const nlohmann::json& req,
-                                             const MetricReadCheck& may_read);
+// One row of CloudWatch's operation table (CloudWatch's counterpart of api/operations.h: its
+// requests come in three protocols, and every operation is authorized alike, as
+// cloudwatch:<name> on "*", since CloudWatch has no metric ARNs, and its audit record names no
+// resource). A read is checked again per series it reads (`may_read`); an operation that changes
+// something has its audit record stored with its command (AuditedCall::OfferToCommand decides by
+// the name, as for every service).
+struct Operation {
+  std::string_view name;
+  StatusOr<nlohmann::json> (*serve)(control::Controller& c, const nlohmann::json& req, const MetricReadCheck& may_read);
+  // The request member whose value is the cloudwatch:namespace condition key ("" : none; AWS sets
+  // it for PutMetricData only).
+  std::string_view namespace_member = {};
+  // The error type its model names for Code::kLimitExceeded, where it is not CloudWatch's own
+  // (PutMetricAlarm: LimitExceededFault, which boto3 raises as cw.exceptions.LimitExceededFault).
+  std::string_view limit_exceeded_type = {};
+};
+// Every operation served, metrics then alarms (api/cloudwatch_api.cpp).
+std::span<const Operation> Operations();
+const Operation* FindOperation(std::string_view name);
+// The alarm rows (api/cloudwatch_alarms.cpp). PutMetricAlarm is refused for a metric the caller
+// may not read; DescribeAlarms and DescribeAlarmsForMetric leave out the alarms on one.
+std::span<const Operation> AlarmOperations();
 
 // The query protocol (api/cloudwatch_query.cpp): the members of a GET's query and a POST's form
 // body (Action goes to *action; Version must be 2010-08-01), typed by member name; and the XML

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "api/operations.h"
 #include "control/controller.h"
 #include "control/state.h"
 #include "core/strings.h"
@@ -36,12 +37,6 @@ namespace {
   auto tmp = (expr);                   \
   if (!tmp.ok()) return tmp.status();  \
   lhs = std::move(*tmp)
-
-constexpr const char* kOperations[] = {
-    "PutRule",         "DescribeRule",           "ListRules",           "EnableRule",        "DisableRule",
-    "DeleteRule",      "PutTargets",             "RemoveTargets",       "ListTargetsByRule", "CreateConnection",
-    "DescribeConnection", "ListConnections",     "DeleteConnection",    "CreateApiDestination",
-    "DescribeApiDestination", "ListApiDestinations", "DeleteApiDestination", "PutEvents"};
 
 // What ListRules and ListTargetsByRule show of a configuration-file webhook.
 constexpr const char* kManagedBy = "trainyard.config";
@@ -635,7 +630,7 @@ EntryOutcome RenderEntry(Controller& c, const json& e, EpochMs now) {
     return refuse("InvalidArgument", "Parameter DetailType is not valid. Reason: DetailType is a required argument.");
   if (detail_type.size() > 128) return refuse("InvalidArgument", "Parameter DetailType is not valid. Reason: longer than 128 characters.");
   if (detail.empty()) return refuse("InvalidArgument", "Parameter Detail is not valid. Reason: Detail is a required argument.");
-  // HandleEventBridge held Detail to [server] max_json_depth before this parse.
+  // Every EventBridge row (Checked, CheckedAs) held Detail to [server] max_json_depth before this parse.
   json parsed = json::parse(detail, nullptr, false);
   if (parsed.is_discarded() || !parsed.is_object())
     return refuse("MalformedDetail", "Detail is malformed: it must be a JSON object.");
@@ -696,44 +691,99 @@ Response PutEvents(Controller& c, const json& req, const std::string& caller) {
 
 }  // namespace
 
-bool EventBridgeImplements(const std::string& operation) {
-  return std::find(std::begin(kOperations), std::end(kOperations), operation) != std::end(kOperations);
+namespace {
+
+// Every EventBridge handler first holds the JSON text members to the body's nesting limit.
+template <Response (*F)(Controller&, const json&)>
+Response Checked(const OperationCall& x) {
+  TY_RETURN_IF_ERROR(CheckEmbeddedJsonDepth(x.request, "", x.controller.config().max_json_depth));
+  return F(x.controller, x.request);
 }
 
-Response HandleEventBridge(Controller& c, const std::string& operation, const json& req, const std::string& caller) {
-  TY_RETURN_IF_ERROR(CheckEmbeddedJsonDepth(req, "", c.config().max_json_depth));
-  if (operation == "PutRule") return PutRule(c, req, caller);
-  if (operation == "DescribeRule") return DescribeRule(c, req);
-  if (operation == "ListRules") return ListRules(c, req);
-  if (operation == "EnableRule") return SetRuleState(c, req, true);
-  if (operation == "DisableRule") return SetRuleState(c, req, false);
-  if (operation == "DeleteRule") return DeleteRule(c, req);
-  if (operation == "PutTargets") return PutTargets(c, req);
-  if (operation == "RemoveTargets") return RemoveTargets(c, req);
-  if (operation == "ListTargetsByRule") return ListTargetsByRule(c, req);
-  if (operation == "CreateConnection") return CreateConnection(c, req);
-  if (operation == "DescribeConnection") return DescribeConnection(c, req);
-  if (operation == "DeleteConnection") return DeleteConnection(c, req);
-  if (operation == "CreateApiDestination") return CreateApiDestination(c, req);
-  if (operation == "DescribeApiDestination") return DescribeApiDestination(c, req);
-  if (operation == "DeleteApiDestination") return DeleteApiDestination(c, req);
-  if (operation == "PutEvents") return PutEvents(c, req, caller);
-  if (operation == "ListConnections") {
-    return c.Read([&](const State& s) {
-      return ListByName(req, s.event_bus.connections, "Connections",
-                        [](const control::EventConnection& x) { return ConnectionJson(x, false); });
+// The same for a handler that records its caller (a rule's owner, an event's putter).
+template <Response (*F)(Controller&, const json&, const std::string&)>
+Response CheckedAs(const OperationCall& x) {
+  TY_RETURN_IF_ERROR(CheckEmbeddedJsonDepth(x.request, "", x.controller.config().max_json_depth));
+  return F(x.controller, x.request, x.caller);
+}
+
+Response EnableRule(Controller& c, const json& req) { return SetRuleState(c, req, true); }
+Response DisableRule(Controller& c, const json& req) { return SetRuleState(c, req, false); }
+
+Response ListConnections(Controller& c, const json& req) {
+  return c.Read([&](const State& s) {
+    return ListByName(req, s.event_bus.connections, "Connections",
+                      [](const control::EventConnection& x) { return ConnectionJson(x, false); });
+  });
+}
+
+Response ListApiDestinations(Controller& c, const json& req) {
+  auto connection = OptionalString(req, "ConnectionArn", 1600);
+  if (!connection.ok()) return connection.status();
+  return c.Read([&](const State& s) {
+    return ListByName(req, s.event_bus.api_destinations, "ApiDestinations", [&](const control::ApiDestination& d) {
+      return connection->empty() || d.connection_arn == *connection ? DestinationJson(d, false) : json();
     });
-  }
-  if (operation == "ListApiDestinations") {
-    auto connection = OptionalString(req, "ConnectionArn", 1600);
-    if (!connection.ok()) return connection.status();
-    return c.Read([&](const State& s) {
-      return ListByName(req, s.event_bus.api_destinations, "ApiDestinations", [&](const control::ApiDestination& d) {
-        return connection->empty() || d.connection_arn == *connection ? DestinationJson(d, false) : json();
-      });
-    });
-  }
-  return Status(Code::kUnknownOperation, "Operation " + operation + " is not supported by this server");
+  });
+}
+
+OperationTable EventBridgeTable() {
+  using RK = ResourceKind;
+  const OperationAccess rule{.resource = RK::kEventRule, .field = "Name"};
+  const OperationAccess targets{.resource = RK::kEventRule, .field = "Rule"};
+  const OperationAccess connection{.resource = RK::kEventConnection, .field = "Name"};
+  const OperationAccess destination{.resource = RK::kEventApiDestination, .field = "Name"};
+  const std::vector<AuditMember> rule_audit = {{"Name", "AWS::Events::Rule"}};
+  const std::vector<AuditMember> targets_audit = {{"Rule", "AWS::Events::Rule"}};
+  const std::vector<AuditMember> connection_audit = {{"Name", "AWS::Events::Connection"}};
+  const std::vector<AuditMember> destination_audit = {{"Name", "AWS::Events::ApiDestination"}};
+  return OperationTable(Api::kEvents, "events", nullptr, {
+      {.name = "PutRule", .handle = CheckedAs<PutRule>, .access = rule, .audit = rule_audit,
+       .changes_deliveries = true},
+      {.name = "DescribeRule", .handle = Checked<DescribeRule>, .access = rule, .audit = rule_audit},
+      {.name = "ListRules", .handle = Checked<ListRules>,
+       .access = {.list_member = "Rules", .item_action = "events:DescribeRule", .item = RK::kEventRule,
+                  .item_arn = "Arn"}},
+      {.name = "EnableRule", .handle = Checked<EnableRule>, .access = rule, .audit = rule_audit,
+       .changes_deliveries = true},
+      {.name = "DisableRule", .handle = Checked<DisableRule>, .access = rule, .audit = rule_audit,
+       .changes_deliveries = true},
+      {.name = "DeleteRule", .handle = Checked<DeleteRule>, .access = rule, .audit = rule_audit,
+       .changes_deliveries = true},
+      {.name = "PutTargets", .handle = Checked<PutTargets>, .access = targets, .audit = targets_audit,
+       .changes_deliveries = true},
+      {.name = "RemoveTargets", .handle = Checked<RemoveTargets>, .access = targets, .audit = targets_audit,
+       .changes_deliveries = true},
+      {.name = "ListTargetsByRule", .handle = Checked<ListTargetsByRule>, .access = targets, .audit = targets_audit},
+      {.name = "CreateConnection", .handle = Checked<CreateConnection>, .access = connection,
+       .audit = connection_audit},
+      {.name = "DescribeConnection", .handle = Checked<DescribeConnection>, .access = connection,
+       .audit = connection_audit},
+      {.name = "ListConnections", .handle = Checked<ListConnections>,
+       .access = {.list_member = "Connections", .item_action = "events:DescribeConnection",
+                  .item = RK::kEventConnection, .item_arn = "ConnectionArn"}},
+      {.name = "DeleteConnection", .handle = Checked<DeleteConnection>, .access = connection,
+       .audit = connection_audit},
+      {.name = "CreateApiDestination", .handle = Checked<CreateApiDestination>, .access = destination,
+       .audit = destination_audit},
+      {.name = "DescribeApiDestination", .handle = Checked<DescribeApiDestination>, .access = destination,
+       .audit = destination_audit},
+      {.name = "ListApiDestinations", .handle = Checked<ListApiDestinations>,
+       .access = {.list_member = "ApiDestinations", .item_action = "events:DescribeApiDestination",
+                  .item = RK::kEventApiDestination, .item_arn = "ApiDestinationArn"}},
+      {.name = "DeleteApiDestination", .handle = Checked<DeleteApiDestination>, .access = destination,
+       .audit = destination_audit},
+      // Puts events on the default bus: acts on no one resource (events:source and
+      // events:detail-type condition delivery, not the call).
+      {.name = "PutEvents", .handle = CheckedAs<PutEvents>},
+  });
+}
+
+}  // namespace
+
+const OperationTable& EventBridgeOperations() {
+  static const OperationTable kTable = EventBridgeTable();
+  return kTable;
 }
 
 namespace {

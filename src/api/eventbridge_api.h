@@ -10,11 +10,9 @@
 
 namespace ty::api {
 
-// Validates its own fields (the EventBridge model is not embedded). `caller`: the ARN of the
-// principal making the call, the owner of a rule it creates and of the events it puts.
-Response HandleEventBridge(control::Controller& c, const std::string& operation, const nlohmann::json& req,
-                           const std::string& caller);
-bool EventBridgeImplements(const std::string& operation);
+// The operations are the rows of EventBridgeOperations() (api/operations.h); each validates its own
+// fields (the EventBridge model is not embedded) and records its caller as the owner of a rule it
+// creates and of the events it puts.
 // Every delivery there should be now: the configuration file's webhooks, then one per target of
 // each enabled rule (named "eventbridge/<rule>/<target id>/<generation>", its cursor's name).
 std::vector<WebhookConfig> EventBridgeDeliveries(control::Controller& c);

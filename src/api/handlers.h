@@ -1,5 +1,5 @@
-// Operation handlers: map validated wire requests onto controller calls and encode replies.
-// No business logic lives here.
+// trainyard's own operations' handlers (the rows of TrainyardOperations(), api/operations.h): map
+// validated wire requests onto controller calls and encode replies. No business logic lives here.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -14,21 +14,6 @@ class Controller;
 namespace ty::api {
 
 using Response = StatusOr<nlohmann::json>;
-
-// REQUIRES: `req` passed model validation for `operation`. `caller` is the ARN of the principal
-// that signed the request, recorded as the owner of the jobs it creates (trainyard:JobOwner).
-Response HandleBatch(control::Controller& c, const std::string& operation, const nlohmann::json& req,
-                     const std::string& caller = {});
-// The hyperparameter tuning operations (tuning_api.cpp), routed through HandleSageMaker.
-bool TuningImplements(const std::string& operation);
-Response HandleTuning(control::Controller& c, const std::string& operation, const nlohmann::json& req,
-                      const std::string& caller);
-Response HandleSageMaker(control::Controller& c, const std::string& operation, const nlohmann::json& req,
-                         const std::string& caller = {});
-
-// Users, access keys and managed policies (POST /trainyard/v1/admin/iam/<Operation>; iam_api.cpp).
-Response HandleIamAdmin(control::Controller& c, const std::string& operation, const nlohmann::json& req);
-bool IamAdminImplements(const std::string& operation);
 
 // trainyard's own read of a training job's log (POST /trainyard/v1/logs, signed as "sagemaker").
 Response HandleGetLogs(control::Controller& c, const nlohmann::json& req);
@@ -66,13 +51,5 @@ Response HandleQueueStandings(control::Controller& c, const nlohmann::json& req)
 // {"JobQueue", "StartTime"?, "EndTime"?}; in memory, [console] share_history_interval_seconds).
 Response HandleShareHistory(control::Controller& c, const nlohmann::json& req);
 
-// CloudWatch Logs (X-Amz-Target Logs_20140328.*, signed as "logs"): a subset over the training
-// jobs' instance logs (docs/logs.md). Validates its own fields (the Logs model is not embedded).
-Response HandleLogs(control::Controller& c, const std::string& operation, const nlohmann::json& req);
-bool LogsImplements(const std::string& operation);
-
-// Operations each handler implements (for routing and the coverage docs).
-bool BatchImplements(const std::string& operation);
-bool SageMakerImplements(const std::string& operation);
 
 }  // namespace ty::api

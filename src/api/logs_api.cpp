@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "api/handlers.h"
+#include "api/operations.h"
 #include "control/controller.h"
 #include "api/log_reader.h"
 #include "core/strings.h"
@@ -448,17 +448,30 @@ Response FilterLogEvents(Controller& c, const json& req) {
 
 }  // namespace
 
-bool LogsImplements(const std::string& operation) {
-  return operation == "DescribeLogGroups" || operation == "DescribeLogStreams" || operation == "GetLogEvents" ||
-         operation == "FilterLogEvents";
-}
-
-Response HandleLogs(Controller& c, const std::string& operation, const json& req) {
-  if (operation == "DescribeLogGroups") return DescribeLogGroups(c, req);
-  if (operation == "DescribeLogStreams") return DescribeLogStreams(c, req);
-  if (operation == "GetLogEvents") return GetLogEvents(c, req);
-  if (operation == "FilterLogEvents") return FilterLogEvents(c, req);
-  return Status(Code::kUnknownOperation, "Operation " + operation + " is not supported by this server");
+// The instance logs of training jobs and the attempt logs of container jobs: reads only. A stream
+// carries its job's tags and owner (authorize.cpp), so lists show the streams of jobs the caller
+// may describe.
+const OperationTable& LogsOperations() {
+  static const OperationTable kTable = [] {
+    using RK = ResourceKind;
+    const std::vector<AuditMember> group = {{"logGroupName", "AWS::Logs::LogGroup"}};
+    return OperationTable(Api::kLogs, "logs", nullptr, {
+        {.name = "DescribeLogGroups", .handle = Plain<DescribeLogGroups>},
+        {.name = "DescribeLogStreams", .handle = Plain<DescribeLogStreams>,
+         .access = {.resource = RK::kLogGroup, .field = "logGroupName", .list_member = "logStreams",
+                    .item_action = "logs:DescribeLogStreams", .item = RK::kLogStream, .item_name = "logStreamName"},
+         .audit = group},
+        {.name = "GetLogEvents", .handle = Plain<GetLogEvents>,
+         .access = {.resource = RK::kLogStream, .field = "logStreamName"},
+         .audit = {{"logGroupName", "AWS::Logs::LogGroup"}, {"logStreamName", "AWS::Logs::LogStream"}}},
+        {.name = "FilterLogEvents", .handle = Plain<FilterLogEvents>,
+         .access = {.resource = RK::kLogGroup, .field = "logGroupName", .list_member = "events",
+                    .item_action = "logs:FilterLogEvents", .item = RK::kLogStream, .item_name = "logStreamName",
+                    .also_list_member = "searchedLogStreams"},
+         .audit = group},
+    });
+  }();
+  return kTable;
 }
 
 }  // namespace ty::api

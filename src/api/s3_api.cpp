@@ -882,28 +882,41 @@ StatusOr<http::Response> ListMultipartUploads(Call& c) {
   return c.Xml(x.Done());
 }
 
-StatusOr<http::Response> Dispatch(Call& c) {
-  const std::string& op = c.operation;
-  if (op == "ListBuckets") return ListBuckets(c);
-  if (op == "CreateBucket") return CreateBucket(c);
-  if (op == "HeadBucket") return HeadBucket(c);
-  if (op == "DeleteBucket") return DeleteBucket(c);
-  if (op == "GetBucketLocation") return GetBucketLocation(c);
-  if (op == "ListObjectsV2") return ListObjects(c, /*v2=*/true);
-  if (op == "ListObjects") return ListObjects(c, /*v2=*/false);
-  if (op == "PutObject") return PutObject(c);
-  if (op == "GetObject") return GetObject(c, /*head=*/false);
-  if (op == "HeadObject") return GetObject(c, /*head=*/true);
-  if (op == "DeleteObject") return DeleteObject(c);
-  if (op == "DeleteObjects") return DeleteObjects(c);
-  if (op == "CopyObject") return CopyObject(c);
-  if (op == "CreateMultipartUpload") return CreateMultipartUpload(c);
-  if (op == "UploadPart") return UploadPart(c);
-  if (op == "ListParts") return ListParts(c);
-  if (op == "CompleteMultipartUpload") return CompleteMultipartUpload(c);
-  if (op == "AbortMultipartUpload") return AbortMultipartUpload(c);
-  if (op == "ListMultipartUploads") return ListMultipartUploads(c);
-  return S3Error("NotImplemented", op + " is not implemented by this server");
+// S3's operation table: an operation is served when it has a row. Each handler checks its own
+// s3: action (an operation may check two, or one per object it names) and writes its XML.
+struct S3Operation {
+  std::string_view name;
+  StatusOr<http::Response> (*serve)(Call& c);
+  // Recorded in the audit trail whatever its outcome; the others only when refused for the
+  // caller's credentials or permissions (object traffic would flood the trail).
+  bool always_audited = false;
+};
+constexpr S3Operation kS3Operations[] = {
+    {"ListBuckets", ListBuckets},
+    {"CreateBucket", CreateBucket, true},
+    {"HeadBucket", HeadBucket},
+    {"DeleteBucket", DeleteBucket, true},
+    {"GetBucketLocation", GetBucketLocation},
+    {"ListObjectsV2", [](Call& c) { return ListObjects(c, /*v2=*/true); }},
+    {"ListObjects", [](Call& c) { return ListObjects(c, /*v2=*/false); }},
+    {"PutObject", PutObject},
+    {"GetObject", [](Call& c) { return GetObject(c, /*head=*/false); }},
+    {"HeadObject", [](Call& c) { return GetObject(c, /*head=*/true); }},
+    {"DeleteObject", DeleteObject},
+    {"DeleteObjects", DeleteObjects},
+    {"CopyObject", CopyObject},
+    {"CreateMultipartUpload", CreateMultipartUpload},
+    {"UploadPart", UploadPart},
+    {"ListParts", ListParts},
+    {"CompleteMultipartUpload", CompleteMultipartUpload},
+    {"AbortMultipartUpload", AbortMultipartUpload},
+    {"ListMultipartUploads", ListMultipartUploads},
+};
+
+const S3Operation* FindS3Operation(std::string_view name) {
+  for (const S3Operation& row : kS3Operations)
+    if (row.name == name) return &row;
+  return nullptr;
 }
 
 }  // namespace
@@ -945,9 +958,9 @@ http::Response S3Endpoint::Handle(const http::Request& req) {
   StatusOr<std::string> operation = address.ok() ? OperationOf(req, *address) : StatusOr<std::string>(address.status());
   Call call(controller_, authz_, *store_, req, operation.ok() ? *operation : std::string("Unknown"));
   auto caller = authenticate_(req, &call.audit.record(), &call.verified);
+  const S3Operation* row = FindS3Operation(call.operation);
   auto finish = [&](const Status& outcome, http::Response res) {
-    const bool bucket_write = call.operation == "CreateBucket" || call.operation == "DeleteBucket";
-    if (bucket_write || IsDenied(ToWireError(Protocol::kS3RestXml, outcome).type)) call.audit.Finish(outcome);
+    if ((row && row->always_audited) || IsDenied(ToWireError(Protocol::kS3RestXml, outcome).type)) call.audit.Finish(outcome);
     return res;
   };
   if (!caller.ok()) return finish(caller.status(), ErrorResponse(req, caller.status(), call.audit.request_id()));
@@ -960,7 +973,8 @@ http::Response S3Endpoint::Handle(const http::Request& req) {
     call.audit.record().resources.push_back({"AWS::S3::Bucket", call.bucket()});
     if (call.address.has_key) call.audit.record().resources.push_back({"AWS::S3::Object", call.bucket() + "/" + call.key()});
   }
-  StatusOr<http::Response> out = Dispatch(call);
+  StatusOr<http::Response> out =
+      row ? row->serve(call) : StatusOr<http::Response>(S3Error("NotImplemented", call.operation + " is not implemented by this server"));
   if (!out.ok()) {
     if (objstore::S3Code(out.status()) == "InternalError" && out.status().code() == Code::kInternal)
       spdlog::error("s3 {}: {}", call.operation, out.status().message());

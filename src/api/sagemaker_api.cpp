@@ -9,7 +9,8 @@
 
 #include "api/decode.h"
 #include "api/encode.h"
-#include "api/handlers.h"
+#include "api/operations.h"
+#include "api/service_model.h"
 #include "control/controller.h"
 #include "core/strings.h"
 #include "core/training_spec_json.h"
@@ -199,59 +200,95 @@ Response ListTrainingJobs(Controller& c, const json& req) {
 
 json EncodeTrainingJobEventDetail(const TrainingJob& tj, EpochMs now) { return EncodeDescribe(tj, now, true); }
 
-bool SageMakerImplements(const std::string& op) {
-  static const std::set<std::string> kOps = {"CreateTrainingJob", "DescribeTrainingJob", "ListTrainingJobs",
-                                             "StopTrainingJob", "UpdateTrainingJob", "AddTags", "ListTags",
-                                             "DeleteTags"};
-  return kOps.count(op) > 0 || TuningImplements(op);
+namespace {
+
+Response CreateTrainingJob(const OperationCall& x) {
+  auto cmd = DecodeCreateTrainingJob(x.request, {x.controller.config(), x.controller.sandbox()});
+  if (!cmd.ok()) return cmd.status();
+  cmd->owner = x.caller;
+  auto tj = x.controller.CreateTrainingJob(*cmd);
+  if (!tj.ok()) return tj.status();
+  return json{{"TrainingJobArn", tj->arn}};
 }
 
-Response HandleSageMaker(Controller& c, const std::string& op, const json& req, const std::string& caller) {
-  if (TuningImplements(op)) return HandleTuning(c, op, req, caller);
-  if (op == "CreateTrainingJob") {
-    auto cmd = DecodeCreateTrainingJob(req, {c.config(), c.sandbox()});
-    if (!cmd.ok()) return cmd.status();
-    cmd->owner = caller;
-    auto tj = c.CreateTrainingJob(*cmd);
-    if (!tj.ok()) return tj.status();
-    return json{{"TrainingJobArn", tj->arn}};
-  }
-  if (op == "DescribeTrainingJob") {
-    std::string name = req.value("TrainingJobName", "");
-    const EpochMs now = c.Now();
-    return c.Read([&](const State& s) -> Response {
-      const TrainingJob* tj = s.FindTrainingJob(name);
-      if (!tj) return NotFound("Requested resource not found: training job " + name);
-      return EncodeDescribe(*tj, now);
-    });
-  }
-  if (op == "ListTrainingJobs") return ListTrainingJobs(c, req);
-  if (op == "UpdateTrainingJob") {
-    auto cmd = DecodeUpdateTrainingJob(req);
-    if (!cmd.ok()) return cmd.status();
-    auto tj = c.UpdateTrainingJob(*cmd);
-    if (!tj.ok()) return tj.status();
-    return json{{"TrainingJobArn", tj->arn}};
-  }
-  if (op == "AddTags") {
-    auto cmd = DecodeAddTags(req);
-    if (!cmd.ok()) return cmd.status();
-    TY_RETURN_IF_ERROR(c.TagResource(*cmd));
-    return json{{"Tags", EncodeTagList(cmd->tags)}};
-  }
-  if (op == "DeleteTags") {
-    auto cmd = DecodeDeleteTags(req);
-    if (!cmd.ok()) return cmd.status();
-    TY_RETURN_IF_ERROR(c.UntagResource(*cmd));
-    return json::object();
-  }
-  if (op == "ListTags") return ListTags(c, req);
-  if (op == "StopTrainingJob") {
-    Status st = c.StopTrainingJob(req.value("TrainingJobName", ""));
-    if (!st.ok()) return st;
-    return json::object();
-  }
-  return Status(Code::kUnknownOperation, "Operation " + op + " is not supported by this server");
+// The training job the request starts: the request itself.
+std::vector<TrainingDefinition> CreateTrainingJobDefinitions(const json& request, const json&) {
+  auto name = request.find("TrainingJobName");
+  return {{&request, name != request.end() && name->is_string() ? name->get<std::string>() : "", ""}};
+}
+
+Response DescribeTrainingJob(Controller& c, const json& req) {
+  std::string name = req.value("TrainingJobName", "");
+  const EpochMs now = c.Now();
+  return c.Read([&](const State& s) -> Response {
+    const TrainingJob* tj = s.FindTrainingJob(name);
+    if (!tj) return NotFound("Requested resource not found: training job " + name);
+    return EncodeDescribe(*tj, now);
+  });
+}
+
+Response UpdateTrainingJob(Controller& c, const json& req) {
+  auto cmd = DecodeUpdateTrainingJob(req);
+  if (!cmd.ok()) return cmd.status();
+  auto tj = c.UpdateTrainingJob(*cmd);
+  if (!tj.ok()) return tj.status();
+  return json{{"TrainingJobArn", tj->arn}};
+}
+
+Response AddTags(Controller& c, const json& req) {
+  auto cmd = DecodeAddTags(req);
+  if (!cmd.ok()) return cmd.status();
+  TY_RETURN_IF_ERROR(c.TagResource(*cmd));
+  return json{{"Tags", EncodeTagList(cmd->tags)}};
+}
+
+Response DeleteTags(Controller& c, const json& req) {
+  auto cmd = DecodeDeleteTags(req);
+  if (!cmd.ok()) return cmd.status();
+  TY_RETURN_IF_ERROR(c.UntagResource(*cmd));
+  return json::object();
+}
+
+Response StopTrainingJob(Controller& c, const json& req) {
+  TY_RETURN_IF_ERROR(c.StopTrainingJob(req.value("TrainingJobName", "")));
+  return json::object();
+}
+
+OperationTable SageMakerTable() {
+  using RK = ResourceKind;
+  const OperationAccess training_job{.resource = RK::kTrainingJob, .field = "TrainingJobName"};
+  const OperationAccess tagged{.resource = RK::kTaggedResource, .field = "ResourceArn"};
+  const std::vector<AuditMember> training_job_audit = {{"TrainingJobName", "AWS::SageMaker::TrainingJob"}};
+  const std::vector<AuditMember> tagged_audit = {{"ResourceArn", "ARN"}};
+  std::vector<Operation> rows = {
+      {.name = "CreateTrainingJob", .handle = CreateTrainingJob,
+       .access = {.resource = RK::kTrainingJob, .field = "TrainingJobName",
+                  // Team policies may bound a job's size.
+                  .request_keys = {{"trainyard:InstanceCount", "ResourceConfig.InstanceCount"}},
+                  .training_definitions = CreateTrainingJobDefinitions},
+       .audit = training_job_audit},
+      {.name = "DescribeTrainingJob", .handle = Plain<DescribeTrainingJob>, .access = training_job,
+       .audit = training_job_audit},
+      {.name = "ListTrainingJobs", .handle = Plain<ListTrainingJobs>,
+       .access = {.list_member = "TrainingJobSummaries", .item_action = "sagemaker:DescribeTrainingJob",
+                  .item = RK::kTrainingJob, .item_name = "TrainingJobName", .item_arn = "TrainingJobArn"}},
+      {.name = "UpdateTrainingJob", .handle = Plain<UpdateTrainingJob>, .access = training_job,
+       .audit = training_job_audit},
+      {.name = "StopTrainingJob", .handle = Plain<StopTrainingJob>, .access = training_job,
+       .audit = training_job_audit},
+      {.name = "AddTags", .handle = Plain<AddTags>, .access = tagged, .audit = tagged_audit},
+      {.name = "DeleteTags", .handle = Plain<DeleteTags>, .access = tagged, .audit = tagged_audit},
+      {.name = "ListTags", .handle = Plain<ListTags>, .access = tagged, .audit = tagged_audit},
+  };
+  for (Operation& row : TuningOperationRows()) rows.push_back(std::move(row));
+  return OperationTable(Api::kSageMaker, "sagemaker", &ServiceModel::SageMaker(), std::move(rows));
+}
+
+}  // namespace
+
+const OperationTable& SageMakerOperations() {
+  static const OperationTable kTable = SageMakerTable();
+  return kTable;
 }
 
 Response HandleAdvanceClock(Controller& c, const json& req) {

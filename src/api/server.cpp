@@ -1,4 +1,5 @@
 #include "api/server.h"
+#include "api/operations.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -77,22 +78,6 @@ int64_t MonotonicMs() {
       .count();
 }
 
-// trainyard's own operations: POST to the path, signed as "sagemaker" (docs/api-coverage.md). The
-// console calls them by name (ConsoleCall).
-constexpr std::pair<const char*, const char*> kOwnOperations[] = {
-    {"/trainyard/v1/logs", "GetLogs"},
-    {"/trainyard/v1/admin/advance-clock", "AdvanceClock"},
-    {"/trainyard/v1/admin/interrupt", "Interrupt"},
-    {"/trainyard/v1/metric-series", "MetricSeries"},
-    {"/trainyard/v1/system-metrics", "SystemMetrics"},
-    {"/trainyard/v1/costs", "CostReport"},
-    {"/trainyard/v1/what-if", "WhatIf"},
-    {"/trainyard/v1/admin/audit", "LookupAuditEvents"},
-    {"/trainyard/v1/admin/capacity", "DescribeCapacity"},
-    {"/trainyard/v1/queue-standings", "QueueStandings"},
-    {"/trainyard/v1/share-history", "ShareHistory"},
-};
-
 // Replies at least this large are followed by malloc_trim (see Route).
 constexpr size_t kTrimAfterReplyBytes = 256 * 1024;
 
@@ -103,9 +88,8 @@ constexpr const char* kEmbeddedJsonMembers[] = {"serviceRequestPayload", "EventP
 }  // namespace
 
 std::string OwnOperationPath(const std::string& operation) {
-  for (const auto& [path, op] : kOwnOperations)
-    if (operation == op) return path;
-  return "";
+  const Operation* row = TrainyardOperations().Find(operation);
+  return row ? std::string(row->path) : "";
 }
 
 struct ApiServer::Impl {
@@ -181,12 +165,10 @@ struct ApiServer::Impl {
   }
 
   http::Response Route(const http::Request& req);
-  // After an EventBridge call that changed rules or targets: the deliveries follow (before the
-  // reply, so what happens after it is delivered).
-  void SyncDeliveries(const std::string& operation) {
-    static const std::set<std::string> kChanging = {"PutRule", "EnableRule", "DisableRule", "DeleteRule",
-                                                    "PutTargets", "RemoveTargets"};
-    if (!webhooks || !kChanging.count(operation)) return;
+  // After an EventBridge call that changed rules or targets (Operation::changes_deliveries): the
+  // deliveries follow (before the reply, so what happens after it is delivered).
+  void SyncDeliveries() {
+    if (!webhooks) return;
     if (Status st = webhooks->Sync(EventBridgeDeliveries(controller)); !st.ok())
       spdlog::error("EventBridge deliveries not updated: {}", st.message());
   }
@@ -450,9 +432,10 @@ struct ApiServer::Impl {
   StatusOr<http::Response> Relay(const http::Request& req, const std::string& region, const std::string& url,
                                  const Principal& caller, http::Fields headers, const std::string& body,
                                  const std::string& who);
-  // Placement across regions (docs/regions.md, "Placement"): a SubmitServiceJob tagged
-  // trainyard:candidate-regions goes to the best of them; nullopt when it names none.
-  std::optional<http::Response> Place(const http::Request& req);
+  // Placement across regions (docs/regions.md, "Placement"): a request of a placeable Batch
+  // operation (Operation::placeable: SubmitServiceJob) tagged trainyard:candidate-regions goes to
+  // the best of them; nullopt when it names none.
+  std::optional<http::Response> Place(const http::Request& req, const std::string& operation);
   control::PeerSummary LocalSummary(const std::string& queue, const std::string& instance_type);
   control::PeerSummary AskPeer(const http::Request& req, const std::string& region, const std::string& url,
                                const Principal& caller, const std::string& queue, const std::string& instance_type);
@@ -505,22 +488,20 @@ struct ApiServer::Impl {
     return Reply(protocol, Status(Code::kUnknownOperation, what));
   }
 
+  // One operation of `table` (api/operations.h): an operation without a row is not served.
   // `authenticated`: the caller, when the request was authenticated before it was changed here
   // (placement adds a tag to a submit after checking its signature).
-  http::Response Handle(const http::Request& req, Protocol protocol, const std::string& service, const ServiceModel* model,
+  http::Response Handle(const http::Request& req, Protocol protocol, const OperationTable& table,
                         const std::string& operation, const Principal* authenticated = nullptr) {
     auto t0 = std::chrono::steady_clock::now();
-    const ServiceModel::Operation* op = model ? model->FindOperation(operation) : nullptr;
-    const bool aws_service = model || protocol == Protocol::kLogsJson || protocol == Protocol::kEventsJson;
-    if (aws_service) {
-      bool implemented = protocol == Protocol::kBatchRestJson  ? BatchImplements(operation)
-                         : protocol == Protocol::kLogsJson     ? LogsImplements(operation)
-                         : protocol == Protocol::kEventsJson   ? EventBridgeImplements(operation)
-                                                               : SageMakerImplements(operation);
-      if ((model && !op) || !implemented)
-        return UnknownOperation(protocol, "Operation " + operation + " is not supported by this server");
-    }
-    AuditedCall call(controller, req, protocol, aws_service ? service : "trainyard", operation);
+    const ServiceModel* model = table.model();
+    const Operation* row = table.Find(operation);
+    const ServiceModel::Operation* op = model && row ? model->FindOperation(operation) : nullptr;
+    if (!row || (model && !op))
+      return UnknownOperation(protocol, "Operation " + operation + " is not supported by this server");
+    const std::string service(row->signed_as.empty() ? table.signing_name() : row->signed_as);
+    const Api api = table.api();
+    AuditedCall call(controller, req, protocol, std::string(ActionPrefix(api)), operation);
     StatusOr<Principal> caller = authenticated ? StatusOr<Principal>(*authenticated) : Authenticate(req, service, &call.record());
     if (authenticated) {
       call.record().access_key_id = authenticated->access_key_id;
@@ -544,21 +525,6 @@ struct ApiServer::Impl {
       call.SetBody(named);
     }
     const CallContext context = ContextOf(req);
-    const Api api = protocol == Protocol::kBatchRestJson ? Api::kBatch
-                    : protocol == Protocol::kLogsJson   ? Api::kLogs
-                    : protocol == Protocol::kEventsJson ? Api::kEvents
-                    : model                             ? Api::kSageMaker
-                                                        : Api::kTrainyard;
-    // Who may do what (api/authorize.h): after validation, before anything is read or changed. A
-    // refusal's deciding statement goes into the audit record.
-    auto authorize = [&]() -> Status {
-      std::vector<AccessDecision> decisions;
-      Status allowed = authz.Check(*caller, context, api, operation, *body, caller->is_root() ? nullptr : &decisions);
-      if (!allowed.ok() && !decisions.empty() && !decisions.back().statement.empty())
-        call.record().deciding_statement = decisions.back().policy + "/" + decisions.back().statement;
-      return allowed;
-    };
-    Response out = Status(Code::kUnknownOperation, "");
     auto audit_scope = call.OfferToCommand();  // the handler's command stores the record with its change
     if (model) {
       Status valid = model->ValidateInput(*op, *body, protocol == Protocol::kBatchRestJson ? &bound : nullptr);
@@ -567,47 +533,24 @@ struct ApiServer::Impl {
         return Refused(call, protocol, valid);
       }
       body->update(bound);  // before authorization: a tag operation's resource is in its path
-      if (Status allowed = authorize(); !allowed.ok()) {
+    }
+    // The request it carries (SubmitServiceJob's payload), parsed once for authorization and the handler.
+    const json carried = ParseCarried(row, *body);
+    // Who may do what (api/authorize.h): after validation, before anything is read or changed. A
+    // refusal's deciding statement goes into the audit record.
+    {
+      std::vector<AccessDecision> decisions;
+      Status allowed = authz.Check(*caller, context, api, operation, *body, carried,
+                                   caller->is_root() ? nullptr : &decisions);
+      if (!allowed.ok()) {
+        if (!decisions.empty() && !decisions.back().statement.empty())
+          call.record().deciding_statement = decisions.back().policy + "/" + decisions.back().statement;
         audit_scope.reset();
         return Refused(call, protocol, allowed);
       }
-      out = protocol == Protocol::kBatchRestJson ? HandleBatch(controller, operation, *body, caller->arn)
-                                                  : HandleSageMaker(controller, operation, *body, caller->arn);
-    } else if (Status allowed = authorize(); !allowed.ok()) {
-      audit_scope.reset();
-      return Refused(call, protocol, allowed);
-    } else if (protocol == Protocol::kLogsJson) {
-      out = HandleLogs(controller, operation, *body);
-    } else if (protocol == Protocol::kEventsJson) {
-      out = HandleEventBridge(controller, operation, *body, caller->arn);
-      if (out.ok()) SyncDeliveries(operation);
-    } else if (IamAdminImplements(operation)) {
-      out = HandleIamAdmin(controller, operation, *body);
-    } else if (operation == "AdvanceClock") {
-      out = HandleAdvanceClock(controller, *body);
-    } else if (operation == "Interrupt") {
-      out = HandleInterrupt(controller, *body);
-    } else if (operation == "DescribeCapacity") {
-      out = HandleDescribeCapacity(controller, *body);
-    } else if (operation == "CostReport") {
-      out = HandleCostReport(controller, *body);
-    } else if (operation == "MetricSeries") {
-      out = HandleMetricSeries(controller, *body);
-    } else if (operation == "WhatIf") {
-      out = HandleWhatIf(controller, *body);
-    } else if (operation == "Events") {
-      out = HandleEvents(controller, *body);
-    } else if (operation == "SystemMetrics") {
-      out = HandleSystemMetrics(controller, *body);
-    } else if (operation == "QueueStandings") {
-      out = HandleQueueStandings(controller, *body);
-    } else if (operation == "ShareHistory") {
-      out = HandleShareHistory(controller, *body);
-    } else if (operation == "LookupAuditEvents") {
-      out = HandleLookupAuditEvents(controller, *body);
-    } else {
-      out = HandleGetLogs(controller, *body);
     }
+    Response out = row->handle({controller, *body, carried, caller->arn});
+    if (out.ok() && row->changes_deliveries) SyncDeliveries();
     audit_scope.reset();
     call.Finish(out.status());
     if (out.ok()) authz.FilterReply(*caller, context, api, operation, &*out);  // List calls: what the caller may see
@@ -917,7 +860,7 @@ control::PeerSummary ApiServer::Impl::AskPeer(const http::Request& req, const st
   return out;
 }
 
-std::optional<http::Response> ApiServer::Impl::Place(const http::Request& req) {
+std::optional<http::Response> ApiServer::Impl::Place(const http::Request& req, const std::string& operation) {
   static const std::string kCandidates = "trainyard:candidate-regions";
   const Config& config = controller.config();
   // Most submits name no candidates: they go the usual way unparsed, as does anything the usual
@@ -978,7 +921,7 @@ std::optional<http::Response> ApiServer::Impl::Place(const http::Request& req) {
       local.body = placed_body;
       // The signature covered the body as sent; the placement tag was added here, after it was
       // checked, so the local call is made for the caller already authenticated.
-      return Handle(local, Protocol::kBatchRestJson, "batch", &ServiceModel::Batch(), "SubmitServiceJob", &*caller);
+      return Handle(local, Protocol::kBatchRestJson, BatchOperations(), operation, &*caller);
     }
     http::Fields headers;
     for (const auto& [name, value] : req.headers)
@@ -1120,10 +1063,10 @@ http::Response ApiServer::Impl::ConsoleCall(const http::Request& req, const Prin
   inner.secure_transport = req.secure_transport;
   inner.headers = {{"Content-Type", "application/json"}, {"User-Agent", "trainyard-console"}};
   if (const std::string* host = req.Header("Host")) inner.headers.emplace_back("Host", *host);
-  auto run = [&](Protocol protocol, const std::string& service, const ServiceModel* model) {
+  auto run = [&](Protocol protocol, const OperationTable& table) {
     inner.body = input.dump();
     inner.target = inner.path;
-    http::Response res = Handle(inner, protocol, service, model, action, &caller);
+    http::Response res = Handle(inner, protocol, table, action, &caller);
     ConsoleHeaders(&res);
     return res;
   };
@@ -1146,21 +1089,15 @@ http::Response ApiServer::Impl::ConsoleCall(const http::Request& req, const Prin
     }
     inner.method = op->http_method;
     inner.path = path.substr(0, path.find('?'));
-    return run(Protocol::kBatchRestJson, "batch", &m);
+    return run(Protocol::kBatchRestJson, BatchOperations());
   }
-  if (api == "sagemaker") return run(Protocol::kSageMakerJson, "sagemaker", &ServiceModel::SageMaker());
-  if (api == "logs") return run(Protocol::kLogsJson, "logs", nullptr);
+  if (api == "sagemaker") return run(Protocol::kSageMakerJson, SageMakerOperations());
+  if (api == "logs") return run(Protocol::kLogsJson, LogsOperations());
   if (api == "trainyard") {
-    if (action == "Events") {
-      inner.path = "/trainyard/v1/events";
-      return run(Protocol::kSageMakerJson, "events", nullptr);
-    }
-    for (const auto& [path, op] : kOwnOperations)
-      if (action == op) {
-        inner.path = path;
-        return run(Protocol::kSageMakerJson, "sagemaker", nullptr);
-      }
-    return ConsoleError(400, "UnknownOperationException", "trainyard has no operation " + action);
+    const Operation* own = TrainyardOperations().Find(action);
+    if (!own) return ConsoleError(400, "UnknownOperationException", "trainyard has no operation " + action);
+    inner.path = std::string(own->path);
+    return run(Protocol::kSageMakerJson, TrainyardOperations());
   }
   return ConsoleError(400, "ValidationException", "api must be one of batch, sagemaker, logs, trainyard; not " + api);
 }
@@ -1260,7 +1197,7 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
   if ((req.method == "GET" || req.method == "DELETE") && path.rfind("/v1/", 0) == 0) {
     const ServiceModel& m = ServiceModel::Batch();
     if (const ServiceModel::Operation* op = m.FindByHttp(req.method, path))
-      return Handle(req, Protocol::kBatchRestJson, "batch", &m, op->name);
+      return Handle(req, Protocol::kBatchRestJson, BatchOperations(), op->name);
   }
   if (req.method == "POST") {
     // Batch: POST /v1/<operation>, routed by the model's requestUri.
@@ -1268,9 +1205,10 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
       const ServiceModel& m = ServiceModel::Batch();
       const ServiceModel::Operation* op = m.FindByHttp("POST", path);
       if (!op) return UnknownOperation(Protocol::kBatchRestJson, "No operation at POST " + path);
-      if (op->name == "SubmitServiceJob" && !IsPeerRequest(req) && !controller.config().regions.peers.empty())
-        if (auto placed = Place(req)) return std::move(*placed);
-      return Handle(req, Protocol::kBatchRestJson, "batch", &m, op->name);
+      const Operation* row = BatchOperations().Find(op->name);
+      if (row && row->placeable && !IsPeerRequest(req) && !controller.config().regions.peers.empty())
+        if (auto placed = Place(req, op->name)) return std::move(*placed);
+      return Handle(req, Protocol::kBatchRestJson, BatchOperations(), op->name);
     }
     // SageMaker: POST / with X-Amz-Target: SageMaker.<Operation>.
     if (path == "/") {
@@ -1279,10 +1217,10 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
       // CloudWatch Logs shares the JSON 1.1 shape; its operations are told apart by the prefix.
       static const std::string kLogsPrefix = "Logs_20140328.";
       if (target.rfind(kLogsPrefix, 0) == 0)
-        return Handle(req, Protocol::kLogsJson, "logs", nullptr, target.substr(kLogsPrefix.size()));
+        return Handle(req, Protocol::kLogsJson, LogsOperations(), target.substr(kLogsPrefix.size()));
       static const std::string kEventsPrefix = "AWSEvents.";  // EventBridge (api/eventbridge_api.h)
       if (target.rfind(kEventsPrefix, 0) == 0)
-        return Handle(req, Protocol::kEventsJson, "events", nullptr, target.substr(kEventsPrefix.size()));
+        return Handle(req, Protocol::kEventsJson, EventBridgeOperations(), target.substr(kEventsPrefix.size()));
       const ServiceModel& m = ServiceModel::SageMaker();
       std::string prefix = m.target_prefix() + ".";
       if (target.rfind(prefix, 0) != 0) {
@@ -1291,16 +1229,14 @@ http::Response ApiServer::Impl::Route(const http::Request& req) {
         return UnknownOperation(Protocol::kSageMakerJson,
                                 "X-Amz-Target must name a SageMaker operation, not '" + target + "'");
       }
-      return Handle(req, Protocol::kSageMakerJson, "sagemaker", &m, target.substr(prefix.size()));
+      return Handle(req, Protocol::kSageMakerJson, SageMakerOperations(), target.substr(prefix.size()));
     }
-    for (const auto& [p, op] : kOwnOperations)
-      if (path == p) return Handle(req, Protocol::kSageMakerJson, "sagemaker", nullptr, op);
+    for (const Operation& own : TrainyardOperations().rows())
+      if (path == own.path) return Handle(req, Protocol::kSageMakerJson, TrainyardOperations(), std::string(own.name));
     // Users, keys and policies (api/iam_api.cpp): /trainyard/v1/admin/iam/<Operation>.
     static const std::string kIamPrefix = "/trainyard/v1/admin/iam/";
-    if (path.rfind(kIamPrefix, 0) == 0 && IamAdminImplements(path.substr(kIamPrefix.size())))
-      return Handle(req, Protocol::kSageMakerJson, "sagemaker", nullptr, path.substr(kIamPrefix.size()));
-    // Events (docs/events.md): replay from a cursor, with long polling, signed as "events".
-    if (path == "/trainyard/v1/events") return Handle(req, Protocol::kSageMakerJson, "events", nullptr, "Events");
+    if (path.rfind(kIamPrefix, 0) == 0 && IamAdminOperations().Find(path.substr(kIamPrefix.size())))
+      return Handle(req, Protocol::kSageMakerJson, IamAdminOperations(), path.substr(kIamPrefix.size()));
   } else if (req.method == "GET") {
     if (path == "/trainyard/v1/events/stream") return Stream(req);
     if (path == "/trainyard/v1/credentials") return JobCredentials(req);

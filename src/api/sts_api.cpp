@@ -171,7 +171,41 @@ StatusOr<std::string> AssumeRole(control::Controller& controller, const Authoriz
          Element("PackedPolicySize", "0");
 }
 
+// What an STS action is given.
+struct StsCall {
+  control::Controller& controller;
+  const Authorizer& authz;
+  const Principal& caller;
+  const CallContext& ctx;
+  const Params& params;
+};
+
+// STS's operation table: an action is answered when it has a row. Each authorizes itself
+// (GetCallerIdentity needs no permission, as on AWS; AssumeRole checks sts:AssumeRole on the role,
+// then the role's trust policy) and its audit record names no resource.
+struct StsOperation {
+  std::string_view name;
+  StatusOr<std::string> (*serve)(const StsCall& x);
+};
+constexpr StsOperation kStsOperations[] = {
+    {"GetCallerIdentity",
+     [](const StsCall& x) { return GetCallerIdentity(x.caller, x.controller.config().account_id); }},
+    {"AssumeRole", [](const StsCall& x) { return AssumeRole(x.controller, x.authz, x.caller, x.ctx, x.params); }},
+};
+
+const StsOperation* FindStsOperation(std::string_view action) {
+  for (const StsOperation& row : kStsOperations)
+    if (row.name == action) return &row;
+  return nullptr;
+}
+
 }  // namespace
+
+std::vector<std::string_view> StsActions() {
+  std::vector<std::string_view> out;
+  for (const StsOperation& row : kStsOperations) out.push_back(row.name);
+  return out;
+}
 
 http::Response ServeSts(const http::Request& req, control::Controller& controller, const Authorizer& authz,
                         const StsAuthenticate& authenticate, const CallContext& ctx) {
@@ -180,8 +214,8 @@ http::Response ServeSts(const http::Request& req, control::Controller& controlle
   const Params params = ParamsOf(req);
   auto action_it = params.find("Action");
   const std::string action = action_it == params.end() ? "" : action_it->second;
-  const bool known = action == "GetCallerIdentity" || action == "AssumeRole";
-  AuditedCall call(controller, req, Protocol::kSageMakerJson, "sts", known ? action : "UnknownAction");
+  const StsOperation* row = FindStsOperation(action);
+  AuditedCall call(controller, req, Protocol::kSageMakerJson, "sts", row ? action : "UnknownAction");
   auto caller = authenticate(&call.record());
   if (!caller.ok()) {
     call.Finish(caller.status());
@@ -192,17 +226,17 @@ http::Response ServeSts(const http::Request& req, control::Controller& controlle
     if (k != "Action" && k != "Version") body[k] = v;
   call.SetBody(body);
   StatusOr<std::string> result = Status(Code::kUnknownOperation, "");
-  if (!known) {
+  if (!row) {
+    std::string served;
+    for (const StsOperation& op : kStsOperations) served += std::string(served.empty() ? "" : " and ") + std::string(op.name);
     result = Status(Code::kUnknownOperation, action.empty() ? "The request has no Action parameter"
                                                             : "Could not find operation " + action.substr(0, 100) +
-                                                                  " for version 2011-06-15 (this server answers "
-                                                                  "GetCallerIdentity and AssumeRole)");
+                                                                  " for version 2011-06-15 (this server answers " +
+                                                                  served + ")");
   } else if (auto v = params.find("Version"); v != params.end() && v->second != "2011-06-15") {
     result = InvalidArgument("Version must be 2011-06-15, not '" + v->second.substr(0, 40) + "'");
-  } else if (action == "GetCallerIdentity") {
-    result = GetCallerIdentity(*caller, controller.config().account_id);
   } else {
-    result = AssumeRole(controller, authz, *caller, ctx, params);
+    result = row->serve({controller, authz, *caller, ctx, params});
   }
   call.Finish(result.status());
   if (!result.ok()) return ErrorReply(result.status(), call.request_id());

@@ -5,6 +5,8 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "api/authorize.h"
 #include "core/status.h"
@@ -28,5 +30,7 @@ using StsAuthenticate = std::function<StatusOr<Principal>(AuditRecord* who)>;
 // session (control/role_sessions.h) that every API then accepts with the role's policies.
 http::Response ServeSts(const http::Request& req, control::Controller& controller, const Authorizer& authz,
                         const StsAuthenticate& authenticate, const CallContext& ctx);
+// The actions answered: the rows of STS's operation table, in its order.
+std::vector<std::string_view> StsActions();
 
 }  // namespace ty::api

@@ -4,11 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
-#include <set>
 
 #include "api/decode.h"
 #include "api/encode.h"
-#include "api/handlers.h"
+#include "api/operations.h"
 #include "control/controller.h"
 #include "core/strings.h"
 
@@ -248,46 +247,80 @@ json EncodeTuningJobEventDetail(const State& s, const TuningJob& tuning, EpochMs
   return EncodeDescribe(s, tuning, now, true);
 }
 
-bool TuningImplements(const std::string& op) {
-  static const std::set<std::string> kOps = {"CreateHyperParameterTuningJob", "DescribeHyperParameterTuningJob",
-                                             "ListHyperParameterTuningJobs", "ListTrainingJobsForHyperParameterTuningJob",
-                                             "StopHyperParameterTuningJob", "DeleteHyperParameterTuningJob"};
-  return kOps.count(op) > 0;
+namespace {
+
+Response CreateTuningJob(const OperationCall& x) {
+  // A seed for requests without RandomSeed, drawn here and stored with the job: its
+  // suggestions are then as reproducible after a restart as with one.
+  std::random_device rd;
+  const uint64_t seed = (static_cast<uint64_t>(rd()) << 31 ^ rd()) & 0x7fffffff;
+  auto cmd = DecodeCreateHyperParameterTuningJob(x.request, {x.controller.config(), x.controller.sandbox()}, seed);
+  if (!cmd.ok()) return cmd.status();
+  cmd->owner = x.caller;
+  auto tuning = x.controller.CreateTuningJob(*cmd);
+  if (!tuning.ok()) return tuning.status();
+  return json{{"HyperParameterTuningJobArn", tuning->arn}};
 }
 
-Response HandleTuning(Controller& c, const std::string& op, const json& req, const std::string& caller) {
-  if (op == "CreateHyperParameterTuningJob") {
-    // A seed for requests without RandomSeed, drawn here and stored with the job: its
-    // suggestions are then as reproducible after a restart as with one.
-    std::random_device rd;
-    const uint64_t seed = (static_cast<uint64_t>(rd()) << 31 ^ rd()) & 0x7fffffff;
-    auto cmd = DecodeCreateHyperParameterTuningJob(req, {c.config(), c.sandbox()}, seed);
-    if (!cmd.ok()) return cmd.status();
-    cmd->owner = caller;
-    auto tuning = c.CreateTuningJob(*cmd);
-    if (!tuning.ok()) return tuning.status();
-    return json{{"HyperParameterTuningJobArn", tuning->arn}};
-  }
-  if (op == "DescribeHyperParameterTuningJob") {
-    const std::string name = req.value("HyperParameterTuningJobName", "");
-    const EpochMs now = c.Now();
-    return c.Read([&](const State& s) -> Response {
-      const TuningJob* tuning = s.FindTuningJob(name);
-      if (!tuning) return NotFound("Requested resource not found: hyperparameter tuning job " + name);
-      return EncodeDescribe(s, *tuning, now);
-    });
-  }
-  if (op == "ListHyperParameterTuningJobs") return ListTuningJobs(c, req);
-  if (op == "ListTrainingJobsForHyperParameterTuningJob") return ListTrials(c, req);
-  if (op == "StopHyperParameterTuningJob") {
-    TY_RETURN_IF_ERROR(c.StopTuningJob(req.value("HyperParameterTuningJobName", "")));
-    return json::object();
-  }
-  if (op == "DeleteHyperParameterTuningJob") {
-    TY_RETURN_IF_ERROR(c.DeleteTuningJob(req.value("HyperParameterTuningJobName", "")));
-    return json::object();
-  }
-  return Status(Code::kUnknownOperation, "Operation " + op + " is not supported by this server");
+// The training jobs a tuning job starts: its definition (or each of its definitions), each trial
+// named after the tuning job.
+std::vector<TrainingDefinition> TuningDefinitions(const json& request, const json&) {
+  std::vector<TrainingDefinition> out;
+  auto name_it = request.find("HyperParameterTuningJobName");
+  const std::string name = name_it != request.end() && name_it->is_string() ? name_it->get<std::string>() : "";
+  if (auto d = request.find("TrainingJobDefinition"); d != request.end() && d->is_object())
+    out.push_back({&*d, name, "TrainingJobDefinition."});
+  if (auto ds = request.find("TrainingJobDefinitions"); ds != request.end() && ds->is_array())
+    for (size_t i = 0; i < ds->size(); ++i)
+      if ((*ds)[i].is_object()) out.push_back({&(*ds)[i], name, "TrainingJobDefinitions[" + std::to_string(i) + "]."});
+  return out;
+}
+
+Response DescribeTuningJob(Controller& c, const json& req) {
+  const std::string name = req.value("HyperParameterTuningJobName", "");
+  const EpochMs now = c.Now();
+  return c.Read([&](const State& s) -> Response {
+    const TuningJob* tuning = s.FindTuningJob(name);
+    if (!tuning) return NotFound("Requested resource not found: hyperparameter tuning job " + name);
+    return EncodeDescribe(s, *tuning, now);
+  });
+}
+
+Response StopTuningJob(Controller& c, const json& req) {
+  TY_RETURN_IF_ERROR(c.StopTuningJob(req.value("HyperParameterTuningJobName", "")));
+  return json::object();
+}
+
+Response DeleteTuningJob(Controller& c, const json& req) {
+  TY_RETURN_IF_ERROR(c.DeleteTuningJob(req.value("HyperParameterTuningJobName", "")));
+  return json::object();
+}
+
+}  // namespace
+
+std::vector<Operation> TuningOperationRows() {
+  using RK = ResourceKind;
+  const OperationAccess tuning_job{.resource = RK::kTuningJob, .field = "HyperParameterTuningJobName"};
+  const std::vector<AuditMember> tuning_audit = {
+      {"HyperParameterTuningJobName", "AWS::SageMaker::HyperParameterTuningJob"}};
+  return {
+      {.name = "CreateHyperParameterTuningJob", .handle = CreateTuningJob,
+       .access = {.resource = RK::kTuningJob, .field = "HyperParameterTuningJobName",
+                  .training_definitions = TuningDefinitions},
+       .audit = tuning_audit},
+      {.name = "DescribeHyperParameterTuningJob", .handle = Plain<DescribeTuningJob>, .access = tuning_job,
+       .audit = tuning_audit},
+      {.name = "ListHyperParameterTuningJobs", .handle = Plain<ListTuningJobs>,
+       .access = {.list_member = "HyperParameterTuningJobSummaries",
+                  .item_action = "sagemaker:DescribeHyperParameterTuningJob", .item = RK::kTuningJob,
+                  .item_name = "HyperParameterTuningJobName", .item_arn = "HyperParameterTuningJobArn"}},
+      {.name = "ListTrainingJobsForHyperParameterTuningJob", .handle = Plain<ListTrials>, .access = tuning_job,
+       .audit = tuning_audit},
+      {.name = "StopHyperParameterTuningJob", .handle = Plain<StopTuningJob>, .access = tuning_job,
+       .audit = tuning_audit},
+      {.name = "DeleteHyperParameterTuningJob", .handle = Plain<DeleteTuningJob>, .access = tuning_job,
+       .audit = tuning_audit},
+  };
 }
 
 }  // namespace ty::api

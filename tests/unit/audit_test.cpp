@@ -45,21 +45,25 @@ std::vector<std::pair<std::string, std::string>> Pairs(const std::vector<api::Au
   return out;
 }
 
-TEST(AuditRules, ResourcesAreWhatTheRequestNamesInMemberOrder) {
+TEST(AuditRules, ResourcesAreTheMembersTheOperationsRowNamesInRowOrder) {
   using P = std::vector<std::pair<std::string, std::string>>;
   EXPECT_EQ(Pairs(api::ResourcesOf("batch", "SubmitServiceJob",
                                    {{"jobName", "j"}, {"jobQueue", "q"}, {"serviceRequestPayload", "{}"}})),
             (P{{"AWS::Batch::JobQueue", "q"}, {"AWS::Batch::ServiceJob", "j"}}));
-  EXPECT_EQ(Pairs(api::ResourcesOf("batch", "TerminateServiceJobs", {{"jobIds", {"a", "b", 7}}})),
+  EXPECT_EQ(Pairs(api::ResourcesOf("batch", "TerminateServiceJobs", {{"jobs", {"a", "b", 7}}})),
             (P{{"AWS::Batch::ServiceJob", "a"}, {"AWS::Batch::ServiceJob", "b"}}));
   EXPECT_EQ(Pairs(api::ResourcesOf("sagemaker", "StopTrainingJob", {{"TrainingJobName", "t"}, {"jobQueue", "not-sagemaker's"}})),
             (P{{"AWS::SageMaker::TrainingJob", "t"}}));
   EXPECT_EQ(Pairs(api::ResourcesOf("batch", "TagResource", {{"resourceArn", "arn:aws:batch:r:1:job-queue/q"}})),
             (P{{"ARN", "arn:aws:batch:r:1:job-queue/q"}}));
+  // The same member names different resources in different operations: each row says which.
+  EXPECT_EQ(Pairs(api::ResourcesOf("batch", "CancelJob", {{"jobId", "c"}})), (P{{"AWS::Batch::Job", "c"}}));
+  EXPECT_EQ(Pairs(api::ResourcesOf("batch", "TerminateServiceJob", {{"jobId", "s"}})), (P{{"AWS::Batch::ServiceJob", "s"}}));
+  EXPECT_TRUE(api::ResourcesOf("batch", "NoSuchOperation", {{"jobQueue", "q"}}).empty());
   // A hostile request cannot make its record large: 20 resources of 512 characters at most.
   json many = json::array();
   for (int i = 0; i < 100; ++i) many.push_back(std::string(5000, 'x'));
-  auto capped = api::ResourcesOf("batch", "TerminateServiceJobs", {{"jobIds", many}});
+  auto capped = api::ResourcesOf("batch", "TerminateServiceJobs", {{"jobs", many}});
   ASSERT_EQ(capped.size(), 20u);
   EXPECT_EQ(capped[0].name.size(), 512u);
 }

@@ -11,8 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/authorize.h"
-#include "api/eventbridge_api.h"
-#include "api/handlers.h"
+#include "api/operations.h"
 #include "api/service_model.h"
 #include "control/controller.h"
 #include "core/strings.h"
@@ -25,73 +24,25 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// Every operation a handler table serves has an access rule: a new one without a rule fails here.
-TEST(OperationAccess, EveryBatchOperationServedHasAMapping) {
-  int served = 0;
-  for (const std::string& op : ServiceModel::Batch().OperationNames()) {
-    if (!BatchImplements(op)) continue;
-    ++served;
-    EXPECT_NE(FindOperationAccess(Api::kBatch, op), nullptr) << "batch:" << op << " has no access rule";
-  }
-  EXPECT_GE(served, 24);
-}
-
-TEST(OperationAccess, EverySageMakerOperationServedHasAMapping) {
-  int served = 0;
-  for (const std::string& op : ServiceModel::SageMaker().OperationNames()) {
-    if (!SageMakerImplements(op)) continue;
-    ++served;
-    EXPECT_NE(FindOperationAccess(Api::kSageMaker, op), nullptr) << "sagemaker:" << op << " has no access rule";
-  }
-  EXPECT_GE(served, 5);
-}
-
-TEST(OperationAccess, EveryLogsAndAdminOperationServedHasAMapping) {
-  // CloudWatch Logs' operations (its model is not embedded: the read side of the API by name).
-  for (const char* op : {"DescribeLogGroups", "DescribeLogStreams", "GetLogEvents", "FilterLogEvents", "GetLogRecord",
-                         "StartQuery", "GetQueryResults", "PutLogEvents", "CreateLogGroup", "DeleteLogGroup",
-                         "CreateLogStream", "DeleteLogStream", "TagLogGroup", "ListTagsLogGroup", "StartLiveTail"})
-    if (LogsImplements(op)) {
-      EXPECT_NE(FindOperationAccess(Api::kLogs, op), nullptr) << "logs:" << op;
-    }
-  for (const char* op : {"CreateUser", "DeleteUser", "ListUsers", "TagUser", "UntagUser", "CreateAccessKey",
-                         "ListAccessKeys", "DeleteAccessKey", "CreatePolicy", "GetPolicy", "ListPolicies",
-                         "DeletePolicy", "AttachUserPolicy", "DetachUserPolicy", "CreateRole", "GetRole",
-                         "DeleteRole", "ListRoles", "AttachRolePolicy", "DetachRolePolicy", "UpdateAssumeRolePolicy"}) {
-    EXPECT_TRUE(IamAdminImplements(op)) << op;
-    EXPECT_NE(FindOperationAccess(Api::kTrainyard, op), nullptr) << "trainyard:" << op;
-  }
-  // trainyard's own endpoints (server.cpp's kOwn table and the event endpoints).
-  for (const char* op : {"GetLogs", "AdvanceClock", "Interrupt", "MetricSeries", "SystemMetrics", "CostReport", "Events",
-                         "LookupAuditEvents", "WhatIf", "DescribeCapacity", "QueueStandings", "ShareHistory"})
-    EXPECT_NE(FindOperationAccess(Api::kTrainyard, op), nullptr) << "trainyard:" << op;
-}
-
-TEST(OperationAccess, EveryEventBridgeOperationServedHasAMapping) {
-  int served = 0;
-  for (const char* op : {"PutRule", "DescribeRule", "ListRules", "EnableRule", "DisableRule", "DeleteRule",
-                         "PutTargets", "RemoveTargets", "ListTargetsByRule", "CreateConnection", "DescribeConnection",
-                         "ListConnections", "DeleteConnection", "UpdateConnection", "CreateApiDestination",
-                         "DescribeApiDestination", "ListApiDestinations", "DeleteApiDestination", "PutEvents",
-                         "TestEventPattern", "CreateEventBus", "PutPermission", "TagResource"})
-    if (EventBridgeImplements(op)) {
-      ++served;
-      EXPECT_NE(FindOperationAccess(Api::kEvents, op), nullptr) << "events:" << op;
-    }
-  EXPECT_EQ(served, 18);
-  EXPECT_EQ(ActionPrefix(Api::kEvents), "events");
-}
-
+// The access column of every row is well formed (tests/unit/operations_test.cpp checks the rows
+// against the models and the docs).
 TEST(OperationAccess, ListCallsNameTheirItemsAndADescribeAction) {
-  for (const OperationAccess& a : AllOperationAccess()) {
-    EXPECT_EQ(a.list_member.empty(), a.item_action.empty()) << a.operation;
-    if (!a.item_action.empty()) {
-      EXPECT_NE(a.item_action.find(':'), std::string_view::npos) << a.operation;
+  for (const OperationTable* table : AllOperationTables())
+    for (const Operation& row : table->rows()) {
+      const OperationAccess& a = row.access;
+      EXPECT_EQ(a.list_member.empty(), a.item_action.empty()) << row.name;
+      EXPECT_EQ(a.list_member.empty(), a.item == ResourceKind::kNone) << row.name;
+      if (!a.item_action.empty()) {
+        EXPECT_NE(a.item_action.find(':'), std::string_view::npos) << row.name;
+        EXPECT_FALSE(a.item_name.empty() && a.item_arn.empty()) << row.name << ": its items name no resource";
+      }
+      if (a.resource != ResourceKind::kNone) {
+        EXPECT_FALSE(a.field.empty()) << row.name;
+      }
+      EXPECT_EQ(FindOperationAccess(table->api(), row.name), &a) << row.name;
     }
-    if (a.resource != ResourceKind::kNone) {
-      EXPECT_FALSE(a.field.empty()) << a.operation;
-    }
-  }
+  EXPECT_EQ(FindOperationAccess(Api::kBatch, "NoSuchOperation"), nullptr);
+  EXPECT_EQ(ActionPrefix(Api::kEvents), "events");
 }
 
 constexpr const char* kTeamPolicy = R"({"Version": "2012-10-17", "Statement": [
@@ -158,17 +109,17 @@ class AuthorizerTest : public testing::ControllerFixture {
                      .dump()}};
     Status allowed = authz().Check(As(user), ctx(), Api::kBatch, "SubmitServiceJob", req);
     if (!allowed.ok()) return "denied: " + allowed.message();
-    auto out = HandleBatch(*c_, "SubmitServiceJob", req, As(user).arn);
+    auto out = BatchOperations().Serve(*c_, "SubmitServiceJob", req, As(user).arn);
     EXPECT_TRUE(out.ok()) << out.status().message();
     return out.ok() ? (*out)["jobId"].get<std::string>() : "";
   }
   void MakeSharedQueue() {
-    ASSERT_TRUE(HandleBatch(*c_, "CreateSchedulingPolicy", {{"name", "fair"}, {"fairsharePolicy", json::object()}}).ok());
-    ASSERT_TRUE(HandleBatch(*c_, "CreateServiceEnvironment",
+    ASSERT_TRUE(BatchOperations().Serve(*c_, "CreateSchedulingPolicy", {{"name", "fair"}, {"fairsharePolicy", json::object()}}).ok());
+    ASSERT_TRUE(BatchOperations().Serve(*c_, "CreateServiceEnvironment",
                             {{"serviceEnvironmentName", "env"}, {"serviceEnvironmentType", "SAGEMAKER_TRAINING"},
                              {"capacityLimits", {{{"capacityUnit", "NUM_INSTANCES"}, {"maxCapacity", 4}}}}})
                     .ok());
-    ASSERT_TRUE(HandleBatch(*c_, "CreateJobQueue",
+    ASSERT_TRUE(BatchOperations().Serve(*c_, "CreateJobQueue",
                             {{"jobQueueName", "shared"}, {"jobQueueType", "SAGEMAKER_TRAINING"}, {"priority", 1},
                              {"schedulingPolicyArn", c_->Arn("batch", "scheduling-policy/fair")},
                              {"serviceEnvironmentOrder", {{{"order", 1}, {"serviceEnvironment", "env"}}}}})
@@ -214,6 +165,31 @@ TEST_F(AuthorizerTest, SubmitIsAllowedOnlyToTheCallersShare) {
             "denied: User: arn:aws:iam::000000000000:user/member-a is not authorized to perform: "
             "batch:SubmitServiceJob on resource: arn:aws:batch:us-east-1:000000000000:job-queue/shared because no "
             "identity-based policy allows the batch:SubmitServiceJob action");
+}
+
+// The request a submit carries is parsed once, by the request path (ParseCarried), and that parse
+// is what both authorization and the handler read: Check takes it, and never parses the text again.
+TEST_F(AuthorizerTest, ASubmitsPayloadIsAuthorizedAsTheRequestPathParsedIt) {
+  MakeSharedQueue();
+  ASSERT_TRUE(c_->CreatePolicy({"small-jobs", R"({"Version": "2012-10-17", "Statement": [
+    {"Sid": "AtMostFour", "Effect": "Deny", "Action": "batch:SubmitServiceJob", "Resource": "*",
+     "Condition": {"NumericGreaterThan": {"trainyard:InstanceCount": "4"}}}]})", ""}).ok());
+  ASSERT_TRUE(c_->AttachPolicy({"member-a", "small-jobs"}).ok());
+  const json req = {{"jobName", "j"}, {"jobQueue", "shared"}, {"serviceJobType", "SAGEMAKER_TRAINING"},
+                    {"shareIdentifier", "a"},
+                    {"serviceRequestPayload", json{{"ResourceConfig", {{"InstanceCount", 1}}}}.dump()}};
+  const Operation* submit = BatchOperations().Find("SubmitServiceJob");
+  ASSERT_NE(submit, nullptr);
+  const json parsed = ParseCarried(submit, req);
+  EXPECT_EQ(parsed, (json{{"ResourceConfig", {{"InstanceCount", 1}}}}));
+  EXPECT_TRUE(authz().Check(As("member-a"), ctx(), Api::kBatch, "SubmitServiceJob", req, parsed).ok());
+  // Handed another parse than the text's, Check reads the parse: trainyard:InstanceCount is 8.
+  const json eight = {{"ResourceConfig", {{"InstanceCount", 8}}}};
+  Status denied = authz().Check(As("member-a"), ctx(), Api::kBatch, "SubmitServiceJob", req, eight);
+  EXPECT_EQ(denied.code(), Code::kAccessDenied) << denied.message();
+  // A payload that is not a JSON object carries nothing (the handler refuses it, naming the member).
+  EXPECT_TRUE(ParseCarried(submit, {{"serviceRequestPayload", "[1]"}}).is_null());
+  EXPECT_TRUE(ParseCarried(BatchOperations().Find("SubmitJob"), req).is_null());
 }
 
 TEST_F(AuthorizerTest, JobsAreDescribedAndTerminatedByTheirTeamOnly) {
@@ -393,22 +369,24 @@ TEST_F(AuthorizerTest, EveryRoleNamingFieldOfAServedOperationNeedsPassRole) {
     for (const auto& steps : model.MemberPathsEndingWith(o->input_shape, "RoleArn"))
       cases.push_back({api, op, Joined(steps), At(steps, 0, role)});
   };
-  for (const std::string& op : ServiceModel::Batch().OperationNames())
-    if (BatchImplements(op)) add(Api::kBatch, op, ServiceModel::Batch());
-  for (const std::string& op : ServiceModel::SageMaker().OperationNames())
-    if (SageMakerImplements(op)) add(Api::kSageMaker, op, ServiceModel::SageMaker());
+  for (const Operation& row : BatchOperations().rows()) add(Api::kBatch, std::string(row.name), ServiceModel::Batch());
+  for (const Operation& row : SageMakerOperations().rows())
+    add(Api::kSageMaker, std::string(row.name), ServiceModel::SageMaker());
   // Requests carried inside others: each role member of the carried operation, inside its carrier.
   bool payload_carried = false;
-  for (const CarriedRequest& carried : CarriedRequests()) {
-    payload_carried = payload_carried || (carried.operation == "SubmitServiceJob" && carried.member == "serviceRequestPayload" &&
-                                          carried.carried_operation == "CreateTrainingJob");
-    const ServiceModel& model = carried.carried_api == Api::kBatch ? ServiceModel::Batch() : ServiceModel::SageMaker();
-    const ServiceModel::Operation* o = model.FindOperation(carried.carried_operation);
-    ASSERT_NE(o, nullptr) << carried.carried_operation;
-    for (const auto& steps : model.MemberPathsEndingWith(o->input_shape, "RoleArn"))
-      cases.push_back({carried.api, std::string(carried.operation), std::string(carried.member) + "." + Joined(steps),
-                       json{{std::string(carried.member), At(steps, 0, role).dump()}}});
-  }
+  for (const OperationTable* table : {&BatchOperations(), &SageMakerOperations()})
+    for (const Operation& row : table->rows()) {
+      const CarriedRequest& carried = row.access.carries;
+      if (carried.member.empty()) continue;
+      payload_carried = payload_carried || (row.name == "SubmitServiceJob" && carried.member == "serviceRequestPayload" &&
+                                            carried.operation == "CreateTrainingJob");
+      const ServiceModel& model = carried.api == Api::kBatch ? ServiceModel::Batch() : ServiceModel::SageMaker();
+      const ServiceModel::Operation* o = model.FindOperation(carried.operation);
+      ASSERT_NE(o, nullptr) << carried.operation;
+      for (const auto& steps : model.MemberPathsEndingWith(o->input_shape, "RoleArn"))
+        cases.push_back({table->api(), std::string(row.name), std::string(carried.member) + "." + Joined(steps),
+                         json{{std::string(carried.member), At(steps, 0, role).dump()}}});
+    }
   EXPECT_TRUE(payload_carried) << "SubmitServiceJob's serviceRequestPayload carries a CreateTrainingJob request";
 
   std::set<std::string> operations, fields;
@@ -447,7 +425,7 @@ TEST_F(AuthorizerTest, SubmitJobIsCheckedOnTheDefinitionAndItsRole) {
   json props = {{"image", "busybox"}, {"command", json::array({"true"})},
                 {"resourceRequirements", json::array({{{"type", "VCPU"}, {"value", "1"}}, {{"type", "MEMORY"}, {"value", "64"}}})},
                 {"jobRoleArn", "arn:aws:iam::000000000000:role/admin-role"}};
-  auto registered = HandleBatch(*c_, "RegisterJobDefinition",
+  auto registered = BatchOperations().Serve(*c_, "RegisterJobDefinition",
                                 {{"jobDefinitionName", "a-def"}, {"type", "container"}, {"containerProperties", props}});
   ASSERT_TRUE(registered.ok()) << registered.status().message();
   ASSERT_TRUE(c_->CreatePolicy({"own-queue-and-definitions", R"({"Version": "2012-10-17", "Statement": [
@@ -523,7 +501,7 @@ TEST_F(AuthorizerTest, AJobsRoleIsCheckedAgainOnItsOwnersCurrentPoliciesWhenItSt
   // j-a2 is accepted while a may pass R, and waits for capacity (j-a1 holds the only instance)
   // until a has lost iam:PassRole.
   auto capacity = [&](int n) {
-    ASSERT_TRUE(HandleBatch(*c_, "UpdateServiceEnvironment",
+    ASSERT_TRUE(BatchOperations().Serve(*c_, "UpdateServiceEnvironment",
                             {{"serviceEnvironment", "env"},
                              {"capacityLimits", {{{"capacityUnit", "NUM_INSTANCES"}, {"maxCapacity", n}}}}})
                     .ok());

@@ -12,6 +12,7 @@
 #include <string>
 #include <tuple>
 
+#include "api/operations.h"
 #include "api/handlers.h"
 #include "api/metrics.h"
 #include "control/controller.h"
@@ -54,7 +55,7 @@ class ConsoleDataTest : public testing::ControllerFixture {
     EXPECT_TRUE(r.ok()) << r.status().message();
     return r.ok() ? *r : json();
   }
-  json Batch(const std::string& op, const json& req) { return Ok(HandleBatch(*c_, op, req)); }
+  json Batch(const std::string& op, const json& req) { return Ok(BatchOperations().Serve(*c_, op, req)); }
   void Environment(int64_t instances, const std::string& unit) {
     Batch("CreateServiceEnvironment", {{"serviceEnvironmentName", "env"}, {"serviceEnvironmentType", "SAGEMAKER_TRAINING"},
                                        {"capacityLimits", {{{"capacityUnit", unit}, {"maxCapacity", instances}}}}});
@@ -277,13 +278,13 @@ TEST_F(ConsoleDataTest, TheTagFilterKeepsExactlyTheJobsCarryingEveryTag) {
   EXPECT_EQ(ids(tag_a, {{"jobStatus", "SUCCEEDED"}}), std::set<std::string>{});
 
   for (const char* bad : {"team", "=a", ""}) {
-    auto r = HandleBatch(*c_, "ListServiceJobs", {{"jobQueue", "q"}, {"filters", {{{"name", "trainyard:tag"}, {"values", {bad}}}}}});
+    auto r = BatchOperations().Serve(*c_, "ListServiceJobs", {{"jobQueue", "q"}, {"filters", {{{"name", "trainyard:tag"}, {"values", {bad}}}}}});
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
     EXPECT_NE(r.status().message().find("trainyard:tag"), std::string::npos) << r.status().message();
     EXPECT_NE(r.status().message().find("key=value"), std::string::npos) << r.status().message();
   }
-  auto twice = HandleBatch(*c_, "ListServiceJobs", {{"jobQueue", "q"}, {"filters", {tag_a[0], tag_a[0]}}});
+  auto twice = BatchOperations().Serve(*c_, "ListServiceJobs", {{"jobQueue", "q"}, {"filters", {tag_a[0], tag_a[0]}}});
   EXPECT_FALSE(twice.ok());
 }
 

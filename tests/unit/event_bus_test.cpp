@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/operations.h"
 #include "api/encode.h"
 #include "api/eventbridge_api.h"
 #include "control/controller.h"
@@ -28,12 +29,12 @@ class EventBusTest : public testing::ControllerFixture {
   std::string Root() const { return "arn:aws:iam::" + config_.account_id + ":root"; }
   json Call(const std::string& op, const json& req) { return CallAs(Root(), op, req); }
   json CallAs(const std::string& caller, const std::string& op, const json& req) {
-    auto out = HandleEventBridge(*c_, op, req, caller);
+    auto out = EventBridgeOperations().Serve(*c_, op, req, caller);
     EXPECT_TRUE(out.ok()) << op << ": " << out.status().message();
     return out.ok() ? *out : json();
   }
   Status Refusal(const std::string& op, const json& req) {
-    auto out = HandleEventBridge(*c_, op, req, Root());
+    auto out = EventBridgeOperations().Serve(*c_, op, req, Root());
     EXPECT_FALSE(out.ok()) << op << " was accepted: " << req.dump();
     return out.status();
   }
