@@ -82,7 +82,7 @@ bool LooksLikeKey(const std::string& s) {
 std::string ActionOf(const AuditRecord& r) { return r.service + ":" + r.operation; }
 
 bool IsReadOnly(const std::string& operation) {
-  static const char* kReadPrefixes[] = {"Describe", "List", "Get", "BatchGet", "Search", "Filter"};
+  static const char* kReadPrefixes[] = {"Describe", "List", "Get", "BatchGet", "Search", "Filter", "Test"};
   for (const char* p : kReadPrefixes)
     if (StartsWith(operation, p)) return true;
   static const char* kOwnReads[] = {"CostReport", "MetricSeries", "SystemMetrics", "Events", "StreamEvents",

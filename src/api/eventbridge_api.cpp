@@ -142,9 +142,10 @@ StatusOr<int64_t> RatePeriodMs(const std::string& expr) {
 }
 
 // Members whose string value is JSON text that is parsed, matched or rendered (an entry's Detail,
-// a rule's EventPattern, a target's Input and InputTemplate): each is held to [server]
-// max_json_depth, like the request body, before anything parses it, wherever it is in the request.
-constexpr const char* kJsonTextMembers[] = {"Detail", "EventPattern", "Input", "InputTemplate"};
+// a rule's EventPattern, a target's Input and InputTemplate, TestEventPattern's Event): each is
+// held to [server] max_json_depth, like the request body, before anything parses it, wherever it
+// is in the request.
+constexpr const char* kJsonTextMembers[] = {"Detail", "EventPattern", "Input", "InputTemplate", "Event"};
 
 // `req` is a parsed body, so its own depth is within the limit and so is this recursion.
 Status CheckEmbeddedJsonDepth(const json& req, const std::string& at, int limit) {
@@ -689,6 +690,26 @@ Response PutEvents(Controller& c, const json& req, const std::string& caller) {
   return json{{"FailedEntryCount", failed}, {"Entries", out}};
 }
 
+// Whether an event matches a pattern, as a rule with that pattern would decide it (nothing is
+// stored or delivered). The event must carry the members AWS requires of one.
+Response TestEventPattern(Controller& c, const json& req) {
+  EB_ASSIGN_OR_RETURN(std::string pattern_text, OptionalString(req, "EventPattern", 4096));
+  if (pattern_text.empty()) return InvalidArgument("EventPattern: is required");
+  json pattern = json::parse(pattern_text, nullptr, false);
+  if (pattern.is_discarded() || !pattern.is_object()) return InvalidArgument("EventPattern: is not a JSON object");
+  if (Status st = obs::CheckEventPattern(pattern); !st.ok()) return InvalidArgument("EventPattern: " + st.message());
+  EB_ASSIGN_OR_RETURN(std::string event_text, OptionalString(req, "Event", 256 * 1024));
+  if (event_text.empty()) return InvalidArgument("Event: is required");
+  json event = json::parse(event_text, nullptr, false);
+  if (event.is_discarded() || !event.is_object()) return InvalidArgument("Event: is not a JSON object");
+  for (const char* member : {"id", "account", "source", "time", "region", "resources", "detail-type"})
+    if (!event.contains(member))
+      return InvalidArgument(std::string("Event: the member ") + member + " is required (id, account, source, time, "
+                             "region, resources and detail-type)");
+  if (!event["resources"].is_array()) return InvalidArgument("Event: resources must be a list");
+  return json{{"Result", obs::MatchesEventPattern(pattern, event)}};
+}
+
 }  // namespace
 
 namespace {
@@ -776,6 +797,8 @@ OperationTable EventBridgeTable() {
       // Puts events on the default bus: acts on no one resource (events:source and
       // events:detail-type condition delivery, not the call).
       {.name = "PutEvents", .handle = CheckedAs<PutEvents>},
+      // Matches an event given in the request against a pattern: reads and changes nothing.
+      {.name = "TestEventPattern", .handle = Checked<TestEventPattern>},
   });
 }
 

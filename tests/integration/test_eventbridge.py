@@ -190,6 +190,44 @@ class EventBridgeTest(ServerTest):
                          ["NotAuthorizedForSourceException", "MalformedDetail", None])
         self.assertIn("EventId", put["Entries"][2])
 
+    def test_test_event_pattern_answers_as_a_rule_would_match(self):
+        # EventBridge's documented EC2 example event and patterns (content filtering).
+        event = {"id": "7bf73129-1428-4cd3-a780-95db273d1602", "detail-type": "EC2 Instance State-change Notification",
+                 "source": "aws.ec2", "account": "123456789012", "time": "2015-11-11T21:29:54Z", "region": "us-east-1",
+                 "resources": ["arn:aws:ec2:us-east-1:123456789012:instance/i-abcd1111"],
+                 "detail": {"instance-id": "i-abcd1111", "state": "pending", "c-count": 5, "d-count": 3,
+                            "Tags": [{"Key": "owner", "Value": "alice"}, {"Key": "team", "Value": "ml"}]}}
+        cases = [
+            ({"source": ["aws.ec2"], "detail": {"state": ["pending"]}}, True),
+            ({"source": ["aws.ec2"], "detail": {"state": ["running"]}}, False),
+            ({"time": [{"prefix": "2015-11-11"}]}, True),
+            ({"detail": {"instance-id": [{"suffix": "1111"}]}}, True),
+            ({"detail": {"state": [{"anything-but": "initializing"}]}}, True),
+            ({"detail": {"state": [{"anything-but": {"prefix": "pend"}}]}}, False),
+            ({"detail": {"c-count": [{"numeric": [">", 0, "<=", 5]}], "d-count": [{"numeric": ["<", 10]}]}}, True),
+            ({"detail": {"c-count": [{"numeric": [">", 5]}]}}, False),
+            ({"detail": {"state": [{"exists": True}], "missing": [{"exists": False}]}}, True),
+            ({"detail": {"state": [{"equals-ignore-case": "PENDING"}]}}, True),
+            ({"detail": {"instance-id": [{"wildcard": "i-*11"}]}}, True),
+            ({"source": ["aws.ec2"], "$or": [{"detail": {"c-count": [3]}}, {"detail": {"d-count": [3]}}]}, True),
+            ({"detail": {"Tags": {"Key": ["owner"], "Value": ["alice"]}}}, True),
+            ({"detail": {"Tags": {"Key": ["owner"], "Value": ["ml"]}}}, False),
+        ]
+        for pattern, expected in cases:
+            got = self.events.test_event_pattern(EventPattern=json.dumps(pattern), Event=json.dumps(event))
+            self.assertEqual(got["Result"], expected, pattern)
+        # Hostile: a bad pattern, an event without AWS's required members, one nested too deep.
+        refusals = [({"EventPattern": '{"detail": {"state": "pending"}}', "Event": json.dumps(event)},
+                     "InvalidEventPatternException"),
+                    ({"EventPattern": '{"source": ["aws.ec2"]}', "Event": json.dumps({"source": "aws.ec2"})},
+                     "ValidationException"),
+                    ({"EventPattern": '{"source": ["aws.ec2"]}', "Event": "[" * 10000 + "]" * 10000},
+                     "ValidationException")]
+        for request, code in refusals:
+            with self.assertRaises(botocore.exceptions.ClientError) as ctx:
+                self.events.test_event_pattern(**request)
+            self.assertEqual(error_code(ctx), code, request["Event"][:80])
+
     def test_an_input_transformer_shapes_the_body_the_destination_gets(self):
         dest = self.destination()
         self.events.put_rule(Name="chat", EventPattern=json.dumps({"source": ["test.chat"]}))
