@@ -131,8 +131,8 @@ struct ContainerStart {
 //
 // Next() proposes the next start and counts it as made (the environment's room and the share's
 // holding). Skip() takes the latest proposal back and passes over its candidate for the rest of
-// the pass. Within a pass room only shrinks, so a candidate that did not fit once is not looked at
-// again. Pure: the same snapshot and the same Skip() calls give the same proposals.
+// the pass. Within a pass room only shrinks (a Skip() gives back no more than its proposal took),
+// so a candidate that did not fit once is not looked at again. Pure: the same snapshot and the same Skip() calls give the same proposals.
 class ContainerPass {
  public:
   explicit ContainerPass(ContainerSnapshot snapshot);
