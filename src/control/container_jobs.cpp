@@ -12,6 +12,7 @@
 #include "control/controller.h"
 #include "control/turn.h"
 #include "core/strings.h"
+#include "sched/containers.h"
 #include "exec/image/reference.h"
 
 namespace ty::control {
@@ -21,8 +22,8 @@ namespace {
 constexpr const char* kTimeoutReason = "Job attempt duration exceeded timeout";
 constexpr const char* kExitedReason = "Essential container in task exited";
 constexpr const char* kDependencyFailed = "Dependent Job failed";
-// How many entries of one share a pass looks at past ones that cannot start now (a child that
-// waits for its predecessor, a job too big for the free room): bounds a pass however deep the queue.
+// How many entries of one share a pass's snapshot holds past those that fit nowhere now (a job
+// too big for the free room): with the free vCPUs, bounds a pass however deep the queue.
 constexpr int kScanPerShare = 64;
 
 // The executor's name for attempt `n` (1-based) of `id` (a child's ':' is not a file-name character here).
@@ -54,6 +55,27 @@ std::string SubstituteRefs(const std::string& arg, const std::map<std::string, s
     out += arg[i++];
   }
   return out;
+}
+
+State::ContainerUse SizeOf(const ContainerJob& j) { return {j.vcpus, j.memory_mib, j.gpus}; }
+
+// Brings a share's decayed usage up to `now` (what it held since `at` counts in).
+void DecayContainerUsage(State::ContainerShareUse& u, int64_t decay_seconds, EpochMs now) {
+  if (u.at != 0 && now > u.at) u.usage = sched::DecayedContainerUsage(u.usage, u.held, now - u.at, decay_seconds);
+  u.at = std::max(u.at, now);
+}
+
+// An attempt of `j` starts (sign +1) or ends (-1) at `now`: its share's usage is brought up to
+// then, so that the integral counts what was held until the change.
+void HoldForShare(State& s, const ContainerJob& j, EpochMs now, int sign) {
+  int64_t decay_seconds = 0;
+  if (auto q = s.queues.find(j.queue); q != s.queues.end())
+    if (const SchedulingPolicy* p = Controller::FindPolicy(s, q->second.scheduling_policy_arn); p && p->fairshare)
+      decay_seconds = p->fairshare->share_decay_seconds;
+  State::ContainerShareUse& u = s.container_share_use[j.queue][j.share_identifier];
+  DecayContainerUsage(u, decay_seconds, now);
+  if (sign > 0) u.held += SizeOf(j);
+  else u.held -= SizeOf(j);
 }
 
 }  // namespace
@@ -364,66 +386,93 @@ ContainerJob* Controller::NextChild(Turn& t, ContainerJob& parent) {
 
 void Controller::ScheduleContainerJobs(Turn& t) {
   if (state_.container_runnable.empty() || disk_low_) return;
-  // Queues in priority order (higher first), then creation order.
-  std::vector<const JobQueue*> queues;
-  for (const auto& [name, shares] : state_.container_runnable)
-    if (auto q = state_.queues.find(name); q != state_.queues.end() && q->second.state == ResourceState::kEnabled)
-      queues.push_back(&q->second);
-  std::sort(queues.begin(), queues.end(), [](const JobQueue* a, const JobQueue* b) {
-    return a->priority != b->priority ? a->priority > b->priority : a->seq < b->seq;
-  });
-  for (const JobQueue* q : queues) {
-    const SchedulingPolicy* policy = FindPolicy(state_, q->scheduling_policy_arn);
-    std::set<std::string> exhausted;
-    while (true) {
-      auto qr = state_.container_runnable.find(q->name);
-      if (qr == state_.container_runnable.end()) break;
-      // The share with the least use for its weight (a lower weightFactor gets more), then by name.
-      const std::string* pick = nullptr;
-      double pick_use = 0;
-      for (const auto& [share, entries] : qr->second) {
-        if (exhausted.count(share)) continue;
-        const double weight = policy && policy->fairshare ? ShareWeight(policy->fairshare->share_distribution, share) : 1.0;
-        const double use = static_cast<double>(state_.container_active_by_share[q->name][share]) * weight;
-        if (!pick || use < pick_use) {
-          pick = &share;
-          pick_use = use;
-        }
-      }
-      if (!pick) break;
-      const std::string share = *pick;
-      bool started = false;
-      int looked = 0;
-      auto& entries = qr->second.at(share);
-      for (auto it = entries.begin(); it != entries.end() && looked < kScanPerShare; ++looked) {
-        ContainerJob& entry = state_.container_jobs.at(it->second);
-        ++it;  // `entry` may leave the index below
-        // Where it fits: the first ENABLED compute environment of the queue with room.
-        State* st = &state_;  // (a lambda does not carry the locks this function holds)
-        auto room_for = [&](const ContainerJob& j) -> std::string {
-          for (const auto& o : q->compute_environment_order) {
-            const ComputeEnvironment& ce = st->compute_environments.at(o.compute_environment);
-            if (ce.state != ResourceState::kEnabled) continue;
-            const State::ContainerUse& use = st->compute_in_use[ce.name];
-            if (use.vcpus + j.vcpus <= ce.vcpus && use.memory_mib + j.memory_mib <= ce.memory_mib && use.gpus + j.gpus <= ce.gpus)
-              return ce.name;
-          }
-          return "";
-        };
-        if (room_for(entry).empty()) continue;
-        ContainerJob* job = entry.array_size > 0 ? NextChild(t, entry) : &entry;
-        if (!job) {
-          // Children that failed on a dependency may have ended the parent and emptied the share.
-          auto again = state_.container_runnable.find(q->name);
-          if (again == state_.container_runnable.end() || !again->second.count(share)) break;
-          continue;
-        }
-        StartContainerAttempt(t, *job, room_for(*job));
-        started = true;
-        break;
-      }
-      if (!started) exhausted.insert(share);
+  // The snapshot: every compute environment, and each enabled queue with work waiting, its
+  // shares' holdings and decayed usage, and the front of each share's runnable index.
+  sched::ContainerSnapshot snap;
+  std::map<std::string, int> env_index;
+  for (const auto& [name, ce] : state_.compute_environments) {
+    env_index[name] = static_cast<int>(snap.environments.size());
+    auto use = state_.compute_in_use.find(name);
+    snap.environments.push_back({name, ce.state == ResourceState::kEnabled, {ce.vcpus, ce.memory_mib, ce.gpus},
+                                 use == state_.compute_in_use.end() ? State::ContainerUse{} : use->second});
+  }
+  for (const auto& [name, shares] : state_.container_runnable) {
+    auto found = state_.queues.find(name);
+    if (found == state_.queues.end() || found->second.state != ResourceState::kEnabled) continue;
+    const JobQueue& q = found->second;
+    const SchedulingPolicy* policy = FindPolicy(state_, q.scheduling_policy_arn);
+    const FairSharePolicy* fair = policy && policy->fairshare ? &*policy->fairshare : nullptr;
+    sched::ContainerQueue& sq = snap.queues.emplace_back();
+    sq.name = q.name;
+    sq.priority = q.priority;
+    sq.seq = q.seq;
+    sq.fair_share = fair != nullptr;
+    sq.decay_seconds = fair ? fair->share_decay_seconds : 0;
+    sq.compute_reservation = fair ? static_cast<int>(fair->compute_reservation) : 0;
+    int64_t free_vcpus = 0;
+    for (const auto& o : q.compute_environment_order) {
+      auto e = env_index.find(o.compute_environment);
+      if (e == env_index.end()) continue;
+      sq.environments.push_back(e->second);
+      const sched::ComputeEnvironmentState& env = snap.environments[static_cast<size_t>(e->second)];
+      if (env.enabled) free_vcpus += std::max<int64_t>(0, env.capacity.vcpus - env.in_use.vcpus);
     }
+    // Every share with work waiting or attempts running: the latter count for computeReservation.
+    auto& uses = state_.container_share_use[q.name];
+    for (const auto& [share, entries] : shares) uses[share];
+    for (auto it = uses.begin(); it != uses.end();) {
+      State::ContainerShareUse& u = it->second;
+      DecayContainerUsage(u, sq.decay_seconds, t.now);
+      const auto waiting = shares.find(it->first);
+      // A share with nothing held, nothing waiting and its usage decayed away is forgotten.
+      if (waiting == shares.end() && u.held == State::ContainerUse{} && u.usage.vcpu_seconds < 1e-3 &&
+          u.usage.memory_mib_seconds < 1e-3 && u.usage.gpu_seconds < 1e-3) {
+        it = uses.erase(it);
+        continue;
+      }
+      sched::ContainerShare& sh = sq.shares.emplace_back();
+      sh.identifier = it->first;
+      sh.weight_factor = fair ? ShareWeight(fair->share_distribution, it->first) : 1.0;
+      sh.usage = u.usage;
+      sh.held = u.held;
+      if (waiting != shares.end()) {
+        // The front of the share: entries until those that fit now could fill the queue's free
+        // vCPUs (each start takes at least one; an array parent counts once, as its next child
+        // may not be makeable), plus at most kScanPerShare that fit nowhere now, so a pass costs
+        // what it can start, however deep the queue.
+        int64_t fitting_vcpus = 0;
+        int looked_past = 0;
+        for (const auto& [priority, seq] : waiting->second) {
+          if (fitting_vcpus >= free_vcpus || looked_past >= kScanPerShare) break;
+          const ContainerJob& j = state_.container_jobs.at(seq);
+          const sched::ContainerCandidate c{seq, SizeOf(j),
+                                            j.array_size > 0 ? j.array_size - j.next_index : 1};
+          bool fits = false;
+          for (int e : sq.environments) {
+            const sched::ComputeEnvironmentState& env = snap.environments[static_cast<size_t>(e)];
+            State::ContainerUse room = env.capacity;
+            room -= env.in_use;
+            fits = fits || (env.enabled && c.size.FitsIn(room));
+          }
+          if (fits) fitting_vcpus += c.size.vcpus;
+          else ++looked_past;
+          sh.runnable.push_back(c);
+        }
+      }
+      ++it;
+    }
+  }
+  // The starts: an array parent's proposal makes its next child, which may not be makeable now
+  // (it waits for its predecessor, or fails on a dependency): then the pass passes over it.
+  sched::ContainerPass pass(std::move(snap));
+  while (auto s = pass.Next()) {
+    ContainerJob& entry = state_.container_jobs.at(s->seq);
+    ContainerJob* job = entry.array_size > 0 ? NextChild(t, entry) : &entry;
+    if (!job) {
+      pass.Skip();
+      continue;
+    }
+    StartContainerAttempt(t, *job, pass.snapshot().environments[static_cast<size_t>(s->environment)].name);
   }
 }
 
@@ -431,10 +480,8 @@ void Controller::StartContainerAttempt(Turn& t, ContainerJob& j, const std::stri
   if (j.status == JobStatus::kRunnable) UnindexContainer(j);
   j.compute_environment = environment;
   State::ContainerUse& use = state_.compute_in_use[environment];
-  use.vcpus += j.vcpus;
-  use.memory_mib += j.memory_mib;
-  use.gpus += j.gpus;
-  ++state_.container_active_by_share[j.queue][j.share_identifier];
+  use += SizeOf(j);
+  HoldForShare(state_, j, t.now, +1);
   j.stop_reason.clear();
   ContainerAttempt a;
   const std::string attempt_id = AttemptIdOf(j.id, j.attempts.size() + 1);
@@ -527,10 +574,8 @@ bool Controller::ApplyContainerEvent(Turn& t, const exec::AttemptEvent& e) {
   role_sessions_.Revoke(e.attempt_id);
   state_.container_attempts.erase(found);
   State::ContainerUse& use = state_.compute_in_use[j.compute_environment];
-  use.vcpus -= j.vcpus;
-  use.memory_mib -= j.memory_mib;
-  use.gpus -= j.gpus;
-  --state_.container_active_by_share[j.queue][j.share_identifier];
+  use -= SizeOf(j);
+  HoldForShare(state_, j, t.now, -1);
   a.stopped_at = e.at;
   const bool ran = e.phase == exec::Phase::kExited && !e.stopped && !e.max_runtime_exceeded;
   a.has_exit_code = e.phase == exec::Phase::kExited && !e.stopped;
@@ -669,10 +714,8 @@ void Controller::ReadoptContainerAttempts() {
         const std::string attempt_id = AttemptIdOf(j.id, j.attempts.size());
         state_.container_attempts[attempt_id] = seq;
         State::ContainerUse& use = state_.compute_in_use[j.compute_environment];
-        use.vcpus += j.vcpus;
-        use.memory_mib += j.memory_mib;
-        use.gpus += j.gpus;
-        ++state_.container_active_by_share[j.queue][j.share_identifier];
+        use += SizeOf(j);
+        HoldForShare(state_, j, now, +1);
         const std::string role = RoleNameOf(j.job_role_arn, config_.account_id);
         if (!j.credentials_token.empty() && state_.principals.roles.count(role)) {
           role_sessions_.Mint(attempt_id, role, config_.account_id, now);

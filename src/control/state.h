@@ -21,6 +21,7 @@
 #include "core/config.h"
 #include "core/model.h"
 #include "exec/executor.h"
+#include "sched/containers.h"
 
 namespace ty::control {
 
@@ -90,9 +91,7 @@ struct State {
   std::map<std::string, std::map<int, JobDefinition>> job_definitions;
   // Batch container jobs (compute_environments.cpp, container_jobs.cpp; docs/batch-jobs.md).
   std::map<std::string, ComputeEnvironment> compute_environments;  // by name
-  struct ContainerUse {
-    int64_t vcpus = 0, memory_mib = 0, gpus = 0;
-  };
+  using ContainerUse = sched::ContainerResources;
   std::map<std::string, ContainerUse> compute_in_use;  // compute environment -> held by running attempts
   std::map<uint64_t, ContainerJob> container_jobs;     // by seq: jobs, array parents and made children
   std::unordered_map<std::string, uint64_t> container_seq_by_id;  // "<id>" and "<parent id>:<index>"
@@ -105,7 +104,16 @@ struct State {
   // job id -> seqs of the jobs whose dependsOn names it and that still wait.
   std::unordered_map<std::string, std::vector<uint64_t>> container_dependents;
   std::unordered_map<std::string, uint64_t> container_attempts;  // running attempt id -> seq
-  std::map<std::string, std::map<std::string, int64_t>> container_active_by_share;  // queue -> share -> attempts
+  // queue -> share ("" FIFO) -> what its attempts hold and its usage decayed as of `at`: the
+  // dominant-share order of ScheduleContainerJobs (sched/containers.h). Changed as attempts start
+  // and end and decayed at each pass, from the turn's time. In memory, as service shares' usage
+  // (share_usage): after a restart the running attempts are counted again and usage starts at 0.
+  struct ContainerShareUse {
+    ContainerUse held;
+    sched::ContainerUsage usage;
+    EpochMs at = 0;
+  };
+  std::map<std::string, std::map<std::string, ContainerShareUse>> container_share_use;
   // Array parent seq -> its made children by index, and their count per status (the children not
   // made yet are counted from the parent: ArrayStatusSummary).
   std::unordered_map<uint64_t, std::map<int64_t, uint64_t>> array_children;

@@ -40,13 +40,15 @@ std::vector<std::string> Split(const std::string& w, char sep) {
 }
 
 // A header line `KEY = "VALUE"` of one of the scenario's own keys (runners, instance_types,
-// queues), which are not cluster-file keys: the value's words, or false for any other line.
+// queues, compute_environment), which are not cluster-file keys: the value's words, or false for any other line.
 bool ScenarioKey(const std::string& line, std::string* key, std::vector<std::string>* words) {
   const std::string body = line.substr(0, line.find('#'));
   const size_t eq = body.find('=');
   if (eq == std::string::npos) return false;
   std::istringstream ks(body.substr(0, eq));
-  if (!(ks >> *key) || (*key != "runners" && *key != "instance_types" && *key != "queues")) return false;
+  if (!(ks >> *key) || (*key != "runners" && *key != "instance_types" && *key != "queues" &&
+                           *key != "compute_environment"))
+    return false;
   std::string value = body.substr(eq + 1);
   std::replace(value.begin(), value.end(), '"', ' ');
   std::istringstream vs(value);
@@ -97,6 +99,24 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& sou
               return bad("instance_types takes TYPE=COUNT pairs (got '" + v + "')");
             sc.instance_types.emplace_back(v.substr(0, eq), count);
           }
+        } else if (key == "compute_environment") {
+          sched::ContainerResources ce{0, 0, 0};
+          for (const auto& v : values) {
+            const size_t eq = v.find('=');
+            int64_t n = 0;
+            const std::string name = v.substr(0, eq == std::string::npos ? v.size() : eq);
+            if (eq == std::string::npos || !ParseInt(v.substr(eq + 1), &n) ||
+                (name != "vcpus" && name != "memory" && name != "gpus"))
+              return bad("compute_environment takes vcpus=N, memory=MIB and gpus=N (got '" + v + "')");
+            (name == "vcpus" ? ce.vcpus : name == "memory" ? ce.memory_mib : ce.gpus) = n;
+          }
+          if (ce.vcpus < 1) return bad("compute_environment needs vcpus=N (at least 1)");
+          if (ce.memory_mib == 0) ce.memory_mib = ce.vcpus * 4096;  // as CreateComputeEnvironment's default
+          sc.compute_environment = ce;
+          // The cluster file's required `gpus` (what a service scenario's GPUs are) is written in
+          // from here, on this line: a container scenario does not give it.
+          header += "gpus = " + std::to_string(std::max<int64_t>(1, ce.gpus)) + "\n";
+          continue;
         } else {
           for (const auto& v : values) {
             const size_t eq = v.find('=');
@@ -129,6 +149,9 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& sou
   sc.cluster = std::move(cluster).value();
   if (sc.sim && (!sc.instance_types.empty() || !sc.queues.empty()))
     return InvalidArgument(source + ": instance_types and queues are the controller's: the file needs runners = \"controller\"");
+  if (sc.compute_environment && (sc.cluster.policy == Policy::kQuota || !sc.instance_types.empty() || !sc.queues.empty()))
+    return InvalidArgument(source + ": a container scenario (compute_environment) has one FIFO or fair_share queue: "
+                           "no quota policy, instance_types or queues");
   if (sc.controller && (sc.cluster.checkpoint_interval_s > 0 || sc.cluster.restart_cost_s > 0 || sc.cluster.min_runtime_s > 0))
     return InvalidArgument(source + ": checkpoint_interval_s, restart_cost_s and min_runtime_s are the simulator's model: "
                            "the file needs runners = \"sim\"");
@@ -160,6 +183,12 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& sou
         int64_t v = 0;
         if (key == "team" && !val.empty()) {
           j.team = val;
+        } else if (key == "gpus" && sc.compute_environment && ParseInt(val, &v)) {
+          sj.container.gpus = v;
+        } else if (key == "vcpus" && sc.compute_environment && ParseInt(val, &v) && v >= 1) {
+          sj.container.vcpus = v;
+        } else if (key == "memory" && sc.compute_environment && ParseInt(val, &v) && v >= 4) {
+          sj.container.memory_mib = v;
         } else if (key == "gpus" && ParseInt(val, &v) && v >= 1) {
           j.gpus = v;
         } else if (key == "duration" && ParseInt(val, &v) && v >= 1) {
@@ -185,11 +214,17 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& sou
         } else {
           return bad("bad '" + w[k] +
                      "': submit takes team=NAME, gpus=N (>= 1), duration=S (>= 1, required), priority=P (0..9999), "
-                     "and for the controller queue=NAME, type=T, ladder=T1,T2, keep_alive=S, role=NAME");
+                     "and for the controller queue=NAME, type=T, ladder=T1,T2, keep_alive=S, role=NAME; "
+                     "a container scenario's jobs take vcpus=N (>= 1), memory=MIB (>= 4) and gpus=N");
         }
       }
       if (!has_duration) return bad(w[2] + " " + j.id + " needs duration=S");
       if (job_index.count(j.id)) return bad("job " + j.id + " is submitted twice");
+      if (sc.compute_environment && controller_only)
+        return bad("train and the options queue, type, ladder, keep_alive and role are the service jobs': a container "
+                   "scenario has none");
+      if (sc.compute_environment && !sj.container.FitsIn(*sc.compute_environment))
+        return bad("job " + j.id + " fits nowhere in the compute environment (SubmitJob refuses it)");
       if (controller_only && sc.sim)
         return bad("train and the options queue, type, ladder, keep_alive and role are the controller's: the file needs "
                    "runners = \"controller\"");
@@ -198,6 +233,8 @@ StatusOr<Scenario> ParseScenario(const std::string& text, const std::string& sou
     } else if (w[2] == "expect") {
       if (w.size() < 5) return bad("expect needs what (start, preempt, wait, run, end, held, warm, cold) and at least one job");
       Expect e{ln, t, w[3], {}, {}};
+      if (sc.compute_environment && e.what != "start" && e.what != "wait" && e.what != "run" && e.what != "end")
+        return bad("expect " + e.what + ": a container scenario expects start, wait, run or end");
       if (e.what == "held") {
         for (size_t k = 4; k < w.size(); ++k) {
           const size_t eq = w[k].find('=');
@@ -252,7 +289,10 @@ StatusOr<ScenarioOutcome> RunScenario(const std::string& text, const std::string
   }
 
   // The simulator wants the trace in submit order; the lines are in time order already.
-  const Result r = Simulate(cluster_spec, trace);
+  std::vector<sched::ContainerResources> sizes;
+  for (const ScenarioJob& j : sc->jobs) sizes.push_back(j.container);
+  const Result r = sc->compute_environment ? SimulateContainers(cluster_spec, *sc->compute_environment, trace, sizes)
+                                           : Simulate(cluster_spec, trace);
   ScenarioOutcome out;
   std::vector<std::vector<Decision>> by_job(trace.size());
   for (const Decision& d : r.decisions) {

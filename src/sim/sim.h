@@ -8,11 +8,13 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/status.h"
+#include "sched/containers.h"
 
 namespace ty::sim {
 
@@ -153,6 +155,13 @@ struct Result {
 
 Result Simulate(const ClusterSpec& cluster, const std::vector<TraceJob>& trace);
 
+// Container jobs (a scenario with a compute environment): one queue, FIFO or fair share by
+// dominant share (sched::ContainerPass), on one compute environment of `capacity`; `sizes` gives
+// each trace job's vCPUs, memory and GPUs (its `gpus` is not read). Passes run after each batch of
+// events, as for service jobs; the result has decisions and per-job results (no timeline).
+Result SimulateContainers(const ClusterSpec& cluster, const sched::ContainerResources& capacity,
+                          const std::vector<TraceJob>& trace, const std::vector<sched::ContainerResources>& sizes);
+
 // The spans [start, end) of trace time during which each trace job held its GPUs (one per
 // attempt), per job in trace order, read from `result.decisions`.
 std::vector<std::vector<std::pair<int64_t, int64_t>>> HeldSpans(const Result& result);
@@ -178,6 +187,9 @@ StatusOr<ScenarioOutcome> RunScenario(const std::string& text, const std::string
 struct ScenarioJob {
   int line = 0;
   TraceJob job;
+  // A container scenario's job (Scenario::compute_environment): vcpus=N, memory=MiB, gpus=N
+  // (1 vCPU, 2048 MiB and no GPU unless given, as a job definition without them).
+  sched::ContainerResources container{1, 2048, 0};
   bool training = false;      // controller: `train` (CreateTrainingJob), not `submit`
   std::string queue;          // controller: queue=NAME ("" the only queue)
   std::string instance_type;  // controller: type=T ("" the catalogue's first type)
@@ -205,6 +217,9 @@ struct Scenario {
   // queues = "NAME=POLICY[:PRIORITY] ..." (default: one queue "q" of `policy`).
   std::vector<std::pair<std::string, int64_t>> instance_types;
   std::vector<ScenarioQueue> queues;
+  // compute_environment = "vcpus=N memory=MiB gpus=N": a container-job scenario (Batch SubmitJob):
+  // one queue "q" of `policy` (fifo or fair_share) on one compute environment of this capacity.
+  std::optional<sched::ContainerResources> compute_environment;
   std::vector<ScenarioJob> jobs;  // in file order (time order)
   std::vector<ScenarioExpect> expects;
 };

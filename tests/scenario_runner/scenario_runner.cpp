@@ -105,6 +105,7 @@ class Runner {
     auto c = Controller::Open(config_, clock_, std::move(ports));
     if (!c.ok()) return c.status();
     c_ = std::move(c).value();
+    if (sc_.compute_environment) return OpenContainers(*sc_.compute_environment);
 
     std::vector<sim::ScenarioQueue> queues = sc_.queues;
     if (queues.empty()) queues.push_back({"q", sc_.cluster.policy, 1});
@@ -123,12 +124,7 @@ class Runner {
       if (q.policy != Policy::kFifo) {
         json policy = {{"name", "policy-" + q.name}};
         if (q.policy == Policy::kFairShare) {
-          json dist = json::array();
-          for (const auto& [name, share] : sc_.cluster.shares)
-            dist.push_back({{"shareIdentifier", name}, {"weightFactor", share.weight_factor}});
-          policy["fairsharePolicy"] = {{"shareDecaySeconds", sc_.cluster.decay_seconds > 0 ? sc_.cluster.decay_seconds : 600},
-                                       {"computeReservation", sc_.cluster.compute_reservation},
-                                       {"shareDistribution", dist}};
+          policy["fairsharePolicy"] = FairSharePolicy();
         } else {
           policy["quotaSharePolicy"] = {{"idleResourceAssignmentStrategy", "FIFO"}};
         }
@@ -158,6 +154,66 @@ class Runner {
       }
     }
     default_queue_ = queues.front().name;
+    return Status::Ok();
+  }
+
+  // The fairsharePolicy of the scenario's shares.
+  json FairSharePolicy() const {
+    json dist = json::array();
+    for (const auto& [name, share] : sc_.cluster.shares)
+      dist.push_back({{"shareIdentifier", name}, {"weightFactor", share.weight_factor}});
+    return {{"shareDecaySeconds", sc_.cluster.decay_seconds > 0 ? sc_.cluster.decay_seconds : 600},
+            {"computeReservation", sc_.cluster.compute_reservation},
+            {"shareDistribution", dist}};
+  }
+
+  // A container scenario: compute environment "ce" of the given capacity, queue "q" (FIFO or fair
+  // share) on it, and job definition "d" whose jobs run `true` with the host's binaries.
+  Status OpenContainers(const sched::ContainerResources& capacity) {
+    json tags = {{"trainyard:memoryMiB", std::to_string(capacity.memory_mib)}, {"trainyard:gpus", std::to_string(capacity.gpus)}};
+    if (Status st = Call(api::DecodeCreateComputeEnvironment({{"computeEnvironmentName", "ce"}, {"type", "MANAGED"},
+                                                              {"computeResources", {{"maxvCpus", capacity.vcpus}}}, {"tags", tags}}),
+                         [&](auto& cmd) { return c_->CreateComputeEnvironment(cmd).status(); });
+        !st.ok())
+      return st;
+    json queue = {{"jobQueueName", "q"}, {"priority", 1}, {"computeEnvironmentOrder", {{{"order", 1}, {"computeEnvironment", "ce"}}}}};
+    if (sc_.cluster.policy == Policy::kFairShare) {
+      if (Status st = Call(api::DecodeCreateSchedulingPolicy({{"name", "policy-q"}, {"fairsharePolicy", FairSharePolicy()}}),
+                           [&](auto& cmd) { return c_->CreateSchedulingPolicy(cmd).status(); });
+          !st.ok())
+        return st;
+      queue["schedulingPolicyArn"] = c_->Arn("batch", "scheduling-policy/policy-q");
+    }
+    if (Status st = Call(api::DecodeCreateJobQueue(queue), [&](auto& cmd) { return c_->CreateJobQueue(cmd).status(); }); !st.ok())
+      return st;
+    json props = {{"image", "local/scenario"}, {"command", {"true"}},
+                  {"resourceRequirements", {{{"type", "VCPU"}, {"value", "1"}}, {{"type", "MEMORY"}, {"value", "2048"}}}}};
+    if (Status st = Call(api::DecodeRegisterJobDefinition({{"jobDefinitionName", "d"}, {"type", "container"}, {"containerProperties", props}}),
+                         [&](auto& cmd) { return c_->RegisterJobDefinition(cmd).status(); });
+        !st.ok())
+      return st;
+    queue_policy_["q"] = sc_.cluster.policy;
+    default_queue_ = "q";
+    return Status::Ok();
+  }
+
+  Status SubmitContainer(const ScenarioJob& j, const std::string& where) {
+    json resources = {{{"type", "VCPU"}, {"value", std::to_string(j.container.vcpus)}},
+                      {{"type", "MEMORY"}, {"value", std::to_string(j.container.memory_mib)}}};
+    if (j.container.gpus > 0) resources.push_back({{"type", "GPU"}, {"value", std::to_string(j.container.gpus)}});
+    json req = {{"jobName", j.job.id}, {"jobQueue", "q"}, {"jobDefinition", "d"},
+                {"containerOverrides", {{"resourceRequirements", resources}}}};
+    if (sc_.cluster.policy == Policy::kFairShare) {
+      const sim::TeamSpec team = sc_.cluster.TeamOf(j.job.team);
+      req["shareIdentifier"] = team.share.empty() ? j.job.team : team.share;
+      req["schedulingPriorityOverride"] = j.job.priority >= 0 ? j.job.priority : team.priority;
+    }
+    auto cmd = api::DecodeSubmitJob(req);
+    if (!cmd.ok()) return InvalidArgument(where + cmd.status().message());
+    auto job = c_->SubmitJob(*cmd);
+    if (!job.ok()) return InvalidArgument(where + job.status().message());
+    id_of_[j.job.id] = job->id;
+    container_name_of_[job->id] = j.job.id;
     return Status::Ok();
   }
 
@@ -197,6 +253,7 @@ class Runner {
     duration_[j.job.id] = j.job.duration_s;
     team_[j.job.id] = j.job.team;
     gpus_[j.job.id] = j.job.gpus;
+    if (sc_.compute_environment) return SubmitContainer(j, where);
     const api::HostFacts host{c_->config(), c_->sandbox()};
     if (j.training) {
       json req = Payload(j);
@@ -278,6 +335,9 @@ class Runner {
 
   // The scenario job an attempt belongs to: a training job's own name, or its service job's.
   std::string JobOfAttempt(const std::string& attempt) {
+    // A container job's attempt: "batch-<job id>-<attempt number>".
+    if (auto dash = attempt.rfind('-'); sc_.compute_environment && attempt.rfind("batch-", 0) == 0 && dash > 6)
+      if (auto it = container_name_of_.find(attempt.substr(6, dash - 6)); it != container_name_of_.end()) return it->second;
     return c_->Read([&](const State& s) -> std::string {
       const TrainingJob* tj = s.FindTrainingJob(attempt);
       if (tj == nullptr || tj->service_job_id.empty()) return attempt;
@@ -294,9 +354,11 @@ class Runner {
         if (tj == nullptr) return "missing";
         return tj->training_end_time > 0 ? "ended" : tj->launched ? "running" : "waiting";
       });
+    const bool container = sc_.compute_environment.has_value();
     return c_->Read([&](const State& s) -> std::string {
-      const auto* js = s.FindJob(id_of_.at(name));
-      switch (js->job.status) {
+      const ContainerJob* cj = container ? s.FindContainerJob(id_of_.at(name)) : nullptr;
+      const auto* js = container ? nullptr : s.FindJob(id_of_.at(name));
+      switch (container ? cj->status : js->job.status) {
         case JobStatus::kScheduled:
         case JobStatus::kStarting:
         case JobStatus::kRunning: return "running";
@@ -362,7 +424,8 @@ class Runner {
   std::unique_ptr<Controller> c_;
   std::string default_type_, default_queue_;
   std::map<std::string, Policy> queue_policy_;
-  std::map<std::string, std::string> id_of_;  // scenario job -> service job id
+  std::map<std::string, std::string> id_of_;  // scenario job -> service (or container) job id
+  std::map<std::string, std::string> container_name_of_;  // container job id -> scenario job
   std::set<std::string> training_;            // scenario jobs created with CreateTrainingJob
   std::map<std::string, int64_t> duration_, gpus_;
   std::map<std::string, std::string> team_;

@@ -115,5 +115,27 @@ TEST_F(ContainerJobsTest, AChildStartedAfterItsOwnerLostPassRoleFails) {
   EXPECT_NE(reason.find("iam:PassRole on resource: arn:aws:iam::000000000000:role/R"), std::string::npos) << reason;
 }
 
+// The pass proposes the array again after its first child; the next child waits for it
+// (SEQUENTIAL), so the controller skips the array and the job behind it gets the room.
+TEST_F(ContainerJobsTest, AChildThatWaitsForItsPredecessorLetsTheJobBehindStart) {
+  SetUpQueue(4);
+  auto array = api::DecodeSubmitJob({{"jobName", "seq"}, {"jobQueue", "jq"}, {"jobDefinition", "d"},
+                                     {"arrayProperties", {{"size", 3}}}, {"dependsOn", {{{"type", "SEQUENTIAL"}}}}});
+  ASSERT_TRUE(array.ok()) << array.status().message();
+  auto parent = c_->SubmitJob(*array);
+  ASSERT_TRUE(parent.ok()) << parent.status().message();
+  auto single = api::DecodeSubmitJob({{"jobName", "one"}, {"jobQueue", "jq"}, {"jobDefinition", "d"}});
+  ASSERT_TRUE(single.ok()) << single.status().message();
+  auto behind = c_->SubmitJob(*single);
+  ASSERT_TRUE(behind.ok()) << behind.status().message();
+  c_->Step();
+  ASSERT_EQ(exec_->started().size(), 2u);
+  EXPECT_EQ(Summary(parent->id), (std::map<JobStatus, int64_t>{{JobStatus::kStarting, 1}, {JobStatus::kRunnable, 2}}));
+  EXPECT_EQ(c_->Read([&](const State& s) { return s.FindContainerJob(behind->id)->status; }), JobStatus::kStarting);
+  c_->Step();  // nothing has ended: still one child, and no child made for nothing
+  EXPECT_EQ(exec_->started().size(), 2u);
+  EXPECT_EQ(Records(), 3u);
+}
+
 }  // namespace
 }  // namespace ty::control

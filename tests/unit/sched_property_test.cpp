@@ -14,6 +14,11 @@
 //      every preemption pays off (CheckPreemptionsPayOff).
 //   4. determinism: same input, same decisions; the order of input lists does not matter.
 //   5. fair share: two saturating shares with weights 1 and 3 converge to a 3:1 split (5%).
+//   6. container jobs (ContainerPass): every pass, with random Skip()s, never over-commits an
+//      environment or its computeReservation, starts a candidate at most `count` times and leaves
+//      no candidate that fits (work conservation); it does not depend on the order the snapshot
+//      lists queues and shares in; and two saturating shares of 1- and 8-vCPU jobs on equal
+//      weights hold equal vCPU-time (5%), so the small jobs get about 8 times the starts.
 // SchedPropertyCheckers shows that the checkers catch decisions broken on purpose; the
 // *CounterExample tests are the smallest workloads found that break properties 2, 3 and 5.
 #include <gtest/gtest.h>
@@ -34,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "sched/containers.h"
 #include "sched/quota.h"
 #include "sched/sched.h"
 
@@ -1630,6 +1636,271 @@ TEST(FairShareCounterExample, SixInstancesMinuteJobsDefaultDecay) {
     EXPECT_TRUE(p.Ok()) << p.Str();
     EXPECT_NEAR(ratio, 3.0, 0.15) << "jobs of " << runtime_s << " s";
   }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Property 6: container jobs (dominant-share fair share over vCPU, memory and GPU)
+// ------------------------------------------------------------------------------------------------
+
+// 1-3 compute environments (some disabled, some partly in use; GPUs or none), 1-3 queues of
+// random priority (ties included) over random environment lists, FIFO or fair share (weights,
+// decayed usage, holdings, computeReservation); jobs of 1-16 vCPUs, some too big for everything
+// free, some array parents standing for several children.
+ContainerSnapshot RandomContainerSnapshot(Rng& rng) {
+  ContainerSnapshot s;
+  const int envs = static_cast<int>(Uni(rng, 1, 3));
+  for (int e = 0; e < envs; ++e) {
+    ComputeEnvironmentState env;
+    env.name = "ce" + std::to_string(e);
+    env.enabled = !Coin(rng, 0.15);
+    env.capacity = {Uni(rng, 4, 64), Uni(rng, 8, 256) * 1024, Coin(rng, 0.4) ? Uni(rng, 1, 8) : 0};
+    if (Coin(rng, 0.5))
+      env.in_use = {Uni(rng, 0, env.capacity.vcpus), Uni(rng, 0, env.capacity.memory_mib), Uni(rng, 0, env.capacity.gpus)};
+    s.environments.push_back(env);
+  }
+  std::vector<uint64_t> seqs = SeqPool(rng, 400);
+  size_t next_seq = 0;
+  const int queues = static_cast<int>(Uni(rng, 1, 3));
+  for (int qi = 0; qi < queues; ++qi) {
+    ContainerQueue q;
+    q.name = "q" + std::to_string(qi);
+    q.priority = static_cast<int>(Uni(rng, 0, 2));
+    q.seq = static_cast<uint64_t>(qi + 1);
+    q.enabled = !Coin(rng, 0.1);
+    for (int e = 0; e < envs; ++e)
+      if (Coin(rng, 0.7) || (q.environments.empty() && e == envs - 1)) q.environments.push_back(e);
+    std::shuffle(q.environments.begin(), q.environments.end(), rng);
+    q.fair_share = Coin(rng, 0.7);
+    q.decay_seconds = Pick(rng, std::vector<int64_t>{0, 60, 3600});
+    q.compute_reservation = q.fair_share && Coin(rng, 0.3) ? static_cast<int>(Uni(rng, 1, 99)) : 0;
+    const int shares = q.fair_share ? static_cast<int>(Uni(rng, 1, 4)) : 1;
+    for (int k = 0; k < shares; ++k) {
+      ContainerShare sh;
+      sh.identifier = q.fair_share ? "s" + std::to_string(k) : "";
+      sh.weight_factor = q.fair_share ? Pick(rng, std::vector<double>{0.5, 1.0, 1.0, 3.0}) : 1.0;
+      if (Coin(rng, 0.5)) sh.usage = {static_cast<double>(Uni(rng, 0, 50'000)), static_cast<double>(Uni(rng, 0, 50'000'000)), 0};
+      if (Coin(rng, 0.3)) sh.held = {Uni(rng, 1, 8), Uni(rng, 1, 16) * 1024, 0};
+      const int jobs = static_cast<int>(Uni(rng, 0, 12));
+      for (int j = 0; j < jobs; ++j)
+        sh.runnable.push_back({seqs[next_seq++],
+                               {Coin(rng, 0.1) ? Uni(rng, 16, 80) : Uni(rng, 1, 8), Uni(rng, 1, 32) * 1024,
+                                Coin(rng, 0.2) ? Uni(rng, 1, 2) : 0},
+                               Coin(rng, 0.15) ? Uni(rng, 2, 6) : 1});
+      q.shares.push_back(sh);
+    }
+    s.queues.push_back(q);
+  }
+  return s;
+}
+
+std::string Dump(const ContainerSnapshot& s) {
+  std::ostringstream os;
+  for (const auto& e : s.environments)
+    os << "env " << e.name << (e.enabled ? "" : " (disabled)") << " capacity " << e.capacity.vcpus << "/"
+       << e.capacity.memory_mib << "/" << e.capacity.gpus << " in use " << e.in_use.vcpus << "/" << e.in_use.memory_mib
+       << "/" << e.in_use.gpus << "\n";
+  for (const auto& q : s.queues) {
+    os << "queue " << q.name << " priority " << q.priority << " seq " << q.seq << (q.enabled ? "" : " (disabled)")
+       << (q.fair_share ? " fair share" : " FIFO") << " reservation " << q.compute_reservation << " envs";
+    for (int e : q.environments) os << " " << e;
+    os << "\n";
+    for (const auto& sh : q.shares) {
+      os << "  share '" << sh.identifier << "' w " << sh.weight_factor << " held " << sh.held.vcpus << ":";
+      for (const auto& c : sh.runnable)
+        os << " " << c.seq << "(" << c.size.vcpus << "/" << c.size.memory_mib << "/" << c.size.gpus << "x" << c.count << ")";
+      os << "\n";
+    }
+  }
+  return os.str();
+}
+
+// Candidates skipped (by queue, share and seq), with the number of starts made before the skip.
+using Skipped = std::map<std::tuple<size_t, size_t, uint64_t>, size_t>;
+
+// Runs a pass, skipping each proposal with probability `skip`; returns the starts made.
+std::vector<ContainerStart> RunContainerPass(const ContainerSnapshot& s, Rng& rng, double skip, Skipped* skipped) {
+  std::vector<ContainerStart> made;
+  ContainerPass pass(s);
+  while (auto st = pass.Next()) {
+    if (Coin(rng, skip)) {
+      pass.Skip();
+      skipped->emplace(std::make_tuple(st->queue, st->share, st->seq), made.size());
+      continue;
+    }
+    made.push_back(*st);
+  }
+  return made;
+}
+
+// computeReservation: the vCPUs of `env` held back for shares of `q` not active yet.
+int64_t ContainerReserve(const ContainerQueue& q, const ComputeEnvironmentState& env) {
+  if (!q.fair_share || q.compute_reservation <= 0) return 0;
+  int active = 0;
+  for (const auto& sh : q.shares) active += !(sh.held == ContainerResources{}) || !sh.runnable.empty();
+  return static_cast<int64_t>(std::floor(static_cast<double>(env.capacity.vcpus) * std::pow(q.compute_reservation / 100.0, active)));
+}
+
+void CheckContainerPass(const ContainerSnapshot& s, const std::vector<ContainerStart>& made, const Skipped& skipped,
+                        Problems& p) {
+  std::vector<ContainerResources> in_use;
+  for (const auto& e : s.environments) in_use.push_back(e.in_use);
+  std::map<std::tuple<size_t, size_t, uint64_t>, int64_t> starts;
+  for (size_t i = 0; i < made.size(); ++i) {
+    const ContainerStart& st = made[i];
+    const ContainerQueue& q = s.queues[st.queue];
+    PROP_CHECK(p, q.enabled, "a start in disabled queue " << q.name);
+    PROP_CHECK(p, std::count(q.environments.begin(), q.environments.end(), st.environment) == 1,
+               "job " << st.seq << " started on environment " << st.environment << ", not one of its queue's");
+    const ContainerCandidate* c = nullptr;
+    for (const auto& cand : q.shares[st.share].runnable)
+      if (cand.seq == st.seq) c = &cand;
+    PROP_CHECK(p, c != nullptr, "start of " << st.seq << ", no candidate of its share");
+    if (!c) continue;
+    auto skip = skipped.find(std::make_tuple(st.queue, st.share, st.seq));
+    PROP_CHECK(p, skip == skipped.end() || i < skip->second, "job " << st.seq << " started after it was skipped");
+    PROP_CHECK(p, ++starts[std::make_tuple(st.queue, st.share, st.seq)] <= c->count, "job " << st.seq << " started more than its count");
+    // It fits what is left, less its queue's computeReservation.
+    const ComputeEnvironmentState& env = s.environments[static_cast<size_t>(st.environment)];
+    ContainerResources room = env.capacity;
+    room -= in_use[static_cast<size_t>(st.environment)];
+    room.vcpus -= ContainerReserve(q, env);
+    PROP_CHECK(p, c->size.FitsIn(room), "job " << st.seq << " started on " << env.name << " without room (reservation included)");
+    in_use[static_cast<size_t>(st.environment)] += c->size;
+  }
+  // No environment over capacity, except by what it held before the pass.
+  for (size_t e = 0; e < s.environments.size(); ++e) {
+    const ComputeEnvironmentState& env = s.environments[e];
+    ContainerResources limit = env.capacity;
+    limit.vcpus = std::max(limit.vcpus, env.in_use.vcpus);
+    limit.memory_mib = std::max(limit.memory_mib, env.in_use.memory_mib);
+    limit.gpus = std::max(limit.gpus, env.in_use.gpus);
+    PROP_CHECK(p, in_use[e].FitsIn(limit) || in_use[e] == env.in_use, "environment " << env.name << " over-committed");
+  }
+  // Work conservation, and computeReservation: a candidate left (not skipped, count not used up)
+  // of an enabled queue fits none of the queue's enabled environments in the room left, less the
+  // queue's reservation; and no start ate into that reservation (checked by replaying the starts
+  // of each queue on what the earlier queues left).
+  for (size_t qi = 0; qi < s.queues.size(); ++qi) {
+    const ContainerQueue& q = s.queues[qi];
+    if (!q.enabled) continue;
+    for (size_t k = 0; k < q.shares.size(); ++k)
+      for (const auto& c : q.shares[k].runnable) {
+        if (skipped.count({qi, k, c.seq})) continue;
+        auto n = starts.find({qi, k, c.seq});
+        if (n != starts.end() && n->second >= c.count) continue;
+        for (int e : q.environments) {
+          const ComputeEnvironmentState& env = s.environments[static_cast<size_t>(e)];
+          ContainerResources room = env.capacity;
+          room -= in_use[static_cast<size_t>(e)];
+          room.vcpus -= ContainerReserve(q, env);
+          PROP_CHECK(p, !env.enabled || !c.size.FitsIn(room),
+                     "job " << c.seq << " of queue " << q.name << " still fits environment " << env.name);
+        }
+      }
+  }
+}
+
+TEST(SchedProperty, ContainerPassInvariantsAndWorkConservation) {
+  CaseReport report("container pass invariants");
+  int with_starts = 0, with_skips = 0, with_left = 0;
+  for (int i = 0; i < Cases(500); ++i) {
+    const uint64_t seed = Seed(7000, i);
+    Rng rng(seed);
+    const ContainerSnapshot s = RandomContainerSnapshot(rng);
+    Skipped skipped;
+    const double skip = Coin(rng, 0.5) ? 0.0 : 0.3;
+    const auto made = RunContainerPass(s, rng, skip, &skipped);
+    Problems p;
+    CheckContainerPass(s, made, skipped, p);
+    if (!p.Ok()) report.Fail(seed, Dump(s) + p.Str(), p.Str());
+    with_starts += !made.empty();
+    with_skips += !skipped.empty();
+    size_t candidates = 0;
+    for (const auto& q : s.queues)
+      for (const auto& sh : q.shares) candidates += sh.runnable.size();
+    with_left += made.size() + skipped.size() < candidates;
+  }
+  EXPECT_GT(with_starts, Cases(500) / 2);
+  EXPECT_GT(with_skips, Cases(500) / 5);
+  EXPECT_GT(with_left, Cases(500) / 5);
+}
+
+TEST(SchedProperty, ContainerPassIsDeterministicAndIgnoresTheOrderOfQueuesAndShares) {
+  CaseReport report("container pass determinism");
+  auto key = [](const ContainerSnapshot& s, const std::vector<ContainerStart>& starts) {
+    std::string out;
+    for (const auto& st : starts) out += std::to_string(st.seq) + "@" + s.environments[static_cast<size_t>(st.environment)].name + " ";
+    return out;
+  };
+  for (int i = 0; i < Cases(500); ++i) {
+    const uint64_t seed = Seed(8000, i);
+    Rng rng(seed);
+    const ContainerSnapshot s = RandomContainerSnapshot(rng);
+    const std::string a = key(s, ScheduleContainers(s));
+    ContainerSnapshot shuffled = s;
+    std::shuffle(shuffled.queues.begin(), shuffled.queues.end(), rng);
+    for (auto& q : shuffled.queues) std::shuffle(q.shares.begin(), q.shares.end(), rng);
+    Problems p;
+    PROP_CHECK(p, key(s, ScheduleContainers(s)) == a, "a second pass over the same snapshot decided differently");
+    const std::string b = key(shuffled, ScheduleContainers(shuffled));
+    PROP_CHECK(p, b == a, "listing queues and shares in another order changed the starts:\n" << b << "\nagainst\n" << a);
+    if (!p.Ok()) report.Fail(seed, Dump(s) + p.Str());
+  }
+}
+
+TEST(SchedProperty, ContainerSharesOfLargeAndSmallJobsHoldEqualVcpuTime) {
+  // 64 vCPUs; share a always has 8-vCPU jobs waiting, b 1-vCPU jobs; every job runs 60 to 180 s
+  // (seeded), weights equal, shareDecaySeconds 600. Stepped in 10 s ticks for 4 hours, with usage
+  // decayed as the controller does. DRF holds their vCPU-time equal, so b starts about 8 times
+  // as many jobs.
+  Rng rng(9000);
+  const ContainerResources big{8, 2048, 0}, small{1, 2048, 0};
+  std::vector<ContainerUsage> usage(2);
+  std::vector<ContainerResources> held(2);
+  std::vector<std::vector<std::pair<int64_t, ContainerResources>>> running(2);  // (end, size)
+  std::vector<double> vcpu_seconds(2, 0);
+  std::vector<int64_t> starts(2, 0);
+  uint64_t seq = 1;
+  for (int64_t t = 0; t < 4 * 3600; t += 10) {
+    for (size_t k = 0; k < 2; ++k) {
+      for (auto it = running[k].begin(); it != running[k].end();) {
+        if (it->first > t) {
+          ++it;
+          continue;
+        }
+        held[k] -= it->second;
+        it = running[k].erase(it);
+      }
+    }
+    ContainerSnapshot s;
+    ContainerResources in_use = held[0];
+    in_use += held[1];
+    s.environments.push_back({"ce", true, {64, 256 * 1024, 0}, in_use});
+    ContainerQueue q;
+    q.name = "q";
+    q.environments = {0};
+    q.fair_share = true;
+    q.decay_seconds = 600;
+    for (size_t k = 0; k < 2; ++k) {
+      ContainerShare sh{k == 0 ? "a" : "b", 1.0, usage[k], held[k], {}};
+      for (int j = 0; j < 64; ++j) sh.runnable.push_back({seq++, k == 0 ? big : small, 1});
+      q.shares.push_back(sh);
+    }
+    s.queues.push_back(q);
+    for (const ContainerStart& st : ScheduleContainers(s)) {
+      const ContainerResources& size = st.share == 0 ? big : small;
+      held[st.share] += size;
+      running[st.share].push_back({t + 10 * Uni(rng, 6, 18), size});
+      ++starts[st.share];
+    }
+    for (size_t k = 0; k < 2; ++k) {
+      usage[k] = DecayedContainerUsage(usage[k], held[k], 10'000, 600);
+      vcpu_seconds[k] += 10.0 * static_cast<double>(held[k].vcpus);
+    }
+  }
+  // ledger: vCPU-time a : b = 1 within 5%; starts b / a about 8.
+  EXPECT_NEAR(vcpu_seconds[0] / vcpu_seconds[1], 1.0, 0.05) << vcpu_seconds[0] << " against " << vcpu_seconds[1];
+  EXPECT_NEAR(static_cast<double>(starts[1]) / static_cast<double>(starts[0]), 8.0, 0.8) << starts[0] << " against " << starts[1];
 }
 
 }  // namespace
