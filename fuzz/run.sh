@@ -24,21 +24,23 @@ trap 'rm -rf "$scratch"' EXIT
 limits=(-timeout=10 -rss_limit_mb=2048)
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 
-failed=()
-for name in "${targets[@]}"; do
-  bin="$build/fuzz/${name}_fuzz"
+# One target: fuzz, then replay its regressions; its output goes to $scratch/$name.out and a
+# failure is recorded as $scratch/$name.failed (read after every target is done).
+fuzz_one() {
+  local name=$1 bin="$build/fuzz/${1}_fuzz"
+  exec > "$scratch/$name.out" 2>&1
   echo "== fuzz $name: ${seconds}s over fuzz/corpus/$name"
   mkdir "$scratch/$name"
   cp "$here/corpus/$name"/* "$scratch/$name/"
   if ! "$bin" "${limits[@]}" -max_total_time="$seconds" -print_final_stats=1 \
        -artifact_prefix="$artifacts/$name-" "$scratch/$name" > "$scratch/$name.log" 2>&1; then
     tail -n 60 "$scratch/$name.log"
-    failed+=("$name")
-    continue
+    echo "$name" > "$scratch/$name.failed"
+    return
   fi
   grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb|INFO: Loaded|#[0-9]+ +DONE)' "$scratch/$name.log" || true
 
-  regressions=()
+  local regressions=()
   if [ -d "$here/regressions/$name" ]; then
     while IFS= read -r -d '' f; do regressions+=("$f"); done \
       < <(find "$here/regressions/$name" -type f ! -name README.md -print0 | sort -z)
@@ -47,13 +49,28 @@ for name in "${targets[@]}"; do
     echo "== replay $name: ${#regressions[@]} inputs from fuzz/regressions/$name"
     if ! "$bin" "${limits[@]}" "${regressions[@]}" > "$scratch/$name.replay.log" 2>&1; then
       tail -n 60 "$scratch/$name.replay.log"
-      failed+=("$name (regressions)")
+      echo "$name (regressions)" > "$scratch/$name.failed"
     fi
   fi
+}
+
+# Each libFuzzer process uses one core: FUZZ_JOBS targets at a time (default: every core), so a
+# bounded run takes its SECONDS about (targets / cores) times rather than once per target.
+parallel=${FUZZ_JOBS:-$(nproc)}
+for name in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$parallel" ]; do wait -n || true; done
+  fuzz_one "$name" &
+done
+wait
+
+failed=()
+for name in "${targets[@]}"; do
+  cat "$scratch/$name.out"
+  if [ -f "$scratch/$name.failed" ]; then failed+=("$(cat "$scratch/$name.failed")"); fi
 done
 
 if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz: FAILED: ${failed[*]} (inputs kept in $artifacts)" >&2
   exit 1
 fi
-echo "fuzz: ${#targets[@]} targets, ${seconds}s each: no crash"
+echo "fuzz: ${#targets[@]} targets, ${seconds}s each, $parallel at a time: no crash"
