@@ -35,7 +35,11 @@ TEAM = {"Version": "2012-10-17", "Statement": [
      "Condition": {"StringEqualsIfExists": {"aws:ResourceTag/team": "${aws:PrincipalTag/team}"}}},
     {"Sid": "TerminateOwnJobs", "Effect": "Allow", "Action": "batch:TerminateServiceJob",
      "Resource": "arn:aws:batch:*:*:service-job/*",
-     "Condition": {"StringEquals": {"aws:ResourceTag/team": "${aws:PrincipalTag/team}"}}}]}
+     "Condition": {"StringEquals": {"aws:ResourceTag/team": "${aws:PrincipalTag/team}"}}},
+    # A submit is refused unless its principal may use the job's data (the loadgen's output path
+    # is s3://bench/output): docs/security.md, "The job's data".
+    {"Sid": "BenchData", "Effect": "Allow", "Action": "s3:*",
+     "Resource": ["arn:aws:s3:::bench", "arn:aws:s3:::bench/*"]}]}
 GUARD = {"Version": "2012-10-17", "Statement": [
     {"Sid": "DenyTerminateOthers", "Effect": "Deny", "Action": ["batch:TerminateServiceJob", "sagemaker:StopTrainingJob"],
      "Resource": "*", "Condition": {"StringNotEquals": {"aws:ResourceTag/team": "${aws:PrincipalTag/team}"}}}]}
