@@ -37,7 +37,7 @@ TEAM = {"Version": "2012-10-17", "Statement": [
      "Resource": "arn:aws:batch:*:*:service-job/*",
      "Condition": {"StringEquals": {"aws:ResourceTag/team": "${aws:PrincipalTag/team}"}}},
     # A submit is refused unless its principal may use the job's data (the loadgen's output path
-    # is s3://bench/output): docs/security.md, "The job's data".
+    # is s3://bench/output): docs/security.md, "Jobs' data".
     {"Sid": "BenchData", "Effect": "Allow", "Action": "s3:*",
      "Resource": ["arn:aws:s3:::bench", "arn:aws:s3:::bench/*"]}]}
 GUARD = {"Version": "2012-10-17", "Statement": [
