@@ -12,6 +12,9 @@
 # macros differ from the command line's instead of falling back to the text.
 option(TY_PCH "Precompile the standard library, nlohmann/json and GoogleTest headers" ON)
 
+# The optimisation of the tests' own code (tests/CMakeLists.txt) and of their precompiled header.
+set(TY_TEST_OPTIMIZE $<$<CONFIG:RelWithDebInfo,Release>:-O1>)
+
 set(TY_PCH_HEADERS
   <algorithm> <array> <atomic> <chrono> <cstdint> <cstdio> <cstdlib> <cstring> <filesystem>
   <fstream> <functional> <map> <memory> <mutex> <optional> <set> <sstream> <string>
@@ -47,6 +50,10 @@ function(ty_precompile root)
   add_library(ty_pch OBJECT ${empty})
   target_precompile_headers(ty_pch PRIVATE ${TY_PCH_HEADERS})
   add_library(ty_pch_test OBJECT ${empty})
+  # With GoogleTest's own compile definitions (GTEST_HAS_PTHREAD=1), which every test that links
+  # it is compiled with: GCC refuses a precompiled header built without them.
+  target_link_libraries(ty_pch_test PRIVATE GTest::gtest GTest::gmock)
+  target_compile_options(ty_pch_test PRIVATE ${TY_TEST_OPTIMIZE})
   target_precompile_headers(ty_pch_test PRIVATE ${TY_PCH_HEADERS} <gtest/gtest.h> <gmock/gmock.h>)
   ty_precompile_dir(${root})
 endfunction()
