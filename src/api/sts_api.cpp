@@ -182,7 +182,7 @@ struct StsCall {
 
 // STS's operation table: an action is answered when it has a row. Each authorizes itself
 // (GetCallerIdentity needs no permission, as on AWS; AssumeRole checks sts:AssumeRole on the role,
-// then the role's trust policy) and its audit record names no resource.
+// then the role's trust policy); AssumeRole's audit record names the role (ServeSts).
 struct StsOperation {
   std::string_view name;
   StatusOr<std::string> (*serve)(const StsCall& x);
@@ -225,6 +225,10 @@ http::Response ServeSts(const http::Request& req, control::Controller& controlle
   for (const auto& [k, v] : params)
     if (k != "Action" && k != "Version") body[k] = v;
   call.SetBody(body);
+  // AssumeRole acts on the role it names (CloudTrail's AWS::IAM::Role), allowed or refused.
+  if (row && action == "AssumeRole")
+    if (auto arn = params.find("RoleArn"); arn != params.end())
+      call.record().resources.push_back({"AWS::IAM::Role", arn->second.substr(0, 2048)});
   StatusOr<std::string> result = Status(Code::kUnknownOperation, "");
   if (!row) {
     std::string served;

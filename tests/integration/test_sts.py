@@ -133,6 +133,8 @@ class StsTest(ServerTest):
         self.assertNotIn("SessionToken", json.dumps(ok))
         denied = by_user[f"arn:aws:iam::{ACCOUNT}:user/bob"]
         self.assertIn("AccessDenied", denied["errorCode"])
+        for r in (ok, denied):  # both name the role they asked for
+            self.assertEqual(r["resources"], [{"type": "AWS::IAM::Role", "name": self.role["Arn"]}])
 
 
 if __name__ == "__main__":
