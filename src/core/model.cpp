@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_read.h"
 #include "core/strings.h"
 #include "core/training_spec_json.h"
 
@@ -255,10 +256,7 @@ std::optional<nlohmann::json> ParseObject(const std::string& text) {
   if (j.is_discarded() || !j.is_object()) return std::nullopt;
   return j;
 }
-int64_t IntOr(const nlohmann::json& j, const char* key, int64_t fallback) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
-}
+using json_read::IntOr;
 }  // namespace
 
 bool ParseRetryStrategy(const std::string& text, RetryStrategy* out) {
@@ -313,64 +311,57 @@ int64_t WholeOf(const nlohmann::json& v, int64_t fallback) {
   }
   return fallback;
 }
-std::string StringOf(const nlohmann::json& object, const char* member) {
-  auto it = object.find(member);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
-}
-const nlohmann::json& MemberOf(const nlohmann::json& object, const char* member) {
-  static const nlohmann::json kNull;
-  auto it = object.find(member);
-  return it != object.end() ? *it : kNull;
-}
+using json_read::BoolOr;
+using json_read::Member;
+using json_read::StringOr;
 }  // namespace
 
 bool ParseContainerTemplate(const std::string& spec_json, ContainerTemplate* out) {
   const nlohmann::json spec = nlohmann::json::parse(spec_json, nullptr, false);
   if (!spec.is_object()) return false;
   ContainerTemplate c;
-  const nlohmann::json& props = MemberOf(spec, "containerProperties");
+  const nlohmann::json& props = Member(spec, "containerProperties");
   if (props.is_object()) {
-    c.image = StringOf(props, "image");
-    c.job_role_arn = StringOf(props, "jobRoleArn");
-    if (const auto& cmd = MemberOf(props, "command"); cmd.is_array())
+    c.image = StringOr(props, "image");
+    c.job_role_arn = StringOr(props, "jobRoleArn");
+    if (const auto& cmd = Member(props, "command"); cmd.is_array())
       for (const auto& a : cmd)
         if (a.is_string()) c.command.push_back(a.get<std::string>());
-    if (const auto& env = MemberOf(props, "environment"); env.is_array())
+    if (const auto& env = Member(props, "environment"); env.is_array())
       for (const auto& e : env)
-        if (e.is_object() && MemberOf(e, "name").is_string()) c.environment[e["name"].get<std::string>()] = StringOf(e, "value");
-    c.vcpus = WholeOf(MemberOf(props, "vcpus"), c.vcpus);
-    c.memory_mib = WholeOf(MemberOf(props, "memory"), c.memory_mib);
-    if (const auto& reqs = MemberOf(props, "resourceRequirements"); reqs.is_array())
+        if (e.is_object() && Member(e, "name").is_string()) c.environment[e["name"].get<std::string>()] = StringOr(e, "value");
+    c.vcpus = WholeOf(Member(props, "vcpus"), c.vcpus);
+    c.memory_mib = WholeOf(Member(props, "memory"), c.memory_mib);
+    if (const auto& reqs = Member(props, "resourceRequirements"); reqs.is_array())
       for (const auto& r : reqs) {
         if (!r.is_object()) continue;
-        const std::string type = StringOf(r, "type");
-        if (type == "VCPU") c.vcpus = WholeOf(MemberOf(r, "value"), c.vcpus);
-        if (type == "MEMORY") c.memory_mib = WholeOf(MemberOf(r, "value"), c.memory_mib);
-        if (type == "GPU") c.gpus = WholeOf(MemberOf(r, "value"), c.gpus);
+        const std::string type = StringOr(r, "type");
+        if (type == "VCPU") c.vcpus = WholeOf(Member(r, "value"), c.vcpus);
+        if (type == "MEMORY") c.memory_mib = WholeOf(Member(r, "value"), c.memory_mib);
+        if (type == "GPU") c.gpus = WholeOf(Member(r, "value"), c.gpus);
       }
   }
-  if (const auto& params = MemberOf(spec, "parameters"); params.is_object())
+  if (const auto& params = Member(spec, "parameters"); params.is_object())
     for (const auto& [k, v] : params.items())
       if (v.is_string()) c.parameters[k] = v.get<std::string>();
-  if (const auto& retry = MemberOf(spec, "retryStrategy"); retry.is_object()) {
-    c.retry_attempts = static_cast<int>(std::clamp<int64_t>(WholeOf(MemberOf(retry, "attempts"), 1), 0, 1000));
-    if (const auto& rules = MemberOf(retry, "evaluateOnExit"); rules.is_array())
+  if (const auto& retry = Member(spec, "retryStrategy"); retry.is_object()) {
+    c.retry_attempts = static_cast<int>(std::clamp<int64_t>(WholeOf(Member(retry, "attempts"), 1), 0, 1000));
+    if (const auto& rules = Member(retry, "evaluateOnExit"); rules.is_array())
       for (const auto& r : rules) {
         if (!r.is_object()) continue;
         ContainerExitRule rule;
-        const std::string action = StringOf(r, "action");
+        const std::string action = StringOr(r, "action");
         rule.retry = action.empty() || ToUpper(action) == "RETRY";
-        rule.on_exit_code = StringOf(r, "onExitCode");
-        rule.on_reason = StringOf(r, "onReason");
-        rule.on_status_reason = StringOf(r, "onStatusReason");
+        rule.on_exit_code = StringOr(r, "onExitCode");
+        rule.on_reason = StringOr(r, "onReason");
+        rule.on_status_reason = StringOr(r, "onStatusReason");
         c.evaluate_on_exit.push_back(std::move(rule));
       }
   }
-  if (const auto& timeout = MemberOf(spec, "timeout"); timeout.is_object())
-    c.attempt_duration_seconds = WholeOf(MemberOf(timeout, "attemptDurationSeconds"), 0);
-  c.scheduling_priority = static_cast<int>(std::clamp<int64_t>(WholeOf(MemberOf(spec, "schedulingPriority"), 0), INT_MIN, INT_MAX));
-  const auto& propagate = MemberOf(spec, "propagateTags");
-  c.propagate_tags = propagate.is_boolean() && propagate.get<bool>();
+  if (const auto& timeout = Member(spec, "timeout"); timeout.is_object())
+    c.attempt_duration_seconds = WholeOf(Member(timeout, "attemptDurationSeconds"), 0);
+  c.scheduling_priority = static_cast<int>(std::clamp<int64_t>(WholeOf(Member(spec, "schedulingPriority"), 0), INT_MIN, INT_MAX));
+  c.propagate_tags = BoolOr(spec, "propagateTags", false);
   *out = std::move(c);
   return true;
 }

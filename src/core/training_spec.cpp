@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/json_read.h"
 #include "core/training_spec_json.h"
 
 namespace ty {
@@ -12,27 +13,9 @@ using nlohmann::json;
 
 namespace {
 
-// Lenient readers: the request passed CheckTrainingRequest (or is a stored form), so a member of
-// the wrong type is treated as absent, never thrown on.
-const json& Member(const json& o, const char* key) {
-  static const json kNull;
-  if (!o.is_object()) return kNull;
-  auto it = o.find(key);
-  return it == o.end() ? kNull : *it;
-}
-std::string StringOr(const json& o, const char* key, const std::string& fallback = "") {
-  const json& v = Member(o, key);
-  return v.is_string() ? v.get<std::string>() : fallback;
-}
-std::optional<int64_t> OptionalInt(const json& o, const char* key) {
-  const json& v = Member(o, key);
-  return v.is_number_integer() ? std::optional<int64_t>(v.get<int64_t>()) : std::nullopt;
-}
-int64_t IntOr(const json& o, const char* key, int64_t fallback) { return OptionalInt(o, key).value_or(fallback); }
-bool BoolOr(const json& o, const char* key, bool fallback) {
-  const json& v = Member(o, key);
-  return v.is_boolean() ? v.get<bool>() : fallback;
-}
+// Lenient readers (core/json_read.h): the request passed CheckTrainingRequest (or is a stored
+// form), so a member of the wrong type is treated as absent, never thrown on.
+using namespace json_read;
 // A value as the executor passes it on: a string as it is, anything else as its JSON text.
 std::string AsString(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 std::vector<std::string> Strings(const json& o, const char* key) {
