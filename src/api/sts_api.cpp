@@ -7,6 +7,7 @@
 #include <map>
 
 #include "api/audit.h"
+#include "api/operations.h"
 #include "control/controller.h"
 #include "control/principals.h"
 #include "control/role_sessions.h"
@@ -182,15 +183,18 @@ struct StsCall {
 
 // STS's operation table: an action is answered when it has a row. Each authorizes itself
 // (GetCallerIdentity needs no permission, as on AWS; AssumeRole checks sts:AssumeRole on the role,
-// then the role's trust policy); AssumeRole's audit record names the role (ServeSts).
+// then the role's trust policy). A row's audit member is the parameter that names the resource
+// its record names, allowed or refused (AssumeRole: the role).
 struct StsOperation {
   std::string_view name;
   StatusOr<std::string> (*serve)(const StsCall& x);
+  AuditMember audit = {};
 };
 constexpr StsOperation kStsOperations[] = {
     {"GetCallerIdentity",
      [](const StsCall& x) { return GetCallerIdentity(x.caller, x.controller.config().account_id); }},
-    {"AssumeRole", [](const StsCall& x) { return AssumeRole(x.controller, x.authz, x.caller, x.ctx, x.params); }},
+    {"AssumeRole", [](const StsCall& x) { return AssumeRole(x.controller, x.authz, x.caller, x.ctx, x.params); },
+     {"RoleArn", "AWS::IAM::Role"}},
 };
 
 const StsOperation* FindStsOperation(std::string_view action) {
@@ -225,10 +229,9 @@ http::Response ServeSts(const http::Request& req, control::Controller& controlle
   for (const auto& [k, v] : params)
     if (k != "Action" && k != "Version") body[k] = v;
   call.SetBody(body);
-  // AssumeRole acts on the role it names (CloudTrail's AWS::IAM::Role), allowed or refused.
-  if (row && action == "AssumeRole")
-    if (auto arn = params.find("RoleArn"); arn != params.end())
-      call.record().resources.push_back({"AWS::IAM::Role", arn->second.substr(0, 2048)});
+  if (row && !row->audit.member.empty())
+    if (auto named = params.find(std::string(row->audit.member)); named != params.end())
+      call.record().resources.push_back({std::string(row->audit.type), named->second.substr(0, 2048)});
   StatusOr<std::string> result = Status(Code::kUnknownOperation, "");
   if (!row) {
     std::string served;
